@@ -1,0 +1,156 @@
+"""The connector contract shared by the planner, the runner and every connector.
+
+A connector validates a table's WITH options (``validate``), turns a source
+table into a streaming DataFrame (``read_stream``) and a sink table into a
+:class:`Sink` the runner writes one epoch at a time (``create_sink``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+#: INT: index of the source partition (reader) that produced the row.
+HIDDEN_PARTITION = "_spate_partition"
+#: TIMESTAMP: the connector's own event time for the row (NULL on control rows).
+HIDDEN_TIMESTAMP = "_spate_timestamp"
+#: STRING: NULL on data rows; ``eof`` or ``dropped:N`` on control rows.
+HIDDEN_CONTROL = "_spate_control"
+HIDDEN_COLUMNS = (HIDDEN_PARTITION, HIDDEN_TIMESTAMP, HIDDEN_CONTROL)
+
+#: Control value of the one row a bounded source emits when it reaches its end.
+CONTROL_EOF = "eof"
+#: Prefix of the control row reporting records dropped under ``bad_data = 'drop'``.
+CONTROL_DROPPED_PREFIX = "dropped:"
+
+SOURCE = "source"
+SINK = "sink"
+
+
+class ConnectorError(Exception):
+    """A connector problem the user can fix; ``option`` names the WITH option at fault."""
+
+    def __init__(self, message: str, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.option))
+
+
+@dataclass(frozen=True)
+class ColumnDef:
+    """A physical column of a connector table."""
+
+    name: str
+    spark_type: T.DataType
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """A ``CREATE TABLE ... WITH (...)`` as the planner hands it to a connector.
+
+    ``options`` hold every WITH option but ``connector``, values as strings with
+    ``{{ ENV }}`` references already substituted.
+    """
+
+    name: str
+    connector: str
+    role: str
+    options: Mapping[str, str]
+    columns: tuple[ColumnDef, ...]
+
+
+def hidden_fields() -> list[T.StructField]:
+    """The Spark fields of the hidden columns every source appends."""
+    return [
+        T.StructField(HIDDEN_PARTITION, T.IntegerType(), True),
+        T.StructField(HIDDEN_TIMESTAMP, T.TimestampType(), True),
+        T.StructField(HIDDEN_CONTROL, T.StringType(), True),
+    ]
+
+
+def stream_schema(columns: tuple[ColumnDef, ...]) -> T.StructType:
+    """The schema of a source's streaming DataFrame: physical then hidden columns.
+
+    Physical columns are nullable at the top level whatever their declaration:
+    control rows carry NULL in every physical column.
+    """
+    fields = [T.StructField(c.name, c.spark_type, True) for c in columns]
+    return T.StructType(fields + hidden_fields())
+
+
+class Sink(ABC):
+    """An open sink the runner writes one epoch at a time, exactly once."""
+
+    @abstractmethod
+    def open(self, marker: Any | None) -> None:
+        """Restore the output to the last committed epoch (``marker``); None: fresh start."""
+
+    @abstractmethod
+    def write_epoch(self, epoch: int, df: DataFrame) -> Any:
+        """Write an epoch's rows; return a small msgpack-able marker committed with it."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the sink's resources."""
+
+
+class Connector(ABC):
+    """One connector: option validation, a streaming source, a sink factory."""
+
+    name: str
+    roles: frozenset[str]
+
+    @abstractmethod
+    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+        """Check the role and every option; return the table's physical columns."""
+
+    def is_bounded(self, table: TableConfig) -> bool:
+        """Whether the source ends by itself (sinks: False)."""
+        del table
+        return False
+
+    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
+        """A streaming DataFrame: physical columns then :data:`HIDDEN_COLUMNS`."""
+        del spark, parallelism
+        raise ConnectorError(f"connector '{self.name}' cannot be read: table '{table.name}' "
+                             "is not a source")
+
+    def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
+        """The sink writing ``schema``-shaped rows into ``table``."""
+        del schema
+        raise ConnectorError(f"connector '{self.name}' cannot be written: table "
+                             f"'{table.name}' is not a sink")
+
+
+def _strip_nullability(data_type: T.DataType) -> T.DataType:
+    if isinstance(data_type, T.StructType):
+        return T.StructType([T.StructField(f.name, _strip_nullability(f.dataType), True)
+                             for f in data_type.fields])
+    if isinstance(data_type, T.ArrayType):
+        return T.ArrayType(_strip_nullability(data_type.elementType), True)
+    return data_type
+
+
+def check_fixed_columns(table: TableConfig, fixed: tuple[ColumnDef, ...]) -> tuple[ColumnDef, ...]:
+    """A fixed-schema source: declared columns (if any) must match ``fixed``.
+
+    Names and types must agree; nullability may be left out of the declaration.
+    """
+    if not table.columns:
+        return fixed
+    declared = [(c.name, _strip_nullability(c.spark_type)) for c in table.columns]
+    expected = [(c.name, _strip_nullability(c.spark_type)) for c in fixed]
+    if declared != expected:
+        wanted = ", ".join(f"{c.name} {c.spark_type.simpleString()}" for c in fixed)
+        raise ConnectorError(
+            f"connector '{table.connector}' has the fixed schema ({wanted}); declare exactly "
+            "these columns or none")
+    return fixed

@@ -1,0 +1,282 @@
+"""Decoding newline-framed records into Arrow columns (runs on executors).
+
+Lines are given as a byte buffer plus per-line ``starts`` and ``lengths`` (line
+terminators excluded), so framing, truncation and decoding stay vectorised.
+A block that fails to decode is bisected until every bad line is isolated: good
+lines still decode in bulk and each bad line gets its own precise message.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
+
+from engine.connectors.arrow_batches import TIMESTAMP_US, gather
+from engine.connectors.formats import RAW_STRING, UNIX_MILLIS, FormatSpec
+
+_WHITESPACE = np.zeros(256, dtype=bool)
+_WHITESPACE[[9, 10, 13, 32]] = True
+_MS_PER_DAY = 86_400_000
+
+
+class RecordError(ValueError):
+    """One record (or a block holding it) does not decode; the message says why."""
+
+
+@dataclass
+class Decoded:
+    """Decoded good records, in line order, and the bad ones by line index."""
+
+    columns: list[pa.Array]
+    #: (index of the line in the decoded block, what is wrong), in line order
+    bad: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.columns[0]) if self.columns else 0
+
+
+def split_lines(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(buffer, starts, lengths)`` of the ``\\n``-separated lines of ``data``.
+
+    A final line without a terminator counts; a trailing ``\\r`` (CRLF files) is
+    not part of a line.
+    """
+    buf = np.frombuffer(data, dtype=np.uint8)
+    newlines = np.flatnonzero(buf == 10)
+    starts = np.concatenate(([0], newlines + 1)).astype(np.int64)
+    ends = np.concatenate((newlines, [len(buf)])).astype(np.int64)
+    if ends[-1] == starts[-1]:  # nothing after the last terminator
+        starts, ends = starts[:-1], ends[:-1]
+    if len(ends):
+        carriage = (ends > starts) & (buf[np.maximum(ends - 1, 0)] == 13)
+        ends = ends - carriage
+    return buf, starts, ends - starts
+
+
+def _binary_array(data: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    count = len(offsets) - 1
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+class RecordDecoder:
+    """Decodes one block of lines into the physical columns of a table."""
+
+    def __init__(self, schema: pa.Schema, spec: FormatSpec) -> None:
+        self.schema = schema
+        self.spec = spec
+        self._decode_lines = self._pick_decoder()
+
+    def _pick_decoder(self) -> Callable[[np.ndarray, np.ndarray, np.ndarray], Decoded]:
+        if self.spec.kind == RAW_STRING:
+            return self._raw_string
+        if self.spec.unstructured:
+            return self._unstructured
+        return _JsonBlockDecoder(self.schema, self.spec).decode
+
+    def decode(self, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Decoded:
+        if self.spec.max_line_bytes is not None:
+            lengths = np.minimum(lengths, self.spec.max_line_bytes)
+        return self._decode_lines(buf, starts, lengths)
+
+    def _raw_string(self, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Decoded:
+        data, offsets = gather(buf, starts, lengths, terminate=False)
+        binary = _binary_array(data, offsets)
+        try:
+            values = binary.cast(pa.large_string()).cast(pa.string())
+            return Decoded([values])
+        except pa.ArrowInvalid:
+            return _per_line_utf8(binary)
+
+    def _unstructured(self, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Decoded:
+        keep = np.flatnonzero(nonblank(buf, starts, lengths))
+        data, offsets = gather(buf, starts[keep], lengths[keep], terminate=False)
+        good: list[str] = []
+        bad: list[tuple[int, str]] = []
+        raw = data.tobytes()
+        for i, line_index in enumerate(keep.tolist()):
+            text = raw[offsets[i]:offsets[i + 1]]
+            try:
+                decoded = text.decode("utf-8")
+                json.loads(decoded)
+            except (UnicodeDecodeError, ValueError) as error:
+                bad.append((line_index, f"not valid JSON: {error}"))
+                continue
+            good.append(decoded)
+        return Decoded([pa.array(good, pa.string())], bad)
+
+
+def _per_line_utf8(binary: pa.Array) -> Decoded:
+    good: list[str] = []
+    bad: list[tuple[int, str]] = []
+    for index, value in enumerate(binary.to_pylist()):
+        try:
+            good.append(value.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            bad.append((index, f"not valid UTF-8 ({error.reason} at byte {error.start})"))
+    return Decoded([pa.array(good, pa.string())], bad)
+
+
+def nonblank(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Boolean mask of lines holding anything but JSON whitespace."""
+    if len(buf) == 0:
+        return np.zeros(len(starts), dtype=bool)
+    first = buf[np.minimum(starts, len(buf) - 1)]
+    solid = (lengths > 0) & ~_WHITESPACE[first]
+    # Lines starting with whitespace are rare: look at those one by one.
+    for line in np.flatnonzero(~solid & (lengths > 0)).tolist():
+        text = buf[starts[line]:starts[line] + lengths[line]]
+        solid[line] = not _WHITESPACE[text].all()
+    return solid
+
+
+class _JsonBlockDecoder:
+    """JSON lines -> Arrow via pyarrow.json, bisecting failed blocks to find bad lines."""
+
+    def __init__(self, schema: pa.Schema, spec: FormatSpec) -> None:
+        self.schema = schema
+        self.millis = spec.timestamp_format == UNIX_MILLIS
+        self.wire = pa.schema([pa.field(f.name, self._wire_type(f.type), True) for f in schema])
+        self.parse_options = pa_json.ParseOptions(
+            explicit_schema=self.wire, unexpected_field_behavior="ignore")
+        self.required = [i for i, f in enumerate(schema) if not f.nullable]
+
+    def decode(self, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Decoded:
+        keep = np.flatnonzero(nonblank(buf, starts, lengths))
+        tables, good_parts, bad = self._decode_range(buf, starts, lengths, keep)
+        if tables:
+            table = pa.concat_tables(tables).combine_chunks()
+            columns = [table.column(i).combine_chunks() for i in range(table.num_columns)]
+        else:
+            columns = [pa.array([], f.type) for f in self.schema]
+        good = np.concatenate(good_parts) if good_parts else np.zeros(0, np.int64)
+        columns, _, missing = self._drop_missing_required(columns, good)
+        return Decoded(columns, sorted(bad + missing))
+
+    def _decode_range(self, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                      lines: np.ndarray) -> tuple[list[pa.Table], list[np.ndarray],
+                                                  list[tuple[int, str]]]:
+        if len(lines) == 0:
+            return [], [], []
+        try:
+            return [self._decode_exact(buf, starts[lines], lengths[lines])], [lines], []
+        except RecordError as error:
+            if len(lines) == 1:
+                return [], [], [(int(lines[0]), str(error))]
+        middle = len(lines) // 2
+        left = self._decode_range(buf, starts, lengths, lines[:middle])
+        right = self._decode_range(buf, starts, lengths, lines[middle:])
+        return left[0] + right[0], left[1] + right[1], left[2] + right[2]
+
+    def _decode_exact(self, buf: np.ndarray, starts: np.ndarray,
+                      lengths: np.ndarray) -> pa.Table:
+        data, _ = gather(buf, starts, lengths, terminate=True)
+        block = max(int(lengths.max()) + 2, 1 << 20)
+        try:
+            table = pa_json.read_json(
+                pa.BufferReader(pa.py_buffer(data)),
+                read_options=pa_json.ReadOptions(block_size=block, use_threads=False),
+                parse_options=self.parse_options)
+        except pa.ArrowInvalid as error:
+            raise RecordError(_first_line(error)) from None
+        if table.num_rows != len(starts):
+            raise RecordError("a line must hold exactly one JSON object")
+        return pa.table([self._convert(table.column(i).combine_chunks(), f.type, f.name)
+                         for i, f in enumerate(self.schema)], schema=self.schema)
+
+    def _drop_missing_required(
+        self, columns: list[pa.Array], good: np.ndarray
+    ) -> tuple[list[pa.Array], np.ndarray, list[tuple[int, str]]]:
+        if not self.required or not len(good):
+            return columns, good, []
+        missing = np.zeros(len(good), dtype=bool)
+        names: dict[int, str] = {}
+        for i in self.required:
+            nulls = np.asarray(columns[i].is_null())
+            for row in np.flatnonzero(nulls & ~missing).tolist():
+                names[row] = self.schema.field(i).name
+            missing |= nulls
+        if not missing.any():
+            return columns, good, []
+        bad = [(int(good[row]), f"column '{name}' is NOT NULL but the record has no value "
+                                f"for it") for row, name in names.items()]
+        keep = pa.array(~missing)
+        return [c.filter(keep) for c in columns], good[~missing], bad
+
+    # -- wire types: what pyarrow.json parses before Spate's own conversions --------
+
+    def _wire_type(self, target: pa.DataType) -> pa.DataType:
+        if pa.types.is_timestamp(target) or pa.types.is_date(target):
+            return pa.int64() if self.millis else pa.string()
+        if pa.types.is_binary(target):
+            return pa.string()
+        if pa.types.is_list(target):
+            return pa.list_(pa.field(target.value_field.name,
+                                     self._wire_type(target.value_type), True))
+        if pa.types.is_struct(target):
+            return pa.struct([pa.field(f.name, self._wire_type(f.type), True) for f in target])
+        return target
+
+    def _convert(self, array: pa.Array, target: pa.DataType, path: str) -> pa.Array:
+        if array.type == target:
+            return array
+        try:
+            return self._convert_unchecked(array, target, path)
+        except (pa.ArrowInvalid, ValueError, binascii.Error) as error:
+            if isinstance(error, RecordError):
+                raise
+            raise RecordError(f"field '{path}': {_first_line(error)}") from None
+
+    def _convert_unchecked(self, array: pa.Array, target: pa.DataType, path: str) -> pa.Array:
+        if pa.types.is_timestamp(target):
+            if self.millis:
+                return pc.multiply_checked(array, 1000).cast(TIMESTAMP_US)
+            return parse_rfc3339(array)
+        if pa.types.is_date(target):
+            if self.millis:
+                return pc.floor(pc.divide(array.cast(pa.float64()), _MS_PER_DAY)).cast(
+                    pa.int32()).cast(pa.date32())
+            return array.cast(pa.date32())
+        if pa.types.is_binary(target):
+            return pa.array([None if v is None else base64.b64decode(v, validate=True)
+                             for v in array.to_pylist()], pa.binary())
+        if pa.types.is_list(target):
+            values = self._convert(array.values, target.value_type, f"{path}[]")
+            return pa.ListArray.from_arrays(array.offsets, values, type=target,
+                                            mask=array.is_null())
+        if pa.types.is_struct(target):
+            children = [self._convert(array.field(i), f.type, f"{path}.{f.name}")
+                        for i, f in enumerate(target)]
+            return pa.StructArray.from_arrays(children, fields=list(target),
+                                              mask=array.is_null())
+        return array.cast(target)
+
+
+def parse_rfc3339(strings: pa.Array) -> pa.Array:
+    """RFC 3339 timestamps (also ``T``/space, no zone = UTC, date only, ns digits) -> µs UTC."""
+    text = pc.utf8_upper(strings)
+    text = pc.replace_substring_regex(text, r"^(\d{4}-\d{2}-\d{2})$", r"\1T00:00:00")
+    text = pc.replace_substring_regex(text, r"(\.\d{6})\d+", r"\1")
+    zoned = pc.match_substring_regex(text, r"(Z|[+-]\d{2}(:?\d{2})?)$")
+    text = pc.if_else(zoned, text, pc.binary_join_element_wise(text, "Z", ""))
+    try:
+        return text.cast(TIMESTAMP_US)
+    except pa.ArrowInvalid:
+        if len(strings) == 1:
+            raise ValueError(f"cannot parse {strings[0].as_py()!r} as an RFC 3339 "
+                             "timestamp") from None
+        raise
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

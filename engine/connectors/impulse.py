@@ -1,0 +1,179 @@
+"""The ``impulse`` source (SQL.md 1.3): counters at a fixed rate, one per subtask.
+
+With parallelism ``p`` there are ``p`` subtasks (partitions), each emitting
+``counter = 0, 1, ...`` at ``event_rate / p`` rows per second (``event_rate`` is
+the total, as in Arroyo). Offsets are ``{"start_ns", "counter", "eof"}``: the
+wall-clock start recorded in the initial offset, and the per-subtask count
+emitted so far, so a restart from a checkpoint regenerates the same rows.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
+
+from engine.connectors.arrow_batches import arrow_schema, control_batch, data_batch
+from engine.connectors.base import (
+    CONTROL_EOF,
+    SOURCE,
+    ColumnDef,
+    Connector,
+    TableConfig,
+    check_fixed_columns,
+    stream_schema,
+)
+from engine.connectors.formats import reject_format_options
+from engine.connectors.options import OptionReader, check_role, check_source_options
+from engine.connectors.streaming import (
+    SpateDataSource,
+    default_limit,
+    load_stream,
+    max_rows,
+    source_options,
+)
+
+SOURCE_NAME = "spate_impulse"
+#: Rows (over all subtasks) admitted per micro-batch unless Spark asks for all.
+MAX_ROWS_PER_BATCH = 1_000_000
+COLUMNS = (ColumnDef("counter", T.LongType(), False),
+           ColumnDef("subtask_index", T.LongType(), False))
+
+
+@dataclass(frozen=True)
+class ImpulseSettings:
+    table: str
+    event_rate: float
+    #: event time step per counter in ns; None: the row's emission time
+    event_time_interval_ns: int | None
+    #: rows per subtask; None: unbounded
+    message_count: int | None
+    parallelism: int = 1
+
+
+def _parse(table: TableConfig) -> ImpulseSettings:
+    options = OptionReader(table)
+    check_role(options, frozenset({SOURCE}))
+    reject_format_options(options)
+    check_source_options(options)
+    settings = ImpulseSettings(
+        table=table.name,
+        event_rate=options.number("event_rate", positive=True, required=True) or 0.0,
+        event_time_interval_ns=options.integer("event_time_interval", None, minimum=0),
+        message_count=options.integer("message_count", None, minimum=0),
+    )
+    options.finish()
+    return settings
+
+
+class ImpulseConnector(Connector):
+    """``impulse``: a rate-limited counter source, bounded by ``message_count``."""
+
+    name = "impulse"
+    roles = frozenset({SOURCE})
+
+    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+        _parse(table)
+        return check_fixed_columns(table, COLUMNS)
+
+    def is_bounded(self, table: TableConfig) -> bool:
+        return _parse(table).message_count is not None
+
+    def reader_options(self, table: TableConfig, parallelism: int) -> dict[str, str]:
+        """The options of the data source reading ``table`` (see :func:`source_options`)."""
+        settings = asdict(_parse(table)) | {"parallelism": max(1, parallelism)}
+        return source_options(stream_schema(COLUMNS), settings)
+
+    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
+        return load_stream(spark, SOURCE_NAME, self.reader_options(table, parallelism))
+
+
+class ImpulseDataSource(SpateDataSource):
+    """Registered as ``spate_impulse``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
+        return ImpulseStreamReader(ImpulseSettings(**self.settings()), schema)
+
+
+class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets count rows per subtask; all subtasks advance together."""
+
+    def __init__(self, settings: ImpulseSettings, schema: T.StructType) -> None:
+        self.settings = settings
+        self.schema = schema
+        self._frozen_now_ns: int | None = None
+        #: the wall clock (ns); replaceable in tests
+        self.clock_ns: Callable[[], int] = time.time_ns
+
+    def initialOffset(self) -> dict[str, Any]:
+        return {"start_ns": self.clock_ns(), "counter": 0, "eof": False}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return default_limit(MAX_ROWS_PER_BATCH)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._frozen_now_ns = self.clock_ns()
+
+    def _per_subtask_rate(self) -> float:
+        return self.settings.event_rate / self.settings.parallelism
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        if start["eof"]:
+            return start
+        now_ns = self.clock_ns() if self._frozen_now_ns is None else self._frozen_now_ns
+        elapsed_s = max(now_ns - start["start_ns"], 0) / 1e9
+        available = math.floor(elapsed_s * self._per_subtask_rate()) + 1
+        count = self.settings.message_count
+        if count is not None:
+            available = min(available, count)
+        rows = max_rows(limit, MAX_ROWS_PER_BATCH)
+        if rows is not None:
+            available = min(available, start["counter"] + max(1, rows // self.settings.parallelism))
+        eof = count is not None and available >= count
+        if available <= start["counter"] and not eof:
+            return start
+        return {"start_ns": start["start_ns"], "counter": max(available, start["counter"]),
+                "eof": eof}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        if start == end:
+            return []
+        finishing = end["eof"] and not start["eof"]
+        return [InputPartition({"first": start["counter"], "stop": end["counter"],
+                                "subtask": k, "start_ns": start["start_ns"],
+                                "eof": finishing and k == 0})
+                for k in range(self.settings.parallelism)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        part = partition.value
+        schema = arrow_schema(self.schema)
+        counters = np.arange(part["first"], part["stop"], dtype=np.int64)
+        if len(counters):
+            stamps = pa.array(self._event_times_ns(counters, part["start_ns"]) // 1000,
+                              pa.int64())
+            subtasks = np.full(len(counters), part["subtask"], dtype=np.int64)
+            yield data_batch(schema, [pa.array(counters), pa.array(subtasks)],
+                             part["subtask"], stamps)
+        if part["eof"]:
+            yield control_batch(schema, part["subtask"], CONTROL_EOF)
+
+    def _event_times_ns(self, counters: np.ndarray, start_ns: int) -> np.ndarray:
+        """Event time: start + counter x interval, else when the row became due."""
+        interval = self.settings.event_time_interval_ns
+        if interval is not None:
+            return start_ns + counters * interval
+        step_ns = 1e9 / self._per_subtask_rate()
+        return start_ns + np.floor(counters * step_ns).astype(np.int64)

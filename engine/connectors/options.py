@@ -1,0 +1,171 @@
+"""Typed, consuming access to a table's WITH options.
+
+Every connector reads its options through an :class:`OptionReader`; whatever is
+left unread at the end is an unknown option and is rejected by name (SQL.md 1.2:
+"unconsumed key -> error naming it").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from engine.connectors.base import SINK, SOURCE, ConnectorError, TableConfig
+
+_TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
+_FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
+
+#: Source options the planner interprets; connectors only check their types.
+DEFAULT_IDLE_MICROS = 300_000_000
+
+
+class OptionReader:
+    """Reads options of one table, remembering which ones were consumed."""
+
+    def __init__(self, table: TableConfig) -> None:
+        self.table = table
+        self._values = {key.lower(): value for key, value in table.options.items()}
+        self._consumed: set[str] = set()
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._values
+
+    def _error(self, key: str, message: str) -> ConnectorError:
+        return ConnectorError(f"option '{key}' {message}", option=key)
+
+    def string(self, key: str, default: str | None = None, *, required: bool = False) -> str | None:
+        """The raw value of ``key``; raises if ``required`` and absent or empty."""
+        self._consumed.add(key)
+        value = self._values.get(key)
+        if value is None:
+            if required:
+                raise ConnectorError(
+                    f"connector '{self.table.connector}' needs option '{key}'", option=key)
+            return default
+        if required and not value.strip():
+            raise self._error(key, "must not be empty")
+        return value
+
+    def required(self, key: str) -> str:
+        """The value of a required option."""
+        value = self.string(key, required=True)
+        assert value is not None
+        return value
+
+    def choice(self, key: str, choices: Iterable[str], default: str | None = None) -> str | None:
+        """A value from ``choices`` (case-insensitive), or ``default`` when absent."""
+        value = self.string(key)
+        if value is None:
+            return default
+        allowed = list(choices)
+        if value.lower() not in allowed:
+            quoted = ", ".join(f"'{c}'" for c in allowed)
+            raise self._error(key, f"must be one of {quoted}, not '{value}'")
+        return value.lower()
+
+    def boolean(self, key: str, default: bool) -> bool:
+        """A boolean (true/false, yes/no, on/off, 1/0)."""
+        value = self.string(key)
+        if value is None:
+            return default
+        lowered = value.strip().lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        raise self._error(key, f"must be true or false, not '{value}'")
+
+    def integer(self, key: str, default: int | None = None, *, minimum: int | None = None,
+                required: bool = False) -> int | None:
+        """An integer, at least ``minimum`` if given."""
+        value = self.string(key, required=required)
+        if value is None:
+            return default
+        try:
+            number = int(value.strip())
+        except ValueError:
+            raise self._error(key, f"must be an integer, not '{value}'") from None
+        if minimum is not None and number < minimum:
+            raise self._error(key, f"must be at least {minimum}, not {number}")
+        return number
+
+    def number(self, key: str, default: float | None = None, *, positive: bool = False,
+               required: bool = False) -> float | None:
+        """A finite float, strictly positive if ``positive``."""
+        value = self.string(key, required=required)
+        if value is None:
+            return default
+        try:
+            number = float(value.strip())
+        except ValueError:
+            raise self._error(key, f"must be a number, not '{value}'") from None
+        if not math.isfinite(number):
+            raise self._error(key, f"must be a finite number, not '{value}'")
+        if positive and number <= 0:
+            raise self._error(key, f"must be greater than 0, not {value}")
+        return number
+
+    def reject(self, key: str, reason: str) -> None:
+        """Raise if ``key`` is given: it is known but not accepted here, for ``reason``."""
+        if key in self._values:
+            raise self._error(key, reason)
+
+    def finish(self) -> None:
+        """Raise on the first option nobody consumed."""
+        for key in self._values:
+            if key not in self._consumed:
+                raise ConnectorError(
+                    f"unknown option '{key}' for {self.table.connector} {self.table.role} "
+                    f"'{self.table.name}'; remove it", option=key)
+
+
+def check_role(options: OptionReader, roles: frozenset[str]) -> str:
+    """Validate the ``type`` option against the connector's roles; return the role.
+
+    ``type`` is required when a connector has several roles and optional (but must
+    agree) when it has one (SQL.md 1.2, Spate rule).
+    """
+    table = options.table
+    declared = options.string("type")
+    if declared is not None:
+        declared = declared.strip().lower()
+        if declared == "lookup":
+            raise ConnectorError(
+                f"connector '{table.connector}' cannot be a lookup table", option="type")
+        if declared not in (SOURCE, SINK):
+            raise ConnectorError(
+                f"option 'type' must be 'source' or 'sink', not '{declared}'", option="type")
+        if declared not in roles:
+            raise ConnectorError(
+                f"connector '{table.connector}' can only be a {_roles_text(roles)}, "
+                f"not a {declared}", option="type")
+    elif len(roles) > 1:
+        raise ConnectorError(
+            f"connector '{table.connector}' needs option 'type' = 'source' or 'sink'",
+            option="type")
+    role = declared or next(iter(roles))
+    if table.role != role:
+        raise ConnectorError(
+            f"table '{table.name}' is used as a {table.role} but is declared as a {role}",
+            option="type" if declared else None)
+    return role
+
+
+def _roles_text(roles: frozenset[str]) -> str:
+    return " or ".join(sorted(roles))
+
+
+def check_source_options(options: OptionReader) -> None:
+    """Type-check the source options the planner interprets (SQL.md 1.2 and 2)."""
+    options.integer("idle_micros", DEFAULT_IDLE_MICROS)
+    for key in ("event_time_field", "watermark_field"):
+        if key in options:
+            options.required(key)
+
+
+def reject_source_options(options: OptionReader) -> None:
+    """Sinks: source-only options are errors with a precise reason."""
+    for key in ("idle_micros", "event_time_field", "watermark_field", "bad_data",
+                "framing.newline.max_length"):
+        options.reject(key, f"applies to sources only; remove it from sink "
+                            f"'{options.table.name}'")

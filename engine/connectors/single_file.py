@@ -1,0 +1,112 @@
+"""The ``single_file`` connector (SQL.md 1.3): a bounded line file source and a file sink."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from engine.connectors.base import (
+    SINK,
+    SOURCE,
+    ColumnDef,
+    Connector,
+    ConnectorError,
+    Sink,
+    TableConfig,
+    stream_schema,
+)
+from engine.connectors.file_sink import SingleFileSink
+from engine.connectors.formats import (
+    FormatSpec,
+    check_columns,
+    check_sink_schema,
+    parse_format,
+    single_value_columns,
+)
+from engine.connectors.options import (
+    OptionReader,
+    check_role,
+    check_source_options,
+    reject_source_options,
+)
+from engine.connectors.single_file_reader import SOURCE_NAME
+from engine.connectors.streaming import load_stream, source_options
+
+DEFAULT_MAX_LINES_PER_BATCH = 100_000
+
+
+@dataclass(frozen=True)
+class _FileTable:
+    role: str
+    path: str
+    spec: FormatSpec
+    columns: tuple[ColumnDef, ...]
+    max_lines_per_batch: int
+
+
+class SingleFileConnector(Connector):
+    """Newline-delimited records in one local file."""
+
+    name = "single_file"
+    roles = frozenset({SOURCE, SINK})
+
+    def _parse(self, table: TableConfig) -> _FileTable:
+        options = OptionReader(table)
+        role = check_role(options, self.roles)
+        path = options.required("path")
+        spec = parse_format(options, role)
+        options.boolean("wait_for_control", False)  # accepted for Arroyo compatibility
+        if role == SOURCE:
+            check_source_options(options)
+            max_lines = options.integer("max_lines_per_batch", DEFAULT_MAX_LINES_PER_BATCH,
+                                        minimum=1)
+        else:
+            reject_source_options(options)
+            options.reject("max_lines_per_batch", "applies to sources only")
+            max_lines = DEFAULT_MAX_LINES_PER_BATCH
+        options.finish()
+        columns = table.columns
+        if not columns and role == SOURCE and spec.single_value:
+            columns = single_value_columns()
+        check_columns(spec, columns, role)
+        assert max_lines is not None
+        return _FileTable(role, path, spec, columns, max_lines)
+
+    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+        return self._parse(table).columns
+
+    def is_bounded(self, table: TableConfig) -> bool:
+        return table.role == SOURCE
+
+    def reader_options(self, table: TableConfig) -> dict[str, str]:
+        """The options of the data source reading ``table`` (see :func:`source_options`)."""
+        parsed = self._parse(table)
+        if parsed.role != SOURCE:
+            raise ConnectorError(f"single_file table '{table.name}' is a sink; it cannot be "
+                                 "read", option="type")
+        path = os.path.abspath(parsed.path)
+        if not os.path.isfile(path):
+            raise ConnectorError(f"single_file source '{table.name}': file {path} does not "
+                                 "exist", option="path")
+        settings = {
+            "table": table.name,
+            "path": path,
+            "format": parsed.spec.to_dict(),
+            "max_lines_per_batch": parsed.max_lines_per_batch,
+            "not_null": [c.name for c in parsed.columns if not c.nullable],
+        }
+        return source_options(stream_schema(parsed.columns), settings)
+
+    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
+        del parallelism  # one reader: a file is read in order
+        return load_stream(spark, SOURCE_NAME, self.reader_options(table))
+
+    def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
+        parsed = self._parse(table)
+        if parsed.role != SINK:
+            return super().create_sink(table, schema)
+        check_sink_schema(parsed.spec, schema)
+        return SingleFileSink(os.path.abspath(parsed.path), parsed.spec, table.name)

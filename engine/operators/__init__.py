@@ -1,0 +1,1 @@
+"""Spate's stateful operators: window aggregates whose state lives in statestore."""

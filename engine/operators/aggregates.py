@@ -1,0 +1,150 @@
+"""Aggregate functions over panes: ``initialize / add / merge / remove / result``.
+
+A *pane partial* is what native Spark computed for one key and one pane (or
+one event timestamp, for sessions).  Invertible aggregates (count, sum, avg,
+count distinct) keep a running accumulator that a sliding window updates by
+adding the entering pane and removing the leaving one; min and max are not
+invertible and are served by a monotonic deque in ``engine.operators.window``.
+All values are plain msgpack-able Python objects, because they are stored.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+
+class Aggregate(ABC):
+    """One aggregate function of a window operator."""
+
+    invertible = True
+
+    @abstractmethod
+    def initialize(self) -> Any:
+        """The accumulator of an empty window."""
+
+    @abstractmethod
+    def add(self, acc: Any, partial: Any) -> Any:
+        """``acc`` with one pane partial added."""
+
+    @abstractmethod
+    def merge(self, partial: Any, more: Any) -> Any:
+        """Two partials of the same pane combined (a pane filled over several epochs)."""
+
+    def remove(self, acc: Any, partial: Any) -> Any:
+        """``acc`` with a pane partial taken out (invertible aggregates only)."""
+        raise NotImplementedError(type(self).__name__)
+
+    @abstractmethod
+    def result(self, acc: Any) -> Any:
+        """The SQL value of the aggregate."""
+
+
+class Count(Aggregate):
+    def initialize(self) -> int:
+        return 0
+
+    def add(self, acc: int, partial: int) -> int:
+        return acc + partial
+
+    merge = add
+
+    def remove(self, acc: int, partial: int) -> int:
+        return acc - partial
+
+    def result(self, acc: int) -> int:
+        return acc
+
+
+class Sum(Aggregate):
+    """Partial and accumulator: ``[sum, non-null count]`` (a sum of no values is NULL)."""
+
+    def initialize(self) -> list[Any]:
+        return [0, 0]
+
+    def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        if not partial[1]:
+            return acc
+        return [acc[0] + partial[0], acc[1] + partial[1]]
+
+    merge = add
+
+    def remove(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        if not partial[1]:
+            return acc
+        remaining = acc[1] - partial[1]
+        return [acc[0] - partial[0] if remaining else 0, remaining]
+
+    def result(self, acc: list[Any]) -> Any:
+        return acc[0] if acc[1] else None
+
+
+class Avg(Sum):
+    def result(self, acc: list[Any]) -> float | None:
+        return float(acc[0]) / acc[1] if acc[1] else None
+
+
+class CountDistinct(Aggregate):
+    """Partial: the pane's distinct values; accumulator: value -> panes holding it."""
+
+    def initialize(self) -> dict[Any, int]:
+        return {}
+
+    def add(self, acc: dict[Any, int], partial: list[Any]) -> dict[Any, int]:
+        for value in partial:
+            acc[value] = acc.get(value, 0) + 1
+        return acc
+
+    def merge(self, partial: list[Any], more: list[Any]) -> list[Any]:
+        seen = set(partial)
+        return partial + [v for v in more if v not in seen]
+
+    def remove(self, acc: dict[Any, int], partial: list[Any]) -> dict[Any, int]:
+        for value in partial:
+            left = acc.get(value, 0) - 1
+            if left > 0:
+                acc[value] = left
+            else:
+                acc.pop(value, None)
+        return acc
+
+    def result(self, acc: dict[Any, int]) -> int:
+        return len(acc)
+
+
+class Extreme(Aggregate):
+    """min or max: partial and accumulator are a value (None when no values)."""
+
+    invertible = False
+
+    def __init__(self, is_max: bool) -> None:
+        self.is_max = is_max
+
+    def better(self, a: Any, b: Any) -> bool:
+        """Whether ``a`` wins over ``b``."""
+        return bool(a > b) if self.is_max else bool(a < b)
+
+    def initialize(self) -> Any:
+        return None
+
+    def add(self, acc: Any, partial: Any) -> Any:
+        if partial is None:
+            return acc
+        if acc is None or self.better(partial, acc):
+            return partial
+        return acc
+
+    merge = add
+
+    def result(self, acc: Any) -> Any:
+        return acc
+
+
+def make_aggregate(function: str) -> Aggregate:
+    """The :class:`Aggregate` for a planner function name."""
+    factories = {
+        "count_star": Count, "count": Count, "sum": Sum, "avg": Avg,
+        "count_distinct": CountDistinct,
+        "min": lambda: Extreme(is_max=False), "max": lambda: Extreme(is_max=True),
+    }
+    return factories[function]()  # type: ignore[no-untyped-call,abstract]

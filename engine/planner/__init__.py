@@ -1,0 +1,133 @@
+"""SQL text to a :class:`PipelinePlan`, or a located :class:`PlanningError`.
+
+Planning never starts Spark: bad SQL is reported before any cluster work.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import Token, TokenType
+
+from engine.planner.catalog import Table, table_from_create
+from engine.planner.dialect import Spate
+from engine.planner.errors import PlanningError
+from engine.planner.plan import PipelinePlan, QueryPlan
+from engine.planner.positions import SourceText
+from engine.planner.queries import plan_query
+
+__all__ = ["PipelinePlan", "PlanningError", "plan_pipeline"]
+
+PREVIEW_SINK = "preview"
+_SET_VARIABLES = ("updating_ttl",)
+
+
+def plan_pipeline(sql: str) -> PipelinePlan:
+    """Plan a whole pipeline script."""
+    text = SourceText(sql)
+    tables: dict[str, Table] = {}
+    views: dict[str, exp.Query] = {}
+    queries: list[QueryPlan] = []
+    for offset, statement in _statements(sql, text):
+        if isinstance(statement, exp.Create):
+            _create(statement, text, offset, tables, views)
+        elif isinstance(statement, exp.Insert):
+            queries.append(_insert(statement, text, offset, tables, views, len(queries)))
+        elif isinstance(statement, exp.Select):
+            queries.append(plan_query(statement, PREVIEW_SINK, len(queries), tables, views,
+                                      text, offset))
+        elif isinstance(statement, exp.Set):
+            _check_set(statement, text, offset)
+        else:
+            raise text.error(f"unsupported statement: {statement.key.upper()}", statement, offset)
+    if not queries:
+        raise PlanningError("the pipeline has no query: add INSERT INTO <sink> SELECT ... "
+                            "or a SELECT", *text.line_col(max(len(sql) - 1, 0)))
+    return PipelinePlan(tables=tables, queries=tuple(queries))
+
+
+def _statements(sql: str, text: SourceText) -> list[tuple[int, exp.Expression]]:
+    dialect = Spate()
+    try:
+        tokens = dialect.tokenize(sql)
+    except TokenError as error:
+        raise PlanningError(f"syntax error: {error}", 1, 1) from error
+    chunks: list[list[Token]] = [[]]
+    for token in tokens:
+        if token.token_type == TokenType.SEMICOLON:
+            chunks.append([])
+        else:
+            chunks[-1].append(token)
+    result = []
+    for chunk in chunks:
+        if not chunk:
+            continue
+        try:
+            parsed = dialect.parser().parse(chunk, sql)
+        except ParseError as error:
+            raise _located_parse_error(error, text, chunk[0].start) from error
+        for statement in parsed:
+            if statement is not None:
+                if isinstance(statement, exp.Command):
+                    raise text.error(f"unsupported statement: {statement.name.upper()}",
+                                     None, chunk[0].start)
+                result.append((chunk[0].start, statement))
+    return result
+
+
+def _located_parse_error(error: ParseError, text: SourceText, fallback: int) -> PlanningError:
+    details = error.errors[0] if error.errors else {}
+    line = details.get("line")
+    column = details.get("col")
+    description = details.get("description") or str(error)
+    if not line or not column:
+        line, column = text.line_col(fallback)
+    else:
+        column = max(1, column - len(details.get("highlight") or "x") + 1)
+    return PlanningError(f"syntax error: {description}", line, column)
+
+
+def _create(statement: exp.Create, text: SourceText, offset: int,
+            tables: dict[str, Table], views: dict[str, exp.Query]) -> None:
+    kind = (statement.args.get("kind") or "").upper()
+    target = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
+    name = target.name.lower()
+    if name in tables or name in views:
+        raise text.error(f"'{name}' is already defined", target, offset)
+    if kind == "VIEW":
+        query = statement.expression
+        if not isinstance(query, exp.Query):
+            raise text.error("CREATE VIEW needs AS <query>", statement, offset)
+        views[name] = query
+    elif kind == "TABLE":
+        tables[name] = table_from_create(statement, text, offset)
+    else:
+        raise text.error(f"unsupported statement: CREATE {kind}", statement, offset)
+
+
+def _insert(statement: exp.Insert, text: SourceText, offset: int, tables: dict[str, Table],
+            views: dict[str, exp.Query], index: int) -> QueryPlan:
+    target = statement.this
+    if isinstance(target, exp.Schema):
+        raise text.error("INSERT INTO with a column list is not supported", target, offset)
+    name = target.name.lower()
+    if name in views:
+        raise text.error(f"cannot INSERT INTO view '{name}'", target, offset)
+    table = tables.get(name)
+    if table is None:
+        raise text.error(f"unknown table '{name}'", target, offset)
+    if table.role != "sink":
+        raise text.error(f"cannot INSERT INTO '{name}': it is a source", target, offset)
+    query = statement.expression
+    if not isinstance(query, exp.Query):
+        raise text.error("INSERT INTO needs a SELECT", statement, offset)
+    return plan_query(query, name, index, tables, views, text, offset)
+
+
+def _check_set(statement: exp.Set, text: SourceText, offset: int) -> None:
+    for item in statement.expressions:
+        assignment = item.this
+        name = assignment.this.name.lower() if isinstance(assignment, exp.EQ) else ""
+        if name not in _SET_VARIABLES:
+            raise text.error(f"unknown SET variable '{name}'; supported: updating_ttl",
+                             item, offset)

@@ -1,0 +1,248 @@
+"""CREATE TABLE statements to catalog entries: connector config, columns,
+event time and watermark."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from pyspark.sql import types as T
+from sqlglot import exp
+
+from engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
+from engine.planner.positions import SourceText
+from engine.planner.types import UnsupportedTypeError, spark_type
+
+#: Default lateness when a table declares no watermark (SQL.md section 2).
+DEFAULT_WATERMARK_DELAY_SQL = "INTERVAL 1 SECOND"
+DEFAULT_IDLE_MICROS = 300_000_000
+_ENV_REF = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+@dataclass(frozen=True)
+class Table:
+    """A declared connector table."""
+
+    name: str
+    config: TableConfig
+    #: physical columns the connector produces, as validated by it
+    columns: tuple[ColumnDef, ...]
+    #: virtual columns: name -> Spark SQL over the physical columns
+    generated: dict[str, str] = field(default_factory=dict)
+    #: Spark SQL giving a row's event time (None: the connector's own clock)
+    event_time_sql: str | None = None
+    #: Spark SQL giving the watermark a row allows
+    watermark_sql: str | None = None
+    idle_micros: int = DEFAULT_IDLE_MICROS
+    bounded: bool = False
+
+    @property
+    def role(self) -> str:
+        return self.config.role
+
+    @property
+    def visible_columns(self) -> list[str]:
+        """Columns a query can name, in declaration order."""
+        return [c.name for c in self.columns] + list(self.generated)
+
+    def column_type(self, name: str) -> T.DataType | None:
+        for column in self.columns:
+            if column.name == name:
+                return column.spark_type
+        return None
+
+
+def table_from_create(node: exp.Create, text: SourceText, fallback: int) -> Table:
+    """Build a :class:`Table` from ``CREATE TABLE``; raises located PlanningErrors."""
+    schema = node.this
+    table_node = schema.this if isinstance(schema, exp.Schema) else schema
+    name = table_node.name.lower()
+    properties = node.args.get("properties")
+    if node.args.get("expression") is not None:
+        raise text.error(
+            f"CREATE TABLE {name} AS <query> is not supported yet; use CREATE VIEW", node, fallback
+        )
+    if properties is None:
+        raise text.error(
+            f"table {name} has no WITH (connector = ...) clause; memory tables are not "
+            "supported yet", node, fallback,
+        )
+    if any(isinstance(p, exp.TemporaryProperty) for p in properties.expressions):
+        raise text.error(f"lookup table {name} (CREATE TEMPORARY TABLE) is not supported yet",
+                         node, fallback)
+    options, option_nodes = _options(properties, text, fallback)
+    connector_name = options.pop("connector", None)
+    if connector_name is None:
+        raise text.error(f"table {name} needs a 'connector' option", properties, fallback)
+    connector = CONNECTORS.get(connector_name)
+    if connector is None:
+        known = ", ".join(sorted(CONNECTORS))
+        raise text.error(
+            f"unknown connector '{connector_name}'; known connectors: {known}",
+            option_nodes.get("connector"), fallback,
+        )
+    columns, generated_nodes, watermark = _columns(schema, text, fallback)
+    role = _role(connector, options)
+    config = TableConfig(name=name, connector=connector_name, role=role, options=options,
+                         columns=tuple(columns))
+    try:
+        physical = connector.validate(config)
+    except ConnectorError as error:
+        where = option_nodes.get(error.option or "", node)
+        raise text.error(f"table {name}: {error}", where, fallback) from error
+    config = TableConfig(name=name, connector=connector_name, role=role, options=options,
+                         columns=tuple(physical))
+    generated = {col: expr.sql(dialect="spark") for col, expr in generated_nodes.items()}
+    event_time_sql, watermark_sql = _event_time(name, options, physical, generated, watermark,
+                                                text, fallback, option_nodes)
+    return Table(
+        name=name, config=config, columns=tuple(physical), generated=generated,
+        event_time_sql=event_time_sql, watermark_sql=watermark_sql,
+        idle_micros=_int_option(options, "idle_micros", DEFAULT_IDLE_MICROS),
+        bounded=role == "source" and connector.is_bounded(config),
+    )
+
+
+def _role(connector: object, options: dict[str, str]) -> str:
+    declared = options.get("type")
+    if declared in ("source", "sink"):
+        return declared
+    roles = getattr(connector, "roles", frozenset())
+    if len(roles) == 1:
+        return next(iter(roles))
+    # single_file without a type: the connector's validate() names the problem.
+    return declared or "source"
+
+
+def _options(
+    properties: exp.Properties, text: SourceText, fallback: int
+) -> tuple[dict[str, str], dict[str, exp.Expression]]:
+    options: dict[str, str] = {}
+    nodes: dict[str, exp.Expression] = {}
+    for prop in properties.expressions:
+        if isinstance(prop, exp.Property) and type(prop) is exp.Property:
+            key_node, value_node = prop.this, prop.args.get("value")
+            key = key_node.name if isinstance(key_node, exp.Expression) else str(key_node)
+        else:
+            key = exp.Properties.PROPERTY_TO_NAME.get(type(prop), type(prop).__name__)
+            value_node = prop.this
+        key = key.lower()
+        if key in options:
+            raise text.error(f"option '{key}' is given twice", prop, fallback)
+        options[key] = _substitute_env(_option_value(value_node), prop, text, fallback)
+        nodes[key] = prop
+    return options, nodes
+
+
+def _option_value(node: exp.Expression | None) -> str:
+    if isinstance(node, exp.Boolean):
+        return "true" if node.this else "false"
+    if isinstance(node, exp.Literal | exp.Var | exp.Identifier):
+        return str(node.this)
+    if isinstance(node, exp.Column):
+        return node.name
+    return node.sql() if node is not None else ""
+
+
+def _substitute_env(value: str, node: exp.Expression, text: SourceText, fallback: int) -> str:
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise text.error(f"environment variable {name} used in an option is not set",
+                             node, fallback)
+        return os.environ[name]
+
+    return _ENV_REF.sub(replace, value)
+
+
+def _columns(
+    schema: exp.Expression, text: SourceText, fallback: int
+) -> tuple[list[ColumnDef], dict[str, exp.Expression], exp.WatermarkColumnConstraint | None]:
+    columns: list[ColumnDef] = []
+    generated: dict[str, exp.Expression] = {}
+    watermark = None
+    if not isinstance(schema, exp.Schema):
+        return columns, generated, None
+    for item in schema.expressions:
+        if isinstance(item, exp.WatermarkColumnConstraint):
+            if watermark is not None:
+                raise text.error("a table has at most one WATERMARK", item, fallback)
+            watermark = item
+            continue
+        if not isinstance(item, exp.ColumnDef):
+            raise text.error(f"unsupported table element {item.sql()}", item, fallback)
+        _check_constraints(item, text, fallback)
+        kind = item.args.get("kind")
+        try:
+            column_type = spark_type(kind)
+        except UnsupportedTypeError as error:
+            raise text.error(str(error), error.node, fallback) from error
+        computed = next((c.kind for c in item.constraints
+                         if isinstance(c.kind, exp.ComputedColumnConstraint)), None)
+        name = item.name.lower()
+        if computed is not None:
+            generated[name] = exp.Cast(this=computed.this, to=kind)
+            continue
+        not_null = any(isinstance(c.kind, exp.NotNullColumnConstraint) for c in item.constraints)
+        columns.append(ColumnDef(name, column_type, nullable=not not_null))
+    return columns, generated, watermark
+
+
+def _check_constraints(item: exp.ColumnDef, text: SourceText, fallback: int) -> None:
+    allowed = (exp.NotNullColumnConstraint, exp.ComputedColumnConstraint,
+               exp.PrimaryKeyColumnConstraint)
+    for constraint in item.constraints:
+        if not isinstance(constraint.kind, allowed):
+            raise text.error(f"unsupported column option {constraint.sql()}", constraint, fallback)
+        if isinstance(constraint.kind, exp.PrimaryKeyColumnConstraint):
+            raise text.error("PRIMARY KEY is only meaningful for debezium_json sources and "
+                             "lookup tables, which are not supported yet", constraint, fallback)
+
+
+def _event_time(
+    name: str,
+    options: dict[str, str],
+    physical: tuple[ColumnDef, ...],
+    generated: dict[str, str],
+    watermark: exp.WatermarkColumnConstraint | None,
+    text: SourceText,
+    fallback: int,
+    option_nodes: dict[str, exp.Expression],
+) -> tuple[str | None, str | None]:
+    """Spark SQL for the event time and the per-row watermark of a source."""
+    types = {c.name: c.spark_type for c in physical}
+    known = set(types) | set(generated)
+    if watermark is not None:
+        column = watermark.this.name.lower()
+        if column not in known:
+            raise text.error(f"WATERMARK FOR names unknown column '{column}'", watermark, fallback)
+        if column in types and not isinstance(types[column], T.TimestampType):
+            raise text.error(f"WATERMARK FOR column '{column}' must be a TIMESTAMP",
+                             watermark, fallback)
+        event_time = f"`{column}`"
+        expression = watermark.args.get("expression")
+        if expression is None:
+            return event_time, event_time
+        return event_time, expression.sql(dialect="spark")
+    field_name = options.get("event_time_field")
+    if field_name is not None:
+        if field_name.lower() not in known:
+            raise text.error(f"event_time_field names unknown column '{field_name}'",
+                             option_nodes.get("event_time_field"), fallback)
+        event_time = f"`{field_name.lower()}`"
+    else:
+        event_time = None
+    mark_field = options.get("watermark_field")
+    if mark_field is not None:
+        if mark_field.lower() not in known:
+            raise text.error(f"watermark_field names unknown column '{mark_field}'",
+                             option_nodes.get("watermark_field"), fallback)
+        return event_time, f"`{mark_field.lower()}`"
+    base = event_time or "`_spate_timestamp`"
+    return event_time, f"{base} - {DEFAULT_WATERMARK_DELAY_SQL}"
+
+
+def _int_option(options: dict[str, str], key: str, default: int) -> int:
+    value = options.get(key)
+    return default if value is None else int(value)

@@ -1,0 +1,105 @@
+"""The logical plan of a pipeline: what runs as native Spark SQL and what as
+Spate's stateful operators."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.planner.catalog import Table
+
+#: Column names Spate adds to a source's rows; never visible to queries.
+EVENT_TIME = "_spate_event_time"
+WATERMARK = "_spate_watermark"
+WINDOW_COLUMN = "__window"
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """TUMBLE, HOP or SESSION, in microseconds."""
+
+    kind: str  # "tumble" | "hop" | "session"
+    width_us: int
+    slide_us: int
+    gap_us: int = 0
+
+    def describe(self) -> str:
+        if self.kind == "session":
+            return f"SESSION(gap={self.gap_us}us)"
+        if self.kind == "tumble":
+            return f"TUMBLE(width={self.width_us}us)"
+        return f"HOP(slide={self.slide_us}us, width={self.width_us}us)"
+
+
+@dataclass(frozen=True)
+class AggregateCall:
+    """One aggregate of a window operator over an input column ``a<i>``."""
+
+    function: str  # count_star | count | count_distinct | sum | min | max | avg
+    argument: str | None
+    output: str
+
+
+@dataclass(frozen=True)
+class WindowAggregate:
+    """A Spate window operator: native pre-aggregation into panes, then state merge."""
+
+    operator_id: str
+    input_sql: str
+    key_columns: tuple[str, ...]
+    window: WindowSpec
+    aggregates: tuple[AggregateCall, ...]
+    output_view: str
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """One INSERT INTO (or bare SELECT) of the pipeline."""
+
+    index: int
+    sink: str
+    sources: tuple[str, ...]
+    aggregate: WindowAggregate | None
+    output_sql: str
+    output_columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    """Everything the runner needs: tables and queries, in statement order."""
+
+    tables: dict[str, Table]
+    queries: tuple[QueryPlan, ...]
+
+    @property
+    def sources(self) -> list[Table]:
+        names: list[str] = []
+        for query in self.queries:
+            names.extend(n for n in query.sources if n not in names)
+        return [self.tables[n] for n in names]
+
+    @property
+    def bounded(self) -> bool:
+        return all(t.bounded for t in self.sources)
+
+    def explain(self) -> str:
+        """The logical graph, marking native Spark parts and Spate operators."""
+        lines = ["Pipeline plan", "", "Sources:"]
+        for table in self.sources:
+            kind = "bounded" if table.bounded else "unbounded"
+            event_time = table.event_time_sql or "connector clock"
+            lines.append(f"  {table.name}: {table.config.connector} ({kind}); event time "
+                         f"{event_time}; watermark {table.watermark_sql}")
+        for query in self.queries:
+            lines += ["", f"Query {query.index} -> sink {query.sink}"]
+            lines.append(f"  read        {', '.join(query.sources)}")
+            agg = query.aggregate
+            if agg is not None:
+                lines.append(f"  [spark]     {agg.input_sql}")
+                keys = ", ".join(agg.key_columns) or "(no keys)"
+                lines.append(f"  [spark]     partial aggregation into panes by {keys}")
+                funcs = ", ".join(f"{a.function}({a.argument or '*'})" for a in agg.aggregates)
+                lines.append(f"  [spate]     {agg.operator_id}: {agg.window.describe()} "
+                             f"aggregate {funcs}; state in statestore by key group")
+            lines.append(f"  [spark]     {query.output_sql}")
+            lines.append(f"  write       {query.sink}")
+        return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Runs a planned pipeline on Spark: epochs, watermarks, operators, sinks."""

@@ -1,0 +1,49 @@
+"""Builds the Arrow table of a window operator's fired windows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from engine.operators.window import Fired
+from engine.planner.plan import WINDOW_COLUMN, WindowAggregate
+from engine.runtime import values
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+WINDOW_TYPE = pa.struct([pa.field("start", TIMESTAMP, nullable=False),
+                         pa.field("end", TIMESTAMP, nullable=False)])
+
+
+def output_schema(spec: WindowAggregate, partial_schema: pa.Schema) -> pa.Schema:
+    """Keys as computed, the window struct, then one column per aggregate."""
+    fields = [pa.field(k, _plain(partial_schema.field(k).type)) for k in spec.key_columns]
+    fields.append(pa.field(WINDOW_COLUMN, WINDOW_TYPE))
+    for i, call in enumerate(spec.aggregates):
+        if call.function in ("count_star", "count", "count_distinct"):
+            kind = pa.int64()
+        elif call.function == "avg":
+            kind = pa.float64()
+        else:
+            kind = _plain(partial_schema.field(f"p{i}_0").type)
+        fields.append(pa.field(call.output, kind))
+    return pa.schema(fields)
+
+
+def _plain(kind: pa.DataType) -> pa.DataType:
+    return pa.float64() if pa.types.is_decimal(kind) else kind
+
+
+def fired_table(schema: pa.Schema, key_count: int,
+                fired: list[tuple[tuple[Any, ...], Fired]]) -> pa.Table:
+    """One row per fired (key, window)."""
+    columns: list[pa.Array] = []
+    for i in range(key_count):
+        columns.append(values.from_python([key[i] for key, _ in fired], schema.field(i).type))
+    starts = values.from_python([f.start_us for _, f in fired], TIMESTAMP)
+    ends = values.from_python([f.end_us for _, f in fired], TIMESTAMP)
+    columns.append(pa.StructArray.from_arrays([starts, ends], fields=list(WINDOW_TYPE)))
+    for j in range(len(schema) - key_count - 1):
+        kind = schema.field(key_count + 1 + j).type
+        columns.append(values.from_python([f.values[j] for _, f in fired], kind))
+    return pa.Table.from_arrays(columns, schema=schema)

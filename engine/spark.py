@@ -1,0 +1,45 @@
+"""Builds the SparkSession a pipeline runs in, with Spate's settings."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+from engine.connectors import register_data_sources
+
+log = logging.getLogger(__name__)
+
+#: Spark settings every Spate session gets.  UTC session time zone because SQL
+#: TIMESTAMP has no zone and Spate maps it onto Spark's TimestampType read in UTC.
+_BASE_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+    "spark.driver.memory": "2g",
+    "spark.python.worker.reuse": "true",
+    "spark.sql.ansi.enabled": "false",
+}
+
+
+def build_spark(master: str = "local[2]", app_name: str = "spate") -> SparkSession:
+    """Return a SparkSession for ``master`` with Spate's data sources registered."""
+    # Workers must start the interpreter Spate runs in, not whatever is on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in _BASE_CONF.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register_data_sources(spark)
+    log.info("spark session ready", extra={"master": master})
+    return spark

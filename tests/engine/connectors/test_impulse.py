@@ -1,0 +1,84 @@
+"""The impulse source: pacing, subtasks, event times, bounded end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from engine.connectors import CONNECTORS, HIDDEN_CONTROL, HIDDEN_PARTITION, HIDDEN_TIMESTAMP
+from engine.connectors.impulse import ImpulseDataSource, ImpulseStreamReader
+from tests.engine.connectors.support import make_table, run_stream
+
+START_NS = 1_700_000_000_000_000_000
+
+
+def _reader(parallelism: int, **options: Any) -> ImpulseStreamReader:
+    table = make_table("impulse", **options)
+    source = ImpulseDataSource(CONNECTORS["impulse"].reader_options(table, parallelism))
+    reader = source.streamReader(source.schema())
+    assert isinstance(reader, ImpulseStreamReader)
+    reader.clock_ns = lambda: START_NS
+    return reader
+
+
+def _rows(reader: ImpulseStreamReader, start: dict[str, Any],
+          end: dict[str, Any]) -> list[dict[str, Any]]:
+    return [row for partition in reader.partitions(start, end)
+            for batch in reader.read(partition)
+            for row in pa.Table.from_batches([batch]).to_pylist()]
+
+
+def test_rate_limit_follows_the_wall_clock() -> None:
+    reader = _reader(2, event_rate=10)  # 5 rows/s per subtask
+    start = reader.initialOffset()
+    assert start == {"start_ns": START_NS, "counter": 0, "eof": False}
+    reader.clock_ns = lambda: START_NS + 500_000_000
+    assert reader.latestOffset(start, ReadAllAvailable())["counter"] == 3  # due: 0, 0.2, 0.4 s
+    assert reader.latestOffset(start, ReadMaxRows(2))["counter"] == 1
+    reader.clock_ns = lambda: START_NS + 10**15  # 1e6 s behind: capped per batch
+    assert reader.latestOffset(start, reader.getDefaultReadLimit())["counter"] == 500_000
+
+
+def test_bounded_by_message_count_per_subtask() -> None:
+    reader = _reader(3, event_rate=1e9, message_count=4)
+    start = reader.initialOffset()
+    reader.clock_ns = lambda: START_NS + 10**9
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end["counter"] == 4 and end["eof"]
+    assert reader.latestOffset(end, ReadAllAvailable()) == end
+    rows = _rows(reader, start, end)
+    data = [(r["subtask_index"], r["counter"]) for r in rows if r[HIDDEN_CONTROL] is None]
+    assert sorted(data) == [(s, c) for s in range(3) for c in range(4)]
+    assert all(r[HIDDEN_PARTITION] == r["subtask_index"] for r in rows
+               if r[HIDDEN_CONTROL] is None)
+    assert [r[HIDDEN_CONTROL] for r in rows if r[HIDDEN_CONTROL]] == ["eof"]
+
+
+def test_event_times() -> None:
+    spaced = _reader(1, event_rate=100, event_time_interval=1_000_000, message_count=3)
+    start = spaced.initialOffset()
+    rows = _rows(spaced, start, dict(start, counter=3, eof=True))
+    stamps = [r[HIDDEN_TIMESTAMP].timestamp() for r in rows if r[HIDDEN_CONTROL] is None]
+    assert [round((s - START_NS / 1e9) * 1e3) for s in stamps] == [0, 1, 2]  # 1 ms apart
+    paced = _reader(2, event_rate=4)  # 2 rows/s per subtask: due every 0.5 s
+    rows = _rows(paced, start, dict(start, counter=3))
+    stamps = sorted({r[HIDDEN_TIMESTAMP].timestamp() - START_NS / 1e9 for r in rows})
+    assert stamps == [0.0, 0.5, 1.0]
+
+
+@pytest.mark.spark
+def test_streaming_query_until_eof(spark: SparkSession, tmp_path: Path) -> None:
+    table = make_table("impulse", event_rate=1_000_000, message_count=50)
+    df = CONNECTORS["impulse"].read_stream(spark, table, 2)
+    assert df.columns == ["counter", "subtask_index", HIDDEN_PARTITION, HIDDEN_TIMESTAMP,
+                          HIDDEN_CONTROL]
+    run = run_stream(df, tmp_path / "checkpoint", available_now=False)
+    assert run.failure is None
+    data = sorted((r["subtask_index"], r["counter"]) for r in run.data_rows())
+    assert data == [(s, c) for s in range(2) for c in range(50)]
+    assert [control for _, control in run.controls()] == ["eof"]

@@ -1,0 +1,2 @@
+-- expect: the pipeline has no query
+CREATE TABLE t WITH (connector = 'impulse', event_rate = '10');

@@ -1,0 +1,3 @@
+-- expect: 2:60: colour
+CREATE TABLE t WITH (connector = 'impulse', event_rate = '10', colour = 'blue');
+SELECT * FROM t;
