@@ -108,7 +108,7 @@ class OptionReader:
     def reject(self, key: str, reason: str) -> None:
         """Raise if ``key`` is given: it is known but not accepted here, for ``reason``."""
         if key in self._values:
-            raise self._error(key, reason)
+            raise ConnectorError(f"option '{key}' {reason}", option=key, at_key=True)
 
     def finish(self) -> None:
         """Raise on the first option nobody consumed."""
@@ -116,7 +116,7 @@ class OptionReader:
             if key not in self._consumed:
                 raise ConnectorError(
                     f"unknown option '{key}' for {self.table.connector} {self.table.role} "
-                    f"'{self.table.name}'; remove it", option=key)
+                    f"'{self.table.name}'; remove it", option=key, at_key=True)
 
 
 def check_role(options: OptionReader, roles: frozenset[str]) -> str:

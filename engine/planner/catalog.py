@@ -89,8 +89,11 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int) -> Tabl
     try:
         physical = connector.validate(config)
     except ConnectorError as error:
-        where = option_nodes.get(error.option or "", node)
-        raise text.error(f"table {name}: {error}", where, fallback) from error
+        where = option_nodes.get(error.option or "")
+        offset = text.offset_of(where or node, fallback)
+        if where is not None and error.at_key:
+            offset = text.option_key_before(offset, offset)
+        raise text.error_at(f"table {name}: {error}", offset) from error
     config = TableConfig(name=name, connector=connector_name, role=role, options=options,
                          columns=tuple(physical))
     generated = {col: expr.sql(dialect="spark") for col, expr in generated_nodes.items()}

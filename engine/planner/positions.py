@@ -1,11 +1,20 @@
-"""Maps sqlglot nodes back to line and column of the pipeline's SQL text."""
+"""Maps sqlglot nodes back to line and column of the pipeline's SQL text.
+
+sqlglot records positions on identifiers and literals but not on keywords
+(``JOIN``, ``ORDER BY``, ``GROUP BY``) nor on option keys, so those are found
+in the token stream, searching back from the nearest positioned node.
+"""
 
 from __future__ import annotations
 
 import bisect
+from functools import cached_property
 
 from sqlglot import exp
+from sqlglot.errors import TokenError
+from sqlglot.tokens import Token, TokenType
 
+from engine.planner.dialect import Spate
 from engine.planner.errors import PlanningError
 
 
@@ -15,6 +24,14 @@ class SourceText:
     def __init__(self, sql: str) -> None:
         self.sql = sql
         self._line_starts = [0] + [i + 1 for i, ch in enumerate(sql) if ch == "\n"]
+
+    @cached_property
+    def tokens(self) -> list[Token]:
+        """The script's tokens (empty if it does not tokenize)."""
+        try:
+            return Spate().tokenize(self.sql)
+        except TokenError:
+            return []
 
     def line_col(self, offset: int) -> tuple[int, int]:
         """1-based line and column of a 0-based character offset."""
@@ -32,9 +49,43 @@ class SourceText:
         ]
         return min(starts) if starts else fallback
 
+    def keyword_before(self, offset: int, words: tuple[str, ...], fallback: int) -> int:
+        """Offset of the first of the run of ``words`` tokens ending just before ``offset``.
+
+        ``keyword_before(start of t, ("LEFT", "JOIN"))`` in ``a LEFT JOIN t`` finds
+        ``LEFT``.  Returns ``fallback`` when the token before ``offset`` is not in ``words``.
+        """
+        index = self._token_index(offset) - 1
+        found = fallback
+        while index >= 0 and _first_word(self.tokens[index]) in words:
+            found = self.tokens[index].start
+            index -= 1
+        return found
+
+    def option_key_before(self, value_offset: int, fallback: int) -> int:
+        """Offset of ``key`` in ``key = value`` given the offset of ``value``."""
+        index = self._token_index(value_offset) - 1
+        if index >= 1 and self.tokens[index].token_type == TokenType.EQ:
+            return self.tokens[index - 1].start
+        return fallback
+
+    def _token_index(self, offset: int) -> int:
+        starts = [token.start for token in self.tokens]
+        return bisect.bisect_left(starts, offset)
+
     def error(
         self, message: str, node: exp.Expression | None, fallback: int = 0
     ) -> PlanningError:
         """A :class:`PlanningError` located at ``node`` (or ``fallback``)."""
-        line, column = self.line_col(self.offset_of(node, fallback))
+        return self.error_at(message, self.offset_of(node, fallback))
+
+    def error_at(self, message: str, offset: int) -> PlanningError:
+        """A :class:`PlanningError` at a character offset."""
+        line, column = self.line_col(offset)
         return PlanningError(message, line, column)
+
+
+def _first_word(token: Token) -> str:
+    """``ORDER`` for the one token ``ORDER BY``; the upper-cased text otherwise."""
+    words = token.text.upper().split(maxsplit=1)
+    return words[0] if words else ""

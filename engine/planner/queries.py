@@ -25,6 +25,8 @@ _AGGREGATES: dict[type[exp.Expression], str] = {
     exp.Max: "max",
     exp.Avg: "avg",
 }
+_CLAUSE_WORDS = ("JOIN", "LEFT", "RIGHT", "FULL", "INNER", "OUTER", "CROSS", "NATURAL",
+                 "ORDER", "GROUP", "BY", "LIMIT")
 _UNSUPPORTED = {
     exp.Join: "joins are not supported yet",
     exp.Union: "UNION is not supported yet",
@@ -33,7 +35,6 @@ _UNSUPPORTED = {
     exp.Exists: "subquery expressions (EXISTS) are not supported",
     exp.Order: "ORDER BY is not supported in a streaming query",
     exp.Limit: "LIMIT is not supported in a streaming query",
-    exp.Distinct: "SELECT DISTINCT (an updating query) is not supported yet",
     exp.Lateral: "LATERAL is not supported",
 }
 
@@ -49,6 +50,12 @@ class _Context:
 
     def error(self, message: str, node: exp.Expression | None) -> PlanningError:
         return self.text.error(message, node, self.fallback)
+
+    def clause_error(self, message: str, node: exp.Expression) -> PlanningError:
+        """An error at the keywords opening ``node`` (JOIN, ORDER BY, GROUP BY ...)."""
+        offset = self.text.offset_of(node, self.fallback)
+        return self.text.error_at(message, self.text.keyword_before(offset, _CLAUSE_WORDS,
+                                                                    offset))
 
 
 def plan_query(
@@ -94,7 +101,10 @@ def _reject_unsupported(query: exp.Expression, ctx: _Context) -> None:
     for node in query.walk():
         for kind, message in _UNSUPPORTED.items():
             if isinstance(node, kind):
-                raise ctx.error(message, node)
+                raise ctx.clause_error(message, node)
+        if isinstance(node, exp.Distinct) and isinstance(node.parent, exp.Select):
+            raise ctx.error("SELECT DISTINCT (an updating query) is not supported yet",
+                            node.parent)
         if isinstance(node, exp.In) and node.args.get("query") is not None:
             raise ctx.error("subquery expressions (IN (SELECT ...)) are not supported", node)
         if isinstance(node, exp.Subquery) and not isinstance(node.parent, exp.From):
@@ -250,8 +260,8 @@ def _plan_aggregate(select: exp.Select, ctx: _Context) -> WindowAggregate:
                         "which is not supported yet", select)
     window_node, window_alias, keys = _group_items(select, group.expressions, ctx)
     if window_node is None:
-        raise ctx.error("updating (non-windowed) aggregates are not supported yet; add "
-                        "TUMBLE, HOP or SESSION to GROUP BY", group)
+        raise ctx.clause_error("updating (non-windowed) aggregates are not supported yet; "
+                               "add TUMBLE, HOP or SESSION to GROUP BY", group)
     spec = window_spec(window_node, ctx.text, ctx.fallback)
     key_names = tuple(f"k{i}" for i in range(len(keys)))
     aggregates: list[AggregateCall] = []

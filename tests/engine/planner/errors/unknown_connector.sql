@@ -1,3 +1,3 @@
--- expect: 2:22: unknown connector 'kafkaa'
+-- expect: 2:34: unknown connector 'kafkaa'
 CREATE TABLE t WITH (connector = 'kafkaa', topic = 'x');
 SELECT * FROM t;

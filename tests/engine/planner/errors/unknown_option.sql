@@ -1,3 +1,3 @@
--- expect: 2:60: colour
+-- expect: 2:64: colour
 CREATE TABLE t WITH (connector = 'impulse', event_rate = '10', colour = 'blue');
 SELECT * FROM t;

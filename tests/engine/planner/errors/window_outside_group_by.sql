@@ -1,3 +1,3 @@
--- expect: 3:18: TUMBLE may only appear in GROUP BY
+-- expect: 3:17: TUMBLE may only appear in GROUP BY
 CREATE TABLE t WITH (connector = 'impulse', event_rate = '10');
 SELECT counter, TUMBLE(INTERVAL '1' SECOND) AS w FROM t;
