@@ -21,6 +21,10 @@ class OutOfOrderEpochError(StateStoreError):
     """An epoch was begun or committed before the one preceding it."""
 
 
+class EpochNotBegunError(StateStoreError):
+    """A writer or commit named an epoch that was not begun, or was discarded."""
+
+
 class IncompleteEpochError(StateStoreError):
     """An epoch was published before every manifest range committed its writer."""
 

@@ -150,6 +150,13 @@ class PipelineState(ABC):
     ) -> Iterator[tuple[int, UserKey, bytes]]:
         """Live ``(key group, user key, value)`` in key order, user keys starting with ``prefix``."""
 
+    def read_group(
+        self, operator: str, key_group: int, *, epoch: int | None = None
+    ) -> Mapping[UserKey, bytes]:
+        """Every live key of one key group: the unit the local cache holds."""
+        return {key: value for _, key, value in
+                self.scan(operator, range(key_group, key_group + 1), epoch=epoch)}
+
     # -- writes --
 
     @abstractmethod

@@ -1,0 +1,116 @@
+"""Spate's epoch-versioned key-value store for operator state.
+
+Open a store by URL with :func:`open_store`; scope it to one tenant's
+pipeline with ``store.pipeline(tenant, pipeline)``.  Backends:
+
+* ``sqlite:///path`` — embedded, one machine (the default of ``spate run``);
+* ``postgresql://user[:password]@host[:port]/db`` — remote;
+* ``fdb://[cluster-file]`` — FoundationDB, remote (needs the ``foundationdb``
+  client library).
+
+Every pipeline state a store hands out sits behind the per-process local
+cache (:mod:`statestore.cache`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from statestore.base.store import (
+    EpochMetadata,
+    EpochWriter,
+    GcReport,
+    OperatorInfo,
+    PipelineInfo,
+    PipelineState,
+    StateStore,
+    UserKey,
+)
+from statestore.cache import CachedPipelineState, CacheStats, StateCache, process_cache
+from statestore.errors import (
+    BackendUnavailableError,
+    CorruptValueError,
+    EmbeddedStoreNotShareableError,
+    EpochNotBegunError,
+    EpochUnavailableError,
+    IncompleteEpochError,
+    KeyGroupOutOfRangeError,
+    OutOfOrderEpochError,
+    StateStoreError,
+    UnknownStoreUrlError,
+)
+from statestore.keys import (
+    DEFAULT_KEY_GROUPS,
+    key_group_of,
+    owner_of,
+    pack_key,
+    split_key_groups,
+    unpack_key,
+)
+
+__all__ = [
+    "DEFAULT_KEY_GROUPS", "BackendUnavailableError", "CacheStats", "CorruptValueError",
+    "EmbeddedStoreNotShareableError", "EpochMetadata", "EpochNotBegunError",
+    "EpochUnavailableError", "EpochWriter", "GcReport", "IncompleteEpochError",
+    "KeyGroupOutOfRangeError", "OperatorInfo", "OutOfOrderEpochError", "PipelineInfo",
+    "PipelineState", "StateCache", "StateStore", "StateStoreError", "UnknownStoreUrlError",
+    "UserKey", "key_group_of", "open_store", "owner_of", "pack_key", "process_cache",
+    "split_key_groups", "unpack_key",
+]
+
+
+def _sqlite(url: str) -> StateStore:
+    from statestore.sqlite.store import SqliteStateStore
+
+    return SqliteStateStore(url)
+
+
+def _postgres(url: str) -> StateStore:
+    from statestore.postgres.store import PostgresStateStore
+
+    return PostgresStateStore(url)
+
+
+def _fdb(url: str) -> StateStore:
+    from statestore.fdb.store import FdbStateStore
+
+    return FdbStateStore(url)
+
+
+#: URL scheme -> backend.  Backends are imported on first use, so a missing
+#: optional client library only matters to the URLs that need it.
+BACKENDS: dict[str, Callable[[str], StateStore]] = {
+    "sqlite": _sqlite,
+    "postgresql": _postgres,
+    "postgres": _postgres,
+    "fdb": _fdb,
+}
+
+
+def open_store(url: str, *, cache: StateCache | None = None) -> StateStore:
+    """Open the store at ``url``; its pipelines read through ``cache`` (default: the process's)."""
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    backend = BACKENDS.get(scheme)
+    if backend is None:
+        raise UnknownStoreUrlError(
+            f"unknown state store URL {url.split('@')[-1]!r}: use sqlite:///path/state.db, "
+            f"postgresql://user@host:port/database or fdb://[cluster-file]")
+    return _CachedStore(backend(url), cache if cache is not None else process_cache())
+
+
+class _CachedStore(StateStore):
+    """A backend store whose pipelines read through the local cache."""
+
+    def __init__(self, inner: StateStore, cache: StateCache) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.url = inner.url
+
+    def pipeline(self, tenant: str, pipeline: str) -> PipelineState:
+        return CachedPipelineState(self.inner.pipeline(tenant, pipeline), self.cache)
+
+    def pipelines(self, tenant: str | None = None) -> list[tuple[str, str]]:
+        return self.inner.pipelines(tenant)
+
+    def close(self) -> None:
+        self.inner.close()

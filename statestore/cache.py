@@ -1,0 +1,322 @@
+"""The per-process local cache in front of every backend.
+
+The cache holds whole key groups (``{user key: value}``) of one operator,
+each tagged with the epoch it reflects.  A read as of epoch N is a hit only
+when the cached group is tagged N, so a cache never serves data another
+process has since replaced: a commit elsewhere moves the last committed
+epoch, and the next read asks for the new epoch and misses.
+
+:class:`CachedPipelineState` wraps a backend's :class:`PipelineState`.  When
+this process publishes an epoch, it re-tags the cached groups its own writers
+covered (they hold exactly what was committed, since a key group has one
+writer per epoch) — so a warm task reads nothing remote, and a cold or moved
+task fills lazily from the store.
+
+The cache is bounded in bytes (``SPATE_STATE_CACHE_BYTES``) and evicts the
+least recently used group.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from statestore.base.store import (
+    EpochMetadata,
+    EpochWriter,
+    GcReport,
+    PipelineInfo,
+    PipelineState,
+    UserKey,
+)
+
+DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
+#: Tag of a group read before any epoch was committed.
+NO_EPOCH = -1
+#: Rough per-entry overhead of a dict slot holding a tuple key and bytes.
+_ENTRY_OVERHEAD_BYTES = 96
+
+#: (pipeline scope id, operator, key group)
+Slot = tuple[str, str, int]
+GroupContents = Mapping[UserKey, bytes]
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """Counters for metrics: reads served locally vs from the backend."""
+
+    hits: int
+    misses: int
+    evictions: int
+    entries: int
+    bytes: int
+    max_bytes: int
+
+
+@dataclass
+class _Entry:
+    epoch: int
+    contents: GroupContents
+    size: int
+
+
+def _size_of(contents: Mapping[UserKey, bytes]) -> int:
+    return sum(len(value) + len(repr(key)) + _ENTRY_OVERHEAD_BYTES
+               for key, value in contents.items())
+
+
+def cache_bytes_from_env() -> int:
+    raw = os.environ.get("SPATE_STATE_CACHE_BYTES")
+    if raw is None:
+        return DEFAULT_CACHE_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"SPATE_STATE_CACHE_BYTES must be a whole number of bytes, "
+                         f"not {raw!r}") from None
+    if value < 0:
+        raise ValueError("SPATE_STATE_CACHE_BYTES must not be negative")
+    return value
+
+
+class StateCache:
+    """Bounded LRU of key groups, tagged by epoch; safe to share between threads."""
+
+    def __init__(self, max_bytes: int | None = None) -> None:
+        self.max_bytes = cache_bytes_from_env() if max_bytes is None else max_bytes
+        self._entries: OrderedDict[Slot, _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        self._bytes = 0
+        self._hits = 0
+        self._misses = 0
+        self._evictions = 0
+
+    def get(self, slot: Slot, epoch: int) -> GroupContents | None:
+        """The group as of ``epoch`` if cached with that tag (counts a hit or a miss)."""
+        with self._lock:
+            entry = self._entries.get(slot)
+            if entry is None or entry.epoch != epoch:
+                self._misses += 1
+                return None
+            self._entries.move_to_end(slot)
+            self._hits += 1
+            return entry.contents
+
+    def put(self, slot: Slot, epoch: int, contents: Mapping[UserKey, bytes]) -> GroupContents:
+        """Cache ``contents`` as the group at ``epoch``; returns the read-only cached view."""
+        frozen: GroupContents = MappingProxyType(dict(contents))
+        with self._lock:
+            self._store(slot, _Entry(epoch, frozen, _size_of(frozen)))
+        return frozen
+
+    def advance(self, slot: Slot, from_epoch: int, to_epoch: int,
+                changes: Mapping[UserKey, bytes | None]) -> None:
+        """Re-tag a group cached at ``from_epoch`` as ``to_epoch`` with ``changes`` applied.
+
+        ``None`` in ``changes`` is a deletion.  A group cached at another epoch is
+        dropped: it can no longer be brought up to date locally.
+        """
+        with self._lock:
+            entry = self._entries.get(slot)
+            if entry is None:
+                return
+            if entry.epoch != from_epoch:
+                self._drop(slot)
+                return
+            if not changes:
+                entry.epoch = to_epoch
+                return
+            updated = dict(entry.contents)
+            for key, value in changes.items():
+                if value is None:
+                    updated.pop(key, None)
+                else:
+                    updated[key] = value
+            frozen = MappingProxyType(updated)
+            self._store(slot, _Entry(to_epoch, frozen, _size_of(frozen)))
+
+    def slots(self, scope: str) -> list[Slot]:
+        with self._lock:
+            return [slot for slot in self._entries if slot[0] == scope]
+
+    def discard(self, slot: Slot) -> None:
+        with self._lock:
+            self._drop(slot)
+
+    def invalidate(self, scope: str) -> None:
+        """Forget every group of one pipeline (after a drop or discard)."""
+        with self._lock:
+            for slot in [s for s in self._entries if s[0] == scope]:
+                self._drop(slot)
+
+    def stats(self) -> CacheStats:
+        with self._lock:
+            return CacheStats(self._hits, self._misses, self._evictions, len(self._entries),
+                              self._bytes, self.max_bytes)
+
+    def _store(self, slot: Slot, entry: _Entry) -> None:
+        self._drop(slot)
+        if entry.size > self.max_bytes:
+            return  # larger than the whole cache: serve it, do not keep it
+        self._entries[slot] = entry
+        self._bytes += entry.size
+        while self._bytes > self.max_bytes:
+            oldest, _ = next(iter(self._entries.items()))
+            self._drop(oldest)
+            self._evictions += 1
+
+    def _drop(self, slot: Slot) -> None:
+        entry = self._entries.pop(slot, None)
+        if entry is not None:
+            self._bytes -= entry.size
+
+
+_process_cache: StateCache | None = None
+_process_cache_lock = threading.Lock()
+
+
+def process_cache() -> StateCache:
+    """The cache every store opened in this process shares unless given its own."""
+    global _process_cache
+    with _process_cache_lock:
+        if _process_cache is None:
+            _process_cache = StateCache()
+        return _process_cache
+
+
+class _RecordingWriter(EpochWriter):
+    """Forwards to the backend's writer and remembers what it staged, per group."""
+
+    def __init__(self, inner: EpochWriter) -> None:
+        self.inner = inner
+        self.epoch = inner.epoch
+        self.key_groups = inner.key_groups
+        self.changes: dict[tuple[str, int], dict[UserKey, bytes | None]] = {}
+        self.committed = False
+
+    def put(self, operator: str, key_group: int, user_key: UserKey, value: bytes) -> None:
+        self.inner.put(operator, key_group, user_key, value)
+        self.changes.setdefault((operator, key_group), {})[tuple(user_key)] = value
+
+    def delete(self, operator: str, key_group: int, user_key: UserKey) -> None:
+        self.inner.delete(operator, key_group, user_key)
+        self.changes.setdefault((operator, key_group), {})[tuple(user_key)] = None
+
+    def commit(self) -> None:
+        self.inner.commit()
+        self.committed = True
+
+
+class CachedPipelineState(PipelineState):
+    """A backend's pipeline state behind the local cache."""
+
+    def __init__(self, inner: PipelineState, cache: StateCache) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.tenant = inner.tenant
+        self.pipeline = inner.pipeline
+        # epoch being written -> (epoch it builds on, this process's writers)
+        self._open: dict[int, tuple[int, list[_RecordingWriter]]] = {}
+
+    @property
+    def store_url(self) -> str:
+        return self.inner.store_url
+
+    def _resolve(self, epoch: int | None) -> int:
+        if epoch is not None:
+            return epoch
+        last = self.inner.last_committed_epoch()
+        return NO_EPOCH if last is None else last
+
+    # -- reads --
+
+    def last_committed_epoch(self) -> int | None:
+        return self.inner.last_committed_epoch()
+
+    def epoch_metadata(self, epoch: int | None = None) -> dict[str, Any]:
+        return self.inner.epoch_metadata(epoch)
+
+    def read_group(self, operator: str, key_group: int, *,
+                   epoch: int | None = None) -> GroupContents:
+        tag = self._resolve(epoch)
+        slot = (self.scope_id, operator, key_group)
+        cached = self.cache.get(slot, tag)
+        if cached is not None:
+            return cached
+        if tag == NO_EPOCH:
+            return self.cache.put(slot, tag, {})
+        return self.cache.put(slot, tag, self.inner.read_group(operator, key_group, epoch=tag))
+
+    def get(self, operator: str, key_group: int, user_key: UserKey, *,
+            epoch: int | None = None) -> bytes | None:
+        return self.read_group(operator, key_group, epoch=epoch).get(tuple(user_key))
+
+    def get_many(self, operator: str, key_group: int, user_keys: Sequence[UserKey], *,
+                 epoch: int | None = None) -> list[bytes | None]:
+        group = self.read_group(operator, key_group, epoch=epoch)
+        return [group.get(tuple(k)) for k in user_keys]
+
+    def scan(self, operator: str, key_groups: range, prefix: UserKey = (), *,
+             epoch: int | None = None) -> Iterator[tuple[int, UserKey, bytes]]:
+        return self.inner.scan(operator, key_groups, prefix, epoch=epoch)
+
+    # -- writes --
+
+    def begin_epoch(self, epoch: int, key_group_ranges: Sequence[range]) -> None:
+        last = self.inner.last_committed_epoch()
+        self.inner.begin_epoch(epoch, key_group_ranges)
+        self._open = {}
+        if last is None or epoch > last:
+            self._open[epoch] = (NO_EPOCH if last is None else last, [])
+
+    def writer(self, epoch: int, key_groups: range) -> EpochWriter:
+        inner = self.inner.writer(epoch, key_groups)
+        opened = self._open.get(epoch)
+        if opened is None:
+            return inner  # a replay, or an epoch begun elsewhere
+        recording = _RecordingWriter(inner)
+        opened[1].append(recording)
+        return recording
+
+    def commit_epoch(self, epoch: int, metadata: EpochMetadata) -> None:
+        self.inner.commit_epoch(epoch, metadata)
+        opened = self._open.pop(epoch, None)
+        if opened is None:
+            return
+        previous, writers = opened
+        for writer in writers:
+            if writer.committed:
+                self._advance(writer, previous, epoch)
+            else:  # nothing staged reached the store; the cache may not move either
+                self._forget(writer.key_groups)
+
+    def _advance(self, writer: _RecordingWriter, previous: int, epoch: int) -> None:
+        for scope, operator, group in self.cache.slots(self.scope_id):
+            if group in writer.key_groups:
+                changes = writer.changes.get((operator, group), {})
+                self.cache.advance((scope, operator, group), previous, epoch, changes)
+
+    def _forget(self, key_groups: range) -> None:
+        for slot in self.cache.slots(self.scope_id):
+            if slot[2] in key_groups:
+                self.cache.discard(slot)
+
+    def discard_uncommitted(self) -> None:
+        self._open = {}
+        self.inner.discard_uncommitted()
+
+    def gc(self) -> GcReport:
+        return self.inner.gc()
+
+    def describe(self) -> PipelineInfo:
+        return self.inner.describe()
+
+    def drop(self) -> None:
+        self._open = {}
+        self.inner.drop()
+        self.cache.invalidate(self.scope_id)

@@ -1,0 +1,1 @@
+"""The FoundationDB backend (official bindings, imported only when used)."""

@@ -1,0 +1,131 @@
+"""The PostgreSQL backend: a real remote store shared by every host of a job.
+
+Every epoch transition is one transaction that locks the pipeline's row
+(``FOR UPDATE``; writers take ``FOR SHARE``, so writers of different key
+groups run side by side while a publish waits for them), which makes it safe
+under any number of concurrent committers in any number of processes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+from statestore.base.relational import Cursor, RelationalStateStore
+from statestore.errors import BackendUnavailableError, StateStoreError
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS spate_pipelines (
+    id BIGSERIAL PRIMARY KEY,
+    tenant TEXT NOT NULL, pipeline TEXT NOT NULL,
+    last_epoch BIGINT, pending_epoch BIGINT, gc_floor BIGINT,
+    UNIQUE (tenant, pipeline));
+CREATE TABLE IF NOT EXISTS spate_manifest (
+    pipeline_id BIGINT NOT NULL, epoch BIGINT NOT NULL,
+    first_group INTEGER NOT NULL, end_group INTEGER NOT NULL, done INTEGER NOT NULL,
+    PRIMARY KEY (pipeline_id, epoch, first_group));
+CREATE TABLE IF NOT EXISTS spate_epochs (
+    pipeline_id BIGINT NOT NULL, epoch BIGINT NOT NULL, metadata BYTEA NOT NULL,
+    PRIMARY KEY (pipeline_id, epoch));
+CREATE TABLE IF NOT EXISTS spate_state (
+    pipeline_id BIGINT NOT NULL, operator TEXT NOT NULL, key_group INTEGER NOT NULL,
+    user_key BYTEA NOT NULL, epoch BIGINT NOT NULL, value BYTEA,
+    PRIMARY KEY (pipeline_id, operator, key_group, user_key, epoch));
+"""
+
+#: Any constant: serialises concurrent schema creation across processes.
+_SCHEMA_LOCK_ID = 0x5A7E_5707
+_CONNECT_TIMEOUT_S = 10
+
+
+def redact(url: str) -> str:
+    """The URL with its password removed, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}:***@" if parts.username else ""
+    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+
+
+class PostgresStateStore(RelationalStateStore):
+    """The state of any number of pipelines in one PostgreSQL database."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(redact(url))
+        self._dsn = url.replace("postgres://", "postgresql://", 1)
+        self._connection = self._connect()
+        self._create_schema()
+
+    def _connect(self) -> psycopg.Connection[tuple[object, ...]]:
+        try:
+            return psycopg.connect(self._dsn, connect_timeout=_CONNECT_TIMEOUT_S,
+                                   application_name="spate-statestore")
+        except psycopg.OperationalError as error:
+            raise _unavailable(self.url, error) from None
+        except psycopg.ProgrammingError as error:
+            raise BackendUnavailableError(
+                f"the state URL {self.url} is not a valid PostgreSQL URL ({error}); write "
+                f"postgresql://user[:password]@host[:port]/database") from None
+
+    def _create_schema(self) -> None:
+        with self.transaction(write=True) as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_ID,))
+            cur.execute(_SCHEMA)
+
+    def sql(self, text: str) -> str:
+        return text.replace("?", "%s")
+
+    @contextmanager
+    def transaction(self, write: bool) -> Iterator[Cursor]:
+        del write  # PostgreSQL's row locks (lock_pipeline) order the writers
+        with self.lock:
+            try:
+                with self._connection.transaction(), self._connection.cursor() as cursor:
+                    yield cursor
+            except psycopg.OperationalError as error:
+                self._reconnect_after(error)
+                raise _unavailable(self.url, error) from None
+            except psycopg.errors.UndefinedTable as error:
+                raise StateStoreError(f"the state tables in {self.url} are missing ({error}); "
+                                      f"reopen the store to create them") from None
+
+    def _reconnect_after(self, error: psycopg.OperationalError) -> None:
+        """Drop a broken connection; the next transaction connects afresh."""
+        if self._connection.closed or self._connection.broken:
+            try:
+                self._connection = self._connect()
+            except BackendUnavailableError:
+                pass
+        del error
+
+    def lock_pipeline(self, cursor: Cursor, pipeline_id: int, exclusive: bool) -> None:
+        mode = "UPDATE" if exclusive else "SHARE"
+        cursor.execute(f"SELECT 1 FROM spate_pipelines WHERE id = %s FOR {mode}", (pipeline_id,))
+
+    def close(self) -> None:
+        with self.lock:
+            self._connection.close()
+
+
+def _unavailable(url: str, error: psycopg.OperationalError) -> BackendUnavailableError:
+    reason = str(error).strip().splitlines()[-1] if str(error).strip() else repr(error)
+    text = str(error)
+    if "password authentication failed" in text or "no password supplied" in text \
+            or ("role" in text and "does not exist" in text):
+        return BackendUnavailableError(
+            f"PostgreSQL refused the credentials in the state URL {url} ({reason}); check the "
+            f"user name and password")
+    if "database" in text and "does not exist" in text:
+        return BackendUnavailableError(
+            f"the database named in the state URL {url} does not exist ({reason}); create it "
+            f"or name another")
+    return BackendUnavailableError(
+        f"cannot reach PostgreSQL for the state URL {url} ({reason}); check that the server "
+        f"is running and the host and port are right")
