@@ -114,3 +114,11 @@ class _CachedStore(StateStore):
 
     def close(self) -> None:
         self.inner.close()
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Shipped to another process, it reads through that process's cache.
+        return (_with_process_cache, (self.inner,))
+
+
+def _with_process_cache(inner: StateStore) -> StateStore:
+    return _CachedStore(inner, process_cache())

@@ -35,7 +35,7 @@ _HEADER = struct.Struct(">BBI")
 
 def encode(value: Any) -> bytes:
     """Encode ``value`` (msgpack-able) in the current format."""
-    payload = msgpack.packb(value, use_bin_type=True)
+    payload: bytes = msgpack.packb(value, use_bin_type=True)
     flags = 0
     if len(payload) >= COMPRESS_FROM_BYTES:
         packed = zlib.compress(payload, 1)

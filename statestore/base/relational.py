@@ -91,7 +91,8 @@ _UPSERT = """
 class Cursor(Protocol):
     """The part of a DB-API cursor the relational store uses."""
 
-    rowcount: int
+    @property
+    def rowcount(self) -> int: ...
 
     def execute(self, sql: Any, params: Sequence[Any] = ...) -> Any: ...
 

@@ -148,7 +148,8 @@ class PipelineState(ABC):
         *,
         epoch: int | None = None,
     ) -> Iterator[tuple[int, UserKey, bytes]]:
-        """Live ``(key group, user key, value)`` in key order, user keys starting with ``prefix``."""
+        """Live ``(key group, user key, value)`` in key order whose user keys start with
+        ``prefix``."""
 
     def read_group(
         self, operator: str, key_group: int, *, epoch: int | None = None

@@ -8,7 +8,6 @@ under any number of concurrent committers in any number of processes.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
@@ -90,20 +89,19 @@ class PostgresStateStore(RelationalStateStore):
                 with self._connection.transaction(), self._connection.cursor() as cursor:
                     yield cursor
             except psycopg.OperationalError as error:
-                self._reconnect_after(error)
+                self._reconnect_if_broken()
                 raise _unavailable(self.url, error) from None
             except psycopg.errors.UndefinedTable as error:
                 raise StateStoreError(f"the state tables in {self.url} are missing ({error}); "
                                       f"reopen the store to create them") from None
 
-    def _reconnect_after(self, error: psycopg.OperationalError) -> None:
-        """Drop a broken connection; the next transaction connects afresh."""
+    def _reconnect_if_broken(self) -> None:
+        """Replace a broken connection, so the next transaction can succeed."""
         if self._connection.closed or self._connection.broken:
             try:
                 self._connection = self._connect()
             except BackendUnavailableError:
-                pass
-        del error
+                pass  # still down: the next transaction reports it
 
     def lock_pipeline(self, cursor: Cursor, pipeline_id: int, exclusive: bool) -> None:
         mode = "UPDATE" if exclusive else "SHARE"

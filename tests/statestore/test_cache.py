@@ -1,0 +1,50 @@
+"""The local cache: epoch tags, LRU bound, counters."""
+
+from __future__ import annotations
+
+from statestore import StateCache
+
+
+def test_hit_only_at_the_cached_epoch() -> None:
+    cache = StateCache(max_bytes=10_000)
+    cache.put(("s", "op", 1), 4, {("k",): b"v"})
+    assert cache.get(("s", "op", 1), 4) == {("k",): b"v"}
+    assert cache.get(("s", "op", 1), 5) is None
+    assert cache.get(("s", "op", 2), 4) is None
+    stats = cache.stats()
+    assert (stats.hits, stats.misses, stats.entries) == (1, 2, 1)
+
+
+def test_least_recently_used_group_is_evicted_at_the_bound() -> None:
+    cache = StateCache(max_bytes=1_000)
+    for group in range(3):
+        cache.put(("s", "op", group), 0, {("k",): b"x" * 200})
+    cache.get(("s", "op", 0), 0)  # group 0 is now the most recent
+    cache.put(("s", "op", 3), 0, {("k",): b"x" * 200})
+    assert cache.stats().bytes <= 1_000
+    assert cache.get(("s", "op", 0), 0) is not None
+    assert cache.get(("s", "op", 1), 0) is None
+    assert cache.stats().evictions >= 1
+
+
+def test_a_group_larger_than_the_cache_is_served_not_kept() -> None:
+    cache = StateCache(max_bytes=100)
+    view = cache.put(("s", "op", 0), 0, {("k",): b"x" * 500})
+    assert view[("k",)] == b"x" * 500
+    assert cache.stats().entries == 0
+
+
+def test_advance_applies_changes_and_drops_stale_groups() -> None:
+    cache = StateCache(max_bytes=10_000)
+    cache.put(("s", "op", 0), 1, {("a",): b"1", ("b",): b"2"})
+    cache.put(("s", "op", 1), 0, {("a",): b"1"})
+    cache.advance(("s", "op", 0), 1, 2, {("a",): None, ("c",): b"3"})
+    cache.advance(("s", "op", 1), 1, 2, {})
+    assert cache.get(("s", "op", 0), 2) == {("b",): b"2", ("c",): b"3"}
+    assert cache.get(("s", "op", 1), 2) is None  # it was at epoch 0, not 1
+    assert cache.get(("s", "op", 1), 0) is None
+
+
+def test_cache_size_comes_from_the_environment(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("SPATE_STATE_CACHE_BYTES", "12345")
+    assert StateCache().max_bytes == 12345
