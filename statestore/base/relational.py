@@ -127,6 +127,10 @@ class RelationalStateStore(StateStore):
 
     # -- shared --
 
+    def insert_versions(self, cursor: Cursor, rows: list[tuple[Any, ...]]) -> None:
+        """Upsert ``(pipeline_id, operator, key_group, user_key, epoch, value)`` rows."""
+        cursor.executemany(self.sql(_UPSERT), rows)
+
     def run(self, cursor: Cursor, text: str, params: Sequence[Any] = ()) -> Cursor:
         cursor.execute(self.sql(text), params)
         return cursor
@@ -324,8 +328,8 @@ class RelationalPipelineState(PipelineState):
             last = self._writable(cur, pid, epoch, "write")
             if last is not None and epoch <= last:
                 return  # a replayed epoch's writes are already durable
-            cur.executemany(self.store.sql(_UPSERT),
-                            [(pid, op, group, key, epoch, value) for op, group, key, value in rows])
+            self.store.insert_versions(
+                cur, [(pid, op, group, key, epoch, value) for op, group, key, value in rows])
             self.store.run(cur, "UPDATE spate_manifest SET done = 1 WHERE pipeline_id = ? "
                                 "AND epoch = ? AND first_group = ? AND end_group = ?",
                            (pid, epoch, key_groups.start, key_groups.stop))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -39,6 +40,8 @@ CREATE TABLE IF NOT EXISTS spate_state (
 #: Any constant: serialises concurrent schema creation across processes.
 _SCHEMA_LOCK_ID = 0x5A7E_5707
 _CONNECT_TIMEOUT_S = 10
+#: Below this many rows a plain multi-row upsert is as fast as COPY.
+_COPY_FROM_ROWS = 200
 
 
 def redact(url: str) -> str:
@@ -102,6 +105,22 @@ class PostgresStateStore(RelationalStateStore):
                 self._connection = self._connect()
             except BackendUnavailableError:
                 pass  # still down: the next transaction reports it
+
+    def insert_versions(self, cursor: Cursor, rows: list[tuple[Any, ...]]) -> None:
+        """COPY into a temporary table, then one upsert: several times faster than
+        row-by-row inserts for the thousands of keys an epoch writes."""
+        if len(rows) < _COPY_FROM_ROWS:
+            super().insert_versions(cursor, rows)
+            return
+        cursor.execute("CREATE TEMPORARY TABLE IF NOT EXISTS spate_incoming "
+                       "(LIKE spate_state) ON COMMIT DELETE ROWS")
+        with cursor.copy("COPY spate_incoming (pipeline_id, operator, key_group, user_key, "  # type: ignore[attr-defined]
+                         "epoch, value) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        cursor.execute("INSERT INTO spate_state SELECT * FROM spate_incoming "
+                       "ON CONFLICT (pipeline_id, operator, key_group, user_key, epoch) "
+                       "DO UPDATE SET value = excluded.value")
 
     def lock_pipeline(self, cursor: Cursor, pipeline_id: int, exclusive: bool) -> None:
         mode = "UPDATE" if exclusive else "SHARE"
