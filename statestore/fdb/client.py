@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from importlib.metadata import version
 from typing import Any, TypeVar
 
 from statestore.errors import BackendUnavailableError, StateStoreError
@@ -62,15 +63,15 @@ def load_bindings() -> Any:
         try:
             fdb.api_version(API_VERSION)
         except Exception as error:  # the bindings raise a bare Exception without libfdb_c
-            why = f"{error}; the foundationdb Python package is {fdb.__version__}"
+            why = f"{error}; the foundationdb Python package is {version('foundationdb')}"
             raise BackendUnavailableError(install_hint(why)) from error
         return fdb
 
 
 def install_hint(why: str) -> str:
     return (f"the FoundationDB client cannot be used ({why}): install the FoundationDB client "
-            f"library (foundationdb-clients 7.3 package, which provides libfdb_c; releases at "
-            f"https://github.com/apple/foundationdb/releases) matching your cluster's version, "
+            f"library (the foundationdb-clients 7.3 package, which provides libfdb_c) matching "
+            f"your cluster's version, "
             f"with the foundationdb Python package of the same release, on every host that "
             f"opens fdb:// stores; or use another backend (postgresql://user@host/db or "
             f"sqlite:///path)")
