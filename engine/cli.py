@@ -4,30 +4,37 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import signal
 import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 
-from engine.planner import PlanningError, plan_pipeline
+from engine.connectors import ConnectorError
+from engine.connectors.formats import JSON, FormatSpec
+from engine.connectors.sinks import StdoutSink
+from engine.planner import PREVIEW_SINK, PipelinePlan, PlanningError, plan_pipeline
 from engine.runtime.errors import PipelineFailedError
 from engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
 from engine.spark import build_spark
-from statestore import StateCache, open_store
+from statestore import PipelineState, StateStoreError, open_store
 
 log = logging.getLogger(__name__)
 
 EXIT_PLANNING_ERROR = 2
 EXIT_RUNTIME_ERROR = 1
+DEFAULT_STATE_URL = "sqlite:///.spate/state.db"
 
 
 @click.command("run")
 @click.argument("sql_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--parallelism", "-p", default=1, show_default=True, type=click.IntRange(1, 128),
               help="Tasks per operator (key-group ranges) and source partitions.")
-@click.option("--state", "state_url", default=None,
-              help="State store URL (default: sqlite:///.spate/state.db).")
+@click.option("--state", "state_url", default=DEFAULT_STATE_URL, show_default=True,
+              help="State store URL.")
 @click.option("--checkpoint", "checkpoint_dir", default=None, type=click.Path(path_type=Path),
               help="Spark checkpoint directory (default: .spate/checkpoints/<pipeline>).")
 @click.option("--pipeline", "pipeline_id", default=None,
@@ -35,7 +42,7 @@ EXIT_RUNTIME_ERROR = 1
 @click.option("--tenant", default="default", show_default=True)
 @click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
 @click.option("--explain", is_flag=True, help="Print the plan and exit without running.")
-def run(sql_file: Path, parallelism: int, state_url: str | None, checkpoint_dir: Path | None,
+def run(sql_file: Path, parallelism: int, state_url: str, checkpoint_dir: Path | None,
         pipeline_id: str | None, tenant: str, master: str, explain: bool) -> None:
     """Run the pipeline in SQL_FILE until its input ends (or Ctrl-C / SIGTERM)."""
     try:
@@ -47,41 +54,54 @@ def run(sql_file: Path, parallelism: int, state_url: str | None, checkpoint_dir:
         click.echo(plan.explain())
         return
     pipeline_id = pipeline_id or sql_file.stem
-    state_url = state_url or "sqlite:///.spate/state.db"
     checkpoint_dir = checkpoint_dir or Path(".spate/checkpoints") / pipeline_id
-    _run_plan(plan, state_url, checkpoint_dir, pipeline_id, tenant, master, parallelism)
+    try:
+        _run_plan(plan, state_url, checkpoint_dir, (tenant, pipeline_id), master, parallelism)
+    except (PipelineFailedError, ConnectorError, StateStoreError) as error:
+        click.echo(f"error: pipeline failed: {error}", err=True)
+        sys.exit(EXIT_RUNTIME_ERROR)
 
 
-def _run_plan(plan: object, state_url: str, checkpoint_dir: Path, pipeline_id: str,
-              tenant: str, master: str, parallelism: int) -> None:
+def _run_plan(plan: PipelinePlan, state_url: str, checkpoint_dir: Path,
+              scope: tuple[str, str], master: str, parallelism: int) -> None:
     if state_url.startswith("sqlite:///"):
         Path(state_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     store = open_store(state_url)
-    spark = build_spark(master)
-    options = RunOptions(parallelism=parallelism, checkpoint_dir=str(checkpoint_dir),
-                         on_epoch=_progress_printer())
-    runner = PipelineRunner(plan, spark, store.pipeline(tenant, pipeline_id),  # type: ignore[arg-type]
-                            StateCache(), options)
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: runner.request_stop())
     try:
+        state = store.pipeline(*scope)
+        _restart_if_finished(state, checkpoint_dir)
+        spark = build_spark(master)
+        options = RunOptions(parallelism=parallelism, checkpoint_dir=str(checkpoint_dir),
+                             on_epoch=_progress_printer(),
+                             sink_overrides={PREVIEW_SINK: StdoutSink(FormatSpec(JSON))})
+        runner = PipelineRunner(plan, spark, state, options)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: runner.request_stop())
         finished = runner.run()
-    except PipelineFailedError as error:
-        click.echo(f"error: pipeline failed: {error}", err=True)
-        sys.exit(EXIT_RUNTIME_ERROR)
     finally:
         store.close()
     counters = json.dumps(runner.counters, sort_keys=True)
     click.echo(f"{'finished' if finished else 'stopped'}: {counters}", err=True)
 
 
-def _progress_printer():  # type: ignore[no-untyped-def]
+def _restart_if_finished(state: PipelineState, checkpoint_dir: Path) -> None:
+    """A finished (bounded) pipeline has nothing to resume: run it again from the start."""
+    last = state.last_committed_epoch()
+    if last is None or not state.epoch_metadata().get("finished"):
+        return
+    click.echo(f"pipeline '{state.pipeline}' finished earlier; running it again from the "
+               "start", err=True)
+    state.drop()
+    shutil.rmtree(checkpoint_dir, ignore_errors=True)
+
+
+def _progress_printer() -> Callable[[EpochReport], None]:
     interactive = sys.stderr.isatty()
 
     def show(report: EpochReport) -> None:
         rate_in = report.rows_in / report.duration_s if report.duration_s else 0.0
         rate_out = report.rows_out / report.duration_s if report.duration_s else 0.0
-        watermark = "+inf" if report.finished else str(report.watermark_us)
+        watermark = "+inf" if report.finished else _timestamp(report.watermark_us)
         line = (f"epoch {report.epoch}: in {report.rows_in} ({rate_in:,.0f}/s) "
                 f"out {report.rows_out} ({rate_out:,.0f}/s) late {report.rows_late} "
                 f"dropped {report.rows_dropped} watermark {watermark}")
@@ -93,3 +113,10 @@ def _progress_printer():  # type: ignore[no-untyped-def]
             log.info(line)
 
     return show
+
+
+def _timestamp(micros: int) -> str:
+    try:
+        return datetime.fromtimestamp(micros / 1e6, UTC).isoformat().replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError):
+        return "none"

@@ -122,6 +122,11 @@ class Connector(ABC):
         del table
         return False
 
+    def partition_count(self, table: TableConfig, parallelism: int) -> int:
+        """Source partitions (readers) at ``parallelism``: rows carry their index."""
+        del table, parallelism
+        return 1
+
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         """A streaming DataFrame: physical columns then :data:`HIDDEN_COLUMNS`."""
         del spark, parallelism

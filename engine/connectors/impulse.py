@@ -93,6 +93,10 @@ class ImpulseConnector(Connector):
         settings = asdict(_parse(table)) | {"parallelism": max(1, parallelism)}
         return source_options(stream_schema(COLUMNS), settings)
 
+    def partition_count(self, table: TableConfig, parallelism: int) -> int:
+        del table
+        return max(1, parallelism)
+
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         return load_stream(spark, SOURCE_NAME, self.reader_options(table, parallelism))
 

@@ -1,21 +1,27 @@
 """Incremental TUMBLE/HOP aggregation for one key.
 
-Rows arrive pre-aggregated by native Spark into *panes* of the slide.  A key
-keeps its panes plus a running accumulator over the panes of the next window
-to fire, except its newest pane.  Firing window ``[end - width, end)`` adds
-the entering pane, emits, and removes the leaving pane: O(1) per window for
-invertible aggregates, amortised O(1) for min/max through a monotonic deque.
-So the cost per row never grows with width/slide.
+Rows arrive pre-aggregated by native Spark into *panes* of the slide.  Each
+pane partial is its own state entry (:class:`Panes`), and the key keeps a small
+:class:`SlidingKeyState`: the end of the next window to fire, a running
+accumulator over the panes of that window that have already *entered*, and
+the starts of the panes still *pending* (at or after the window's last pane).
 
-Only out-of-the-ordinary input (a late pane landing inside the running
-window, or before a key's skipped-ahead position) rebuilds the accumulator
-from the stored panes.
+Firing window ``[end - width, end)`` adds the entering pane, emits, then
+removes the leaving pane and deletes its entry: O(1) per window for
+invertible aggregates (count, sum, avg, count distinct) and amortised O(1) for
+min/max through a monotonic deque.  No step touches every pane of a window,
+so the cost per row does not grow with width/slide.
+
+A pane that lands inside the running window (rows behind the watermark whose
+later windows are still open) is merged into the accumulator directly; only
+min/max then rebuild their deque from the window's panes (a rare path).
 """
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from engine.operators.aggregates import Aggregate, Extreme
 
@@ -32,29 +38,42 @@ class Fired:
     values: list[Any]
 
 
+class Panes(Protocol):
+    """The pane entries of one key (backed by the operator's state)."""
+
+    def get(self, pane: int) -> Partial | None: ...
+
+    def put(self, pane: int, partial: Partial) -> None: ...
+
+    def delete(self, pane: int) -> None: ...
+
+
 @dataclass
 class SlidingKeyState:
-    """The stored state of one key of a TUMBLE/HOP operator."""
+    """The stored per-key record of a TUMBLE/HOP operator (panes live apart)."""
 
-    panes: dict[int, Partial] = field(default_factory=dict)
+    #: end of the next window to fire; None when the key holds nothing
     next_end: int | None = None
     running_rows: int = 0
+    #: per aggregate: its accumulator (invertible ones) or None
     running: list[Any] = field(default_factory=list)
-    # per non-invertible aggregate: [[pane_start, value], ...] best-first monotonic
+    #: per non-invertible aggregate: [[pane_start, value], ...], best value first
     deques: list[list[list[Any]]] = field(default_factory=list)
+    #: sorted starts of panes at or after ``next_end - slide`` (not yet entered)
+    pending: list[int] = field(default_factory=list)
 
     def to_stored(self) -> list[Any]:
-        panes = [[start, *partial] for start, partial in self.panes.items()]
-        return [panes, self.next_end, self.running_rows, self.running, self.deques]
+        return [self.next_end, self.running_rows, self.running, self.deques, self.pending]
 
     @classmethod
     def from_stored(cls, stored: list[Any]) -> SlidingKeyState:
-        panes, next_end, running_rows, running, deques = stored
-        return cls({p[0]: list(p[1:]) for p in panes}, next_end, running_rows, running, deques)
+        next_end, running_rows, running, deques, pending = stored
+        return cls(next_end, running_rows, list(running), [list(d) for d in deques],
+                   list(pending))
 
     @property
     def empty(self) -> bool:
-        return not self.panes and self.running_rows == 0
+        return self.next_end is None
 
 
 class SlidingWindow:
@@ -66,11 +85,13 @@ class SlidingWindow:
         self.aggregates = aggregates
 
     def new_state(self) -> SlidingKeyState:
-        return SlidingKeyState(running=self._empty_running(),
-                               deques=[[] for a in self.aggregates if not a.invertible])
+        return SlidingKeyState(running=self._empty_running(), deques=self._empty_deques())
 
     def _empty_running(self) -> list[Any]:
         return [a.initialize() if a.invertible else None for a in self.aggregates]
+
+    def _empty_deques(self) -> list[list[list[Any]]]:
+        return [[] for a in self.aggregates if not a.invertible]
 
     def first_open_end(self, watermark: int) -> int:
         """The end of the first window not yet fired at ``watermark``."""
@@ -80,38 +101,49 @@ class SlidingWindow:
         """A pane whose every window already fired."""
         return pane + self.width <= watermark
 
-    def add_pane(self, state: SlidingKeyState, pane: int, partial: Partial,
+    def add_pane(self, state: SlidingKeyState, panes: Panes, pane: int, partial: Partial,
                  watermark: int) -> None:
-        """Merge a new pane partial into the key's state (the pane is not late)."""
-        existing = state.panes.get(pane)
-        state.panes[pane] = partial if existing is None else self._merge(existing, partial)
+        """Merge a pane partial (not late) into the key's state and pane entries."""
+        existing = panes.get(pane)
+        merged = partial if existing is None else self._merge(existing, partial)
+        panes.put(pane, merged)
         first_end = max(pane + self.slide, self.first_open_end(watermark))
         if state.next_end is None or first_end < state.next_end:
-            # a new key, or a pane before the point the key skipped ahead to
+            # A new key, or a pane before the point an idle key skipped ahead to;
+            # either way nothing has entered the running window yet.
             state.next_end = first_end
-            self._rebuild(state)
-        elif pane < state.next_end - self.slide:
-            self._rebuild(state)  # a late pane inside the running window
+        if pane >= state.next_end - self.slide:
+            if existing is None:
+                bisect.insort(state.pending, pane)
+            return
+        # Behind the watermark, but later windows of the pane are still open.
+        if existing is not None:
+            self._remove(state, pane, existing)
+        self._add(state, pane, merged)
+        if any(not a.invertible for a in self.aggregates):
+            self._rebuild_deques(state, panes)
 
-    def fire(self, state: SlidingKeyState, watermark: int) -> list[Fired]:
+    def fire(self, state: SlidingKeyState, panes: Panes, watermark: int) -> list[Fired]:
         """Emit every window of the key ending at or before ``watermark``."""
         fired: list[Fired] = []
         while state.next_end is not None and state.next_end <= watermark:
             end = state.next_end
-            entering = state.panes.get(end - self.slide)
-            if state.running_rows == 0 and entering is None:
-                later = [p for p in state.panes if p >= end - self.slide]
-                if not later:
-                    state.next_end = None
-                    break
-                state.next_end = min(later) + self.slide
+            entering = end - self.slide
+            if state.pending and state.pending[0] == entering:
+                state.pending.pop(0)
+                partial = panes.get(entering)
+                if partial is not None:
+                    self._add(state, entering, partial)
+            elif state.running_rows == 0:
+                # Nothing in this window: jump to the next pane, or forget the key.
+                state.next_end = state.pending[0] + self.slide if state.pending else None
                 continue
-            if entering is not None:
-                self._add(state, end - self.slide, entering)
             fired.append(Fired(end - self.width, end, self._results(state)))
-            leaving = state.panes.pop(end - self.width, None)
-            if leaving is not None:
-                self._remove(state, end - self.width, leaving)
+            leaving = end - self.width
+            partial = panes.get(leaving)
+            if partial is not None:
+                self._remove(state, leaving, partial)
+                panes.delete(leaving)
             state.next_end = end + self.slide
         return fired
 
@@ -133,6 +165,11 @@ class SlidingWindow:
 
     def _remove(self, state: SlidingKeyState, pane: int, partial: Partial) -> None:
         state.running_rows -= partial[0]
+        if state.running_rows == 0:
+            # Start afresh: no drift from subtracting floating-point sums.
+            state.running = self._empty_running()
+            state.deques = self._empty_deques()
+            return
         slot = 0
         for i, aggregate in enumerate(self.aggregates):
             if aggregate.invertible:
@@ -155,17 +192,19 @@ class SlidingWindow:
                 slot += 1
         return values
 
-    def _rebuild(self, state: SlidingKeyState) -> None:
-        """Recompute the running accumulator from stored panes (rare path)."""
+    def _rebuild_deques(self, state: SlidingKeyState, panes: Panes) -> None:
+        """Recompute min/max deques from the entered panes (rare path)."""
         assert state.next_end is not None
-        state.running = self._empty_running()
-        state.running_rows = 0
-        state.deques = [[] for a in self.aggregates if not a.invertible]
-        low, high = state.next_end - self.width, state.next_end - self.slide
-        for pane in sorted(p for p in state.panes if low <= p < high):
-            self._add(state, pane, state.panes[pane])
-        for pane in [p for p in state.panes if p < low]:
-            del state.panes[pane]
+        state.deques = self._empty_deques()
+        extremes = [a for a in self.aggregates if not a.invertible]
+        positions = [i for i, a in enumerate(self.aggregates) if not a.invertible]
+        for pane in range(state.next_end - self.width, state.next_end - self.slide,
+                          self.slide):
+            partial = panes.get(pane)
+            if partial is None:
+                continue
+            for slot, (i, aggregate) in enumerate(zip(positions, extremes, strict=True)):
+                _push(state.deques[slot], pane, partial[i + 1], aggregate)
 
 
 def _push(deque: list[list[Any]], pane: int, value: Any, aggregate: Aggregate) -> None:

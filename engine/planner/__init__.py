@@ -16,7 +16,7 @@ from engine.planner.plan import PipelinePlan, QueryPlan
 from engine.planner.positions import SourceText
 from engine.planner.queries import plan_query
 
-__all__ = ["PipelinePlan", "PlanningError", "plan_pipeline"]
+__all__ = ["PREVIEW_SINK", "PipelinePlan", "PlanningError", "plan_pipeline"]
 
 PREVIEW_SINK = "preview"
 _SET_VARIABLES = ("updating_ttl",)

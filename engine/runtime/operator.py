@@ -1,15 +1,25 @@
 """Runs one window-aggregate operator for one epoch.
 
-Native Spark computes the pane partials (``partial_sql``); this module merges
-them into the operator's state, key group by key group, fires the windows
-the watermark closed, and stages the changed keys for the epoch.  Decoded
-key-group state stays in memory tagged by the epoch it reflects, so a warm
-operator reads nothing remote; a cold or moved one fills from the store.
+Native Spark computes the pane partials (:meth:`WindowOperatorRunner.partial_sql`);
+this module merges them into the operator's state, key group by key group,
+fires the windows the watermark closed, and stages what changed for the epoch.
+
+State layout in the store (per key group):
+
+* operator ``<id>``: one record per key — a :class:`SlidingKeyState`, or for
+  SESSION the key's open sessions;
+* operator ``<id>/panes``: one entry per ``(*key, pane start)`` (TUMBLE/HOP).
+
+Reads go through ``PipelineState.read_group``, which the statestore serves
+from its bounded per-process cache when warm, so this module keeps no copy of
+the state between epochs — only the earliest window end per key group, to
+skip groups with nothing to do.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,11 +27,10 @@ import pyarrow as pa
 
 from engine.operators.aggregates import make_aggregate
 from engine.operators.session import SessionWindow
-from engine.operators.window import Fired, SlidingKeyState, SlidingWindow
+from engine.operators.window import Fired, Partial, SlidingKeyState, SlidingWindow
 from engine.planner.plan import EVENT_TIME, WindowAggregate
 from engine.runtime import values
-from statestore import PipelineState, StateCache, read_key_group
-from statestore.base.store import EpochWriter
+from statestore import EpochWriter, PipelineState, UserKey
 from statestore.encoding import decode, encode
 
 _PARTIAL_SQL = {
@@ -33,6 +42,11 @@ _PARTIAL_SQL = {
     "min": ["min({a})"],
     "max": ["max({a})"],
 }
+#: Later than any window end: a group with nothing buffered.
+_NEVER = 2**63
+#: (key, pane start or event time, pane partial)
+PaneRow = tuple[tuple[Any, ...], int, Partial]
+FiredRow = tuple[tuple[Any, ...], Fired]
 
 
 @dataclass
@@ -42,29 +56,77 @@ class OperatorStats:
     windows_fired: int = 0
 
 
+class _Entries:
+    """One key group of one state operator for one epoch: committed values plus writes."""
+
+    def __init__(self, committed: Mapping[UserKey, bytes]) -> None:
+        self.committed = committed
+        self.changed: dict[UserKey, Any] = {}
+
+    def get(self, key: UserKey) -> Any:
+        if key in self.changed:
+            return self.changed[key]
+        raw = self.committed.get(key)
+        return None if raw is None else decode(raw)
+
+    def put(self, key: UserKey, value: Any) -> None:
+        self.changed[key] = value
+
+    def delete(self, key: UserKey) -> None:
+        self.changed[key] = None
+
+    def keys(self) -> Iterator[UserKey]:
+        yield from self.committed
+        yield from (k for k in self.changed if k not in self.committed)
+
+    def flush(self, writer: EpochWriter, operator: str, group: int) -> None:
+        for key, value in self.changed.items():
+            if value is not None:
+                writer.put(operator, group, key, encode(value))
+            elif key in self.committed:
+                writer.delete(operator, group, key)
+
+
+class _KeyPanes:
+    """The pane entries of one key, as :class:`engine.operators.window.Panes`."""
+
+    def __init__(self, entries: _Entries, key: tuple[Any, ...]) -> None:
+        self.entries = entries
+        self.key = key
+
+    def get(self, pane: int) -> Partial | None:
+        return self.entries.get((*self.key, pane))  # type: ignore[no-any-return]
+
+    def put(self, pane: int, partial: Partial) -> None:
+        self.entries.put((*self.key, pane), partial)
+
+    def delete(self, pane: int) -> None:
+        self.entries.delete((*self.key, pane))
+
+
 class WindowOperatorRunner:
     """One windowed aggregate of a pipeline, across epochs."""
 
-    def __init__(self, spec: WindowAggregate, state: PipelineState, cache: StateCache,
+    def __init__(self, spec: WindowAggregate, state: PipelineState,
                  num_key_groups: int) -> None:
         self.spec = spec
         self.state = state
-        self.cache = cache
         self.num_key_groups = num_key_groups
         self.aggregates = [make_aggregate(a.function) for a in spec.aggregates]
         window = spec.window
         self.session = window.kind == "session"
         self.sliding = SlidingWindow(window.width_us, window.slide_us, self.aggregates)
         self.sessions = SessionWindow(window.gap_us, self.aggregates)
-        # key group -> (epoch the contents reflect, {user key: decoded state})
-        self._groups: dict[int, tuple[int | None, dict[tuple[Any, ...], Any]]] = {}
+        self.records_name = spec.operator_id
+        self.panes_name = f"{spec.operator_id}/panes"
+        #: key group -> earliest window end it holds, as committed; absent: not known
         self._next_fire: dict[int, int] = {}
 
     # -- SQL --------------------------------------------------------------------
 
     def partial_sql(self, source_sql: str) -> str:
         """Native pre-aggregation of the operator's input into pane partials."""
-        keys = list(self.spec.key_columns)
+        keys = [f"`{k}`" for k in self.spec.key_columns]
         micros = f"unix_micros(`{EVENT_TIME}`)"
         slide = self.spec.window.slide_us
         pane = micros if self.session else f"({micros} - pmod({micros}, {slide}))"
@@ -72,125 +134,131 @@ class WindowOperatorRunner:
         for i, call in enumerate(self.spec.aggregates):
             for j, template in enumerate(_PARTIAL_SQL[call.function]):
                 parts.append(f"{template.format(a=f'`{call.argument}`')} AS `p{i}_{j}`")
-        key_list = ", ".join(f"`{k}`" for k in keys)
-        hashed = f"xxhash64({key_list})" if keys else "0"
-        group_by = ", ".join([*(f"`{k}`" for k in keys), "`__pane`"])
-        return (f"SELECT {key_list + ', ' if keys else ''}{pane} AS `__pane`, "
-                f"pmod({hashed}, {self.num_key_groups}) AS `__kg`, {', '.join(parts)} "
-                f"FROM ({source_sql}) WHERE `{EVENT_TIME}` IS NOT NULL GROUP BY {group_by}")
+        hashed = f"xxhash64({', '.join(keys)})" if keys else "0"
+        selected = [*keys, f"{pane} AS `__pane`",
+                    f"CAST(pmod({hashed}, {self.num_key_groups}) AS INT) AS `__kg`", *parts]
+        return (f"SELECT {', '.join(selected)} FROM ({source_sql}) "
+                f"WHERE `{EVENT_TIME}` IS NOT NULL GROUP BY {', '.join([*keys, '`__pane`'])}")
 
     # -- one epoch ----------------------------------------------------------------
 
     def process(self, partials: pa.Table, writers: list[EpochWriter], previous_epoch: int | None,
-                epoch: int, watermark_before: int, watermark_after: int,
-                ) -> tuple[list[tuple[tuple[Any, ...], Fired]], OperatorStats]:
-        """Merge partials, fire closed windows, stage changed keys into ``writers``."""
+                watermark_before: int, watermark_after: int,
+                ) -> tuple[list[FiredRow], OperatorStats]:
+        """Merge partials, fire closed windows, stage changed state into ``writers``."""
         stats = OperatorStats()
         rows_by_group = self._rows_by_group(partials)
-        fired: list[tuple[tuple[Any, ...], Fired]] = []
+        fired: list[FiredRow] = []
         for writer in writers:
             for group in writer.key_groups:
-                new_rows = rows_by_group.get(group)
-                next_fire = self._next_fire.get(group)
-                warm = self._groups.get(group, (None, None))[0] == previous_epoch \
-                    and group in self._groups
-                if not new_rows and warm and (next_fire is None or next_fire > watermark_after):
-                    self._groups[group] = (epoch, self._groups[group][1])
-                    continue
-                contents = self._load(group, previous_epoch)
-                self._groups[group] = (epoch, contents)
-                changed = self._apply(contents, new_rows or [], watermark_before,
-                                      watermark_after, fired, stats)
-                for key in changed:
-                    value = contents.get(key)
-                    if value is None:
-                        writer.delete(self.spec.operator_id, group, key)
-                    else:
-                        writer.put(self.spec.operator_id, group, key, encode(self._store(value)))
-                self._next_fire[group] = self._earliest_fire(contents)
+                new_rows = rows_by_group.get(group, [])
+                due = self._next_fire.get(group, -_NEVER) <= watermark_after
+                if new_rows or due:
+                    self._process_group(group, new_rows, due, writer, previous_epoch,
+                                        (watermark_before, watermark_after), fired, stats)
         fired.sort(key=lambda item: (item[1].end_us, item[1].start_us, repr(item[0])))
         stats.windows_fired = len(fired)
         return fired, stats
 
-    def _rows_by_group(self, partials: pa.Table) -> dict[int, list[tuple[Any, ...]]]:
-        columns = [values.to_python(partials.column(name)) for name in partials.column_names]
+    def _rows_by_group(self, partials: pa.Table) -> dict[int, list[PaneRow]]:
         names = partials.column_names
         key_count = len(self.spec.key_columns)
-        pane_index, group_index = names.index("__pane"), names.index("__kg")
-        rows_index = names.index("__rows")
-        groups: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
-        for row in zip(*columns, strict=True):
-            key = tuple(row[:key_count])
-            partial = [row[rows_index], *self._partials(row, names)]
-            groups[row[group_index]].append((key, row[pane_index], partial))
-        return groups
-
-    def _partials(self, row: tuple[Any, ...], names: list[str]) -> list[Any]:
-        result = []
+        keys = [values.to_python(partials.column(i)) for i in range(key_count)]
+        panes = partials.column("__pane").to_pylist()
+        groups = partials.column("__kg").to_pylist()
+        rows = partials.column("__rows").to_pylist()
+        columns = []
         for i, call in enumerate(self.spec.aggregates):
-            first = row[names.index(f"p{i}_0")]
-            if call.function in ("sum", "avg"):
-                count = row[names.index(f"p{i}_1")]
-                result.append([first if first is not None else 0, count])
-            elif call.function == "count_distinct":
-                result.append(sorted(first or [], key=repr))
-            else:
-                result.append(first)
-        return result
+            first = values.to_python(partials.column(f"p{i}_0"))
+            second = (partials.column(f"p{i}_1").to_pylist() if f"p{i}_1" in names else None)
+            columns.append(_partial_column(call.function, first, second))
+        by_group: dict[int, list[PaneRow]] = defaultdict(list)
+        for index, group in enumerate(groups):
+            key = tuple(column[index] for column in keys)
+            partial = [rows[index], *(column[index] for column in columns)]
+            by_group[group].append((key, panes[index], partial))
+        return by_group
 
-    def _load(self, group: int, previous_epoch: int | None) -> dict[tuple[Any, ...], Any]:
-        tag, contents = self._groups.get(group, (None, None))
-        if contents is not None and tag == previous_epoch:
-            return contents
-        stored = read_key_group(self.state, self.cache, self.spec.operator_id, group,
-                                previous_epoch)
-        return {tuple(key): self._restore(decode(raw)) for key, raw in stored.items()}
-
-    def _restore(self, stored: Any) -> Any:
-        return stored if self.session else SlidingKeyState.from_stored(stored)
-
-    def _store(self, value: Any) -> Any:
-        return value if self.session else value.to_stored()
-
-    def _apply(self, contents: dict[tuple[Any, ...], Any], new_rows: list[tuple[Any, ...]],
-               watermark_before: int, watermark_after: int,
-               fired: list[tuple[tuple[Any, ...], Fired]], stats: OperatorStats,
-               ) -> set[tuple[Any, ...]]:
-        changed: set[tuple[Any, ...]] = set()
+    def _process_group(self, group: int, new_rows: list[PaneRow], due: bool,
+                       writer: EpochWriter, previous_epoch: int | None,
+                       watermarks: tuple[int, int], fired: list[FiredRow],
+                       stats: OperatorStats) -> None:
+        records = _Entries(self.state.read_group(self.records_name, group,
+                                                 epoch=previous_epoch))
+        panes = None if self.session else _Entries(
+            self.state.read_group(self.panes_name, group, epoch=previous_epoch))
+        states: dict[tuple[Any, ...], Any] = {}
+        touched: set[tuple[Any, ...]] = set()
         for key, pane, partial in new_rows:
+            touched.add(key)
+            state = self._state(records, states, key)
             if self.session:
-                sessions = contents.get(key, [])
-                if not self.sessions.add(sessions, pane, partial, watermark_before):
-                    stats.rows_late += partial[0]
-                    continue
-                contents[key] = sessions
+                accepted = self.sessions.add(state, pane, partial, watermarks[0])
             else:
-                if self.sliding.is_late(pane, watermark_before):
-                    stats.rows_late += partial[0]
-                    continue
-                state = contents.get(key) or self.sliding.new_state()
-                contents[key] = state
-                self.sliding.add_pane(state, pane, partial, watermark_before)
-            changed.add(key)
-        for key, state in list(contents.items()):
-            if self._earliest_fire({key: state}) > watermark_after:
-                continue
-            results = (self.sessions.fire(state, watermark_after) if self.session
-                       else self.sliding.fire(state, watermark_after))
-            fired.extend((key, f) for f in results)
-            changed.add(key)
-        for key in changed:
-            state = contents[key]
-            if (not state) if self.session else state.empty:
-                del contents[key]
-        stats.keys_touched += len(changed)
-        return changed
+                accepted = not self.sliding.is_late(pane, watermarks[0])
+                if accepted:
+                    assert panes is not None
+                    self.sliding.add_pane(state, _KeyPanes(panes, key), pane, partial,
+                                          watermarks[0])
+            if not accepted:
+                stats.rows_late += partial[0]
+        earliest = self._next_fire.get(group, _NEVER)
+        if due:
+            for key in list(records.keys()):
+                self._state(records, states, key)
+            earliest = _NEVER
+        for key, state in states.items():
+            if self._next_end(state) <= watermarks[1]:
+                touched.add(key)
+                fired.extend((key, f) for f in self._fire(key, state, panes, watermarks[1]))
+            earliest = min(earliest, self._next_end(state))
+        for key in touched:
+            records.put(key, self._stored(states[key]))
+        stats.keys_touched += len(touched)
+        records.flush(writer, self.records_name, group)
+        if panes is not None:
+            panes.flush(writer, self.panes_name, group)
+        self._next_fire[group] = earliest
 
-    def _earliest_fire(self, contents: dict[tuple[Any, ...], Any]) -> int:
-        times = []
-        for state in contents.values():
+    def _fire(self, key: tuple[Any, ...], state: Any, panes: _Entries | None,
+              watermark: int) -> list[Fired]:
+        if self.session:
+            return self.sessions.fire(state, watermark)
+        assert panes is not None
+        return self.sliding.fire(state, _KeyPanes(panes, key), watermark)
+
+    def _state(self, records: _Entries, states: dict[tuple[Any, ...], Any],
+               key: tuple[Any, ...]) -> Any:
+        """The decoded state of ``key`` for this epoch (a new one if absent)."""
+        state = states.get(key)
+        if state is None:
+            stored = records.get(key)
             if self.session:
-                times.extend(s[1] for s in state)
-            elif state.next_end is not None:
-                times.append(state.next_end)
-        return min(times) if times else 2**63
+                state = stored if stored is not None else []
+            elif stored is not None:
+                state = SlidingKeyState.from_stored(stored)
+            else:
+                state = self.sliding.new_state()
+            states[key] = state
+        return state
+
+    def _next_end(self, state: Any) -> int:
+        if self.session:
+            return min((s[1] for s in state), default=_NEVER)  # type: ignore[no-any-return]
+        return _NEVER if state.next_end is None else state.next_end  # type: ignore[no-any-return]
+
+    def _stored(self, state: Any) -> Any:
+        """What to store for a key; None deletes a key that holds nothing."""
+        if self.session:
+            return state or None
+        return None if state.empty else state.to_stored()
+
+
+def _partial_column(function: str, first: list[Any], second: list[Any] | None) -> list[Any]:
+    """Per-row pane partials of one aggregate, in the shape its Aggregate expects."""
+    if function in ("sum", "avg"):
+        assert second is not None
+        return [[0 if s is None else s, c] for s, c in zip(first, second, strict=True)]
+    if function == "count_distinct":
+        return [sorted(v or [], key=repr) for v in first]
+    return first

@@ -1,37 +1,41 @@
 """Runs a :class:`PipelinePlan` as one Spark streaming query.
 
-Every micro-batch is an epoch.  In ``foreachBatch`` the runner reads the
-batch's sources, advances the watermark, runs each query (native Spark SQL,
-window operators over statestore), writes every sink, and commits the epoch:
+Every micro-batch is an epoch.  In ``foreachBatch`` the runner exposes the
+batch's sources to the queries, runs each query (native Spark SQL; window
+operators over statestore), writes every sink, and commits the epoch:
 operator state, watermarks, sink markers and counters become visible together.
-A replayed batch (``batch_id`` already committed) is skipped, and sinks are
+A batch whose id is already committed is a replay and is skipped; sinks are
 reopened at the last committed marker, so output is exactly-once.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.utils import CapturedException
 
-from engine.connectors import CONNECTORS, HIDDEN_COLUMNS, Sink
-from engine.planner.catalog import Table
-from engine.planner.plan import EVENT_TIME, WATERMARK, PipelinePlan, QueryPlan
+from engine.connectors import Sink
+from engine.planner.plan import PipelinePlan, QueryPlan
 from engine.runtime.errors import PipelineFailedError
-from engine.runtime.operator import OperatorStats, WindowOperatorRunner
+from engine.runtime.operator import WindowOperatorRunner
 from engine.runtime.output import fired_table, output_schema
 from engine.runtime.sinks import open_sinks
+from engine.runtime.sources import EpochSources, expand_views, observed, source_stream
 from engine.runtime.watermarks import END_OF_TIME, WatermarkTracker
-from statestore import DEFAULT_KEY_GROUPS, PipelineState, StateCache, split_key_groups
+from statestore import DEFAULT_KEY_GROUPS, EpochWriter, PipelineState, split_key_groups
 
 log = logging.getLogger(__name__)
+
+#: Garbage-collect superseded state versions every this many epochs.
+GC_EVERY_EPOCHS = 10
 
 
 @dataclass
@@ -58,27 +62,38 @@ class RunOptions:
     sink_overrides: dict[str, Sink] = field(default_factory=dict)
 
 
+@dataclass
+class _Epoch:
+    """Bookkeeping of the epoch in progress."""
+
+    number: int
+    sources: EpochSources
+    writers: list[EpochWriter]
+    watermark_before: int
+    watermark_after: int | None = None
+    rows_late: int = 0
+
+
 class PipelineRunner:
     """Owns the streaming query, the operators and the sinks of one pipeline."""
 
     def __init__(self, plan: PipelinePlan, spark: SparkSession, state: PipelineState,
-                 cache: StateCache, options: RunOptions) -> None:
+                 options: RunOptions) -> None:
         self.plan = plan
         self.spark = spark
         self.state = state
         self.options = options
         self.ranges = split_key_groups(options.num_key_groups, options.parallelism)
         self.operators = {
-            q.index: WindowOperatorRunner(q.aggregate, state, cache, options.num_key_groups)
+            q.index: WindowOperatorRunner(q.aggregate, state, options.num_key_groups)
             for q in plan.queries if q.aggregate is not None
         }
         self._lock = threading.Lock()
         self._stop_requested = threading.Event()
         self._stopping = False
-        self._finished = False
         self._last_committed = state.last_committed_epoch()
         metadata = state.epoch_metadata() if self._last_committed is not None else {}
-        self._finished = bool(metadata.get("finished"))
+        self.finished = bool(metadata.get("finished"))
         self.watermarks = WatermarkTracker(
             {t.name: t.idle_micros for t in plan.sources}, metadata.get("watermarks"),
             options.parallelism)
@@ -89,73 +104,53 @@ class PipelineRunner:
     # -- lifecycle --------------------------------------------------------------
 
     def request_stop(self) -> None:
-        """Stop after the epoch in progress commits (Ctrl-C, SIGTERM)."""
+        """Stop after the epoch in progress commits (safe from a signal handler)."""
         self._stop_requested.set()
 
     def run(self) -> bool:
         """Run until bounded input is exhausted or a stop is requested; True if finished."""
-        if self._finished:
+        if self.finished:
             log.info("pipeline already finished", extra={"epoch": self._last_committed})
             return True
-        self.sinks = open_sinks(self.plan, self.spark, self._sink_markers,
-                                self.options.sink_overrides)
-        stream = self._source_stream()
+        self._check_checkpoint()
+        self.sinks = open_sinks(self.plan, self._sink_markers, self.options.sink_overrides,
+                                f"{self.state.tenant}/{self.state.pipeline}")
+        stream = source_stream(self.spark, self.plan.sources, self.options.parallelism)
         writer = stream.writeStream.foreachBatch(self._epoch).option(
             "checkpointLocation", self.options.checkpoint_dir)
         if self.options.trigger_interval:
             writer = writer.trigger(processingTime=self.options.trigger_interval)
         query = writer.queryName(f"spate-{self.state.pipeline}").start()
         try:
-            while query.isActive:
-                if self._finished or self._stop_requested.is_set():
-                    with self._lock:  # wait for the epoch in progress to commit
-                        self._stopping = True
-                    query.stop()
-                    break
-                query.awaitTermination(0.1)
-            error = query.exception()
-            if error is not None and not self._stopping:
-                raise PipelineFailedError(_root_message(error)) from None
+            self._wait(query)
         finally:
             if query.isActive:
                 query.stop()
             for sink in self.sinks.values():
                 sink.close()
-        return self._finished
+        return self.finished
 
-    # -- sources ----------------------------------------------------------------
+    def _wait(self, query: Any) -> None:
+        while query.isActive:
+            if self.finished or self._stop_requested.is_set():
+                with self._lock:  # let the epoch in progress commit first
+                    self._stopping = True
+                query.stop()
+                break
+            query.awaitTermination(0.1)
+        error = query.exception()
+        if error is not None and not self._stopping:
+            raise PipelineFailedError(_root_message(error)) from None
 
-    def _source_stream(self) -> DataFrame:
-        sources = self.plan.sources
-        frames = [CONNECTORS[t.config.connector].read_stream(
-            self.spark, t.config, self.options.parallelism) for t in sources]
-        if len(frames) == 1:
-            return frames[0]
-        tagged = []
-        for i, frame in enumerate(frames):
-            columns = [F.lit(i).alias("__source")]
-            for j, other in enumerate(frames):
-                packed = F.struct(*other.columns)
-                columns.append((F.struct(*frame.columns) if i == j
-                                else F.lit(None).cast(packed_type(other))).alias(f"__s{j}"))
-                del packed
-            tagged.append(frame.select(*columns))
-        union = tagged[0]
-        for frame in tagged[1:]:
-            union = union.unionByName(frame)
-        return union
-
-    def _register_sources(self, batch: DataFrame) -> None:
-        sources = self.plan.sources
-        for i, table in enumerate(sources):
-            raw = batch if len(sources) == 1 else \
-                batch.where(F.col("__source") == i).select(f"__s{i}.*")
-            raw.createOrReplaceTempView(f"__raw_{table.name}")
-            self.spark.sql(_source_view_sql(table)).createOrReplaceTempView(
-                f"__all_{table.name}")
-            self.spark.sql(
-                f"SELECT * FROM `__all_{table.name}` WHERE `_spate_control` IS NULL"
-            ).createOrReplaceTempView(table.name)
+    def _check_checkpoint(self) -> None:
+        """The Spark checkpoint and the state store must describe the same run."""
+        has_offsets = os.path.isdir(os.path.join(self.options.checkpoint_dir, "offsets"))
+        if self._last_committed is not None and not has_offsets:
+            raise PipelineFailedError(
+                f"the state store holds epoch {self._last_committed} of pipeline "
+                f"'{self.state.pipeline}' but checkpoint {self.options.checkpoint_dir} is "
+                "missing: resume with the same --checkpoint, or drop the pipeline's state "
+                "to start afresh")
 
     # -- one epoch ----------------------------------------------------------------
 
@@ -169,90 +164,99 @@ class PipelineRunner:
                 log.info("skipping replayed epoch", extra={"epoch": batch_id})
                 return
             started = time.monotonic()
-            batch.persist()
+            # One query reads the batch once; several would each re-read the source.
+            single_pass = len(self.plan.queries) == 1
+            if not single_pass:
+                batch.persist()
             try:
-                report = self._run_epoch(batch, batch_id, started)
+                report = self._run_epoch(batch, batch_id, single_pass, started)
             finally:
-                batch.unpersist()
+                if not single_pass:
+                    batch.unpersist()
         if self.options.on_epoch is not None:
             self.options.on_epoch(report)
 
-    def _run_epoch(self, batch: DataFrame, epoch: int, started: float) -> EpochReport:
-        self._register_sources(batch)
-        rows_in, dropped = self._observe_sources()
-        watermark_before = self.watermarks.value
-        watermark_after = self.watermarks.advance(int(time.time() * 1_000_000))
-        if self.watermarks.all_done:
-            watermark_after = END_OF_TIME
+    def _run_epoch(self, batch: DataFrame, number: int, single_pass: bool,
+                   started: float) -> EpochReport:
+        sources = EpochSources(self.plan.sources, batch, self.options.parallelism, number,
+                               observe=single_pass)
         ranges = self.ranges if self.operators else []
-        self.state.begin_epoch(epoch, ranges)
-        writers = [self.state.writer(epoch, r) for r in ranges]
+        self.state.begin_epoch(number, ranges)
+        epoch = _Epoch(number, sources, [self.state.writer(number, r) for r in ranges],
+                       self.watermarks.value)
         outputs: dict[str, list[DataFrame]] = {}
-        stats = OperatorStats()
         for query in self.plan.queries:
-            frame = self._run_query(query, writers, epoch, watermark_before,
-                                    watermark_after, stats)
-            outputs.setdefault(query.sink, []).append(frame)
-        for writer in writers:
+            frame = self._run_query(query, epoch)
+            if frame is not None:
+                outputs.setdefault(query.sink, []).append(frame)
+        rows_out = self._write_sinks(number, outputs)
+        watermark = self._watermark_after(epoch)
+        for writer in epoch.writers:
             writer.commit()
+        metrics = sources.metrics().values()
+        rows_in = sum(m.rows for m in metrics)
+        dropped = sum(m.dropped for m in metrics)
+        self._count(rows_in=rows_in, rows_out=rows_out, rows_late=epoch.rows_late,
+                    rows_dropped=dropped)
+        self._commit(number)
+        return EpochReport(number, rows_in, rows_out, epoch.rows_late, dropped, watermark,
+                           time.monotonic() - started, self.finished)
+
+    def _watermark_after(self, epoch: _Epoch) -> int:
+        """The watermark at the end of ``epoch`` (from its source metrics; computed once)."""
+        if epoch.watermark_after is None:
+            now_us = time.time_ns() // 1000
+            for name, metrics in epoch.sources.metrics().items():
+                for partition, watermark in metrics.watermarks.items():
+                    self.watermarks.observe(name, partition, watermark, now_us)
+                if metrics.finished:
+                    self.watermarks.finish(name)
+            epoch.watermark_after = self.watermarks.advance(now_us)
+            if self.watermarks.all_done:
+                epoch.watermark_after = END_OF_TIME
+        return epoch.watermark_after
+
+    def _run_query(self, query: QueryPlan, epoch: _Epoch) -> DataFrame | None:
+        """The rows ``query`` sends to its sink this epoch (None: nothing)."""
+        spark = epoch.sources.spark
+        if query.aggregate is None:
+            return spark.sql(query.output_sql)
+        operator = self.operators[query.index]
+        partials = expand_views(spark.sql(operator.partial_sql(query.aggregate.input_sql))
+                                ).toArrow()
+        watermark = self._watermark_after(epoch)
+        fired, stats = operator.process(partials, epoch.writers, self._last_committed,
+                                        epoch.watermark_before, watermark)
+        epoch.rows_late += stats.rows_late
+        if not fired:
+            return None
+        schema = output_schema(query.aggregate, partials.schema)
+        table = fired_table(schema, len(query.aggregate.key_columns), fired)
+        spark.createDataFrame(table).createOrReplaceTempView(query.aggregate.output_view)
+        return spark.sql(query.output_sql)
+
+    def _write_sinks(self, epoch: int, outputs: dict[str, list[DataFrame]]) -> int:
         rows_out = 0
         for sink_name, frames in outputs.items():
-            frame = frames[0]
-            for other in frames[1:]:
-                frame = frame.unionByName(other)
-            frame = frame.persist()
-            rows_out += frame.count()
+            frame = reduce(DataFrame.unionByName, frames)
+            counted = Observation(f"spate_out_{sink_name}_{epoch}")
+            frame = frame.observe(counted, F.count(F.lit(1)).alias("rows"))
             self._sink_markers[sink_name] = self.sinks[sink_name].write_epoch(epoch, frame)
-            frame.unpersist()
-        self._count(rows_in=rows_in, rows_out=rows_out, rows_late=stats.rows_late,
-                    rows_dropped=dropped)
+            row = observed(counted)
+            rows_out += int(row["rows"]) if row is not None else frame.count()
+        return rows_out
+
+    def _commit(self, epoch: int) -> None:
         finished = self.watermarks.all_done
         self.state.commit_epoch(epoch, {
             "watermarks": self.watermarks.to_stored(), "sinks": self._sink_markers,
             "counters": self.counters, "finished": finished,
-            "parallelism": self.options.parallelism, "committed_at_ms": int(time.time() * 1e3),
+            "parallelism": self.options.parallelism, "committed_at_ms": time.time_ns() // 10**6,
         })
         self._last_committed = epoch
-        self._finished = finished
-        if epoch % 10 == 0:
+        self.finished = finished
+        if epoch % GC_EVERY_EPOCHS == 0:
             self.state.gc()
-        return EpochReport(epoch, rows_in, rows_out, stats.rows_late, dropped,
-                           watermark_after, time.monotonic() - started, finished)
-
-    def _observe_sources(self) -> tuple[int, int]:
-        rows_in = dropped = 0
-        now_us = int(time.time() * 1_000_000)
-        for table in self.plan.sources:
-            stats = self.spark.sql(
-                f"SELECT `_spate_partition` AS p, `_spate_control` AS c, "
-                f"unix_micros(max(`{WATERMARK}`)) AS wm, count(1) AS n "
-                f"FROM `__all_{table.name}` GROUP BY 1, 2").collect()
-            for row in stats:
-                control = row["c"]
-                if control is None:
-                    rows_in += row["n"]
-                    self.watermarks.observe(table.name, row["p"], row["wm"], now_us)
-                elif control == "eof":
-                    self.watermarks.finish(table.name)
-                elif control.startswith("dropped:"):
-                    dropped += int(control.split(":", 1)[1])
-        return rows_in, dropped
-
-    def _run_query(self, query: QueryPlan, writers: list[Any], epoch: int,
-                   watermark_before: int, watermark_after: int,
-                   stats: OperatorStats) -> DataFrame:
-        if query.aggregate is None:
-            return self.spark.sql(query.output_sql)
-        operator = self.operators[query.index]
-        partials_frame = self.spark.sql(operator.partial_sql(query.aggregate.input_sql))
-        partials = partials_frame.toArrow()
-        fired, op_stats = operator.process(partials, writers, self._last_committed, epoch,
-                                           watermark_before, watermark_after)
-        stats.rows_late += op_stats.rows_late
-        schema = output_schema(query.aggregate, partials.schema)
-        table = fired_table(schema, len(query.aggregate.key_columns), fired)
-        self.spark.createDataFrame(table).createOrReplaceTempView(query.aggregate.output_view)
-        return self.spark.sql(query.output_sql)
 
     def _count(self, **amounts: int) -> None:
         for name, amount in amounts.items():
@@ -263,23 +267,7 @@ class _StopRequestedError(Exception):
     """Raised inside a batch that starts after a stop was requested."""
 
 
-def packed_type(frame: DataFrame) -> str:
-    """The DDL type of a frame's rows packed into one struct."""
-    return frame.select(F.struct(*frame.columns).alias("s")).schema["s"].dataType.simpleString()
-
-
-def _source_view_sql(table: Table) -> str:
-    generated = "".join(f", {sql} AS `{name}`" for name, sql in table.generated.items())
-    event_time = table.event_time_sql or "`_spate_timestamp`"
-    watermark = table.watermark_sql or f"{event_time} - INTERVAL 1 SECOND"
-    hidden = ", ".join(f"`{c}`" for c in HIDDEN_COLUMNS)
-    del hidden
-    return (f"SELECT *, CAST({event_time} AS TIMESTAMP) AS `{EVENT_TIME}`, "
-            f"CAST({watermark} AS TIMESTAMP) AS `{WATERMARK}` "
-            f"FROM (SELECT *{generated} FROM `__raw_{table.name}`)")
-
-
-def _root_message(error: CapturedException | Exception) -> str:
+def _root_message(error: Exception) -> str:
     text = getattr(error, "desc", None) or str(error)
     for marker in ("ConnectorError: ", "PipelineFailedError: "):
         if marker in text:

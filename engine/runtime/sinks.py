@@ -4,26 +4,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from engine.connectors import CONNECTORS, Sink
+from engine.connectors.preview import PreviewSink
 from engine.planner.plan import PipelinePlan
 
 
-def open_sinks(plan: PipelinePlan, spark: SparkSession, markers: dict[str, Any],
-               overrides: dict[str, Sink]) -> dict[str, Sink]:
-    """One open sink per sink name the plan writes, restored to ``markers``."""
+def open_sinks(plan: PipelinePlan, markers: dict[str, Any], overrides: dict[str, Sink],
+               preview_channel: str) -> dict[str, Sink]:
+    """One open sink per sink name the plan writes, restored to ``markers``.
+
+    Bare SELECTs write to the implicit preview sink: unless overridden (the CLI
+    prints it), an in-process queue named ``preview_channel``.
+    """
     sinks: dict[str, Sink] = {}
     for query in plan.queries:
         if query.sink in sinks:
             continue
         sink = overrides.get(query.sink)
+        if sink is None and query.sink not in plan.tables:
+            sink = PreviewSink(preview_channel)
         if sink is None:
             table = plan.tables[query.sink]
             schema = T.StructType([T.StructField(c, T.StringType()) for c in query.output_columns])
             sink = CONNECTORS[table.config.connector].create_sink(table.config, schema)
         sink.open(markers.get(query.sink))
         sinks[query.sink] = sink
-    del spark
     return sinks

@@ -8,7 +8,7 @@ from pyspark.sql import SparkSession
 
 from engine.planner import plan_pipeline
 from engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
-from statestore import StateCache, open_store
+from statestore import open_store
 
 
 def run_pipeline(spark: SparkSession, sql: str, workdir: Path, *, parallelism: int = 1,
@@ -22,8 +22,7 @@ def run_pipeline(spark: SparkSession, sql: str, workdir: Path, *, parallelism: i
         options = RunOptions(parallelism=parallelism,
                              checkpoint_dir=str(workdir / "checkpoint"),
                              on_epoch=reports.append if reports is not None else None)
-        runner = PipelineRunner(plan, spark, store.pipeline("default", pipeline), StateCache(),
-                                options)
+        runner = PipelineRunner(plan, spark, store.pipeline("default", pipeline), options)
         assert runner.run(), "pipeline did not finish"
         return dict(runner.counters)
     finally:

@@ -30,6 +30,16 @@ def _aggregates():  # type: ignore[no-untyped-def]
     return [make_aggregate(f) for f in FUNCTIONS]
 
 
+class DictPanes(dict):  # type: ignore[type-arg]
+    """Pane entries in a dict, as the operator keeps them in the state store."""
+
+    def put(self, pane: int, partial: list[object]) -> None:
+        self[pane] = partial
+
+    def delete(self, pane: int) -> None:
+        del self[pane]
+
+
 # an epoch: list of (event time, value); watermark after the epoch = max seen - delay
 epochs_strategy = st.lists(
     st.lists(st.tuples(st.integers(0, 400), st.integers(-5, 5)), max_size=12),
@@ -39,6 +49,7 @@ epochs_strategy = st.lists(
 def _run_sliding(width: int, slide: int, epochs: list[list[tuple[int, int]]], delay: int):  # type: ignore[no-untyped-def]
     operator = SlidingWindow(width, slide, _aggregates())
     state = operator.new_state()
+    stored = DictPanes()
     watermark = -(2**62)
     accepted: list[tuple[int, int, int]] = []
     results = {}
@@ -51,15 +62,16 @@ def _run_sliding(width: int, slide: int, epochs: list[list[tuple[int, int]]], de
                 continue
             accepted.extend((pane, v, watermark) for v in values)
             partial = _partial(values)
-            operator.add_pane(state, pane, [partial[0], *partial[1:]], watermark)
+            operator.add_pane(state, stored, pane, [partial[0], *partial[1:]], watermark)
         seen = [ts for rows_ in epochs[: position + 1] for ts, _ in rows_]
         new_watermark = max(watermark, max(seen, default=watermark + delay) - delay)
         if position == len(epochs) - 1:
             new_watermark = 2**62
-        for fired in operator.fire(state, new_watermark):
+        for fired in operator.fire(state, stored, new_watermark):
             assert (fired.start_us, fired.end_us) not in results, "window fired twice"
             results[(fired.start_us, fired.end_us)] = fired.values
         watermark = new_watermark
+    assert state.empty and not stored, "state left behind after the end of input"
     return results, accepted
 
 
