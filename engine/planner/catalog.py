@@ -225,7 +225,7 @@ def _event_time(
                              watermark, fallback)
         event_time = f"`{column}`"
         expression = watermark.args.get("expression")
-        if expression is None:
+        if not isinstance(expression, exp.Expression):  # WATERMARK FOR col (no AS)
             return event_time, event_time
         return event_time, expression.sql(dialect="spark")
     field_name = options.get("event_time_field")

@@ -9,5 +9,6 @@ WITH (connector = 'single_file', path = '{{ GOLDEN_DIR }}/bids.jsonl', format = 
       type = 'source', max_lines_per_batch = '2');
 CREATE TABLE out WITH (connector = 'single_file', path = '{{ OUT_DIR }}/out.jsonl', format = 'json', type = 'sink');
 INSERT INTO out
-SELECT w.start AS window_start, count(*) AS n, sum(price) AS total
-FROM bids GROUP BY TUMBLE(INTERVAL '10' SECOND) AS w;
+SELECT w.start AS window_start, n, total
+FROM (SELECT TUMBLE(INTERVAL '10' SECOND) AS w, count(*) AS n, sum(price) AS total
+      FROM bids GROUP BY w);
