@@ -53,6 +53,8 @@ def run(sql_file: Path, parallelism: int, state_url: str, checkpoint_dir: Path |
     if explain:
         click.echo(plan.explain())
         return
+    # py4j logs every Python error raised inside a Spark callback; Spate reports it once.
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
     pipeline_id = pipeline_id or sql_file.stem
     checkpoint_dir = checkpoint_dir or Path(".spate/checkpoints") / pipeline_id
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -28,6 +29,10 @@ _BASE_CONF = {
 }
 
 
+#: Quiet JVM logging: a failed pipeline is reported once, by Spate.
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+
 def build_spark(master: str = "local[2]", app_name: str = "spate") -> SparkSession:
     """Return a SparkSession for ``master`` with Spate's data sources registered."""
     # Workers must start the interpreter Spate runs in, not whatever is on PATH.
@@ -38,6 +43,8 @@ def build_spark(master: str = "local[2]", app_name: str = "spate") -> SparkSessi
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in _BASE_CONF.items():
         builder = builder.config(key, value)
+    builder = builder.config("spark.driver.extraJavaOptions",
+                             f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register_data_sources(spark)

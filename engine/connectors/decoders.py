@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -25,6 +26,7 @@ from engine.connectors.formats import RAW_STRING, UNIX_MILLIS, FormatSpec
 _WHITESPACE = np.zeros(256, dtype=bool)
 _WHITESPACE[[9, 10, 13, 32]] = True
 _MS_PER_DAY = 86_400_000
+_ARROW_ROW = re.compile(r"\.?\s+in row \d+\s*$")
 
 
 class RecordError(ValueError):
@@ -279,4 +281,6 @@ def parse_rfc3339(strings: pa.Array) -> pa.Array:
 
 def _first_line(error: Exception) -> str:
     text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+    line = text.splitlines()[0] if text else type(error).__name__
+    # pyarrow numbers rows within the block it was given, not lines of the file.
+    return _ARROW_ROW.sub("", line)

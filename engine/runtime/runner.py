@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
 
 from engine.connectors import Sink
 from engine.planner.plan import PipelinePlan, QueryPlan
@@ -130,14 +132,17 @@ class PipelineRunner:
                 sink.close()
         return self.finished
 
-    def _wait(self, query: Any) -> None:
+    def _wait(self, query: StreamingQuery) -> None:
         while query.isActive:
             if self.finished or self._stop_requested.is_set():
                 with self._lock:  # let the epoch in progress commit first
                     self._stopping = True
                 query.stop()
                 break
-            query.awaitTermination(0.1)
+            try:
+                query.awaitTermination(0.1)
+            except StreamingQueryException:
+                break  # reported below
         error = query.exception()
         if error is not None and not self._stopping:
             raise PipelineFailedError(_root_message(error)) from None

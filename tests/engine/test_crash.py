@@ -14,13 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from statestore import open_store
 from tests.engine.harness import read_lines
 
 pytestmark = pytest.mark.spark
 
 PIPELINE = """
 CREATE TABLE nexmark WITH (connector = 'nexmark', event_rate = '2000', runtime = '40',
-    rate_limited = 'false', max_events_per_batch = '4000', 'nexmark.base_time_ms' = '1700000000000');
+    rate_limited = 'false', max_events_per_batch = '4000',
+    'nexmark.base_time_ms' = '1700000000000');
 CREATE TABLE windows WITH (connector = 'single_file', path = '{{ OUT_DIR }}/windows.jsonl',
     format = 'json', type = 'sink');
 CREATE TABLE sessions WITH (connector = 'single_file', path = '{{ OUT_DIR }}/sessions.jsonl',
@@ -31,8 +33,10 @@ FROM (SELECT bid.auction % 7 AS bucket, HOP(INTERVAL '2' SECOND, INTERVAL '10' S
              count(*) AS n, sum(bid.price) AS total, max(bid.price) AS top
       FROM nexmark WHERE bid IS NOT NULL GROUP BY 1, 2);
 INSERT INTO sessions
-SELECT person.id % 5 AS bucket, s.start AS session_start, count(*) AS people
-FROM nexmark WHERE person IS NOT NULL GROUP BY 1, SESSION(INTERVAL '1' SECOND) AS s;
+SELECT bucket, s.start AS session_start, s.end AS session_end, bids
+FROM (SELECT bid.bidder % 500 AS bucket, SESSION(INTERVAL '200' MILLISECOND) AS s,
+             count(*) AS bids
+      FROM nexmark WHERE bid IS NOT NULL GROUP BY 1, 2);
 """
 
 
@@ -52,26 +56,38 @@ def _finish(process: subprocess.Popen[bytes]) -> None:
     assert process.returncode == 0, stderr.decode()[-3000:]
 
 
+def _committed(workdir: Path) -> tuple[int | None, bool]:
+    """The last committed epoch and whether the pipeline had finished."""
+    with open_store(f"sqlite:///{workdir / 'state.db'}") as store:
+        state = store.pipeline("default", "pipeline")
+        last = state.last_committed_epoch()
+        return last, bool(last is not None and state.epoch_metadata().get("finished"))
+
+
 def test_sigkill_and_resume_gives_the_uninterrupted_output(tmp_path: Path) -> None:
     reference, crashed = tmp_path / "reference", tmp_path / "crashed"
     for workdir in (reference, crashed):
         workdir.mkdir()
         (workdir / "pipeline.sql").write_text(PIPELINE)
     _finish(_spate_run(reference, parallelism=2))
+    final_epoch, _ = _committed(reference)
 
     chooser = random.Random(20261122)
-    kills = 0
+    mid_run_kills = 0
     for parallelism in (1, 3, 2):
         process = _spate_run(crashed, parallelism)
-        time.sleep(chooser.uniform(6.0, 14.0))
+        time.sleep(chooser.uniform(12.0, 20.0))
         if process.poll() is not None:
             break
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-        kills += 1
+        last, finished = _committed(crashed)
+        if last is not None and not finished:
+            mid_run_kills += 1
     _finish(_spate_run(crashed, parallelism=4))
 
-    assert kills >= 1, "the pipeline finished before it could be killed; make it longer"
+    assert mid_run_kills >= 1, "no kill landed between the first and the last epoch"
+    assert _committed(crashed) == (final_epoch, True)
     for name in ("windows.jsonl", "sessions.jsonl"):
         expected = read_lines(reference / "out" / name)
         assert expected, f"reference run wrote no {name}"

@@ -1,0 +1,96 @@
+"""``spate run`` through its command line: bad SQL, bad input, preview output.
+
+Planning must not need Spark: those tests run the CLI with ``JAVA_HOME``
+pointing nowhere, so any attempt to start Spark would fail differently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCE = """CREATE TABLE t (k BIGINT, ts TIMESTAMP NOT NULL, WATERMARK FOR ts)
+WITH (connector = 'single_file', path = '{path}', format = 'json', type = 'source'{extra});
+"""
+
+
+def _spate(*args: str, cwd: Path, no_java: bool = False) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if no_java:
+        env["JAVA_HOME"] = str(cwd / "no-java-here")
+        env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
+                                      if not (Path(p) / "java").exists())
+    return subprocess.run([sys.executable, "-m", "api.cli", "run", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def _write_input(tmp_path: Path) -> Path:
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"k": 1, "ts": "2024-01-01T00:00:01Z"}\n'
+                    '{"k": 2, "ts": "2024-01-01T00:00:02Z"}\n'
+                    '{"k": 3, "ts": \n'
+                    '{"k": 4, "ts": "2024-01-01T00:00:04Z"}\n')
+    return data
+
+
+def test_bad_sql_reports_file_line_column_and_exits_2_without_spark(tmp_path: Path) -> None:
+    pipeline = tmp_path / "bad.sql"
+    pipeline.write_text("CREATE TABLE t WITH (connector = 'impulse', event_rate = '10');\n"
+                        "\n"
+                        "SELECT counter FROM t WHERE (;\n")
+    result = _spate(str(pipeline), cwd=tmp_path, no_java=True)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"{pipeline}:3:29: error: syntax error")
+    assert result.stdout == ""
+
+
+def test_unknown_column_is_located(tmp_path: Path) -> None:
+    pipeline = tmp_path / "typo.sql"
+    pipeline.write_text(SOURCE.format(path="in.jsonl", extra="") + "SELECT kk FROM t;\n")
+    result = _spate(str(pipeline), cwd=tmp_path, no_java=True)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"{pipeline}:3:8: error: unknown column 'kk'")
+
+
+def test_explain_needs_no_spark(tmp_path: Path) -> None:
+    pipeline = tmp_path / "explain.sql"
+    pipeline.write_text(SOURCE.format(path="in.jsonl", extra="") + """
+SELECT w.end AS window_end, n
+FROM (SELECT TUMBLE(INTERVAL '1' SECOND) AS w, count(*) AS n FROM t GROUP BY w);
+""")
+    result = _spate("--explain", str(pipeline), cwd=tmp_path, no_java=True)
+    assert result.returncode == 0, result.stderr
+    assert "[spate]" in result.stdout and "TUMBLE" in result.stdout
+    assert "[spark]" in result.stdout
+
+
+@pytest.mark.spark
+def test_malformed_json_fails_the_pipeline_naming_file_and_line(tmp_path: Path) -> None:
+    data = _write_input(tmp_path)
+    pipeline = tmp_path / "strict.sql"
+    pipeline.write_text(SOURCE.format(path=data, extra="") + "SELECT k FROM t;\n")
+    result = _spate(str(pipeline), cwd=tmp_path)
+    assert result.returncode == 1
+    assert f"bad record in {data} at line 3" in result.stderr
+    assert result.stderr.splitlines()[-1].startswith("error: pipeline failed:")
+
+
+@pytest.mark.spark
+def test_dropped_records_are_counted_and_preview_prints_rows(tmp_path: Path) -> None:
+    data = _write_input(tmp_path)
+    pipeline = tmp_path / "lenient.sql"
+    pipeline.write_text(SOURCE.format(path=data, extra=", bad_data = 'drop'")
+                        + "SELECT k * 10 AS k10 FROM t;\n")
+    result = _spate(str(pipeline), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert sorted(json.loads(line)["k10"] for line in result.stdout.splitlines()) == [10, 20, 40]
+    summary = result.stderr.strip().splitlines()[-1]
+    assert summary.startswith("finished: ")
+    counters = json.loads(summary.removeprefix("finished: "))
+    assert (counters["rows_in"], counters["rows_dropped"], counters["rows_out"]) == (3, 1, 3)
