@@ -7,6 +7,7 @@ import os
 
 import click
 
+from api.dbcli import db
 from engine.cli import run
 from statestore.cli import state
 
@@ -21,6 +22,7 @@ def main(verbose: bool) -> None:
 
 main.add_command(run)
 main.add_command(state)
+main.add_command(db)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,76 @@
+"""The API application factory: ``create_app(settings)``.
+
+Everything an app needs — database engine, rate limiter, routes, error
+handlers, body limit — is built here from the settings, so tests and the
+embedded server build as many independent apps as they like.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from alembic.runtime.migration import MigrationContext
+from fastapi import FastAPI
+
+from api.bodylimit import BodyLimitMiddleware
+from api.db import create_database
+from api.deps import AppState, platform_key_sha256
+from api.errors import install_error_handlers
+from api.migrate import head_revision
+from api.ratelimit import RateLimit, create_rate_limiter
+from api.routes import api_keys, pipelines, tenants
+from api.settings import Settings
+
+API_PREFIX = "/api/v1"
+logger = logging.getLogger(__name__)
+
+
+class SchemaNotCurrentError(RuntimeError):
+    """The database is not migrated to this release's schema."""
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """A new API app over the database and Redis the settings name."""
+    database = create_database(settings.database_url)
+    limit = (RateLimit(settings.rate_limit_per_minute, settings.rate_limit_burst)
+             if settings.rate_limit_per_minute > 0 else None)
+    limiter = create_rate_limiter(settings.redis_url, limit, settings.redis_key_prefix)
+    state = AppState(settings=settings, database=database, rate_limiter=limiter,
+                     platform_key_sha256=platform_key_sha256(settings))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        _check_schema(state)
+        try:
+            yield
+        finally:
+            if limiter is not None:
+                limiter.close()
+            database.dispose()
+
+    app = FastAPI(
+        title="Spate control plane",
+        version="1",
+        summary="Tenants, API keys and streaming-SQL pipelines",
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url=f"{API_PREFIX}/docs",
+        redoc_url=f"{API_PREFIX}/redoc",
+        lifespan=lifespan,
+    )
+    app.state.spate = state
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    for router in (tenants.router, api_keys.router, pipelines.router):
+        app.include_router(router, prefix=API_PREFIX)
+    return app
+
+
+def _check_schema(state: AppState) -> None:
+    with state.database.engine.connect() as connection:
+        current = MigrationContext.configure(connection).get_current_revision()
+    if current != head_revision():
+        raise SchemaNotCurrentError(
+            f"the database is at schema revision {current or '(none)'}, this release needs "
+            f"{head_revision()}: run 'spate db upgrade'")

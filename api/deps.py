@@ -1,0 +1,170 @@
+"""Request dependencies, chained: ``get_session → current_key → require_role → repository``.
+
+Routes declare what they need with the ``Annotated`` aliases at the bottom
+(``PipelinesRead``, ``ApiKeysAdmin``, …); each alias authenticates the key,
+applies the tenant's rate limit, checks the role and hands over a repository
+already scoped to the key's tenant. This module is where a request becomes a
+tenant.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from api.db import Database
+from api.errors import AuthenticationError, PermissionDeniedError, RateLimitedError
+from api.ratelimit import RateLimiter
+from api.repositories.api_keys import ApiKeyRepository
+from api.repositories.auth import find_key
+from api.repositories.pipelines import PipelineRepository
+from api.repositories.tenants import PlatformRepository
+from api.security import Role, hash_token, parse_key_id, token_matches
+from api.settings import Settings
+
+_bearer = HTTPBearer(
+    auto_error=False, scheme_name="ApiKey",
+    description="An API key: `Authorization: Bearer spate_<id>_<secret>`",
+)
+# Compared against when a key id is unknown, so a miss costs what a hit costs.
+_NO_SUCH_KEY_SHA256 = hash_token("spate_no-such-key")
+
+
+@dataclass(frozen=True)
+class AppState:
+    """What the app factory builds once and every request shares."""
+
+    settings: Settings
+    database: Database
+    rate_limiter: RateLimiter | None
+    platform_key_sha256: str | None
+
+
+@dataclass(frozen=True)
+class TenantCaller:
+    """A request made with a tenant's API key."""
+
+    tenant_id: str
+    key_id: str
+    role: Role
+
+
+@dataclass(frozen=True)
+class PlatformCaller:
+    """A request made with the platform-admin key from the settings."""
+
+
+Caller = TenantCaller | PlatformCaller
+
+
+def app_state(request: Request) -> AppState:
+    state = request.app.state.spate
+    assert isinstance(state, AppState)
+    return state
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    """A database session for this request; repositories commit, the rest rolls back."""
+    with app_state(request).database.sessions() as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def current_key(
+    request: Request,
+    session: SessionDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Caller:
+    """Who is calling, from the bearer key; then the caller's rate limit."""
+    if credentials is None:
+        raise AuthenticationError("send an API key: 'Authorization: Bearer spate_...'")
+    state = app_state(request)
+    caller = _authenticate(session, state, credentials.credentials)
+    if state.rate_limiter is not None:
+        bucket = "platform" if isinstance(caller, PlatformCaller) else f"tenant:{caller.tenant_id}"
+        retry_after_s = state.rate_limiter.acquire(bucket)
+        if retry_after_s is not None:
+            raise RateLimitedError(retry_after_s)
+    return caller
+
+
+def _authenticate(session: Session, state: AppState, token: str) -> Caller:
+    given_sha256 = hash_token(token)
+    if state.platform_key_sha256 is not None and hmac.compare_digest(
+            given_sha256, state.platform_key_sha256):
+        return PlatformCaller()
+    key_id = parse_key_id(token)
+    key = find_key(session, key_id) if key_id is not None else None
+    matches = token_matches(token, key.secret_sha256 if key else _NO_SUCH_KEY_SHA256)
+    if key is None or not matches or key.revoked_at is not None:
+        raise AuthenticationError("invalid or revoked API key")
+    return TenantCaller(tenant_id=key.tenant_id, key_id=key.id, role=Role(key.role))
+
+
+CallerDep = Annotated[Caller, Depends(current_key)]
+
+
+def require_role(required: Role) -> Callable[[Caller], TenantCaller]:
+    """A dependency admitting tenant keys whose role includes ``required``."""
+
+    def dependency(caller: CallerDep) -> TenantCaller:
+        if isinstance(caller, PlatformCaller):
+            raise PermissionDeniedError("the platform-admin key only manages tenants; "
+                                        "use one of the tenant's API keys")
+        if not caller.role.allows(required):
+            raise PermissionDeniedError(f"this needs the {required.value} role; the key is "
+                                        f"a {caller.role.value} key")
+        return caller
+
+    dependency.__name__ = f"require_{required.value}"
+    return dependency
+
+
+def require_platform_admin(caller: CallerDep) -> PlatformCaller:
+    if not isinstance(caller, PlatformCaller):
+        raise PermissionDeniedError("only the platform-admin key manages tenants")
+    return caller
+
+
+ViewerCaller = Annotated[TenantCaller, Depends(require_role(Role.VIEWER))]
+DeveloperCaller = Annotated[TenantCaller, Depends(require_role(Role.DEVELOPER))]
+AdminCaller = Annotated[TenantCaller, Depends(require_role(Role.ADMIN))]
+
+
+def _pipelines_read(session: SessionDep, caller: ViewerCaller) -> PipelineRepository:
+    return PipelineRepository(session, caller.tenant_id)
+
+
+def _pipelines_write(session: SessionDep, caller: DeveloperCaller) -> PipelineRepository:
+    return PipelineRepository(session, caller.tenant_id)
+
+
+def _api_keys_admin(session: SessionDep, caller: AdminCaller) -> ApiKeyRepository:
+    return ApiKeyRepository(session, caller.tenant_id)
+
+
+def _platform(session: SessionDep,
+              caller: Annotated[PlatformCaller, Depends(require_platform_admin)]
+              ) -> PlatformRepository:
+    return PlatformRepository(session)
+
+
+PipelinesRead = Annotated[PipelineRepository, Depends(_pipelines_read)]
+PipelinesWrite = Annotated[PipelineRepository, Depends(_pipelines_write)]
+ApiKeysAdmin = Annotated[ApiKeyRepository, Depends(_api_keys_admin)]
+Platform = Annotated[PlatformRepository, Depends(_platform)]
+
+
+def platform_key_sha256(settings: Settings) -> str | None:
+    """The digest requests' keys are compared with, so the key itself is not kept around."""
+    if settings.platform_admin_key is None:
+        return None
+    return hash_token(settings.platform_admin_key.get_secret_value())

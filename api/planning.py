@@ -1,0 +1,117 @@
+"""Checking a tenant's SQL with the engine's planner, for the API.
+
+Planning parses and checks only; it never starts Spark or reads data. Two
+things differ from ``spate run``:
+
+- ``{{ NAME }}`` references, which the planner fills from the environment,
+  are refused: the API process's environment holds *its* secrets, not the
+  tenant's, and a reference could echo one back in a diagnostic.
+- SQL nested deeper than the parser can recurse is a diagnostic, not a crash.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from itertools import pairwise
+
+from api.errors import InvalidSqlError
+from api.schemas.pipelines import Diagnostic, PlanEdge, PlanGraph, PlanNode
+from engine.planner import PREVIEW_SINK, PipelinePlan, PlanningError, plan_pipeline
+
+# The planner's own syntax for environment references in option values.
+_ENV_REFERENCE = re.compile(r"\{\{\s*[A-Za-z_][A-Za-z0-9_]*\s*\}\}")
+
+
+@dataclass(frozen=True)
+class SqlCheck:
+    """The plan when the SQL is valid, otherwise what is wrong with it."""
+
+    plan: PipelinePlan | None
+    diagnostics: list[Diagnostic]
+
+
+def check_sql(sql: str) -> SqlCheck:
+    """Plan ``sql``; problems come back as diagnostics, never as exceptions."""
+    reference = _ENV_REFERENCE.search(sql)
+    if reference is not None:
+        line, column = _line_col(sql, reference.start())
+        return SqlCheck(None, [Diagnostic(
+            message="environment references ({{ NAME }}) cannot be used in pipelines "
+                    "submitted to the API; write the value into the SQL",
+            line=line, column=column)])
+    try:
+        return SqlCheck(plan_pipeline(sql), [])
+    except PlanningError as error:
+        return SqlCheck(None, [Diagnostic(message=error.message, line=error.line,
+                                          column=error.column)])
+    except RecursionError:
+        return SqlCheck(None, [Diagnostic(
+            message="the SQL is nested too deeply to plan; simplify the expression",
+            line=1, column=1)])
+
+
+def require_valid_sql(sql: str) -> PipelinePlan:
+    """The plan of ``sql``, or :class:`InvalidSqlError` (400) with its diagnostics."""
+    checked = check_sql(sql)
+    if checked.plan is None:
+        first = checked.diagnostics[0]
+        raise InvalidSqlError(
+            f"line {first.line}, column {first.column}: {first.message}",
+            details=[d.model_dump() for d in checked.diagnostics],
+        )
+    return checked.plan
+
+
+def plan_graph(plan: PipelinePlan) -> PlanGraph:
+    """The plan as nodes and edges, marking what runs as native Spark and what in Spate."""
+    nodes = [PlanNode(
+        id=f"source:{table.name}", kind="source", label=table.name, runs_on="spark",
+        detail={"connector": table.config.connector, "bounded": table.bounded,
+                "event_time": table.event_time_sql, "watermark": table.watermark_sql},
+    ) for table in plan.sources]
+    edges: list[PlanEdge] = []
+    sinks: set[str] = set()
+    for query in plan.queries:
+        chain: list[PlanNode] = []
+        aggregate = query.aggregate
+        if aggregate is not None:
+            chain.append(PlanNode(
+                id=f"q{query.index}:pre_aggregate", kind="pre_aggregate",
+                label=f"panes by {', '.join(aggregate.key_columns) or '(no keys)'}",
+                runs_on="spark",
+                detail={"sql": aggregate.input_sql, "keys": list(aggregate.key_columns)},
+            ))
+            chain.append(PlanNode(
+                id=f"q{query.index}:{aggregate.operator_id}", kind="window_aggregate",
+                label=aggregate.window.describe(), runs_on="spate",
+                detail={"window": aggregate.window.kind,
+                        "width_us": aggregate.window.width_us,
+                        "slide_us": aggregate.window.slide_us,
+                        "gap_us": aggregate.window.gap_us,
+                        "aggregates": [f"{a.function}({a.argument or '*'})"
+                                       for a in aggregate.aggregates]},
+            ))
+        chain.append(PlanNode(
+            id=f"q{query.index}:project", kind="projection", label=f"query {query.index}",
+            runs_on="spark",
+            detail={"sql": query.output_sql, "columns": list(query.output_columns)},
+        ))
+        nodes.extend(chain)
+        edges.extend(PlanEdge(source=f"source:{name}", target=chain[0].id)
+                     for name in query.sources)
+        edges.extend(PlanEdge(source=a.id, target=b.id) for a, b in pairwise(chain))
+        sink_id = f"sink:{query.sink}"
+        edges.append(PlanEdge(source=chain[-1].id, target=sink_id))
+        if query.sink not in sinks:
+            sinks.add(query.sink)
+            table = plan.tables.get(query.sink)
+            connector = table.config.connector if table is not None else PREVIEW_SINK
+            nodes.append(PlanNode(id=sink_id, kind="sink", label=query.sink, runs_on="spate",
+                                  detail={"connector": connector}))
+    return PlanGraph(bounded=plan.bounded, nodes=nodes, edges=edges, explain=plan.explain())
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1

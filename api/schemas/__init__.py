@@ -1,0 +1,2 @@
+"""Request and response bodies, one module per resource: ``<Entity>Create``,
+``<Entity>Update`` and ``<Entity>Public``."""

@@ -1,0 +1,155 @@
+"""Bodies of the pipelines resource, its versions and SQL validation."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from api.models import DESCRIPTION_LENGTH, Pipeline
+from api.schemas.common import Name
+
+MAX_SQL_CHARS = 200_000
+MAX_PARALLELISM = 128  # the state store's key groups per pipeline
+#: Names taken by sub-resources of /pipelines.
+RESERVED_NAMES = frozenset({"validate", "preview"})
+
+
+def not_reserved(name: str) -> str:
+    if name in RESERVED_NAMES:
+        raise ValueError(f"'{name}' is reserved; choose another pipeline name")
+    return name
+
+
+PipelineName = Annotated[Name, AfterValidator(not_reserved)]
+Sql = Annotated[str, Field(min_length=1, max_length=MAX_SQL_CHARS,
+                           description="the pipeline script (Spate's SQL dialect)")]
+Description = Annotated[str, Field(max_length=DESCRIPTION_LENGTH)]
+Parallelism = Annotated[int, Field(ge=1, le=MAX_PARALLELISM,
+                                   description="tasks sharing the pipeline's key groups")]
+CheckpointIntervalMs = Annotated[int, Field(
+    ge=100, le=86_400_000,
+    description="time between epochs (checkpoints) in ms; null: each epoch starts when "
+                "the previous one commits",
+)]
+
+
+class PipelineSpec(BaseModel):
+    """What defines a pipeline besides its name (the body of PUT /pipelines/{name})."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sql: Sql
+    description: Description = ""
+    parallelism: Parallelism = 1
+    checkpoint_interval_ms: CheckpointIntervalMs | None = None
+
+
+class PipelineCreate(PipelineSpec):
+    name: PipelineName
+
+
+class PipelineUpdate(BaseModel):
+    """Settings to change; fields left out stay as they are. SQL changes add a version."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: Description | None = None
+    parallelism: Parallelism | None = None
+    checkpoint_interval_ms: CheckpointIntervalMs | None = Field(
+        None, description="null clears it (epochs back to back); leave it out to keep it",
+    )
+
+    @model_validator(mode="after")
+    def _only_interval_clears(self) -> PipelineUpdate:
+        for field in ("description", "parallelism"):
+            if field in self.model_fields_set and getattr(self, field) is None:
+                raise ValueError(f"{field} cannot be null; leave it out to keep it")
+        return self
+
+    def changes(self) -> dict[str, Any]:
+        """The fields the caller gave, with their new values."""
+        return {field: getattr(self, field) for field in self.model_fields_set}
+
+
+class PipelinePublic(BaseModel):
+    id: str
+    name: str
+    description: str
+    parallelism: int
+    checkpoint_interval_ms: int | None
+    version: int = Field(description="the current SQL version")
+    sql: str = Field(description="the current version's SQL")
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, pipeline: Pipeline) -> PipelinePublic:
+        """The pipeline with its current version's SQL."""
+        return cls(id=pipeline.id, name=pipeline.name, description=pipeline.description,
+                   parallelism=pipeline.parallelism,
+                   checkpoint_interval_ms=pipeline.checkpoint_interval_ms,
+                   version=pipeline.current_version, sql=pipeline.current.sql,
+                   created_at=pipeline.created_at, updated_at=pipeline.updated_at)
+
+
+class PipelineVersionCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    sql: Sql
+
+
+class PipelineVersionPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    version: int
+    sql: str
+    sql_sha256: str
+    created_at: datetime
+    created_by_key_id: str | None
+
+
+class PipelineValidate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    sql: Sql
+
+
+class Diagnostic(BaseModel):
+    """A problem in the SQL, located at a 1-based line and column."""
+
+    severity: Literal["error"] = "error"
+    message: str
+    line: int
+    column: int
+
+
+class PlanNode(BaseModel):
+    id: str
+    kind: Literal["source", "pre_aggregate", "window_aggregate", "projection", "sink"]
+    label: str
+    runs_on: Literal["spark", "spate"] = Field(
+        description="spark: native Spark SQL; spate: Spate's operators and sinks",
+    )
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class PlanEdge(BaseModel):
+    source: str
+    target: str
+
+
+class PlanGraph(BaseModel):
+    """The logical graph: sources → transforms and window operators → sinks."""
+
+    bounded: bool = Field(description="every source ends, so the pipeline finishes")
+    nodes: list[PlanNode]
+    edges: list[PlanEdge]
+    explain: str = Field(description="the same plan as text (spate run --explain)")
+
+
+class PipelineValidation(BaseModel):
+    valid: bool
+    diagnostics: list[Diagnostic]
+    plan: PlanGraph | None = None

@@ -1,0 +1,101 @@
+"""The control plane's settings: ``SPATE_*`` environment variables or ``spate.toml``.
+
+Settings are validated when they are built, so a process with a bad database
+URL or a guessable platform-admin key refuses to start instead of running
+insecurely. Defaults give the embedded mode: a SQLite file, no Redis.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+CONFIG_FILE = Path("spate.toml")
+DEFAULT_DATABASE_URL = "sqlite:///.spate/spate.db"
+MIN_SECRET_CHARS = 32
+
+# Values people paste from examples; a platform key must never be one of them,
+# nor contain one when it is otherwise short on variety.
+_PLACEHOLDERS = ("changeme", "changethis", "change_me", "change-me", "secret", "password",
+                 "admin", "example", "placeholder", "default", "test", "xxxx", "todo")
+
+
+class Settings(BaseSettings):
+    """Everything the API process reads from its environment."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SPATE_", toml_file=CONFIG_FILE, extra="forbid", frozen=True,
+        hide_input_in_errors=True,  # a rejected secret must not end up in a log
+    )
+
+    database_url: str = Field(
+        DEFAULT_DATABASE_URL,
+        description="Control-plane database: sqlite:///path or postgresql://user@host/db",
+    )
+    redis_url: str | None = Field(
+        None,
+        description="Redis for rate limits (redis://host:port/db); unset: in-process limits",
+    )
+    redis_key_prefix: str = Field("spate:", min_length=1, max_length=64)
+    platform_admin_key: SecretStr | None = Field(
+        None, description="Key that creates tenants; unset: tenant creation is disabled",
+    )
+    rate_limit_per_minute: Annotated[int, Field(ge=0, le=1_000_000)] = 600
+    rate_limit_burst: Annotated[int, Field(ge=1, le=100_000)] = 60
+    max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Explicit arguments win, then the environment, then spate.toml.
+        del dotenv_settings, file_secret_settings
+        return init_settings, env_settings, TomlConfigSettingsSource(settings_cls)
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_database(cls, value: str) -> str:
+        scheme = value.split("://", 1)[0].split("+", 1)[0]
+        if scheme not in ("sqlite", "postgresql", "postgres"):
+            raise ValueError("database_url must be sqlite:///path or postgresql://...")
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _known_redis(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("redis_url must start with redis://, rediss:// or unix://")
+        return value
+
+    @field_validator("platform_admin_key")
+    @classmethod
+    def _strong_platform_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        check_secret_strength(value.get_secret_value(), "platform_admin_key")
+        return value
+
+
+def check_secret_strength(secret: str, name: str) -> None:
+    """Refuse short, placeholder or low-variety secrets (the message never echoes it)."""
+    if len(secret) < MIN_SECRET_CHARS:
+        raise ValueError(f"{name} must be at least {MIN_SECRET_CHARS} characters; generate one "
+                         "with: python -c 'import secrets; print(secrets.token_urlsafe(32))'")
+    lowered = secret.lower()
+    if any(word in lowered for word in _PLACEHOLDERS) and len(set(lowered)) < 16:
+        raise ValueError(f"{name} looks like a placeholder; generate a random one")
+    if len(set(secret)) < 10:
+        raise ValueError(f"{name} has too little variety to be random; generate a random one")

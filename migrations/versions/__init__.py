@@ -1,0 +1,1 @@
+"""Migration versions, oldest first by their ``down_revision`` chain."""
