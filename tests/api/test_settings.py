@@ -1,0 +1,89 @@
+"""Settings come from SPATE_* variables or spate.toml and refuse weak secrets at start-up."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from api.settings import DEFAULT_DATABASE_URL, Settings
+
+STRONG_KEY = secrets.token_urlsafe(32)
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No SPATE_* variables and no spate.toml from the machine running the tests."""
+    for name in list(os.environ):
+        if name.startswith("SPATE_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_defaults_are_the_embedded_mode() -> None:
+    settings = Settings()
+    assert settings.database_url == DEFAULT_DATABASE_URL
+    assert settings.redis_url is None
+    assert settings.platform_admin_key is None
+
+
+def test_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPATE_DATABASE_URL", "postgresql://spate@db/spate")
+    monkeypatch.setenv("SPATE_REDIS_URL", "redis://cache:6379/1")
+    monkeypatch.setenv("SPATE_PLATFORM_ADMIN_KEY", STRONG_KEY)
+    monkeypatch.setenv("SPATE_RATE_LIMIT_PER_MINUTE", "120")
+    settings = Settings()
+    assert settings.database_url == "postgresql://spate@db/spate"
+    assert settings.redis_url == "redis://cache:6379/1"
+    assert settings.platform_admin_key is not None
+    assert settings.platform_admin_key.get_secret_value() == STRONG_KEY
+    assert settings.rate_limit_per_minute == 120
+
+
+def test_toml_file_and_environment_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
+    Path("spate.toml").write_text('database_url = "sqlite:///from-toml.db"\n'
+                                  'rate_limit_burst = 7\n')
+    monkeypatch.setenv("SPATE_RATE_LIMIT_BURST", "9")
+    settings = Settings()
+    assert settings.database_url == "sqlite:///from-toml.db"
+    assert settings.rate_limit_burst == 9
+
+
+def test_unknown_toml_key_is_refused() -> None:
+    Path("spate.toml").write_text('databse_url = "sqlite:///typo.db"\n')
+    with pytest.raises(ValidationError, match="databse_url"):
+        Settings()
+
+
+@pytest.mark.parametrize("weak", [
+    "short",
+    "changeme" * 4,
+    "changethis-changethis-changethis",
+    "a" * 64,
+    "0123456701234567012345670123456701234567",
+])
+def test_weak_platform_keys_are_refused_without_echoing_them(weak: str) -> None:
+    with pytest.raises(ValidationError) as raised:
+        Settings(platform_admin_key=weak)
+    assert "platform_admin_key" in str(raised.value)
+    assert weak not in str(raised.value)
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("database_url", "mysql://root@db/spate"),
+    ("redis_url", "http://cache:6379"),
+    ("rate_limit_per_minute", -1),
+    ("max_body_bytes", 10),
+])
+def test_bad_values_are_refused(field: str, value: object) -> None:
+    with pytest.raises(ValidationError, match=field):
+        Settings(**{field: value})
+
+
+def test_the_secret_is_hidden_in_the_settings_repr() -> None:
+    settings = Settings(platform_admin_key=STRONG_KEY)
+    assert STRONG_KEY not in repr(settings)
+    assert STRONG_KEY not in str(settings.model_dump())
