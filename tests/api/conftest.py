@@ -104,7 +104,7 @@ def migrated_urls(tmp_path_factory: pytest.TempPathFactory,
     return urls
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def make_app(migrated_urls: dict[str, str], redis_url: str,
              redis_prefix: str) -> Callable[..., FastAPI]:
     """Build an app on a backend's shared database: ``make_app("sqlite", **settings)``."""

@@ -1,0 +1,178 @@
+"""Tenant isolation matrix: every endpoint × every role × another tenant's ids.
+
+An attacker tenant, with each of its keys (and the platform key), calls every
+operation of the OpenAPI document aimed at a victim tenant's pipeline, key or
+tenant id. Each call must be refused (403 for a role that may not call it,
+404 for the victim's ids) or act on the attacker's own tenant only — never
+return or change the victim's data. A test also checks that the matrix covers
+every operation, so a new route cannot skip it.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+
+from tests.api.support import (
+    ROLES,
+    TenantKeys,
+    TestClient,
+    error_of,
+    new_tenant,
+    pipeline_sql,
+    platform_auth,
+)
+
+V1 = "/api/v1"
+
+
+@dataclass(frozen=True)
+class Victim:
+    tenant: TenantKeys
+    pipeline: str
+    pipeline_id: str
+    marker: str  # in the victim's SQL and description; must never reach the attacker
+
+    def secrets(self) -> list[str]:
+        """Strings whose appearance in an attacker's response would be a leak."""
+        tokens = list(self.tenant.keys.values())
+        return [self.marker, self.pipeline_id, self.tenant.id, self.tenant.name, *tokens]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation of the API and what a tenant key of each role may do with it."""
+
+    method: str
+    path: str  # may name {pipeline}, {key_id}, {tenant_id}: the victim's
+    min_role: str | None  # None: only the platform key may call it
+    kind: str  # target: names victim ids | create: makes a row | list | stateless
+    body: dict[str, Any] | None = None
+
+    def url(self, victim: Victim) -> str:
+        return V1 + self.path.format(pipeline=victim.pipeline,
+                                     key_id=victim.tenant.key_ids["developer"],
+                                     tenant_id=victim.tenant.id, version=1)
+
+
+OPERATIONS = [
+    Operation("POST", "/tenants", None, "create", {"name": "intruder"}),
+    Operation("GET", "/tenants", None, "list"),
+    Operation("GET", "/tenants/{tenant_id}", None, "target"),
+    Operation("POST", "/api-keys", "admin", "create", {"name": "mine", "role": "viewer"}),
+    Operation("GET", "/api-keys", "admin", "list"),
+    Operation("GET", "/api-keys/{key_id}", "admin", "target"),
+    Operation("DELETE", "/api-keys/{key_id}", "admin", "target"),
+    Operation("POST", "/api-keys/{key_id}/rotate", "admin", "target"),
+    Operation("POST", "/pipelines/validate", "viewer", "stateless", {"sql": pipeline_sql()}),
+    Operation("POST", "/pipelines", "developer", "create",
+              {"name": "{pipeline}", "sql": pipeline_sql("attacker")}),
+    Operation("GET", "/pipelines", "viewer", "list"),
+    Operation("GET", "/pipelines/{pipeline}", "viewer", "target"),
+    Operation("PUT", "/pipelines/{pipeline}", "developer", "create",
+              {"sql": pipeline_sql("attacker")}),
+    Operation("PATCH", "/pipelines/{pipeline}", "developer", "target", {"parallelism": 7}),
+    Operation("DELETE", "/pipelines/{pipeline}", "developer", "target"),
+    Operation("POST", "/pipelines/{pipeline}/versions", "developer", "target",
+              {"sql": pipeline_sql("attacker-2")}),
+    Operation("GET", "/pipelines/{pipeline}/versions", "viewer", "target"),
+    Operation("GET", "/pipelines/{pipeline}/versions/{version}", "viewer", "target"),
+]
+RANK = {"viewer": 0, "developer": 1, "admin": 2}
+#: Every operation with every tenant role, and the platform key on the tenants' operations.
+CASES = [pytest.param(operation, caller, id=f"{operation.method} {operation.path} as {caller}")
+         for operation in OPERATIONS for caller in (*ROLES, "platform")
+         if not (caller == "platform" and operation.min_role is None)]
+
+
+@pytest.fixture(scope="module")
+def module_client(backend: str, make_app: Callable[..., FastAPI]) -> Iterator[TestClient]:
+    with TestClient(make_app(backend), raise_server_exceptions=False) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def victim(module_client: TestClient) -> Victim:
+    tenant = new_tenant(module_client)
+    marker = f"victim-secret-{secrets.token_hex(6)}"
+    name = f"victim-{secrets.token_hex(4)}"
+    created = module_client.post(f"{V1}/pipelines", headers=tenant.auth("developer"), json={
+        "name": name, "sql": pipeline_sql(marker), "description": marker})
+    assert created.status_code == 201, created.text
+    return Victim(tenant=tenant, pipeline=name, pipeline_id=created.json()["id"], marker=marker)
+
+
+@pytest.fixture(scope="module")
+def attacker(module_client: TestClient) -> TenantKeys:
+    """Shared by the calls that cannot change the attacker's own state."""
+    return new_tenant(module_client)
+
+
+def _expected(operation: Operation, caller: str) -> int:
+    if operation.min_role is None or caller == "platform":
+        return 403  # tenant keys on the tenants' resource, the platform key on tenant data
+    if RANK[caller] < RANK[operation.min_role]:
+        return 403
+    return {"target": 404, "create": 201, "list": 200, "stateless": 200}[operation.kind]
+
+
+def _call(client: TestClient, operation: Operation, victim: Victim,
+          headers: dict[str, str]) -> Any:
+    body = operation.body
+    if body is not None:
+        body = {k: (v.format(pipeline=victim.pipeline) if isinstance(v, str) else v)
+                for k, v in body.items()}
+        if operation.path == "/tenants":
+            body = {"name": f"intruder-{secrets.token_hex(4)}"}
+    return client.request(operation.method, operation.url(victim), headers=headers, json=body)
+
+
+def _assert_victim_intact(client: TestClient, victim: Victim) -> None:
+    owner = victim.tenant.auth("viewer")
+    pipeline = client.get(f"{V1}/pipelines/{victim.pipeline}", headers=owner)
+    assert pipeline.status_code == 200
+    body = pipeline.json()
+    assert (body["id"], body["version"], body["parallelism"], body["description"]) == (
+        victim.pipeline_id, 1, 1, victim.marker)
+    assert victim.marker in body["sql"]
+    keys = client.get(f"{V1}/api-keys", headers=victim.tenant.auth("admin")).json()["items"]
+    assert {k["id"] for k in keys} == set(victim.tenant.key_ids.values())
+    assert all(k["rotated_at"] is None for k in keys)
+
+
+@pytest.mark.parametrize(("operation", "caller"), CASES)
+def test_another_tenants_ids_are_never_served(
+        module_client: TestClient, victim: Victim, attacker: TenantKeys,
+        operation: Operation, caller: str) -> None:
+    # A create succeeds in the attacker's tenant; give it a fresh one so the
+    # shared attacker never owns a pipeline named like the victim's.
+    tenant = new_tenant(module_client) if operation.kind == "create" else attacker
+    headers = platform_auth() if caller == "platform" else tenant.auth(caller)
+
+    response = _call(module_client, operation, victim, headers)
+
+    assert response.status_code == _expected(operation, caller), response.text
+    for secret in victim.secrets():
+        assert secret not in response.text
+    if response.status_code >= 400:
+        error_of(response)
+    if operation.kind == "list" and response.status_code == 200:
+        ids = {item["id"] for item in response.json()["items"]}
+        assert not ids & {victim.pipeline_id, *victim.tenant.key_ids.values()}
+    if operation.kind == "create" and operation.path.startswith("/pipelines") \
+            and response.status_code == 201:
+        owned = module_client.get(f"{V1}/pipelines/{victim.pipeline}", headers=tenant.auth())
+        assert owned.json()["id"] == response.json()["id"] != victim.pipeline_id
+    _assert_victim_intact(module_client, victim)
+
+
+def test_the_matrix_covers_every_operation(module_client: TestClient) -> None:
+    document = module_client.get(f"{V1}/openapi.json").json()
+    documented = {(method.upper(), path.removeprefix(V1).replace("{name}", "{pipeline}"))
+                  for path, item in document["paths"].items() for method in item}
+    assert documented == {(o.method, o.path) for o in OPERATIONS}
