@@ -1,0 +1,55 @@
+"""Property-based requests from the OpenAPI document (schemathesis): never a 500.
+
+Each operation gets a small number of generated requests, valid and invalid,
+sent with a tenant admin key (the platform key for /tenants). Responses must
+not be server errors and must match the documented status codes, content
+types and schemas — which include the one error shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+import schemathesis
+from fastapi import FastAPI
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from tests.api.support import TenantKeys, TestClient, new_tenant, platform_auth
+
+MAX_EXAMPLES = 20
+
+
+@pytest.fixture(scope="module")
+def fuzzed_app(make_app: Callable[..., FastAPI]) -> Iterator[tuple[FastAPI, TenantKeys]]:
+    app = make_app("postgresql")
+    with TestClient(app) as client:
+        yield app, new_tenant(client)
+
+
+@pytest.fixture(scope="module")
+def api_schema(fuzzed_app: tuple[FastAPI, TenantKeys]) -> object:
+    return schemathesis.openapi.from_asgi("/api/v1/openapi.json", fuzzed_app[0])
+
+
+schema = schemathesis.pytest.from_fixture("api_schema")
+
+
+@schema.parametrize()
+@settings(max_examples=MAX_EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                 HealthCheck.function_scoped_fixture])
+def test_no_server_errors(case: schemathesis.Case,
+                          fuzzed_app: tuple[FastAPI, TenantKeys]) -> None:
+    tenant = fuzzed_app[1]
+    headers = platform_auth() if case.path.startswith("/api/v1/tenants") else tenant.auth()
+    case.call_and_validate(headers=headers, checks=[
+        not_a_server_error, status_code_conformance, content_type_conformance,
+        response_schema_conformance,
+    ])
