@@ -67,6 +67,8 @@ class UTCDateTime(TypeDecorator[datetime]):
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
+        if not isinstance(value, datetime):
+            raise TypeError(f"expected a timestamp, got {type(value).__name__}")
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 

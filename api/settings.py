@@ -37,16 +37,16 @@ class Settings(BaseSettings):
     )
 
     database_url: str = Field(
-        DEFAULT_DATABASE_URL,
+        default=DEFAULT_DATABASE_URL,
         description="Control-plane database: sqlite:///path or postgresql://user@host/db",
     )
     redis_url: str | None = Field(
-        None,
+        default=None,
         description="Redis for rate limits (redis://host:port/db); unset: in-process limits",
     )
-    redis_key_prefix: str = Field("spate:", min_length=1, max_length=64)
+    redis_key_prefix: str = Field(default="spate:", min_length=1, max_length=64)
     platform_admin_key: SecretStr | None = Field(
-        None, description="Key that creates tenants; unset: tenant creation is disabled",
+        default=None, description="Key that creates tenants; unset: tenant creation is disabled",
     )
     rate_limit_per_minute: Annotated[int, Field(ge=0, le=1_000_000)] = 600
     rate_limit_burst: Annotated[int, Field(ge=1, le=100_000)] = 60

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import func, select
 
 from api.errors import ConflictError, NotFoundError
 from api.models import ApiKey, utc_now
@@ -28,9 +28,9 @@ class ApiKeyRepository(TenantRepository):
             self.session.add(row)
         return row, issued
 
-    def list(self, after: str | None, limit: int,
+    def list_keys(self, after: str | None, limit: int,
              include_revoked: bool) -> tuple[list[ApiKey], str | None]:
-        statement: Select[tuple[ApiKey]] = select(ApiKey)
+        statement = select(ApiKey)
         if not include_revoked:
             statement = statement.where(ApiKey.revoked_at.is_(None))
         return page(self.session, statement, ApiKey.id, after, limit)

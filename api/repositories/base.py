@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import Select
 from sqlalchemy.exc import IntegrityError
@@ -13,8 +13,6 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 from api.errors import ConflictError
 from api.pagination import encode_cursor
 from api.tenancy import scope_to_tenant
-
-Row = TypeVar("Row")
 
 
 class TenantRepository:
@@ -36,8 +34,8 @@ def transaction(session: Session, conflict_message: str) -> Iterator[None]:
         raise ConflictError(conflict_message) from error
 
 
-def page(session: Session, statement: Select[tuple[Row]], id_column: InstrumentedAttribute[Any],
-         after: str | None, limit: int) -> tuple[list[Row], str | None]:
+def page(session: Session, statement: Select[Any], id_column: InstrumentedAttribute[Any],
+         after: str | None, limit: int) -> tuple[list[Any], str | None]:
     """One keyset page of ``statement`` ordered by ``id_column`` (ids sort by creation)."""
     if after is not None:
         statement = statement.where(id_column > after)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import select
 
 from api.errors import ConflictError, NotFoundError
 from api.ids import new_id
@@ -73,9 +73,9 @@ class PipelineRepository(TenantRepository):
             )
         return existing, False
 
-    def list(self, where: PipelineFilter, after: str | None,
+    def list_pipelines(self, where: PipelineFilter, after: str | None,
              limit: int) -> tuple[list[Pipeline], str | None]:
-        statement: Select[tuple[Pipeline]] = select(Pipeline)
+        statement = select(Pipeline)
         if where.name_prefix:
             escaped = where.name_prefix.replace("\\", "\\\\").replace("%", "\\%")
             escaped = escaped.replace("_", "\\_")

@@ -80,7 +80,7 @@ def list_pipelines(
     """The tenant's pipelines, oldest first, optionally filtered."""
     where = PipelineFilter(name_prefix=name_prefix, created_after=created_after,
                            created_before=created_before)
-    rows, next_cursor = pipelines.list(where, decode_cursor(cursor), limit)
+    rows, next_cursor = pipelines.list_pipelines(where, decode_cursor(cursor), limit)
     return Page[PipelinePublic](items=[PipelinePublic.of(p) for p in rows],
                                 next_cursor=next_cursor)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.schema import SchemaItem
 
 revision = "0001"
 down_revision = None
@@ -22,7 +23,7 @@ def _timestamp(name: str, nullable: bool = False) -> sa.Column[object]:
     return sa.Column(name, sa.DateTime(timezone=True), nullable=nullable)
 
 
-def _tenant_id(table: str) -> list[sa.SchemaItem]:
+def _tenant_id(table: str) -> list[SchemaItem]:
     return [
         sa.Column("tenant_id", ID, nullable=False),
         sa.ForeignKeyConstraint(["tenant_id"], ["tenants.id"],
