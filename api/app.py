@@ -67,6 +67,11 @@ def create_app(settings: Settings) -> FastAPI:
     return app
 
 
+def app_from_settings() -> FastAPI:
+    """An app from ``SPATE_*`` variables and ``spate.toml``, for ASGI servers' ``--factory``."""
+    return create_app(Settings())
+
+
 def _check_schema(state: AppState) -> None:
     with state.database.engine.connect() as connection:
         current = MigrationContext.configure(connection).get_current_revision()
