@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from fastapi import FastAPI
 
-from api.app import SchemaNotCurrentError, create_app
+from api.app import SchemaNotCurrentError, app_from_settings, create_app
 from api.settings import Settings
 from tests.api.support import TenantKeys, TestClient, error_of, pipeline_sql
 
@@ -115,3 +115,13 @@ def test_openapi_and_docs_are_served(client: TestClient) -> None:
         "/ErrorBody")
     assert client.get("/api/v1/docs").status_code == 200
     assert client.get("/api/v1/redoc").status_code == 200
+
+
+def test_app_from_settings_reads_the_environment(
+        migrated_urls: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPATE_DATABASE_URL", migrated_urls["sqlite"])
+    monkeypatch.setenv("SPATE_MAX_BODY_BYTES", "2048")
+    with TestClient(app_from_settings()) as client:
+        response = client.post(PIPELINES, content=b"x" * 4096)
+        assert response.status_code == 413
+        assert "2048 bytes" in error_of(response)["message"]

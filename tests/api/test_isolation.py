@@ -84,9 +84,10 @@ OPERATIONS = [
     Operation("GET", "/pipelines/{pipeline}/versions/{version}", "viewer", "target"),
 ]
 RANK = {"viewer": 0, "developer": 1, "admin": 2}
-#: Every operation with every tenant role, and the platform key on the tenants' operations.
+#: Every operation with every tenant role, the platform key (on the tenants' own
+#: operations) and no key at all.
 CASES = [pytest.param(operation, caller, id=f"{operation.method} {operation.path} as {caller}")
-         for operation in OPERATIONS for caller in (*ROLES, "platform")
+         for operation in OPERATIONS for caller in (*ROLES, "platform", "anonymous")
          if not (caller == "platform" and operation.min_role is None)]
 
 
@@ -114,6 +115,8 @@ def attacker(module_client: TestClient) -> TenantKeys:
 
 
 def _expected(operation: Operation, caller: str) -> int:
+    if caller == "anonymous":
+        return 401
     if operation.min_role is None or caller == "platform":
         return 403  # tenant keys on the tenants' resource, the platform key on tenant data
     if RANK[caller] < RANK[operation.min_role]:
@@ -151,8 +154,12 @@ def test_another_tenants_ids_are_never_served(
         operation: Operation, caller: str) -> None:
     # A create succeeds in the attacker's tenant; give it a fresh one so the
     # shared attacker never owns a pipeline named like the victim's.
-    tenant = new_tenant(module_client) if operation.kind == "create" else attacker
-    headers = platform_auth() if caller == "platform" else tenant.auth(caller)
+    fresh = operation.kind == "create" and caller != "anonymous"
+    tenant = new_tenant(module_client) if fresh else attacker
+    if caller in ("platform", "anonymous"):
+        headers = platform_auth() if caller == "platform" else {}
+    else:
+        headers = tenant.auth(caller)
 
     response = _call(module_client, operation, victim, headers)
 
