@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
 
-from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
@@ -30,7 +29,13 @@ from engine.runtime.errors import PipelineFailedError
 from engine.runtime.operator import WindowOperatorRunner
 from engine.runtime.output import fired_table, output_schema
 from engine.runtime.sinks import open_sinks
-from engine.runtime.sources import EpochSources, expand_views, observed, source_stream
+from engine.runtime.sources import (
+    EpochSources,
+    SourceMetricColumns,
+    expand_views,
+    observed,
+    source_stream,
+)
 from engine.runtime.watermarks import END_OF_TIME, WatermarkTracker
 from statestore import DEFAULT_KEY_GROUPS, EpochWriter, PipelineState, split_key_groups
 
@@ -122,6 +127,8 @@ class PipelineRunner:
             "checkpointLocation", self.options.checkpoint_dir)
         if self.options.trigger_interval:
             writer = writer.trigger(processingTime=self.options.trigger_interval)
+        self._metric_columns = SourceMetricColumns(self.plan.sources, self.options.parallelism,
+                                                   watermarks=bool(self.operators))
         query = writer.queryName(f"spate-{self.state.pipeline}").start()
         try:
             self._wait(query)
@@ -133,22 +140,21 @@ class PipelineRunner:
         return self.finished
 
     def _wait(self, query: StreamingQuery) -> None:
-        while query.isActive:
-            if self.finished or self._stop_requested.is_set():
+        while query.isActive:  # False once the query failed: reported below
+            # The last epoch sets the event too, so a finished run stops at once.
+            if self._stop_requested.wait(0.05):
                 with self._lock:  # let the epoch in progress commit first
                     self._stopping = True
                 query.stop()
                 break
-            try:
-                query.awaitTermination(0.1)
-            except StreamingQueryException:
-                break  # reported below
         error = query.exception()
         if error is not None and not self._stopping:
             raise PipelineFailedError(_root_message(error)) from None
 
     def _check_checkpoint(self) -> None:
         """The Spark checkpoint and the state store must describe the same run."""
+        commits = os.path.join(self.options.checkpoint_dir, "commits")
+        has_commits = os.path.isdir(commits) and bool(os.listdir(commits))
         has_offsets = os.path.isdir(os.path.join(self.options.checkpoint_dir, "offsets"))
         if self._last_committed is not None and not has_offsets:
             raise PipelineFailedError(
@@ -156,6 +162,11 @@ class PipelineRunner:
                 f"'{self.state.pipeline}' but checkpoint {self.options.checkpoint_dir} is "
                 "missing: resume with the same --checkpoint, or drop the pipeline's state "
                 "to start afresh")
+        if self._last_committed is None and has_commits:
+            raise PipelineFailedError(
+                f"checkpoint {self.options.checkpoint_dir} belongs to a run whose state is "
+                f"not in the state store ({self.state.store_url}): resume with the same "
+                "--state, or delete the checkpoint to start afresh")
 
     # -- one epoch ----------------------------------------------------------------
 
@@ -183,7 +194,7 @@ class PipelineRunner:
 
     def _run_epoch(self, batch: DataFrame, number: int, single_pass: bool,
                    started: float) -> EpochReport:
-        sources = EpochSources(self.plan.sources, batch, self.options.parallelism, number,
+        sources = EpochSources(self.plan.sources, batch, self._metric_columns, number,
                                observe=single_pass)
         ranges = self.ranges if self.operators else []
         self.state.begin_epoch(number, ranges)
@@ -260,6 +271,8 @@ class PipelineRunner:
         })
         self._last_committed = epoch
         self.finished = finished
+        if finished:
+            self._stop_requested.set()
         if epoch % GC_EVERY_EPOCHS == 0:
             self.state.gc()
 

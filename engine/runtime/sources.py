@@ -65,23 +65,22 @@ def source_stream(spark: SparkSession, sources: list[Table], parallelism: int) -
 class EpochSources:
     """The sources of one epoch's batch: views for the queries, and their metrics."""
 
-    def __init__(self, sources: list[Table], batch: DataFrame, parallelism: int, epoch: int,
-                 observe: bool) -> None:
+    def __init__(self, sources: list[Table], batch: DataFrame, metrics: SourceMetricColumns,
+                 epoch: int, observe: bool) -> None:
         # The batch lives in the streaming query's own session: views go there.
-        spark = self.spark = batch.sparkSession
+        self.spark = batch.sparkSession
         self.sources = sources
-        self.parallelism = parallelism
+        self._columns = metrics
         self._observations: dict[str, Observation] = {}
         self._metrics: dict[str, SourceMetrics] | None = None
         self._frames: dict[str, DataFrame] = {}
         for i, table in enumerate(sources):
             raw = batch if len(sources) == 1 else \
                 batch.where(F.col(_SOURCE_TAG) == i).select(f"__s{i}.*")
-            raw.createOrReplaceTempView(f"__raw_{table.name}")
-            frame = spark.sql(_source_view_sql(table))
+            frame = _with_event_time(raw, table)
             if observe:
                 observation = Observation(f"spate_in_{table.name}_{epoch}")
-                frame = frame.observe(observation, *self._metric_columns(table))
+                frame = frame.observe(observation, *metrics.columns[table.name])
                 self._observations[table.name] = observation
             self._frames[table.name] = frame
             frame.where(F.col(HIDDEN_CONTROL).isNull()).createOrReplaceTempView(table.name)
@@ -98,42 +97,46 @@ class EpochSources:
                 observation = self._observations.get(table.name)
                 row = observed(observation) if observation is not None else None
                 if row is None:
-                    collected = self._frames[table.name].agg(*self._metric_columns(table))
+                    collected = self._frames[table.name].agg(*self._columns.columns[table.name])
                     row = collected.collect()[0].asDict()
-                self._metrics[table.name] = self._parse(row)
+                self._metrics[table.name] = _parse(row)
         return self._metrics
 
-    def _partitions(self, table: Table) -> range:
-        connector = CONNECTORS[table.config.connector]
-        return range(connector.partition_count(table.config, self.parallelism))
 
-    def _metric_columns(self, table: Table) -> list[Column]:
-        data = F.col(HIDDEN_CONTROL).isNull()
-        partition = F.col(HIDDEN_PARTITION)
-        control = F.col(HIDDEN_CONTROL)
-        columns = [
-            F.count(F.when(data, 1)).alias("rows"),
-            F.max(F.when(control == CONTROL_EOF, 1).otherwise(0)).alias("eof"),
-            F.sum(F.when(control.startswith(CONTROL_DROPPED_PREFIX),
-                         F.substring(control, len(CONTROL_DROPPED_PREFIX) + 1, 20)
-                         .cast("long"))).alias("dropped"),
-        ]
-        for p in self._partitions(table):
-            in_partition = data & (partition == p)
-            columns.append(F.count(F.when(in_partition, 1)).alias(f"n{p}"))
-            columns.append(F.max(F.when(in_partition, F.unix_micros(F.col(WATERMARK))))
-                           .alias(f"w{p}"))
-        return columns
+class SourceMetricColumns:
+    """The aggregate expressions giving each source's :class:`SourceMetrics`.
 
-    def _parse(self, row: dict[str, object]) -> SourceMetrics:
-        metrics = SourceMetrics(rows=int(row["rows"] or 0),  # type: ignore[call-overload]
-                                finished=bool(row["eof"]),
-                                dropped=int(row["dropped"] or 0))  # type: ignore[call-overload]
-        for key, value in row.items():
-            if key.startswith("n") and value:
-                partition = int(key[1:])
-                metrics.watermarks[partition] = row[f"w{partition}"]  # type: ignore[assignment]
-        return metrics
+    Built once per run (building them costs JVM round trips) and reused by every
+    epoch.  Per partition only the largest watermark is aggregated: a partition
+    shows up when it had a row with a watermark.  A pipeline without window
+    operators needs no watermark, and skips that per-row work.
+    """
+
+    def __init__(self, sources: list[Table], parallelism: int, watermarks: bool) -> None:
+        self.columns: dict[str, list[Column]] = {}
+        for table in sources:
+            connector = CONNECTORS[table.config.connector]
+            partitions = connector.partition_count(table.config, parallelism)
+            columns = [F.count(F.lit(1)).alias("all"),
+                       F.collect_list(HIDDEN_CONTROL).alias("controls")]
+            watermark = F.unix_micros(F.col(WATERMARK))
+            partition = F.col(HIDDEN_PARTITION)
+            for p in range(partitions if watermarks else 0):
+                columns.append(F.max(F.when(partition == p, watermark)).alias(f"w{p}"))
+            self.columns[table.name] = columns
+
+
+def _parse(row: dict[str, Any]) -> SourceMetrics:
+    controls: list[str] = row["controls"] or []
+    metrics = SourceMetrics(rows=int(row["all"]) - len(controls),
+                            finished=CONTROL_EOF in controls)
+    for control in controls:
+        if control.startswith(CONTROL_DROPPED_PREFIX):
+            metrics.dropped += int(control.removeprefix(CONTROL_DROPPED_PREFIX))
+    for key, value in row.items():
+        if key.startswith("w") and value is not None:
+            metrics.watermarks[int(key[1:])] = value
+    return metrics
 
 
 def expand_views(frame: DataFrame) -> DataFrame:
@@ -154,10 +157,11 @@ def observed(observation: Observation) -> dict[str, Any] | None:
     return observation.get
 
 
-def _source_view_sql(table: Table) -> str:
-    generated = "".join(f", {sql} AS `{name}`" for name, sql in table.generated.items())
+def _with_event_time(raw: DataFrame, table: Table) -> DataFrame:
+    """A source's rows as queries see them: generated columns, event time, watermark."""
+    generated = [f"{sql} AS `{name}`" for name, sql in table.generated.items()]
+    frame = raw.selectExpr("*", *generated) if generated else raw
     event_time = table.event_time_sql or f"`{HIDDEN_TIMESTAMP}`"
     watermark = table.watermark_sql or f"{event_time} - {DEFAULT_WATERMARK_DELAY_SQL}"
-    return (f"SELECT *, CAST({event_time} AS TIMESTAMP) AS `{EVENT_TIME}`, "
-            f"CAST({watermark} AS TIMESTAMP) AS `{WATERMARK}` "
-            f"FROM (SELECT *{generated} FROM `__raw_{table.name}`)")
+    return frame.selectExpr("*", f"CAST({event_time} AS TIMESTAMP) AS `{EVENT_TIME}`",
+                            f"CAST({watermark} AS TIMESTAMP) AS `{WATERMARK}`")
