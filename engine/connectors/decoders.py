@@ -133,7 +133,7 @@ def nonblank(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.nda
     if len(buf) == 0:
         return np.zeros(len(starts), dtype=bool)
     first = buf[np.minimum(starts, len(buf) - 1)]
-    solid = (lengths > 0) & ~_WHITESPACE[first]
+    solid: np.ndarray = (lengths > 0) & ~_WHITESPACE[first]
     # Lines starting with whitespace are rare: look at those one by one.
     for line in np.flatnonzero(~solid & (lengths > 0)).tolist():
         text = buf[starts[line]:starts[line] + lengths[line]]

@@ -11,6 +11,7 @@ All values are plain msgpack-able Python objects, because they are stored.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 
@@ -47,7 +48,8 @@ class Count(Aggregate):
     def add(self, acc: int, partial: int) -> int:
         return acc + partial
 
-    merge = add
+    def merge(self, partial: int, more: int) -> int:
+        return partial + more
 
     def remove(self, acc: int, partial: int) -> int:
         return acc - partial
@@ -67,7 +69,8 @@ class Sum(Aggregate):
             return acc
         return [acc[0] + partial[0], acc[1] + partial[1]]
 
-    merge = add
+    def merge(self, partial: list[Any], more: list[Any]) -> list[Any]:
+        return self.add(partial, more)
 
     def remove(self, acc: list[Any], partial: list[Any]) -> list[Any]:
         if not partial[1]:
@@ -134,7 +137,8 @@ class Extreme(Aggregate):
             return partial
         return acc
 
-    merge = add
+    def merge(self, partial: Any, more: Any) -> Any:
+        return self.add(partial, more)
 
     def result(self, acc: Any) -> Any:
         return acc
@@ -142,9 +146,9 @@ class Extreme(Aggregate):
 
 def make_aggregate(function: str) -> Aggregate:
     """The :class:`Aggregate` for a planner function name."""
-    factories = {
+    factories: dict[str, Callable[[], Aggregate]] = {
         "count_star": Count, "count": Count, "sum": Sum, "avg": Avg,
         "count_distinct": CountDistinct,
         "min": lambda: Extreme(is_max=False), "max": lambda: Extreme(is_max=True),
     }
-    return factories[function]()  # type: ignore[no-untyped-call,abstract]
+    return factories[function]()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import Token, TokenType
+from sqlglot.tokenizer_core import Token, TokenType
 
 from engine.planner.catalog import Table, table_from_create
 from engine.planner.dialect import Spate
@@ -46,7 +46,7 @@ def plan_pipeline(sql: str) -> PipelinePlan:
     return PipelinePlan(tables=tables, queries=tuple(queries))
 
 
-def _statements(sql: str, text: SourceText) -> list[tuple[int, exp.Expression]]:
+def _statements(sql: str, text: SourceText) -> list[tuple[int, exp.Expr]]:
     dialect = Spate()
     try:
         tokens = dialect.tokenize(sql)

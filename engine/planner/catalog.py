@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import types as T
 from sqlglot import exp
 
-from engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
+from engine.connectors import CONNECTORS, ColumnDef, Connector, ConnectorError, TableConfig
 from engine.planner.positions import SourceText
 from engine.planner.types import UnsupportedTypeError, spark_type
 
@@ -107,11 +107,11 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int) -> Tabl
     )
 
 
-def _role(connector: object, options: dict[str, str]) -> str:
+def _role(connector: Connector, options: dict[str, str]) -> str:
     declared = options.get("type")
     if declared in ("source", "sink"):
         return declared
-    roles = getattr(connector, "roles", frozenset())
+    roles = connector.roles
     if len(roles) == 1:
         return next(iter(roles))
     # single_file without a type: the connector's validate() names the problem.
@@ -120,13 +120,13 @@ def _role(connector: object, options: dict[str, str]) -> str:
 
 def _options(
     properties: exp.Properties, text: SourceText, fallback: int
-) -> tuple[dict[str, str], dict[str, exp.Expression]]:
+) -> tuple[dict[str, str], dict[str, exp.Expr]]:
     options: dict[str, str] = {}
-    nodes: dict[str, exp.Expression] = {}
+    nodes: dict[str, exp.Expr] = {}
     for prop in properties.expressions:
         if isinstance(prop, exp.Property) and type(prop) is exp.Property:
             key_node, value_node = prop.this, prop.args.get("value")
-            key = key_node.name if isinstance(key_node, exp.Expression) else str(key_node)
+            key = key_node.name if isinstance(key_node, exp.Expr) else str(key_node)
         else:
             key = exp.Properties.PROPERTY_TO_NAME.get(type(prop), type(prop).__name__)
             value_node = prop.this
@@ -138,7 +138,7 @@ def _options(
     return options, nodes
 
 
-def _option_value(node: exp.Expression | None) -> str:
+def _option_value(node: exp.Expr | None) -> str:
     if isinstance(node, exp.Boolean):
         return "true" if node.this else "false"
     if isinstance(node, exp.Literal | exp.Var | exp.Identifier):
@@ -148,7 +148,7 @@ def _option_value(node: exp.Expression | None) -> str:
     return node.sql() if node is not None else ""
 
 
-def _substitute_env(value: str, node: exp.Expression, text: SourceText, fallback: int) -> str:
+def _substitute_env(value: str, node: exp.Expr, text: SourceText, fallback: int) -> str:
     def replace(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in os.environ:
@@ -160,10 +160,10 @@ def _substitute_env(value: str, node: exp.Expression, text: SourceText, fallback
 
 
 def _columns(
-    schema: exp.Expression, text: SourceText, fallback: int
-) -> tuple[list[ColumnDef], dict[str, exp.Expression], exp.WatermarkColumnConstraint | None]:
+    schema: exp.Expr, text: SourceText, fallback: int
+) -> tuple[list[ColumnDef], dict[str, exp.Expr], exp.WatermarkColumnConstraint | None]:
     columns: list[ColumnDef] = []
-    generated: dict[str, exp.Expression] = {}
+    generated: dict[str, exp.Expr] = {}
     watermark = None
     if not isinstance(schema, exp.Schema):
         return columns, generated, None
@@ -177,6 +177,8 @@ def _columns(
             raise text.error(f"unsupported table element {item.sql()}", item, fallback)
         _check_constraints(item, text, fallback)
         kind = item.args.get("kind")
+        if not isinstance(kind, exp.DataType):
+            raise text.error(f"column '{item.name}' needs a type", item, fallback)
         try:
             column_type = spark_type(kind)
         except UnsupportedTypeError as error:
@@ -211,11 +213,12 @@ def _event_time(
     watermark: exp.WatermarkColumnConstraint | None,
     text: SourceText,
     fallback: int,
-    option_nodes: dict[str, exp.Expression],
+    option_nodes: dict[str, exp.Expr],
 ) -> tuple[str | None, str | None]:
     """Spark SQL for the event time and the per-row watermark of a source."""
     types = {c.name: c.spark_type for c in physical}
     known = set(types) | set(generated)
+    event_time: str | None
     if watermark is not None:
         column = watermark.this.name.lower()
         if column not in known:
@@ -225,7 +228,7 @@ def _event_time(
                              watermark, fallback)
         event_time = f"`{column}`"
         expression = watermark.args.get("expression")
-        if not isinstance(expression, exp.Expression):  # WATERMARK FOR col (no AS)
+        if not isinstance(expression, exp.Expr):  # WATERMARK FOR col (no AS)
             return event_time, event_time
         return event_time, expression.sql(dialect="spark")
     field_name = options.get("event_time_field")

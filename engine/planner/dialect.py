@@ -5,7 +5,7 @@ Arroyo-compatible dialect needs."""
 from __future__ import annotations
 
 from sqlglot.dialects.risingwave import RisingWave
-from sqlglot.tokens import TokenType
+from sqlglot.tokenizer_core import TokenType
 
 
 class Spate(RisingWave):
@@ -15,5 +15,5 @@ class Spate(RisingWave):
         # SESSION(gap) is a window function here, not the SESSION keyword.
         KEYWORDS = {k: v for k, v in RisingWave.Tokenizer.KEYWORDS.items() if k != "SESSION"}
 
-    class Parser(RisingWave.Parser):
+    class Parser(RisingWave.Parser):  # type: ignore[misc,valid-type]
         FUNC_TOKENS = RisingWave.Parser.FUNC_TOKENS | {TokenType.VAR}

@@ -12,7 +12,7 @@ from functools import cached_property
 
 from sqlglot import exp
 from sqlglot.errors import TokenError
-from sqlglot.tokens import Token, TokenType
+from sqlglot.tokenizer_core import Token, TokenType
 
 from engine.planner.dialect import Spate
 from engine.planner.errors import PlanningError
@@ -38,14 +38,14 @@ class SourceText:
         line_index = bisect.bisect_right(self._line_starts, offset) - 1
         return line_index + 1, offset - self._line_starts[line_index] + 1
 
-    def offset_of(self, node: exp.Expression | None, fallback: int = 0) -> int:
+    def offset_of(self, node: exp.Expr | None, fallback: int = 0) -> int:
         """Start offset of the first token of ``node`` that carries a position."""
         if node is None:
             return fallback
         starts = [
             sub.meta["start"]
             for sub in node.walk()
-            if isinstance(sub, exp.Expression) and "start" in sub.meta
+            if isinstance(sub, exp.Expr) and "start" in sub.meta
         ]
         return min(starts) if starts else fallback
 
@@ -74,7 +74,7 @@ class SourceText:
         return bisect.bisect_left(starts, offset)
 
     def error(
-        self, message: str, node: exp.Expression | None, fallback: int = 0
+        self, message: str, node: exp.Expr | None, fallback: int = 0
     ) -> PlanningError:
         """A :class:`PlanningError` located at ``node`` (or ``fallback``)."""
         return self.error_at(message, self.offset_of(node, fallback))

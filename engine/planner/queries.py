@@ -19,7 +19,7 @@ from engine.planner.plan import (
 from engine.planner.positions import SourceText
 from engine.planner.windows import WINDOW_FUNCTIONS, window_spec
 
-_AGGREGATES: dict[type[exp.Expression], str] = {
+_AGGREGATES: dict[type[exp.Expr], str] = {
     exp.Sum: "sum",
     exp.Min: "min",
     exp.Max: "max",
@@ -48,10 +48,10 @@ class _Context:
     query_index: int
     sources: list[str] = field(default_factory=list)
 
-    def error(self, message: str, node: exp.Expression | None) -> PlanningError:
+    def error(self, message: str, node: exp.Expr | None) -> PlanningError:
         return self.text.error(message, node, self.fallback)
 
-    def clause_error(self, message: str, node: exp.Expression) -> PlanningError:
+    def clause_error(self, message: str, node: exp.Expr) -> PlanningError:
         """An error at the keywords opening ``node`` (JOIN, ORDER BY, GROUP BY ...)."""
         offset = self.text.offset_of(node, self.fallback)
         return self.text.error_at(message, self.text.keyword_before(offset, _CLAUSE_WORDS,
@@ -95,7 +95,7 @@ def _inline_views(query: exp.Query, ctx: _Context) -> exp.Query:
     return query
 
 
-def _reject_unsupported(query: exp.Expression, ctx: _Context) -> None:
+def _reject_unsupported(query: exp.Expr, ctx: _Context) -> None:
     if isinstance(query, exp.Select) and query.args.get("with_") or query.args.get("with"):
         raise ctx.error("WITH (common table expressions) is not supported yet", query)
     for node in query.walk():
@@ -161,7 +161,7 @@ def _carry_event_time(select: exp.Select) -> None:
 
 
 def _expand_star(select: exp.Select, columns: list[str], ctx: _Context) -> None:
-    expanded: list[exp.Expression] = []
+    expanded: list[exp.Expr] = []
     for item in select.expressions:
         if isinstance(item, exp.Star) or (isinstance(item, exp.Column)
                                           and isinstance(item.this, exp.Star)):
@@ -192,14 +192,14 @@ def _check_columns(
         raise ctx.error(f"unknown column '{shown}'; available: {', '.join(columns)}", node)
 
 
-def _own_nodes(select: exp.Select) -> list[exp.Expression]:
+def _own_nodes(select: exp.Select) -> list[exp.Expr]:
     """Nodes of ``select`` itself, not of subqueries in its FROM."""
-    result = []
+    result: list[exp.Expr] = []
     for key in ("expressions", "where", "group", "having"):
         value = select.args.get(key)
         for part in value if isinstance(value, list) else [value]:
-            if isinstance(part, exp.Expression):
-                result.extend(n for n in part.walk() if isinstance(n, exp.Expression))
+            if isinstance(part, exp.Expr):
+                result.extend(n for n in part.walk() if isinstance(n, exp.Expr))
     return result
 
 
@@ -243,11 +243,11 @@ def _find_aggregate(query: exp.Select, ctx: _Context) -> exp.Select | None:
     return found[0] if found else None
 
 
-def _window_call(node: exp.Expression) -> bool:
+def _window_call(node: exp.Expr) -> bool:
     return isinstance(node, exp.Anonymous) and node.name.upper() in WINDOW_FUNCTIONS
 
 
-def _is_aggregate(node: exp.Expression) -> bool:
+def _is_aggregate(node: exp.Expr) -> bool:
     return isinstance(node, exp.AggFunc) or (
         isinstance(node, exp.Anonymous) and node.name.upper() == "MEAN")
 
@@ -262,12 +262,13 @@ def _plan_aggregate(select: exp.Select, ctx: _Context) -> WindowAggregate:
     if window_node is None:
         raise ctx.clause_error("updating (non-windowed) aggregates are not supported yet; "
                                "add TUMBLE, HOP or SESSION to GROUP BY", group)
+    assert isinstance(window_node, exp.Anonymous)  # what _window_call matched
     spec = window_spec(window_node, ctx.text, ctx.fallback)
     key_names = tuple(f"k{i}" for i in range(len(keys)))
     aggregates: list[AggregateCall] = []
-    arguments: list[exp.Expression] = []
+    arguments: list[exp.Expr] = []
 
-    def rewrite(node: exp.Expression) -> exp.Expression:
+    def rewrite(node: exp.Expr) -> exp.Expr:
         for i, key in enumerate(keys):
             if node == key:
                 return exp.column(key_names[i])
@@ -315,12 +316,12 @@ def _plan_aggregate(select: exp.Select, ctx: _Context) -> WindowAggregate:
 
 
 def _group_items(
-    select: exp.Select, items: list[exp.Expression], ctx: _Context
-) -> tuple[exp.Expression | None, str | None, list[exp.Expression]]:
+    select: exp.Select, items: list[exp.Expr], ctx: _Context
+) -> tuple[exp.Expr | None, str | None, list[exp.Expr]]:
     aliased = {e.alias.lower(): e.this for e in select.expressions if isinstance(e, exp.Alias)}
-    window_node: exp.Expression | None = None
+    window_node: exp.Expr | None = None
     window_alias: str | None = None
-    keys: list[exp.Expression] = []
+    keys: list[exp.Expr] = []
     for item in items:
         resolved = item
         if isinstance(item, exp.Literal) and not item.is_string:
@@ -343,9 +344,9 @@ def _group_items(
 
 
 def _aggregate_call(
-    node: exp.Expression,
+    node: exp.Expr,
     calls: list[AggregateCall],
-    arguments: list[exp.Expression],
+    arguments: list[exp.Expr],
     ctx: _Context,
 ) -> AggregateCall:
     function, argument = _aggregate_kind(node, ctx)
@@ -364,7 +365,7 @@ def _aggregate_call(
     return call
 
 
-def _aggregate_kind(node: exp.Expression, ctx: _Context) -> tuple[str, exp.Expression | None]:
+def _aggregate_kind(node: exp.Expr, ctx: _Context) -> tuple[str, exp.Expr | None]:
     if isinstance(node, exp.Anonymous):  # MEAN
         return "avg", node.expressions[0]
     if isinstance(node, exp.Count):
@@ -379,12 +380,13 @@ def _aggregate_kind(node: exp.Expression, ctx: _Context) -> tuple[str, exp.Expre
     for kind, name in _AGGREGATES.items():
         if isinstance(node, kind):
             return name, node.this
-    raise ctx.error(f"aggregate {node.sql_name()} is not supported yet in windowed "
-                    "aggregates (supported: count, sum, min, max, avg)", node)
+    name = node.sql_name() if isinstance(node, exp.Func) else node.key.upper()
+    raise ctx.error(f"aggregate {name} is not supported yet in windowed aggregates "
+                    "(supported: count, count(DISTINCT ...), sum, avg, min, max)", node)
 
 
 def _check_grouped(
-    node: exp.Expression, produced: set[str], ctx: _Context, where: exp.Expression
+    node: exp.Expr, produced: set[str], ctx: _Context, where: exp.Expr
 ) -> None:
     for column in node.find_all(exp.Column):
         if column.name in produced or column.table == WINDOW_COLUMN:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import types as T
 from sqlglot import exp
 
 DType = exp.DataType.Type
 
-_SCALARS: dict[DType, T.DataType] = {
+_SCALARS: dict[Any, T.DataType] = {  # keys: exp.DataType.Type members
     DType.BOOLEAN: T.BooleanType(),
     DType.TINYINT: T.ByteType(),
     DType.SMALLINT: T.ShortType(),

@@ -28,12 +28,13 @@ class IntervalError(ValueError):
     """An interval literal that is not a fixed, positive duration."""
 
 
-def interval_micros(node: exp.Expression) -> int:
+def interval_micros(node: exp.Expr) -> int:
     """Microseconds of an ``INTERVAL`` literal; raises :class:`IntervalError`."""
     if not isinstance(node, exp.Interval):
         raise IntervalError("expected an interval literal such as INTERVAL '1' MINUTE")
     value = node.this.name if node.this is not None else ""
-    unit = node.unit.name if node.args.get("unit") is not None else ""
+    unit_node = node.args.get("unit")
+    unit = unit_node.name if isinstance(unit_node, exp.Expr) else ""
     text = f"{value} {unit}".strip()
     total = 0.0
     position = 0

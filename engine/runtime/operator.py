@@ -244,8 +244,8 @@ class WindowOperatorRunner:
 
     def _next_end(self, state: Any) -> int:
         if self.session:
-            return min((s[1] for s in state), default=_NEVER)  # type: ignore[no-any-return]
-        return _NEVER if state.next_end is None else state.next_end  # type: ignore[no-any-return]
+            return min((s[1] for s in state), default=_NEVER)
+        return _NEVER if state.next_end is None else state.next_end
 
     def _stored(self, state: Any) -> Any:
         """What to store for a key; None deletes a key that holds nothing."""

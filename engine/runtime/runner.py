@@ -21,7 +21,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 from engine.connectors import Sink
 from engine.planner.plan import PipelinePlan, QueryPlan

@@ -18,7 +18,7 @@ def to_python(column: pa.ChunkedArray | pa.Array) -> list[Any]:
         column = column.cast(pa.int32())
     elif pa.types.is_large_list(kind) or pa.types.is_list(kind):
         return [_plain_list(v) for v in column.to_pylist()]
-    result = column.to_pylist()
+    result: list[Any] = column.to_pylist()
     if pa.types.is_decimal(kind):
         return [float(v) if isinstance(v, Decimal) else v for v in result]
     return result
