@@ -165,29 +165,37 @@ class RelationalPipelineState(PipelineState):
     # -- bookkeeping --
 
     def pipeline_id(self, cur: Cursor) -> int:
-        if self._id is None:
+        """The pipeline's row id, creating the row on first write."""
+        found = self.existing_id(cur)
+        if found is None:
             run = self.store.run
-            run(cur, "SELECT id FROM spate_pipelines WHERE tenant = ? AND pipeline = ?",
-                (self.tenant, self.pipeline))
+            run(cur, "INSERT INTO spate_pipelines (tenant, pipeline) VALUES (?, ?) "
+                     "ON CONFLICT (tenant, pipeline) DO NOTHING", (self.tenant, self.pipeline))
+            found = self.existing_id(cur)
+            assert found is not None
+            self._id = None  # not cached: this transaction, and the insert, may roll back
+        return found
+
+    def existing_id(self, cur: Cursor) -> int | None:
+        """The pipeline's row id, or None if it never wrote (reads create nothing)."""
+        if self._id is None:
+            self.store.run(cur, "SELECT id FROM spate_pipelines WHERE tenant = ? "
+                                "AND pipeline = ?", (self.tenant, self.pipeline))
             row = cur.fetchone()
-            if row is None:
-                run(cur, "INSERT INTO spate_pipelines (tenant, pipeline) VALUES (?, ?) "
-                         "ON CONFLICT (tenant, pipeline) DO NOTHING",
-                    (self.tenant, self.pipeline))
-                run(cur, "SELECT id FROM spate_pipelines WHERE tenant = ? AND pipeline = ?",
-                    (self.tenant, self.pipeline))
-                row = cur.fetchone()
-            self._id = int(row[0])
+            self._id = None if row is None else int(row[0])
         return self._id
 
-    def _epochs(self, cur: Cursor, pid: int) -> tuple[int | None, int | None, int | None]:
+    def _epochs(self, cur: Cursor, pid: int | None,
+                ) -> tuple[int | None, int | None, int | None]:
         """(last committed, pending, gc floor) of the pipeline."""
+        if pid is None:
+            return None, None, None
         self.store.run(cur, "SELECT last_epoch, pending_epoch, gc_floor FROM spate_pipelines "
                             "WHERE id = ?", (pid,))
         row = cur.fetchone()
         return (row[0], row[1], row[2]) if row is not None else (None, None, None)
 
-    def _read_epoch(self, cur: Cursor, pid: int, epoch: int | None) -> int | None:
+    def _read_epoch(self, cur: Cursor, pid: int | None, epoch: int | None) -> int | None:
         last, _, floor = self._epochs(cur, pid)
         if epoch is None:
             return last
@@ -205,11 +213,11 @@ class RelationalPipelineState(PipelineState):
 
     def last_committed_epoch(self) -> int | None:
         with self.store.transaction(write=False) as cur:
-            return self._epochs(cur, self.pipeline_id(cur))[0]
+            return self._epochs(cur, self.existing_id(cur))[0]
 
     def epoch_metadata(self, epoch: int | None = None) -> dict[str, Any]:
         with self.store.transaction(write=False) as cur:
-            pid = self.pipeline_id(cur)
+            pid = self.existing_id(cur)
             wanted = self._read_epoch(cur, pid, epoch)
             if wanted is None:
                 return {}
@@ -227,7 +235,7 @@ class RelationalPipelineState(PipelineState):
         packed = [pack_key(k) for k in user_keys]
         found: dict[bytes, bytes] = {}
         with self.store.transaction(write=False) as cur:
-            pid = self.pipeline_id(cur)
+            pid = self.existing_id(cur)
             wanted = self._read_epoch(cur, pid, epoch)
             if wanted is None:
                 return [None] * len(user_keys)
@@ -246,7 +254,7 @@ class RelationalPipelineState(PipelineState):
         if prefix:
             condition, params = "AND user_key >= ? AND user_key < ?", [start, stop]
         with self.store.transaction(write=False) as cur:
-            pid = self.pipeline_id(cur)
+            pid = self.existing_id(cur)
             wanted = self._read_epoch(cur, pid, epoch)
             if wanted is None:
                 return iter(())
@@ -353,7 +361,9 @@ class RelationalPipelineState(PipelineState):
 
     def gc(self) -> GcReport:
         with self.store.transaction(write=True) as cur:
-            pid = self.pipeline_id(cur)
+            pid = self.existing_id(cur)
+            if pid is None:
+                return GcReport(0, 0)
             self.store.lock_pipeline(cur, pid, exclusive=True)
             floor = self._epochs(cur, pid)[0]
             if floor is None:
@@ -368,7 +378,7 @@ class RelationalPipelineState(PipelineState):
 
     def describe(self) -> PipelineInfo:
         with self.store.transaction(write=False) as cur:
-            pid = self.pipeline_id(cur)
+            pid = self.existing_id(cur)
             last = self._epochs(cur, pid)[0]
             operators: list[OperatorInfo] = []
             metadata: dict[str, Any] = {}
@@ -384,7 +394,9 @@ class RelationalPipelineState(PipelineState):
 
     def drop(self) -> None:
         with self.store.transaction(write=True) as cur:
-            pid = self.pipeline_id(cur)
+            pid = self.existing_id(cur)
+            if pid is None:
+                return
             self.store.lock_pipeline(cur, pid, exclusive=True)
             for table in ("spate_state", "spate_manifest", "spate_epochs"):
                 self.store.run(cur, f"DELETE FROM {table} WHERE pipeline_id = ?", (pid,))

@@ -64,6 +64,22 @@ def _committed(workdir: Path) -> tuple[int | None, bool]:
         return last, bool(last is not None and state.epoch_metadata().get("finished"))
 
 
+def _wait_for_progress(workdir: Path, process: subprocess.Popen[bytes],
+                       timeout_s: float = 240.0) -> bool:
+    """Wait until ``process`` commits a new epoch; False if it ended first."""
+    start, _ = _committed(workdir) if (workdir / "state.db").exists() else (None, False)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        if (workdir / "state.db").exists():
+            last, finished = _committed(workdir)
+            if finished:
+                return False
+            if last is not None and (start is None or last > start):
+                return True
+        time.sleep(0.2)
+    return process.poll() is None
+
+
 def test_sigkill_and_resume_gives_the_uninterrupted_output(tmp_path: Path) -> None:
     reference, crashed = tmp_path / "reference", tmp_path / "crashed"
     for workdir in (reference, crashed):
@@ -76,7 +92,11 @@ def test_sigkill_and_resume_gives_the_uninterrupted_output(tmp_path: Path) -> No
     mid_run_kills = 0
     for parallelism in (1, 3, 2):
         process = _spate_run(crashed, parallelism)
-        time.sleep(chooser.uniform(12.0, 20.0))
+        # Kill at a random moment after this run has committed an epoch of its own, so
+        # the kill lands mid-run however slowly Spark starts on a loaded machine.
+        if not _wait_for_progress(crashed, process):
+            break
+        time.sleep(chooser.uniform(0.0, 3.0))
         if process.poll() is not None:
             break
         os.killpg(process.pid, signal.SIGKILL)

@@ -7,6 +7,7 @@ import signal
 
 import pytest
 
+import statestore
 from statestore import (
     DEFAULT_KEY_GROUPS,
     EpochNotBegunError,
@@ -17,7 +18,7 @@ from statestore import (
     StateCache,
     split_key_groups,
 )
-from tests.statestore.conftest import OpenPipeline, finish, worker
+from tests.statestore.conftest import TENANT, OpenPipeline, finish, worker
 from tests.statestore.workers import OPERATOR, run_epochs, value_for
 
 ALL = range(DEFAULT_KEY_GROUPS)
@@ -263,3 +264,16 @@ def test_model_of_crashes_and_replays(open_pipeline: OpenPipeline) -> None:
         epoch += 1
         assert contents(state) == model
 
+
+
+def test_reads_of_an_unknown_pipeline_create_nothing(open_pipeline: OpenPipeline,
+                                                     store_url: str) -> None:
+    state = open_pipeline()
+    assert state.last_committed_epoch() is None
+    assert list(state.scan(OPERATOR, ALL)) == [] and state.epoch_metadata() == {}
+    assert state.describe().last_committed_epoch is None
+    assert state.gc().versions_removed == 0
+    with pytest.raises(EpochUnavailableError):
+        state.get(OPERATOR, 0, ("k",), epoch=0)
+    with statestore.open_store(store_url) as store:
+        assert (TENANT, state.pipeline) not in store.pipelines()
