@@ -8,7 +8,8 @@ State layout in the store (per key group):
 
 * operator ``<id>``: one record per key — a :class:`SlidingKeyState`, or for
   SESSION the key's open sessions;
-* operator ``<id>/panes``: one entry per ``(*key, pane start)`` (TUMBLE/HOP).
+* operator ``<id>/panes``: the pane partials of TUMBLE/HOP, one entry per
+  ``(*key, chunk)`` holding up to :data:`PANES_PER_CHUNK` consecutive panes.
 
 Reads go through ``PipelineState.read_group``, which the statestore serves
 from its bounded per-process cache when warm, so this module keeps no copy of
@@ -42,6 +43,8 @@ _PARTIAL_SQL = {
     "min": ["min({a})"],
     "max": ["max({a})"],
 }
+#: Consecutive panes of a key kept in one state entry.
+PANES_PER_CHUNK = 64
 #: Later than any window end: a group with nothing buffered.
 _NEVER = 2**63
 #: (key, pane start or event time, pane partial)
@@ -62,12 +65,16 @@ class _Entries:
     def __init__(self, committed: Mapping[UserKey, bytes]) -> None:
         self.committed = committed
         self.changed: dict[UserKey, Any] = {}
+        self._decoded: dict[UserKey, Any] = {}
 
     def get(self, key: UserKey) -> Any:
+        """The value (decoded once per epoch); a caller that changes it must ``put`` it."""
         if key in self.changed:
             return self.changed[key]
-        raw = self.committed.get(key)
-        return None if raw is None else decode(raw)
+        if key not in self._decoded:
+            raw = self.committed.get(key)
+            self._decoded[key] = None if raw is None else decode(raw)
+        return self._decoded[key]
 
     def put(self, key: UserKey, value: Any) -> None:
         self.changed[key] = value
@@ -88,20 +95,42 @@ class _Entries:
 
 
 class _KeyPanes:
-    """The pane entries of one key, as :class:`engine.operators.window.Panes`."""
+    """The panes of one key, as :class:`engine.operators.window.Panes`.
 
-    def __init__(self, entries: _Entries, key: tuple[Any, ...]) -> None:
+    Panes are stored in chunks of :data:`PANES_PER_CHUNK` consecutive slides,
+    one state entry ``(*key, chunk)`` each holding ``{pane start: partial}``, so
+    the store sees about one write per chunk and epoch rather than one per pane.
+    """
+
+    def __init__(self, entries: _Entries, key: tuple[Any, ...], chunk_us: int) -> None:
         self.entries = entries
         self.key = key
+        self.chunk_us = chunk_us
+
+    def _entry(self, pane: int) -> UserKey:
+        return (*self.key, pane // self.chunk_us)
 
     def get(self, pane: int) -> Partial | None:
-        return self.entries.get((*self.key, pane))  # type: ignore[no-any-return]
+        chunk = self.entries.get(self._entry(pane))
+        return None if chunk is None else chunk.get(pane)
 
     def put(self, pane: int, partial: Partial) -> None:
-        self.entries.put((*self.key, pane), partial)
+        entry = self._entry(pane)
+        chunk = self.entries.get(entry)
+        chunk = {} if chunk is None else chunk
+        chunk[pane] = partial
+        self.entries.put(entry, chunk)
 
     def delete(self, pane: int) -> None:
-        self.entries.delete((*self.key, pane))
+        entry = self._entry(pane)
+        chunk = self.entries.get(entry)
+        if chunk is None or pane not in chunk:
+            return
+        del chunk[pane]
+        if chunk:
+            self.entries.put(entry, chunk)
+        else:
+            self.entries.delete(entry)
 
 
 class WindowOperatorRunner:
@@ -119,6 +148,7 @@ class WindowOperatorRunner:
         self.sessions = SessionWindow(window.gap_us, self.aggregates)
         self.records_name = spec.operator_id
         self.panes_name = f"{spec.operator_id}/panes"
+        self.chunk_us = PANES_PER_CHUNK * max(window.slide_us, 1)
         #: key group -> earliest window end it holds, as committed; absent: not known
         self._next_fire: dict[int, int] = {}
 
@@ -198,8 +228,8 @@ class WindowOperatorRunner:
                 accepted = not self.sliding.is_late(pane, watermarks[0])
                 if accepted:
                     assert panes is not None
-                    self.sliding.add_pane(state, _KeyPanes(panes, key), pane, partial,
-                                          watermarks[0])
+                    key_panes = _KeyPanes(panes, key, self.chunk_us)
+                    self.sliding.add_pane(state, key_panes, pane, partial, watermarks[0])
             if not accepted:
                 stats.rows_late += partial[0]
         earliest = self._next_fire.get(group, _NEVER)
@@ -225,7 +255,7 @@ class WindowOperatorRunner:
         if self.session:
             return self.sessions.fire(state, watermark)
         assert panes is not None
-        return self.sliding.fire(state, _KeyPanes(panes, key), watermark)
+        return self.sliding.fire(state, _KeyPanes(panes, key, self.chunk_us), watermark)
 
     def _state(self, records: _Entries, states: dict[tuple[Any, ...], Any],
                key: tuple[Any, ...]) -> Any:
