@@ -95,6 +95,8 @@ class PipelineRunner:
             q.index: WindowOperatorRunner(q.aggregate, state, options.num_key_groups)
             for q in plan.queries if q.aggregate is not None
         }
+        self._metric_columns = SourceMetricColumns(plan.sources, options.parallelism,
+                                                   watermarks=bool(self.operators))
         self._lock = threading.Lock()
         self._stop_requested = threading.Event()
         self._stopping = False
@@ -127,8 +129,6 @@ class PipelineRunner:
             "checkpointLocation", self.options.checkpoint_dir)
         if self.options.trigger_interval:
             writer = writer.trigger(processingTime=self.options.trigger_interval)
-        self._metric_columns = SourceMetricColumns(self.plan.sources, self.options.parallelism,
-                                                   watermarks=bool(self.operators))
         query = writer.queryName(f"spate-{self.state.pipeline}").start()
         try:
             self._wait(query)
