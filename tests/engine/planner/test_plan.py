@@ -7,8 +7,8 @@ from engine.planner import plan_pipeline
 SOURCE = """
 CREATE TABLE bids (auction BIGINT, price BIGINT, ts TIMESTAMP NOT NULL,
                    WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)
-WITH (connector = 'single_file', path = '/tmp/bids.jsonl', format = 'json', type = 'source');
-CREATE TABLE out WITH (connector = 'single_file', path = '/tmp/out.jsonl', format = 'json',
+WITH (connector = 'single_file', path = 'data/bids.jsonl', format = 'json', type = 'source');
+CREATE TABLE out WITH (connector = 'single_file', path = 'data/out.jsonl', format = 'json',
                        type = 'sink');
 """
 
