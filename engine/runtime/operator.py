@@ -55,8 +55,6 @@ FiredRow = tuple[tuple[Any, ...], Fired]
 @dataclass
 class OperatorStats:
     rows_late: int = 0
-    keys_touched: int = 0
-    windows_fired: int = 0
 
 
 class _Entries:
@@ -187,7 +185,6 @@ class WindowOperatorRunner:
                     self._process_group(group, new_rows, due, writer, previous_epoch,
                                         (watermark_before, watermark_after), fired, stats)
         fired.sort(key=lambda item: (item[1].end_us, item[1].start_us, repr(item[0])))
-        stats.windows_fired = len(fired)
         return fired, stats
 
     def _rows_by_group(self, partials: pa.Table) -> dict[int, list[PaneRow]]:
@@ -244,7 +241,6 @@ class WindowOperatorRunner:
             earliest = min(earliest, self._next_end(state))
         for key in touched:
             records.put(key, self._stored(states[key]))
-        stats.keys_touched += len(touched)
         records.flush(writer, self.records_name, group)
         if panes is not None:
             panes.flush(writer, self.panes_name, group)
