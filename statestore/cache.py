@@ -65,9 +65,14 @@ class _Entry:
     size: int
 
 
+def _entry_size(key: UserKey, value: bytes) -> int:
+    """Approximate bytes held for one key: the value, the key's parts, dict overhead."""
+    key_bytes = sum(len(part) if isinstance(part, str | bytes) else 8 for part in key)
+    return len(value) + key_bytes + _ENTRY_OVERHEAD_BYTES
+
+
 def _size_of(contents: Mapping[UserKey, bytes]) -> int:
-    return sum(len(value) + len(repr(key)) + _ENTRY_OVERHEAD_BYTES
-               for key, value in contents.items())
+    return sum(_entry_size(key, value) for key, value in contents.items())
 
 
 def cache_bytes_from_env() -> int:
@@ -131,14 +136,18 @@ class StateCache:
             if not changes:
                 entry.epoch = to_epoch
                 return
+            # Copy on write (readers may hold the old view); the size is adjusted by
+            # the changed keys only, so a commit costs what it changed, not the group.
             updated = dict(entry.contents)
+            size = entry.size
             for key, value in changes.items():
-                if value is None:
-                    updated.pop(key, None)
-                else:
+                previous = updated.pop(key, None)
+                if previous is not None:
+                    size -= _entry_size(key, previous)
+                if value is not None:
                     updated[key] = value
-            frozen = MappingProxyType(updated)
-            self._store(slot, _Entry(to_epoch, frozen, _size_of(frozen)))
+                    size += _entry_size(key, value)
+            self._store(slot, _Entry(to_epoch, MappingProxyType(updated), size))
 
     def slots(self, scope: str) -> list[Slot]:
         with self._lock:

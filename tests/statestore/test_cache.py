@@ -48,3 +48,13 @@ def test_advance_applies_changes_and_drops_stale_groups() -> None:
 def test_cache_size_comes_from_the_environment(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("SPATE_STATE_CACHE_BYTES", "12345")
     assert StateCache().max_bytes == 12345
+
+
+def test_advance_keeps_the_byte_count_exact() -> None:
+    cache = StateCache(max_bytes=100_000)
+    cache.put(("s", "op", 0), 1, {("a", 1): b"x" * 10, ("b",): b"y" * 20})
+    cache.advance(("s", "op", 0), 1, 2, {("a", 1): None, ("b",): b"z" * 5, ("c",): b"w"})
+    advanced = cache.stats().bytes
+    fresh = StateCache(max_bytes=100_000)
+    fresh.put(("s", "op", 0), 2, {("b",): b"z" * 5, ("c",): b"w"})
+    assert advanced == fresh.stats().bytes
