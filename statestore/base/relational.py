@@ -39,6 +39,7 @@ from statestore.base.store import (
     StateStore,
     UserKey,
 )
+from statestore.base.writer import BufferedEpochWriter, StagedWrites
 from statestore.errors import (
     EpochNotBegunError,
     EpochUnavailableError,
@@ -286,7 +287,7 @@ class RelationalPipelineState(PipelineState):
                 [(pid, epoch, r.start, r.stop) for r in key_group_ranges])
 
     def writer(self, epoch: int, key_groups: range) -> EpochWriter:
-        return RelationalEpochWriter(self, epoch, key_groups)
+        return BufferedEpochWriter(epoch, key_groups, self.write_versions)
 
     def commit_epoch(self, epoch: int, metadata: EpochMetadata) -> None:
         blob = encoding.encode(dict(metadata))
@@ -327,8 +328,7 @@ class RelationalPipelineState(PipelineState):
                 f"begun or was discarded; call begin_epoch({epoch}, ranges) first")
         return last
 
-    def write_versions(self, epoch: int, key_groups: range,
-                       rows: list[tuple[str, int, bytes, bytes | None]]) -> None:
+    def write_versions(self, epoch: int, key_groups: range, writes: StagedWrites) -> None:
         """Stage one writer's versions and mark its manifest range done, in one transaction."""
         with self.store.transaction(write=True) as cur:
             pid = self.pipeline_id(cur)
@@ -337,7 +337,8 @@ class RelationalPipelineState(PipelineState):
             if last is not None and epoch <= last:
                 return  # a replayed epoch's writes are already durable
             self.store.insert_versions(
-                cur, [(pid, op, group, key, epoch, value) for op, group, key, value in rows])
+                cur, [(pid, op, group, key, epoch, value)
+                      for (op, group, key), value in writes.items()])
             self.store.run(cur, "UPDATE spate_manifest SET done = 1 WHERE pipeline_id = ? "
                                 "AND epoch = ? AND first_group = ? AND end_group = ?",
                            (pid, epoch, key_groups.start, key_groups.stop))
@@ -403,35 +404,3 @@ class RelationalPipelineState(PipelineState):
             self.store.run(cur, "DELETE FROM spate_pipelines WHERE id = ?", (pid,))
         self._id = None
 
-
-class RelationalEpochWriter(EpochWriter):
-    """Buffers one range's writes in memory; ``commit`` stages them in one transaction."""
-
-    def __init__(self, state: RelationalPipelineState, epoch: int, key_groups: range) -> None:
-        self.state = state
-        self.epoch = epoch
-        self.key_groups = key_groups
-        self._rows: dict[tuple[str, int, bytes], bytes | None] = {}
-        self._committed = False
-
-    def _check(self, key_group: int) -> None:
-        if key_group not in self.key_groups:
-            raise KeyGroupOutOfRangeError(
-                f"key group {key_group} is outside this writer's range "
-                f"{self.key_groups.start}..{self.key_groups.stop - 1}")
-
-    def put(self, operator: str, key_group: int, user_key: UserKey, value: bytes) -> None:
-        self._check(key_group)
-        self._rows[(operator, key_group, pack_key(user_key))] = bytes(value)
-
-    def delete(self, operator: str, key_group: int, user_key: UserKey) -> None:
-        self._check(key_group)
-        self._rows[(operator, key_group, pack_key(user_key))] = None
-
-    def commit(self) -> None:
-        if self._committed:
-            return
-        rows = [(op, group, key, value) for (op, group, key), value in self._rows.items()]
-        self.state.write_versions(self.epoch, self.key_groups, rows)
-        self._committed = True
-        self._rows.clear()

@@ -56,6 +56,7 @@ from statestore.base.store import (
     StateStore,
     UserKey,
 )
+from statestore.base.writer import BufferedEpochWriter, StagedWrites
 from statestore.errors import (
     BackendUnavailableError,
     IncompleteEpochError,
@@ -299,10 +300,11 @@ class FdbPipelineState(PipelineState):
         return cleared > 0
 
     def writer(self, epoch: int, key_groups: range) -> EpochWriter:
-        return FdbEpochWriter(self, epoch, key_groups)
+        return BufferedEpochWriter(epoch, key_groups, self.write_versions,
+                                   self.layout.check_key_size)
 
     def write_versions(self, epoch: int, key_groups: range,
-                       rows: dict[tuple[str, int, bytes], bytes | None]) -> None:
+                       rows: StagedWrites) -> None:
         """Stage one writer's versions in bounded transactions, then mark its range done."""
         attempt = os.urandom(16)
         if self.client.run(self._claim, epoch, key_groups, attempt):
@@ -315,7 +317,7 @@ class FdbPipelineState(PipelineState):
                 return
         self.client.run(self._finish, epoch, key_groups, attempt)
 
-    def _mutations(self, epoch: int, rows: dict[tuple[str, int, bytes], bytes | None]
+    def _mutations(self, epoch: int, rows: StagedWrites
                    ) -> Iterator[tuple[bytes, bytes]]:
         for (operator, group, key), value in rows.items():
             # The log entry first, so a partly written version is always found and cleared.
@@ -466,35 +468,3 @@ class FdbPipelineState(PipelineState):
         tr.clear_range(*self.layout.pipeline_range())
         tr.clear(self.layout.registry_key)
 
-
-class FdbEpochWriter(EpochWriter):
-    """Buffers one range's writes in memory; ``commit`` stages them in bounded transactions."""
-
-    def __init__(self, state: FdbPipelineState, epoch: int, key_groups: range) -> None:
-        self.state = state
-        self.epoch = epoch
-        self.key_groups = key_groups
-        self._rows: dict[tuple[str, int, bytes], bytes | None] = {}
-        self._committed = False
-
-    def _key(self, operator: str, key_group: int, user_key: UserKey) -> tuple[str, int, bytes]:
-        if key_group not in self.key_groups:
-            raise KeyGroupOutOfRangeError(
-                f"key group {key_group} is outside this writer's range "
-                f"{self.key_groups.start}..{self.key_groups.stop - 1}")
-        packed = pack_key(user_key)
-        self.state.layout.check_key_size(operator, key_group, packed)
-        return operator, key_group, packed
-
-    def put(self, operator: str, key_group: int, user_key: UserKey, value: bytes) -> None:
-        self._rows[self._key(operator, key_group, user_key)] = bytes(value)
-
-    def delete(self, operator: str, key_group: int, user_key: UserKey) -> None:
-        self._rows[self._key(operator, key_group, user_key)] = None
-
-    def commit(self) -> None:
-        if self._committed:
-            return
-        self.state.write_versions(self.epoch, self.key_groups, self._rows)
-        self._committed = True
-        self._rows.clear()
