@@ -12,6 +12,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     Dialect,
@@ -112,6 +115,11 @@ class ApiKey(TenantOwned, Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
+DESIRED_RUNNING = "running"
+DESIRED_STOPPED = "stopped"
+STOP_MODES = ("checkpoint", "graceful", "immediate", "force")
+
+
 class Pipeline(TenantOwned, Base):
     """A tenant's pipeline: its desired settings and which SQL version is current."""
 
@@ -122,6 +130,7 @@ class Pipeline(TenantOwned, Base):
         UniqueConstraint("tenant_id", "id"),
         CheckConstraint("parallelism >= 1", name="parallelism"),
         CheckConstraint("current_version >= 1", name="current_version"),
+        CheckConstraint("desired_state IN ('running', 'stopped')", name="desired_state"),
     )
 
     id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True, default=new_id)
@@ -132,6 +141,15 @@ class Pipeline(TenantOwned, Base):
     current_version: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    # Desired state, which the scheduler makes true (see scheduler/).
+    #: ``running`` or ``stopped``.
+    desired_state: Mapped[str] = mapped_column(String(16), default=DESIRED_RUNNING)
+    #: How the last requested stop should happen: checkpoint, graceful, immediate or force.
+    stop_mode: Mapped[str | None] = mapped_column(String(16))
+    #: Raised by each restart request; a job started before it is replaced.
+    restart_generation: Mapped[int] = mapped_column(Integer, default=0)
+    #: Whether the latest restart request keeps the pipeline's state.
+    restart_with_state: Mapped[bool] = mapped_column(Boolean, default=True)
 
     versions: Mapped[list[PipelineVersion]] = relationship(
         back_populates="pipeline", cascade="all, delete-orphan", passive_deletes=True,
@@ -168,6 +186,114 @@ class PipelineVersion(TenantOwned, Base):
     )
 
     pipeline: Mapped[Pipeline] = relationship(back_populates="versions")
+
+
+#: A job's states. ``created`` → ``starting`` → ``running`` → ``stopping`` →
+#: ``stopped``; a bounded pipeline ends ``finished``; a job whose process died
+#: waits ``restarting`` for its backoff, and ends ``failed`` when its restart
+#: budget is spent or it cannot start.
+JOB_STATES = ("created", "starting", "running", "stopping", "restarting",
+              "stopped", "finished", "failed")
+#: States a job does not leave.
+JOB_TERMINAL_STATES = ("stopped", "finished", "failed")
+JOB_KINDS = ("run", "preview")
+
+
+class Job(TenantOwned, Base):
+    """One run of a pipeline: from a start until it stops, finishes or fails.
+
+    Automatic restarts after a crash stay in the same job (``attempt`` counts
+    them); a restart or rescale asked for by the tenant starts a new job.
+    """
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        ForeignKeyConstraint(["tenant_id", "pipeline_id"], ["pipelines.tenant_id", "pipelines.id"],
+                             ondelete="CASCADE"),
+        # Target of the job children's (tenant_id, job_id) foreign keys.
+        UniqueConstraint("tenant_id", "id"),
+        CheckConstraint(f"state IN ({', '.join(repr(s) for s in JOB_STATES)})", name="state"),
+        CheckConstraint(f"kind IN ({', '.join(repr(k) for k in JOB_KINDS)})", name="kind"),
+        CheckConstraint("parallelism >= 1", name="parallelism"),
+    )
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True, default=new_id)
+    pipeline_id: Mapped[str] = mapped_column(String(ID_LENGTH), index=True)
+    pipeline_version: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16), default="run")
+    state: Mapped[str] = mapped_column(String(16), default="created")
+    parallelism: Mapped[int] = mapped_column(Integer)
+    checkpoint_interval_ms: Mapped[int | None] = mapped_column(Integer)
+    #: The pipeline's ``restart_generation`` when this job was created.
+    restart_generation: Mapped[int] = mapped_column(Integer, default=0)
+    #: The stop mode asked of this job, once a stop was asked.
+    stop_mode: Mapped[str | None] = mapped_column(String(16))
+    #: The cluster backend running it (local, standalone, kubernetes).
+    backend: Mapped[str] = mapped_column(String(16))
+    #: What the backend needs to find the running process again (pid, app id, …).
+    handle: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    channel_url: Mapped[str | None] = mapped_column(String(1000))
+    #: How far the scheduler has read the job's channel.
+    channel_cursor: Mapped[str | None] = mapped_column(String(64))
+    #: Automatic restarts so far.
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    failure_message: Mapped[str | None] = mapped_column(Text)
+    last_epoch: Mapped[int | None] = mapped_column(BigInteger)
+    #: The latest operator metrics and totals the job reported.
+    metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+
+
+def _job_child_key() -> ForeignKeyConstraint:
+    return ForeignKeyConstraint(["tenant_id", "job_id"], ["jobs.tenant_id", "jobs.id"],
+                                ondelete="CASCADE")
+
+
+class JobEvent(TenantOwned, Base):
+    """One state change of a job: its history."""
+
+    __tablename__ = "job_events"
+    __table_args__ = (_job_child_key(),)
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True, default=new_id)
+    job_id: Mapped[str] = mapped_column(String(ID_LENGTH), index=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    state: Mapped[str] = mapped_column(String(16))
+    message: Mapped[str] = mapped_column(Text, default="")
+
+
+class JobCheckpoint(TenantOwned, Base):
+    """One committed epoch of a job."""
+
+    __tablename__ = "job_checkpoints"
+    __table_args__ = (_job_child_key(), UniqueConstraint("job_id", "epoch"))
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True, default=new_id)
+    job_id: Mapped[str] = mapped_column(String(ID_LENGTH), index=True)
+    epoch: Mapped[int] = mapped_column(BigInteger)
+    committed_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    duration_ms: Mapped[int] = mapped_column(Integer)
+    state_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    rows_in: Mapped[int] = mapped_column(BigInteger, default=0)
+    rows_out: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class JobError(TenantOwned, Base):
+    """An error a job reported (or the scheduler saw), newest last."""
+
+    __tablename__ = "job_errors"
+    __table_args__ = (_job_child_key(),)
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True, default=new_id)
+    job_id: Mapped[str] = mapped_column(String(ID_LENGTH), index=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    message: Mapped[str] = mapped_column(Text)
+    detail: Mapped[str] = mapped_column(Text, default="")
 
 
 class ImmutableVersionError(RuntimeError):

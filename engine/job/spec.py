@@ -1,0 +1,50 @@
+"""What a job runs: a pipeline's SQL and where its state, checkpoint and channel live.
+
+A :class:`JobSpec` is written as JSON by the scheduler and read by the job
+process (:mod:`engine.job.main`), possibly on another machine, so it holds
+only plain values.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: ``JobSpec.kind`` of a pipeline run.
+RUN = "run"
+#: ``JobSpec.kind`` of a preview: sinks are replaced by row events on the channel.
+PREVIEW = "preview"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Everything a job process needs to run one pipeline."""
+
+    job_id: str
+    tenant_id: str
+    #: The state store's pipeline id (stable across a pipeline's jobs, so state carries over).
+    pipeline_id: str
+    sql: str
+    state_url: str
+    checkpoint_dir: str
+    #: Where the job publishes events and reads stop requests (see :mod:`.channel`).
+    channel_url: str
+    parallelism: int = 1
+    kind: str = RUN
+    #: Spark trigger interval in ms (None: start the next epoch as soon as one ends).
+    checkpoint_interval_ms: int | None = None
+    #: Spark master for a job that builds its own session (``local[2]``); a job
+    #: launched by spark-submit uses the session spark-submit configured.
+    spark_master: str | None = "local[2]"
+    #: A preview stops after this many rows.
+    preview_row_limit: int = 1000
+    spark_conf: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> JobSpec:
+        values: dict[str, Any] = json.loads(text)
+        return cls(**values)
