@@ -215,11 +215,16 @@ class Job(TenantOwned, Base):
         CheckConstraint(f"state IN ({', '.join(repr(s) for s in JOB_STATES)})", name="state"),
         CheckConstraint(f"kind IN ({', '.join(repr(k) for k in JOB_KINDS)})", name="kind"),
         CheckConstraint("parallelism >= 1", name="parallelism"),
+        CheckConstraint("(kind = 'run' AND pipeline_id IS NOT NULL AND pipeline_version IS NOT "
+                        "NULL) OR (kind = 'preview' AND sql IS NOT NULL)", name="source"),
     )
 
     id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True, default=new_id)
-    pipeline_id: Mapped[str] = mapped_column(String(ID_LENGTH), index=True)
-    pipeline_version: Mapped[int] = mapped_column(Integer)
+    #: The pipeline a run belongs to (a preview has none).
+    pipeline_id: Mapped[str | None] = mapped_column(String(ID_LENGTH), index=True)
+    pipeline_version: Mapped[int | None] = mapped_column(Integer)
+    #: A preview's SQL (a run's SQL is its pipeline version's).
+    sql: Mapped[str | None] = mapped_column(Text)
     kind: Mapped[str] = mapped_column(String(16), default="run")
     state: Mapped[str] = mapped_column(String(16), default="created")
     parallelism: Mapped[int] = mapped_column(Integer)

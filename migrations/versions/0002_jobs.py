@@ -59,8 +59,9 @@ def upgrade() -> None:
     op.create_table(
         "jobs",
         sa.Column("id", ID, nullable=False),
-        sa.Column("pipeline_id", ID, nullable=False),
-        sa.Column("pipeline_version", sa.Integer(), nullable=False),
+        sa.Column("pipeline_id", ID, nullable=True),
+        sa.Column("pipeline_version", sa.Integer(), nullable=True),
+        sa.Column("sql", sa.Text(), nullable=True),
         sa.Column("kind", sa.String(length=16), nullable=False),
         sa.Column("state", sa.String(length=16), nullable=False),
         sa.Column("parallelism", sa.Integer(), nullable=False),
@@ -86,6 +87,9 @@ def upgrade() -> None:
         sa.CheckConstraint(f"state IN ({', '.join(repr(s) for s in JOB_STATES)})",
                            name=op.f("ck_jobs_state")),
         sa.CheckConstraint("parallelism >= 1", name=op.f("ck_jobs_parallelism")),
+        sa.CheckConstraint("(kind = 'run' AND pipeline_id IS NOT NULL AND pipeline_version IS NOT "
+                           "NULL) OR (kind = 'preview' AND sql IS NOT NULL)",
+                           name=op.f("ck_jobs_source")),
         sa.ForeignKeyConstraint(["tenant_id", "pipeline_id"],
                                 ["pipelines.tenant_id", "pipelines.id"],
                                 name=op.f("fk_jobs_tenant_id_pipeline_id_pipelines"),
