@@ -40,6 +40,9 @@ class JobSpec:
     #: A preview stops after this many rows.
     preview_row_limit: int = 1000
     spark_conf: dict[str, str] = field(default_factory=dict)
+    #: Values of the ``{{ NAME }}`` references in the SQL's table options (the job
+    #: never fills them from its host's environment).
+    variables: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

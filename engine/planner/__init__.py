@@ -5,6 +5,9 @@ Planning never starts Spark: bad SQL is reported before any cluster work.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokenizer_core import Token, TokenType
@@ -22,15 +25,21 @@ PREVIEW_SINK = "preview"
 _SET_VARIABLES = ("updating_ttl",)
 
 
-def plan_pipeline(sql: str) -> PipelinePlan:
-    """Plan a whole pipeline script."""
+def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None) -> PipelinePlan:
+    """Plan a whole pipeline script.
+
+    ``{{ NAME }}`` references in table options are filled from ``variables``;
+    None fills them from the process environment (what ``spate run`` does).
+    A job passes its own variables so it never reads its host's environment.
+    """
     text = SourceText(sql)
+    values: Mapping[str, str] = os.environ if variables is None else variables
     tables: dict[str, Table] = {}
     views: dict[str, exp.Query] = {}
     queries: list[QueryPlan] = []
     for offset, statement in _statements(sql, text):
         if isinstance(statement, exp.Create):
-            _create(statement, text, offset, tables, views)
+            _create(statement, text, offset, tables, views, values)
         elif isinstance(statement, exp.Insert):
             queries.append(_insert(statement, text, offset, tables, views, len(queries)))
         elif isinstance(statement, exp.Select):
@@ -88,7 +97,8 @@ def _located_parse_error(error: ParseError, text: SourceText, fallback: int) -> 
 
 
 def _create(statement: exp.Create, text: SourceText, offset: int,
-            tables: dict[str, Table], views: dict[str, exp.Query]) -> None:
+            tables: dict[str, Table], views: dict[str, exp.Query],
+            variables: Mapping[str, str]) -> None:
     kind = (statement.args.get("kind") or "").upper()
     target = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
     name = target.name.lower()
@@ -100,7 +110,7 @@ def _create(statement: exp.Create, text: SourceText, offset: int,
             raise text.error("CREATE VIEW needs AS <query>", statement, offset)
         views[name] = query
     elif kind == "TABLE":
-        tables[name] = table_from_create(statement, text, offset)
+        tables[name] = table_from_create(statement, text, offset, variables)
     else:
         raise text.error(f"unsupported statement: CREATE {kind}", statement, offset)
 

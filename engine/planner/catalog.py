@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pyspark.sql import types as T
@@ -53,8 +54,12 @@ class Table:
         return None
 
 
-def table_from_create(node: exp.Create, text: SourceText, fallback: int) -> Table:
-    """Build a :class:`Table` from ``CREATE TABLE``; raises located PlanningErrors."""
+def table_from_create(node: exp.Create, text: SourceText, fallback: int,
+                      variables: Mapping[str, str]) -> Table:
+    """Build a :class:`Table` from ``CREATE TABLE``; raises located PlanningErrors.
+
+    ``variables`` fill the ``{{ NAME }}`` references in option values.
+    """
     schema = node.this
     table_node = schema.this if isinstance(schema, exp.Schema) else schema
     name = table_node.name.lower()
@@ -71,7 +76,7 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int) -> Tabl
     if any(isinstance(p, exp.TemporaryProperty) for p in properties.expressions):
         raise text.error(f"lookup table {name} (CREATE TEMPORARY TABLE) is not supported yet",
                          node, fallback)
-    options, option_nodes = _options(properties, text, fallback)
+    options, option_nodes = _options(properties, text, fallback, variables)
     connector_name = options.pop("connector", None)
     if connector_name is None:
         raise text.error(f"table {name} needs a 'connector' option", properties, fallback)
@@ -119,7 +124,7 @@ def _role(connector: Connector, options: dict[str, str]) -> str:
 
 
 def _options(
-    properties: exp.Properties, text: SourceText, fallback: int
+    properties: exp.Properties, text: SourceText, fallback: int, variables: Mapping[str, str]
 ) -> tuple[dict[str, str], dict[str, exp.Expr]]:
     options: dict[str, str] = {}
     nodes: dict[str, exp.Expr] = {}
@@ -133,7 +138,7 @@ def _options(
         key = key.lower()
         if key in options:
             raise text.error(f"option '{key}' is given twice", prop, fallback)
-        options[key] = _substitute_env(_option_value(value_node), prop, text, fallback)
+        options[key] = _substitute(_option_value(value_node), variables, prop, text, fallback)
         nodes[key] = prop
     return options, nodes
 
@@ -148,13 +153,15 @@ def _option_value(node: exp.Expr | None) -> str:
     return node.sql() if node is not None else ""
 
 
-def _substitute_env(value: str, node: exp.Expr, text: SourceText, fallback: int) -> str:
+def _substitute(value: str, variables: Mapping[str, str], node: exp.Expr, text: SourceText,
+                fallback: int) -> str:
     def replace(match: re.Match[str]) -> str:
         name = match.group(1)
-        if name not in os.environ:
-            raise text.error(f"environment variable {name} used in an option is not set",
-                             node, fallback)
-        return os.environ[name]
+        if name not in variables:
+            # ``spate run`` fills references from its environment; a job from its spec.
+            kind = "environment variable" if variables is os.environ else "variable"
+            raise text.error(f"{kind} {name} used in an option is not set", node, fallback)
+        return variables[name]
 
     return _ENV_REF.sub(replace, value)
 
