@@ -7,6 +7,7 @@ import os
 
 import click
 
+from api.clientcli import keys, pipelines
 from api.dbcli import db
 from engine.cli import run
 from statestore.cli import state
@@ -23,6 +24,8 @@ def main(verbose: bool) -> None:
 main.add_command(run)
 main.add_command(state)
 main.add_command(db)
+main.add_command(pipelines)
+main.add_command(keys)
 
 
 if __name__ == "__main__":
