@@ -25,25 +25,34 @@ PREVIEW_SINK = "preview"
 _SET_VARIABLES = ("updating_ttl",)
 
 
-def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None) -> PipelinePlan:
+def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None, *,
+                  tables: Mapping[str, Table] | None = None) -> PipelinePlan:
     """Plan a whole pipeline script.
 
     ``{{ NAME }}`` references in table options are filled from ``variables``;
     None fills them from the process environment (what ``spate run`` does).
     A job passes its own variables so it never reads its host's environment.
+
+    ``tables`` is an external catalog (see :mod:`.external`): tables the SQL
+    may use without declaring them. A ``CREATE TABLE`` or ``CREATE VIEW`` of
+    the same name in the script shadows a catalog table, so a pipeline keeps
+    its meaning when a catalog table of that name appears later. The plan
+    holds only the catalog tables the queries use.
     """
     text = SourceText(sql)
     values: Mapping[str, str] = os.environ if variables is None else variables
-    tables: dict[str, Table] = {}
+    statements = _statements(sql, text)
+    catalog = _unshadowed(tables or {}, statements)
+    defined: dict[str, Table] = dict(catalog)
     views: dict[str, exp.Query] = {}
     queries: list[QueryPlan] = []
-    for offset, statement in _statements(sql, text):
+    for offset, statement in statements:
         if isinstance(statement, exp.Create):
-            _create(statement, text, offset, tables, views, values)
+            _create(statement, text, offset, defined, views, values)
         elif isinstance(statement, exp.Insert):
-            queries.append(_insert(statement, text, offset, tables, views, len(queries)))
+            queries.append(_insert(statement, text, offset, defined, views, len(queries)))
         elif isinstance(statement, exp.Select):
-            queries.append(plan_query(statement, PREVIEW_SINK, len(queries), tables, views,
+            queries.append(plan_query(statement, PREVIEW_SINK, len(queries), defined, views,
                                       text, offset))
         elif isinstance(statement, exp.Set):
             _check_set(statement, text, offset)
@@ -52,7 +61,23 @@ def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None) -> Pipel
     if not queries:
         raise PlanningError("the pipeline has no query: add INSERT INTO <sink> SELECT ... "
                             "or a SELECT", *text.line_col(max(len(sql) - 1, 0)))
-    return PipelinePlan(tables=tables, queries=tuple(queries))
+    used = {q.sink for q in queries} | {name for q in queries for name in q.sources}
+    return PipelinePlan(tables={name: table for name, table in defined.items()
+                                if name not in catalog or name in used},
+                        queries=tuple(queries))
+
+
+def _unshadowed(tables: Mapping[str, Table],
+                statements: list[tuple[int, exp.Expr]]) -> dict[str, Table]:
+    """The catalog tables whose names the script does not declare itself."""
+    declared = {_created_name(s) for _, s in statements if isinstance(s, exp.Create)}
+    return {name.lower(): table for name, table in tables.items()
+            if name.lower() not in declared}
+
+
+def _created_name(statement: exp.Create) -> str:
+    target = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
+    return str(target.name).lower()
 
 
 def _statements(sql: str, text: SourceText) -> list[tuple[int, exp.Expr]]:

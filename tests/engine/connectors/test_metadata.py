@@ -1,0 +1,63 @@
+"""The connector option table agrees with what each connector's validation accepts."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.connectors import CONNECTORS, ConnectorError, TableConfig
+from engine.connectors.metadata import CONNECTOR_OPTIONS, is_secret_option
+from engine.planner.catalog import DEFAULT_IDLE_MICROS
+
+#: A valid table of each connector and role, to which one option at a time is added.
+BASES = {
+    ("single_file", "source"): {"type": "source", "format": "json", "path": "in.jsonl",
+                                "json.unstructured": "true"},
+    ("single_file", "sink"): {"type": "sink", "format": "json", "path": "out.jsonl"},
+    ("impulse", "source"): {"event_rate": "10"},
+    ("nexmark", "source"): {"event_rate": "10"},
+    ("stdout", "sink"): {"format": "json"},
+    ("blackhole", "sink"): {},
+}
+#: A value of the right type for options whose value is not free text.
+VALUES = {"idle_micros": str(DEFAULT_IDLE_MICROS), "max_lines_per_batch": "5",
+          "framing.newline.max_length": "10", "event_rate": "10", "runtime": "1",
+          "message_count": "1", "event_time_interval": "1", "max_events_per_batch": "10",
+          "nexmark.base_time_ms": "0", "rate_limited": "true", "wait_for_control": "false",
+          "json.unstructured": "true", "framing": "newline", "bad_data": "drop",
+          "json.timestamp_format": "rfc3339", "json.decimal_encoding": "number",
+          "format": "json", "path": "x.jsonl"}
+
+
+def test_every_declarable_connector_is_listed() -> None:
+    assert set(CONNECTOR_OPTIONS) == set(CONNECTORS) - {"preview"}
+
+
+@pytest.mark.parametrize(("connector", "role"), list(BASES))
+def test_listed_options_are_known_to_the_connector(connector: str, role: str) -> None:
+    for name, spec in CONNECTOR_OPTIONS[connector].items():
+        if role not in spec.roles or name in ("type", "event_time_field", "watermark_field"):
+            continue
+        options = {**BASES[(connector, role)], name: VALUES.get(name, "x")}
+        table = TableConfig("t", connector, role, options, ())
+        try:
+            CONNECTORS[connector].validate(table)
+        except ConnectorError as error:
+            assert "unknown option" not in str(error), (name, str(error))
+            assert not error.at_key, (name, str(error))
+
+
+@pytest.mark.parametrize(("connector", "role"), list(BASES))
+def test_options_not_listed_are_unknown_to_the_connector(connector: str, role: str) -> None:
+    table = TableConfig("t", connector, role, {**BASES[(connector, role)], "colour": "red"}, ())
+    with pytest.raises(ConnectorError, match="unknown option 'colour'"):
+        CONNECTORS[connector].validate(table)
+
+
+def test_secret_options_are_recognised_by_name() -> None:
+    for name in ("password", "sasl.password", "api_key", "auth.token", "client_secret",
+                 "credentials", "aws.credential"):
+        assert is_secret_option(name), name
+    for name in ("path", "format", "keyboard", "event_time_field", "monkey", "tokens_per_s"):
+        assert not is_secret_option(name), name
+    assert not any(spec.secret for options in CONNECTOR_OPTIONS.values()
+                   for spec in options.values())
