@@ -308,3 +308,48 @@ class ImmutableVersionError(RuntimeError):
 @event.listens_for(PipelineVersion, "before_update")
 def _refuse_version_update(mapper: object, connection: object, target: PipelineVersion) -> None:
     raise ImmutableVersionError(f"pipeline version {target.id} is immutable")
+
+
+class ConnectionProfile(TenantOwned, Base):
+    """Reusable connection settings of a connector; secret options only as ciphertext."""
+
+    __tablename__ = "connection_profiles"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "name"),
+        # Target of the connection tables' (tenant_id, profile_id) foreign key.
+        UniqueConstraint("tenant_id", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    connector: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    #: Options that are not secret, as given.
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    #: Secret options: name → Fernet token (see :mod:`api.crypto`).
+    secrets: Mapped[dict[str, str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+
+
+class ConnectionTable(TenantOwned, Base):
+    """A named connector table a tenant's pipelines use without CREATE TABLE."""
+
+    __tablename__ = "connection_tables"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "name"),
+        # The profile is the same tenant's, checked by the database; a used profile
+        # cannot be deleted.
+        ForeignKeyConstraint(["tenant_id", "profile_id"],
+                             ["connection_profiles.tenant_id", "connection_profiles.id"]),
+    )
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    connector: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    profile_id: Mapped[str | None] = mapped_column(String(ID_LENGTH), index=True)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    secrets: Mapped[dict[str, str]] = mapped_column(JSON)
+    #: Columns: ``[{"name", "type", "nullable"}]``.
+    fields: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)

@@ -18,6 +18,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from api.crypto import check_fernet_key
+
 CONFIG_FILE = Path("spate.toml")
 DEFAULT_DATABASE_URL = "sqlite:///.spate/spate.db"
 MIN_SECRET_CHARS = 32
@@ -51,6 +53,11 @@ class Settings(BaseSettings):
     rate_limit_per_minute: Annotated[int, Field(ge=0, le=1_000_000)] = 600
     rate_limit_burst: Annotated[int, Field(ge=1, le=100_000)] = 60
     max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
+    secret_key: SecretStr | None = Field(
+        default=None,
+        description="Fernet key encrypting connection secrets at rest; unset: a key is "
+                    "generated on first use into the data directory's secret.key (mode 0600)",
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -86,6 +93,13 @@ class Settings(BaseSettings):
         if value is None:
             return None
         check_secret_strength(value.get_secret_value(), "platform_admin_key")
+        return value
+
+    @field_validator("secret_key")
+    @classmethod
+    def _fernet_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_fernet_key(value.get_secret_value())
         return value
 
 
