@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -23,7 +24,6 @@ _BASE_CONF = {
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
-    "spark.driver.memory": "2g",
     "spark.python.worker.reuse": "true",
     "spark.sql.ansi.enabled": "false",
 }
@@ -33,20 +33,36 @@ _BASE_CONF = {
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
-def build_spark(master: str = "local[2]", app_name: str = "spate") -> SparkSession:
-    """Return a SparkSession for ``master`` with Spate's data sources registered."""
+#: Settings read when the driver's JVM starts: only for a session that starts its own JVM.
+_DRIVER_LAUNCH_CONF = {
+    "spark.driver.memory": "2g",
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}",
+}
+
+
+def build_spark(master: str | None = "local[2]", app_name: str = "spate",
+                conf: Mapping[str, str] | None = None) -> SparkSession:
+    """Return a SparkSession for ``master`` with Spate's data sources registered.
+
+    ``master`` None means the process was launched by ``spark-submit``: its
+    master, application name and driver JVM settings stand, and Spate's
+    session settings (then ``conf``) are applied on top.
+    """
     # Workers must start the interpreter Spate runs in, not whatever is on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    if master.startswith("local"):
+    if master is not None and master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in _BASE_CONF.items():
+    builder = SparkSession.builder
+    settings = dict(_BASE_CONF)
+    if master is not None:
+        builder = builder.master(master).appName(app_name)
+        settings.update(_DRIVER_LAUNCH_CONF)
+    settings.update(conf or {})
+    for key, value in settings.items():
         builder = builder.config(key, value)
-    builder = builder.config("spark.driver.extraJavaOptions",
-                             f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register_data_sources(spark)
-    log.info("spark session ready", extra={"master": master})
+    log.info("spark session ready", extra={"master": spark.sparkContext.master})
     return spark

@@ -6,6 +6,14 @@ operators over statestore), writes every sink, and commits the epoch:
 operator state, watermarks, sink markers and counters become visible together.
 A batch whose id is already committed is a replay and is skipped; sinks are
 reopened at the last committed marker, so output is exactly-once.
+
+Two ways to stop: :meth:`PipelineRunner.request_stop` lets the epoch in
+progress commit first; :meth:`PipelineRunner.stop_now` abandons it (its Spark
+jobs are cancelled and it never commits, so the next run replays it whole).
+
+Each committed epoch is reported (:class:`EpochReport`) with figures counted
+by the runner itself: rows per source, per query and per sink, and the bytes
+of state the epoch's writers staged.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
 
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
@@ -37,12 +46,39 @@ from engine.runtime.sources import (
     source_stream,
 )
 from engine.runtime.watermarks import END_OF_TIME, WatermarkTracker
-from statestore import DEFAULT_KEY_GROUPS, EpochWriter, PipelineState, split_key_groups
+from statestore import DEFAULT_KEY_GROUPS, EpochWriter, PipelineState, UserKey, split_key_groups
 
 log = logging.getLogger(__name__)
 
 #: Garbage-collect superseded state versions every this many epochs.
 GC_EVERY_EPOCHS = 10
+
+
+#: ``OperatorReport.kind`` values.
+SOURCE_OPERATOR, NATIVE_OPERATOR, WINDOW_OPERATOR, SINK_OPERATOR = (
+    "source", "native", "window", "sink")
+
+
+@dataclass(frozen=True)
+class OperatorReport:
+    """One operator's rows in one epoch.
+
+    Sources report ``rows_out`` (data rows read), sinks ``rows_in`` (rows
+    written).  A query reports both: a native query's ``rows_in`` are the
+    rows of the sources it reads; a window operator's are the rows that
+    reached its pre-aggregation (after the query's own filters).  Its
+    ``rows_out`` are the rows it sent to its sink.
+    """
+
+    operator: str
+    kind: str
+    rows_in: int | None = None
+    rows_out: int | None = None
+    rows_late: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figures that apply to this kind of operator."""
+        return {k: v for k, v in self.__dict__.items() if v is not None}
 
 
 @dataclass
@@ -57,6 +93,13 @@ class EpochReport:
     watermark_us: int
     duration_s: float
     finished: bool
+    #: ``time.monotonic()`` when the epoch started (spacing between epochs).
+    started_s: float = 0.0
+    #: Wall-clock time of the commit, as stored in the epoch's metadata.
+    committed_at_ms: int = 0
+    #: Bytes of state values the epoch's writers staged (deletions count 0).
+    state_bytes: int = 0
+    operators: list[OperatorReport] = field(default_factory=list)
 
 
 @dataclass
@@ -66,6 +109,8 @@ class RunOptions:
     num_key_groups: int = DEFAULT_KEY_GROUPS
     trigger_interval: str | None = None
     on_epoch: Callable[[EpochReport], None] | None = None
+    #: Called once the streaming query has started.
+    on_start: Callable[[], None] | None = None
     sink_overrides: dict[str, Sink] = field(default_factory=dict)
 
 
@@ -79,6 +124,28 @@ class _Epoch:
     watermark_before: int
     watermark_after: int | None = None
     rows_late: int = 0
+    #: window query index -> (rows into its pre-aggregation, late rows)
+    window_rows: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+class _MeteredWriter(EpochWriter):
+    """Forwards to the store's writer and counts the bytes of the values it stages."""
+
+    def __init__(self, inner: EpochWriter) -> None:
+        self.inner = inner
+        self.epoch = inner.epoch
+        self.key_groups = inner.key_groups
+        self.staged_bytes = 0
+
+    def put(self, operator: str, key_group: int, user_key: UserKey, value: bytes) -> None:
+        self.inner.put(operator, key_group, user_key, value)
+        self.staged_bytes += len(value)
+
+    def delete(self, operator: str, key_group: int, user_key: UserKey) -> None:
+        self.inner.delete(operator, key_group, user_key)
+
+    def commit(self) -> None:
+        self.inner.commit()
 
 
 class PipelineRunner:
@@ -99,7 +166,9 @@ class PipelineRunner:
                                                    watermarks=bool(self.operators))
         self._lock = threading.Lock()
         self._stop_requested = threading.Event()
+        self._abandon = threading.Event()
         self._stopping = False
+        self._query_names = _query_names(plan)
         self._last_committed = state.last_committed_epoch()
         metadata = state.epoch_metadata() if self._last_committed is not None else {}
         self.finished = bool(metadata.get("finished"))
@@ -116,6 +185,19 @@ class PipelineRunner:
         """Stop after the epoch in progress commits (safe from a signal handler)."""
         self._stop_requested.set()
 
+    def stop_now(self) -> None:
+        """Stop without waiting for the epoch in progress: it is abandoned, never committed.
+
+        Its Spark jobs are cancelled and its remaining steps skipped; what it
+        already staged stays invisible, and the next run replays it.  Callable
+        from any thread (not from a signal handler: it calls into the JVM).
+        """
+        self._abandon.set()
+        self._stopping = True
+        self._stop_requested.set()
+        # One Spark application runs one pipeline, so every running job is this epoch's.
+        self.spark.sparkContext.cancelAllJobs()
+
     def run(self) -> bool:
         """Run until bounded input is exhausted or a stop is requested; True if finished."""
         if self.finished:
@@ -131,6 +213,8 @@ class PipelineRunner:
             writer = writer.trigger(processingTime=self.options.trigger_interval)
         query = writer.queryName(f"spate-{self.state.pipeline}").start()
         try:
+            if self.options.on_start is not None:
+                self.options.on_start()
             self._wait(query)
         finally:
             if query.isActive:
@@ -143,13 +227,25 @@ class PipelineRunner:
         while query.isActive:  # False once the query failed: reported below
             # The last epoch sets the event too, so a finished run stops at once.
             if self._stop_requested.wait(0.05):
-                with self._lock:  # let the epoch in progress commit first
-                    self._stopping = True
-                query.stop()
+                self._stop_query(query)
                 break
         error = query.exception()
-        if error is not None and not self._stopping:
+        if error is not None and not self._stopping and not self._abandon.is_set():
             raise PipelineFailedError(_root_message(error)) from None
+
+    def _stop_query(self, query: StreamingQuery) -> None:
+        """Stop after the epoch in progress commits, or at once if it is abandoned."""
+        committed = False
+        while not self._abandon.is_set():
+            if self._lock.acquire(timeout=0.05):  # no epoch in progress any more
+                committed = True
+                break
+        self._stopping = True
+        if committed:
+            self._lock.release()
+        query.stop()
+        with self._lock:  # an abandoned epoch's callback may still be unwinding
+            pass
 
     def _check_checkpoint(self) -> None:
         """The Spark checkpoint and the state store must describe the same run."""
@@ -172,7 +268,7 @@ class PipelineRunner:
 
     def _epoch(self, batch: DataFrame, batch_id: int) -> None:
         with self._lock:
-            if self._stopping:
+            if self._stopping or self._abandon.is_set():
                 # Raising (not returning) keeps Spark from marking the batch done,
                 # so the next run replays it.
                 raise _StopRequestedError("pipeline is stopping")
@@ -198,25 +294,59 @@ class PipelineRunner:
                                observe=single_pass)
         ranges = self.ranges if self.operators else []
         self.state.begin_epoch(number, ranges)
-        epoch = _Epoch(number, sources, [self.state.writer(number, r) for r in ranges],
-                       self.watermarks.value)
-        outputs: dict[str, list[DataFrame]] = {}
+        writers = [_MeteredWriter(self.state.writer(number, r)) for r in ranges]
+        epoch = _Epoch(number, sources, list(writers), self.watermarks.value)
+        outputs: dict[str, list[tuple[int, DataFrame]]] = {}
         for query in self.plan.queries:
+            self._check_abandoned()
             frame = self._run_query(query, epoch)
             if frame is not None:
-                outputs.setdefault(query.sink, []).append(frame)
-        rows_out = self._write_sinks(number, outputs)
+                outputs.setdefault(query.sink, []).append((query.index, frame))
+        self._check_abandoned()
+        rows_by_query = self._write_sinks(number, outputs)
         watermark = self._watermark_after(epoch)
-        for writer in epoch.writers:
+        self._check_abandoned()
+        for writer in writers:
             writer.commit()
-        metrics = sources.metrics().values()
-        rows_in = sum(m.rows for m in metrics)
-        dropped = sum(m.dropped for m in metrics)
+        metrics = sources.metrics()
+        rows_in = sum(m.rows for m in metrics.values())
+        dropped = sum(m.dropped for m in metrics.values())
+        rows_out = sum(rows_by_query.values())
         self._count(rows_in=rows_in, rows_out=rows_out, rows_late=epoch.rows_late,
                     rows_dropped=dropped)
-        self._commit(number)
-        return EpochReport(number, rows_in, rows_out, epoch.rows_late, dropped, watermark,
-                           time.monotonic() - started, self.finished)
+        self._check_abandoned()  # past this point the epoch commits whole
+        committed_at_ms = self._commit(number)
+        return EpochReport(
+            number, rows_in, rows_out, epoch.rows_late, dropped, watermark,
+            time.monotonic() - started, self.finished, started_s=started,
+            committed_at_ms=committed_at_ms,
+            state_bytes=sum(w.staged_bytes for w in writers),
+            operators=self._operator_reports({n: m.rows for n, m in metrics.items()},
+                                             epoch, rows_by_query))
+
+    def _check_abandoned(self) -> None:
+        if self._abandon.is_set():
+            raise _StopRequestedError("epoch abandoned by an immediate stop")
+
+    def _operator_reports(self, source_rows: dict[str, int], epoch: _Epoch,
+                          rows_by_query: dict[int, int]) -> list[OperatorReport]:
+        """Per source, query and sink: the rows this epoch counted."""
+        reports = [OperatorReport(f"source:{name}", SOURCE_OPERATOR, rows_out=rows)
+                   for name, rows in source_rows.items()]
+        sink_rows: dict[str, int] = {}
+        for query in self.plan.queries:
+            rows_out = rows_by_query.get(query.index, 0)
+            sink_rows[query.sink] = sink_rows.get(query.sink, 0) + rows_out
+            name = self._query_names[query.index]
+            if query.aggregate is None:
+                rows_in = sum(source_rows.get(s, 0) for s in query.sources)
+                reports.append(OperatorReport(name, NATIVE_OPERATOR, rows_in, rows_out))
+            else:
+                window_in, late = epoch.window_rows.get(query.index, (0, 0))
+                reports.append(OperatorReport(name, WINDOW_OPERATOR, window_in, rows_out, late))
+        reports.extend(OperatorReport(f"sink:{name}", SINK_OPERATOR, rows_in=rows)
+                       for name, rows in sink_rows.items())
+        return reports
 
     def _watermark_after(self, epoch: _Epoch) -> int:
         """The watermark at the end of ``epoch`` (from its source metrics; computed once)."""
@@ -244,6 +374,8 @@ class PipelineRunner:
         fired, stats = operator.process(partials, epoch.writers, self._last_committed,
                                         epoch.watermark_before, watermark)
         epoch.rows_late += stats.rows_late
+        rows_in = pc.sum(partials.column("__rows")).as_py() or 0
+        epoch.window_rows[query.index] = (int(rows_in), stats.rows_late)
         if not fired:
             return None
         schema = output_schema(query.aggregate, partials.schema)
@@ -251,23 +383,32 @@ class PipelineRunner:
         spark.createDataFrame(table).createOrReplaceTempView(query.aggregate.output_view)
         return spark.sql(query.output_sql)
 
-    def _write_sinks(self, epoch: int, outputs: dict[str, list[DataFrame]]) -> int:
-        rows_out = 0
+    def _write_sinks(self, epoch: int, outputs: dict[str, list[tuple[int, DataFrame]]]
+                     ) -> dict[int, int]:
+        """Write each sink's rows; return the rows each query sent (by query index)."""
+        rows_by_query: dict[int, int] = {}
         for sink_name, frames in outputs.items():
-            frame = reduce(DataFrame.unionByName, frames)
-            counted = Observation(f"spate_out_{sink_name}_{epoch}")
-            frame = frame.observe(counted, F.count(F.lit(1)).alias("rows"))
-            self._sink_markers[sink_name] = self.sinks[sink_name].write_epoch(epoch, frame)
-            row = observed(counted)
-            rows_out += int(row["rows"]) if row is not None else frame.count()
-        return rows_out
+            # Counted per query while the sink's own write runs: no extra Spark job.
+            counted: list[tuple[int, DataFrame, Observation]] = []
+            for index, frame in frames:
+                observation = Observation(f"spate_out_q{index}_{epoch}")
+                counted.append((index, frame.observe(observation, F.count(F.lit(1)).alias("rows")),
+                                observation))
+            union = reduce(DataFrame.unionByName, [frame for _, frame, _ in counted])
+            self._sink_markers[sink_name] = self.sinks[sink_name].write_epoch(epoch, union)
+            for index, frame, observation in counted:
+                row = observed(observation)
+                rows_by_query[index] = int(row["rows"]) if row is not None else frame.count()
+        return rows_by_query
 
-    def _commit(self, epoch: int) -> None:
+    def _commit(self, epoch: int) -> int:
+        """Commit ``epoch`` with its metadata; return its commit time (ms)."""
         finished = self.watermarks.all_done
+        committed_at_ms = time.time_ns() // 10**6
         self.state.commit_epoch(epoch, {
             "watermarks": self.watermarks.to_stored(), "sinks": self._sink_markers,
             "counters": self.counters, "finished": finished,
-            "parallelism": self.options.parallelism, "committed_at_ms": time.time_ns() // 10**6,
+            "parallelism": self.options.parallelism, "committed_at_ms": committed_at_ms,
         })
         self._last_committed = epoch
         self.finished = finished
@@ -275,10 +416,20 @@ class PipelineRunner:
             self._stop_requested.set()
         if epoch % GC_EVERY_EPOCHS == 0:
             self.state.gc()
+        return committed_at_ms
 
     def _count(self, **amounts: int) -> None:
         for name, amount in amounts.items():
             self.counters[name] = self.counters.get(name, 0) + amount
+
+
+def _query_names(plan: PipelinePlan) -> dict[int, str]:
+    """A query is named by its sink; several queries into one sink get ``#<index>``."""
+    per_sink: dict[str, int] = {}
+    for query in plan.queries:
+        per_sink[query.sink] = per_sink.get(query.sink, 0) + 1
+    return {q.index: q.sink if per_sink[q.sink] == 1 else f"{q.sink}#{q.index}"
+            for q in plan.queries}
 
 
 class _StopRequestedError(Exception):

@@ -1,0 +1,98 @@
+"""The events a job publishes on its channel, built from what the runner reports.
+
+An ``epoch`` event, one per committed epoch::
+
+    {"type": "epoch", "epoch": 7, "committed_at_ms": 1763856000123,
+     "duration_ms": 412, "rows_in": 800, "rows_out": 20, "rows_late": 0,
+     "rows_dropped": 0, "watermark_us": 1763855999000000, "state_bytes": 5120,
+     "busy_ratio": 0.41, "finished": false,
+     "operators": [{"operator": "source:bids", "kind": "source", "rows_out": 800},
+                   {"operator": "per_auction", "kind": "window",
+                    "rows_in": 800, "rows_out": 20, "rows_late": 0},
+                   {"operator": "sink:per_auction", "kind": "sink", "rows_in": 20}]}
+
+- ``watermark_us`` is null before any watermark; after a bounded input ended
+  it is the end-of-time sentinel (``2**62``) and ``finished`` is true.
+- ``state_bytes``: bytes of state values the epoch's writers staged in the
+  state store (deletions count 0).
+- ``busy_ratio``: a micro-batch engine's backpressure signal — the epoch's
+  duration divided by the wall time between the end of the previous epoch
+  of this run and the end of this one (for the first epoch, since the
+  streaming query started).  Each trigger cycle is one epoch plus the wait
+  for the next one, so this is the share of the last cycle spent working:
+  near 1 the job is saturated (epochs run back to back and input queues up),
+  near 0 it mostly waits for input or for the trigger interval.  Measuring
+  from one epoch's end to the next (rather than from start to start) keeps
+  the figure at most 1 and about the epoch it describes.
+- ``operators``: per source, query and sink, the rows counted by the runner
+  (:class:`engine.runtime.runner.OperatorReport`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from engine.runtime.runner import EpochReport
+from engine.runtime.watermarks import NO_WATERMARK
+
+
+def status_event(state: str, message: str | None = None) -> dict[str, Any]:
+    """``running``, ``stopped``, ``finished`` or ``failed`` (with a one-line message)."""
+    event: dict[str, Any] = {"type": "status", "state": state}
+    if message:
+        event["message"] = message
+    return event
+
+
+def error_event(message: str, detail: str) -> dict[str, Any]:
+    """A failure: ``message`` for the tenant, ``detail`` (a traceback) for operators."""
+    return {"type": "error", "message": message, "detail": detail}
+
+
+def heartbeat_event() -> dict[str, Any]:
+    return {"type": "heartbeat"}
+
+
+def rows_event(epoch: int, sink: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Preview rows one sink received in one epoch."""
+    return {"type": "rows", "epoch": epoch, "sink": sink, "rows": rows}
+
+
+class EpochEvents:
+    """Turns the runner's epoch reports into ``epoch`` events, timing the gaps between them."""
+
+    def __init__(self) -> None:
+        self._previous_end_s: float | None = None
+
+    def query_started(self) -> None:
+        """The first epoch's cycle is measured from here."""
+        self._previous_end_s = time.monotonic()
+
+    def event(self, report: EpochReport) -> dict[str, Any]:
+        ended_s = report.started_s + report.duration_s
+        return {
+            "type": "epoch",
+            "epoch": report.epoch,
+            "committed_at_ms": report.committed_at_ms,
+            "duration_ms": round(report.duration_s * 1000),
+            "rows_in": report.rows_in,
+            "rows_out": report.rows_out,
+            "rows_late": report.rows_late,
+            "rows_dropped": report.rows_dropped,
+            "watermark_us": None if report.watermark_us <= NO_WATERMARK else report.watermark_us,
+            "state_bytes": report.state_bytes,
+            "busy_ratio": self._busy_ratio(report.duration_s, ended_s),
+            "finished": report.finished,
+            "operators": [operator.to_dict() for operator in report.operators],
+        }
+
+    def _busy_ratio(self, duration_s: float, ended_s: float) -> float:
+        previous = self._previous_end_s
+        self._previous_end_s = ended_s
+        if previous is None:
+            return 1.0
+        cycle_s = ended_s - previous
+        if cycle_s <= 0:
+            return 1.0
+        return round(min(1.0, duration_s / cycle_s), 4)

@@ -1,0 +1,199 @@
+"""The job process: runs one pipeline (or preview) of a :class:`JobSpec`, reporting on a channel.
+
+``python -m engine.job.main SPEC_FILE`` — also usable as the application file
+of ``spark-submit``, which has then configured the master (the spec's
+``spark_master`` is None and the session spark-submit set up is used, with
+Spate's session settings applied on top).
+
+The job plans ``spec.sql`` (``{{ NAME }}`` references filled from
+``spec.variables`` only), opens the state store at ``spec.state_url`` scoped
+to ``(tenant_id, pipeline_id)`` and runs the plan with
+:class:`~engine.runtime.runner.PipelineRunner` against ``spec.checkpoint_dir``.
+Re-running the same spec after a crash resumes from the last committed epoch.
+
+Channel events (see :mod:`engine.job.events` for their fields):
+
+- ``status`` ``running`` once the streaming query started, and at the end
+  exactly one of ``finished`` (bounded input done, or a preview's row limit
+  reached), ``stopped`` (after a stop request) or ``failed`` (with a one-line
+  ``message`` the tenant can act on), preceded by an ``error`` event carrying
+  the traceback;
+- ``epoch`` after each committed epoch; ``heartbeat`` every few seconds;
+- ``rows`` for previews (:mod:`engine.job.preview`).
+
+Stops (:mod:`engine.job.control`): ``checkpoint`` and SIGTERM (sent to the
+job's process, not its group: the group holds Spark's JVM) commit the epoch
+in progress first; ``graceful`` does too but falls back to ``immediate``
+after :data:`~engine.job.control.GRACEFUL_TIMEOUT_S` (30 s); ``immediate``
+abandons it.
+
+Exit status: 0 when finished or stopped, 1 when failed.  Logs go to stderr
+(level from ``SPATE_LOG``, default INFO); Spark's own start-up noise stays quiet.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.connectors import ConnectorError, Sink
+from engine.job.channel import ChannelError, JobChannel, open_channel
+from engine.job.cluster import check_state_reachable, submitted_master
+from engine.job.control import JobControl
+from engine.job.errors import JobError, JobRefusedError
+from engine.job.events import EpochEvents, error_event, status_event
+from engine.job.preview import PreviewRows, preview_sinks
+from engine.job.spec import PREVIEW, JobSpec
+from engine.planner import PipelinePlan, PlanningError, plan_pipeline
+from engine.runtime.errors import PipelineFailedError
+from engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
+from engine.spark import build_spark
+from statestore import StateStoreError, open_store
+
+log = logging.getLogger("engine.job")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+
+#: Errors whose message is already written for the tenant.
+_TENANT_ERRORS = (JobError, PipelineFailedError, ConnectorError, StateStoreError, ChannelError)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a job ended: ``finished`` or ``stopped``, and why."""
+
+    state: str
+    message: str
+
+
+class Job:
+    """One run of one spec, publishing on ``channel``."""
+
+    def __init__(self, spec: JobSpec, channel: JobChannel) -> None:
+        self.spec = spec
+        self.channel = channel
+        self.epochs = EpochEvents()
+        self.preview: PreviewRows | None = None
+
+    def run(self) -> int:
+        """Run to the end; publish the final status; return the exit code."""
+        with JobControl(self.channel) as control:
+            try:
+                outcome = self._run(control)
+            except Exception as error:  # every failure is reported, then the exit code says so
+                self._fail(error)
+                return EXIT_FAILED
+        self._publish(status_event(outcome.state, outcome.message))
+        log.info("job ended", extra={"job": self.spec.job_id, "state": outcome.state})
+        return EXIT_OK
+
+    def _run(self, control: JobControl) -> Outcome:
+        plan = self._plan()
+        master = self.spec.spark_master or submitted_master()
+        check_state_reachable(master, self.spec.state_url)
+        store = open_store(self.spec.state_url)
+        try:
+            state = store.pipeline(self.spec.tenant_id, self.spec.pipeline_id)
+            spark = build_spark(self.spec.spark_master, f"spate-{self.spec.job_id}",
+                                self.spec.spark_conf)
+            runner = PipelineRunner(plan, spark, state, self._options(plan, control))
+            control.attach(runner)
+            if control.stop_mode is not None:
+                return Outcome("stopped", f"stopped ({control.stop_mode}) before it started")
+            finished = runner.run()
+        finally:
+            store.close()
+        return self._outcome(finished, control)
+
+    def _plan(self) -> PipelinePlan:
+        try:
+            return plan_pipeline(self.spec.sql, self.spec.variables)
+        except PlanningError as error:
+            raise JobRefusedError(
+                f"invalid SQL at line {error.line}:{error.column}: {error.message}") from None
+
+    def _options(self, plan: PipelinePlan, control: JobControl) -> RunOptions:
+        interval = self.spec.checkpoint_interval_ms
+        overrides: dict[str, Sink] = {}
+        if self.spec.kind == PREVIEW:
+            self.preview = PreviewRows(self.channel, self.spec.preview_row_limit,
+                                       lambda: control.request("checkpoint"))
+            overrides = preview_sinks(plan, self.preview)
+        return RunOptions(
+            parallelism=self.spec.parallelism, checkpoint_dir=self.spec.checkpoint_dir,
+            trigger_interval=f"{interval} milliseconds" if interval else None,
+            on_epoch=self._on_epoch, on_start=self._on_start, sink_overrides=overrides)
+
+    def _outcome(self, finished: bool, control: JobControl) -> Outcome:
+        if finished:
+            return Outcome("finished", "the input ended and every window fired")
+        if self.preview is not None and self.preview.reached:
+            return Outcome("finished", f"preview row limit of {self.preview.limit} reached")
+        return Outcome("stopped", f"stopped ({control.stop_mode or 'query ended'})")
+
+    def _on_start(self) -> None:
+        self.epochs.query_started()
+        self._publish(status_event("running"))
+
+    def _on_epoch(self, report: EpochReport) -> None:
+        self._publish(self.epochs.event(report))
+
+    def _fail(self, error: Exception) -> None:
+        message = _failure_message(error)
+        log.error("job failed: %s", message, extra={"job": self.spec.job_id})
+        self._publish(error_event(message, "".join(traceback.format_exception(error))))
+        self._publish(status_event("failed", message))
+
+    def _publish(self, event: dict[str, object]) -> None:
+        # The state store, not the channel, is the record of progress: a channel
+        # outage must not fail the pipeline, so it is logged and the job goes on.
+        try:
+            self.channel.publish(event)
+        except ChannelError as error:
+            log.warning("cannot publish a %s event: %s", event.get("type"), error)
+
+
+def _failure_message(error: Exception) -> str:
+    """One line a tenant can act on."""
+    if isinstance(error, _TENANT_ERRORS):
+        text = str(error)
+    else:  # Spark failing to start, a bug: name the error, keep its first line
+        text = f"{type(error).__name__}: {error}"
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+def _configure_logging() -> None:
+    level = getattr(logging, os.environ.get("SPATE_LOG", "INFO").upper(), logging.INFO)
+    logging.basicConfig(level=level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # py4j logs every Python error raised inside a Spark callback; the job reports it once.
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the job in the spec file named by ``argv``; return the exit code."""
+    args = sys.argv[1:] if argv is None else argv
+    _configure_logging()
+    if len(args) != 1:
+        log.error("usage: python -m engine.job.main SPEC_FILE")
+        return EXIT_FAILED
+    try:
+        spec = JobSpec.from_json(Path(args[0]).read_text())
+        channel = open_channel(spec.channel_url)
+    except (OSError, ValueError, TypeError, ChannelError) as error:
+        # No channel to report on: the scheduler sees the exit code and this log.
+        log.error("cannot start the job from %s: %s", args[0], error)
+        return EXIT_FAILED
+    try:
+        return Job(spec, channel).run()
+    finally:
+        channel.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
