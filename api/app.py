@@ -20,7 +20,8 @@ from api.deps import AppState, platform_key_sha256
 from api.errors import install_error_handlers
 from api.migrate import head_revision
 from api.ratelimit import RateLimit, create_rate_limiter
-from api.routes import api_keys, pipelines, tenants
+from api.routes import api_keys, jobs, metrics, pipelines, preview, tenants
+from api.scheduling import Scheduler
 from api.settings import Settings
 
 API_PREFIX = "/api/v1"
@@ -31,14 +32,15 @@ class SchemaNotCurrentError(RuntimeError):
     """The database is not migrated to this release's schema."""
 
 
-def create_app(settings: Settings) -> FastAPI:
-    """A new API app over the database and Redis the settings name."""
+def create_app(settings: Settings, *, scheduler: Scheduler | None = None) -> FastAPI:
+    """A new API app over the database and Redis the settings name; ``scheduler`` (if
+    any) is poked after each change of desired state."""
     database = create_database(settings.database_url)
     limit = (RateLimit(settings.rate_limit_per_minute, settings.rate_limit_burst)
              if settings.rate_limit_per_minute > 0 else None)
     limiter = create_rate_limiter(settings.redis_url, limit, settings.redis_key_prefix)
     state = AppState(settings=settings, database=database, rate_limiter=limiter,
-                     platform_key_sha256=platform_key_sha256(settings))
+                     platform_key_sha256=platform_key_sha256(settings), scheduler=scheduler)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -62,8 +64,10 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.spate = state
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
-    for router in (tenants.router, api_keys.router, pipelines.router):
+    for router in (tenants.router, api_keys.router, preview.router, pipelines.router,
+                   jobs.router, metrics.router):
         app.include_router(router, prefix=API_PREFIX)
+    app.include_router(metrics.platform_router)
     return app
 
 

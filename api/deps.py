@@ -23,8 +23,11 @@ from api.errors import AuthenticationError, PermissionDeniedError, RateLimitedEr
 from api.ratelimit import RateLimiter
 from api.repositories.api_keys import ApiKeyRepository
 from api.repositories.auth import find_key
+from api.repositories.jobs import JobRepository
+from api.repositories.metrics import PlatformMetricsRepository, TenantMetricsRepository
 from api.repositories.pipelines import PipelineRepository
 from api.repositories.tenants import PlatformRepository
+from api.scheduling import Scheduler, SchedulerNotifier
 from api.security import Role, hash_token, parse_key_id, token_matches
 from api.settings import Settings
 
@@ -44,6 +47,8 @@ class AppState:
     database: Database
     rate_limiter: RateLimiter | None
     platform_key_sha256: str | None
+    #: Poked after each committed change of desired state; None: no scheduler to tell.
+    scheduler: Scheduler | None = None
 
 
 @dataclass(frozen=True)
@@ -157,10 +162,38 @@ def _platform(session: SessionDep,
     return PlatformRepository(session)
 
 
+def _jobs_read(session: SessionDep, caller: ViewerCaller) -> JobRepository:
+    return JobRepository(session, caller.tenant_id)
+
+
+def _jobs_write(session: SessionDep, caller: DeveloperCaller) -> JobRepository:
+    return JobRepository(session, caller.tenant_id)
+
+
+def _tenant_metrics(session: SessionDep, caller: ViewerCaller) -> TenantMetricsRepository:
+    return TenantMetricsRepository(session, caller.tenant_id)
+
+
+def _platform_metrics(session: SessionDep, caller: CallerDep) -> PlatformMetricsRepository:
+    if not isinstance(caller, PlatformCaller):
+        raise PermissionDeniedError("/metrics spans every tenant and needs the platform-admin "
+                                    "key; a tenant's own metrics are at /api/v1/metrics")
+    return PlatformMetricsRepository(session)
+
+
+def _notifier(request: Request) -> SchedulerNotifier:
+    return SchedulerNotifier(app_state(request).scheduler)
+
+
 PipelinesRead = Annotated[PipelineRepository, Depends(_pipelines_read)]
 PipelinesWrite = Annotated[PipelineRepository, Depends(_pipelines_write)]
 ApiKeysAdmin = Annotated[ApiKeyRepository, Depends(_api_keys_admin)]
 Platform = Annotated[PlatformRepository, Depends(_platform)]
+JobsRead = Annotated[JobRepository, Depends(_jobs_read)]
+JobsWrite = Annotated[JobRepository, Depends(_jobs_write)]
+TenantMetrics = Annotated[TenantMetricsRepository, Depends(_tenant_metrics)]
+PlatformMetrics = Annotated[PlatformMetricsRepository, Depends(_platform_metrics)]
+Notifier = Annotated[SchedulerNotifier, Depends(_notifier)]
 
 
 def platform_key_sha256(settings: Settings) -> str | None:

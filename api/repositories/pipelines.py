@@ -1,17 +1,33 @@
-"""A tenant's pipelines and their immutable SQL versions."""
+"""A tenant's pipelines, their immutable SQL versions and their desired state.
+
+Desired state (run or stop, and how; restarts; parallelism) is only recorded
+here; the scheduler makes it true and records jobs, which this repository
+reads to show a pipeline's current run and to refuse deleting a running one.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
+from sqlalchemy.orm import lazyload
 
 from api.errors import ConflictError, NotFoundError
 from api.ids import new_id
-from api.models import Pipeline, PipelineVersion, utc_now
+from api.models import (
+    DESIRED_RUNNING,
+    DESIRED_STOPPED,
+    JOB_TERMINAL_STATES,
+    Job,
+    Pipeline,
+    PipelineVersion,
+    utc_now,
+)
 from api.repositories.base import TenantRepository, page, transaction
 
 #: Settings compared by PUT: an existing pipeline must match them to be returned.
@@ -29,6 +45,13 @@ class PipelineFilter:
 
 def sql_sha256(sql: str) -> str:
     return hashlib.sha256(sql.encode("utf-8")).hexdigest()
+
+
+def desired_state_changes(stop: str) -> dict[str, Any]:
+    """The pipeline columns a ``stop`` control sets: ``none`` runs, the rest stop that way."""
+    if stop == "none":
+        return {"desired_state": DESIRED_RUNNING, "stop_mode": None}
+    return {"desired_state": DESIRED_STOPPED, "stop_mode": stop}
 
 
 class PipelineRepository(TenantRepository):
@@ -93,6 +116,7 @@ class PipelineRepository(TenantRepository):
         return pipeline
 
     def update(self, name: str, changes: dict[str, Any]) -> Pipeline:
+        """Set settings and desired-state columns (see :func:`desired_state_changes`)."""
         pipeline = self.get(name)
         with transaction(self.session, f"pipeline '{name}' changed concurrently; retry"):
             for field, value in changes.items():
@@ -101,10 +125,67 @@ class PipelineRepository(TenantRepository):
                 pipeline.updated_at = utc_now()
         return pipeline
 
-    def delete(self, name: str) -> None:
+    def restart(self, name: str, with_state: bool) -> Pipeline:
+        """Ask for a new job (the running one, if any, is replaced); the pipeline runs."""
         pipeline = self.get(name)
         with transaction(self.session, f"pipeline '{name}' changed concurrently; retry"):
+            pipeline.restart_generation += 1
+            pipeline.restart_with_state = with_state
+            pipeline.desired_state = DESIRED_RUNNING
+            pipeline.stop_mode = None
+            pipeline.updated_at = utc_now()
+        return pipeline
+
+    def delete(self, name: str, *, forced: bool = False) -> None:
+        """Delete a pipeline with no active job; one with an active job is a 409.
+
+        The pipeline row is locked (on PostgreSQL) before jobs are checked, so a
+        job the scheduler inserts concurrently waits for this delete (and then
+        fails its foreign key) instead of being deleted with the pipeline while
+        its process runs.
+        """
+        pipeline = self.session.scalars(
+            select(Pipeline).where(Pipeline.name == name).options(lazyload(Pipeline.current))
+            .with_for_update(of=Pipeline)).one_or_none()
+        if pipeline is None:
+            self.session.rollback()
+            raise NotFoundError(f"pipeline '{name}' not found")
+        job = self._active_job(pipeline.id)
+        if job is not None:
+            self.session.rollback()
+            raise ConflictError(_still_running(name, job, forced),
+                                details=[{"job_id": job.id, "state": job.state}])
+        with transaction(self.session, f"pipeline '{name}' changed concurrently; retry"):
             self.session.delete(pipeline)
+
+    def wait_until_inactive(self, name: str, timeout_s: float, poll_s: float = 0.2) -> None:
+        """Return once the pipeline has no active job, or after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            pipeline = self.get(name)
+            active = self._active_job(pipeline.id) is not None
+            self.session.rollback()  # end the read, so the next one sees new commits
+            if not active or time.monotonic() >= deadline:
+                return
+            time.sleep(poll_s)
+
+    def latest_runs(self, pipelines: Iterable[Pipeline]) -> dict[str, Job]:
+        """Each pipeline's latest run job (ids grow with creation), by pipeline id."""
+        ids = [p.id for p in pipelines]
+        if not ids:
+            return {}
+        newest = (select(func.max(Job.id)).where(Job.pipeline_id.in_(ids), Job.kind == "run")
+                  .group_by(Job.pipeline_id))
+        jobs = self.session.scalars(select(Job).where(Job.id.in_(newest)))
+        return {job.pipeline_id: job for job in jobs if job.pipeline_id is not None}
+
+    def latest_run(self, pipeline: Pipeline) -> Job | None:
+        return self.latest_runs([pipeline]).get(pipeline.id)
+
+    def _active_job(self, pipeline_id: str) -> Job | None:
+        return self.session.scalars(select(Job).where(
+            Job.pipeline_id == pipeline_id, Job.state.not_in(JOB_TERMINAL_STATES),
+        ).order_by(Job.id.desc()).limit(1)).first()
 
     def add_version(self, name: str, sql: str,
                     created_by_key_id: str | None) -> tuple[PipelineVersion, bool]:
@@ -147,3 +228,12 @@ class PipelineRepository(TenantRepository):
         return PipelineVersion(id=new_id(), tenant_id=self.tenant_id, pipeline_id=pipeline.id,
                                version=number, sql=sql, sql_sha256=sql_sha256(sql),
                                created_at=utc_now(), created_by_key_id=created_by_key_id)
+
+
+def _still_running(name: str, job: Job, forced: bool) -> str:
+    if forced:
+        return (f"pipeline '{name}' was asked to stop (force) but its job {job.id} is still "
+                f"{job.state}; retry the delete in a few seconds")
+    return (f"pipeline '{name}' is running (job {job.id} is {job.state}): stop it first "
+            f"(PATCH stop) and delete it once the job has stopped, or delete with "
+            f"?force=true to kill it")

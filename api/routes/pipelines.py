@@ -1,7 +1,16 @@
-"""/pipelines: create from SQL, list, get, change settings, delete; SQL versions; validation.
+"""/pipelines: create from SQL, list, get, change settings, delete; lifecycle controls
+(stop, restart, rescale); SQL versions; validation.
 
 SQL is planned before anything is stored, so a stored version always plans.
 Versions are immutable: a SQL change adds a version and makes it current.
+
+Lifecycle controls only record the desired state (``desired_state``,
+``stop_mode``, ``restart_generation``, ``parallelism``) and poke the scheduler,
+which makes it true and records jobs; a pipeline's ``job`` shows how far it got.
+A new pipeline is started unless it is created with ``"stopped": true``.
+Deleting a pipeline whose latest job is still active is a 409 (stop it first);
+``?force=true`` stops it with ``force`` first and deletes it once its job has
+ended, waiting up to :data:`FORCE_DELETE_WAIT_S`.
 """
 
 from __future__ import annotations
@@ -11,15 +20,22 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response, status
 from pydantic import AfterValidator, AwareDatetime
 
-from api.deps import DeveloperCaller, PipelinesRead, PipelinesWrite, ViewerCaller
+from api.deps import DeveloperCaller, Notifier, PipelinesRead, PipelinesWrite, ViewerCaller
 from api.errors import ERROR_RESPONSES
+from api.models import DESIRED_RUNNING, DESIRED_STOPPED, Pipeline
 from api.pagination import DEFAULT_LIMIT, CursorQuery, LimitQuery, Page, decode_cursor
 from api.planning import check_sql, plan_graph, require_valid_sql
-from api.repositories.pipelines import PipelineFilter
+from api.repositories.pipelines import (
+    PipelineFilter,
+    PipelineRepository,
+    desired_state_changes,
+)
 from api.schemas.common import NAME_PATTERN
 from api.schemas.pipelines import (
     PipelineCreate,
     PipelinePublic,
+    PipelineRescale,
+    PipelineRestart,
     PipelineSpec,
     PipelineUpdate,
     PipelineValidate,
@@ -30,6 +46,8 @@ from api.schemas.pipelines import (
 )
 
 router = APIRouter(prefix="/pipelines", tags=["pipelines"], responses=ERROR_RESPONSES)
+#: How long ``DELETE ?force=true`` waits for a running job to be killed.
+FORCE_DELETE_WAIT_S = 10.0
 
 NamePath = Annotated[str, Path(max_length=63, description="the pipeline's name")]
 NewNamePath = Annotated[str, Path(pattern=NAME_PATTERN, max_length=63,
@@ -48,23 +66,29 @@ def validate_pipeline(body: PipelineValidate, caller: ViewerCaller) -> PipelineV
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=PipelinePublic)
 def create_pipeline(body: PipelineCreate, pipelines: PipelinesWrite,
-                    caller: DeveloperCaller) -> PipelinePublic:
-    """Create a pipeline at version 1. Invalid SQL is a 400 with located diagnostics."""
+                    caller: DeveloperCaller, notify: Notifier) -> PipelinePublic:
+    """Create a pipeline at version 1 and start it (unless ``stopped``). Invalid SQL is a
+    400 with located diagnostics."""
     require_valid_sql(body.sql)
     pipeline = pipelines.create(body.name, body.sql, _settings(body), caller.key_id)
-    return PipelinePublic.of(pipeline)
+    notify.pipeline_changed(pipeline.id)
+    return _public(pipelines, pipeline)
 
 
 @router.put("/{name}", response_model=PipelinePublic,
             responses={201: {"model": PipelinePublic, "description": "created"}})
 def put_pipeline(name: NewNamePath, body: PipelineSpec, pipelines: PipelinesWrite,
-                 caller: DeveloperCaller, response: Response) -> PipelinePublic:
-    """Create the pipeline ``name`` if absent (201), or return it unchanged if it exists
-    with the same SQL and settings (200); other SQL or settings are a 409."""
+                 caller: DeveloperCaller, response: Response,
+                 notify: Notifier) -> PipelinePublic:
+    """Create the pipeline ``name`` if absent (201) and start it (unless ``stopped``), or
+    return it unchanged if it exists with the same SQL and settings (200); other SQL or
+    settings are a 409. ``stopped`` is not compared: it only applies to a new pipeline."""
     require_valid_sql(body.sql)
     pipeline, created = pipelines.create_or_get(name, body.sql, _settings(body), caller.key_id)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-    return PipelinePublic.of(pipeline)
+    if created:
+        notify.pipeline_changed(pipeline.id)
+    return _public(pipelines, pipeline)
 
 
 @router.get("", response_model=Page[PipelinePublic])
@@ -81,26 +105,68 @@ def list_pipelines(
     where = PipelineFilter(name_prefix=name_prefix, created_after=created_after,
                            created_before=created_before)
     rows, next_cursor = pipelines.list_pipelines(where, decode_cursor(cursor), limit)
-    return Page[PipelinePublic](items=[PipelinePublic.of(p) for p in rows],
+    jobs = pipelines.latest_runs(rows)
+    return Page[PipelinePublic](items=[PipelinePublic.of(p, jobs.get(p.id)) for p in rows],
                                 next_cursor=next_cursor)
 
 
 @router.get("/{name}", response_model=PipelinePublic)
 def get_pipeline(name: NamePath, pipelines: PipelinesRead) -> PipelinePublic:
-    return PipelinePublic.of(pipelines.get(name))
+    return _public(pipelines, pipelines.get(name))
 
 
 @router.patch("/{name}", response_model=PipelinePublic)
-def update_pipeline(name: NamePath, body: PipelineUpdate,
-                    pipelines: PipelinesWrite) -> PipelinePublic:
-    """Change settings; fields left out keep their values. SQL changes go to /versions."""
-    return PipelinePublic.of(pipelines.update(name, body.changes()))
+def update_pipeline(name: NamePath, body: PipelineUpdate, pipelines: PipelinesWrite,
+                    notify: Notifier) -> PipelinePublic:
+    """Change settings, and run or stop the pipeline (``stop``); fields left out keep their
+    values. A new parallelism on a running pipeline rescales it. SQL changes go to
+    /versions."""
+    changes = body.changes()
+    if body.stop is not None:
+        changes.update(desired_state_changes(body.stop))
+    pipeline = pipelines.update(name, changes)
+    if changes:
+        notify.pipeline_changed(pipeline.id)
+    return _public(pipelines, pipeline)
+
+
+@router.post("/{name}/restart", response_model=PipelinePublic,
+             status_code=status.HTTP_202_ACCEPTED)
+def restart_pipeline(name: NamePath, pipelines: PipelinesWrite, notify: Notifier,
+                     body: PipelineRestart | None = None) -> PipelinePublic:
+    """Replace the pipeline's job with a new one, keeping its state unless
+    ``with_state`` is false; a stopped pipeline starts. The scheduler does it (202)."""
+    with_state = body.with_state if body is not None else True
+    pipeline = pipelines.restart(name, with_state)
+    notify.pipeline_changed(pipeline.id)
+    return _public(pipelines, pipeline)
+
+
+@router.post("/{name}/rescale", response_model=PipelinePublic,
+             status_code=status.HTTP_202_ACCEPTED)
+def rescale_pipeline(name: NamePath, body: PipelineRescale, pipelines: PipelinesWrite,
+                     notify: Notifier) -> PipelinePublic:
+    """Run the pipeline at ``parallelism`` tasks: a running job is replaced by one at the
+    new parallelism (its state moves by key group); a stopped pipeline uses it when it
+    next starts. The scheduler does it (202)."""
+    pipeline = pipelines.update(name, {"parallelism": body.parallelism})
+    notify.pipeline_changed(pipeline.id)
+    return _public(pipelines, pipeline)
 
 
 @router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_pipeline(name: NamePath, pipelines: PipelinesWrite) -> Response:
-    """Delete a pipeline and all its versions."""
-    pipelines.delete(name)
+def delete_pipeline(
+    name: NamePath, pipelines: PipelinesWrite, notify: Notifier,
+    force: Annotated[bool, Query(description="stop a running pipeline with force first "
+                                             "(waits a few seconds for its job to end)")] = False,
+) -> Response:
+    """Delete a pipeline, its versions and its jobs' history. A pipeline whose job is still
+    active is a 409 unless ``force``: stop it first (PATCH stop), or delete with force."""
+    if force:
+        pipeline = pipelines.update(name, desired_state_changes("force"))
+        notify.pipeline_changed(pipeline.id)
+        pipelines.wait_until_inactive(name, FORCE_DELETE_WAIT_S)
+    pipelines.delete(name, forced=force)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -136,4 +202,9 @@ def get_pipeline_version(name: NamePath, version: Annotated[int, Path(ge=1, le=2
 
 def _settings(spec: PipelineSpec) -> dict[str, object]:
     return {"description": spec.description, "parallelism": spec.parallelism,
-            "checkpoint_interval_ms": spec.checkpoint_interval_ms}
+            "checkpoint_interval_ms": spec.checkpoint_interval_ms,
+            "desired_state": DESIRED_STOPPED if spec.stopped else DESIRED_RUNNING}
+
+
+def _public(pipelines: PipelineRepository, pipeline: Pipeline) -> PipelinePublic:
+    return PipelinePublic.of(pipeline, pipelines.latest_run(pipeline))

@@ -1,4 +1,5 @@
-"""Bodies of the pipelines resource, its versions and SQL validation."""
+"""Bodies of the pipelines resource: settings, lifecycle controls (stop, restart,
+rescale), versions, SQL validation and preview."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from api.models import DESCRIPTION_LENGTH, Pipeline
+from api.models import DESCRIPTION_LENGTH, Job, Pipeline
 from api.schemas.common import Name
+from api.schemas.jobs import JobSummary
 
 MAX_SQL_CHARS = 200_000
 MAX_PARALLELISM = 128  # the state store's key groups per pipeline
@@ -33,6 +35,14 @@ CheckpointIntervalMs = Annotated[int, Field(
     description="time between epochs (checkpoints) in ms; null: each epoch starts when "
                 "the previous one commits",
 )]
+#: ``none`` runs the pipeline (again); the others stop it that way: ``checkpoint``
+#: after the epoch in progress commits, ``graceful`` the same but falling back to
+#: ``immediate`` if that takes too long, ``immediate`` without waiting for the
+#: epoch in progress (it is replayed on the next start), ``force`` by killing it.
+StopMode = Literal["none", "checkpoint", "graceful", "immediate", "force"]
+MAX_PREVIEW_ROWS = 10_000
+MAX_PREVIEW_PARALLELISM = 8
+MAX_PREVIEW_TIMEOUT_S = 3600
 
 
 class PipelineSpec(BaseModel):
@@ -44,6 +54,9 @@ class PipelineSpec(BaseModel):
     description: Description = ""
     parallelism: Parallelism = 1
     checkpoint_interval_ms: CheckpointIntervalMs | None = None
+    stopped: bool = Field(
+        False, description="create the pipeline without starting it (it starts with PATCH "
+                           "stop=none); only read when the pipeline is created")
 
 
 class PipelineCreate(PipelineSpec):
@@ -60,17 +73,39 @@ class PipelineUpdate(BaseModel):
     checkpoint_interval_ms: CheckpointIntervalMs | None = Field(
         None, description="null clears it (epochs back to back); leave it out to keep it",
     )
+    stop: StopMode | None = Field(
+        None, description="none: run the pipeline; checkpoint, graceful, immediate or force: "
+                          "stop it that way")
 
     @model_validator(mode="after")
     def _only_interval_clears(self) -> PipelineUpdate:
-        for field in ("description", "parallelism"):
+        for field in ("description", "parallelism", "stop"):
             if field in self.model_fields_set and getattr(self, field) is None:
                 raise ValueError(f"{field} cannot be null; leave it out to keep it")
         return self
 
     def changes(self) -> dict[str, Any]:
-        """The fields the caller gave, with their new values."""
-        return {field: getattr(self, field) for field in self.model_fields_set}
+        """The settings the caller gave, with their new values (``stop`` is not a setting)."""
+        return {field: getattr(self, field) for field in self.model_fields_set
+                if field != "stop"}
+
+
+class PipelineRestart(BaseModel):
+    """Stop the pipeline's job and start a new one (a stopped pipeline just starts)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    with_state: bool = Field(
+        True, description="keep the pipeline's state and source offsets; false starts over "
+                          "from empty state")
+
+
+class PipelineRescale(BaseModel):
+    """Run the pipeline at another parallelism; its state moves by key group."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    parallelism: Parallelism
 
 
 class PipelinePublic(BaseModel):
@@ -81,16 +116,27 @@ class PipelinePublic(BaseModel):
     checkpoint_interval_ms: int | None
     version: int = Field(description="the current SQL version")
     sql: str = Field(description="the current version's SQL")
+    desired_state: Literal["running", "stopped"] = Field(
+        description="what the scheduler is making true; the job shows how far it got")
+    stop_mode: Literal["checkpoint", "graceful", "immediate", "force"] | None = Field(
+        description="how the latest stop was asked for (null while the pipeline should run)")
+    restart_generation: int = Field(description="how many restarts were asked for")
+    job: JobSummary | None = Field(description="the current (latest) run; null before the "
+                                               "scheduler first starts the pipeline")
     created_at: datetime
     updated_at: datetime
 
     @classmethod
-    def of(cls, pipeline: Pipeline) -> PipelinePublic:
-        """The pipeline with its current version's SQL."""
+    def of(cls, pipeline: Pipeline, job: Job | None) -> PipelinePublic:
+        """The pipeline with its current version's SQL and its latest run ``job``."""
         return cls(id=pipeline.id, name=pipeline.name, description=pipeline.description,
                    parallelism=pipeline.parallelism,
                    checkpoint_interval_ms=pipeline.checkpoint_interval_ms,
                    version=pipeline.current_version, sql=pipeline.current.sql,
+                   desired_state=pipeline.desired_state,  # type: ignore[arg-type]
+                   stop_mode=pipeline.stop_mode,  # type: ignore[arg-type]
+                   restart_generation=pipeline.restart_generation,
+                   job=JobSummary.of(job) if job is not None else None,
                    created_at=pipeline.created_at, updated_at=pipeline.updated_at)
 
 
@@ -153,3 +199,17 @@ class PipelineValidation(BaseModel):
     valid: bool
     diagnostics: list[Diagnostic]
     plan: PlanGraph | None = None
+
+
+class PreviewCreate(BaseModel):
+    """SQL to run as a throwaway preview job whose first rows are streamed back."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sql: Sql
+    limit: Annotated[int, Field(ge=1, le=MAX_PREVIEW_ROWS,
+                                description="the stream ends after this many rows")] = 100
+    parallelism: Annotated[int, Field(ge=1, le=MAX_PREVIEW_PARALLELISM)] = 1
+    timeout_s: Annotated[int, Field(ge=1, le=MAX_PREVIEW_TIMEOUT_S,
+                                    description="the stream ends (and the job stops) after "
+                                                "this many seconds")] = 300

@@ -1,0 +1,48 @@
+"""POST /pipelines/preview: run SQL as a throwaway job and stream its rows (SSE).
+
+Previews run tenant code, so they need the developer role. The SQL is checked
+first (a 400 with located diagnostics, as when creating a pipeline); then a
+preview job is recorded for the scheduler and the answer is a
+``text/event-stream`` of its progress and rows (see :mod:`api.preview_stream`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+from fastapi.sse import EventSourceResponse
+
+from api.deps import DeveloperCaller, JobsWrite, Notifier, app_state
+from api.errors import ERROR_RESPONSES
+from api.planning import require_valid_sql
+from api.preview_stream import PreviewStream
+from api.schemas.pipelines import PreviewCreate
+
+#: The cluster backend recorded on preview jobs.
+PREVIEW_BACKEND = "local"
+
+_EVENT_STREAM: dict[int | str, dict[str, Any]] = {200: {
+    "description": "Server-Sent Events: status, rows, error, end",
+    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+}}
+
+router = APIRouter(prefix="/pipelines", tags=["pipelines"], responses=ERROR_RESPONSES)
+
+
+@router.post("/preview", response_class=EventSourceResponse, responses=_EVENT_STREAM)
+def preview_pipeline(body: PreviewCreate, request: Request, caller: DeveloperCaller,
+                     jobs: JobsWrite, notify: Notifier) -> StreamingResponse:
+    """Run SQL without storing it and stream its first ``limit`` rows as they come:
+    events ``status``, ``rows``, ``error`` and, last, ``end``. Closing the connection
+    stops the preview job."""
+    require_valid_sql(body.sql)
+    job = jobs.create_preview(body.sql, body.parallelism, PREVIEW_BACKEND)
+    notify.job_changed(job.id)
+    stream = PreviewStream(
+        database=app_state(request).database, tenant_id=caller.tenant_id, job_id=job.id,
+        limit=body.limit, timeout_s=body.timeout_s, notifier=notify,
+        is_disconnected=request.is_disconnected)
+    return EventSourceResponse(stream.events(), headers={"Cache-Control": "no-cache",
+                                                         "X-Accel-Buffering": "no"})

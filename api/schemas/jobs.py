@@ -1,0 +1,145 @@
+"""Bodies of the jobs resource: runs of a pipeline, their history, checkpoints, errors
+and metrics."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.job_metrics import EpochFigures, parse_epoch_figures
+from api.models import Job
+
+JobState = Literal["created", "starting", "running", "stopping", "restarting", "stopped",
+                   "finished", "failed"]
+JobKind = Literal["run", "preview"]
+
+
+class JobSummary(BaseModel):
+    """A pipeline's current (latest) run, as shown with the pipeline."""
+
+    id: str
+    state: JobState
+    parallelism: int
+    started_at: datetime | None
+    last_epoch: int | None
+    failure_message: str | None
+    rows_in_per_s: float | None = Field(description="input rows per second, latest epoch")
+    rows_out_per_s: float | None = Field(description="output rows per second, latest epoch")
+
+    @classmethod
+    def of(cls, job: Job) -> JobSummary:
+        figures = parse_epoch_figures(job.metrics)
+        return cls(id=job.id, state=job.state,  # type: ignore[arg-type]
+                   parallelism=job.parallelism, started_at=job.started_at,
+                   last_epoch=job.last_epoch, failure_message=job.failure_message,
+                   rows_in_per_s=figures.rows_in_per_s, rows_out_per_s=figures.rows_out_per_s)
+
+
+class JobPublic(BaseModel):
+    """One run of a pipeline (or a preview), from its start until it ends."""
+
+    id: str
+    kind: JobKind
+    pipeline: str | None = Field(description="the pipeline's name; null for a preview")
+    pipeline_id: str | None
+    pipeline_version: int | None
+    state: JobState
+    parallelism: int
+    checkpoint_interval_ms: int | None
+    restart_generation: int
+    stop_mode: str | None = Field(description="how a stop was asked for, once it was")
+    backend: str
+    attempt: int = Field(description="automatic restarts after a crash so far")
+    failure_message: str | None
+    last_epoch: int | None
+    heartbeat_at: datetime | None
+    created_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, job: Job, pipeline_name: str | None) -> JobPublic:
+        return cls(
+            id=job.id, kind=job.kind, pipeline=pipeline_name,  # type: ignore[arg-type]
+            pipeline_id=job.pipeline_id, pipeline_version=job.pipeline_version,
+            state=job.state, parallelism=job.parallelism,  # type: ignore[arg-type]
+            checkpoint_interval_ms=job.checkpoint_interval_ms,
+            restart_generation=job.restart_generation, stop_mode=job.stop_mode,
+            backend=job.backend, attempt=job.attempt, failure_message=job.failure_message,
+            last_epoch=job.last_epoch, heartbeat_at=job.heartbeat_at, created_at=job.created_at,
+            started_at=job.started_at, ended_at=job.ended_at, updated_at=job.updated_at)
+
+
+class JobEventPublic(BaseModel):
+    """One state change of a job."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    at: datetime
+    state: JobState
+    message: str
+
+
+class JobCheckpointPublic(BaseModel):
+    """One committed epoch."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    epoch: int
+    committed_at: datetime
+    duration_ms: int
+    state_bytes: int
+    rows_in: int
+    rows_out: int
+
+
+class JobErrorPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    at: datetime
+    message: str
+    detail: str
+
+
+class OperatorMetrics(BaseModel):
+    operator: str
+    kind: str | None
+    rows_in: int | None
+    rows_out: int | None
+
+
+class JobMetrics(BaseModel):
+    """A job's latest epoch: throughput, backpressure and lag. Unknown figures are null."""
+
+    job_id: str
+    state: JobState
+    epoch: int | None
+    rows_in: int | None = Field(description="rows read in the latest epoch")
+    rows_out: int | None = Field(description="rows written in the latest epoch")
+    rows_in_per_s: float | None
+    rows_out_per_s: float | None
+    duration_ms: int | None = Field(description="how long the latest epoch took")
+    backpressure: float | None = Field(
+        description="busy ratio: the epoch's duration over the wall time since the previous "
+                    "epoch started (near 1: the job cannot keep up with its input)")
+    watermark_us: int | None = Field(description="event time the job has completed (µs)")
+    watermark_lag_s: float | None = Field(description="now minus the watermark, in seconds")
+    state_bytes: int | None = Field(description="bytes of state the latest epoch wrote")
+    operators: list[OperatorMetrics]
+
+    @classmethod
+    def of(cls, job: Job, now: datetime) -> JobMetrics:
+        figures: EpochFigures = parse_epoch_figures(job.metrics)
+        return cls(
+            job_id=job.id, state=job.state, epoch=figures.epoch,  # type: ignore[arg-type]
+            rows_in=figures.rows_in, rows_out=figures.rows_out,
+            rows_in_per_s=figures.rows_in_per_s, rows_out_per_s=figures.rows_out_per_s,
+            duration_ms=figures.duration_ms, backpressure=figures.busy_ratio,
+            watermark_us=figures.watermark_us, watermark_lag_s=figures.watermark_lag_s(now),
+            state_bytes=figures.state_bytes,
+            operators=[OperatorMetrics(operator=o.operator, kind=o.kind, rows_in=o.rows_in,
+                                       rows_out=o.rows_out) for o in figures.operators])
+
