@@ -1,0 +1,277 @@
+"""The scheduler's view of the control-plane database: ``scheduler.store.ControlStore``
+implemented with SQLAlchemy over :mod:`api.models`.
+
+The scheduler is platform-level, so these sessions are not tenant-scoped
+(:mod:`api.tenancy` leaves unscoped sessions alone); rows a write adds still
+carry their job's tenant. Races between workers are settled in the database:
+state changes are ``UPDATE … WHERE state IN (…)`` and ingestion is
+``UPDATE … WHERE channel_cursor = <what the reader saw>``, so of two workers
+acting on one job exactly one changes it; creating a run first takes the
+pipeline's row lock (a no-op ``UPDATE``, which PostgreSQL turns into a row
+lock and SQLite into its write lock), so a pipeline never gets two live jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select, type_coerce, update
+from sqlalchemy.orm import Session
+
+from api.db import Database
+from api.models import (
+    DESIRED_RUNNING,
+    JOB_TERMINAL_STATES,
+    Job,
+    JobCheckpoint,
+    JobError,
+    JobEvent,
+    Pipeline,
+    PipelineVersion,
+    UTCDateTime,
+    utc_now,
+)
+from scheduler.store import (
+    FAILED,
+    RUNNING,
+    STARTING,
+    ControlStore,
+    EventBatch,
+    JobView,
+    PipelineView,
+)
+
+_FORCE = "force"
+
+
+class SqlControlStore(ControlStore):
+    """Pipelines and jobs of every tenant, in the control-plane database."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        with self.database.sessions() as session, session.begin():
+            yield session
+
+    # -- reading --------------------------------------------------------------
+
+    def pipelines_to_reconcile(self) -> list[str]:
+        live = select(Job.pipeline_id).where(Job.state.not_in(JOB_TERMINAL_STATES),
+                                             Job.pipeline_id.is_not(None))
+        with self._session() as session:
+            return list(session.scalars(select(Pipeline.id).where(or_(
+                Pipeline.desired_state == DESIRED_RUNNING, Pipeline.id.in_(live)))
+                .order_by(Pipeline.id)))
+
+    def active_preview_ids(self) -> list[str]:
+        with self._session() as session:
+            return list(session.scalars(select(Job.id).where(
+                Job.kind == "preview", Job.state.not_in(JOB_TERMINAL_STATES)).order_by(Job.id)))
+
+    def pipeline(self, pipeline_id: str) -> PipelineView | None:
+        with self._session() as session:
+            row = session.get(Pipeline, pipeline_id)
+            return None if row is None else _pipeline_view(row)
+
+    def pipeline_jobs(self, pipeline_id: str) -> list[JobView]:
+        with self._session() as session:
+            live = list(session.scalars(select(Job).where(
+                Job.pipeline_id == pipeline_id, Job.state.not_in(JOB_TERMINAL_STATES))))
+            ended = session.scalars(select(Job).where(
+                Job.pipeline_id == pipeline_id, Job.state.in_(JOB_TERMINAL_STATES))
+                .order_by(Job.id.desc()).limit(1)).first()
+            jobs = sorted(live + ([ended] if ended else []), key=lambda j: j.id, reverse=True)
+            return [_job_view(session, job) for job in jobs]
+
+    def job(self, job_id: str) -> JobView | None:
+        with self._session() as session:
+            row = session.get(Job, job_id)
+            return None if row is None else _job_view(session, row)
+
+    # -- writing --------------------------------------------------------------
+
+    def create_run_job(self, pipeline_id: str, backend: str, message: str) -> JobView | None:
+        with self._session() as session:
+            locked = session.execute(
+                update(Pipeline).where(Pipeline.id == pipeline_id)
+                .values(restart_generation=Pipeline.restart_generation)
+                .execution_options(synchronize_session=False))
+            if locked.rowcount != 1:  # type: ignore[attr-defined]
+                return None
+            if session.scalars(select(Job.id).where(
+                    Job.pipeline_id == pipeline_id,
+                    Job.state.not_in(JOB_TERMINAL_STATES))).first() is not None:
+                return None
+            pipeline = session.get(Pipeline, pipeline_id)
+            assert pipeline is not None  # locked above, in this transaction
+            job = Job(tenant_id=pipeline.tenant_id, pipeline_id=pipeline.id,
+                      pipeline_version=pipeline.current_version, kind="run", state="created",
+                      parallelism=pipeline.parallelism,
+                      checkpoint_interval_ms=pipeline.checkpoint_interval_ms,
+                      restart_generation=pipeline.restart_generation, backend=backend)
+            session.add(job)
+            session.flush()
+            session.add(JobEvent(tenant_id=job.tenant_id, job_id=job.id, state="created",
+                                 message=message))
+            session.flush()
+            return _job_view(session, job)
+
+    def transition(self, job_id: str, expected: Collection[str], state: str, message: str,
+                   **changes: Any) -> JobView | None:
+        with self._session() as session:
+            if not _update_job(session, job_id, expected, state=state, **changes):
+                return None
+            job = session.get(Job, job_id)
+            assert job is not None
+            session.add(JobEvent(tenant_id=job.tenant_id, job_id=job_id, state=state,
+                                 message=message))
+            session.flush()
+            return _job_view(session, job)
+
+    def update(self, job_id: str, expected: Collection[str], **changes: Any) -> JobView | None:
+        with self._session() as session:
+            if not _update_job(session, job_id, expected, **changes):
+                return None
+            job = session.get(Job, job_id)
+            return None if job is None else _job_view(session, job)
+
+    def add_error(self, job_id: str, message: str, detail: str = "") -> None:
+        with self._session() as session:
+            job = session.get(Job, job_id)
+            if job is not None:
+                session.add(JobError(tenant_id=job.tenant_id, job_id=job_id, message=message,
+                                     detail=detail))
+
+    def request_stop(self, job_id: str, mode: str) -> JobView | None:
+        # A stop already asked is kept, unless force overrides a gentler one.
+        needed = Job.stop_mode.is_(None) if mode != _FORCE else or_(
+            Job.stop_mode.is_(None), Job.stop_mode != _FORCE)
+        with self._session() as session:
+            done = session.execute(
+                update(Job).where(Job.id == job_id, Job.state.not_in(JOB_TERMINAL_STATES),
+                                  needed)
+                .values(stop_mode=mode, updated_at=utc_now())
+                .execution_options(synchronize_session=False))
+            if done.rowcount != 1:  # type: ignore[attr-defined]
+                return None
+            job = session.get(Job, job_id)
+            return None if job is None else _job_view(session, job)
+
+    def ingest(self, job_id: str, cursor_before: str | None, cursor_after: str | None,
+               batch: EventBatch) -> JobView | None:
+        with self._session() as session:
+            same_cursor = (Job.channel_cursor.is_(None) if cursor_before is None
+                           else Job.channel_cursor == cursor_before)
+            moved = session.execute(
+                update(Job).where(Job.id == job_id, same_cursor)
+                .values(channel_cursor=cursor_after)
+                .execution_options(synchronize_session=False))
+            if moved.rowcount != 1:  # type: ignore[attr-defined]
+                return None
+            job = session.get(Job, job_id)
+            assert job is not None
+            _record_batch(session, job, batch)
+            session.flush()
+            return _job_view(session, job)
+
+    def record_epoch(self, job_id: str, epoch: int) -> JobView | None:
+        with self._session() as session:
+            session.execute(
+                update(Job).where(Job.id == job_id,
+                                  or_(Job.last_epoch.is_(None), Job.last_epoch < epoch))
+                .values(last_epoch=epoch, updated_at=utc_now())
+                .execution_options(synchronize_session=False))
+            job = session.get(Job, job_id)
+            return None if job is None else _job_view(session, job)
+
+
+def _update_job(session: Session, job_id: str, expected: Collection[str],
+                **changes: Any) -> bool:
+    """Compare-and-set: change the job only while its state is one of ``expected``."""
+    done = session.execute(
+        update(Job).where(Job.id == job_id, Job.state.in_(list(expected)))
+        .values(updated_at=utc_now(), **changes)
+        .execution_options(synchronize_session=False))
+    return bool(done.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def _record_batch(session: Session, job: Job, batch: EventBatch) -> None:
+    """Checkpoints, errors, heartbeat, metrics and status of one read of the channel."""
+    known = set(session.scalars(select(JobCheckpoint.epoch).where(
+        JobCheckpoint.job_id == job.id,
+        JobCheckpoint.epoch.in_([c.epoch for c in batch.checkpoints]))))
+    for record in batch.checkpoints:
+        if record.epoch not in known:  # a replayed epoch event adds nothing
+            known.add(record.epoch)
+            session.add(JobCheckpoint(
+                tenant_id=job.tenant_id, job_id=job.id, epoch=record.epoch,
+                committed_at=record.committed_at, duration_ms=record.duration_ms,
+                state_bytes=record.state_bytes, rows_in=record.rows_in,
+                rows_out=record.rows_out))
+    for error in batch.errors:
+        session.add(JobError(tenant_id=job.tenant_id, job_id=job.id, at=error.at,
+                             message=error.message, detail=error.detail))
+    if batch.heartbeat_at is not None and (job.heartbeat_at is None
+                                           or batch.heartbeat_at > job.heartbeat_at):
+        job.heartbeat_at = batch.heartbeat_at
+    if batch.last_epoch is not None and (job.last_epoch is None
+                                         or batch.last_epoch > job.last_epoch):
+        job.last_epoch = batch.last_epoch
+    if batch.metrics is not None:
+        job.metrics = batch.metrics
+    job.updated_at = utc_now()
+    _apply_status(session, job, batch)
+
+
+def _apply_status(session: Session, job: Job, batch: EventBatch) -> None:
+    status = batch.status
+    if status is None or job.state in JOB_TERMINAL_STATES or status.state == job.state:
+        return
+    if status.state == RUNNING and job.state != STARTING:
+        return  # a job already stopping stays stopping
+    job.state = status.state
+    message = status.message or status.state
+    if status.state in JOB_TERMINAL_STATES:
+        job.ended_at = utc_now()
+    if status.state == FAILED:
+        last_error = batch.errors[-1].message if batch.errors else None
+        job.failure_message = status.message or last_error or "the job failed"
+        message = job.failure_message
+    session.add(JobEvent(tenant_id=job.tenant_id, job_id=job.id, state=status.state,
+                         message=message))
+
+
+def _pipeline_view(row: Pipeline) -> PipelineView:
+    return PipelineView(
+        id=row.id, tenant_id=row.tenant_id, desired_state=row.desired_state,
+        stop_mode=row.stop_mode, restart_generation=row.restart_generation,
+        restart_with_state=row.restart_with_state, parallelism=row.parallelism,
+        checkpoint_interval_ms=row.checkpoint_interval_ms, current_version=row.current_version)
+
+
+def _job_view(session: Session, job: Job) -> JobView:
+    sql = job.sql
+    if sql is None:
+        sql = session.scalars(select(PipelineVersion.sql).where(and_(
+            PipelineVersion.pipeline_id == job.pipeline_id,
+            PipelineVersion.version == job.pipeline_version))).first() or ""
+    # type_coerce: the column's type reads the maximum back as an aware timestamp.
+    state_since = session.scalar(select(type_coerce(func.max(JobEvent.at), UTCDateTime())).where(
+        JobEvent.job_id == job.id, JobEvent.state == job.state))
+    last_error = session.scalars(select(JobError.message).where(JobError.job_id == job.id)
+                                 .order_by(JobError.at.desc(), JobError.id.desc())).first()
+    return JobView(
+        id=job.id, tenant_id=job.tenant_id, pipeline_id=job.pipeline_id, kind=job.kind,
+        state=job.state, parallelism=job.parallelism,
+        checkpoint_interval_ms=job.checkpoint_interval_ms,
+        restart_generation=job.restart_generation, stop_mode=job.stop_mode,
+        backend=job.backend, handle=job.handle, channel_url=job.channel_url,
+        channel_cursor=job.channel_cursor, attempt=job.attempt,
+        next_attempt_at=job.next_attempt_at, heartbeat_at=job.heartbeat_at,
+        last_epoch=job.last_epoch, created_at=job.created_at, updated_at=job.updated_at,
+        sql=sql, state_since=state_since, last_error=last_error)
+

@@ -1,0 +1,111 @@
+"""The scheduler's Celery apps built from settings, and the ``spate worker`` command.
+
+- :func:`celery_app`: an app that only sends tasks (what the API needs to poke
+  the scheduler; wrap it in :func:`scheduler_client`).
+- :func:`worker_app`: an app with the scheduler's tasks, bound to the
+  control-plane database through :class:`~api.control.SqlControlStore` (the
+  scheduler itself never imports ``api``).
+- ``spate worker``: runs a worker (with the periodic reconcile, by default)
+  on ``SPATE_BROKER_URL``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+from celery import Celery
+from pydantic import ValidationError
+
+from api.control import SqlControlStore
+from api.db import Database, create_database
+from api.settings import Settings
+from scheduler.app import create_celery, register_tasks
+from scheduler.backends import create_backend
+from scheduler.client import SchedulerClient
+from scheduler.config import KubernetesConfig, SchedulerConfig
+from scheduler.errors import SchedulerError
+from scheduler.service import Scheduler
+
+log = logging.getLogger(__name__)
+
+
+def scheduler_config(settings: Settings) -> SchedulerConfig:
+    """The scheduler's deployment settings, paths made absolute."""
+    kubernetes = KubernetesConfig(
+        api_server=settings.k8s_api_server, namespace=settings.k8s_namespace,
+        image=settings.k8s_image, service_account=settings.k8s_service_account,
+        checkpoint_claim=settings.k8s_checkpoint_claim,
+        channel_redis_url=settings.redis_url or _redis_broker(settings))
+    return SchedulerConfig(
+        data_dir=settings.data_dir, state_url=settings.state_url,
+        cluster_backend=settings.cluster_backend, spark_master=settings.spark_master,
+        restart_budget=settings.restart_budget, restart_backoff_s=settings.restart_backoff_s,
+        restart_backoff_max_s=settings.restart_backoff_max_s,
+        reconcile_interval_s=settings.reconcile_interval_s,
+        heartbeat_timeout_s=settings.heartbeat_timeout_s,
+        stop_timeout_s=settings.stop_timeout_s, kubernetes=kubernetes).resolved()
+
+
+def celery_app(settings: Settings) -> Celery:
+    """A Celery app on the settings' broker that sends the scheduler's tasks."""
+    config = scheduler_config(settings)
+    return create_celery(
+        settings.broker_url, queue=settings.scheduler_queue,
+        key_prefix=settings.redis_key_prefix if settings.broker_url else None,
+        reconcile_interval_s=settings.reconcile_interval_s,
+        beat_schedule_path=str(config.data_dir / "celerybeat-schedule"))
+
+
+def scheduler_client(app: Celery) -> SchedulerClient:
+    """What the API calls to poke the scheduler."""
+    return SchedulerClient(app)
+
+
+def worker_app(settings: Settings, database: Database | None = None) -> Celery:
+    """A Celery app whose tasks run the scheduler over the settings' database."""
+    config = scheduler_config(settings)
+    warn_about_state(config)
+    app = celery_app(settings)
+    store = SqlControlStore(database or create_database(settings.database_url))
+    register_tasks(app, Scheduler(store, create_backend(config), config))
+    return app
+
+
+def warn_about_state(config: SchedulerConfig) -> None:
+    """Say at start-up what every job on this cluster will fail with."""
+    if config.cluster_backend != "local" and config.state_url.startswith("sqlite:"):
+        # Jobs are still scheduled: each fails with the engine's own message, which is
+        # what the tenant sees on the job.
+        log.warning("the %s backend with sqlite state: every job will fail, as a cluster's "
+                    "executors cannot reach an embedded state store; set SPATE_STATE_URL to "
+                    "postgresql://… or fdb://", config.cluster_backend)
+
+
+def _redis_broker(settings: Settings) -> str | None:
+    broker = settings.broker_url
+    return broker if broker and broker.startswith(("redis://", "rediss://")) else None
+
+
+@click.command("worker")
+@click.option("--concurrency", "-c", default=2, show_default=True, type=click.IntRange(1, 64),
+              help="Tasks run at once (threads).")
+@click.option("--beat/--no-beat", default=True, show_default=True,
+              help="Also send the periodic reconcile (run it in one worker only).")
+@click.option("--loglevel", default="INFO", show_default=True)
+def worker(concurrency: int, beat: bool, loglevel: str) -> None:
+    """Run a scheduler worker on SPATE_BROKER_URL: start, stop, restart and watch jobs."""
+    try:
+        settings = Settings()
+        if settings.broker_url is None or settings.broker_url.startswith("memory://"):
+            raise click.UsageError("spate worker needs a shared broker: set SPATE_BROKER_URL "
+                                   "to redis://host:port/db (the in-process transport only "
+                                   "works inside `spate serve`)")
+        app = worker_app(settings)
+    except (ValidationError, SchedulerError) as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(2)
+    # Threads, not forks: a task mostly waits on the database, the broker or a process.
+    app.Worker(pool="threads", concurrency=concurrency, beat=beat, loglevel=loglevel,
+               queues=[settings.scheduler_queue]).start()

@@ -1,0 +1,51 @@
+"""The interface every cluster backend implements."""
+
+from __future__ import annotations
+
+import shutil
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+from engine.job.spec import JobSpec
+from scheduler.config import SchedulerConfig
+
+
+class ClusterBackend(ABC):
+    """Launches job processes, tells whether they live, kills them.
+
+    A *handle* is a JSON-able dict the backend returns from :meth:`submit`
+    and gets back later, possibly in another worker process: everything it
+    needs to find the process again.
+    """
+
+    #: The name stored in ``jobs.backend``.
+    name = "base"
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        self.config = config
+
+    @abstractmethod
+    def submit(self, spec: JobSpec, spec_path: Path, log_path: Path,
+               attempt: int) -> dict[str, Any]:
+        """Launch attempt ``attempt`` of ``spec`` (written at ``spec_path``); its handle."""
+
+    @abstractmethod
+    def is_alive(self, handle: dict[str, Any]) -> bool | None:
+        """Whether the process lives; None when it cannot be told from here."""
+
+    @abstractmethod
+    def kill(self, handle: dict[str, Any]) -> None:
+        """Kill the process at once (harmless when it is already gone)."""
+
+    def channel_url(self, job_dir: Path, job_id: str) -> str:
+        """Where the job publishes events: a file channel in its directory by default."""
+        return job_dir.as_uri()
+
+    def spark_master(self) -> str | None:
+        """The master a job's spec names; None when spark-submit sets it."""
+        return None
+
+    def remove_checkpoint(self, checkpoint_dir: str) -> None:
+        """Remove a Spark checkpoint the worker can reach as a local path."""
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)

@@ -1,0 +1,106 @@
+"""Detached OS processes as job handles: launch, check, kill — safe against pid reuse.
+
+A handle records the host, the pid and the process's creation time: a pid
+that now belongs to another process (same pid, other creation time) is not
+ours, so it is neither reported alive nor killed. Each job process leads its
+own session, so killing its process group takes its children (the JVM and
+Python workers) with it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from scheduler.errors import SubmitError
+
+log = logging.getLogger(__name__)
+
+#: Creation times are floats of limited precision; closer than this is the same process.
+_CREATE_TIME_TOLERANCE_S = 0.05
+
+
+def launch(command: Sequence[str], env: Mapping[str, str], cwd: Path,
+           log_path: Path) -> dict[str, Any]:
+    """Start ``command`` in its own session, output appended to ``log_path``; its handle."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as output:
+        try:
+            process = subprocess.Popen(
+                list(command), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
+                stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as error:
+            raise SubmitError(f"could not start {command[0]}: {error}") from None
+    # Reap the child when it exits, so it never lingers as a zombie of this worker.
+    threading.Thread(target=process.wait, name=f"reap-{process.pid}", daemon=True).start()
+    try:
+        create_time = psutil.Process(process.pid).create_time()
+    except psutil.NoSuchProcess:
+        create_time = 0.0  # already gone: is_alive reports it dead
+    return {"host": socket.gethostname(), "pid": process.pid, "create_time": create_time,
+            "submitted_at": time.time(), "log": str(log_path)}
+
+
+def is_alive(handle: Mapping[str, Any]) -> bool | None:
+    """Whether the handle's process runs (None: it runs on another host)."""
+    if handle.get("host") != socket.gethostname():
+        return None
+    process = _same_process(handle)
+    if process is None:
+        return False
+    try:
+        return bool(process.status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
+
+
+def kill(handle: Mapping[str, Any]) -> None:
+    """SIGKILL the handle's process group (only if the process is still the one launched)."""
+    if handle.get("host") != socket.gethostname():
+        log.warning("cannot kill job process %s: it runs on host %s", handle.get("pid"),
+                    handle.get("host"))
+        return
+    pid = int(handle["pid"])
+    if _same_process(handle) is None and psutil.pid_exists(pid):
+        return  # the pid now names someone else's process
+    try:
+        # The group outlives its leader while children (the JVM) still run.
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def log_tail(handle: Mapping[str, Any], lines: int = 5) -> str:
+    """The last lines of the process's output, for a death notice."""
+    path = handle.get("log")
+    if not path:
+        return ""
+    try:
+        with open(path, "rb") as file:
+            file.seek(0, os.SEEK_END)
+            file.seek(max(0, file.tell() - 4096))
+            text = file.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _same_process(handle: Mapping[str, Any]) -> psutil.Process | None:
+    try:
+        process = psutil.Process(int(handle["pid"]))
+        created = process.create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, KeyError, ValueError):
+        return None
+    if abs(created - float(handle.get("create_time", 0))) > _CREATE_TIME_TOLERANCE_S:
+        return None
+    return process

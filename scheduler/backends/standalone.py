@@ -1,0 +1,81 @@
+"""The ``standalone`` backend: ``spark-submit`` to a Spark standalone cluster, client mode.
+
+The driver (``engine/job/main.py`` as the application file) runs in the
+spark-submit process on the worker's machine, so its channel is a file in the
+job directory and its liveness is that process's; executors run on the
+cluster's workers. Spate's ``engine`` and ``statestore`` packages travel to
+the executors as a zip (``--py-files``, see :mod:`.packaging`); the workers
+need a Python with Spate's dependencies at the path ``spark.pyspark.python``
+names (the worker's own interpreter path, by default). State must be in a
+remote store (PostgreSQL, FoundationDB): the job refuses SQLite state on a
+cluster, and that failure is what the job row shows.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyspark
+
+import engine
+from engine.job.spec import JobSpec
+from scheduler.backends import process
+from scheduler.backends.base import ClusterBackend
+from scheduler.backends.local import job_environment
+from scheduler.backends.packaging import package_zip
+
+SPARK_HOME = Path(pyspark.__file__).resolve().parent
+JOB_APPLICATION = Path(engine.__file__).resolve().parent / "job" / "main.py"
+LOG4J_CONFIG = Path(engine.__file__).resolve().parent / "log4j2.properties"
+
+
+def spark_submit() -> Path:
+    """The spark-submit script the pyspark distribution ships."""
+    return SPARK_HOME / "bin" / "spark-submit"
+
+
+def conf_arguments(conf: dict[str, str]) -> list[str]:
+    """``--conf key=value`` for each setting, in a stable order."""
+    arguments = []
+    for key, value in sorted(conf.items()):
+        arguments += ["--conf", f"{key}={value}"]
+    return arguments
+
+
+class StandaloneBackend(ClusterBackend):
+    """Jobs as spark-submit processes against ``spark://host:port``."""
+
+    name = "standalone"
+
+    def command(self, spec: JobSpec, spec_path: Path, py_files: Path) -> list[str]:
+        """The spark-submit command line that runs ``spec``."""
+        conf = {
+            "spark.pyspark.python": sys.executable,
+            "spark.pyspark.driver.python": sys.executable,
+            # One core per task: the job takes as many cores as its parallelism, so
+            # several jobs share a cluster.
+            "spark.cores.max": str(spec.parallelism),
+            "spark.executor.cores": "1",
+            **self.config.spark_conf, **spec.spark_conf,
+        }
+        return [str(spark_submit()), "--master", str(self.config.spark_master),
+                "--deploy-mode", "client", "--name", f"spate-{spec.job_id}",
+                "--py-files", str(py_files),
+                "--driver-java-options", f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}",
+                *conf_arguments(conf), str(JOB_APPLICATION), str(spec_path)]
+
+    def submit(self, spec: JobSpec, spec_path: Path, log_path: Path,
+               attempt: int) -> dict[str, Any]:
+        py_files = package_zip(self.config.data_dir / "artifacts")
+        env = job_environment({"SPARK_HOME": str(SPARK_HOME)})
+        handle = process.launch(self.command(spec, spec_path, py_files), env,
+                                spec_path.parent, log_path)
+        return {**handle, "master": self.config.spark_master}
+
+    def is_alive(self, handle: dict[str, Any]) -> bool | None:
+        return process.is_alive(handle)
+
+    def kill(self, handle: dict[str, Any]) -> None:
+        process.kill(handle)

@@ -1,0 +1,44 @@
+"""How the API pokes the scheduler: fire-and-forget tasks on the broker.
+
+A poke only says "look at this now"; the desired state is already in the
+database. If the broker is down the poke is dropped with a warning, and the
+periodic reconcile (``reconcile_interval_s``) picks the change up anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import Celery
+from kombu.exceptions import OperationalError
+
+from scheduler.app import RECONCILE_JOB, RECONCILE_PIPELINE
+
+log = logging.getLogger(__name__)
+
+#: Seconds a poke may wait for the broker before it is dropped.
+PUBLISH_TIMEOUT_S = 2.0
+
+
+class SchedulerClient:
+    """Sends the scheduler's tasks through ``app`` (see :func:`scheduler.app.create_celery`)."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+
+    def pipeline_changed(self, pipeline_id: str) -> None:
+        """The pipeline's desired state changed: start, stop, restart or rescale it."""
+        self._send(RECONCILE_PIPELINE, pipeline_id)
+
+    def job_changed(self, job_id: str) -> None:
+        """The job changed (a preview was created, or asked to stop): act on it."""
+        self._send(RECONCILE_JOB, job_id)
+
+    def _send(self, task: str, item_id: str) -> None:
+        try:
+            self.app.send_task(task, args=[item_id], retry=True, retry_policy={
+                "max_retries": 1, "interval_start": 0, "interval_step": PUBLISH_TIMEOUT_S / 2,
+                "timeout": PUBLISH_TIMEOUT_S})
+        except (OperationalError, OSError) as error:
+            log.warning("scheduler not reached (%s for %s: %s); the periodic reconcile will "
+                        "catch up", task, item_id, error)

@@ -1,0 +1,104 @@
+"""Folding the events a job published on its channel into rows to record.
+
+Pure: a list of event dicts in, an :class:`~scheduler.store.EventBatch` out.
+Every event is a sign of life, so the newest one's time is the heartbeat;
+``epoch`` events become checkpoints and the job's latest metrics (with rates
+per second computed from the epoch's duration); ``error`` events become
+error rows; the last ``status`` event decides the job's state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from scheduler.store import (
+    FAILED,
+    FINISHED,
+    RUNNING,
+    STOPPED,
+    CheckpointRecord,
+    ErrorRecord,
+    EventBatch,
+    StatusChange,
+)
+
+log = logging.getLogger(__name__)
+
+#: A ``status`` event's ``state`` and the job state it means.
+STATUS_STATES = {"running": RUNNING, "stopped": STOPPED, "finished": FINISHED, "failed": FAILED}
+
+#: Epoch figures copied into the job's metrics as they are.
+_EPOCH_FIGURES = ("epoch", "duration_ms", "rows_in", "rows_out", "rows_late", "rows_dropped",
+                  "watermark_us", "state_bytes", "busy_ratio", "operators", "committed_at_ms")
+
+
+def fold_events(events: Iterable[dict[str, Any]]) -> EventBatch:
+    """The rows and changes ``events`` (oldest first) amount to."""
+    checkpoints: list[CheckpointRecord] = []
+    errors: list[ErrorRecord] = []
+    heartbeat: datetime | None = None
+    metrics: dict[str, Any] | None = None
+    status: StatusChange | None = None
+    for event in events:
+        at = _event_time(event)
+        heartbeat = at if heartbeat is None or at > heartbeat else heartbeat
+        kind = event.get("type")
+        if kind == "epoch":
+            record = _checkpoint(event, at)
+            if record is not None:
+                checkpoints.append(record)
+                metrics = epoch_metrics(event)
+        elif kind == "error":
+            errors.append(ErrorRecord(at=at, message=str(event.get("message") or "error"),
+                                      detail=str(event.get("detail") or "")))
+        elif kind == "status":
+            state = STATUS_STATES.get(str(event.get("state")))
+            if state is None:
+                log.warning("ignoring a status event with unknown state %r", event.get("state"))
+                continue
+            status = StatusChange(state=state, message=str(event.get("message") or ""))
+    return EventBatch(checkpoints=checkpoints, errors=errors, heartbeat_at=heartbeat,
+                      metrics=metrics, status=status)
+
+
+def epoch_metrics(event: dict[str, Any]) -> dict[str, Any]:
+    """An epoch event's figures plus its input and output rates in rows per second."""
+    metrics = {name: event[name] for name in _EPOCH_FIGURES if name in event}
+    seconds = _int(event.get("duration_ms")) / 1000
+    for name in ("rows_in", "rows_out"):
+        metrics[f"{name}_per_s"] = round(_int(event.get(name)) / seconds, 3) if seconds else 0.0
+    return metrics
+
+
+def _checkpoint(event: dict[str, Any], at: datetime) -> CheckpointRecord | None:
+    try:
+        epoch = int(event["epoch"])
+    except (KeyError, TypeError, ValueError):
+        log.warning("ignoring an epoch event without an epoch number")
+        return None
+    committed_ms = event.get("committed_at_ms")
+    committed_at = _from_ms(committed_ms) if isinstance(committed_ms, int | float) else at
+    return CheckpointRecord(epoch=epoch, committed_at=committed_at,
+                            duration_ms=_int(event.get("duration_ms")),
+                            state_bytes=_int(event.get("state_bytes")),
+                            rows_in=_int(event.get("rows_in")),
+                            rows_out=_int(event.get("rows_out")))
+
+
+def _event_time(event: dict[str, Any]) -> datetime:
+    at_ms = event.get("at_ms")
+    return _from_ms(at_ms) if isinstance(at_ms, int | float) else datetime.now(UTC)
+
+
+def _from_ms(millis: float) -> datetime:
+    return datetime.fromtimestamp(millis / 1000, UTC)
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0

@@ -1,0 +1,303 @@
+"""Carries out the reconcile decisions: the scheduler's side effects live here.
+
+:class:`Scheduler` reads a job's channel, checks its process, asks
+:mod:`scheduler.reconcile` what to do and does it: launch on the backend,
+ask to stop over the channel, kill, record state changes in the control
+store. Every method is safe to call again at any time, from any worker: state
+changes are compare-and-set in the store, so the loser of a race does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from engine.job.channel import ChannelError, open_channel
+from scheduler.backends.base import ClusterBackend
+from scheduler.backends.process import log_tail
+from scheduler.config import SchedulerConfig
+from scheduler.errors import SchedulerError
+from scheduler.events import fold_events
+from scheduler.reconcile import (
+    AskToStop,
+    Cancel,
+    Fail,
+    JobAction,
+    Kill,
+    MarkStopped,
+    Observation,
+    RestartPolicy,
+    Resubmit,
+    ScheduleRestart,
+    StartJob,
+    StopJob,
+    Submit,
+    decide_job,
+    decide_pipeline,
+    starts_without_state,
+)
+from scheduler.store import (
+    CREATED,
+    FAILED,
+    PREVIEW,
+    PROCESS_STATES,
+    RESTARTING,
+    RUNNING,
+    STARTING,
+    STOPPED,
+    STOPPING,
+    ControlStore,
+    JobView,
+)
+from scheduler.workspace import Workspace
+from statestore import StateStoreError, open_store
+
+log = logging.getLogger(__name__)
+
+#: Events read from a channel per store write.
+_EVENTS_PER_WRITE = 500
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Scheduler:
+    """Makes jobs match their pipelines' desired state on one cluster backend."""
+
+    def __init__(self, store: ControlStore, backend: ClusterBackend, config: SchedulerConfig,
+                 clock: Callable[[], datetime] = utc_now) -> None:
+        self.store = store
+        self.backend = backend
+        self.config = config
+        self.workspace = Workspace(config, backend)
+        self.policy = RestartPolicy(
+            budget=config.restart_budget, backoff_s=config.restart_backoff_s,
+            backoff_max_s=config.restart_backoff_max_s,
+            heartbeat_timeout_s=config.heartbeat_timeout_s, stop_timeout_s=config.stop_timeout_s)
+        self.clock = clock
+
+    # -- entry points (one per Celery task) -------------------------------------
+
+    def reconcile_all(self) -> None:
+        """Reconcile every pipeline that needs it and every live preview."""
+        for pipeline_id in self.store.pipelines_to_reconcile():
+            self._guarded(self.reconcile_pipeline, pipeline_id)
+        for job_id in self.store.active_preview_ids():
+            self._guarded(self.reconcile_job, job_id)
+
+    def reconcile_pipeline(self, pipeline_id: str) -> None:
+        """Bring the pipeline's jobs in line with its desired state."""
+        pipeline = self.store.pipeline(pipeline_id)
+        if pipeline is None:
+            return  # deleted: its jobs went with it
+        for job in self.store.pipeline_jobs(pipeline_id):
+            if not job.terminal:
+                self.reconcile_job(job.id)
+        for action in decide_pipeline(pipeline, self.store.pipeline_jobs(pipeline_id)):
+            if isinstance(action, StopJob):
+                log.info("stopping job %s (%s): %s", action.job_id, action.mode, action.reason)
+                if self.store.request_stop(action.job_id, action.mode) is not None:
+                    self.reconcile_job(action.job_id)
+            elif isinstance(action, StartJob):
+                created = self.store.create_run_job(pipeline_id, self.backend.name,
+                                                    action.reason)
+                if created is not None:
+                    log.info("created job %s for pipeline %s: %s", created.id, pipeline_id,
+                             action.reason)
+                    self.reconcile_job(created.id)
+
+    def reconcile_job(self, job_id: str) -> JobView | None:
+        """Read the job's events, check its process and do what it needs; the job after."""
+        job = self.store.job(job_id)
+        if job is None or job.terminal:
+            return job
+        seen = None
+        if job.state in PROCESS_STATES:
+            # Liveness first: if the process is gone, everything it wrote is on the channel.
+            alive = self.backend.is_alive(job.handle) if job.handle else None
+            job = self._ingest(job)
+            if job.terminal:
+                self._after_end(job)
+                return job
+            seen = self._observe(job, alive)
+        action = decide_job(job, seen, self.clock(), self.policy)
+        if action is None:
+            return job
+        log.info("job %s (%s): %s", job.id, job.state, action)
+        result = self._apply(job, action)
+        if result is not None and result.terminal:
+            self._after_end(result)
+        return result
+
+    def stop(self, job_id: str, mode: str) -> JobView | None:
+        """Ask the job to stop in ``mode`` and act on it now."""
+        if self.store.request_stop(job_id, mode) is None:
+            return self.store.job(job_id)
+        return self.reconcile_job(job_id)
+
+    def checkpoint(self, job_id: str) -> int | None:
+        """Record the job's latest committed epoch, read from the state store.
+
+        In a micro-batch world every committed epoch *is* a checkpoint: its
+        state, watermarks and sink markers are published together and a job
+        resumes from the newest one. So a checkpoint request does not make the
+        job do anything; it asks the source of truth, the state store, for the
+        newest committed epoch and records it as the job's ``last_epoch``.
+        """
+        job = self.store.job(job_id)
+        if job is None:
+            return None
+        spec = self.workspace.spec(job)
+        try:
+            store = open_store(spec.state_url)
+        except StateStoreError as error:
+            log.warning("checkpoint of job %s: state store unavailable: %s", job_id, error)
+            return None
+        try:
+            epoch = store.pipeline(spec.tenant_id, spec.pipeline_id).last_committed_epoch()
+        finally:
+            store.close()
+        if epoch is not None:
+            self.store.record_epoch(job_id, epoch)
+        return epoch
+
+    # -- observing --------------------------------------------------------------
+
+    def _ingest(self, job: JobView) -> JobView:
+        """Record what the job published since the last read; the job after."""
+        if not job.channel_url:
+            return job
+        try:
+            channel = open_channel(job.channel_url)
+        except ChannelError as error:
+            log.warning("job %s: cannot open its channel: %s", job.id, error)
+            return job
+        try:
+            while True:
+                events, cursor = channel.read(job.channel_cursor, _EVENTS_PER_WRITE)
+                if not events:
+                    return job
+                updated = self.store.ingest(job.id, job.channel_cursor, cursor,
+                                            fold_events(events))
+                if updated is None:  # another worker read the same events first
+                    return self.store.job(job.id) or job
+                job = updated
+                if job.terminal:
+                    return job
+        except ChannelError as error:
+            log.warning("job %s: reading its channel failed: %s", job.id, error)
+            return job
+        finally:
+            channel.close()
+
+    def _observe(self, job: JobView, alive: bool | None) -> Observation:
+        now = self.clock()
+        submitted_at = (job.handle or {}).get("submitted_at")
+        signs = [job.heartbeat_at, job.state_since,
+                 datetime.fromtimestamp(submitted_at, UTC) if submitted_at else None]
+        last_sign = max((sign for sign in signs if sign is not None), default=now)
+        in_state_since = job.state_since or now
+        return Observation(alive=alive, silent_s=(now - last_sign).total_seconds(),
+                           in_state_s=(now - in_state_since).total_seconds())
+
+    # -- acting -----------------------------------------------------------------
+
+    def _apply(self, job: JobView, action: JobAction) -> JobView | None:
+        now = self.clock()
+        if isinstance(action, Submit | Resubmit):
+            return self._launch(job, action)
+        if isinstance(action, AskToStop):
+            return self._ask_to_stop(job, action.mode)
+        if isinstance(action, Kill | Fail):
+            self._kill(job)
+            state = FAILED if isinstance(action, Fail) else STOPPED
+            extra = {"failure_message": action.message} if isinstance(action, Fail) else {}
+            return self.store.transition(job.id, {job.state}, state, action.message,
+                                         ended_at=now, **extra)
+        if isinstance(action, Cancel):
+            return self.store.transition(job.id, {CREATED, RESTARTING}, STOPPED, action.message,
+                                         ended_at=now)
+        if isinstance(action, MarkStopped):
+            return self.store.transition(job.id, {STOPPING}, STOPPED, action.message,
+                                         ended_at=now)
+        if isinstance(action, ScheduleRestart):
+            self._kill(job)  # a silent process may still hang on to its resources
+            self.store.add_error(job.id, action.message.split(";")[0],
+                                 log_tail(job.handle or {}))
+            return self.store.transition(
+                job.id, {job.state}, RESTARTING, action.message, handle=None,
+                next_attempt_at=now + timedelta(seconds=action.delay_s))
+        raise SchedulerError(f"unknown action {action!r}")
+
+    def _launch(self, job: JobView, action: Submit | Resubmit) -> JobView | None:
+        """Claim the job for this worker, then launch its process."""
+        if isinstance(action, Submit):
+            claimed = self.store.transition(
+                job.id, {CREATED}, STARTING, "starting", started_at=self.clock(),
+                channel_url=self.workspace.channel_url(job))
+        else:
+            claimed = self.store.transition(
+                job.id, {RESTARTING}, STARTING,
+                f"restarting from the last committed epoch (attempt {action.attempt})",
+                attempt=action.attempt, next_attempt_at=None)
+        if claimed is None:
+            return None
+        try:
+            if isinstance(action, Submit) and self._starts_without_state(claimed):
+                self.workspace.drop_state(claimed)
+            files = self.workspace.write_spec(claimed)
+            handle = self.backend.submit(self.workspace.spec(claimed), files.spec, files.log,
+                                         claimed.attempt)
+        except (SchedulerError, StateStoreError, OSError) as error:
+            message = f"could not start the job: {error}"
+            self.store.add_error(job.id, message)
+            return self.store.transition(job.id, {STARTING}, FAILED, message,
+                                         failure_message=message, ended_at=self.clock())
+        return self.store.update(job.id, {STARTING, RUNNING}, handle=handle)
+
+    def _starts_without_state(self, job: JobView) -> bool:
+        if job.pipeline_id is None:
+            return False
+        older = [j for j in self.store.pipeline_jobs(job.pipeline_id) if j.id != job.id]
+        return starts_without_state(job, older[0] if older else None,
+                                    self.store.pipeline(job.pipeline_id))
+
+    def _ask_to_stop(self, job: JobView, mode: str) -> JobView | None:
+        try:
+            channel = open_channel(self.workspace.channel_url(job))
+            try:
+                channel.request_stop(mode)
+            finally:
+                channel.close()
+        except ChannelError as error:
+            log.warning("job %s: could not ask it to stop (%s); will retry", job.id, error)
+            return job
+        return self.store.transition(job.id, {STARTING, RUNNING}, STOPPING,
+                                     f"stopping ({mode})")
+
+    def _kill(self, job: JobView) -> None:
+        if not job.handle:
+            return
+        try:
+            self.backend.kill(job.handle)
+        except SchedulerError as error:
+            log.warning("job %s: kill failed: %s", job.id, error)
+
+    def _after_end(self, job: JobView) -> None:
+        """Clean up after a job is over: a preview's state and checkpoint go."""
+        if job.kind != PREVIEW:
+            return
+        try:
+            self.workspace.drop_state(job)
+        except StateStoreError as error:
+            log.warning("preview %s: could not drop its state: %s", job.id, error)
+
+    def _guarded(self, method: Callable[[str], Any], item_id: str) -> None:
+        # One broken pipeline or job must not stop the sweep over the others.
+        try:
+            method(item_id)
+        except Exception:
+            log.exception("reconciling %s failed; the next sweep retries", item_id)

@@ -1,0 +1,194 @@
+"""What the scheduler reads and writes in the control plane, as an interface.
+
+The scheduler never imports ``api``: ``api.control`` implements
+:class:`ControlStore` over the control-plane database and ``api.worker``
+hands it in. Rows travel as frozen views, so nothing the scheduler holds is
+tied to a database session.
+
+Every write that changes a job's state is a compare-and-set on the state the
+caller saw (:meth:`ControlStore.transition`), and event ingestion is a
+compare-and-set on the channel cursor (:meth:`ControlStore.ingest`), so two
+workers acting on one job at once cannot both win: the loser gets ``None``
+and moves on.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+#: Job states (mirrors ``api.models.JOB_STATES``).
+CREATED, STARTING, RUNNING, STOPPING, RESTARTING = (
+    "created", "starting", "running", "stopping", "restarting")
+STOPPED, FINISHED, FAILED = "stopped", "finished", "failed"
+TERMINAL_STATES = frozenset({STOPPED, FINISHED, FAILED})
+#: States in which a job's process may be running.
+PROCESS_STATES = frozenset({STARTING, RUNNING, STOPPING})
+
+RUN, PREVIEW = "run", "preview"
+DESIRED_RUNNING, DESIRED_STOPPED = "running", "stopped"
+
+
+@dataclass(frozen=True)
+class PipelineView:
+    """A pipeline's desired state and current settings."""
+
+    id: str
+    tenant_id: str
+    desired_state: str
+    stop_mode: str | None
+    restart_generation: int
+    restart_with_state: bool
+    parallelism: int
+    checkpoint_interval_ms: int | None
+    current_version: int
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One job as the scheduler sees it."""
+
+    id: str
+    tenant_id: str
+    pipeline_id: str | None
+    kind: str
+    state: str
+    parallelism: int
+    checkpoint_interval_ms: int | None
+    restart_generation: int
+    stop_mode: str | None
+    backend: str
+    handle: dict[str, Any] | None
+    channel_url: str | None
+    channel_cursor: str | None
+    attempt: int
+    next_attempt_at: datetime | None
+    heartbeat_at: datetime | None
+    last_epoch: int | None
+    created_at: datetime
+    updated_at: datetime
+    #: The SQL it runs: its pipeline version's, or a preview's own.
+    sql: str
+    #: When the job entered its current state.
+    state_since: datetime | None = None
+    #: The newest error the job reported, if any.
+    last_error: str | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+
+@dataclass(frozen=True)
+class CheckpointRecord:
+    """One committed epoch, as a ``epoch`` event reported it."""
+
+    epoch: int
+    committed_at: datetime
+    duration_ms: int
+    state_bytes: int
+    rows_in: int
+    rows_out: int
+
+
+@dataclass(frozen=True)
+class ErrorRecord:
+    at: datetime
+    message: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    """The job state a ``status`` event asks for, with its message."""
+
+    state: str
+    message: str
+
+
+@dataclass(frozen=True)
+class EventBatch:
+    """What one read of a job's channel adds to the job's rows."""
+
+    checkpoints: list[CheckpointRecord] = field(default_factory=list)
+    errors: list[ErrorRecord] = field(default_factory=list)
+    heartbeat_at: datetime | None = None
+    metrics: dict[str, Any] | None = None
+    status: StatusChange | None = None
+
+    @property
+    def last_epoch(self) -> int | None:
+        return max((c.epoch for c in self.checkpoints), default=None)
+
+
+class ControlStore(ABC):
+    """The control-plane rows the scheduler works on, across tenants."""
+
+    # -- reading --------------------------------------------------------------
+
+    @abstractmethod
+    def pipelines_to_reconcile(self) -> list[str]:
+        """Ids of pipelines that want to run or still have a job that is not over."""
+
+    @abstractmethod
+    def active_preview_ids(self) -> list[str]:
+        """Ids of preview jobs that are not over."""
+
+    @abstractmethod
+    def pipeline(self, pipeline_id: str) -> PipelineView | None:
+        """The pipeline, or None once it is deleted."""
+
+    @abstractmethod
+    def pipeline_jobs(self, pipeline_id: str) -> list[JobView]:
+        """Every job of the pipeline that is not over, plus its newest ended one; newest first."""
+
+    @abstractmethod
+    def job(self, job_id: str) -> JobView | None:
+        """The job, or None once it is deleted."""
+
+    # -- writing --------------------------------------------------------------
+
+    @abstractmethod
+    def create_run_job(self, pipeline_id: str, backend: str, message: str) -> JobView | None:
+        """A new ``created`` job at the pipeline's current settings.
+
+        None when the pipeline is gone or already has a job that is not over
+        (checked under a lock on the pipeline, so two workers never create two).
+        """
+
+    @abstractmethod
+    def transition(self, job_id: str, expected: Collection[str], state: str, message: str,
+                   **changes: Any) -> JobView | None:
+        """Move the job from one of ``expected`` to ``state``, recording a state event.
+
+        ``changes`` sets other job columns in the same write. None when the
+        job is no longer in an ``expected`` state (another worker moved it).
+        """
+
+    @abstractmethod
+    def update(self, job_id: str, expected: Collection[str], **changes: Any) -> JobView | None:
+        """Set job columns while the job is in one of ``expected`` (no state event)."""
+
+    @abstractmethod
+    def add_error(self, job_id: str, message: str, detail: str = "") -> None:
+        """Record an error the scheduler saw (a process that died, a failed submit)."""
+
+    @abstractmethod
+    def request_stop(self, job_id: str, mode: str) -> JobView | None:
+        """Record that the job should stop in ``mode`` (``force`` overrides any other)."""
+
+    @abstractmethod
+    def ingest(self, job_id: str, cursor_before: str | None, cursor_after: str | None,
+               batch: EventBatch) -> JobView | None:
+        """Record what the job's channel said since ``cursor_before``, in one transaction.
+
+        Applies ``batch.status`` unless the job is already over. None when the
+        cursor moved meanwhile (another worker ingested the same events).
+        """
+
+    @abstractmethod
+    def record_epoch(self, job_id: str, epoch: int) -> JobView | None:
+        """Set the job's ``last_epoch`` to ``epoch`` if that is newer."""

@@ -1,0 +1,199 @@
+"""Reconcile decisions: desired state and observations in, actions out (no I/O)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scheduler.reconcile import (
+    AskToStop,
+    Cancel,
+    Fail,
+    Kill,
+    MarkStopped,
+    Observation,
+    RestartPolicy,
+    Resubmit,
+    ScheduleRestart,
+    StartJob,
+    StopJob,
+    Submit,
+    decide_job,
+    decide_pipeline,
+    starts_without_state,
+)
+from tests.scheduler.factories import NOW, job, pipeline
+
+POLICY = RestartPolicy(budget=3, backoff_s=2, backoff_max_s=10, heartbeat_timeout_s=30,
+                       stop_timeout_s=60)
+ALIVE = Observation(alive=True, silent_s=1, in_state_s=5)
+GONE = Observation(alive=False, silent_s=1, in_state_s=5)
+
+
+# -- jobs -----------------------------------------------------------------------
+
+def test_a_created_job_is_submitted_unless_a_stop_came_first() -> None:
+    assert decide_job(job(state="created"), None, NOW, POLICY) == Submit()
+    assert isinstance(decide_job(job(state="created", stop_mode="checkpoint"), None, NOW,
+                                 POLICY), Cancel)
+
+
+def test_a_live_job_is_left_alone() -> None:
+    assert decide_job(job(), ALIVE, NOW, POLICY) is None
+    assert decide_job(job(state="starting"), ALIVE, NOW, POLICY) is None
+
+
+def test_terminal_jobs_need_nothing() -> None:
+    for state in ("stopped", "finished", "failed"):
+        assert decide_job(job(state=state), GONE, NOW, POLICY) is None
+
+
+def test_a_dead_process_restarts_after_doubling_backoff_then_fails_with_the_last_error() -> None:
+    delays = []
+    for attempt in range(3):
+        action = decide_job(job(attempt=attempt), GONE, NOW, POLICY)
+        assert isinstance(action, ScheduleRestart)
+        assert f"restart {attempt + 1} of 3" in action.message
+        delays.append(action.delay_s)
+    assert delays == [2, 4, 8]
+    spent = decide_job(job(attempt=3, last_error="boom: disk full"), GONE, NOW, POLICY)
+    assert isinstance(spent, Fail)
+    assert spent.message.startswith("boom: disk full")
+    assert "restart budget of 3 spent" in spent.message
+
+
+def test_backoff_is_capped() -> None:
+    assert POLICY.backoff(10) == 10
+
+
+def test_a_silent_process_counts_as_dead_even_if_its_pid_lives() -> None:
+    hung = Observation(alive=True, silent_s=31, in_state_s=100)
+    action = decide_job(job(), hung, NOW, POLICY)
+    assert isinstance(action, ScheduleRestart) and "no heartbeat for 31 s" in action.message
+    # Unknown liveness (another host): only the heartbeat decides.
+    assert decide_job(job(), Observation(alive=None, silent_s=5, in_state_s=5), NOW,
+                      POLICY) is None
+
+
+def test_a_restarting_job_waits_for_its_backoff() -> None:
+    waiting = job(state="restarting", attempt=1, next_attempt_at=NOW + timedelta(seconds=3))
+    assert decide_job(waiting, None, NOW, POLICY) is None
+    assert decide_job(waiting, None, NOW + timedelta(seconds=3), POLICY) == Resubmit(2)
+    stopped = decide_job(job(state="restarting", stop_mode="immediate"), None, NOW, POLICY)
+    assert isinstance(stopped, Cancel)
+
+
+def test_previews_are_never_restarted() -> None:
+    action = decide_job(job(kind="preview", pipeline_id=None), GONE, NOW, POLICY)
+    assert isinstance(action, Fail) and action.message.startswith("preview failed")
+
+
+def test_stop_modes() -> None:
+    assert decide_job(job(stop_mode="graceful"), ALIVE, NOW, POLICY) == AskToStop("graceful")
+    assert decide_job(job(state="stopping", stop_mode="graceful"), ALIVE, NOW, POLICY) is None
+    assert isinstance(decide_job(job(stop_mode="force"), ALIVE, NOW, POLICY), Kill)
+    assert isinstance(decide_job(job(state="stopping", stop_mode="checkpoint"), GONE, NOW,
+                                 POLICY), MarkStopped)
+    late = Observation(alive=True, silent_s=1, in_state_s=61)
+    assert isinstance(decide_job(job(state="stopping", stop_mode="checkpoint"), late, NOW,
+                                 POLICY), Kill)
+
+
+def test_a_process_state_needs_an_observation() -> None:
+    with pytest.raises(ValueError, match="observation"):
+        decide_job(job(), None, NOW, POLICY)
+
+
+@given(attempt=st.integers(0, 50), budget=st.integers(0, 20),
+       backoff=st.floats(0, 100), cap=st.floats(0, 1000))
+def test_restarts_never_exceed_the_budget_and_waits_never_the_cap(
+        attempt: int, budget: int, backoff: float, cap: float) -> None:
+    policy = RestartPolicy(budget=budget, backoff_s=backoff, backoff_max_s=cap)
+    action = decide_job(job(attempt=attempt), GONE, NOW, policy)
+    if attempt >= budget:
+        assert isinstance(action, Fail)
+    else:
+        assert isinstance(action, ScheduleRestart)
+        assert 0 <= action.delay_s <= cap
+        assert action.delay_s == min(backoff * 2.0 ** attempt, cap)
+
+
+# -- pipelines --------------------------------------------------------------------
+
+def test_a_pipeline_that_wants_to_run_gets_one_job() -> None:
+    assert decide_pipeline(pipeline(), []) == [StartJob("the pipeline was started")]
+    assert decide_pipeline(pipeline(), [job()]) == []
+
+
+def test_finished_and_failed_pipelines_stay_so_until_a_restart() -> None:
+    for state in ("finished", "failed"):
+        assert decide_pipeline(pipeline(), [job(state=state)]) == []
+        assert decide_pipeline(pipeline(restart_generation=1), [job(state=state)]) == [
+            StartJob("a restart was requested")]
+    assert isinstance(decide_pipeline(pipeline(), [job(state="stopped")])[0], StartJob)
+
+
+def test_stopping_a_pipeline_stops_its_jobs_in_its_mode() -> None:
+    stopped = pipeline(desired_state="stopped", stop_mode="immediate")
+    assert decide_pipeline(stopped, [job()]) == [StopJob("j1", "immediate",
+                                                         "the pipeline was stopped")]
+    assert decide_pipeline(stopped, [job(stop_mode="immediate")]) == []
+    # Force overrides a gentler stop already asked; the reverse does not.
+    forced = pipeline(desired_state="stopped", stop_mode="force")
+    assert decide_pipeline(forced, [job(stop_mode="checkpoint")])[0].mode == "force"
+    assert decide_pipeline(stopped, [job(stop_mode="force")]) == []
+    assert decide_pipeline(stopped, [job(state="stopped")]) == []
+
+
+@pytest.mark.parametrize(("changes", "reason"), [
+    ({"restart_generation": 1}, "a restart was requested"),
+    ({"parallelism": 2}, "rescale from parallelism 1 to 2"),
+    ({"checkpoint_interval_ms": 500}, "the checkpoint interval changed"),
+])
+def test_restart_and_rescale_replace_the_job_after_a_checkpoint_stop(
+        changes: dict[str, int], reason: str) -> None:
+    wanted = pipeline(**changes)
+    assert decide_pipeline(wanted, [job()]) == [StopJob("j1", "checkpoint", reason)]
+    # Asked once: wait for it to end, then a new job starts.
+    assert decide_pipeline(wanted, [job(stop_mode="checkpoint", state="stopping")]) == []
+    assert isinstance(decide_pipeline(wanted, [job(state="stopped")])[0], StartJob)
+
+
+def test_an_extra_live_job_is_stopped() -> None:
+    actions = decide_pipeline(pipeline(), [job("j2"), job("j1")])
+    assert actions == [StopJob("j1", "checkpoint", "a newer job of the pipeline runs")]
+
+
+def test_previews_do_not_count_as_pipeline_jobs() -> None:
+    assert decide_pipeline(pipeline(), [job(kind="preview")]) == [
+        StartJob("the pipeline was started")]
+
+
+def test_only_the_first_launch_after_a_restart_without_state_drops_state() -> None:
+    wanted = pipeline(restart_generation=2, restart_with_state=False)
+    new = job("j2", state="created", restart_generation=2)
+    assert starts_without_state(new, job("j1", restart_generation=1), wanted)
+    assert not starts_without_state(new, job("j1", restart_generation=2), wanted)
+    assert not starts_without_state(
+        new, job("j1", restart_generation=1), pipeline(restart_generation=2))
+    assert not starts_without_state(
+        job("j2", attempt=1, restart_generation=2), job("j1", restart_generation=1), wanted)
+    assert not starts_without_state(job("j0"), None, pipeline())
+
+
+@given(st.lists(st.sampled_from(["created", "starting", "running", "stopping", "restarting",
+                                 "stopped", "finished", "failed"]), max_size=4),
+       st.sampled_from(["running", "stopped"]), st.integers(0, 2), st.integers(1, 3))
+def test_a_pipeline_never_gets_a_second_live_job(states: list[str], desired: str,
+                                                 generation: int, parallelism: int) -> None:
+    jobs = [job(f"j{9 - i}", state=s) for i, s in enumerate(states)]
+    actions = decide_pipeline(pipeline(desired_state=desired, restart_generation=generation,
+                                       parallelism=parallelism), jobs)
+    live = [j for j in jobs if not j.terminal]
+    starts = [a for a in actions if isinstance(a, StartJob)]
+    assert len(starts) <= 1
+    if live or desired == "stopped":
+        assert not starts
