@@ -9,6 +9,7 @@ import click
 
 from api.clientcli import keys, pipelines
 from api.dbcli import db
+from api.worker import worker
 from engine.cli import run
 from statestore.cli import state
 
@@ -26,6 +27,7 @@ main.add_command(state)
 main.add_command(db)
 main.add_command(pipelines)
 main.add_command(keys)
+main.add_command(worker)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ insecurely. Defaults give the embedded mode: a SQLite file, no Redis.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import (
@@ -59,6 +59,55 @@ class Settings(BaseSettings):
                     "generated on first use into the data directory's secret.key (mode 0600)",
     )
 
+    # -- scheduler (see scheduler/ and api/worker.py) -----------------------------
+    broker_url: str | None = Field(
+        default=None,
+        description="Celery broker of the scheduler (redis://host:port/db); unset: the "
+                    "in-process memory transport of `spate serve` (API and worker in one process)",
+    )
+    scheduler_queue: str = Field(default="spate", min_length=1, max_length=100,
+                                 description="Celery queue the scheduler's tasks go to")
+    state_url: str = Field(
+        default="sqlite:///.spate/state.db",
+        description="State store jobs use: sqlite:///path (one machine), postgresql://…, fdb://",
+    )
+    data_dir: Path = Field(
+        default=Path(".spate"),
+        description="Scheduler's files: jobs/<job id>/ (spec, events, log) and checkpoints/",
+    )
+    cluster_backend: Literal["local", "standalone", "kubernetes"] = Field(
+        default="local", description="Where jobs run: local processes, a Spark standalone "
+                                     "cluster, or Kubernetes",
+    )
+    spark_master: str | None = Field(
+        default=None, description="local backend: local[N] (default local[2]); standalone: "
+                                  "spark://host:port (required)",
+    )
+    restart_budget: Annotated[int, Field(ge=0, le=1000, description=(
+        "Automatic restarts of a job whose process died, before it is failed"))] = 3
+    restart_backoff_s: Annotated[float, Field(ge=0, le=3600, description=(
+        "Wait before the first automatic restart; doubles each time"))] = 2.0
+    restart_backoff_max_s: Annotated[float, Field(ge=0, le=86400, description=(
+        "Cap of the doubling restart wait"))] = 60.0
+    reconcile_interval_s: Annotated[float, Field(gt=0, le=3600, description=(
+        "Period of the scheduler's full reconcile"))] = 5.0
+    heartbeat_timeout_s: Annotated[float, Field(gt=0, le=86400, description=(
+        "A job silent this long is taken for dead and restarted"))] = 60.0
+    stop_timeout_s: Annotated[float, Field(gt=0, le=86400, description=(
+        "A job asked to stop that is still alive after this long is killed"))] = 120.0
+    k8s_api_server: str = Field(default="https://kubernetes.default.svc",
+                                description="kubernetes backend: the API server URL")
+    k8s_namespace: str = Field(default="spate-jobs",
+                               description="kubernetes backend: namespace of driver pods")
+    k8s_image: str = Field(default="spate:latest",
+                           description="kubernetes backend: image with Spate at /opt/spate")
+    k8s_service_account: str = Field(default="spate-job",
+                                     description="kubernetes backend: drivers' ServiceAccount")
+    k8s_checkpoint_claim: str | None = Field(
+        default=None, description="kubernetes backend: ReadWriteMany claim holding checkpoints, "
+                                  "mounted at <data_dir>/checkpoints in drivers and the worker",
+    )
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -78,6 +127,13 @@ class Settings(BaseSettings):
         scheme = value.split("://", 1)[0].split("+", 1)[0]
         if scheme not in ("sqlite", "postgresql", "postgres"):
             raise ValueError("database_url must be sqlite:///path or postgresql://...")
+        return value
+
+    @field_validator("broker_url")
+    @classmethod
+    def _known_broker(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "memory://")):
+            raise ValueError("broker_url must be redis://host:port/db (or memory:// in-process)")
         return value
 
     @field_validator("redis_url")
