@@ -15,12 +15,13 @@ from alembic.runtime.migration import MigrationContext
 from fastapi import FastAPI
 
 from api.bodylimit import BodyLimitMiddleware
+from api.crypto import SecretBox
 from api.db import create_database
 from api.deps import AppState, platform_key_sha256
 from api.errors import install_error_handlers
 from api.migrate import head_revision
 from api.ratelimit import RateLimit, create_rate_limiter
-from api.routes import api_keys, jobs, metrics, pipelines, preview, tenants
+from api.routes import api_keys, connections, jobs, metrics, pipelines, preview, tenants
 from api.scheduling import Scheduler
 from api.settings import Settings
 
@@ -40,7 +41,8 @@ def create_app(settings: Settings, *, scheduler: Scheduler | None = None) -> Fas
              if settings.rate_limit_per_minute > 0 else None)
     limiter = create_rate_limiter(settings.redis_url, limit, settings.redis_key_prefix)
     state = AppState(settings=settings, database=database, rate_limiter=limiter,
-                     platform_key_sha256=platform_key_sha256(settings), scheduler=scheduler)
+                     platform_key_sha256=platform_key_sha256(settings), scheduler=scheduler,
+                     secret_box=SecretBox(settings.secret_key))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -68,6 +70,8 @@ def create_app(settings: Settings, *, scheduler: Scheduler | None = None) -> Fas
                    jobs.router, metrics.router):
         app.include_router(router, prefix=API_PREFIX)
     app.include_router(metrics.platform_router)
+    for router in (connections.profiles, connections.tables):
+        app.include_router(router, prefix=API_PREFIX)
     return app
 
 

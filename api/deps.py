@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from api.crypto import SecretBox
 from api.db import Database
 from api.errors import AuthenticationError, PermissionDeniedError, RateLimitedError
 from api.ratelimit import RateLimiter
 from api.repositories.api_keys import ApiKeyRepository
 from api.repositories.auth import find_key
+from api.repositories.connections import ConnectionRepository
 from api.repositories.jobs import JobRepository
 from api.repositories.metrics import PlatformMetricsRepository, TenantMetricsRepository
 from api.repositories.pipelines import PipelineRepository
@@ -30,6 +32,7 @@ from api.repositories.tenants import PlatformRepository
 from api.scheduling import Scheduler, SchedulerNotifier
 from api.security import Role, hash_token, parse_key_id, token_matches
 from api.settings import Settings
+from engine.planner.catalog import Table
 
 _bearer = HTTPBearer(
     auto_error=False, scheme_name="ApiKey",
@@ -49,6 +52,8 @@ class AppState:
     platform_key_sha256: str | None
     #: Poked after each committed change of desired state; None: no scheduler to tell.
     scheduler: Scheduler | None = None
+    #: Encrypts connection secrets; without a configured key it makes one on first use.
+    secret_box: SecretBox = field(default_factory=lambda: SecretBox(None))
 
 
 @dataclass(frozen=True)
@@ -201,3 +206,25 @@ def platform_key_sha256(settings: Settings) -> str | None:
     if settings.platform_admin_key is None:
         return None
     return hash_token(settings.platform_admin_key.get_secret_value())
+
+
+def _connections_read(request: Request, session: SessionDep,
+                      caller: ViewerCaller) -> ConnectionRepository:
+    return ConnectionRepository(session, caller.tenant_id, app_state(request).secret_box)
+
+
+def _connections_write(request: Request, session: SessionDep,
+                       caller: DeveloperCaller) -> ConnectionRepository:
+    return ConnectionRepository(session, caller.tenant_id, app_state(request).secret_box)
+
+
+ConnectionsRead = Annotated[ConnectionRepository, Depends(_connections_read)]
+ConnectionsWrite = Annotated[ConnectionRepository, Depends(_connections_write)]
+
+
+def _table_catalog(connections: ConnectionsRead) -> dict[str, Table]:
+    return connections.catalog()
+
+
+#: The caller's connection tables as the planner's catalog (secrets as placeholders).
+TableCatalog = Annotated[dict[str, Table], Depends(_table_catalog)]

@@ -12,12 +12,14 @@ things differ from ``spate run``:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 
 from api.errors import InvalidSqlError
 from api.schemas.pipelines import Diagnostic, PlanEdge, PlanGraph, PlanNode
 from engine.planner import PREVIEW_SINK, PipelinePlan, PlanningError, plan_pipeline
+from engine.planner.catalog import Table
 
 # The planner's own syntax for environment references in option values.
 _ENV_REFERENCE = re.compile(r"\{\{\s*[A-Za-z_][A-Za-z0-9_]*\s*\}\}")
@@ -31,8 +33,12 @@ class SqlCheck:
     diagnostics: list[Diagnostic]
 
 
-def check_sql(sql: str) -> SqlCheck:
-    """Plan ``sql``; problems come back as diagnostics, never as exceptions."""
+def check_sql(sql: str, tables: Mapping[str, Table] | None = None) -> SqlCheck:
+    """Plan ``sql``; problems come back as diagnostics, never as exceptions.
+
+    ``tables`` are the tenant's connection tables (``api.deps.TableCatalog``),
+    which the SQL may use by name; their secrets are placeholders.
+    """
     reference = _ENV_REFERENCE.search(sql)
     if reference is not None:
         line, column = _line_col(sql, reference.start())
@@ -41,7 +47,7 @@ def check_sql(sql: str) -> SqlCheck:
                     "submitted to the API; write the value into the SQL",
             line=line, column=column)])
     try:
-        return SqlCheck(plan_pipeline(sql), [])
+        return SqlCheck(plan_pipeline(sql, tables=tables), [])
     except PlanningError as error:
         return SqlCheck(None, [Diagnostic(message=error.message, line=error.line,
                                           column=error.column)])
@@ -51,9 +57,10 @@ def check_sql(sql: str) -> SqlCheck:
             line=1, column=1)])
 
 
-def require_valid_sql(sql: str) -> PipelinePlan:
-    """The plan of ``sql``, or :class:`InvalidSqlError` (400) with its diagnostics."""
-    checked = check_sql(sql)
+def require_valid_sql(sql: str, tables: Mapping[str, Table] | None = None) -> PipelinePlan:
+    """The plan of ``sql`` (over the connection ``tables``, if given), or
+    :class:`InvalidSqlError` (400) with its diagnostics."""
+    checked = check_sql(sql, tables)
     if checked.plan is None:
         first = checked.diagnostics[0]
         raise InvalidSqlError(

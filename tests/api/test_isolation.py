@@ -82,6 +82,21 @@ OPERATIONS = [
               {"sql": pipeline_sql("attacker-2")}),
     Operation("GET", "/pipelines/{pipeline}/versions", "viewer", "target"),
     Operation("GET", "/pipelines/{pipeline}/versions/{version}", "viewer", "target"),
+    # Connection profiles and tables: the victim owns one of each named like its pipeline.
+    Operation("POST", "/connection-profiles", "developer", "create",
+              {"name": "{pipeline}", "connector": "blackhole"}),
+    Operation("GET", "/connection-profiles", "viewer", "list"),
+    Operation("GET", "/connection-profiles/{pipeline}", "viewer", "target"),
+    Operation("PATCH", "/connection-profiles/{pipeline}", "developer", "target",
+              {"config": {"format": "raw_string"}}),
+    Operation("DELETE", "/connection-profiles/{pipeline}", "developer", "target"),
+    Operation("POST", "/connection-profiles/{pipeline}/test", "developer", "target"),
+    Operation("POST", "/connection-tables", "developer", "create",
+              {"name": "{pipeline}", "connector": "blackhole"}),
+    Operation("GET", "/connection-tables", "viewer", "list"),
+    Operation("GET", "/connection-tables/{pipeline}", "viewer", "target"),
+    Operation("DELETE", "/connection-tables/{pipeline}", "developer", "target"),
+    Operation("POST", "/connection-tables/{pipeline}/test", "developer", "target"),
 ]
 RANK = {"viewer": 0, "developer": 1, "admin": 2}
 #: Every operation with every tenant role, the platform key (on the tenants' own
@@ -101,10 +116,17 @@ def module_client(backend: str, make_app: Callable[..., FastAPI]) -> Iterator[Te
 def victim(module_client: TestClient) -> Victim:
     tenant = new_tenant(module_client)
     marker = f"victim-secret-{secrets.token_hex(6)}"
-    name = f"victim-{secrets.token_hex(4)}"
+    name = f"victim_{secrets.token_hex(4)}"  # also a valid connection-table name
     created = module_client.post(f"{V1}/pipelines", headers=tenant.auth("developer"), json={
         "name": name, "sql": pipeline_sql(marker), "description": marker})
     assert created.status_code == 201, created.text
+    for resource, body in (
+            ("connection-profiles", {"name": name, "connector": "single_file",
+                                     "config": {"format": "json", "path": f"{marker}.jsonl"}}),
+            ("connection-tables", {"name": name, "connector": "single_file", "profile": name,
+                                   "config": {"type": "sink"}})):
+        made = module_client.post(f"{V1}/{resource}", headers=tenant.auth("developer"), json=body)
+        assert made.status_code == 201, made.text
     return Victim(tenant=tenant, pipeline=name, pipeline_id=created.json()["id"], marker=marker)
 
 
@@ -146,6 +168,11 @@ def _assert_victim_intact(client: TestClient, victim: Victim) -> None:
     keys = client.get(f"{V1}/api-keys", headers=victim.tenant.auth("admin")).json()["items"]
     assert {k["id"] for k in keys} == set(victim.tenant.key_ids.values())
     assert all(k["rotated_at"] is None for k in keys)
+    for resource in ("connection-profiles", "connection-tables"):
+        kept = client.get(f"{V1}/{resource}/{victim.pipeline}", headers=owner)
+        assert kept.status_code == 200, kept.text
+    profile = client.get(f"{V1}/connection-profiles/{victim.pipeline}", headers=owner).json()
+    assert profile["config"] == {"format": "json", "path": f"{victim.marker}.jsonl"}
 
 
 @pytest.mark.parametrize(("operation", "caller"), CASES)
