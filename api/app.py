@@ -42,7 +42,7 @@ def create_app(settings: Settings, *, scheduler: Scheduler | None = None) -> Fas
     limiter = create_rate_limiter(settings.redis_url, limit, settings.redis_key_prefix)
     state = AppState(settings=settings, database=database, rate_limiter=limiter,
                      platform_key_sha256=platform_key_sha256(settings), scheduler=scheduler,
-                     secret_box=SecretBox(settings.secret_key))
+                     secret_box=SecretBox(settings.secret_key, settings.data_dir))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

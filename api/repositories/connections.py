@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from api.connections import (
     Options,
@@ -238,3 +238,16 @@ class ConnectionRepository(TenantRepository):
     def _find_table(self, name: str) -> ConnectionTable | None:
         return self.session.scalars(select(ConnectionTable).where(
             ConnectionTable.name == name)).one_or_none()
+
+
+def job_tables(sessions: sessionmaker[Session], tenant_id: str,
+               secret_box: SecretBox) -> list[dict[str, Any]]:
+    """A tenant's connection tables with secrets decrypted, as JSON values for a job's spec.
+
+    For the scheduler's store, whose own sessions span tenants: this opens a
+    session of its own scoped to ``tenant_id``. Raises
+    :class:`~api.crypto.SecretKeyMismatchError` when the key cannot open a secret.
+    """
+    with sessions() as session:
+        repository = ConnectionRepository(session, tenant_id, secret_box)
+        return [definition.to_dict() for definition in repository.definitions()]

@@ -23,8 +23,10 @@ from api.crypto import SecretBox, SecretKeyMismatchError
 from api.db import create_database
 from api.errors import BadRequestError
 from api.planning import check_sql
-from api.repositories.connections import ConnectionRepository
+from api.repositories.connections import ConnectionRepository, job_tables
 from api.settings import Settings
+from engine.planner import plan_pipeline
+from engine.planner.external import TableDefinition, tables_from_definitions
 from tests.api.support import TenantKeys, TestClient, error_of, new_tenant
 
 V1 = "/api/v1"
@@ -286,3 +288,37 @@ def test_pipelines_plan_over_the_tenants_connection_tables(
         assert ConnectionRepository(session, other.id, box).catalog() == {}
     finally:
         session.close()
+
+
+def test_a_starting_job_gets_the_real_secrets_and_plans_with_them(
+        keyed_client: TestClient, tenant: TenantKeys, tmp_path: Path) -> None:
+    path = _secret_path(tmp_path)
+    _profile(keyed_client, tenant, path)
+    assert _orders(keyed_client, tenant).status_code == 201
+    state = keyed_client.app.state.spate  # type: ignore[attr-defined]
+
+    resolved = job_tables(state.database.sessions, tenant.id, state.secret_box)
+
+    assert [t["name"] for t in resolved] == ["orders"]
+    assert resolved[0]["options"]["path"] == path
+    json.dumps(resolved)  # JSON-safe, for the job's spec
+    tables = tables_from_definitions(TableDefinition.from_dict(t) for t in resolved)
+    plan = plan_pipeline("SELECT id, price FROM orders", {}, tables=tables)
+    assert plan.sources[0].config.options["path"] == path
+    assert job_tables(state.database.sessions, new_tenant(keyed_client).id,
+                      state.secret_box) == []
+
+
+def test_without_a_key_the_app_keeps_one_in_its_data_directory(
+        backend: str, make_app: Callable[..., FastAPI], tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with TestClient(make_app(backend, data_dir=data_dir),
+                    raise_server_exceptions=False) as client:
+        tenant = new_tenant(client)
+        assert not (data_dir / "secret.key").exists()  # made on first use only
+        _profile(client, tenant, _secret_path(tmp_path))
+    assert stat.S_IMODE(os.stat(data_dir / "secret.key").st_mode) == 0o600
+    with TestClient(make_app(backend, data_dir=data_dir),
+                    raise_server_exceptions=False) as again:
+        checked = again.post(f"{PROFILES}/files/test", headers=tenant.auth("developer"))
+        assert checked.json()["ok"] is True  # the same key opens the secret after a restart
