@@ -9,6 +9,7 @@ import click
 
 from api.clientcli import keys, pipelines
 from api.dbcli import db
+from api.serve import serve
 from api.worker import worker
 from engine.cli import run
 from statestore.cli import state
@@ -27,6 +28,7 @@ main.add_command(state)
 main.add_command(db)
 main.add_command(pipelines)
 main.add_command(keys)
+main.add_command(serve)
 main.add_command(worker)
 
 

@@ -82,7 +82,7 @@ _PIPELINE_HEADER = ("NAME", "DESIRED", "JOB STATE", "PARALLELISM", "LAST EPOCH",
 def _pipeline_row(pipeline: dict[str, Any]) -> tuple[Any, ...]:
     job = pipeline.get("job") or {}
     return (pipeline["name"], pipeline.get("desired_state"), job.get("state"),
-            pipeline.get("parallelism"), job.get("last_epoch"), pipeline.get("current_version"))
+            pipeline.get("parallelism"), job.get("last_epoch"), pipeline.get("version"))
 
 
 def _show_pipeline(pipeline: dict[str, Any], as_json: bool) -> None:

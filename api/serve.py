@@ -1,0 +1,138 @@
+"""``spate serve``: the embedded default — API, scheduler worker, SQLite and local Spark.
+
+One process runs the API (uvicorn), a Celery worker in a thread on the
+in-process transport (unless ``SPATE_BROKER_URL`` names a shared broker), and
+the periodic reconcile; jobs run as local Spark processes with the embedded
+state store. These are the production code paths, wired in one process.
+
+At start it migrates the database, makes sure the embedded tenant exists, and
+prints the API's URL and a fresh admin key (the previous start's key is
+revoked). On Ctrl-C or SIGTERM it stops the server, asks running jobs to stop
+after their epoch in progress commits, and waits for them; pipelines that
+should run are started again, from their state, at the next ``spate serve``.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+import time
+
+import click
+import uvicorn
+from pydantic import ValidationError
+
+from api import migrate
+from api.app import API_PREFIX, create_app
+from api.bootstrap import Bootstrap, bootstrap_tenant
+from api.control import SqlControlStore
+from api.db import Database, create_database
+from api.settings import Settings
+from api.worker import scheduler_client, scheduler_config, worker_app
+from scheduler.backends import create_backend
+from scheduler.embedded import start_embedded_worker
+from scheduler.errors import SchedulerError
+from scheduler.service import Scheduler
+
+log = logging.getLogger(__name__)
+
+#: How long shutting down waits for jobs to stop before killing them.
+SHUTDOWN_WAIT_S = 60.0
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--tenant", "tenant_name", default="default", show_default=True,
+              help="The tenant the printed admin key belongs to (created if absent).")
+def serve(host: str, port: int, tenant_name: str) -> None:
+    """Run Spate in one process: API, scheduler and local Spark jobs."""
+    try:
+        settings = Settings()
+    except ValidationError as error:
+        click.echo(f"error: invalid settings: {error}", err=True)
+        sys.exit(2)
+    migrate.upgrade(settings.database_url)
+    database = create_database(settings.database_url)
+    try:
+        bootstrap = bootstrap_tenant(database, tenant_name)
+        worker_celery = worker_app(settings, database)
+        try:
+            embedded = start_embedded_worker(worker_celery, settings.reconcile_interval_s)
+        except SchedulerError as error:
+            click.echo(f"error: {error}", err=True)
+            sys.exit(1)
+        try:
+            app = create_app(settings, scheduler=scheduler_client(worker_celery))
+            server = uvicorn.Server(uvicorn.Config(app, host=host, port=port,
+                                                   log_level="warning", lifespan="on"))
+            _announce_when_up(server, bootstrap, host, port)
+            # uvicorn handles Ctrl-C and SIGTERM while it runs, then raises the signal
+            # again on exit; a quiet handler lets the shutdown below run instead.
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, _note_signal)
+            server.run()
+        finally:
+            embedded.stop()
+            click.echo("stopping jobs…", err=True)
+            stop_jobs(settings, database, SHUTDOWN_WAIT_S)
+    finally:
+        database.dispose()
+
+
+def _announce_when_up(server: uvicorn.Server, bootstrap: Bootstrap, host: str,
+                      port: int) -> None:
+    """Print the URLs and the key once uvicorn has bound its socket."""
+
+    def announce() -> None:
+        while not server.started and not server.should_exit:
+            time.sleep(0.05)
+        if not server.started:
+            return
+        base = f"http://{host}:{port or _bound_port(server)}"
+        click.echo(f"Spate is serving at {base}\n"
+                   f"  API:      {base}{API_PREFIX}\n"
+                   f"  API docs: {base}{API_PREFIX}/docs\n"
+                   f"  tenant:   {bootstrap.tenant_name}\n"
+                   f"  admin key (shown once; revoked at the next start): "
+                   f"{bootstrap.admin_key}\n"
+                   "Press Ctrl-C to stop.")
+
+    threading.Thread(target=announce, name="spate-announce", daemon=True).start()
+
+
+def _note_signal(signum: int, frame: object) -> None:
+    log.info("signal %s: shutting down", signum)
+
+
+def _bound_port(server: uvicorn.Server) -> int:
+    for listener in server.servers:
+        for socket in listener.sockets:
+            return int(socket.getsockname()[1])
+    return 0
+
+
+def stop_jobs(settings: Settings, database: Database, wait_s: float) -> None:
+    """Ask every live job to stop after its epoch in progress; kill those that do not."""
+    config = scheduler_config(settings)
+    store = SqlControlStore(database)
+    scheduler = Scheduler(store, create_backend(config), config)
+    live = [job.id for pipeline_id in store.pipelines_to_reconcile()
+            for job in store.pipeline_jobs(pipeline_id) if not job.terminal]
+    live += store.active_preview_ids()
+    for job_id in live:
+        scheduler.stop(job_id, "checkpoint")
+    deadline = time.monotonic() + wait_s
+    while live and time.monotonic() < deadline:
+        time.sleep(0.5)
+        live = [job_id for job_id in live if not _ended(scheduler, job_id)]
+    for job_id in live:
+        log.warning("job %s did not stop within %s s; killing it", job_id, wait_s)
+        scheduler.stop(job_id, "force")
+
+
+def _ended(scheduler: Scheduler, job_id: str) -> bool:
+    job = scheduler.reconcile_job(job_id)
+    return job is None or job.terminal
