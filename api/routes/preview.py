@@ -12,7 +12,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
-from fastapi.sse import EventSourceResponse
 
 from api.deps import DeveloperCaller, JobsWrite, Notifier, app_state
 from api.errors import ERROR_RESPONSES
@@ -20,29 +19,40 @@ from api.planning import require_valid_sql
 from api.preview_stream import PreviewStream
 from api.schemas.pipelines import PreviewCreate
 
-#: The cluster backend recorded on preview jobs.
-PREVIEW_BACKEND = "local"
+# The route's response class is the event stream, so its error responses name
+# their (JSON) media type themselves rather than inherit the stream's.
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "Server-Sent Events: status, rows, error, end",
+          "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+    **{status: {"description": response["description"], "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
+       for status, response in ERROR_RESPONSES.items()},
+}
 
-_EVENT_STREAM: dict[int | str, dict[str, Any]] = {200: {
-    "description": "Server-Sent Events: status, rows, error, end",
-    "content": {"text/event-stream": {"schema": {"type": "string"}}},
-}}
-
-router = APIRouter(prefix="/pipelines", tags=["pipelines"], responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/pipelines", tags=["pipelines"])
 
 
-@router.post("/preview", response_class=EventSourceResponse, responses=_EVENT_STREAM)
+class EventStream(StreamingResponse):
+    """A ``text/event-stream`` of already encoded events (FastAPI's own SSE response
+    class is only for generator routes, and this route must answer errors first)."""
+
+    media_type = "text/event-stream"
+
+
+@router.post("/preview", response_class=EventStream, responses=_RESPONSES)
 def preview_pipeline(body: PreviewCreate, request: Request, caller: DeveloperCaller,
                      jobs: JobsWrite, notify: Notifier) -> StreamingResponse:
     """Run SQL without storing it and stream its first ``limit`` rows as they come:
     events ``status``, ``rows``, ``error`` and, last, ``end``. Closing the connection
     stops the preview job."""
     require_valid_sql(body.sql)
-    job = jobs.create_preview(body.sql, body.parallelism, PREVIEW_BACKEND)
+    settings = app_state(request).settings
+    job = jobs.create_preview(body.sql, body.parallelism, settings.cluster_backend)
     notify.job_changed(job.id)
     stream = PreviewStream(
         database=app_state(request).database, tenant_id=caller.tenant_id, job_id=job.id,
         limit=body.limit, timeout_s=body.timeout_s, notifier=notify,
         is_disconnected=request.is_disconnected)
-    return EventSourceResponse(stream.events(), headers={"Cache-Control": "no-cache",
-                                                         "X-Accel-Buffering": "no"})
+    # No caching, and no buffering by proxies such as nginx, or the events arrive late.
+    return EventStream(stream.events(), headers={"Cache-Control": "no-cache",
+                                                 "X-Accel-Buffering": "no"})

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
+from tests.api.job_rows import insert_history, insert_job
 from tests.api.support import (
     ROLES,
     TenantKeys,
@@ -37,6 +38,7 @@ class Victim:
     pipeline: str
     pipeline_id: str
     marker: str  # in the victim's SQL and description; must never reach the attacker
+    job_id: str  # a run of the pipeline with history; its metrics name the marker
 
     def secrets(self) -> list[str]:
         """Strings whose appearance in an attacker's response would be a leak."""
@@ -49,15 +51,18 @@ class Operation:
     """One operation of the API and what a tenant key of each role may do with it."""
 
     method: str
-    path: str  # may name {pipeline}, {key_id}, {tenant_id}: the victim's
+    path: str  # may name {pipeline}, {key_id}, {tenant_id}, {job_id}: the victim's
     min_role: str | None  # None: only the platform key may call it
-    kind: str  # target: names victim ids | create: makes a row | list | stateless
+    #: target: names victim ids | create: makes a row | list | stateless | scrape: metrics
+    kind: str
     body: dict[str, Any] | None = None
+    prefix: str = V1  # "" for the few routes outside /api/v1
 
     def url(self, victim: Victim) -> str:
-        return V1 + self.path.format(pipeline=victim.pipeline,
-                                     key_id=victim.tenant.key_ids["developer"],
-                                     tenant_id=victim.tenant.id, version=1)
+        return self.prefix + self.path.format(pipeline=victim.pipeline,
+                                              key_id=victim.tenant.key_ids["developer"],
+                                              tenant_id=victim.tenant.id, version=1,
+                                              job_id=victim.job_id)
 
 
 OPERATIONS = [
@@ -82,6 +87,22 @@ OPERATIONS = [
               {"sql": pipeline_sql("attacker-2")}),
     Operation("GET", "/pipelines/{pipeline}/versions", "viewer", "target"),
     Operation("GET", "/pipelines/{pipeline}/versions/{version}", "viewer", "target"),
+    Operation("POST", "/pipelines/{pipeline}/restart", "developer", "target",
+              {"with_state": False}),
+    Operation("POST", "/pipelines/{pipeline}/rescale", "developer", "target",
+              {"parallelism": 3}),
+    Operation("GET", "/pipelines/{pipeline}/jobs", "viewer", "target"),
+    # A preview runs in the caller's tenant; no scheduler runs here, so it times out.
+    Operation("POST", "/pipelines/preview", "developer", "stateless",
+              {"sql": pipeline_sql("attacker-preview"), "timeout_s": 1}),
+    Operation("GET", "/jobs", "viewer", "list"),
+    Operation("GET", "/jobs/{job_id}", "viewer", "target"),
+    Operation("GET", "/jobs/{job_id}/events", "viewer", "target"),
+    Operation("GET", "/jobs/{job_id}/checkpoints", "viewer", "target"),
+    Operation("GET", "/jobs/{job_id}/errors", "viewer", "target"),
+    Operation("GET", "/jobs/{job_id}/metrics", "viewer", "target"),
+    Operation("GET", "/metrics", "viewer", "scrape"),
+    Operation("GET", "/metrics", None, "scrape", prefix=""),
     # Connection profiles and tables: the victim owns one of each named like its pipeline.
     Operation("POST", "/connection-profiles", "developer", "create",
               {"name": "{pipeline}", "connector": "blackhole"}),
@@ -127,7 +148,13 @@ def victim(module_client: TestClient) -> Victim:
                                    "config": {"type": "sink"}})):
         made = module_client.post(f"{V1}/{resource}", headers=tenant.auth("developer"), json=body)
         assert made.status_code == 201, made.text
-    return Victim(tenant=tenant, pipeline=name, pipeline_id=created.json()["id"], marker=marker)
+    pipeline_id = created.json()["id"]
+    job_id = insert_job(module_client.app, tenant.id, pipeline_id, state="running",
+                        metrics={"epoch": 2, "rows_in": 10, "operators": [
+                            {"operator": f"source:{marker}", "kind": "source", "rows_out": 1}]})
+    insert_history(module_client.app, tenant.id, job_id, checkpoints=2)
+    return Victim(tenant=tenant, pipeline=name, pipeline_id=pipeline_id, marker=marker,
+                  job_id=job_id)
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +170,8 @@ def _expected(operation: Operation, caller: str) -> int:
         return 403  # tenant keys on the tenants' resource, the platform key on tenant data
     if RANK[caller] < RANK[operation.min_role]:
         return 403
-    return {"target": 404, "create": 201, "list": 200, "stateless": 200}[operation.kind]
+    return {"target": 404, "create": 201, "list": 200, "stateless": 200,
+            "scrape": 200}[operation.kind]
 
 
 def _call(client: TestClient, operation: Operation, victim: Victim,
@@ -165,6 +193,9 @@ def _assert_victim_intact(client: TestClient, victim: Victim) -> None:
     assert (body["id"], body["version"], body["parallelism"], body["description"]) == (
         victim.pipeline_id, 1, 1, victim.marker)
     assert victim.marker in body["sql"]
+    assert (body["desired_state"], body["stop_mode"], body["restart_generation"]) == (
+        "running", None, 0)
+    assert body["job"]["id"] == victim.job_id and body["job"]["state"] == "running"
     keys = client.get(f"{V1}/api-keys", headers=victim.tenant.auth("admin")).json()["items"]
     assert {k["id"] for k in keys} == set(victim.tenant.key_ids.values())
     assert all(k["rotated_at"] is None for k in keys)
@@ -195,9 +226,11 @@ def test_another_tenants_ids_are_never_served(
         assert secret not in response.text
     if response.status_code >= 400:
         error_of(response)
+    if operation.kind == "scrape":
+        assert victim.pipeline not in response.text
     if operation.kind == "list" and response.status_code == 200:
         ids = {item["id"] for item in response.json()["items"]}
-        assert not ids & {victim.pipeline_id, *victim.tenant.key_ids.values()}
+        assert not ids & {victim.pipeline_id, victim.job_id, *victim.tenant.key_ids.values()}
     if operation.kind == "create" and operation.path.startswith("/pipelines") \
             and response.status_code == 201:
         owned = module_client.get(f"{V1}/pipelines/{victim.pipeline}", headers=tenant.auth())
@@ -207,6 +240,6 @@ def test_another_tenants_ids_are_never_served(
 
 def test_the_matrix_covers_every_operation(module_client: TestClient) -> None:
     document = module_client.get(f"{V1}/openapi.json").json()
-    documented = {(method.upper(), path.removeprefix(V1).replace("{name}", "{pipeline}"))
+    documented = {(method.upper(), path.replace("{name}", "{pipeline}"))
                   for path, item in document["paths"].items() for method in item}
-    assert documented == {(o.method, o.path) for o in OPERATIONS}
+    assert documented == {(o.method, o.prefix + o.path) for o in OPERATIONS}
