@@ -81,22 +81,6 @@ def split_options(connector: str, config: Mapping[str, OptionValue],
     return Options(plain=plain, secret=secret)
 
 
-def apply_changes(current: Options, config: Mapping[str, OptionValue | None],
-                  secrets: Mapping[str, str | None]) -> tuple[Options, set[str]]:
-    """``current`` with a PATCH's changes (null removes); also the option names removed."""
-    plain = dict(current.plain)
-    secret = dict(current.secret)
-    removed: set[str] = set()
-    for values in (config, secrets):
-        for raw_name, value in values.items():
-            name = raw_name.lower()
-            plain.pop(name, None)
-            secret.pop(name, None)
-            if value is None:
-                removed.add(name)
-    return Options(plain=plain, secret=secret), removed
-
-
 def masked(secret_names: Mapping[str, object]) -> dict[str, str]:
     """The secrets as responses show them: names with a marker, never a value."""
     return dict.fromkeys(sorted(secret_names), SECRET_PLACEHOLDER)

@@ -47,10 +47,16 @@ def _profile_public(profile: ConnectionProfile) -> ConnectionProfilePublic:
 
 def _table_public(connections: ConnectionRepository, table: ConnectionTable,
                   profile_name: str | None) -> ConnectionTablePublic:
-    planned = connections.planned_table(table)
+    try:
+        planned = connections.planned_table(table)
+        role, bounded = planned.role, planned.bounded
+    except ApiError:
+        # Stored before the engine changed its rules: still listed, so it can be deleted.
+        options = connections.options(table, reveal=False).plain
+        role, bounded = options.get("type", "source"), False
     return ConnectionTablePublic(
         id=table.id, name=table.name, connector=table.connector, profile=profile_name,
-        role=planned.role, bounded=planned.bounded, config=dict(table.config),
+        role=role, bounded=bounded, config=dict(table.config),
         secrets=masked(table.secrets), fields=[FieldSchema(**f) for f in table.fields],
         created_at=table.created_at, updated_at=table.updated_at)
 

@@ -22,6 +22,7 @@ from api.connections import split_options
 from api.crypto import SecretBox, SecretKeyMismatchError
 from api.db import create_database
 from api.errors import BadRequestError
+from api.models import ConnectionTable
 from api.planning import check_sql
 from api.repositories.connections import ConnectionRepository, job_tables
 from api.settings import Settings
@@ -322,3 +323,24 @@ def test_without_a_key_the_app_keeps_one_in_its_data_directory(
                     raise_server_exceptions=False) as again:
         checked = again.post(f"{PROFILES}/files/test", headers=tenant.auth("developer"))
         assert checked.json()["ok"] is True  # the same key opens the secret after a restart
+
+
+def test_a_stored_table_that_no_longer_validates_is_listed_and_deletable(
+        keyed_client: TestClient, tenant: TenantKeys) -> None:
+    created = keyed_client.post(TABLES, headers=tenant.auth("developer"),
+                                json={"name": "old", "connector": "blackhole"})
+    assert created.status_code == 201
+    state = keyed_client.app.state.spate  # type: ignore[attr-defined]
+    with state.database.sessions() as session:  # as if the engine's rules changed since
+        row = session.get(ConnectionTable, created.json()["id"])
+        assert row is not None
+        row.config = {"type": "sink", "retired_option": "1"}
+        session.commit()
+
+    listed = keyed_client.get(TABLES, headers=tenant.auth("viewer"))
+    assert listed.status_code == 200 and listed.json()["items"][0]["role"] == "sink"
+    with state.database.sessions() as session:
+        catalog = ConnectionRepository(session, tenant.id, state.secret_box).catalog()
+    assert "old" not in catalog
+    assert keyed_client.delete(f"{TABLES}/old",
+                               headers=tenant.auth("developer")).status_code == 204
