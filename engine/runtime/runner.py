@@ -285,8 +285,10 @@ class PipelineRunner:
             finally:
                 if not single_pass:
                     batch.unpersist()
-        if self.options.on_epoch is not None:
-            self.options.on_epoch(report)
+            # Reported before the lock is released, so a stopping run has reported
+            # every epoch it committed by the time ``run`` returns.
+            if self.options.on_epoch is not None:
+                self.options.on_epoch(report)
 
     def _run_epoch(self, batch: DataFrame, number: int, single_pass: bool,
                    started: float) -> EpochReport:
