@@ -16,8 +16,8 @@ from scheduler.app import RECONCILE_JOB, RECONCILE_PIPELINE
 
 log = logging.getLogger(__name__)
 
-#: Seconds a poke may wait for the broker before it is dropped.
-PUBLISH_TIMEOUT_S = 2.0
+#: A poke is retried once, after this many seconds, before it is dropped.
+PUBLISH_RETRY_S = 1.0
 
 
 class SchedulerClient:
@@ -37,8 +37,8 @@ class SchedulerClient:
     def _send(self, task: str, item_id: str) -> None:
         try:
             self.app.send_task(task, args=[item_id], retry=True, retry_policy={
-                "max_retries": 1, "interval_start": 0, "interval_step": PUBLISH_TIMEOUT_S / 2,
-                "timeout": PUBLISH_TIMEOUT_S})
+                "max_retries": 1, "interval_start": 0, "interval_step": PUBLISH_RETRY_S,
+                "interval_max": PUBLISH_RETRY_S})
         except (OperationalError, OSError) as error:
             log.warning("scheduler not reached (%s for %s: %s); the periodic reconcile will "
                         "catch up", task, item_id, error)

@@ -223,7 +223,7 @@ def decide_pipeline(pipeline: PipelineView, jobs: list[JobView]) -> list[Pipelin
         return [StartJob("a restart was requested")]
     if latest.state in (FINISHED, FAILED):
         return []
-    return [StartJob(f"the pipeline wants to run and its last job is {latest.state}")]
+    return [StartJob(replacement_reason(pipeline, latest) or "the pipeline was started again")]
 
 
 def replacement_reason(pipeline: PipelineView, job: JobView) -> str | None:

@@ -1,0 +1,102 @@
+"""Fixtures for the scheduler's end-to-end tests: a real Redis broker, a migrated
+control database, the local backend and a Celery worker in a thread.
+
+Everything a run writes to Redis carries a prefix unique to the run (broker
+keys through kombu's ``global_keyprefix``, the queue by name) and is deleted
+afterwards; job processes still alive at the end are killed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import redis
+
+from api import migrate
+from api.control import SqlControlStore
+from api.db import create_database
+from scheduler.app import create_celery, register_tasks
+from scheduler.backends import create_backend
+from scheduler.backends.process import kill
+from scheduler.client import SchedulerClient
+from scheduler.config import SchedulerConfig
+from scheduler.embedded import start_embedded_worker
+from scheduler.service import Scheduler
+from tests.scheduler.harness import Harness
+
+#: Short periods so the tests see restarts and reconciles quickly.
+TEST_TIMINGS = {"restart_budget": 1, "restart_backoff_s": 0.5, "restart_backoff_max_s": 2.0,
+                "reconcile_interval_s": 1.0, "heartbeat_timeout_s": 90.0,
+                "stop_timeout_s": 60.0}
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    return os.environ.get("SPATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+@pytest.fixture(scope="module")
+def redis_prefix(redis_url: str) -> Iterator[str]:
+    """A key prefix for this module's broker; its keys are deleted afterwards."""
+    prefix = f"spate-test-{secrets.token_hex(6)}:"
+    yield prefix
+    client = redis.Redis.from_url(redis_url)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}*", count=500))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def control_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('control') / 'spate.db'}"
+    migrate.upgrade(url)
+    return url
+
+
+@contextmanager
+def running_scheduler(data_dir: Path, redis_url: str, redis_prefix: str, control_url: str,
+                      **overrides: object) -> Iterator[Harness]:
+    """A scheduler with its worker thread; stopped, and its job processes killed, after."""
+    values: dict[str, object] = {
+        "data_dir": data_dir, "state_url": f"sqlite:///{data_dir / 'state.db'}",
+        **TEST_TIMINGS, **overrides}
+    config = SchedulerConfig(**values).resolved()  # type: ignore[arg-type]
+    database = create_database(control_url)
+    store = SqlControlStore(database)
+    app = create_celery(redis_url, queue=f"{redis_prefix}{secrets.token_hex(4)}",
+                        key_prefix=redis_prefix,
+                        reconcile_interval_s=config.reconcile_interval_s)
+    scheduler = Scheduler(store, create_backend(config), config)
+    register_tasks(app, scheduler)
+    worker = start_embedded_worker(app)
+    harness = Harness(database=database, store=store, scheduler=scheduler, app=app,
+                      client=SchedulerClient(app), worker=worker)
+    try:
+        yield harness
+    finally:
+        worker.stop()
+        for handle in harness.handles():
+            kill(handle)
+        database.dispose()
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory: pytest.TempPathFactory, redis_url: str, redis_prefix: str,
+            control_url: str) -> Iterator[Harness]:
+    """A scheduler on the local backend with SQLite state, shared by a module's tests."""
+    with running_scheduler(tmp_path_factory.mktemp("spate-data"), redis_url, redis_prefix,
+                           control_url) as running:
+        yield running
+
+
+@pytest.fixture
+def out_dir(tmp_path: Path) -> Path:
+    return tmp_path

@@ -1,0 +1,154 @@
+"""A running scheduler for the end-to-end tests, and helpers to drive and watch it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from celery import Celery
+from sqlalchemy import select, update
+
+from api.control import SqlControlStore
+from api.db import Database
+from api.models import Job, JobCheckpoint, JobEvent, Pipeline, PipelineVersion, Tenant
+from engine.connectors.nexmark_gen import event_kinds
+from scheduler.client import SchedulerClient
+from scheduler.embedded import EmbeddedWorker
+from scheduler.service import Scheduler
+from scheduler.store import JobView
+
+#: Event times are fixed, so windows and counts do not depend on when a test runs.
+NEXMARK_BASE_TIME_MS = 1_700_000_000_000
+
+
+def windowed_bids_sql(out: Path, event_rate: int, runtime_s: int, batch: int) -> str:
+    """Bids per second of a bounded Nexmark stream into a JSON-lines file."""
+    return f"""
+CREATE TABLE nexmark WITH (connector = 'nexmark', event_rate = '{event_rate}',
+    runtime = '{runtime_s}', max_events_per_batch = '{batch}',
+    'nexmark.base_time_ms' = '{NEXMARK_BASE_TIME_MS}');
+CREATE TABLE out WITH (connector = 'single_file', path = '{out}', format = 'json',
+    type = 'sink');
+INSERT INTO out SELECT w.end AS window_end, n
+FROM (SELECT TUMBLE(INTERVAL '1' SECOND) AS w, count(*) AS n
+      FROM nexmark WHERE bid IS NOT NULL GROUP BY w);
+"""
+
+
+def expected_bids(event_rate: int, runtime_s: int) -> int:
+    """How many bids that stream holds (the generator is deterministic)."""
+    _, _, bids = event_kinds(np.arange(event_rate * runtime_s, dtype=np.int64))
+    return int(bids.sum())
+
+
+@dataclass
+class Harness:
+    database: Database
+    store: SqlControlStore
+    scheduler: Scheduler
+    app: Celery
+    client: SchedulerClient
+    worker: EmbeddedWorker
+
+    def add_pipeline(self, sql: str, parallelism: int = 1, **settings: Any) -> str:
+        """A new tenant's pipeline at version 1 that wants to run; the API's poke included."""
+        with self.database.sessions() as session, session.begin():
+            tenant = Tenant(name=f"t-{secrets.token_hex(6)}")
+            session.add(tenant)
+            session.flush()
+            pipeline = Pipeline(tenant_id=tenant.id, name="p", parallelism=parallelism,
+                                **settings)
+            session.add(pipeline)
+            session.flush()
+            session.add(PipelineVersion(
+                tenant_id=tenant.id, pipeline_id=pipeline.id, version=1, sql=sql,
+                sql_sha256=hashlib.sha256(sql.encode()).hexdigest()))
+            pipeline_id = pipeline.id
+        self.client.pipeline_changed(pipeline_id)
+        return pipeline_id
+
+    def change_pipeline(self, pipeline_id: str, **values: Any) -> None:
+        """Set desired-state columns, as the API does, and poke the scheduler."""
+        with self.database.sessions() as session, session.begin():
+            session.execute(update(Pipeline).where(Pipeline.id == pipeline_id).values(**values))
+        self.client.pipeline_changed(pipeline_id)
+
+    def jobs(self, pipeline_id: str) -> list[Job]:
+        with self.database.sessions() as session:
+            return list(session.scalars(select(Job).where(Job.pipeline_id == pipeline_id)
+                                        .order_by(Job.id)))
+
+    def job(self, job_id: str) -> Job:
+        with self.database.sessions() as session:
+            job = session.get(Job, job_id)
+            assert job is not None
+            return job
+
+    def history(self, job_id: str) -> list[tuple[str, str]]:
+        with self.database.sessions() as session:
+            return [(e.state, e.message) for e in session.scalars(
+                select(JobEvent).where(JobEvent.job_id == job_id)
+                .order_by(JobEvent.at, JobEvent.id))]
+
+    def checkpoints(self, job_id: str) -> list[int]:
+        with self.database.sessions() as session:
+            return list(session.scalars(select(JobCheckpoint.epoch).where(
+                JobCheckpoint.job_id == job_id).order_by(JobCheckpoint.epoch)))
+
+    def wait_for(self, what: str, check: Callable[[], Any], timeout_s: float = 120.0) -> Any:
+        """Poll ``check`` until it returns something truthy; fail naming ``what``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            result = check()
+            if result:
+                return result
+            time.sleep(0.25)
+        raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}; "
+                             f"jobs: {self.describe()}")
+
+    def wait_for_job(self, pipeline_id: str, states: tuple[str, ...], index: int = -1,
+                     timeout_s: float = 120.0) -> Job:
+        def check() -> Job | None:
+            jobs = self.jobs(pipeline_id)
+            if jobs and len(jobs) > (index if index >= 0 else -index - 1):
+                job = jobs[index]
+                return job if job.state in states else None
+            return None
+        return self.wait_for(f"pipeline {pipeline_id}'s job in {states}", check, timeout_s)
+
+    def view(self, job_id: str) -> JobView:
+        view = self.store.job(job_id)
+        assert view is not None
+        return view
+
+    def handles(self) -> list[dict[str, Any]]:
+        with self.database.sessions() as session:
+            return [job.handle for job in session.scalars(select(Job)) if job.handle]
+
+    def describe(self) -> str:
+        with self.database.sessions() as session:
+            return "; ".join(f"{j.id} {j.state} attempt={j.attempt} {j.failure_message or ''}"
+                             for j in session.scalars(select(Job)))
+
+
+def impulse_sql(out: Path, event_rate: int = 50) -> str:
+    """An unbounded counter stream into a JSON-lines file."""
+    return f"""
+CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '{event_rate}');
+CREATE TABLE out WITH (connector = 'single_file', path = '{out}', format = 'json',
+    type = 'sink');
+INSERT INTO out SELECT counter, subtask_index FROM ticks;
+"""
+
+
+def channel_events(job_dir: Path) -> list[dict[str, Any]]:
+    """The events a job with a file channel published, oldest first."""
+    path = job_dir / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]

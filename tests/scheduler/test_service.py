@@ -1,0 +1,151 @@
+"""The scheduler's own steps against a real control store, state store and job process:
+a restart without state, the checkpoint task, a cancelled start, a preview's clean-up."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select, update
+
+from api import migrate
+from api.control import SqlControlStore
+from api.db import create_database
+from api.models import Job, Pipeline, PipelineVersion, Tenant
+from scheduler.backends import create_backend
+from scheduler.backends.process import is_alive
+from scheduler.config import SchedulerConfig
+from scheduler.service import Scheduler
+from statestore import open_store
+
+ALL_GROUPS = range(0, 128)
+
+
+@pytest.fixture
+def scheduler(tmp_path: Path) -> Iterator[Scheduler]:
+    url = f"sqlite:///{tmp_path / 'control.db'}"
+    migrate.upgrade(url)
+    database = create_database(url)
+    config = SchedulerConfig(data_dir=tmp_path / "data",
+                             state_url=f"sqlite:///{tmp_path / 'state.db'}").resolved()
+    running = Scheduler(SqlControlStore(database), create_backend(config), config)
+    try:
+        yield running
+    finally:
+        with database.sessions() as session:
+            for job in session.scalars(select(Job)):
+                if job.handle:
+                    running.backend.kill(job.handle)
+        database.dispose()
+
+
+def add_pipeline(scheduler: Scheduler, sql: str = "SELECT 1", **settings: object) -> Pipeline:
+    store = scheduler.store
+    assert isinstance(store, SqlControlStore)
+    with store.database.sessions() as session, session.begin():
+        tenant = Tenant(name=f"t-{secrets.token_hex(6)}")
+        session.add(tenant)
+        session.flush()
+        pipeline = Pipeline(tenant_id=tenant.id, name="p", **settings)
+        session.add(pipeline)
+        session.flush()
+        session.add(PipelineVersion(tenant_id=tenant.id, pipeline_id=pipeline.id, version=1,
+                                    sql=sql, sql_sha256=hashlib.sha256(sql.encode()).hexdigest()))
+        return pipeline
+
+
+def set_pipeline(scheduler: Scheduler, pipeline_id: str, **values: object) -> None:
+    store = scheduler.store
+    assert isinstance(store, SqlControlStore)
+    with store.database.sessions() as session, session.begin():
+        session.execute(update(Pipeline).where(Pipeline.id == pipeline_id).values(**values))
+
+
+def commit_some_state(state_url: str, tenant: str, pipeline: str) -> None:
+    with open_store(state_url) as store:
+        state = store.pipeline(tenant, pipeline)
+        state.begin_epoch(0, [ALL_GROUPS])
+        writer = state.writer(0, ALL_GROUPS)
+        writer.put("window", 3, ("key",), b"value")
+        writer.commit()
+        state.commit_epoch(0, {"epoch": 0})
+
+
+def last_epoch(state_url: str, tenant: str, pipeline: str) -> int | None:
+    with open_store(state_url) as store:
+        return store.pipeline(tenant, pipeline).last_committed_epoch()
+
+
+def test_a_restart_without_state_drops_state_and_checkpoint_first(scheduler: Scheduler) -> None:
+    pipeline = add_pipeline(scheduler, desired_state="stopped")
+    earlier = scheduler.store.create_run_job(pipeline.id, "local", "an earlier run")
+    assert earlier is not None
+    scheduler.store.transition(earlier.id, {"created"}, "stopped", "stopped")
+    url = scheduler.config.state_url
+    commit_some_state(url, pipeline.tenant_id, pipeline.id)
+    checkpoint = scheduler.config.checkpoint_dir(pipeline.tenant_id, pipeline.id)
+    (checkpoint / "offsets").mkdir(parents=True)
+    # The checkpoint task reports what the state store committed.
+    assert scheduler.checkpoint(earlier.id) == 0
+    assert scheduler.store.job(earlier.id).last_epoch == 0  # type: ignore[union-attr]
+
+    set_pipeline(scheduler, pipeline.id, desired_state="running", restart_generation=1,
+                 restart_with_state=False)
+    scheduler.reconcile_pipeline(pipeline.id)
+    newest = scheduler.store.pipeline_jobs(pipeline.id)[0]
+    assert newest.id != earlier.id and newest.restart_generation == 1
+    assert newest.state == "starting" and newest.handle is not None
+    assert last_epoch(url, pipeline.tenant_id, pipeline.id) is None
+    assert not checkpoint.exists()
+
+    # A forced stop kills the process at once.
+    stopped = scheduler.stop(newest.id, "force")
+    assert stopped is not None and stopped.state == "stopped"
+    assert is_alive(newest.handle) is False
+
+
+def test_a_restart_with_state_keeps_it(scheduler: Scheduler) -> None:
+    pipeline = add_pipeline(scheduler, desired_state="stopped")
+    earlier = scheduler.store.create_run_job(pipeline.id, "local", "an earlier run")
+    assert earlier is not None
+    scheduler.store.transition(earlier.id, {"created"}, "finished", "finished")
+    commit_some_state(scheduler.config.state_url, pipeline.tenant_id, pipeline.id)
+    set_pipeline(scheduler, pipeline.id, desired_state="running", restart_generation=1)
+    scheduler.reconcile_pipeline(pipeline.id)
+    newest = scheduler.store.pipeline_jobs(pipeline.id)[0]
+    assert newest.id != earlier.id and newest.state == "starting"
+    assert last_epoch(scheduler.config.state_url, pipeline.tenant_id, pipeline.id) == 0
+    scheduler.stop(newest.id, "force")
+
+
+def test_a_job_stopped_before_it_starts_never_launches(scheduler: Scheduler) -> None:
+    pipeline = add_pipeline(scheduler, desired_state="stopped")
+    job = scheduler.store.create_run_job(pipeline.id, "local", "created")
+    assert job is not None
+    after = scheduler.stop(job.id, "graceful")
+    assert after is not None and after.state == "stopped" and after.handle is None
+    assert not scheduler.workspace.files(job.id).spec.exists()
+
+
+def test_a_preview_that_ends_leaves_no_state(scheduler: Scheduler) -> None:
+    pipeline = add_pipeline(scheduler)
+    store = scheduler.store
+    assert isinstance(store, SqlControlStore)
+    with store.database.sessions() as session, session.begin():
+        preview = Job(tenant_id=pipeline.tenant_id, kind="preview", sql="SELECT 1",
+                      parallelism=1, backend="local", state="created")
+        session.add(preview)
+        session.flush()
+        preview_id = preview.id
+    scope = (pipeline.tenant_id, f"preview-{preview_id}")
+    launched = scheduler.reconcile_job(preview_id)
+    assert launched is not None and launched.state == "starting"
+    spec = scheduler.workspace.spec(launched)
+    assert spec.kind == "preview" and spec.pipeline_id == scope[1]
+    commit_some_state(scheduler.config.state_url, *scope)
+    stopped = scheduler.stop(preview_id, "force")
+    assert stopped is not None and stopped.state == "stopped"
+    assert last_epoch(scheduler.config.state_url, *scope) is None
