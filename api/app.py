@@ -24,6 +24,7 @@ from api.ratelimit import RateLimit, create_rate_limiter
 from api.routes import api_keys, connections, jobs, metrics, pipelines, preview, tenants
 from api.scheduling import Scheduler
 from api.settings import Settings
+from api.worker import celery_app, scheduler_client
 
 API_PREFIX = "/api/v1"
 logger = logging.getLogger(__name__)
@@ -76,8 +77,16 @@ def create_app(settings: Settings, *, scheduler: Scheduler | None = None) -> Fas
 
 
 def app_from_settings() -> FastAPI:
-    """An app from ``SPATE_*`` variables and ``spate.toml``, for ASGI servers' ``--factory``."""
-    return create_app(Settings())
+    """An app from ``SPATE_*`` variables and ``spate.toml``, for ASGI servers' ``--factory``.
+
+    With a broker configured it pokes the scheduler's workers there; without one
+    (the memory transport only reaches a worker in the same process, as in
+    ``spate serve``) changes wait for a worker's periodic reconcile.
+    """
+    settings = Settings()
+    if settings.broker_url is None:
+        return create_app(settings)
+    return create_app(settings, scheduler=scheduler_client(celery_app(settings)))
 
 
 def _check_schema(state: AppState) -> None:
