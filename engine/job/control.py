@@ -118,14 +118,22 @@ class JobControl:
     def _poll(self) -> None:
         while not self._closed.wait(STOP_POLL_S):
             if self._sigterm.is_set():
-                self.request("checkpoint")
+                self._request_safely("checkpoint")
             try:
                 mode = self.channel.stop_requested()
             except ChannelError as error:
                 log.warning("cannot read stop requests: %s", error)
                 continue
             if mode is not None:
-                self.request(mode)
+                self._request_safely(mode)
+
+    def _request_safely(self, mode: str) -> None:
+        # This thread must outlive a failed stop (say, Spark already shutting down)
+        # so that a later, more urgent request is still seen.
+        try:
+            self.request(mode)
+        except Exception:
+            log.exception("stop request %s failed", mode)
 
     def _beat(self) -> None:
         while True:

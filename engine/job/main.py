@@ -9,7 +9,9 @@ The job plans ``spec.sql`` (``{{ NAME }}`` references filled from
 ``spec.variables`` only), opens the state store at ``spec.state_url`` scoped
 to ``(tenant_id, pipeline_id)`` and runs the plan with
 :class:`~engine.runtime.runner.PipelineRunner` against ``spec.checkpoint_dir``.
-Re-running the same spec after a crash resumes from the last committed epoch.
+Re-running the same spec after a crash resumes from the last committed epoch;
+re-running it after the pipeline finished reports ``finished`` at once (drop
+the pipeline's state and checkpoint to run it again from the start).
 
 Channel events (see :mod:`engine.job.events` for their fields):
 
@@ -47,12 +49,12 @@ from engine.job.control import JobControl
 from engine.job.errors import JobError, JobRefusedError
 from engine.job.events import EpochEvents, error_event, status_event
 from engine.job.preview import PreviewRows, preview_sinks
-from engine.job.spec import PREVIEW, JobSpec
+from engine.job.spec import PREVIEW, RUN, JobSpec
 from engine.planner import PipelinePlan, PlanningError, plan_pipeline
 from engine.runtime.errors import PipelineFailedError
 from engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
 from engine.spark import build_spark
-from statestore import StateStoreError, open_store
+from statestore import DEFAULT_KEY_GROUPS, StateStoreError, open_store
 
 log = logging.getLogger("engine.job")
 
@@ -93,6 +95,7 @@ class Job:
         return EXIT_OK
 
     def _run(self, control: JobControl) -> Outcome:
+        _check_spec(self.spec)
         plan = self._plan()
         master = self.spec.spark_master or submitted_master()
         check_state_reachable(master, self.spec.state_url)
@@ -156,6 +159,16 @@ class Job:
             self.channel.publish(event)
         except ChannelError as error:
             log.warning("cannot publish a %s event: %s", event.get("type"), error)
+
+
+def _check_spec(spec: JobSpec) -> None:
+    if spec.kind not in (RUN, PREVIEW):
+        raise JobRefusedError(f"unknown job kind {spec.kind!r}: use {RUN!r} or {PREVIEW!r}")
+    if not 1 <= spec.parallelism <= DEFAULT_KEY_GROUPS:
+        raise JobRefusedError(f"parallelism {spec.parallelism} is out of range: use 1 to "
+                              f"{DEFAULT_KEY_GROUPS} (a pipeline's number of key groups)")
+    if spec.kind == PREVIEW and spec.preview_row_limit < 1:
+        raise JobRefusedError("a preview needs a row limit of at least 1")
 
 
 def _failure_message(error: Exception) -> str:

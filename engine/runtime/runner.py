@@ -328,6 +328,7 @@ class PipelineRunner:
 
     def _check_abandoned(self) -> None:
         if self._abandon.is_set():
+            log.info("epoch abandoned by an immediate stop; the next run replays it")
             raise _StopRequestedError("epoch abandoned by an immediate stop")
 
     def _operator_reports(self, source_rows: dict[str, int], epoch: _Epoch,
