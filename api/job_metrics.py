@@ -24,8 +24,7 @@ from typing import Any
 #: Watermarks outside this range (µs since 1970) are sentinels (+∞ at the end of
 #: a bounded input, −∞ before the first row), not times a lag can be measured from.
 _MAX_SANE_WATERMARK_US = 253_402_300_799_000_000  # 9999-12-31
-_RATE_KEYS = {"in": ("rows_in_per_s", "rows_in_per_second"),
-              "out": ("rows_out_per_s", "rows_out_per_second")}
+_RATE_KEYS = {"in": "rows_in_per_s", "out": "rows_out_per_s"}
 
 
 @dataclass(frozen=True)
@@ -97,10 +96,9 @@ def _operators(value: Any) -> tuple[OperatorFigures, ...]:
 
 def _rate(metrics: dict[str, Any], direction: str, rows: int | None,
           duration_ms: int | None) -> float | None:
-    for key in _RATE_KEYS[direction]:
-        rate = _number(metrics.get(key))
-        if rate is not None:
-            return rate
+    rate = _number(metrics.get(_RATE_KEYS[direction]))
+    if rate is not None:
+        return rate
     if rows is None or not duration_ms or duration_ms <= 0:
         return None
     return rows * 1000 / duration_ms

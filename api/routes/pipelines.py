@@ -20,7 +20,14 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response, status
 from pydantic import AfterValidator, AwareDatetime
 
-from api.deps import DeveloperCaller, Notifier, PipelinesRead, PipelinesWrite, ViewerCaller
+from api.deps import (
+    DeveloperCaller,
+    Notifier,
+    PipelinesRead,
+    PipelinesWrite,
+    TableCatalog,
+    ViewerCaller,
+)
 from api.errors import ERROR_RESPONSES
 from api.models import DESIRED_RUNNING, DESIRED_STOPPED, Pipeline
 from api.pagination import DEFAULT_LIMIT, CursorQuery, LimitQuery, Page, decode_cursor
@@ -56,20 +63,21 @@ NewNamePath = Annotated[str, Path(pattern=NAME_PATTERN, max_length=63,
 
 
 @router.post("/validate", response_model=PipelineValidation)
-def validate_pipeline(body: PipelineValidate, caller: ViewerCaller) -> PipelineValidation:
+def validate_pipeline(body: PipelineValidate, caller: ViewerCaller,
+                      tables: TableCatalog) -> PipelineValidation:
     """Plan SQL without storing it: diagnostics with line and column, or the plan graph."""
-    checked = check_sql(body.sql)
+    checked = check_sql(body.sql, tables)
     graph = plan_graph(checked.plan) if checked.plan is not None else None
     return PipelineValidation(valid=checked.plan is not None, diagnostics=checked.diagnostics,
                               plan=graph)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=PipelinePublic)
-def create_pipeline(body: PipelineCreate, pipelines: PipelinesWrite,
-                    caller: DeveloperCaller, notify: Notifier) -> PipelinePublic:
+def create_pipeline(body: PipelineCreate, pipelines: PipelinesWrite, caller: DeveloperCaller,
+                    notify: Notifier, tables: TableCatalog) -> PipelinePublic:
     """Create a pipeline at version 1 and start it (unless ``stopped``). Invalid SQL is a
     400 with located diagnostics."""
-    require_valid_sql(body.sql)
+    require_valid_sql(body.sql, tables)
     pipeline = pipelines.create(body.name, body.sql, _settings(body), caller.key_id)
     notify.pipeline_changed(pipeline.id)
     return _public(pipelines, pipeline)
@@ -78,12 +86,12 @@ def create_pipeline(body: PipelineCreate, pipelines: PipelinesWrite,
 @router.put("/{name}", response_model=PipelinePublic,
             responses={201: {"model": PipelinePublic, "description": "created"}})
 def put_pipeline(name: NewNamePath, body: PipelineSpec, pipelines: PipelinesWrite,
-                 caller: DeveloperCaller, response: Response,
-                 notify: Notifier) -> PipelinePublic:
+                 caller: DeveloperCaller, response: Response, notify: Notifier,
+                 tables: TableCatalog) -> PipelinePublic:
     """Create the pipeline ``name`` if absent (201) and start it (unless ``stopped``), or
     return it unchanged if it exists with the same SQL and settings (200); other SQL or
     settings are a 409. ``stopped`` is not compared: it only applies to a new pipeline."""
-    require_valid_sql(body.sql)
+    require_valid_sql(body.sql, tables)
     pipeline, created = pipelines.create_or_get(name, body.sql, _settings(body), caller.key_id)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     if created:
@@ -176,11 +184,15 @@ def delete_pipeline(
                               "description": "the SQL equals the current version's"}})
 def create_pipeline_version(name: NamePath, body: PipelineVersionCreate,
                             pipelines: PipelinesWrite, caller: DeveloperCaller,
-                            response: Response) -> PipelineVersionPublic:
-    """Make new SQL current as the next version (201); the current SQL again is a 200."""
-    require_valid_sql(body.sql)
+                            response: Response, notify: Notifier,
+                            tables: TableCatalog) -> PipelineVersionPublic:
+    """Make new SQL current as the next version (201); the current SQL again is a 200.
+    A running job keeps the SQL it started with until the pipeline is restarted."""
+    require_valid_sql(body.sql, tables)
     version, created = pipelines.add_version(name, body.sql, caller.key_id)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+    if created:
+        notify.pipeline_changed(version.pipeline_id)
     return PipelineVersionPublic.model_validate(version)
 
 

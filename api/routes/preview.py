@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from api.deps import DeveloperCaller, JobsWrite, Notifier, app_state
+from api.deps import DeveloperCaller, JobsWrite, Notifier, TableCatalog, app_state
 from api.errors import ERROR_RESPONSES
 from api.planning import require_valid_sql
 from api.preview_stream import PreviewStream
@@ -41,11 +41,11 @@ class EventStream(StreamingResponse):
 
 @router.post("/preview", response_class=EventStream, responses=_RESPONSES)
 def preview_pipeline(body: PreviewCreate, request: Request, caller: DeveloperCaller,
-                     jobs: JobsWrite, notify: Notifier) -> StreamingResponse:
+                     jobs: JobsWrite, notify: Notifier, tables: TableCatalog) -> StreamingResponse:
     """Run SQL without storing it and stream its first ``limit`` rows as they come:
     events ``status``, ``rows``, ``error`` and, last, ``end``. Closing the connection
     stops the preview job."""
-    require_valid_sql(body.sql)
+    require_valid_sql(body.sql, tables)
     settings = app_state(request).settings
     job = jobs.create_preview(body.sql, body.parallelism, settings.cluster_backend)
     notify.job_changed(job.id)

@@ -228,3 +228,27 @@ def test_force_delete_of_a_job_that_does_not_end_is_a_409(
     after = client.get(f"{PIPELINES}/p", headers=tenant.auth()).json()
     assert (after["desired_state"], after["stop_mode"]) == ("stopped", "force")
     assert read_job(client.app, job_id).state == "stopping"
+
+
+def test_pipelines_and_previews_plan_over_the_tenants_connection_tables(
+        client: TestClient, tenant: TenantKeys) -> None:
+    dev = tenant.auth("developer")
+    made = client.post("/api/v1/connection-tables", headers=dev,
+                       json={"name": "sink_table", "connector": "blackhole"})
+    assert made.status_code == 201, made.text
+    sql = ("CREATE TABLE src WITH (connector = 'impulse', event_rate = '1');\n"
+           "INSERT INTO sink_table SELECT counter FROM src;\n")
+    assert client.post(f"{PIPELINES}/validate", headers=dev,
+                       json={"sql": sql}).json()["valid"] is True
+    assert client.post(PIPELINES, headers=dev, json={"name": "p", "sql": sql}).status_code == 201
+    assert client.put(f"{PIPELINES}/q", headers=dev, json={"sql": sql}).status_code == 201
+    assert client.post(f"{PIPELINES}/q/versions", headers=dev,
+                       json={"sql": sql + "-- 2\n"}).status_code == 201
+
+    unknown = sql.replace("sink_table", "nope")
+    for method, path, body in (("POST", PIPELINES, {"name": "r", "sql": unknown}),
+                               ("POST", f"{PIPELINES}/preview", {"sql": unknown})):
+        response = client.request(method, path, headers=dev, json=body)
+        assert response.status_code == 400, path
+        [diagnostic] = error_of(response)["details"]
+        assert "nope" in diagnostic["message"] and diagnostic["line"] == 2
