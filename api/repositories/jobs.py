@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, func, select
 
-from api.errors import NotFoundError
+from api.errors import ConflictError, NotFoundError
 from api.ids import new_id
 from api.models import (
     JOB_TERMINAL_STATES,
@@ -78,8 +78,16 @@ class JobRepository(TenantRepository):
                limit: int) -> tuple[list[JobError], str | None]:
         return self._children(JobError, job_id, after, limit)
 
-    def create_preview(self, sql: str, parallelism: int, backend: str) -> Job:
-        """A preview job in state ``created``, for the scheduler to start."""
+    def create_preview(self, sql: str, parallelism: int, backend: str,
+                       max_streaming: int) -> Job:
+        """A preview job in state ``created``, for the scheduler to start; a 409 when
+        ``max_streaming`` previews of the tenant are still streaming (not yet asked to stop)."""
+        streaming = self.session.scalar(select(func.count()).select_from(Job).where(
+            Job.kind == "preview", Job.stop_mode.is_(None),
+            Job.state.not_in(JOB_TERMINAL_STATES))) or 0
+        if streaming >= max_streaming:
+            raise ConflictError(f"{streaming} previews are still running; close one (or let "
+                                f"it reach its limit) before starting another")
         now = utc_now()
         job = Job(id=new_id(), kind="preview", sql=sql, state="created",
                   parallelism=parallelism, restart_generation=0, backend=backend, attempt=0,

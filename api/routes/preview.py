@@ -30,6 +30,8 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 router = APIRouter(prefix="/pipelines", tags=["pipelines"])
+#: Previews a tenant may stream at once: each runs a Spark job.
+MAX_STREAMING_PREVIEWS = 4
 
 
 class EventStream(StreamingResponse):
@@ -44,10 +46,11 @@ def preview_pipeline(body: PreviewCreate, request: Request, caller: DeveloperCal
                      jobs: JobsWrite, notify: Notifier, tables: TableCatalog) -> StreamingResponse:
     """Run SQL without storing it and stream its first ``limit`` rows as they come:
     events ``status``, ``rows``, ``error`` and, last, ``end``. Closing the connection
-    stops the preview job."""
+    stops the preview job. A tenant streams at most four previews at once (409)."""
     require_valid_sql(body.sql, tables)
     settings = app_state(request).settings
-    job = jobs.create_preview(body.sql, body.parallelism, settings.cluster_backend)
+    job = jobs.create_preview(body.sql, body.parallelism, settings.cluster_backend,
+                              MAX_STREAMING_PREVIEWS)
     notify.job_changed(job.id)
     stream = PreviewStream(
         database=app_state(request).database, tenant_id=caller.tenant_id, job_id=job.id,

@@ -257,3 +257,42 @@ def test_a_viewer_may_not_preview(server: Server) -> None:
                              headers=server.tenant.auth("viewer"))
     assert response.status_code == 403 and error_of(response)["code"] == "forbidden"
     assert _preview_ids(server) == known
+
+
+def test_a_tenant_streams_a_bounded_number_of_previews(server: Server) -> None:
+    with ApiClient(server.app, base_url=server.url) as client:
+        tenant = new_tenant(client)  # its own, so other tests' previews do not count
+    headers = tenant.auth("developer")
+    hang_up = threading.Event()
+
+    def open_stream() -> None:
+        with httpx.Client(base_url=server.url, timeout=30) as http, \
+                http.stream("POST", PREVIEW, json={"sql": SELECT_SQL, "timeout_s": 30},
+                            headers=headers) as response:
+            assert response.status_code == 200
+            hang_up.wait(30)
+
+    streams = [threading.Thread(target=open_stream) for _ in range(4)]
+    for stream in streams:
+        stream.start()
+    try:
+        deadline = time.monotonic() + 15
+        while len(_previews_of(server, tenant)) < 4:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            refused = http.post(PREVIEW, json={"sql": SELECT_SQL}, headers=headers)
+        assert refused.status_code == 409
+        assert "previews are still running" in error_of(refused)["message"]
+    finally:
+        hang_up.set()
+        for stream in streams:
+            stream.join(30)
+    for job_id in _previews_of(server, tenant):  # hung up: each was asked to stop
+        assert _wait_for_stop_mode(server, job_id) == "immediate"
+
+
+def _previews_of(server: Server, tenant: TenantKeys) -> set[str]:
+    with database_of(server.app).sessions() as session:
+        return set(session.scalars(select(Job.id).where(
+            Job.tenant_id == tenant.id, Job.kind == "preview")))
