@@ -67,6 +67,7 @@ def worker_app(settings: Settings, database: Database | None = None) -> Celery:
     """A Celery app whose tasks run the scheduler over the settings' database."""
     config = scheduler_config(settings)
     warn_about_state(config)
+    config.data_dir.mkdir(parents=True, exist_ok=True)  # beat keeps its schedule there
     app = celery_app(settings)
     store = SqlControlStore(database or create_database(settings.database_url))
     register_tasks(app, Scheduler(store, create_backend(config), config))
@@ -106,6 +107,8 @@ def worker(concurrency: int, beat: bool, loglevel: str) -> None:
     except (ValidationError, SchedulerError) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)
+    # Pool threads find the app that runs their tasks as the process's default.
+    app.set_default()
     # Threads, not forks: a task mostly waits on the database, the broker or a process.
     app.Worker(pool="threads", concurrency=concurrency, beat=beat, loglevel=loglevel,
                queues=[settings.scheduler_queue]).start()

@@ -100,7 +100,8 @@ def register_tasks(app: Celery, scheduler: Scheduler) -> None:
         CHECKPOINT: scheduler.checkpoint,
     }
     for name, function in tasks.items():
-        app.task(name=name)(_returning_plain(function))
+        # Not shared: each app runs its own scheduler (a shared task joins every app).
+        app.task(name=name, shared=False)(_returning_plain(function))
 
 
 def _returning_plain(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -73,7 +73,8 @@ def start_embedded_worker(app: Celery, reconcile_interval_s: float | None = None
         app=app, hostname=anon_nodename(hostname="spate-embedded"), concurrency=1, pool="solo",
         loglevel="WARNING", without_heartbeat=True, without_mingle=True, without_gossip=True,
         queues=[app.conf.task_default_queue])
-    thread = threading.Thread(target=worker.start, name="spate-worker", daemon=True)
+    thread = threading.Thread(target=_run, args=(app, worker), name="spate-worker",
+                              daemon=True)
     thread.start()
     if not worker.ready.wait(START_TIMEOUT_S):
         worker_state.should_terminate = 0
@@ -85,6 +86,12 @@ def start_embedded_worker(app: Celery, reconcile_interval_s: float | None = None
     ticker.start()
     return EmbeddedWorker(app=app, worker=worker, thread=thread, ticker=ticker,
                           _stopping=stopping)
+
+
+def _run(app: Celery, worker: WorkController) -> None:
+    # Celery finds a task's app through the thread's current app when it runs it.
+    app.set_current()
+    worker.start()
 
 
 def _tick(app: Celery, interval_s: float, stopping: threading.Event) -> None:

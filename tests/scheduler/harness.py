@@ -48,6 +48,21 @@ def expected_bids(event_rate: int, runtime_s: int) -> int:
     return int(bids.sum())
 
 
+def new_pipeline(database: Database, sql: str = "SELECT 1", **settings: Any) -> Pipeline:
+    """A new tenant's pipeline at version 1 (desired state as given, default running)."""
+    with database.sessions() as session, session.begin():
+        tenant = Tenant(name=f"t-{secrets.token_hex(6)}")
+        session.add(tenant)
+        session.flush()
+        pipeline = Pipeline(tenant_id=tenant.id, name="p", **settings)
+        session.add(pipeline)
+        session.flush()
+        session.add(PipelineVersion(
+            tenant_id=tenant.id, pipeline_id=pipeline.id, version=1, sql=sql,
+            sql_sha256=hashlib.sha256(sql.encode()).hexdigest()))
+        return pipeline
+
+
 @dataclass
 class Harness:
     database: Database
@@ -58,19 +73,8 @@ class Harness:
     worker: EmbeddedWorker
 
     def add_pipeline(self, sql: str, parallelism: int = 1, **settings: Any) -> str:
-        """A new tenant's pipeline at version 1 that wants to run; the API's poke included."""
-        with self.database.sessions() as session, session.begin():
-            tenant = Tenant(name=f"t-{secrets.token_hex(6)}")
-            session.add(tenant)
-            session.flush()
-            pipeline = Pipeline(tenant_id=tenant.id, name="p", parallelism=parallelism,
-                                **settings)
-            session.add(pipeline)
-            session.flush()
-            session.add(PipelineVersion(
-                tenant_id=tenant.id, pipeline_id=pipeline.id, version=1, sql=sql,
-                sql_sha256=hashlib.sha256(sql.encode()).hexdigest()))
-            pipeline_id = pipeline.id
+        """A new pipeline that wants to run, and the API's poke about it."""
+        pipeline_id = new_pipeline(self.database, sql, parallelism=parallelism, **settings).id
         self.client.pipeline_changed(pipeline_id)
         return pipeline_id
 

@@ -3,7 +3,6 @@ that keep two workers from acting twice on one job."""
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 import threading
 from collections.abc import Iterator
@@ -16,8 +15,9 @@ from sqlalchemy import make_url, select
 from api import migrate
 from api.control import SqlControlStore
 from api.db import create_database
-from api.models import Job, JobCheckpoint, JobEvent, Pipeline, PipelineVersion, Tenant
+from api.models import Job, JobCheckpoint, JobEvent, Pipeline
 from scheduler.store import CheckpointRecord, ErrorRecord, EventBatch, StatusChange
+from tests.scheduler.harness import new_pipeline
 
 
 def _admin(server_url: str) -> psycopg.Connection[tuple[object, ...]]:
@@ -47,21 +47,12 @@ def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
                 admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def new_pipeline(store: SqlControlStore, **settings: object) -> str:
-    with store.database.sessions() as session, session.begin():
-        tenant = Tenant(name=f"t-{secrets.token_hex(6)}")
-        session.add(tenant)
-        session.flush()
-        pipeline = Pipeline(tenant_id=tenant.id, name="p", **settings)
-        session.add(pipeline)
-        session.flush()
-        session.add(PipelineVersion(tenant_id=tenant.id, pipeline_id=pipeline.id, version=1,
-                                    sql="SELECT 1", sql_sha256=hashlib.sha256(b"x").hexdigest()))
-        return pipeline.id
+def add_pipeline(store: SqlControlStore, **settings: object) -> str:
+    return new_pipeline(store.database, **settings).id
 
 
 def test_concurrent_workers_create_one_job_per_pipeline(store: SqlControlStore) -> None:
-    pipeline_id = new_pipeline(store, parallelism=3, checkpoint_interval_ms=500)
+    pipeline_id = add_pipeline(store, parallelism=3, checkpoint_interval_ms=500)
     results: list[object] = []
     barrier = threading.Barrier(6)
 
@@ -85,7 +76,7 @@ def test_concurrent_workers_create_one_job_per_pipeline(store: SqlControlStore) 
 
 
 def test_a_transition_happens_once_however_many_workers_try(store: SqlControlStore) -> None:
-    job = store.create_run_job(new_pipeline(store), "local", "started")
+    job = store.create_run_job(add_pipeline(store), "local", "started")
     assert job is not None
     won = store.transition(job.id, {"created"}, "starting", "starting",
                            handle={"pid": 1}, started_at=datetime.now(UTC))
@@ -99,7 +90,7 @@ def test_a_transition_happens_once_however_many_workers_try(store: SqlControlSto
 
 
 def test_ingesting_the_same_events_twice_records_them_once(store: SqlControlStore) -> None:
-    job = store.create_run_job(new_pipeline(store), "local", "started")
+    job = store.create_run_job(add_pipeline(store), "local", "started")
     assert job is not None
     store.transition(job.id, {"created"}, "starting", "starting")
     at = datetime(2026, 1, 1, tzinfo=UTC)
@@ -129,7 +120,7 @@ def test_ingesting_the_same_events_twice_records_them_once(store: SqlControlStor
 
 
 def test_stop_requests_keep_the_first_mode_unless_forced(store: SqlControlStore) -> None:
-    job = store.create_run_job(new_pipeline(store), "local", "started")
+    job = store.create_run_job(add_pipeline(store), "local", "started")
     assert job is not None
     assert store.request_stop(job.id, "checkpoint") is not None
     assert store.request_stop(job.id, "immediate") is None
@@ -141,9 +132,9 @@ def test_stop_requests_keep_the_first_mode_unless_forced(store: SqlControlStore)
 
 
 def test_which_pipelines_need_reconciling(store: SqlControlStore) -> None:
-    wanted = new_pipeline(store)
-    idle = new_pipeline(store, desired_state="stopped")
-    draining = new_pipeline(store)
+    wanted = add_pipeline(store)
+    idle = add_pipeline(store, desired_state="stopped")
+    draining = add_pipeline(store)
     job = store.create_run_job(draining, "local", "started")
     assert job is not None
     with store.database.sessions() as session, session.begin():
@@ -158,7 +149,7 @@ def test_which_pipelines_need_reconciling(store: SqlControlStore) -> None:
 
 
 def test_record_epoch_only_moves_forward(store: SqlControlStore) -> None:
-    job = store.create_run_job(new_pipeline(store), "local", "started")
+    job = store.create_run_job(add_pipeline(store), "local", "started")
     assert job is not None
     assert store.record_epoch(job.id, 7).last_epoch == 7  # type: ignore[union-attr]
     assert store.record_epoch(job.id, 3).last_epoch == 7  # type: ignore[union-attr]

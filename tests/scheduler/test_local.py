@@ -77,7 +77,7 @@ def test_an_unbounded_pipeline_stopped_in_checkpoint_mode_ends_stopped(
 def test_a_killed_job_resumes_and_a_rescale_replaces_it_exactly_once(
         harness: Harness, out_dir: Path) -> None:
     out = out_dir / "bids.jsonl"
-    pipeline_id = harness.add_pipeline(windowed_bids_sql(out, 1000, 12, 1000))
+    pipeline_id = harness.add_pipeline(windowed_bids_sql(out, 1000, 8, 2000))
     first = harness.wait_for("a committed epoch", lambda: next(
         (j for j in harness.jobs(pipeline_id) if j.last_epoch is not None), None), 240)
     killed_pid = kill_job_process(harness, first.id)
@@ -112,7 +112,7 @@ def test_a_killed_job_resumes_and_a_rescale_replaces_it_exactly_once(
     rows = output_rows(out)
     windows = [row["window_end"] for row in rows]
     assert len(windows) == len(set(windows))  # no window written twice
-    assert sum(row["n"] for row in rows) == expected_bids(1000, 12)  # no bid lost or doubled
+    assert sum(row["n"] for row in rows) == expected_bids(1000, 8)  # no bid lost or doubled
 
 
 def test_a_job_that_keeps_dying_fails_after_its_restart_budget(

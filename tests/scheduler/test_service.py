@@ -3,8 +3,6 @@ a restart without state, the checkpoint task, a cancelled start, a preview's cle
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,12 +12,13 @@ from sqlalchemy import select, update
 from api import migrate
 from api.control import SqlControlStore
 from api.db import create_database
-from api.models import Job, Pipeline, PipelineVersion, Tenant
+from api.models import Job, Pipeline
 from scheduler.backends import create_backend
 from scheduler.backends.process import is_alive
 from scheduler.config import SchedulerConfig
 from scheduler.service import Scheduler
 from statestore import open_store
+from tests.scheduler.harness import new_pipeline
 
 ALL_GROUPS = range(0, 128)
 
@@ -42,19 +41,10 @@ def scheduler(tmp_path: Path) -> Iterator[Scheduler]:
         database.dispose()
 
 
-def add_pipeline(scheduler: Scheduler, sql: str = "SELECT 1", **settings: object) -> Pipeline:
+def add_pipeline(scheduler: Scheduler, **settings: object) -> Pipeline:
     store = scheduler.store
     assert isinstance(store, SqlControlStore)
-    with store.database.sessions() as session, session.begin():
-        tenant = Tenant(name=f"t-{secrets.token_hex(6)}")
-        session.add(tenant)
-        session.flush()
-        pipeline = Pipeline(tenant_id=tenant.id, name="p", **settings)
-        session.add(pipeline)
-        session.flush()
-        session.add(PipelineVersion(tenant_id=tenant.id, pipeline_id=pipeline.id, version=1,
-                                    sql=sql, sql_sha256=hashlib.sha256(sql.encode()).hexdigest()))
-        return pipeline
+    return new_pipeline(store.database, **settings)
 
 
 def set_pipeline(scheduler: Scheduler, pipeline_id: str, **values: object) -> None:
