@@ -11,6 +11,7 @@ previews (dropped when the preview ends).
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,9 +65,11 @@ class Workspace:
     def write_spec(self, job: JobView) -> JobFiles:
         """Write the job's spec into its directory (the same spec for every attempt)."""
         files = self.files(job.id)
-        files.directory.mkdir(parents=True, exist_ok=True)
-        spec = self.spec(job)
-        files.spec.write_text(spec.to_json())
+        files.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Owner-only: the state URL in the spec may carry a password.
+        descriptor = os.open(files.spec, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as spec_file:
+            spec_file.write(self.spec(job).to_json())
         return files
 
     def spec(self, job: JobView) -> JobSpec:

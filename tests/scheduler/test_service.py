@@ -3,6 +3,7 @@ a restart without state, the checkpoint task, a cancelled start, a preview's cle
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -90,6 +91,8 @@ def test_a_restart_without_state_drops_state_and_checkpoint_first(scheduler: Sch
     assert newest.state == "starting" and newest.handle is not None
     assert last_epoch(url, pipeline.tenant_id, pipeline.id) is None
     assert not checkpoint.exists()
+    spec_path = scheduler.workspace.files(newest.id).spec
+    assert stat.S_IMODE(spec_path.stat().st_mode) == 0o600  # it names the state store
 
     # A forced stop kills the process at once.
     stopped = scheduler.stop(newest.id, "force")
