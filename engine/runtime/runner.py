@@ -282,6 +282,14 @@ class PipelineRunner:
                 batch.persist()
             try:
                 report = self._run_epoch(batch, batch_id, single_pass, started)
+            except Exception:
+                if self._abandon.is_set():
+                    log.info("epoch abandoned by an immediate stop; the next run replays it",
+                             extra={"epoch": batch_id})
+                    # Its cancelled Spark jobs fail with whole JVM stack traces, which
+                    # Spark would then parse at length; what happened fits in a line.
+                    raise _StopRequestedError("epoch abandoned by an immediate stop") from None
+                raise
             finally:
                 if not single_pass:
                     batch.unpersist()
@@ -328,7 +336,6 @@ class PipelineRunner:
 
     def _check_abandoned(self) -> None:
         if self._abandon.is_set():
-            log.info("epoch abandoned by an immediate stop; the next run replays it")
             raise _StopRequestedError("epoch abandoned by an immediate stop")
 
     def _operator_reports(self, source_rows: dict[str, int], epoch: _Epoch,
