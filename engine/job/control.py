@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from typing import Protocol
+from typing import Any, Protocol
 
 from engine.job.channel import ChannelError, JobChannel
 from engine.job.events import heartbeat_event
@@ -59,11 +59,12 @@ class JobControl:
         self._sigterm = threading.Event()
         self._lock = threading.Lock()
         self._fallback: threading.Timer | None = None
+        self._previous_sigterm: Any = signal.SIG_DFL
         self._threads = [threading.Thread(target=self._beat, name="job-heartbeat", daemon=True),
                          threading.Thread(target=self._poll, name="job-stop-poll", daemon=True)]
 
     def __enter__(self) -> JobControl:
-        signal.signal(signal.SIGTERM, lambda *_: self._on_sigterm())
+        self._previous_sigterm = signal.signal(signal.SIGTERM, lambda *_: self._on_sigterm())
         for thread in self._threads:
             thread.start()
         return self
@@ -72,7 +73,7 @@ class JobControl:
         self._closed.set()
         if self._fallback is not None:
             self._fallback.cancel()
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, self._previous_sigterm)
         for thread in self._threads:
             thread.join(timeout=STOP_POLL_S * 4)
 

@@ -72,12 +72,13 @@ def test_a_stop_asked_before_the_runner_exists_applies_on_attach(tmp_path: Path)
 
 def test_sigterm_is_a_checkpoint_stop(tmp_path: Path) -> None:
     runner = RecordingRunner()
+    before = signal.getsignal(signal.SIGTERM)
     with JobControl(FileJobChannel(tmp_path)) as control:
         control.attach(runner)
         os.kill(os.getpid(), signal.SIGTERM)
         assert _eventually(lambda: runner.names == ["request_stop"])
         assert control.stop_mode == "checkpoint"
-    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    assert signal.getsignal(signal.SIGTERM) == before
 
 
 def test_heartbeats_are_published_while_the_job_lives(tmp_path: Path) -> None:
