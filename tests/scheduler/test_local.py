@@ -81,7 +81,8 @@ def test_a_killed_job_resumes_and_a_rescale_replaces_it_exactly_once(
     first = harness.wait_for("a committed epoch", lambda: next(
         (j for j in harness.jobs(pipeline_id) if j.last_epoch is not None), None), 240)
     killed_pid = kill_job_process(harness, first.id)
-    last_before_kill = harness.job(first.id).last_epoch
+    # The checkpoint task reads the newest committed epoch from the state store.
+    last_before_kill = harness.scheduler.checkpoint(first.id)
     assert last_before_kill is not None
 
     # The reconciler sees the process gone, waits its backoff and starts attempt 1,
