@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import and_, func, or_, select, type_coerce, update
 from sqlalchemy.orm import Session
 
+from api.crypto import SecretBox, SecretKeyMismatchError
 from api.db import Database
 from api.models import (
     DESIRED_RUNNING,
@@ -33,6 +34,8 @@ from api.models import (
     UTCDateTime,
     utc_now,
 )
+from api.repositories.connections import job_tables
+from scheduler.errors import JobConfigurationError
 from scheduler.store import (
     FAILED,
     RUNNING,
@@ -49,8 +52,10 @@ _FORCE = "force"
 class SqlControlStore(ControlStore):
     """Pipelines and jobs of every tenant, in the control-plane database."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, secret_box: SecretBox | None = None) -> None:
         self.database = database
+        #: Opens connection tables' secrets for jobs (the API's key and data dir).
+        self.secret_box = secret_box or SecretBox(None)
 
     @contextmanager
     def _session(self) -> Iterator[Session]:
@@ -177,6 +182,12 @@ class SqlControlStore(ControlStore):
             _record_batch(session, job, batch)
             session.flush()
             return _job_view(session, job)
+
+    def job_tables(self, tenant_id: str) -> list[dict[str, Any]]:
+        try:
+            return job_tables(self.database.sessions, tenant_id, self.secret_box)
+        except SecretKeyMismatchError as error:
+            raise JobConfigurationError(str(error)) from None
 
     def record_epoch(self, job_id: str, epoch: int) -> JobView | None:
         with self._session() as session:

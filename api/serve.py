@@ -28,6 +28,7 @@ from api import migrate
 from api.app import API_PREFIX, create_app
 from api.bootstrap import Bootstrap, bootstrap_tenant
 from api.control import SqlControlStore
+from api.crypto import SecretBox
 from api.db import Database, create_database
 from api.settings import Settings
 from api.worker import scheduler_client, scheduler_config, worker_app
@@ -117,7 +118,7 @@ def _bound_port(server: uvicorn.Server) -> int:
 def stop_jobs(settings: Settings, database: Database, wait_s: float) -> None:
     """Ask every live job to stop after its epoch in progress; kill those that do not."""
     config = scheduler_config(settings)
-    store = SqlControlStore(database)
+    store = SqlControlStore(database, SecretBox(settings.secret_key, settings.data_dir))
     scheduler = Scheduler(store, create_backend(config), config)
     live = [job.id for pipeline_id in store.pipelines_to_reconcile()
             for job in store.pipeline_jobs(pipeline_id) if not job.terminal]

@@ -19,6 +19,7 @@ from celery import Celery
 from pydantic import ValidationError
 
 from api.control import SqlControlStore
+from api.crypto import SecretBox
 from api.db import Database, create_database
 from api.settings import Settings
 from scheduler.app import create_celery, register_tasks
@@ -69,7 +70,8 @@ def worker_app(settings: Settings, database: Database | None = None) -> Celery:
     warn_about_state(config)
     config.data_dir.mkdir(parents=True, exist_ok=True)  # beat keeps its schedule there
     app = celery_app(settings)
-    store = SqlControlStore(database or create_database(settings.database_url))
+    store = SqlControlStore(database or create_database(settings.database_url),
+                            SecretBox(settings.secret_key, settings.data_dir))
     register_tasks(app, Scheduler(store, create_backend(config), config))
     return app
 

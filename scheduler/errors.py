@@ -17,3 +17,7 @@ class SubmitError(SchedulerError):
 
 class BackendCommandError(SchedulerError):
     """A command a cluster backend runs (kubectl, spark-submit) failed."""
+
+
+class JobConfigurationError(SchedulerError):
+    """What a job needs (its tables, their secrets) cannot be assembled; the job fails."""

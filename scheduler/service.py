@@ -248,9 +248,9 @@ class Scheduler:
         try:
             if isinstance(action, Submit) and self._starts_without_state(claimed):
                 self.workspace.drop_state(claimed)
-            files = self.workspace.write_spec(claimed)
-            handle = self.backend.submit(self.workspace.spec(claimed), files.spec, files.log,
-                                         claimed.attempt)
+            spec = self.workspace.spec(claimed, self.store.job_tables(claimed.tenant_id))
+            files = self.workspace.write_spec(claimed, spec)
+            handle = self.backend.submit(spec, files.spec, files.log, claimed.attempt)
         except (SchedulerError, StateStoreError, OSError) as error:
             message = f"could not start the job: {error}"
             self.store.add_error(job.id, message)

@@ -190,5 +190,13 @@ class ControlStore(ABC):
         """
 
     @abstractmethod
+    def job_tables(self, tenant_id: str) -> list[dict[str, Any]]:
+        """The tenant's connection tables with secrets decrypted, for a starting job's spec.
+
+        Raises :class:`~scheduler.errors.JobConfigurationError` when they cannot be
+        read (for example, secrets encrypted with another key).
+        """
+
+    @abstractmethod
     def record_epoch(self, job_id: str, epoch: int) -> JobView | None:
         """Set the job's ``last_epoch`` to ``epoch`` if that is newer."""

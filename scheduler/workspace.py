@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from engine.job.spec import PREVIEW, RUN, JobSpec
 from scheduler.backends.base import ClusterBackend
@@ -46,6 +49,16 @@ def state_pipeline_id(job: JobView) -> str:
     return job.pipeline_id
 
 
+def named_tables(sql: str, tables: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The table definitions whose name appears as a word in ``sql``.
+
+    A job's planner decides which tables a query really uses; this only keeps
+    the decrypted secrets of tables the SQL never mentions out of its spec.
+    """
+    words = {word.lower() for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", sql)}
+    return [table for table in tables if str(table.get("name", "")).lower() in words]
+
+
 class Workspace:
     """Lays out job directories and builds specs for one scheduler deployment."""
 
@@ -62,24 +75,26 @@ class Workspace:
     def checkpoint_dir(self, job: JobView) -> Path:
         return self.config.checkpoint_dir(job.tenant_id, state_pipeline_id(job))
 
-    def write_spec(self, job: JobView) -> JobFiles:
-        """Write the job's spec into its directory (the same spec for every attempt)."""
+    def write_spec(self, job: JobView, spec: JobSpec) -> JobFiles:
+        """Write ``spec`` into the job's directory (the same spec for every attempt)."""
         files = self.files(job.id)
         files.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         # Owner-only: the state URL in the spec may carry a password.
         descriptor = os.open(files.spec, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w") as spec_file:
-            spec_file.write(self.spec(job).to_json())
+            spec_file.write(spec.to_json())
         return files
 
-    def spec(self, job: JobView) -> JobSpec:
+    def spec(self, job: JobView, tables: Iterable[dict[str, Any]] = ()) -> JobSpec:
+        """The job's spec, with those of the connection ``tables`` its SQL names."""
         return JobSpec(
             job_id=job.id, tenant_id=job.tenant_id, pipeline_id=state_pipeline_id(job),
             sql=job.sql, state_url=self.config.state_url,
             checkpoint_dir=str(self.checkpoint_dir(job)), channel_url=self.channel_url(job),
             parallelism=job.parallelism, kind=PREVIEW if job.kind == PREVIEW else RUN,
             checkpoint_interval_ms=job.checkpoint_interval_ms,
-            spark_master=self.backend.spark_master(), spark_conf=dict(self.config.spark_conf))
+            spark_master=self.backend.spark_master(), spark_conf=dict(self.config.spark_conf),
+            tables=named_tables(job.sql, tables))
 
     def drop_state(self, job: JobView) -> None:
         """Remove the job's pipeline state from the state store and its Spark checkpoint."""

@@ -51,6 +51,7 @@ from engine.job.events import EpochEvents, error_event, status_event
 from engine.job.preview import PreviewRows, preview_sinks
 from engine.job.spec import PREVIEW, RUN, JobSpec
 from engine.planner import PipelinePlan, PlanningError, plan_pipeline
+from engine.planner.external import TableDefinition, tables_from_definitions
 from engine.runtime.errors import PipelineFailedError
 from engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
 from engine.spark import build_spark
@@ -115,7 +116,9 @@ class Job:
 
     def _plan(self) -> PipelinePlan:
         try:
-            return plan_pipeline(self.spec.sql, self.spec.variables)
+            catalog = tables_from_definitions(
+                TableDefinition.from_dict(table) for table in self.spec.tables)
+            return plan_pipeline(self.spec.sql, self.spec.variables, tables=catalog)
         except PlanningError as error:
             raise JobRefusedError(
                 f"invalid SQL at line {error.line}:{error.column}: {error.message}") from None

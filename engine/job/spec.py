@@ -40,6 +40,10 @@ class JobSpec:
     #: A preview stops after this many rows.
     preview_row_limit: int = 1000
     spark_conf: dict[str, str] = field(default_factory=dict)
+    #: The tenant's connection tables the SQL names, as
+    #: :class:`engine.planner.external.TableDefinition` dicts with secrets decrypted
+    #: (which is why the scheduler writes spec files owner-only).
+    tables: list[dict[str, Any]] = field(default_factory=list)
     #: Values of the ``{{ NAME }}`` references in the SQL's table options (the job
     #: never fills them from its host's environment).
     variables: dict[str, str] = field(default_factory=dict)

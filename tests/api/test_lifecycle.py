@@ -4,7 +4,8 @@ The server runs on PostgreSQL (control plane) and Redis (Celery broker), with
 a real scheduler worker and local Spark jobs. A pipeline is created, runs and
 writes output, is stopped with a checkpoint, restarted, rescaled from 1 to 2,
 and runs to the end of its bounded input; its output must equal an
-uninterrupted run of the same SQL.
+uninterrupted run of the same SQL. Its sink is one of the tenant's connection
+tables, whose path is a secret: the job gets it decrypted through its spec.
 """
 
 from __future__ import annotations
@@ -23,12 +24,16 @@ from tests.api.serving import REPO, ServeProcess, wait_for
 
 pytestmark = pytest.mark.spark
 
-PIPELINE = """
+SOURCE = """
 CREATE TABLE nexmark WITH (connector = 'nexmark', event_rate = '1000', runtime = '40',
     rate_limited = '{rate_limited}', max_events_per_batch = '2000',
     'nexmark.base_time_ms' = '1700000000000');
+"""
+SINK = """
 CREATE TABLE out WITH (connector = 'single_file', path = '{out}', format = 'json',
     type = 'sink');
+"""
+QUERY = """
 INSERT INTO out
 SELECT w.start AS second, bucket, bids, top
 FROM (SELECT bid.auction % 5 AS bucket, TUMBLE(INTERVAL '1' SECOND) AS w,
@@ -78,9 +83,13 @@ def test_create_stop_restart_rescale_equals_an_uninterrupted_run(
             raise AssertionError(f"job failed: {job['failure_message']}\n{server.log()}")
         return job if job is not None and job["state"] in states else None
 
+    table = http.post("/connection-tables", json={
+        "name": "out", "connector": "single_file",
+        "config": {"format": "json", "type": "sink"}, "secrets": {"path": str(out)}})
+    assert table.status_code == 201, table.text
     created = http.post("/pipelines", json={
         "name": "lifecycle", "parallelism": 1,
-        "sql": PIPELINE.format(rate_limited="true", out=out)})
+        "sql": SOURCE.format(rate_limited="true") + QUERY})
     assert created.status_code == 201, created.text
 
     first = wait_for("the first job to run", lambda: job_in("running"))
@@ -121,6 +130,10 @@ def test_create_stop_restart_rescale_equals_an_uninterrupted_run(
                for s in family.samples}
     assert samples[("spate_pipeline_rows_in_total", "lifecycle")] > 0
 
+    spec = (tmp_path / "data" / "jobs" / jobs[0]["id"] / "spec.json")
+    assert spec.stat().st_mode & 0o077 == 0  # it holds the decrypted path: owner-only
+    assert str(out) not in server.log()
+
     assert sorted(_lines(out)) == sorted(_uninterrupted_run(tmp_path))
 
 
@@ -129,7 +142,8 @@ def _uninterrupted_run(tmp_path: Path) -> list[str]:
     reference = tmp_path / "reference"
     reference.mkdir()
     sql = reference / "pipeline.sql"
-    sql.write_text(PIPELINE.format(rate_limited="false", out=reference / "out.jsonl"))
+    sql.write_text(SOURCE.format(rate_limited="false")
+                   + SINK.format(out=reference / "out.jsonl") + QUERY)
     result = subprocess.run(
         [sys.executable, "-m", "api.cli", "run", str(sql),
          "--state", f"sqlite:///{reference / 'state.db'}",
