@@ -8,7 +8,6 @@ test with random names, so tests sharing a database do not see each other.
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,7 +15,6 @@ from typing import Any
 
 import psycopg
 import pytest
-import redis
 from fastapi import FastAPI
 from sqlalchemy import make_url
 
@@ -24,25 +22,13 @@ from api import migrate
 from api.app import create_app
 from api.settings import Settings
 from tests.api.support import BACKENDS, PLATFORM_KEY, UNLIMITED, TenantKeys, TestClient, new_tenant
-
-
-@pytest.fixture(scope="session")
-def redis_url() -> str:
-    return os.environ.get("SPATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+from tests.conftest import redis_key_prefix
 
 
 @pytest.fixture(scope="session")
 def redis_prefix(redis_url: str) -> Iterator[str]:
     """A key prefix for this run; its keys are deleted afterwards."""
-    prefix = f"spate-test-{secrets.token_hex(6)}:"
-    yield prefix
-    client = redis.Redis.from_url(redis_url)
-    try:
-        keys = list(client.scan_iter(match=f"{prefix}*", count=500))
-        if keys:
-            client.delete(*keys)
-    finally:
-        client.close()
+    yield from redis_key_prefix(redis_url)
 
 
 class ThrowawayPostgres:

@@ -8,14 +8,12 @@ afterwards; job processes still alive at the end are killed.
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import redis
 
 from api import migrate
 from api.control import SqlControlStore
@@ -27,6 +25,7 @@ from scheduler.client import SchedulerClient
 from scheduler.config import SchedulerConfig
 from scheduler.embedded import start_embedded_worker
 from scheduler.service import Scheduler
+from tests.conftest import redis_key_prefix
 from tests.scheduler.harness import Harness
 
 #: Short periods so the tests see restarts and reconciles quickly.
@@ -35,23 +34,10 @@ TEST_TIMINGS = {"restart_budget": 1, "restart_backoff_s": 0.5, "restart_backoff_
                 "stop_timeout_s": 60.0}
 
 
-@pytest.fixture(scope="session")
-def redis_url() -> str:
-    return os.environ.get("SPATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-
-
 @pytest.fixture(scope="module")
 def redis_prefix(redis_url: str) -> Iterator[str]:
     """A key prefix for this module's broker; its keys are deleted afterwards."""
-    prefix = f"spate-test-{secrets.token_hex(6)}:"
-    yield prefix
-    client = redis.Redis.from_url(redis_url)
-    try:
-        keys = list(client.scan_iter(match=f"{prefix}*", count=500))
-        if keys:
-            client.delete(*keys)
-    finally:
-        client.close()
+    yield from redis_key_prefix(redis_url)
 
 
 @pytest.fixture(scope="module")
