@@ -1,6 +1,7 @@
 """The ``kubernetes`` backend: ``spark-submit --deploy-mode cluster`` onto Kubernetes.
 
-The driver runs in a pod, so the job's spec travels in a ConfigMap mounted
+The driver runs in a pod, so the job's spec travels in a Secret (it can hold
+a state-store password and connection tables' decrypted secrets) mounted
 into the driver pod (through a pod template), its channel is a Redis stream
 (the pod cannot write the worker's files), and liveness is the driver pod's
 phase as ``kubectl`` reports it. Every job gets its own Spark application;
@@ -67,7 +68,7 @@ class KubernetesBackend(ClusterBackend):
 
     def names(self, spec: JobSpec, attempt: int) -> dict[str, str]:
         job = dns_name(f"spate-{spec.job_id}")
-        return {"config_map": f"{job}-spec", "driver_pod": dns_name(f"{job}-a{attempt}-driver"),
+        return {"spec_secret": f"{job}-spec", "driver_pod": dns_name(f"{job}-a{attempt}-driver"),
                 "application": job}
 
     def command(self, spec: JobSpec, template_path: Path, attempt: int) -> list[str]:
@@ -95,7 +96,7 @@ class KubernetesBackend(ClusterBackend):
                 *conf_arguments(conf), APPLICATION, f"{SPEC_MOUNT}/spec.json"]
 
     def manifests(self, spec: JobSpec) -> list[dict[str, Any]]:
-        """The namespace's access objects for drivers and the job's spec ConfigMap."""
+        """The namespace's access objects for drivers and the Secret holding the job's spec."""
         namespace, account = self.settings.namespace, self.settings.service_account
         labels = {"app.kubernetes.io/managed-by": "spate"}
         return [
@@ -114,17 +115,18 @@ class KubernetesBackend(ClusterBackend):
              "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                          "name": account}},
-            {"apiVersion": "v1", "kind": "ConfigMap",
-             "metadata": {"name": self.names(spec, 0)["config_map"], "namespace": namespace,
+            {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+             "metadata": {"name": self.names(spec, 0)["spec_secret"], "namespace": namespace,
                           "labels": {**labels, "spate/job": dns_name(spec.job_id),
                                      "spate/tenant": dns_name(spec.tenant_id)}},
-             "data": {"spec.json": spec.to_json()}},
+             "stringData": {"spec.json": spec.to_json()}},
         ]
 
     def driver_pod_template(self, spec: JobSpec) -> dict[str, Any]:
         """The pod template spark-submit merges into the driver pod: the spec mounted."""
         volumes: list[dict[str, Any]] = [
-            {"name": "spate-spec", "configMap": {"name": self.names(spec, 0)["config_map"]}}]
+            {"name": "spate-spec", "secret": {"secretName": self.names(spec, 0)["spec_secret"],
+                                              "defaultMode": 0o400}}]
         mounts: list[dict[str, Any]] = [
             {"name": "spate-spec", "mountPath": SPEC_MOUNT, "readOnly": True}]
         if self.settings.checkpoint_claim:

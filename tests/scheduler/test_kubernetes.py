@@ -57,7 +57,7 @@ def test_the_submit_command_runs_the_job_in_cluster_mode() -> None:
 def test_manifests_grant_the_driver_its_executors_and_carry_the_spec() -> None:
     manifests = backend().manifests(SPEC)
     by_kind = {m["kind"]: m for m in manifests}
-    assert set(by_kind) == {"ServiceAccount", "Role", "RoleBinding", "ConfigMap"}
+    assert set(by_kind) == {"ServiceAccount", "Role", "RoleBinding", "Secret"}
     assert all(m["metadata"]["namespace"] == "jobs" for m in manifests)
     rule = by_kind["Role"]["rules"][0]
     assert "pods" in rule["resources"] and {"create", "delete", "watch"} <= set(rule["verbs"])
@@ -65,16 +65,18 @@ def test_manifests_grant_the_driver_its_executors_and_carry_the_spec() -> None:
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "runner",
                                     "namespace": "jobs"}]
     assert binding["roleRef"]["name"] == "runner"
-    config_map = by_kind["ConfigMap"]
-    assert config_map["metadata"]["name"] == "spate-01jabcdefghjkmnpqrstvwxyz0-spec"
-    assert JobSpec.from_json(config_map["data"]["spec.json"]) == SPEC
+    # The spec may carry passwords and decrypted connection secrets: a Secret, not a ConfigMap.
+    secret = by_kind["Secret"]
+    assert secret["metadata"]["name"] == "spate-01jabcdefghjkmnpqrstvwxyz0-spec"
+    assert JobSpec.from_json(secret["stringData"]["spec.json"]) == SPEC
     json.dumps(manifests)  # what kubectl apply receives
 
 
 def test_the_driver_pod_template_mounts_the_spec_and_the_checkpoint_claim() -> None:
     template = backend(checkpoint_claim="spate-checkpoints").driver_pod_template(SPEC)
     volumes = {v["name"]: v for v in template["spec"]["volumes"]}
-    assert volumes["spate-spec"]["configMap"]["name"] == "spate-01jabcdefghjkmnpqrstvwxyz0-spec"
+    assert volumes["spate-spec"]["secret"] == {
+        "secretName": "spate-01jabcdefghjkmnpqrstvwxyz0-spec", "defaultMode": 0o400}
     assert volumes["spate-checkpoints"]["persistentVolumeClaim"]["claimName"] == (
         "spate-checkpoints")
     mounts = {m["name"]: m["mountPath"] for m in template["spec"]["containers"][0]["volumeMounts"]}
