@@ -21,7 +21,18 @@ from api.deps import AppState, platform_key_sha256
 from api.errors import install_error_handlers
 from api.migrate import head_revision
 from api.ratelimit import RateLimit, create_rate_limiter
-from api.routes import api_keys, connections, jobs, metrics, pipelines, preview, tenants
+from api.routes import (
+    api_keys,
+    connections,
+    connectors,
+    jobs,
+    me,
+    metrics,
+    pipelines,
+    preview,
+    tenants,
+)
+from api.routes.console import mount_console
 from api.scheduling import Scheduler
 from api.settings import Settings
 from api.worker import celery_app, scheduler_client
@@ -71,8 +82,9 @@ def create_app(settings: Settings, *, scheduler: Scheduler | None = None) -> Fas
                    jobs.router, metrics.router):
         app.include_router(router, prefix=API_PREFIX)
     app.include_router(metrics.platform_router)
-    for router in (connections.profiles, connections.tables):
+    for router in (connections.profiles, connections.tables, connectors.router, me.router):
         app.include_router(router, prefix=API_PREFIX)
+    mount_console(app)  # last: the console's pages at / never shadow the API
     return app
 
 

@@ -94,6 +94,7 @@ def _announce_when_up(server: uvicorn.Server, bootstrap: Bootstrap, host: str,
             return
         base = f"http://{host}:{port or _bound_port(server)}"
         click.echo(f"Spate is serving at {base}\n"
+                   f"  Console:  {base}/\n"
                    f"  API:      {base}{API_PREFIX}\n"
                    f"  API docs: {base}{API_PREFIX}/docs\n"
                    f"  tenant:   {bootstrap.tenant_name}\n"

@@ -118,6 +118,8 @@ OPERATIONS = [
     Operation("GET", "/connection-tables/{pipeline}", "viewer", "target"),
     Operation("DELETE", "/connection-tables/{pipeline}", "developer", "target"),
     Operation("POST", "/connection-tables/{pipeline}/test", "developer", "target"),
+    Operation("GET", "/connectors", "viewer", "stateless"),
+    Operation("GET", "/me", "viewer", "stateless"),
 ]
 RANK = {"viewer": 0, "developer": 1, "admin": 2}
 #: Every operation with every tenant role, the platform key (on the tenants' own

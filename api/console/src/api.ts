@@ -1,0 +1,145 @@
+// The console's client of Spate's public REST API (/api/v1): bearer-key requests,
+// the one error shape, and the preview's server-sent events read from a fetch
+// stream (EventSource cannot send an Authorization header).
+
+import { forgetKey, storedKey } from "./session";
+
+export const API = "/api/v1";
+
+export interface Caller { tenant_id: string; tenant: string; key_id: string; key_name: string; role: string }
+export interface Diagnostic { severity: string; message: string; line: number; column: number }
+export interface PlanNode {
+  id: string; kind: string; label: string; runs_on: "spark" | "spate"; detail: Record<string, unknown>;
+}
+export interface PlanGraph { bounded: boolean; nodes: PlanNode[]; edges: { source: string; target: string }[]; explain: string }
+export interface Validation { valid: boolean; diagnostics: Diagnostic[]; plan: PlanGraph | null }
+export interface JobSummary {
+  id: string; state: string; parallelism: number; started_at: string | null; last_epoch: number | null;
+  failure_message: string | null; rows_in_per_s: number | null; rows_out_per_s: number | null;
+}
+export interface Pipeline {
+  id: string; name: string; description: string; parallelism: number; version: number; sql: string;
+  desired_state: string; stop_mode: string | null; restart_generation: number; job: JobSummary | null;
+}
+export interface OperatorMetrics { operator: string; kind: string | null; rows_in: number | null; rows_out: number | null }
+export interface JobMetrics {
+  job_id: string; state: string; epoch: number | null; rows_in: number | null; rows_out: number | null;
+  rows_in_per_s: number | null; rows_out_per_s: number | null; duration_ms: number | null;
+  backpressure: number | null; watermark_us: number | null; watermark_lag_s: number | null;
+  state_bytes: number | null; operators: OperatorMetrics[];
+}
+export interface Checkpoint { epoch: number; committed_at: string; duration_ms: number; state_bytes: number; rows_in: number; rows_out: number }
+export interface JobError { at: string; message: string; detail: string }
+export interface ApiKey { id: string; name: string; role: string; prefix: string; created_at: string; revoked_at: string | null }
+export interface ApiKeyCreated extends ApiKey { key: string }
+export interface Profile {
+  id: string; name: string; connector: string; config: Record<string, string>; secrets: Record<string, string>;
+}
+export interface ConnectionTable {
+  id: string; name: string; connector: string; profile: string | null; role: string; bounded: boolean;
+  config: Record<string, string>; secrets: Record<string, string>;
+  fields: { name: string; type: string; nullable: boolean }[];
+}
+export interface ConnectorInfo { name: string; roles: string[] }
+export interface Check { ok: boolean; message: string }
+export interface Page<T> { items: T[]; next_cursor: string | null }
+
+/** An error answer of the API, with its code, message and details. */
+export class ApiError extends Error {
+  constructor(readonly status: number, readonly code: string, message: string,
+              readonly details: Record<string, unknown>[] = []) {
+    super(message);
+  }
+}
+
+/** Called when the key stops working (revoked, or never valid): back to sign-in. */
+let onUnauthenticated: () => void = () => undefined;
+export function whenUnauthenticated(handler: () => void): void {
+  onUnauthenticated = handler;
+}
+
+function headers(apiKey: string | null, json: boolean): HeadersInit {
+  const result: Record<string, string> = { Accept: "application/json" };
+  if (apiKey) result.Authorization = `Bearer ${apiKey}`;
+  if (json) result["Content-Type"] = "application/json";
+  return result;
+}
+
+async function errorOf(response: Response): Promise<ApiError> {
+  try {
+    const body = await response.json();
+    const error = body?.error ?? {};
+    return new ApiError(response.status, error.code ?? "error",
+      error.message ?? response.statusText, error.details ?? []);
+  } catch {
+    return new ApiError(response.status, "error", `${response.status} ${response.statusText}`);
+  }
+}
+
+/** Send a request; the decoded JSON answer (undefined for 204), or an ApiError. */
+export async function request<T>(method: string, path: string, body?: unknown,
+                                 apiKey: string | null = storedKey()): Promise<T> {
+  const response = await fetch(API + path, {
+    method,
+    headers: headers(apiKey, body !== undefined),
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!response.ok) {
+    const error = await errorOf(response);
+    if (response.status === 401 && apiKey === storedKey()) {
+      forgetKey();
+      onUnauthenticated();
+    }
+    throw error;
+  }
+  return (response.status === 204 ? undefined : await response.json()) as T;
+}
+
+export const get = <T>(path: string) => request<T>("GET", path);
+export const post = <T>(path: string, body?: unknown) => request<T>("POST", path, body ?? {});
+export const patch = <T>(path: string, body: unknown) => request<T>("PATCH", path, body);
+export const del = (path: string) => request<void>("DELETE", path);
+
+export interface StreamEvent { event: string; data: unknown }
+
+/** POST ``body`` to ``path`` and hand each server-sent event to ``onEvent`` until the
+ * stream ends or ``signal`` aborts it. */
+export async function postEventStream(path: string, body: unknown, signal: AbortSignal,
+                                      onEvent: (event: StreamEvent) => void): Promise<void> {
+  const response = await fetch(API + path, {
+    method: "POST",
+    headers: { ...headers(storedKey(), true), Accept: "text/event-stream" },
+    body: JSON.stringify(body),
+    signal,
+  });
+  if (!response.ok || !response.body) throw await errorOf(response);
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += value.replace(/\r\n/g, "\n");
+    let end: number;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const parsed = parseEvent(buffer.slice(0, end));
+      buffer = buffer.slice(end + 2);
+      if (parsed) onEvent(parsed);
+    }
+  }
+}
+
+/** One SSE block: ``event:`` and ``data:`` lines; comments (keep-alives) are skipped. */
+function parseEvent(block: string): StreamEvent | null {
+  let event = "message";
+  const data: string[] = [];
+  for (const line of block.split("\n")) {
+    if (line.startsWith(":")) continue;
+    const colon = line.indexOf(":");
+    const name = colon < 0 ? line : line.slice(0, colon);
+    const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+    if (name === "event") event = value;
+    else if (name === "data") data.push(value);
+  }
+  if (data.length === 0) return null;
+  return { event, data: JSON.parse(data.join("\n")) };
+}

@@ -1,0 +1,133 @@
+// The operator graph of a plan, drawn as SVG: columns by depth from the sources,
+// each node marked as native Spark or a Spate operator, with its rows per second
+// and the job's backpressure as its fill.
+
+import type { OperatorMetrics, PlanGraph, PlanNode } from "./api";
+import { formatRate } from "./dom";
+
+const SVG = "http://www.w3.org/2000/svg";
+const NODE_W = 190;
+const NODE_H = 64;
+const GAP_X = 60;
+const GAP_Y = 24;
+
+function svg<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, string | number>,
+                                                  text?: string): SVGElementTagNameMap[K] {
+  const element = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attrs)) element.setAttribute(name, String(value));
+  if (text !== undefined) element.textContent = text;
+  return element;
+}
+
+/** Each node's column: the longest path to it from a source. */
+function depths(graph: PlanGraph): Map<string, number> {
+  const depth = new Map(graph.nodes.map((n) => [n.id, 0]));
+  // A plan is a DAG of at most a few dozen nodes: relaxing edges |nodes| times settles it.
+  for (let round = 0; round < graph.nodes.length; round++) {
+    for (const edge of graph.edges) {
+      const next = (depth.get(edge.source) ?? 0) + 1;
+      if (next > (depth.get(edge.target) ?? 0)) depth.set(edge.target, next);
+    }
+  }
+  return depth;
+}
+
+export interface GraphView {
+  element: SVGSVGElement;
+  /** Show each operator's latest rows/s and colour by the job's busy ratio. */
+  update: (operators: OperatorMetrics[], secondsPerEpoch: number | null, busyRatio: number | null) => void;
+}
+
+export function drawGraph(graph: PlanGraph): GraphView {
+  const depth = depths(graph);
+  const columns = new Map<number, PlanNode[]>();
+  for (const node of graph.nodes) {
+    const d = depth.get(node.id) ?? 0;
+    columns.set(d, [...(columns.get(d) ?? []), node]);
+  }
+  const tallest = Math.max(...[...columns.values()].map((c) => c.length), 1);
+  const width = columns.size * (NODE_W + GAP_X) - GAP_X + 20;
+  const height = tallest * (NODE_H + GAP_Y) - GAP_Y + 20;
+  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, width, height, role: "img",
+    "aria-labelledby": "graph-title", class: "graph" });
+  root.appendChild(svg("title", { id: "graph-title" },
+    `Operator graph: ${graph.nodes.map((n) => `${n.label} (${n.runs_on})`).join(", ")}`));
+  const defs = svg("defs", {});
+  const marker = svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5,
+    markerWidth: 8, markerHeight: 8, orient: "auto-start-reverse" });
+  marker.appendChild(svg("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrow" }));
+  defs.appendChild(marker);
+  root.appendChild(defs);
+
+  const position = new Map<string, { x: number; y: number }>();
+  for (const [d, nodes] of columns) {
+    const offset = ((tallest - nodes.length) * (NODE_H + GAP_Y)) / 2;
+    nodes.forEach((node, index) => position.set(node.id,
+      { x: 10 + d * (NODE_W + GAP_X), y: 10 + offset + index * (NODE_H + GAP_Y) }));
+  }
+  for (const edge of graph.edges) {
+    const from = position.get(edge.source);
+    const to = position.get(edge.target);
+    if (!from || !to) continue;
+    const x1 = from.x + NODE_W;
+    const y1 = from.y + NODE_H / 2;
+    const x2 = to.x;
+    const y2 = to.y + NODE_H / 2;
+    const mid = (x1 + x2) / 2;
+    root.appendChild(svg("path", { d: `M ${x1} ${y1} C ${mid} ${y1}, ${mid} ${y2}, ${x2} ${y2}`,
+      class: "edge", "marker-end": "url(#arrow)" }));
+  }
+  const rates = new Map<string, SVGTextElement>();
+  const boxes = new Map<string, SVGRectElement>();
+  for (const node of graph.nodes) {
+    const at = position.get(node.id)!;
+    const group = svg("g", { class: `node ${node.runs_on}`, "data-node": node.id,
+      "data-runs-on": node.runs_on, transform: `translate(${at.x},${at.y})` });
+    const box = svg("rect", { width: NODE_W, height: NODE_H, rx: 6, class: "box" });
+    group.appendChild(box);
+    group.appendChild(svg("text", { x: 8, y: 18, class: "badge" },
+      `${node.runs_on === "spark" ? "Spark" : "Spate"} · ${node.kind.replace("_", " ")}`));
+    group.appendChild(svg("text", { x: 8, y: 37, class: "name" }, truncate(node.label, 26)));
+    const rate = svg("text", { x: 8, y: 55, class: "rate" }, "— rows/s");
+    group.appendChild(rate);
+    root.appendChild(group);
+    rates.set(node.id, rate);
+    boxes.set(node.id, box);
+  }
+  const update: GraphView["update"] = (operators, secondsPerEpoch, busyRatio) => {
+    const byNode = operatorsByNode(graph, operators);
+    for (const [id, text] of rates) {
+      const rows = byNode.get(id);
+      text.textContent = rows === undefined ? "— rows/s"
+        : secondsPerEpoch ? `${formatRate(rows / secondsPerEpoch)} rows/s` : `${rows} rows/epoch`;
+    }
+    const level = busyRatio === null ? "unknown" : busyRatio >= 0.8 ? "high" : busyRatio >= 0.5 ? "medium" : "low";
+    for (const box of boxes.values()) box.setAttribute("data-pressure", level);
+  };
+  return { element: root, update };
+}
+
+/** The rows each plan node handled in the latest epoch. Sources and sinks carry their
+ * node's id; the runner reports queries in plan order, one entry per query. */
+function operatorsByNode(graph: PlanGraph, operators: OperatorMetrics[]): Map<string, number> {
+  const result = new Map<string, number>();
+  const queries = operators.filter((o) => !o.operator.startsWith("source:") && !o.operator.startsWith("sink:"));
+  for (const operator of operators) {
+    if (operator.operator.startsWith("source:")) result.set(operator.operator, operator.rows_out ?? 0);
+    if (operator.operator.startsWith("sink:")) result.set(operator.operator, operator.rows_in ?? 0);
+  }
+  // Query nodes are named "q<index>:…", in plan order like the runner's reports.
+  const prefixes = [...new Set(graph.nodes.map((n) => /^q\d+:/.exec(n.id)?.[0]).filter(Boolean))];
+  queries.forEach((query, position) => {
+    const prefix = prefixes[position];
+    for (const node of graph.nodes.filter((n) => prefix && n.id.startsWith(prefix))) {
+      const rows = node.kind === "projection" ? query.rows_out : query.rows_in;
+      if (rows !== null) result.set(node.id, rows);
+    }
+  });
+  return result;
+}
+
+function truncate(text: string, length: number): string {
+  return text.length > length ? `${text.slice(0, length - 1)}…` : text;
+}

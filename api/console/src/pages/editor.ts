@@ -1,0 +1,180 @@
+// The pipeline editor: SQL with live diagnostics, the tenant's catalog, a live
+// preview of the first rows, then Start (creates the pipeline, which runs).
+
+import type { EditorView } from "@codemirror/view";
+
+import { ApiError, type ConnectionTable, type ConnectorInfo, get, type Page, type Pipeline, post,
+  postEventStream, type Validation } from "../api";
+import { field, h, replace } from "../dom";
+import { navigate } from "../router";
+import { createSqlEditor, insertAtCursor } from "../sqlEditor";
+
+const EXAMPLE = `-- Declare tables, then INSERT INTO a sink (or SELECT to preview).
+CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '10');
+CREATE TABLE out WITH (connector = 'blackhole');
+INSERT INTO out SELECT counter, subtask_index FROM ticks;
+`;
+const PREVIEW_LIMIT = 100;
+const PREVIEW_TIMEOUT_S = 120;
+
+export function editorPage(main: HTMLElement): () => void {
+  const name = h("input", { type: "text", name: "name", required: true, autocomplete: "off",
+    pattern: "[a-z][a-z0-9_\\-]*", maxlength: 100 });
+  const parallelism = h("input", { type: "number", name: "parallelism", min: 1, max: 128, value: 1, required: true });
+  const editorBox = h("div", { class: "editor", id: "sql-editor" });
+  const diagnostics = h("ul", { class: "diagnostics", "aria-live": "polite", "aria-label": "Diagnostics" });
+  const formError = h("p", { role: "alert", class: "error", hidden: true });
+  const preview = previewPanel(() => view.state.doc.toString(), () => Number(parallelism.value) || 1);
+  const form = h("form", { class: "editor-form", "aria-label": "New pipeline" },
+    h("div", { class: "row" },
+      field("Pipeline name", name, "Lower-case letters, digits, '_' and '-', starting with a letter."),
+      field("Parallelism", parallelism)),
+    h("p", { class: "label", id: "sql-label" }, "SQL"),
+    editorBox,
+    diagnostics,
+    formError,
+    h("div", { class: "actions" },
+      h("button", { type: "submit" }, "Start pipeline"),
+      preview.runButton, preview.stopButton));
+  const catalog = h("aside", { class: "catalog", "aria-labelledby": "catalog-title" },
+    h("h2", { id: "catalog-title" }, "Catalog"), h("p", { class: "muted" }, "Loading…"));
+  replace(main, h("h1", {}, "New pipeline"),
+    h("div", { class: "editor-layout" }, h("div", {}, form, preview.section), catalog));
+
+  const view: EditorView = createSqlEditor({
+    parent: editorBox, doc: EXAMPLE, label: "Pipeline SQL",
+    onValidated: (result, error) => showDiagnostics(diagnostics, result, error),
+  });
+  void loadCatalog(catalog, view);
+
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    formError.hidden = true;
+    try {
+      const created = await post<Pipeline>("/pipelines", {
+        name: name.value.trim(), sql: view.state.doc.toString(), parallelism: Number(parallelism.value) });
+      navigate(`/pipelines/${encodeURIComponent(created.name)}`);
+    } catch (error) {
+      formError.textContent = describe(error);
+      formError.hidden = false;
+    }
+  });
+  name.focus();
+  return () => {
+    preview.stop();
+    view.destroy();
+  };
+}
+
+export function describe(error: unknown): string {
+  if (!(error instanceof ApiError)) return error instanceof Error ? error.message : String(error);
+  const located = error.details.find((d) => typeof d.line === "number");
+  if (located) {
+    return error.message.includes("line") ? error.message
+      : `${error.message} (line ${located.line}, column ${located.column})`;
+  }
+  // Request validation errors name the field and what is wrong with it.
+  const fields = error.details.filter((d) => d.msg)
+    .map((d) => `${(d.loc as unknown[] | undefined)?.slice(-1)[0] ?? "body"}: ${d.msg}`);
+  return fields.length ? `${error.message}: ${fields.join("; ")}` : error.message;
+}
+
+function showDiagnostics(list: HTMLElement, result: Validation | null, error: Error | null): void {
+  if (error) {
+    replace(list, h("li", { class: "error" }, `Could not check the SQL: ${error.message}`));
+  } else if (!result) {
+    replace(list);
+  } else if (result.valid) {
+    const count = result.plan?.nodes.length ?? 0;
+    replace(list, h("li", { class: "ok" },
+      `Valid: ${count} operators${result.plan?.bounded ? ", bounded input" : ""}.`));
+  } else {
+    replace(list, result.diagnostics.map((d) => h("li", { class: "error", "data-line": d.line },
+      `Line ${d.line}, column ${d.column}: ${d.message}`)));
+  }
+}
+
+async function loadCatalog(catalog: HTMLElement, view: EditorView): Promise<void> {
+  const [tables, connectors] = await Promise.all([
+    get<Page<ConnectionTable>>("/connection-tables?limit=100"),
+    get<{ items: ConnectorInfo[] }>("/connectors"),
+  ]);
+  const insert = (text: string, label: string) => h("button", {
+    type: "button", class: "link", "aria-label": label, onclick: () => insertAtCursor(view, text) }, text);
+  replace(catalog, h("h2", { id: "catalog-title" }, "Catalog"),
+    h("h3", {}, "Connection tables"),
+    tables.items.length === 0
+      ? h("p", { class: "muted" }, "None yet: add them under Connections.")
+      : h("ul", {}, tables.items.map((t) => h("li", {},
+          insert(t.name, `Insert table ${t.name}`),
+          h("span", { class: "muted" }, ` ${t.role} · ${t.connector}`),
+          t.fields.length ? h("div", { class: "fields" }, t.fields.map((f) => `${f.name} ${f.type}`).join(", ")) : null))),
+    h("h3", {}, "Connectors"),
+    h("ul", {}, connectors.items.map((c) => h("li", {},
+      insert(`CREATE TABLE t WITH (connector = '${c.name}');\n`, `Insert CREATE TABLE for ${c.name}`),
+      h("span", { class: "muted" }, ` ${c.roles.join(" and ")}`)))));
+}
+
+interface PreviewPanel {
+  section: HTMLElement; runButton: HTMLButtonElement; stopButton: HTMLButtonElement; stop: () => void;
+}
+
+/** The live preview: rows streamed from POST /pipelines/preview into a table. */
+function previewPanel(sqlText: () => string, parallelism: () => number): PreviewPanel {
+  const status = h("p", { role: "status", class: "muted" }, "Run a preview to see the first rows.");
+  const table = h("table", { class: "data", "aria-label": "Preview rows" });
+  const section = h("section", { "aria-labelledby": "preview-title", class: "preview" },
+    h("h2", { id: "preview-title" }, "Preview"), status, h("div", { class: "scroll" }, table));
+  const runButton = h("button", { type: "button", class: "secondary" }, "Run preview");
+  const stopButton = h("button", { type: "button", class: "secondary", disabled: true }, "Stop preview");
+  let controller: AbortController | null = null;
+  const stop = () => controller?.abort();
+  stopButton.addEventListener("click", stop);
+  runButton.addEventListener("click", async () => {
+    stop();
+    const mine = new AbortController();
+    controller = mine;
+    const rows: Record<string, unknown>[] = [];
+    replace(table);
+    status.textContent = "Starting a preview job…";
+    runButton.disabled = true;
+    stopButton.disabled = false;
+    try {
+      await postEventStream("/pipelines/preview",
+        { sql: sqlText(), limit: PREVIEW_LIMIT, parallelism: parallelism(), timeout_s: PREVIEW_TIMEOUT_S },
+        mine.signal, (event) => {
+          if (event.event === "status") status.textContent = `Preview job ${(event.data as { state: string }).state}…`;
+          else if (event.event === "rows") {
+            rows.push(...(event.data as Record<string, unknown>[]));
+            renderRows(table, rows);
+            status.textContent = `${rows.length} rows`;
+          } else if (event.event === "error") status.textContent = `Error: ${(event.data as { message: string }).message}`;
+          else if (event.event === "end") {
+            const end = event.data as { reason: string; rows: number };
+            status.textContent = `${rows.length} rows; preview ended (${end.reason}).`;
+          }
+        });
+    } catch (error) {
+      status.textContent = mine.signal.aborted ? `${rows.length} rows; preview stopped.` : `Preview failed: ${describe(error)}`;
+    } finally {
+      if (controller === mine) {
+        controller = null;
+        runButton.disabled = false;
+        stopButton.disabled = true;
+      }
+    }
+  });
+  return { section, runButton, stopButton, stop };
+}
+
+function renderRows(table: HTMLElement, rows: Record<string, unknown>[]): void {
+  const columns = [...new Set(rows.flatMap((row) => Object.keys(row)))];
+  replace(table,
+    h("thead", {}, h("tr", {}, columns.map((c) => h("th", { scope: "col" }, c)))),
+    h("tbody", {}, rows.map((row) => h("tr", {}, columns.map((c) => h("td", {}, format(row[c])))))));
+}
+
+function format(value: unknown): string {
+  if (value === null || value === undefined) return "";
+  return typeof value === "object" ? JSON.stringify(value) : String(value);
+}

@@ -1,0 +1,24 @@
+"""/connectors: the connectors pipelines can declare tables with (the console's catalog)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from api.deps import ViewerCaller
+from api.errors import ERROR_RESPONSES
+from api.schemas.connectors import ConnectorList, ConnectorPublic
+from engine.connectors import CONNECTORS
+
+router = APIRouter(tags=["connections"], responses=ERROR_RESPONSES)
+
+#: Created by the engine for bare SELECTs; SQL cannot declare it.
+_IMPLICIT = frozenset({"preview"})
+
+
+@router.get("/connectors", response_model=ConnectorList)
+def list_connectors(caller: ViewerCaller) -> ConnectorList:
+    """Every connector SQL may name, by name, with the roles its tables can take."""
+    del caller  # authenticated like every tenant route; the list is the same for all
+    return ConnectorList(items=[
+        ConnectorPublic(name=name, roles=sorted(connector.roles))
+        for name, connector in sorted(CONNECTORS.items()) if name not in _IMPLICIT])

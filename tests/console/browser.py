@@ -1,0 +1,92 @@
+"""Headless Chromium for the console's end-to-end tests: launch, watch, screenshot.
+
+The browser is Debian's ``chromium`` (``.ci/run`` installs it), driven by
+Playwright over CDP; Playwright's own browser downloads are never used.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import ConsoleMessage, Error, Page
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+def chromium_path() -> str:
+    """Debian's chromium; a skip (a failure in CI, where it must run) when it is absent."""
+    found = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists()
+                                          else None)
+    if found:
+        return found
+    reason = "Debian's chromium is not installed: apt-get install -y chromium (.ci/run does)"
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@dataclass
+class PageWatch:
+    """A page's console errors and uncaught exceptions, and its screenshots."""
+
+    page: Page
+    artifacts: Path
+    problems: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.page.on("console", self._console)
+        self.page.on("pageerror", self._page_error)
+
+    def _console(self, message: ConsoleMessage) -> None:
+        if message.type == "error":
+            self.problems.append(f"console error: {message.text} ({message.location})")
+
+    def _page_error(self, error: Error) -> None:
+        self.problems.append(f"page error: {error.message}")
+
+    def rendered(self, name: str) -> Path:
+        """Screenshot the page as ``name``.png; fail on any console error so far."""
+        path = self.artifacts / f"{name}.png"
+        self.page.screenshot(path=path, full_page=True)
+        assert not self.problems, f"{name}: {self.problems}"
+        return path
+
+
+def artifacts_dir(name: str) -> Path:
+    """Where screenshots go: ``test-artifacts/console/<name>`` (git-ignored) in the repo."""
+    path = Path(__file__).resolve().parents[2] / "test-artifacts" / "console" / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+#: Controls that must each have an accessible name (label, aria-label or aria-labelledby).
+UNLABELLED_CONTROLS_JS = """
+() => [...document.querySelectorAll('input, select, textarea, [contenteditable="true"], button')]
+  .filter((el) => el.offsetParent !== null || el.getClientRects().length > 0)
+  .filter((el) => {
+    if (el.tagName === 'BUTTON') return !(el.getAttribute('aria-label') || el.textContent.trim());
+    const named = el.getAttribute('aria-label') || el.getAttribute('aria-labelledby')
+      || (el.labels && el.labels.length > 0);
+    return !named;
+  })
+  .map((el) => el.outerHTML.slice(0, 120))
+"""
+
+#: The focused element's description and whether its focus ring shows.
+FOCUSED_JS = """
+() => {
+  const el = document.activeElement;
+  if (!el || el === document.body) return null;
+  const style = getComputedStyle(el);
+  const editor = el.closest('.cm-editor');
+  const ring = style.outlineStyle !== 'none' && style.outlineWidth !== '0px'
+    || (editor && getComputedStyle(editor).outlineStyle !== 'none');
+  const name = el.getAttribute('aria-label') || (el.labels && el.labels[0]?.textContent)
+    || el.textContent.trim().slice(0, 40);
+  return {tag: el.tagName.toLowerCase(), name, ring};
+}
+"""

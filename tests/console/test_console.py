@@ -1,0 +1,273 @@
+"""The web console end to end: real headless Chromium against a real ``spate serve``.
+
+One server (embedded defaults: SQLite, in-process scheduler worker, local Spark
+jobs) and one browser serve the module. The main test walks a user's way
+through the console — sign in, write SQL with an error and see it marked at
+its line, fix it, preview rows, start the pipeline, watch its rates, stop it,
+create an API key whose secret shows once — screenshotting every page and
+failing on any console error. The others check connections (secrets never
+shown back) and that every form is labelled and keyboard-operable.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.api.serving import ServeProcess
+from tests.console.browser import (
+    CHROMIUM_ARGS,
+    FOCUSED_JS,
+    UNLABELLED_CONTROLS_JS,
+    PageWatch,
+    artifacts_dir,
+    chromium_path,
+)
+
+pytestmark = pytest.mark.spark
+
+# Line 3 names a column the impulse source does not have.
+BROKEN_SQL = """CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '20');
+CREATE TABLE out WITH (connector = 'blackhole');
+INSERT INTO out SELECT counter, no_such_column FROM ticks;
+"""
+FIXED_SQL = """CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '20');
+CREATE TABLE out WITH (connector = 'blackhole');
+INSERT INTO out SELECT counter, subtask_index FROM ticks;
+"""
+TIMEOUT_MS = 120_000
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    process = ServeProcess(tmp_path_factory.mktemp("console-serve"), {})
+    try:
+        yield process
+    finally:
+        assert process.stop() == 0, process.log()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    executable = chromium_path()
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def watch(browser: Browser, request: pytest.FixtureRequest) -> Iterator[PageWatch]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    yield PageWatch(page, artifacts_dir(request.node.name))
+    context.close()
+
+
+def sign_in(page: Page, server: ServeProcess, key: str | None = None) -> None:
+    page.goto(server.url + "/")
+    expect(page).to_have_url(re.compile(r"/sign-in"))
+    page.get_by_label("API key").fill(key or server.admin_key)
+    page.get_by_label("API key").press("Enter")  # Enter submits the form
+    expect(page).to_have_url(re.compile(r"/pipelines$"))
+    expect(page.get_by_test_id("tenant")).to_have_text("default")
+
+
+def replace_sql(page: Page, sql: str) -> None:
+    editor = page.get_by_label("Pipeline SQL")
+    editor.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.press("Delete")
+    # CodeMirror auto-indents and closes brackets as one types; insert the text whole.
+    page.keyboard.insert_text(sql)
+
+
+def test_write_preview_start_watch_stop_and_keys(server: ServeProcess, watch: PageWatch) -> None:
+    page = watch.page
+    page.goto(server.url + "/pipelines")
+    expect(page).to_have_url(re.compile(r"/sign-in\?next=%2Fpipelines"))
+    expect(page.get_by_role("heading", name="Sign in to Spate")).to_be_visible()
+    watch.rendered("sign-in")
+    sign_in(page, server)
+    expect(page.get_by_role("heading", name="Pipelines")).to_be_visible()
+    expect(page.get_by_text("No pipelines yet")).to_be_visible()
+    watch.rendered("pipelines-empty")
+
+    # The editor: an error is marked on its line; fixing it clears the marker.
+    page.get_by_role("link", name="New pipeline").first.click()
+    name = f"ticks-{secrets.token_hex(3)}"
+    page.get_by_label("Pipeline name").fill(name)
+    replace_sql(page, BROKEN_SQL)
+    marker = page.locator(".cm-lintRange-error")
+    expect(marker).to_have_count(1)
+    expect(marker).to_have_text("no_such_column")
+    line_of_marker = marker.evaluate(
+        "el => [...el.closest('.cm-content').children].indexOf(el.closest('.cm-line')) + 1")
+    assert line_of_marker == 3
+    expect(page.locator(".diagnostics li[data-line='3']")).to_contain_text("Line 3, column")
+    expect(page.locator(".cm-gutter-lint .cm-lint-marker-error")).to_have_count(1)
+    watch.rendered("editor-error")
+    replace_sql(page, FIXED_SQL)
+    expect(page.locator(".diagnostics")).to_contain_text("Valid")
+    expect(marker).to_have_count(0)
+    expect(page.get_by_role("button", name="Insert CREATE TABLE for impulse")).to_be_visible()
+
+    # The preview streams rows into its table.
+    page.get_by_role("button", name="Run preview").click()
+    rows = page.get_by_role("table", name="Preview rows").locator("tbody tr")
+    expect(rows.first).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.get_by_role("table", name="Preview rows")).to_contain_text("subtask_index")
+    watch.rendered("editor-preview")
+    page.get_by_role("button", name="Stop preview").click()
+    expect(page.locator(".preview [role=status]")).to_contain_text("preview stopped")
+
+    # Start: the detail page shows the job running and its rates moving.
+    page.get_by_role("button", name="Start pipeline").click()
+    expect(page).to_have_url(re.compile(rf"/pipelines/{name}$"))
+    expect(page.get_by_role("heading", name=name)).to_be_visible()
+    expect(page.get_by_test_id("state")).to_have_text("running", timeout=TIMEOUT_MS)
+    rate = page.get_by_test_id("rows-in")
+    expect(rate).to_have_text(re.compile(r"^[1-9][0-9.]*$"), timeout=TIMEOUT_MS)
+    first_epoch = int(page.get_by_test_id("epoch").inner_text())
+    expect(page.get_by_test_id("epoch")).not_to_have_text(str(first_epoch), timeout=TIMEOUT_MS)
+    graph = page.locator("svg.graph")
+    expect(graph.locator("[data-runs-on=spark]")).not_to_have_count(0)
+    expect(graph.locator("[data-runs-on=spate]")).not_to_have_count(0)
+    expect(graph.locator("[data-node='source:ticks'] .rate")).to_have_text(
+        re.compile(r"^[0-9.]+ rows/s$"))
+    expect(graph.locator("[data-node='source:ticks'] .box")).not_to_have_attribute(
+        "data-pressure", "unknown")
+    expect(page.get_by_role("table", name="Checkpoints").locator("tbody tr")).not_to_have_count(0)
+    expect(page.locator(".chart canvas")).to_be_visible()
+    watch.rendered("pipeline-running")
+
+    page.get_by_label("Stop mode").select_option("checkpoint")
+    page.get_by_role("button", name="Stop", exact=True).click()
+    expect(page.get_by_test_id("state")).to_have_text("stopped", timeout=TIMEOUT_MS)
+    expect(page.get_by_test_id("desired")).to_have_text("stopped (checkpoint)")
+    watch.rendered("pipeline-stopped")
+
+    page.get_by_role("link", name="Pipelines", exact=True).click()
+    listed = page.locator(f"tr[data-pipeline='{name}']")
+    expect(listed).to_contain_text("stopped")
+    watch.rendered("pipelines")
+
+    # A new key's secret shows once: it works, and a reload does not show it again.
+    page.get_by_role("link", name="API keys").click()
+    page.get_by_label("Key name").fill("console-ci")
+    page.get_by_label("Role").select_option("viewer")
+    page.get_by_label("Key name").press("Enter")
+    secret = page.get_by_label("New API key")
+    expect(secret).to_have_value(re.compile(r"^spate_"))
+    token = secret.input_value()
+    expect(page.get_by_role("button", name="Copy key")).to_be_visible()
+    me = httpx.get(f"{server.url}/api/v1/me", headers={"Authorization": f"Bearer {token}"})
+    assert me.json()["key_name"] == "console-ci" and me.json()["role"] == "viewer"
+    watch.rendered("keys-created")
+    page.reload()
+    expect(page.locator("tr[data-key='console-ci']")).to_be_visible()
+    assert token not in page.content()
+    expect(page.get_by_label("New API key")).to_have_count(0)
+    watch.rendered("keys")
+
+    # Revoking takes two clicks; the key stops working.
+    page.get_by_role("button", name="Revoke console-ci").click()
+    page.get_by_role("button", name="Confirm revoking console-ci").click()
+    expect(page.locator("tr[data-key='console-ci']")).to_have_count(0)
+    assert httpx.get(f"{server.url}/api/v1/me",
+                     headers={"Authorization": f"Bearer {token}"}).status_code == 401
+
+
+def test_connections_are_tested_and_secrets_never_shown(server: ServeProcess,
+                                                        watch: PageWatch) -> None:
+    page = watch.page
+    sign_in(page, server)
+    page.get_by_role("link", name="Connections").click()
+    expect(page.get_by_role("heading", name="Connections")).to_be_visible()
+    secret_value = f"s3cret-{secrets.token_hex(4)}"
+    page.get_by_label("Profile name").fill("files")
+    page.get_by_label("Connector of the profile").select_option("single_file")
+    page.get_by_label("Options of the profile", exact=True).fill("format = json")
+    page.get_by_label("Secret options of the profile").fill(f"path = {secret_value}.jsonl")
+    page.get_by_role("button", name="Add profile").click()
+    profile = page.locator("tr[data-profile='files']")
+    expect(profile).to_contain_text("path = ********")
+    page.get_by_label("Table name").fill("drain")
+    page.get_by_label("Connector of the table").select_option("blackhole")
+    page.get_by_role("button", name="Add table").click()
+    expect(page.locator("tr[data-table='drain']")).to_contain_text("sink")
+    page.get_by_role("button", name="Test drain").click()
+    expect(page.get_by_role("status").filter(has_text="drain:")).to_contain_text("OK")
+    page.reload()
+    expect(profile).to_contain_text("path = ********")
+    assert secret_value not in page.content()
+    watch.rendered("connections")
+
+    # The editor's catalog lists the new table; a button inserts its name.
+    page.get_by_role("link", name="New pipeline").click()
+    page.get_by_role("button", name="Insert table drain").click()
+    expect(page.locator(".cm-content")).to_contain_text("drain")
+    watch.rendered("editor-catalog")
+
+
+def _tab_through(page: Page, steps: int) -> list[dict[str, object]]:
+    focused = []
+    for _ in range(steps):
+        page.keyboard.press("Tab")
+        now = page.evaluate(FOCUSED_JS)
+        if now is not None:
+            focused.append(now)
+    return focused
+
+
+@pytest.mark.parametrize("path", ["/sign-in", "/pipelines", "/pipelines/new", "/connections",
+                                  "/keys"])
+def test_every_control_is_labelled_and_reached_by_keyboard(server: ServeProcess, watch: PageWatch,
+                                                           path: str) -> None:
+    page = watch.page
+    if path != "/sign-in":
+        sign_in(page, server)
+    page.goto(server.url + path)
+    expect(page.locator("main h1")).to_be_visible()
+    page.wait_for_load_state("networkidle")
+    assert page.evaluate(UNLABELLED_CONTROLS_JS) == []
+    focused = _tab_through(page, 25)
+    assert focused, "Tab reaches nothing"
+    assert all(item["ring"] for item in focused), [i for i in focused if not i["ring"]]
+    reached = {str(item["name"]).strip() for item in focused}
+    expected = {"/sign-in": {"API key", "Sign in"},
+                "/pipelines": {"Pipelines", "New pipeline"},
+                "/pipelines/new": {"Pipeline name", "Parallelism", "Pipeline SQL"},
+                "/connections": {"Test drain"} if False else {"Profile name"},
+                "/keys": {"Key name", "Role", "Create key"}}[path]
+    assert expected <= reached, (expected - reached, focused)
+    watch.rendered(f"a11y{path.replace('/', '-')}")
+
+
+def test_detail_page_of_a_missing_pipeline_says_so(server: ServeProcess, watch: PageWatch) -> None:
+    page = watch.page
+    sign_in(page, server)
+    page.goto(server.url + "/pipelines/no-such-pipeline")
+    expect(page.get_by_role("alert")).to_contain_text("not found")
+    # The API's own 404 is an expected answer here, not a page error.
+    watch.problems = [p for p in watch.problems if "404" not in p]
+    watch.rendered("pipeline-missing")
+
+
+def test_console_is_served_beside_the_api(server: ServeProcess, tmp_path: Path) -> None:
+    index = httpx.get(server.url + "/pipelines/anything")
+    assert index.status_code == 200 and '<div' not in index.text[:0]
+    assert "text/html" in index.headers["content-type"]
+    assert "default-src 'self'" in index.headers["content-security-policy"]
+    asset = re.search(r'src="(/assets/[^"]+\.js)"', index.text)
+    assert asset, index.text
+    assert httpx.get(server.url + asset.group(1)).status_code == 200
+    unknown = httpx.get(server.url + "/api/v1/no-such-route")
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
