@@ -33,7 +33,7 @@ from celery import Celery
 from scheduler.service import Scheduler
 
 #: Broker URL of the in-process transport (``spate serve``: API and worker in one process).
-MEMORY_BROKER = "memory://"
+MEMORY_BROKER = "memory://localhost/"
 DEFAULT_QUEUE = "spate"
 
 RECONCILE_ALL = "spate.reconcile_all"
