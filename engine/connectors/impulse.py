@@ -156,8 +156,11 @@ class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start == end:
             return []
         finishing = end["eof"] and not start["eof"]
+        # Event times come from the end offset's clock start: it is in Spark's offset
+        # log, whereas the first batch's start offset is a fresh initialOffset() call
+        # (a later clock reading) that a replay would read differently again.
         return [InputPartition({"first": start["counter"], "stop": end["counter"],
-                                "subtask": k, "start_ns": start["start_ns"],
+                                "subtask": k, "start_ns": end["start_ns"],
                                 "eof": finishing and k == 0})
                 for k in range(self.settings.parallelism)]
 

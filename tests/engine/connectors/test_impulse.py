@@ -71,6 +71,20 @@ def test_event_times() -> None:
     assert stamps == [0.0, 0.5, 1.0]
 
 
+def test_the_first_batch_is_dated_by_the_logged_end_offset() -> None:
+    """Spark asks for a fresh initial offset when it plans the first batch; a later
+    clock reading there must not move the batch's event times (a replay would move
+    them again)."""
+    reader = _reader(1, event_rate=10, message_count=2)
+    logged_start = reader.initialOffset()
+    reader.clock_ns = lambda: START_NS + 10**9
+    end = reader.latestOffset(logged_start, ReadAllAvailable())
+    reader.clock_ns = lambda: START_NS + 7 * 10**9  # the first batch is planned later
+    rows = _rows(reader, reader.initialOffset(), end)
+    stamps = [r[HIDDEN_TIMESTAMP].timestamp() for r in rows if r[HIDDEN_CONTROL] is None]
+    assert [round(s - START_NS / 1e9, 1) for s in stamps] == [0.0, 0.1]
+
+
 @pytest.mark.spark
 def test_streaming_query_until_eof(spark: SparkSession, tmp_path: Path) -> None:
     table = make_table("impulse", event_rate=1_000_000, message_count=50)
