@@ -98,8 +98,11 @@ def test_dropped_records_are_counted_and_preview_prints_rows(tmp_path: Path) -> 
     assert (counters["rows_in"], counters["rows_dropped"], counters["rows_out"]) == (3, 1, 3)
 
 
-def _wait_for_lines(path: Path, count: int, process: subprocess.Popen[str]) -> None:
-    for _ in range(600):
+def _wait_for_lines(path: Path, count: int, process: subprocess.Popen[str],
+                    timeout_s: float = 300.0) -> None:
+    """Wait for output (a patient deadline: Spark starts slowly on a loaded machine)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
         if path.exists() and len(path.read_text().splitlines()) >= count:
             return
         assert process.poll() is None, process.communicate()[1]
