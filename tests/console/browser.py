@@ -7,6 +7,7 @@ Playwright over CDP; Playwright's own browser downloads are never used.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,7 +59,8 @@ class PageWatch:
 
 def artifacts_dir(name: str) -> Path:
     """Where screenshots go: ``test-artifacts/console/<name>`` (git-ignored) in the repo."""
-    path = Path(__file__).resolve().parents[2] / "test-artifacts" / "console" / name
+    safe = re.sub(r"[^\w.-]+", "-", name).strip("-")
+    path = Path(__file__).resolve().parents[2] / "test-artifacts" / "console" / safe
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -82,7 +84,7 @@ FOCUSED_JS = """
   const el = document.activeElement;
   if (!el || el === document.body) return null;
   const style = getComputedStyle(el);
-  const editor = el.closest('.cm-editor');
+  const editor = el.closest('.editor');
   const ring = style.outlineStyle !== 'none' && style.outlineWidth !== '0px'
     || (editor && getComputedStyle(editor).outlineStyle !== 'none');
   const name = el.getAttribute('aria-label') || (el.labels && el.labels[0]?.textContent)

@@ -143,3 +143,17 @@ function parseEvent(block: string): StreamEvent | null {
   if (data.length === 0) return null;
   return { event, data: JSON.parse(data.join("\n")) };
 }
+
+/** A person-readable account of a failed request: the message, and where it points. */
+export function describe(error: unknown): string {
+  if (!(error instanceof ApiError)) return error instanceof Error ? error.message : String(error);
+  const located = error.details.find((d) => typeof d.line === "number");
+  if (located) {
+    return error.message.includes("line") ? error.message
+      : `${error.message} (line ${located.line}, column ${located.column})`;
+  }
+  // Request validation errors name the field and what is wrong with it.
+  const fields = error.details.filter((d) => d.msg)
+    .map((d) => `${(d.loc as unknown[] | undefined)?.slice(-1)[0] ?? "body"}: ${d.msg}`);
+  return fields.length ? `${error.message}: ${fields.join("; ")}` : error.message;
+}

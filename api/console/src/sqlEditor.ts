@@ -14,6 +14,8 @@ export interface SqlEditorOptions {
   parent: HTMLElement;
   doc: string;
   label: string;
+  /** The id of an element describing the editor (e.g. how to leave it by keyboard). */
+  describedBy?: string;
   /** Called with each validation's answer (or the error that prevented one). */
   onValidated: (result: Validation | null, error: Error | null) => void;
   validateDelayMs?: number;
@@ -63,7 +65,8 @@ export function createSqlEditor(options: SqlEditorOptions): EditorView {
       sql(),
       lintGutter(),
       validate,
-      EditorView.contentAttributes.of({ "aria-label": options.label, "aria-multiline": "true" }),
+      EditorView.contentAttributes.of({ "aria-label": options.label, "aria-multiline": "true",
+        ...(options.describedBy ? { "aria-describedby": options.describedBy } : {}) }),
     ],
   });
 }

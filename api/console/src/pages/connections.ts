@@ -2,9 +2,8 @@
 // write-only: the API lists only which are set (masked), and this page never shows more.
 
 import { type Check, type ConnectionTable, type ConnectorInfo, del, get, type Page, post,
-  type Profile } from "../api";
+  type Profile, describe } from "../api";
 import { field, h, replace } from "../dom";
-import { describe } from "./editor";
 
 /** ``key = value`` lines into an options object (blank lines and # comments skipped). */
 export function parseOptions(text: string): Record<string, string> {

@@ -2,12 +2,11 @@
 // watermark lag, rows/s over time, checkpoints, errors and the lifecycle controls.
 
 import { type Checkpoint, get, type JobError, type JobMetrics, type Page, patch, type Pipeline, post,
-  type Validation } from "../api";
+  type Validation, describe } from "../api";
 import { ratesChart, ratesOf } from "../chart";
 import { field, formatBytes, formatRate, formatTime, h, replace } from "../dom";
 import { drawGraph, type GraphView } from "../graph";
 import { every } from "../poll";
-import { describe } from "./editor";
 import { stateOf } from "./pipelines";
 
 /** Watermarks at or past this mean "all input ended" (the engine's end of time). */

@@ -3,8 +3,8 @@
 
 import type { EditorView } from "@codemirror/view";
 
-import { ApiError, type ConnectionTable, type ConnectorInfo, get, type Page, type Pipeline, post,
-  postEventStream, type Validation } from "../api";
+import { type ConnectionTable, type ConnectorInfo, get, type Page, type Pipeline, post,
+  postEventStream, type Validation, describe } from "../api";
 import { field, h, replace } from "../dom";
 import { navigate } from "../router";
 import { createSqlEditor, insertAtCursor } from "../sqlEditor";
@@ -30,6 +30,7 @@ export function editorPage(main: HTMLElement): () => void {
       field("Pipeline name", name, "Lower-case letters, digits, '_' and '-', starting with a letter."),
       field("Parallelism", parallelism)),
     h("p", { class: "label", id: "sql-label" }, "SQL"),
+    h("small", { class: "muted", id: "sql-hint" }, "Tab indents; press Esc, then Tab, to leave the editor."),
     editorBox,
     diagnostics,
     formError,
@@ -42,7 +43,7 @@ export function editorPage(main: HTMLElement): () => void {
     h("div", { class: "editor-layout" }, h("div", {}, form, preview.section), catalog));
 
   const view: EditorView = createSqlEditor({
-    parent: editorBox, doc: EXAMPLE, label: "Pipeline SQL",
+    parent: editorBox, doc: EXAMPLE, label: "Pipeline SQL", describedBy: "sql-hint",
     onValidated: (result, error) => showDiagnostics(diagnostics, result, error),
   });
   void loadCatalog(catalog, view);
@@ -66,18 +67,6 @@ export function editorPage(main: HTMLElement): () => void {
   };
 }
 
-export function describe(error: unknown): string {
-  if (!(error instanceof ApiError)) return error instanceof Error ? error.message : String(error);
-  const located = error.details.find((d) => typeof d.line === "number");
-  if (located) {
-    return error.message.includes("line") ? error.message
-      : `${error.message} (line ${located.line}, column ${located.column})`;
-  }
-  // Request validation errors name the field and what is wrong with it.
-  const fields = error.details.filter((d) => d.msg)
-    .map((d) => `${(d.loc as unknown[] | undefined)?.slice(-1)[0] ?? "body"}: ${d.msg}`);
-  return fields.length ? `${error.message}: ${fields.join("; ")}` : error.message;
-}
 
 function showDiagnostics(list: HTMLElement, result: Validation | null, error: Error | null): void {
   if (error) {

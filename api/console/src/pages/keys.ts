@@ -1,8 +1,7 @@
 // API keys: create one (its secret shown this once, with a copy button), revoke.
 
-import { type ApiKey, type ApiKeyCreated, del, get, type Page, post } from "../api";
+import { type ApiKey, type ApiKeyCreated, del, get, type Page, post, describe } from "../api";
 import { field, formatTime, h, replace } from "../dom";
-import { describe } from "./editor";
 
 export async function keysPage(main: HTMLElement): Promise<void> {
   const body = h("tbody");

@@ -1,0 +1,50 @@
+"""The web console's files served beside the API: its pages, assets and headers."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI
+
+from api.routes.console import DIST_DIR, mount_console
+from tests.api.support import TestClient, error_of
+
+
+@pytest.mark.parametrize("path", ["/", "/sign-in", "/pipelines", "/pipelines/new",
+                                  "/pipelines/some-name", "/connections", "/keys"])
+def test_each_console_page_is_the_app_shell(client: TestClient, path: str) -> None:
+    response = client.get(path)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/html")
+    assert '<main id="main"' in response.text
+    assert "default-src 'self'" in response.headers["content-security-policy"]
+    assert response.headers["cache-control"] == "no-cache"
+
+
+def test_assets_are_served_and_api_paths_keep_json_errors(client: TestClient) -> None:
+    shell = client.get("/").text
+    for asset in re.findall(r'(?:src|href)="(/assets/[^"]+)"', shell):
+        assert client.get(asset).status_code == 200, asset
+    assert client.get("/assets/no-such-file.js").status_code == 404
+    unknown = client.get("/api/v1/no-such-route")
+    assert unknown.status_code == 404 and error_of(unknown)["code"] == "not_found"
+    assert "/" not in client.get("/api/v1/openapi.json").json()["paths"]
+
+
+def test_the_committed_build_matches_its_index(client: TestClient) -> None:
+    index = (DIST_DIR / "index.html").read_text()
+    built = {p.name for p in (DIST_DIR / "assets").iterdir()}
+    referenced = set(re.findall(r"/assets/([^\"]+)", index))
+    assert referenced and referenced == built, "rebuild: npm --prefix api/console run build"
+
+
+def test_an_unbuilt_console_is_skipped_with_a_warning(tmp_path: Path,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    app = FastAPI()
+    with caplog.at_level(logging.WARNING):
+        assert mount_console(app, tmp_path) is False
+    assert "npm --prefix api/console ci" in caplog.text
+    assert TestClient(app).get("/").status_code == 404
