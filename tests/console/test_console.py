@@ -152,6 +152,8 @@ def test_write_preview_start_watch_stop_and_keys(server: ServeProcess, watch: Pa
     page.get_by_role("button", name="Stop", exact=True).click()
     expect(page.get_by_test_id("state")).to_have_text("stopped", timeout=TIMEOUT_MS)
     expect(page.get_by_test_id("desired")).to_have_text("stopped (checkpoint)")
+    expect(page.get_by_role("button", name="Start", exact=True)).to_be_visible()
+    expect(page.get_by_label("Stop mode")).to_be_hidden()
     watch.rendered("pipeline-stopped")
 
     page.get_by_role("link", name="Pipelines", exact=True).click()
@@ -232,8 +234,7 @@ KEYBOARD_REACHES = {
     "/sign-in": {"API key", "Sign in"},
     "/pipelines": {"Pipelines", "New pipeline"},
     "/pipelines/new": {"Pipeline name", "Parallelism", "Pipeline SQL"},
-    "/pipelines/{stopped}": {"Stop mode", "Stop", "Start", "Keep state", "Restart",
-                             "New parallelism", "Rescale"},
+    "/pipelines/{stopped}": {"Start", "Keep state", "Restart", "New parallelism", "Rescale"},
     "/connections": {"Profile name", "Add profile"},
     "/keys": {"Key name", "Role", "Create key"},
 }

@@ -43,15 +43,17 @@ export async function detailPage(main: HTMLElement, params: Record<string, strin
   }
   const summary = h("dl", { class: "summary" });
   const notice = h("p", { role: "status", class: "muted" });
+  const control = controls(path, notice);
   const graphBox = h("div", { class: "graph-box" });
   const canvas = h("canvas", { "aria-label": "Input and output rows per second over time", role: "img" });
   const checkpoints = h("tbody");
   const errors = h("ul", { class: "errors" });
+  control.update(pipeline);
   replace(main,
     h("div", { class: "page-head" }, h("h1", {}, pipeline.name),
       h("span", { class: "muted" }, `version ${pipeline.version}`)),
     summary,
-    controls(path, notice),
+    control.element,
     notice,
     h("section", { "aria-labelledby": "graph-heading" }, h("h2", { id: "graph-heading" }, "Operators"),
       h("p", { class: "legend muted" },
@@ -74,6 +76,7 @@ export async function detailPage(main: HTMLElement, params: Record<string, strin
   let log: CheckpointLog | null = null;
   return every(2000, async () => {
     pipeline = await get<Pipeline>(path);
+    control.update(pipeline);
     const job = pipeline.job;
     const metrics = job ? await get<JobMetrics>(`/jobs/${job.id}/metrics`) : null;
     showSummary(summary, pipeline, metrics);
@@ -136,7 +139,7 @@ function showSummary(summary: HTMLElement, pipeline: Pipeline, metrics: JobMetri
 }
 
 /** Stop (with a mode), start, restart (with or without state) and rescale. */
-function controls(path: string, notice: HTMLElement): HTMLElement {
+function controls(path: string, notice: HTMLElement): { element: HTMLElement; update: (p: Pipeline) => void } {
   const act = (form: HTMLFormElement, action: () => Promise<unknown>, done: string) => {
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
@@ -156,15 +159,21 @@ function controls(path: string, notice: HTMLElement): HTMLElement {
     h("option", { value: "force" }, "force: kill the job"));
   const keepState = h("input", { type: "checkbox", id: "keep-state", name: "with_state", checked: true });
   const scale = h("input", { type: "number", name: "parallelism", min: 1, max: 128, value: 2, required: true });
-  return h("div", { class: "controls" },
-    act(h("form", { "aria-label": "Stop" }, field("Stop mode", mode), h("button", { type: "submit" }, "Stop")),
-      () => patch(path, { stop: mode.value }), "Stop requested."),
-    act(h("form", { "aria-label": "Start" }, h("button", { type: "submit" }, "Start")),
-      () => patch(path, { stop: "none" }), "Start requested."),
+  const stop = act(h("form", { "aria-label": "Stop" }, field("Stop mode", mode),
+    h("button", { type: "submit" }, "Stop")), () => patch(path, { stop: mode.value }), "Stop requested.");
+  const start = act(h("form", { "aria-label": "Start" }, h("button", { type: "submit" }, "Start")),
+    () => patch(path, { stop: "none" }), "Start requested.");
+  const element = h("div", { class: "controls" }, stop, start,
     act(h("form", { "aria-label": "Restart" },
       h("div", { class: "check" }, keepState, h("label", { for: "keep-state" }, "Keep state")),
       h("button", { type: "submit" }, "Restart")),
       () => post(`${path}/restart`, { with_state: keepState.checked }), "Restart requested."),
     act(h("form", { "aria-label": "Rescale" }, field("New parallelism", scale), h("button", { type: "submit" }, "Rescale")),
       () => post(`${path}/rescale`, { parallelism: Number(scale.value) }), "Rescale requested."));
+  // Offer Stop to a pipeline that should run and Start to one that should not.
+  const update = (pipeline: Pipeline) => {
+    stop.hidden = pipeline.desired_state !== "running";
+    start.hidden = pipeline.desired_state === "running";
+  };
+  return { element, update };
 }

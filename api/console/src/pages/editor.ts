@@ -88,8 +88,8 @@ async function loadCatalog(catalog: HTMLElement, view: EditorView): Promise<void
     get<Page<ConnectionTable>>("/connection-tables?limit=100"),
     get<{ items: ConnectorInfo[] }>("/connectors"),
   ]);
-  const insert = (text: string, label: string) => h("button", {
-    type: "button", class: "link", "aria-label": label, onclick: () => insertAtCursor(view, text) }, text);
+  const insert = (text: string, label: string, shown = text) => h("button", {
+    type: "button", class: "link", "aria-label": label, onclick: () => insertAtCursor(view, text) }, shown);
   replace(catalog, h("h2", { id: "catalog-title" }, "Catalog"),
     h("h3", {}, "Connection tables"),
     tables.items.length === 0
@@ -100,7 +100,7 @@ async function loadCatalog(catalog: HTMLElement, view: EditorView): Promise<void
           t.fields.length ? h("div", { class: "fields" }, t.fields.map((f) => `${f.name} ${f.type}`).join(", ")) : null))),
     h("h3", {}, "Connectors"),
     h("ul", {}, connectors.items.map((c) => h("li", {},
-      insert(`CREATE TABLE t WITH (connector = '${c.name}');\n`, `Insert CREATE TABLE for ${c.name}`),
+      insert(`CREATE TABLE t WITH (connector = '${c.name}');\n`, `Insert CREATE TABLE for ${c.name}`, c.name),
       h("span", { class: "muted" }, ` ${c.roles.join(" and ")}`)))));
 }
 
@@ -136,15 +136,15 @@ function previewPanel(sqlText: () => string, parallelism: () => number): Preview
           else if (event.event === "rows") {
             rows.push(...(event.data as Record<string, unknown>[]));
             renderRows(table, rows);
-            status.textContent = `${rows.length} rows`;
+            status.textContent = countRows(rows.length);
           } else if (event.event === "error") status.textContent = `Error: ${(event.data as { message: string }).message}`;
           else if (event.event === "end") {
             const end = event.data as { reason: string; rows: number };
-            status.textContent = `${rows.length} rows; preview ended (${end.reason}).`;
+            status.textContent = `${countRows(rows.length)}; preview ended (${end.reason}).`;
           }
         });
     } catch (error) {
-      status.textContent = mine.signal.aborted ? `${rows.length} rows; preview stopped.` : `Preview failed: ${describe(error)}`;
+      status.textContent = mine.signal.aborted ? `${countRows(rows.length)}; preview stopped.` : `Preview failed: ${describe(error)}`;
     } finally {
       if (controller === mine) {
         controller = null;
@@ -154,6 +154,10 @@ function previewPanel(sqlText: () => string, parallelism: () => number): Preview
     }
   });
   return { section, runButton, stopButton, stop };
+}
+
+function countRows(count: number): string {
+  return `${count} row${count === 1 ? "" : "s"}`;
 }
 
 function renderRows(table: HTMLElement, rows: Record<string, unknown>[]): void {
