@@ -265,6 +265,26 @@ def test_every_control_is_labelled_and_reached_by_keyboard(server: ServeProcess,
     watch.rendered(f"a11y{path.replace('/', '-')}")
 
 
+def test_a_wrong_key_is_refused_and_signing_out_forgets_the_key(server: ServeProcess,
+                                                                watch: PageWatch) -> None:
+    page = watch.page
+    page.goto(server.url + "/sign-in")
+    page.get_by_label("API key").fill("spate_nope_nope")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_contain_text("not valid")
+    expect(page.get_by_label("API key")).to_be_focused()
+    # The refused sign-in is an expected 401, not a page error.
+    watch.problems = [p for p in watch.problems if "401" not in p]
+    watch.rendered("sign-in-refused")
+    sign_in(page, server)
+    assert page.evaluate("sessionStorage.getItem('spate.apiKey')") == server.admin_key
+    page.get_by_role("button", name="Sign out").click()
+    expect(page).to_have_url(re.compile(r"/sign-in$"))
+    assert page.evaluate("sessionStorage.getItem('spate.apiKey')") is None
+    page.goto(server.url + "/keys")
+    expect(page).to_have_url(re.compile(r"/sign-in\?next=%2Fkeys"))
+
+
 def test_detail_page_of_a_missing_pipeline_says_so(server: ServeProcess, watch: PageWatch) -> None:
     page = watch.page
     sign_in(page, server)

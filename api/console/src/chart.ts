@@ -24,7 +24,9 @@ export function ratesOf(checkpoints: Checkpoint[]): RateSample[] {
   return samples.slice(-MAX_POINTS);
 }
 
-export function ratesChart(canvas: HTMLCanvasElement): (samples: RateSample[]) => void {
+export interface RatesChart { draw: (samples: RateSample[]) => void; destroy: () => void }
+
+export function ratesChart(canvas: HTMLCanvasElement): RatesChart {
   const chart = new Chart<"line", number[], string>(canvas, {
     type: "line",
     data: { labels: [], datasets: [
@@ -34,10 +36,11 @@ export function ratesChart(canvas: HTMLCanvasElement): (samples: RateSample[]) =
     options: { animation: false, responsive: true, maintainAspectRatio: false,
       scales: { y: { beginAtZero: true, title: { display: true, text: "rows/s" } } } },
   });
-  return (samples) => {
+  const draw = (samples: RateSample[]) => {
     chart.data.labels = samples.map((s) => s.label);
     chart.data.datasets[0].data = samples.map((s) => s.rowsInPerS);
     chart.data.datasets[1].data = samples.map((s) => s.rowsOutPerS);
     chart.update();
   };
+  return { draw, destroy: () => chart.destroy() };
 }

@@ -72,9 +72,9 @@ export async function detailPage(main: HTMLElement, params: Record<string, strin
     h("section", { "aria-labelledby": "errors-heading" }, h("h2", { id: "errors-heading" }, "Errors"), errors));
 
   const graph = await planGraph(pipeline.sql, graphBox);
-  const drawRates = ratesChart(canvas);
+  const rates = ratesChart(canvas);
   let log: CheckpointLog | null = null;
-  return every(2000, async () => {
+  const stopPolling = every(2000, async () => {
     pipeline = await get<Pipeline>(path);
     control.update(pipeline);
     const job = pipeline.job;
@@ -87,7 +87,7 @@ export async function detailPage(main: HTMLElement, params: Record<string, strin
     if (!job) return;
     if (log?.jobId !== job.id) log = new CheckpointLog(job.id);
     await log.refresh();
-    drawRates(ratesOf(log.items));
+    rates.draw(ratesOf(log.items));
     replace(checkpoints, log.items.slice(-20).reverse().map((c) => h("tr", {},
       h("td", { class: "num" }, c.epoch), h("td", {}, formatTime(c.committed_at)),
       h("td", { class: "num" }, c.duration_ms), h("td", { class: "num" }, formatBytes(c.state_bytes)),
@@ -100,6 +100,10 @@ export async function detailPage(main: HTMLElement, params: Record<string, strin
            h("time", { datetime: e.at }, formatTime(e.at)), " ", e.message,
            e.detail ? h("details", {}, h("summary", {}, "Detail"), h("pre", {}, e.detail)) : null))]);
   });
+  return () => {
+    stopPolling();
+    rates.destroy();
+  };
 }
 
 async function planGraph(sql: string, box: HTMLElement): Promise<GraphView | null> {
