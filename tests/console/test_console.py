@@ -41,6 +41,15 @@ FIXED_SQL = """CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '20'
 CREATE TABLE out WITH (connector = 'blackhole');
 INSERT INTO out SELECT counter, subtask_index FROM ticks;
 """
+# A windowed query: its graph has native Spark steps and a Spate window operator.
+WINDOWED_SQL = """CREATE TABLE nexmark WITH (connector = 'nexmark', event_rate = '100',
+    runtime = '5');
+CREATE TABLE out WITH (connector = 'blackhole');
+INSERT INTO out
+SELECT w.start AS second, bids
+FROM (SELECT TUMBLE(INTERVAL '1' SECOND) AS w, count(*) AS bids
+      FROM nexmark WHERE bid IS NOT NULL GROUP BY w);
+"""
 TIMEOUT_MS = 120_000
 
 
@@ -244,14 +253,23 @@ KEYBOARD_REACHES = {
 def test_every_control_is_labelled_and_reached_by_keyboard(server: ServeProcess, watch: PageWatch,
                                                            path: str) -> None:
     page = watch.page
+    screenshot = "a11y" + re.sub(r"\W+", "-", path).rstrip("-")
     if path != "/sign-in":
         sign_in(page, server)
     if "{stopped}" in path:  # a pipeline created stopped: its page, without a Spark job
         name = f"idle-{secrets.token_hex(3)}"
-        created = server.http.post("/pipelines", json={"name": name, "sql": FIXED_SQL,
+        created = server.http.post("/pipelines", json={"name": name, "sql": WINDOWED_SQL,
                                                        "stopped": True})
         assert created.status_code == 201, created.text
         path = path.format(stopped=name)
+        page.goto(server.url + path)
+        graph = page.locator("svg.graph")
+        expect(graph.locator("[data-node$=':pre_aggregate']")).to_have_attribute(
+            "data-runs-on", "spark")
+        window = graph.locator("[data-runs-on=spate]").filter(has_text="window aggregate")
+        expect(window).to_have_count(1)
+        expect(graph.locator("[data-node='source:nexmark']")).to_have_attribute(
+            "data-runs-on", "spark")
     page.goto(server.url + path)
     expect(page.locator("main h1")).to_be_visible()
     page.wait_for_load_state("networkidle")
@@ -262,7 +280,7 @@ def test_every_control_is_labelled_and_reached_by_keyboard(server: ServeProcess,
     reached = {str(item["name"]).strip() for item in focused}
     expected = KEYBOARD_REACHES[path if path in KEYBOARD_REACHES else "/pipelines/{stopped}"]
     assert expected <= reached, (expected - reached, focused)
-    watch.rendered(f"a11y{path.replace('/', '-')}")
+    watch.rendered(screenshot)
 
 
 def test_a_wrong_key_is_refused_and_signing_out_forgets_the_key(server: ServeProcess,

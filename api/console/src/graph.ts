@@ -6,7 +6,7 @@ import type { OperatorMetrics, PlanGraph, PlanNode } from "./api";
 import { formatRate } from "./dom";
 
 const SVG = "http://www.w3.org/2000/svg";
-const NODE_W = 190;
+const NODE_W = 220;
 const NODE_H = 64;
 const GAP_X = 60;
 const GAP_Y = 24;
@@ -87,7 +87,7 @@ export function drawGraph(graph: PlanGraph): GraphView {
     group.appendChild(box);
     group.appendChild(svg("text", { x: 8, y: 18, class: "badge" },
       `${node.runs_on === "spark" ? "Spark" : "Spate"} · ${node.kind.replace("_", " ")}`));
-    group.appendChild(svg("text", { x: 8, y: 37, class: "name" }, truncate(node.label, 26)));
+    group.appendChild(svg("text", { x: 8, y: 37, class: "name" }, truncate(node.label, 28)));
     const rate = svg("text", { x: 8, y: 55, class: "rate" }, "— rows/s");
     group.appendChild(rate);
     root.appendChild(group);

@@ -47,7 +47,7 @@ export async function detailPage(main: HTMLElement, params: Record<string, strin
   const graphBox = h("div", { class: "graph-box" });
   const canvas = h("canvas", { "aria-label": "Input and output rows per second over time", role: "img" });
   const checkpoints = h("tbody");
-  const errors = h("ul", { class: "errors" });
+  const errors = h("ul", { class: "errors" }, h("li", { class: "muted" }, "No runs yet."));
   control.update(pipeline);
   replace(main,
     h("div", { class: "page-head" }, h("h1", {}, pipeline.name),
