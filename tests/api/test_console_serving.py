@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from pathlib import Path
@@ -36,9 +37,34 @@ def test_assets_are_served_and_api_paths_keep_json_errors(client: TestClient) ->
 
 def test_the_committed_build_matches_its_index(client: TestClient) -> None:
     index = (DIST_DIR / "index.html").read_text()
-    built = {p.name for p in (DIST_DIR / "assets").iterdir()}
+    built = {p.name for p in (DIST_DIR / "assets").iterdir()}  # no leftovers of old builds
     referenced = set(re.findall(r"/assets/([^\"]+)", index))
     assert referenced and referenced == built, "rebuild: npm --prefix api/console run build"
+
+
+#: What the console's build is made from (as in its vite.config.ts).
+CONSOLE_SOURCES = ("src", "index.html", "package-lock.json", "tsconfig.json", "vite.config.ts")
+
+
+def _source_digest(root: Path) -> str:
+    paths = sorted(str(p.relative_to(root).as_posix())
+                   for source in CONSOLE_SOURCES
+                   for p in ([root / source] if (root / source).is_file()
+                             else (root / source).rglob("*"))
+                   if p.is_file())
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(f"{path}\0".encode())
+        digest.update((root / path).read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def test_the_committed_build_is_of_the_current_sources() -> None:
+    built_from = (DIST_DIR / "source.sha256").read_text().strip()
+    assert built_from == _source_digest(DIST_DIR.parent), (
+        "api/console/dist is stale: npm --prefix api/console ci && "
+        "npm --prefix api/console run build")
 
 
 def test_an_unbuilt_console_is_skipped_with_a_warning(tmp_path: Path,
