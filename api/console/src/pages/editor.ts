@@ -15,7 +15,7 @@ CREATE TABLE out WITH (connector = 'blackhole');
 INSERT INTO out SELECT counter, subtask_index FROM ticks;
 `;
 const PREVIEW_LIMIT = 100;
-const PREVIEW_TIMEOUT_S = 120;
+const PREVIEW_TIMEOUT_S = 300;
 
 export function editorPage(main: HTMLElement): () => void {
   const name = h("input", { type: "text", name: "name", required: true, autocomplete: "off",
