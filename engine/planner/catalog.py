@@ -54,6 +54,44 @@ class Table:
         return None
 
 
+@dataclass(frozen=True)
+class MemoryTable:
+    """A table without a connector: one INSERT INTO writes it, later queries read it."""
+
+    name: str
+    #: declared (name, type) pairs; None takes the writing query's columns as they are
+    columns: tuple[tuple[str, exp.DataType], ...] | None
+
+
+def is_memory_table(node: exp.Create) -> bool:
+    """``CREATE TABLE t (...)`` with neither connector options nor ``AS query``."""
+    return (node.args.get("properties") is None and node.args.get("expression") is None
+            and isinstance(node.this, exp.Schema))
+
+
+def memory_table_from_create(node: exp.Create, text: SourceText, fallback: int) -> MemoryTable:
+    """A :class:`MemoryTable` from ``CREATE TABLE t (col type, ...)``."""
+    schema = node.this
+    assert isinstance(schema, exp.Schema)  # what is_memory_table checked
+    name = schema.this.name.lower()
+    columns: list[tuple[str, exp.DataType]] = []
+    for item in schema.expressions:
+        kind = item.args.get("kind") if isinstance(item, exp.ColumnDef) else None
+        if not isinstance(item, exp.ColumnDef) or item.constraints \
+                or not isinstance(kind, exp.DataType):
+            raise text.error(f"memory table {name}: a column takes only a name and a type "
+                             "(a table with a WATERMARK or computed columns needs a connector)",
+                             item, fallback)
+        try:
+            spark_type(kind)
+        except UnsupportedTypeError as error:
+            raise text.error(str(error), error.node, fallback) from error
+        if any(c == item.name.lower() for c, _ in columns):
+            raise text.error(f"column '{item.name.lower()}' is declared twice", item, fallback)
+        columns.append((item.name.lower(), kind))
+    return MemoryTable(name, tuple(columns) or None)
+
+
 def table_from_create(node: exp.Create, text: SourceText, fallback: int,
                       variables: Mapping[str, str]) -> Table:
     """Build a :class:`Table` from ``CREATE TABLE``; raises located PlanningErrors.
