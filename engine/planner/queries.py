@@ -9,6 +9,7 @@ from sqlglot import exp
 
 from engine.planner.catalog import Table
 from engine.planner.errors import PlanningError
+from engine.planner.functions import translate_functions
 from engine.planner.plan import (
     EVENT_TIME,
     WINDOW_COLUMN,
@@ -71,6 +72,7 @@ def plan_query(
     ctx = _Context(text, fallback, tables, views, index)
     query = _inline_views(query.copy(), ctx)
     _reject_unsupported(query, ctx)
+    translate_functions(query, text, fallback)
     if not isinstance(query, exp.Select):
         raise ctx.error("only SELECT queries are supported", query)
     output_columns = _resolve(query, ctx, top=True)

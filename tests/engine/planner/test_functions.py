@@ -1,0 +1,177 @@
+"""The scalar function library: planning translates each family into native
+Spark SQL, which returns the expected values on a small batch; unknown
+functions are located planning errors; the committed table matches the code."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.planner import PlanningError, plan_pipeline
+from engine.planner.functions import DOCS_PATH, FUNCTIONS, markdown
+
+ROOT = Path(__file__).resolve().parents[3]
+SOURCE = """CREATE TABLE fn_src (a TEXT, x DOUBLE, n BIGINT, j TEXT, arr BIGINT[],
+                     s STRUCT<k TEXT>, ts TIMESTAMP NOT NULL,
+                     WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+WITH (connector = 'single_file', path = 'in.jsonl', format = 'json', type = 'source');
+"""
+DOC = json.dumps({"a": [10, {"b": "x y"}], "n": 3, "f": 2.5, "t": True, "s": "hi",
+                  "o": {"p": 1, "q": 2}, "nul": None})
+EVENT = dt.datetime(2024, 1, 1, 0, 7, 30, 250000)
+
+
+@pytest.fixture(scope="module")
+def source(spark: Any) -> Any:
+    """The one-row table ``fn_src`` (with Spate's event-time column) in the shared session."""
+    frame = spark.createDataFrame(
+        [("  Hello, World ", -2.5, 1_700_000_000, DOC, [1, 2, 2], {"k": "v"},
+          dt.datetime(2024, 1, 1, 0, 7, 31), EVENT)],
+        "a string, x double, n bigint, j string, arr array<bigint>, s struct<k: string>, "
+        "ts timestamp, _spate_event_time timestamp")
+    frame.createOrReplaceTempView("fn_src")
+    return spark
+
+
+def run(spark: Any, select_list: str) -> dict[str, Any]:
+    """Plan ``SELECT <select_list> FROM fn_src`` and run its Spark SQL: the one row."""
+    plan = plan_pipeline(SOURCE + f"SELECT {select_list} FROM fn_src;")
+    sql = plan.queries[0].output_sql
+    assert "spate" not in sql.replace("_spate_event_time", ""), sql
+    (row,) = spark.sql(sql).collect()
+    return dict(row.asDict(recursive=True))
+
+
+def test_math(source: Any) -> None:
+    row = run(source, "abs(x) AS a, floor(x) AS f, ceil(x) AS c, round(x * 3, 1) AS r, "
+                      "power(2, 10) AS p, sqrt(16) AS q, mod(n, 7) AS m, sign(x) AS s, "
+                      "ln(1) AS l")
+    assert row == {"a": 2.5, "f": -3, "c": -2, "r": -7.5, "p": 1024.0, "q": 4.0,
+                   "m": 1_700_000_000 % 7, "s": -1.0, "l": 0.0}
+
+
+def test_strings(source: Any) -> None:
+    row = run(source, "concat(trim(a), '!', NULL) AS c, lower(a) AS lo, upper(trim(a)) AS up, "
+                      "substr(trim(a), 1, 5) AS sub, replace(a, 'l', 'L') AS rep, "
+                      "split_part(trim(a), ', ', 2) AS part, length(trim(a)) AS len, "
+                      "ltrim(a) AS lt, left(trim(a), 2) AS lf, strpos(a, 'W') AS pos, "
+                      "starts_with(trim(a), 'He') AS sw, lpad('7', 3, '0') AS pad")
+    assert row == {"c": "Hello, World!", "lo": "  hello, world ", "up": "HELLO, WORLD",
+                   "sub": "Hello", "rep": "  HeLLo, WorLd ", "part": "World", "len": 12,
+                   "lt": "Hello, World ", "lf": "He", "pos": 10, "sw": True, "pad": "007"}
+
+
+def test_regex_and_conditional(source: Any) -> None:
+    row = run(source, "regexp_like(a, 'W[a-z]+') AS ok, regexp_match(a, '(\\w+), (\\w+)') AS m, "
+                      "regexp_match(a, 'o') AS whole, regexp_match(a, 'zz') AS none, "
+                      "regexp_replace(a, '[aeiou]', '_') AS rep, coalesce(NULL, a) AS co, "
+                      "nullif(n, 1700000000) AS ni, nvl(NULL, 'd') AS nv, "
+                      "greatest(1, 5, 3) AS g, least(1, 5, 3) AS le")
+    assert row == {"ok": True, "m": ["Hello", "World"], "whole": ["o"], "none": None,
+                   "rep": "  H_ll_, W_rld ", "co": "  Hello, World ", "ni": None,
+                   "nv": "d", "g": 5, "le": 1}
+
+
+def test_time(source: Any) -> None:
+    before = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    row = run(source, "date_trunc('minute', ts) AS tr, date_bin(INTERVAL '5' MINUTE, ts) AS b, "
+                      "extract(minute FROM ts) AS mi, date_part('second', ts) AS se, "
+                      "to_timestamp(n) AS tn, to_timestamp('2024-02-03T04:05:06') AS ts_text, "
+                      "from_unixtime(n) AS fu, row_time() AS rt, now() AS n1, "
+                      "current_timestamp AS n2")
+    assert row["tr"] == dt.datetime(2024, 1, 1, 0, 7)
+    assert row["b"] == dt.datetime(2024, 1, 1, 0, 5)
+    assert (row["mi"], float(row["se"])) == (7, 31.0)
+    assert row["tn"] == row["fu"] == dt.datetime(2023, 11, 14, 22, 13, 20)
+    assert row["ts_text"] == dt.datetime(2024, 2, 3, 4, 5, 6)
+    assert row["rt"] == EVENT
+    assert row["n1"] == row["n2"] and before <= row["n1"] <= dt.datetime.now(dt.UTC).replace(
+        tzinfo=None)
+
+
+def test_now_is_one_instant_per_pipeline() -> None:
+    plan = plan_pipeline(SOURCE + "SELECT now() AS t FROM fn_src; "
+                                  "SELECT a, now() AS t FROM fn_src;")
+    stamps = {q.output_sql.split("CAST(")[1].split(" AS")[0] for q in plan.queries}
+    assert len(stamps) == 1
+
+
+def test_arrays_structs_hashes_encodings_casts(source: Any) -> None:
+    row = run(source, "make_array(1, 2) AS mk, array_append(arr, 9) AS ap, "
+                      "array_has(arr, 2) AS has, array_length(arr) AS len, "
+                      "cardinality(arr) AS card, array_distinct(arr) AS dis, "
+                      "named_struct('p', 1, 'q', 'z') AS ns, get_field(s, 'k') AS gf, "
+                      "md5('abc') AS md, sha256('abc') AS sh, sha224('abc') AS s224, "
+                      "encode('hi', 'hex') AS hx, encode('hi', 'base64') AS b64, "
+                      "decode('aGk=', 'base64') AS raw, arrow_cast(x, 'Int64') AS i, "
+                      "arrow_cast(n, 'Utf8') AS txt")
+    assert row == {
+        "mk": [1, 2], "ap": [1, 2, 2, 9], "has": True, "len": 3, "card": 3, "dis": [1, 2],
+        "ns": {"p": 1, "q": "z"}, "gf": "v", "md": "900150983cd24fb0d6963f7d28e17f72",
+        "sh": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+        "s224": "23097d223405d8228642a477bda255b32aadbce4bda0b3f7e36c9da7",
+        "hx": "6869", "b64": "aGk=", "raw": bytearray(b"hi"), "i": -2, "txt": "1700000000",
+    }
+
+
+def test_json(source: Any) -> None:
+    row = run(source, "json_get(j, 'a', 1, 'b') AS g, j->'o'->>'p' AS op, j->>'s' AS s, "
+                      "json_get_str(j, 's') AS gs, json_get_int(j, 'n') AS gi, "
+                      "json_get_float(j, 'f') AS gf, json_get_bool(j, 't') AS gb, "
+                      "json_get_int(j, 's') AS bad_int, json_get_json(j, 'o') AS gj, "
+                      "json_as_text(j, 'a', 0) AS at, json_contains(j, 'nul') AS has_null, "
+                      "json_contains(j, 'zz') AS missing, j ? 'o' AS op_has, "
+                      "json_contains(j, 'a', 1) AS has_index, json_length(j, 'a') AS la, "
+                      "json_length(j, 'o') AS lo, json_length(j) AS lj, "
+                      "extract_json(j, '$.o.q') AS ej, extract_json(j, '$.zz') AS ej_none, "
+                      "extract_json_string(j, '$.a[1].b') AS ejs, "
+                      "get_first_json_object(j, '$.o') AS gfo")
+    assert row == {
+        "g": "x y", "op": "1", "s": "hi", "gs": "hi", "gi": 3, "gf": 2.5, "gb": True,
+        "bad_int": None, "gj": '{"p":1,"q":2}', "at": "10", "has_null": True,
+        "missing": False, "op_has": True, "has_index": True, "la": 2, "lo": 2, "lj": 7,
+        "ej": ["2"], "ej_none": [], "ejs": "x y", "gfo": '{"p":1,"q":2}',
+    }
+
+
+def test_functions_inside_windowed_aggregate_plan() -> None:
+    plan = plan_pipeline(SOURCE + """
+SELECT lower(a) AS k, TUMBLE(INTERVAL '1' MINUTE) AS w, count(*) AS c,
+       sum(json_get_int(j, 'n')) AS total
+FROM fn_src WHERE regexp_like(a, 'H') GROUP BY 1, 2;""")
+    aggregate = plan.queries[0].aggregate
+    assert aggregate is not None
+    assert "LOWER(`a`)" in aggregate.input_sql
+    assert "GET_JSON_OBJECT(`j`, '$.n')" in aggregate.input_sql
+    assert "RLIKE" in aggregate.input_sql
+
+
+@pytest.mark.parametrize(("sql", "line", "column", "message"), [
+    ("SELECT a,\n       lowr(a) AS b FROM fn_src", 6, 8,
+     "unknown function 'lowr' (did you mean lower?)"),
+    ("SELECT levenshtein(a, 'x') FROM fn_src", 5, 8, "unknown function 'levenshtein'"),
+    ("SELECT a FROM fn_src\nWHERE  nosuch() > 1", 6, 8, "unknown function 'nosuch'"),
+    ("SELECT json_get(j, a) FROM fn_src", 5, 20, "keys must be string or integer literals"),
+    ("SELECT encode(a, 'rot13') FROM fn_src", 5, 18, "format 'rot13' is not supported"),
+    ("SELECT arrow_cast(x, 'Float16') FROM fn_src", 5, 22, "cannot cast to 'Float16'"),
+    ("SELECT extract_json(j, '$.a[*]') FROM fn_src", 5, 24, "without wildcards"),
+    ("SELECT row_time(a) FROM fn_src", 5, 8, "row_time() takes 0 argument(s), got 1"),
+])
+def test_bad_calls_are_located_planning_errors(sql: str, line: int, column: int,
+                                               message: str) -> None:
+    with pytest.raises(PlanningError) as caught:
+        plan_pipeline(SOURCE + sql + ";")
+    assert message in caught.value.message
+    assert (caught.value.line, caught.value.column) == (line, column), str(caught.value)
+
+
+def test_committed_function_table_is_up_to_date() -> None:
+    committed = (ROOT / DOCS_PATH).read_text()
+    assert committed == markdown(), (
+        f"{DOCS_PATH} is stale: run python -m engine.planner.functions --markdown > {DOCS_PATH}")
+    for name in FUNCTIONS:
+        assert f"| `{name}` |" in committed
