@@ -12,9 +12,15 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokenizer_core import Token, TokenType
 
-from engine.planner.catalog import Table, table_from_create
+from engine.planner.catalog import (
+    Table,
+    is_memory_table,
+    memory_table_from_create,
+    table_from_create,
+)
 from engine.planner.dialect import Spate
 from engine.planner.errors import PlanningError
+from engine.planner.memory import MemoryTables
 from engine.planner.plan import PipelinePlan, QueryPlan
 from engine.planner.positions import SourceText
 from engine.planner.queries import plan_query
@@ -45,15 +51,19 @@ def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None, *,
     catalog = _unshadowed(tables or {}, statements)
     defined: dict[str, Table] = dict(catalog)
     views: dict[str, exp.Query] = {}
+    memory = MemoryTables()
     queries: list[QueryPlan] = []
     for offset, statement in statements:
         if isinstance(statement, exp.Create):
-            _create(statement, text, offset, defined, views, values)
+            _create(statement, text, offset, defined, views, values, memory)
         elif isinstance(statement, exp.Insert):
-            queries.append(_insert(statement, text, offset, defined, views, len(queries)))
-        elif isinstance(statement, exp.Select):
+            planned = _insert(statement, text, offset, defined, views, len(queries), memory)
+            if planned is not None:
+                queries.append(planned)
+        elif isinstance(statement, exp.Query):
             queries.append(plan_query(statement, PREVIEW_SINK, len(queries), defined, views,
-                                      text, offset))
+                                      text, offset, memory=memory.written,
+                                      unwritten=memory.unwritten))
         elif isinstance(statement, exp.Set):
             _check_set(statement, text, offset)
         else:
@@ -123,12 +133,15 @@ def _located_parse_error(error: ParseError, text: SourceText, fallback: int) -> 
 
 def _create(statement: exp.Create, text: SourceText, offset: int,
             tables: dict[str, Table], views: dict[str, exp.Query],
-            variables: Mapping[str, str]) -> None:
+            variables: Mapping[str, str], memory: MemoryTables) -> None:
     kind = (statement.args.get("kind") or "").upper()
     target = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
     name = target.name.lower()
-    if name in tables or name in views:
+    if name in tables or name in views or name in memory.declared:
         raise text.error(f"'{name}' is already defined", target, offset)
+    if kind == "TABLE" and is_memory_table(statement):
+        memory.declared[name] = memory_table_from_create(statement, text, offset)
+        return
     if kind == "VIEW":
         query = statement.expression
         if not isinstance(query, exp.Query):
@@ -141,7 +154,9 @@ def _create(statement: exp.Create, text: SourceText, offset: int,
 
 
 def _insert(statement: exp.Insert, text: SourceText, offset: int, tables: dict[str, Table],
-            views: dict[str, exp.Query], index: int) -> QueryPlan:
+            views: dict[str, exp.Query], index: int,
+            memory: MemoryTables) -> QueryPlan | None:
+    """The plan of an INSERT INTO a sink; None for one into a memory table."""
     target = statement.this
     if isinstance(target, exp.Schema):
         raise text.error("INSERT INTO with a column list is not supported", target, offset)
@@ -149,14 +164,19 @@ def _insert(statement: exp.Insert, text: SourceText, offset: int, tables: dict[s
     if name in views:
         raise text.error(f"cannot INSERT INTO view '{name}'", target, offset)
     table = tables.get(name)
-    if table is None:
+    if table is None and name not in memory.declared:
         raise text.error(f"unknown table '{name}'", target, offset)
-    if table.role != "sink":
+    if table is not None and table.role != "sink":
         raise text.error(f"cannot INSERT INTO '{name}': it is a source", target, offset)
     query = statement.expression
     if not isinstance(query, exp.Query):
         raise text.error("INSERT INTO needs a SELECT", statement, offset)
-    return plan_query(query, name, index, tables, views, text, offset)
+    planned = plan_query(query, name, index, tables, views, text, offset,
+                         memory=memory.written, unwritten=memory.unwritten)
+    if table is not None:
+        return planned
+    memory.write(name, query, planned.output_columns, target, text, offset)
+    return None
 
 
 def _check_set(statement: exp.Set, text: SourceText, offset: int) -> None:

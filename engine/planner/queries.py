@@ -18,6 +18,8 @@ from engine.planner.plan import (
     WindowAggregate,
 )
 from engine.planner.positions import SourceText
+from engine.planner.scopes import NameScope, inline_names, view_scope
+from engine.planner.unnest import check_unnest_placement, rewrite_unnest
 from engine.planner.windows import WINDOW_FUNCTIONS, window_spec
 
 _AGGREGATES: dict[type[exp.Expr], str] = {
@@ -28,10 +30,12 @@ _AGGREGATES: dict[type[exp.Expr], str] = {
 }
 _CLAUSE_WORDS = ("JOIN", "LEFT", "RIGHT", "FULL", "INNER", "OUTER", "CROSS", "NATURAL",
                  "ORDER", "GROUP", "BY", "LIMIT")
+_UNION_WORDS = ("UNION", "DISTINCT", "SELECT")
 _UNSUPPORTED = {
     exp.Join: "joins are not supported yet",
-    exp.Union: "UNION is not supported yet",
-    exp.Unnest: "UNNEST is not supported yet",
+    exp.Except: "EXCEPT is not supported",
+    exp.Intersect: "INTERSECT is not supported",
+    exp.Unnest: "UNNEST is only allowed in the SELECT list",
     exp.Window: "window functions (OVER) are not supported yet",
     exp.Exists: "subquery expressions (EXISTS) are not supported",
     exp.Order: "ORDER BY is not supported in a streaming query",
@@ -45,12 +49,18 @@ class _Context:
     text: SourceText
     fallback: int
     tables: dict[str, Table]
-    views: dict[str, exp.Query]
+    names: NameScope
     query_index: int
     sources: list[str] = field(default_factory=list)
 
     def error(self, message: str, node: exp.Expr | None) -> PlanningError:
         return self.text.error(message, node, self.fallback)
+
+    def error_at_keyword(self, message: str, node: exp.Expr,
+                         words: tuple[str, ...]) -> PlanningError:
+        """An error at the run of ``words`` keywords just before ``node``."""
+        offset = self.text.offset_of(node, self.fallback)
+        return self.text.error_at(message, self.text.keyword_before(offset, words, offset))
 
     def clause_error(self, message: str, node: exp.Expr) -> PlanningError:
         """An error at the keywords opening ``node`` (JOIN, ORDER BY, GROUP BY ...)."""
@@ -67,19 +77,29 @@ def plan_query(
     views: dict[str, exp.Query],
     text: SourceText,
     fallback: int,
+    *,
+    memory: dict[str, exp.Query] | None = None,
+    unwritten: frozenset[str] = frozenset(),
 ) -> QueryPlan:
-    """Plan ``query`` writing into ``sink``; raises located PlanningErrors."""
-    ctx = _Context(text, fallback, tables, views, index)
-    query = _inline_views(query.copy(), ctx)
+    """Plan ``query`` writing into ``sink``; raises located PlanningErrors.
+
+    ``memory`` holds the written memory tables (their writing queries),
+    ``unwritten`` the declared memory tables no INSERT INTO has written yet.
+    """
+    ctx = _Context(text, fallback, tables, view_scope(views, memory or {}, unwritten), index)
+    query = inline_names(query.copy(), ctx.names, text, fallback)
     _reject_unsupported(query, ctx)
     translate_functions(query, text, fallback)
-    if not isinstance(query, exp.Select):
-        raise ctx.error("only SELECT queries are supported", query)
-    output_columns = _resolve(query, ctx, top=True)
+    output_columns = _resolve_query(query, ctx, top=True)
+    # Innermost first: rewriting a SELECT copies the FROM subqueries below it.
+    for select in reversed(list(query.find_all(exp.Select))):
+        _unnest(select, ctx)
     aggregate_select = _find_aggregate(query, ctx)
     aggregate = None
     if aggregate_select is not None:
-        aggregate = _plan_aggregate(aggregate_select, ctx)
+        aggregate, rewritten = _plan_aggregate(aggregate_select, ctx)
+        if aggregate_select is query:  # a root is not replaced in place: it has no parent
+            query = rewritten
     output_sql = query.sql(dialect="spark", identify=True)
     return QueryPlan(
         index=index, sink=sink, sources=tuple(ctx.sources), aggregate=aggregate,
@@ -87,20 +107,13 @@ def plan_query(
     )
 
 
-def _inline_views(query: exp.Query, ctx: _Context) -> exp.Query:
-    for table in list(query.find_all(exp.Table)):
-        view = ctx.views.get(table.name.lower())
-        if view is not None:
-            alias = table.alias or table.name
-            table.replace(exp.Subquery(this=view.copy(), alias=exp.TableAlias(
-                this=exp.to_identifier(alias))))
-    return query
-
-
 def _reject_unsupported(query: exp.Expr, ctx: _Context) -> None:
-    if isinstance(query, exp.Select) and query.args.get("with_") or query.args.get("with"):
-        raise ctx.error("WITH (common table expressions) is not supported yet", query)
     for node in query.walk():
+        if isinstance(node, exp.Union) and node.args.get("distinct"):
+            raise ctx.error_at_keyword("UNION (DISTINCT) is not supported in a streaming "
+                                       "query; use UNION ALL", node.expression, _UNION_WORDS)
+        if isinstance(node, exp.Select):
+            check_unnest_placement(node, ctx.text, ctx.fallback)
         for kind, message in _UNSUPPORTED.items():
             if isinstance(node, kind):
                 raise ctx.clause_error(message, node)
@@ -116,6 +129,42 @@ def _reject_unsupported(query: exp.Expr, ctx: _Context) -> None:
 # -- name resolution ----------------------------------------------------------------
 
 
+def _resolve_query(query: exp.Expr, ctx: _Context, top: bool = False) -> list[str]:
+    """Output column names of a SELECT or a UNION ALL of them (names checked)."""
+    if isinstance(query, exp.Select):
+        return _resolve(query, ctx, top)
+    if isinstance(query, exp.Subquery) and not query.alias:  # (SELECT ...) UNION ALL ...
+        return _resolve_query(query.this, ctx, top)
+    if not isinstance(query, exp.Union):
+        raise ctx.error("only SELECT queries and UNION ALL of them are supported", query)
+    left = _resolve_query(query.this, ctx, top)
+    right = _resolve_query(query.expression, ctx, top)
+    if len(left) != len(right):
+        raise ctx.error_at_keyword(
+            f"UNION ALL needs identical schemas: the first query gives {len(left)} columns "
+            f"({', '.join(left)}), this one {len(right)} ({', '.join(right)})",
+            query.expression, ("SELECT",))
+    return left
+
+
+def _unnest(select: exp.Select, ctx: _Context) -> None:
+    from_ = select.args.get("from_")
+    scope_name = (from_.this.alias_or_name or "").lower() if isinstance(from_, exp.From) else ""
+    rewrite_unnest(select, scope_name, ctx.text, ctx.fallback)
+
+
+def _carry_event_time_up(query: exp.Expr) -> None:
+    """Every un-aggregated SELECT of a FROM subquery (each UNION ALL branch) passes
+    the row's event time up to its reader."""
+    if isinstance(query, exp.Select):
+        if not _has_group_by(query):
+            _carry_event_time(query)
+    elif isinstance(query, exp.Union | exp.Subquery):
+        _carry_event_time_up(query.this)
+        if isinstance(query, exp.Union):
+            _carry_event_time_up(query.expression)
+
+
 def _resolve(select: exp.Select, ctx: _Context, top: bool = False) -> list[str]:
     """Check every name of ``select``; expand ``*``; return its output column names."""
     from_ = select.args.get("from_") or select.args.get("from")
@@ -125,11 +174,10 @@ def _resolve(select: exp.Select, ctx: _Context, top: bool = False) -> list[str]:
     scope_name = (source.alias_or_name or "").lower()
     if isinstance(source, exp.Table):
         columns = _source_columns(source, ctx)
-    elif isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select):
+    elif isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select | exp.Union):
         _reject_unsupported(source.this, ctx)
-        columns = _resolve(source.this, ctx)
-        if not _has_group_by(source.this):
-            _carry_event_time(source.this)
+        columns = _resolve_query(source.this, ctx)
+        _carry_event_time_up(source.this)
     else:
         raise ctx.error("unsupported FROM clause", source)
     _expand_star(select, columns, ctx)
@@ -231,7 +279,7 @@ def _output_names(select: exp.Select, ctx: _Context, top: bool) -> list[str]:
 # -- windowed aggregates --------------------------------------------------------------
 
 
-def _find_aggregate(query: exp.Select, ctx: _Context) -> exp.Select | None:
+def _find_aggregate(query: exp.Query, ctx: _Context) -> exp.Select | None:
     found: list[exp.Select] = []
     for select in query.find_all(exp.Select):
         has_aggs = any(_is_aggregate(n) for n in _own_nodes(select))
@@ -240,9 +288,22 @@ def _find_aggregate(query: exp.Select, ctx: _Context) -> exp.Select | None:
         elif any(_window_call(n) for n in _own_nodes(select)):
             node = next(n for n in _own_nodes(select) if _window_call(n))
             raise ctx.error(f"{node.name.upper()} may only appear in GROUP BY", node)
+    for select in found:
+        if any(isinstance(p, exp.Union) for p in _ancestors(select)):
+            raise ctx.error("UNION ALL of a windowed aggregate's output is not supported yet; "
+                            "union the inputs and aggregate once", select)
     if len(found) > 1:
         raise ctx.error("re-aggregating windowed output is not supported yet", found[0])
     return found[0] if found else None
+
+
+def _ancestors(node: exp.Expr) -> list[exp.Expr]:
+    result = []
+    parent = node.parent
+    while parent is not None:
+        result.append(parent)
+        parent = parent.parent
+    return result
 
 
 def _window_call(node: exp.Expr) -> bool:
@@ -254,7 +315,8 @@ def _is_aggregate(node: exp.Expr) -> bool:
         isinstance(node, exp.Anonymous) and node.name.upper() == "MEAN")
 
 
-def _plan_aggregate(select: exp.Select, ctx: _Context) -> WindowAggregate:
+def _plan_aggregate(select: exp.Select, ctx: _Context) -> tuple[WindowAggregate, exp.Select]:
+    """The window operator of ``select``, and the SELECT over its output that replaces it."""
     operator_id = f"q{ctx.query_index}_window"
     group = select.args.get("group")
     if group is None:
@@ -303,7 +365,7 @@ def _plan_aggregate(select: exp.Select, ctx: _Context) -> WindowAggregate:
         exp.column(EVENT_TIME),
     ])
     output_view = f"__spate_{operator_id}"
-    rewritten = exp.select(*items).from_(output_view)
+    rewritten: exp.Select = exp.select(*items).from_(output_view)
     if having is not None:
         condition = having.this.transform(rewrite, copy=True)
         _check_grouped(condition, produced(), ctx, having)
@@ -314,7 +376,7 @@ def _plan_aggregate(select: exp.Select, ctx: _Context) -> WindowAggregate:
         input_sql=input_select.sql(dialect="spark", identify=True),
         key_columns=key_names, window=spec, aggregates=tuple(aggregates),
         output_view=output_view,
-    )
+    ), rewritten
 
 
 def _group_items(
