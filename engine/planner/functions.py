@@ -351,8 +351,8 @@ FUNCTIONS: dict[str, Function] = {f.name: f for f in (
     Function("least", "conditional", "least(a, b, ...)"),
     # time
     Function("now", "time", "CAST('<pipeline start>' AS TIMESTAMP)", _now,
-             "the time the pipeline was planned to start, fixed for the whole run (so an "
-             "epoch and its replay agree)"),
+             "the time this run of the pipeline was planned (its job's start), one "
+             "instant for every query and epoch of the run"),
     Function("current_timestamp", "time", "CAST('<pipeline start>' AS TIMESTAMP)", _now,
              "same as now()"),
     Function("row_time", "time", "the row's event time", _row_time,

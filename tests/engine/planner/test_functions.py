@@ -81,6 +81,7 @@ def test_time(source: Any) -> None:
     row = run(source, "date_trunc('minute', ts) AS tr, date_bin(INTERVAL '5' MINUTE, ts) AS b, "
                       "extract(minute FROM ts) AS mi, date_part('second', ts) AS se, "
                       "to_timestamp(n) AS tn, to_timestamp('2024-02-03T04:05:06') AS ts_text, "
+                      "to_timestamp('03/02/2024 04:05', 'DD/MM/YYYY HH24:MI') AS ts_fmt, "
                       "from_unixtime(n) AS fu, row_time() AS rt, now() AS n1, "
                       "current_timestamp AS n2")
     assert row["tr"] == dt.datetime(2024, 1, 1, 0, 7)
@@ -88,6 +89,7 @@ def test_time(source: Any) -> None:
     assert (row["mi"], float(row["se"])) == (7, 31.0)
     assert row["tn"] == row["fu"] == dt.datetime(2023, 11, 14, 22, 13, 20)
     assert row["ts_text"] == dt.datetime(2024, 2, 3, 4, 5, 6)
+    assert row["ts_fmt"] == dt.datetime(2024, 2, 3, 4, 5)
     assert row["rt"] == EVENT
     assert row["n1"] == row["n2"] and before <= row["n1"] <= dt.datetime.now(dt.UTC).replace(
         tzinfo=None)
