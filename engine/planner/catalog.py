@@ -108,8 +108,8 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
         )
     if properties is None:
         raise text.error(
-            f"table {name} has no WITH (connector = ...) clause; memory tables are not "
-            "supported yet", node, fallback,
+            f"table {name} has neither a WITH (connector = ...) clause nor columns: give it a "
+            "connector, or columns to make it a memory table", node, fallback,
         )
     if any(isinstance(p, exp.TemporaryProperty) for p in properties.expressions):
         raise text.error(f"lookup table {name} (CREATE TEMPORARY TABLE) is not supported yet",
