@@ -456,6 +456,7 @@ def translate_functions(query: exp.Expr, text: SourceText, fallback: int,
     start = _STARTS.setdefault(text, datetime.now(UTC))
     ctx = Translation(text, fallback, start)
     allowed = {name.lower() for name in extra} | _OTHER_CALLS
+    names = _unaliased_names(query)
     calls = [node for node in query.walk() if isinstance(node, exp.Func)]
     for node in reversed(calls):  # innermost first: a rewrite sees translated arguments
         name = _written_name(node, text)
@@ -468,7 +469,25 @@ def translate_functions(query: exp.Expr, text: SourceText, fallback: int,
             replacement = function.translate(node, ctx)
             if replacement is not node:
                 node.replace(replacement)
+    _keep_names(names)
     return query
+
+
+def _unaliased_names(query: exp.Expr) -> list[tuple[exp.Select, int, str]]:
+    """Each unaliased SELECT item with the name Spark gives it as written."""
+    return [(select, i, item.sql(dialect="spark"))
+            for select in query.find_all(exp.Select)
+            for i, item in enumerate(select.expressions)
+            if not isinstance(item, exp.Alias | exp.Column | exp.Star)]
+
+
+def _keep_names(names: list[tuple[exp.Select, int, str]]) -> None:
+    """Alias rewritten items by their written form: a column is named after the
+    call the query wrote (``JSON_LENGTH(j)``), not after its Spark translation."""
+    for select, index, name in names:
+        item = select.expressions[index]
+        if not isinstance(item, exp.Alias) and item.sql(dialect="spark") != name:
+            item.replace(exp.alias_(item.copy(), name, quoted=True))
 
 
 def _written_name(node: exp.Func, text: SourceText) -> str | None:

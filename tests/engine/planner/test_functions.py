@@ -140,6 +140,11 @@ def test_json(source: Any) -> None:
     }
 
 
+def test_unaliased_calls_keep_their_written_names() -> None:
+    plan = plan_pipeline(SOURCE + "SELECT json_length(j), row_time(), abs(x) FROM fn_src;")
+    assert plan.queries[0].output_columns == ("JSON_LENGTH(j)", "ROW_TIME()", "ABS(x)")
+
+
 def test_functions_inside_windowed_aggregate_plan() -> None:
     plan = plan_pipeline(SOURCE + """
 SELECT lower(a) AS k, TUMBLE(INTERVAL '1' MINUTE) AS w, count(*) AS c,
