@@ -367,6 +367,9 @@ FUNCTIONS: dict[str, Function] = {f.name: f for f in (
              _to_timestamp, "one argument: ISO 8601 text or seconds since the epoch; two: "
              "text and a PostgreSQL format"),
     Function("from_unixtime", "time", "timestamp_seconds(x)", _from_unixtime),
+    Function("unix_seconds", "time", "unix_seconds(ts)", note="whole seconds since the epoch"),
+    Function("unix_millis", "time", "unix_millis(ts)", note="milliseconds since the epoch"),
+    Function("unix_micros", "time", "unix_micros(ts)", note="microseconds since the epoch"),
     # array
     Function("make_array", "array", "array(a, ...)", _rename("ARRAY")),
     Function("array_append", "array", "array_append(coalesce(arr, array()), x)"),
