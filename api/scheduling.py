@@ -11,6 +11,7 @@ never turns a recorded change into an error for the caller.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 logger = logging.getLogger(__name__)
@@ -31,19 +32,19 @@ class SchedulerNotifier:
         self.scheduler = scheduler
 
     def pipeline_changed(self, pipeline_id: str) -> None:
-        if self.scheduler is None:
-            return
-        try:
-            self.scheduler.pipeline_changed(pipeline_id)
-        except Exception:  # noqa: BLE001 - the periodic reconcile catches up
-            logger.warning("could not notify the scheduler; the next reconcile will catch up",
-                           exc_info=True, extra={"pipeline_id": pipeline_id})
+        if self.scheduler is not None:
+            self._poke(self.scheduler.pipeline_changed, pipeline_id)
 
     def job_changed(self, job_id: str) -> None:
-        if self.scheduler is None:
-            return
+        if self.scheduler is not None:
+            self._poke(self.scheduler.job_changed, job_id)
+
+    @staticmethod
+    def _poke(poke: Callable[[str], None], item_id: str) -> None:
+        # The client already drops broker outages; this also keeps any other failure
+        # from turning a committed change into an error response.
         try:
-            self.scheduler.job_changed(job_id)
+            poke(item_id)
         except Exception:  # noqa: BLE001 - the periodic reconcile catches up
             logger.warning("could not notify the scheduler; the next reconcile will catch up",
-                           exc_info=True, extra={"job_id": job_id})
+                           exc_info=True, extra={"item_id": item_id})
