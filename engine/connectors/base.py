@@ -70,6 +70,8 @@ class TableConfig:
     role: str
     options: Mapping[str, str]
     columns: tuple[ColumnDef, ...]
+    #: the columns declared PRIMARY KEY, in declaration order (debezium_json, lookup)
+    primary_key: tuple[str, ...] = ()
 
 
 def hidden_fields() -> list[T.StructField]:

@@ -18,6 +18,7 @@ from engine.planner.types import UnsupportedTypeError, spark_type
 #: Default lateness when a table declares no watermark (SQL.md section 2).
 DEFAULT_WATERMARK_DELAY_SQL = "INTERVAL 1 SECOND"
 DEFAULT_IDLE_MICROS = 300_000_000
+DEBEZIUM_JSON = "debezium_json"
 _ENV_REF = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
@@ -41,6 +42,15 @@ class Table:
     @property
     def role(self) -> str:
         return self.config.role
+
+    @property
+    def primary_key(self) -> tuple[str, ...]:
+        return self.config.primary_key
+
+    @property
+    def updating(self) -> bool:
+        """A source whose records are changes (debezium_json): its rows are updating."""
+        return self.role == "source" and self.config.options.get("format") == DEBEZIUM_JSON
 
     @property
     def visible_columns(self) -> list[str]:
@@ -125,10 +135,12 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
             f"unknown connector '{connector_name}'; known connectors: {known}",
             option_nodes.get("connector"), fallback,
         )
-    columns, generated_nodes, watermark = _columns(schema, text, fallback)
+    columns, generated_nodes, watermark, primary_key = _columns(schema, text, fallback)
     role = _role(connector, options)
+    _check_primary_key(primary_key, role, options, text, fallback)
+    keys = tuple(primary_key)
     config = TableConfig(name=name, connector=connector_name, role=role, options=options,
-                         columns=tuple(columns))
+                         columns=tuple(columns), primary_key=keys)
     try:
         physical = connector.validate(config)
     except ConnectorError as error:
@@ -138,7 +150,7 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
             offset = text.option_key_before(offset, offset)
         raise text.error_at(f"table {name}: {error}", offset) from error
     config = TableConfig(name=name, connector=connector_name, role=role, options=options,
-                         columns=tuple(physical))
+                         columns=tuple(physical), primary_key=keys)
     generated = {col: expr.sql(dialect="spark") for col, expr in generated_nodes.items()}
     event_time_sql, watermark_sql = _event_time(name, options, physical, generated, watermark,
                                                 text, fallback, option_nodes)
@@ -206,12 +218,16 @@ def _substitute(value: str, variables: Mapping[str, str], node: exp.Expr, text: 
 
 def _columns(
     schema: exp.Expr, text: SourceText, fallback: int
-) -> tuple[list[ColumnDef], dict[str, exp.Expr], exp.WatermarkColumnConstraint | None]:
+) -> tuple[list[ColumnDef], dict[str, exp.Expr], exp.WatermarkColumnConstraint | None,
+           dict[str, exp.Expr]]:
+    """Physical columns, generated columns, the WATERMARK and the PRIMARY KEY columns
+    (name -> its constraint node, for locating errors)."""
     columns: list[ColumnDef] = []
     generated: dict[str, exp.Expr] = {}
+    primary_key: dict[str, exp.Expr] = {}
     watermark = None
     if not isinstance(schema, exp.Schema):
-        return columns, generated, None
+        return columns, generated, None, primary_key
     for item in schema.expressions:
         if isinstance(item, exp.WatermarkColumnConstraint):
             if watermark is not None:
@@ -231,12 +247,29 @@ def _columns(
         computed = next((c.kind for c in item.constraints
                          if isinstance(c.kind, exp.ComputedColumnConstraint)), None)
         name = item.name.lower()
+        key = next((c for c in item.constraints
+                    if isinstance(c.kind, exp.PrimaryKeyColumnConstraint)), None)
+        if key is not None:
+            if computed is not None:
+                raise text.error("a generated column cannot be part of the PRIMARY KEY", key,
+                                 fallback)
+            primary_key[name] = item
         if computed is not None:
             generated[name] = exp.Cast(this=computed.this, to=kind)
             continue
         not_null = any(isinstance(c.kind, exp.NotNullColumnConstraint) for c in item.constraints)
         columns.append(ColumnDef(name, column_type, nullable=not not_null))
-    return columns, generated, watermark
+    return columns, generated, watermark, primary_key
+
+
+def _check_primary_key(primary_key: dict[str, exp.Expr], role: str, options: dict[str, str],
+                       text: SourceText, fallback: int) -> None:
+    """PRIMARY KEY means something only to debezium_json sources and lookup tables."""
+    if not primary_key or role == "lookup" or (
+            role == "source" and options.get("format") == DEBEZIUM_JSON):
+        return
+    raise text.error("PRIMARY KEY is only meaningful for debezium_json sources and lookup "
+                     "tables", next(iter(primary_key.values())), fallback)
 
 
 def _check_constraints(item: exp.ColumnDef, text: SourceText, fallback: int) -> None:
@@ -245,9 +278,6 @@ def _check_constraints(item: exp.ColumnDef, text: SourceText, fallback: int) -> 
     for constraint in item.constraints:
         if not isinstance(constraint.kind, allowed):
             raise text.error(f"unsupported column option {constraint.sql()}", constraint, fallback)
-        if isinstance(constraint.kind, exp.PrimaryKeyColumnConstraint):
-            raise text.error("PRIMARY KEY is only meaningful for debezium_json sources and "
-                             "lookup tables, which are not supported yet", constraint, fallback)
 
 
 def _event_time(
