@@ -11,6 +11,13 @@ from engine.planner.catalog import Table
 EVENT_TIME = "_spate_event_time"
 WATERMARK = "_spate_watermark"
 WINDOW_COLUMN = "__window"
+#: Updating rows (SQL.md section 6) carry two hidden columns.  ``RETRACT`` is
+#: true when the row withdraws a row sent earlier, false when it adds one;
+#: ``ROW_KEY`` (a string) identifies the updated row (its group key or primary
+#: key), so a withdrawal and an addition of one key in one epoch are an update.
+#: An append-only stream has neither column.
+RETRACT = "_spate_retract"
+ROW_KEY = "_spate_key"
 
 
 @dataclass(frozen=True)
