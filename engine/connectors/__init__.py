@@ -24,7 +24,9 @@ from engine.connectors.base import (
 )
 from engine.connectors.impulse import ImpulseConnector, ImpulseDataSource
 from engine.connectors.nexmark import NexmarkConnector, NexmarkDataSource
+from engine.connectors.postgres_lookup import PostgresLookupConnector
 from engine.connectors.preview import PreviewConnector
+from engine.connectors.redis_lookup import RedisLookupConnector
 from engine.connectors.single_file import SingleFileConnector
 from engine.connectors.single_file_reader import SingleFileDataSource
 from engine.connectors.sinks import BlackholeConnector, StdoutConnector
@@ -32,7 +34,8 @@ from engine.connectors.sinks import BlackholeConnector, StdoutConnector
 CONNECTORS: Mapping[str, Connector] = MappingProxyType({
     connector.name: connector
     for connector in (SingleFileConnector(), ImpulseConnector(), NexmarkConnector(),
-                      StdoutConnector(), BlackholeConnector(), PreviewConnector())
+                      StdoutConnector(), BlackholeConnector(), PreviewConnector(),
+                      RedisLookupConnector(), PostgresLookupConnector())
 })
 
 _DATA_SOURCES = (SingleFileDataSource, ImpulseDataSource, NexmarkDataSource)
