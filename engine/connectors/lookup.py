@@ -55,9 +55,8 @@ class LookupSource(ABC):
 
     def __init__(self, table: TableConfig) -> None:
         self.table = table
-        keys = set(table.primary_key)
-        self.key_columns = tuple(c for c in table.columns if c.name in keys)
-        self.value_columns = tuple(c for c in table.columns if c.name not in keys)
+        self.key_columns = key_columns(table)
+        self.value_columns = tuple(c for c in table.columns if c not in self.key_columns)
         #: the Arrow schema of :meth:`fetch` results: every column, in declaration order
         self.schema = arrow_schema(T.StructType(
             [T.StructField(c.name, c.spark_type, True) for c in table.columns]))
@@ -112,6 +111,11 @@ def check_lookup_table(options: OptionReader) -> None:
     if not table.primary_key:
         raise ConnectorError(f"lookup table '{table.name}' needs a PRIMARY KEY: lookups "
                              "fetch rows by it")
+    for column in key_columns(table):
+        if isinstance(column.spark_type, T.ArrayType | T.StructType | T.MapType):
+            raise ConnectorError(f"PRIMARY KEY column '{column.name}' is "
+                                 f"{column.spark_type.simpleString()}; a lookup key is made of "
+                                 "scalar columns")
     if len(table.primary_key) == len(table.columns):
         raise ConnectorError(f"lookup table '{table.name}' has only PRIMARY KEY columns; "
                              "declare the columns a lookup returns too")

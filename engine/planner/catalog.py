@@ -12,6 +12,7 @@ from pyspark.sql import types as T
 from sqlglot import exp
 
 from engine.connectors import CONNECTORS, ColumnDef, Connector, ConnectorError, TableConfig
+from engine.connectors.lookup import LOOKUP, LookupConnector
 from engine.planner.positions import SourceText
 from engine.planner.types import UnsupportedTypeError, spark_type
 
@@ -121,13 +122,13 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
             f"table {name} has neither a WITH (connector = ...) clause nor columns: give it a "
             "connector, or columns to make it a memory table", node, fallback,
         )
-    if any(isinstance(p, exp.TemporaryProperty) for p in properties.expressions):
-        raise text.error(f"lookup table {name} (CREATE TEMPORARY TABLE) is not supported yet",
-                         node, fallback)
+    temporary = any(isinstance(p, exp.TemporaryProperty) for p in properties.expressions)
     options, option_nodes = _options(properties, text, fallback, variables)
     connector_name = options.pop("connector", None)
     if connector_name is None:
-        raise text.error(f"table {name} needs a 'connector' option", properties, fallback)
+        what = (f"lookup table {name} needs WITH (connector = {_lookup_connectors()}, ...)"
+                if temporary else f"table {name} needs a 'connector' option")
+        raise text.error(what, properties, fallback)
     connector = CONNECTORS.get(connector_name)
     if connector is None:
         known = ", ".join(sorted(CONNECTORS))
@@ -136,7 +137,11 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
             option_nodes.get("connector"), fallback,
         )
     columns, generated_nodes, watermark, primary_key = _columns(schema, text, fallback)
-    role = _role(connector, options)
+    _check_lookup_declaration(name, connector, temporary, options, option_nodes, text, node,
+                              fallback)
+    if temporary:
+        _check_lookup_columns(name, generated_nodes, watermark, text, fallback)
+    role = LOOKUP if temporary else _role(connector, options)
     _check_primary_key(primary_key, role, options, text, fallback)
     keys = tuple(primary_key)
     config = TableConfig(name=name, connector=connector_name, role=role, options=options,
@@ -151,6 +156,8 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
         raise text.error_at(f"table {name}: {error}", offset) from error
     config = TableConfig(name=name, connector=connector_name, role=role, options=options,
                          columns=tuple(physical), primary_key=keys)
+    if role == LOOKUP:  # fetched by key, never streamed: no event time
+        return Table(name=name, config=config, columns=tuple(physical))
     generated = {col: expr.sql(dialect="spark") for col, expr in generated_nodes.items()}
     event_time_sql, watermark_sql = _event_time(name, options, physical, generated, watermark,
                                                 text, fallback, option_nodes)
@@ -160,6 +167,40 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
         idle_micros=_int_option(options, "idle_micros", DEFAULT_IDLE_MICROS),
         bounded=role == "source" and connector.is_bounded(config),
     )
+
+
+def _lookup_connectors() -> str:
+    names = sorted(n for n, c in CONNECTORS.items() if isinstance(c, LookupConnector))
+    return " or ".join(f"'{n}'" for n in names)
+
+
+def _check_lookup_declaration(name: str, connector: Connector, temporary: bool,
+                              options: dict[str, str], option_nodes: dict[str, exp.Expr],
+                              text: SourceText, node: exp.Create, fallback: int) -> None:
+    """Lookup tables are exactly the TEMPORARY tables, served by a lookup connector."""
+    is_lookup_connector = isinstance(connector, LookupConnector)
+    declared = options.get("type", "").strip().lower()
+    if (temporary or declared == LOOKUP) and not is_lookup_connector:
+        raise text.error(
+            f"connector '{connector.name}' cannot serve lookup table {name}: lookup tables "
+            f"use connector {_lookup_connectors()}", option_nodes.get("connector"), fallback)
+    if not temporary and (is_lookup_connector or declared == LOOKUP):
+        raise text.error(
+            f"connector '{connector.name}' serves lookup tables, which are declared with "
+            f"CREATE TEMPORARY TABLE {name} (...)", node, fallback)
+
+
+def _check_lookup_columns(name: str, generated: dict[str, exp.Expr],
+                          watermark: exp.WatermarkColumnConstraint | None, text: SourceText,
+                          fallback: int) -> None:
+    """A lookup table is fetched by key: it has no virtual columns and no event time."""
+    if watermark is not None:
+        raise text.error(f"lookup table {name} cannot have a WATERMARK: it is not a stream",
+                         watermark, fallback)
+    if generated:
+        expression = next(iter(generated.values())).this  # inside the CAST to its type
+        raise text.error(f"lookup table {name} cannot have generated columns", expression,
+                         fallback)
 
 
 def _role(connector: Connector, options: dict[str, str]) -> str:
@@ -179,6 +220,8 @@ def _options(
     options: dict[str, str] = {}
     nodes: dict[str, exp.Expr] = {}
     for prop in properties.expressions:
+        if isinstance(prop, exp.TemporaryProperty):  # CREATE TEMPORARY TABLE, not an option
+            continue
         if isinstance(prop, exp.Property) and type(prop) is exp.Property:
             key_node, value_node = prop.this, prop.args.get("value")
             key = key_node.name if isinstance(key_node, exp.Expr) else str(key_node)
@@ -265,7 +308,7 @@ def _columns(
 def _check_primary_key(primary_key: dict[str, exp.Expr], role: str, options: dict[str, str],
                        text: SourceText, fallback: int) -> None:
     """PRIMARY KEY means something only to debezium_json sources and lookup tables."""
-    if not primary_key or role == "lookup" or (
+    if not primary_key or role == LOOKUP or (
             role == "source" and options.get("format") == DEBEZIUM_JSON):
         return
     raise text.error("PRIMARY KEY is only meaningful for debezium_json sources and lookup "
