@@ -5,6 +5,9 @@ Spark built-ins so that it runs as a native Spark expression (no Python per row)
 entry either keeps the node sqlglot parsed (its Spark form is already the
 native built-in) or rewrites it.  :func:`translate_functions` applies the table
 to a query and turns a call to anything else into a located PlanningError.
+A pipeline's Python UDFs (:mod:`engine.udf`) are callable too: their calls
+are checked against the UDF's signature (argument count, and the types of
+arguments whose type is evident: literals, casts, other UDFs' results).
 
 ``python -m engine.planner.functions --markdown`` prints the table that
 ``engine/planner/FUNCTIONS.md`` holds.
@@ -16,17 +19,22 @@ import argparse
 import difflib
 import re
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from weakref import WeakKeyDictionary
 
+from pyspark.sql import types as T
 from sqlglot import exp
+from sqlglot.tokenizer_core import TokenType
 
+from engine.planner.dialect import Spate
 from engine.planner.errors import PlanningError
 from engine.planner.plan import EVENT_TIME
 from engine.planner.positions import SourceText
+from engine.planner.types import UnsupportedTypeError, spark_type
 from engine.planner.windows import WINDOW_FUNCTIONS, IntervalError, interval_micros
+from engine.udf import UdfDefinitionError, UdfRegistry, UdfSignature, ValueType
 
 #: Where the generated table lives, relative to the repository root.
 DOCS_PATH = "engine/planner/FUNCTIONS.md"
@@ -449,25 +457,31 @@ _STARTS: WeakKeyDictionary[SourceText, datetime] = WeakKeyDictionary()
 
 
 def translate_functions(query: exp.Expr, text: SourceText, fallback: int,
-                        extra: Collection[str] = ()) -> exp.Expr:
+                        udfs: UdfRegistry | None = None) -> exp.Expr:
     """Rewrite every scalar call of ``query`` (in place) into its Spark form.
 
-    ``extra`` names further callable functions (a pipeline's UDFs).  A call of
+    ``udfs`` are the pipeline's Python UDFs: a call of one is kept (Spark
+    runs it under its name) once it passes :func:`check_udf_call`.  A call of
     any other name raises a PlanningError at the function's name.
     """
     # One SourceText per planned pipeline: every query of it sees the same now().
     start = _STARTS.setdefault(text, datetime.now(UTC))
     ctx = Translation(text, fallback, start)
-    allowed = {name.lower() for name in extra} | _OTHER_CALLS
+    if udfs is not None:
+        check_udf_names(udfs)
     names = _unaliased_names(query)
     calls = [node for node in query.walk() if isinstance(node, exp.Func)]
     for node in reversed(calls):  # innermost first: a rewrite sees translated arguments
         name = _written_name(node, text)
-        if isinstance(node, _SYNTAX) or name in allowed or isinstance(node.parent, exp.Window):
+        if (isinstance(node, _SYNTAX) or name in _OTHER_CALLS
+                or isinstance(node.parent, exp.Window)):
+            continue
+        if udfs is not None and name is not None and name in udfs.functions:
+            check_udf_call(node, udfs.functions[name], ctx, udfs)
             continue
         function = FUNCTIONS.get(name or "")
         if function is None:
-            raise _unknown(node, name or node.sql_name().lower(), ctx)
+            raise _unknown(node, name or node.sql_name().lower(), ctx, udfs)
         if function.translate is not None:
             replacement = function.translate(node, ctx)
             if replacement is not node:
@@ -503,15 +517,113 @@ def _written_name(node: exp.Func, text: SourceText) -> str | None:
     return _SYNTAX_NAMES.get(type(node))
 
 
-def _unknown(node: exp.Func, name: str, ctx: Translation) -> PlanningError:
-    close = difflib.get_close_matches(name, FUNCTIONS, n=1)
+def _unknown(node: exp.Func, name: str, ctx: Translation,
+             udfs: UdfRegistry | None) -> PlanningError:
+    known = [*FUNCTIONS, *(s.name for s in udfs or ())]
+    close = difflib.get_close_matches(name, known, n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
-    start = node.meta.get("start")
+    udf_note = " and the pipeline's UDFs" if udfs else ""
     message = (f"unknown function '{name}'{hint}; {DOCS_PATH} lists the supported "
-               "functions")
+               f"functions{udf_note}")
+    return _at_name(node, message, ctx)
+
+
+def _at_name(node: exp.Func, message: str, ctx: Translation) -> PlanningError:
+    start = node.meta.get("start")
     if isinstance(start, int):
         return ctx.text.error_at(message, start)
     return ctx.error(message, node)
+
+
+# -- UDFs ----------------------------------------------------------------------------------
+
+#: Aggregates (SQL.md section 4) and OVER functions (section 7) sqlglot may not know:
+#: names a UDF cannot take, besides the function table's and the parser's own.
+_RESERVED_NAMES = frozenset({
+    "count", "sum", "avg", "mean", "min", "max", "median", "bit_and", "bit_or", "bit_xor",
+    "bool_and", "bool_or", "array_agg", "first_value", "last_value", "corr", "covar",
+    "covar_samp", "covar_pop", "stddev", "stddev_samp", "stddev_pop", "var", "var_samp",
+    "var_pop", "regr_slope", "regr_intercept", "regr_count", "regr_r2", "regr_avgx",
+    "regr_avgy", "regr_sxx", "regr_syy", "regr_sxy", "approx_distinct", "approx_median",
+    "approx_percentile_cont", "approx_percentile_cont_with_weight", "row_number", "rank",
+    "dense_rank", "ntile", "lag", "lead", "nth_value", "cume_dist", "percent_rank",
+})
+
+
+def check_udf_names(udfs: UdfRegistry) -> None:
+    """A UDF may not take a built-in function's name (SQL.md section 10), nor a
+    SQL keyword's: a call of it would not reach the UDF."""
+    parser = Spate.Parser
+    for signature in udfs:
+        name = signature.name
+        if (name in FUNCTIONS or name in _OTHER_CALLS or name in _RESERVED_NAMES
+                or name.upper() in parser.FUNCTIONS or name.upper() in parser.FUNCTION_PARSERS):
+            clash = f"the built-in function {name}()"
+        elif [t.token_type for t in Spate().tokenize(name)] != [TokenType.VAR]:
+            clash = f"the SQL keyword {name.upper()}"
+        else:
+            continue
+        raise UdfDefinitionError(f"UDF '{name}' has the name of {clash}; rename it",
+                                 udfs.filename, signature.line, signature.column)
+
+
+def check_udf_call(node: exp.Func, signature: UdfSignature, ctx: Translation,
+                   udfs: UdfRegistry) -> None:
+    """The call passes one argument per parameter, of an accepted type where it is evident."""
+    args = _args(node)
+    if len(args) != len(signature.params):
+        raise _at_name(node, f"{signature.kind} UDF {signature.describe()} takes "
+                             f"{len(signature.params)} argument(s), got {len(args)}", ctx)
+    for position, (arg, param) in enumerate(zip(args, signature.params, strict=True), 1):
+        given = _evident_type(arg, udfs)
+        if given is not None and not param.type.accepts(given):
+            raise ctx.error(f"argument {position} of {signature.name}() is {given.sql}, but "
+                            f"parameter '{param.name}' is {param.type.hint()} "
+                            f"({param.type.sql}); cast it or change the UDF's type hint", arg)
+
+
+#: Spark type -> the UDF value type a value of it arrives as.
+_SPARK_VALUE_TYPES: tuple[tuple[type[T.DataType], str], ...] = (
+    (T.BooleanType, "bool"), (T.ByteType, "int"), (T.ShortType, "int"),
+    (T.IntegerType, "int"), (T.LongType, "int"), (T.FloatType, "float"),
+    (T.DoubleType, "float"), (T.DecimalType, "Decimal"), (T.StringType, "str"),
+    (T.BinaryType, "bytes"), (T.TimestampType, "datetime"), (T.TimestampNTZType, "datetime"),
+    (T.DateType, "date"),
+)
+
+
+def _evident_type(node: exp.Expr, udfs: UdfRegistry) -> ValueType | None:
+    """The type of an argument when it is evident without resolving columns."""
+    if isinstance(node, exp.Paren | exp.Neg):
+        return _evident_type(node.this, udfs)
+    if isinstance(node, exp.Boolean):
+        return ValueType("bool", True)
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return ValueType("str", True)
+        number = str(node.name).lower()
+        # Spark reads 1.5 as DECIMAL and 1e3 as DOUBLE.
+        kind = "float" if "e" in number else "Decimal" if "." in number else "int"
+        return ValueType(kind, True)
+    if isinstance(node, exp.Cast) and isinstance(node.to, exp.DataType):
+        try:
+            return _value_type(spark_type(node.to))
+        except UnsupportedTypeError:
+            return None
+    if isinstance(node, exp.Anonymous):
+        signature = udfs.get(str(node.name))
+        return signature.returns if signature is not None else None
+    return None
+
+
+def _value_type(kind: T.DataType) -> ValueType | None:
+    if isinstance(kind, T.ArrayType):
+        element = _value_type(kind.elementType)
+        return None if element is None else ValueType("list", True, element)
+    for spark_kind, python in _SPARK_VALUE_TYPES:
+        if isinstance(kind, spark_kind):
+            return ValueType(python, True)
+    return None
 
 
 def markdown() -> str:

@@ -1,0 +1,232 @@
+"""How a UDF is called on an executor.
+
+Spark pickles the callables built here (they hold the file's source text and
+one signature) and runs them in its Python workers.  The first call in a
+worker runs the UDF file as a module, once; later calls reuse it.  Around the
+tenant's function the callables apply the NULL rule, check and convert values
+against the signature, and turn any exception into a :class:`UdfFailedError`
+that names the UDF and carries the last frames of its traceback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import linecache
+import sys
+import traceback
+import types
+from collections.abc import Callable, Sequence
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any, cast
+
+import pyarrow as pa
+
+from engine.udf.errors import UdfFailedError
+from engine.udf.signatures import UdfRegistry, UdfSignature, ValueType
+
+#: Frames of the UDF file kept in a failure message.
+TRACEBACK_FRAMES = 5
+
+_MODULES: dict[str, types.ModuleType] = {}
+
+
+def load_function(registry: UdfRegistry, signature: UdfSignature) -> Callable[..., Any]:
+    """The tenant's function (running the UDF file first, once per worker process)."""
+    digest = hashlib.sha256(registry.source.encode()).hexdigest()[:16]
+    module = _MODULES.get(digest)
+    if module is None:
+        module = types.ModuleType(f"spate_udfs_{digest}")
+        module.__file__ = registry.filename
+        # Dataclasses and typing look their module up in sys.modules; tracebacks
+        # read the lines from linecache, as the file itself is not on the executor.
+        sys.modules[module.__name__] = module
+        linecache.cache[registry.filename] = (len(registry.source), None,
+                                              registry.source.splitlines(True),
+                                              registry.filename)
+        try:
+            exec(compile(registry.source, registry.filename, "exec"), module.__dict__)
+        except Exception as error:
+            del sys.modules[module.__name__]
+            raise UdfFailedError(_failure(f"loading {registry.filename} failed", error,
+                                          registry.filename)) from None
+        _MODULES[digest] = module
+    function = getattr(module, signature.function, None)
+    if not callable(function):
+        raise UdfFailedError(f"UDF '{signature.name}': {registry.filename} defines no "
+                             f"function '{signature.function}' when run")
+    return cast(Callable[..., Any], function)
+
+
+def scalar_call(registry: UdfRegistry, signature: UdfSignature) -> Callable[..., Any]:
+    """The per-row callable: a NULL for a plain ``T`` parameter makes the result NULL."""
+
+    def call(*args: Any) -> Any:
+        if any(value is None and not param.type.nullable
+               for value, param in zip(args, signature.params, strict=True)):
+            return None
+        values = [_argument(signature, param.name, param.type, value)
+                  for value, param in zip(args, signature.params, strict=True)]
+        return _invoke(registry, signature, values)
+
+    return call
+
+
+def aggregate_call(registry: UdfRegistry, signature: UdfSignature) -> Callable[..., Any]:
+    """The callable that applies an aggregate UDF to a window's collected rows.
+
+    Each row holds one value per argument; a row with a NULL for a plain
+    ``list[T]`` parameter is skipped, as SQL aggregates skip NULLs.
+    """
+
+    def call(rows: Sequence[Sequence[Any]] | None) -> Any:
+        columns: list[list[Any]] = [[] for _ in signature.params]
+        for row in rows or ():
+            values = tuple(row)
+            if any(value is None and not param.type.nullable
+                   for value, param in zip(values, signature.params, strict=True)):
+                continue
+            for column, value, param in zip(columns, values, signature.params, strict=True):
+                column.append(_argument(signature, param.name, param.type, value))
+        return _invoke(registry, signature, columns)
+
+    return call
+
+
+def vectorized_call(registry: UdfRegistry, signature: UdfSignature,
+                    result_type: pa.DataType) -> Callable[..., Any]:
+    """The per-batch callable: Arrow arrays in, one array of the same length out."""
+
+    def call(*arrays: pa.Array) -> pa.Array:
+        function = load_function(registry, signature)
+        try:
+            result = function(*arrays)
+        except Exception as error:
+            raise UdfFailedError(_failure(f"UDF '{signature.name}' failed", error,
+                                          registry.filename)) from None
+        if isinstance(result, pa.ChunkedArray):
+            result = result.combine_chunks()
+        if not isinstance(result, pa.Array):
+            raise UdfFailedError(f"UDF '{signature.name}' returned {type(result).__name__}; "
+                                 "a vectorized UDF must return a pyarrow Array")
+        if len(result) != len(arrays[0]):
+            raise UdfFailedError(f"UDF '{signature.name}' returned {len(result)} values for "
+                                 f"a batch of {len(arrays[0])} rows; return one per row")
+        if result.type == result_type:
+            return result
+        try:
+            return result.cast(result_type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+            raise UdfFailedError(f"UDF '{signature.name}' returned an array of "
+                                 f"{result.type}, not convertible to its declared "
+                                 f"{signature.returns.sql}: {error}") from None
+
+    return call
+
+
+def _invoke(registry: UdfRegistry, signature: UdfSignature, values: list[Any]) -> Any:
+    function = load_function(registry, signature)
+    try:
+        result = function(*values)
+    except Exception as error:
+        raise UdfFailedError(_failure(f"UDF '{signature.name}' failed", error,
+                                      registry.filename)) from None
+    try:
+        return conform(result, signature.returns, incoming=False)
+    except TypeError as mismatch:
+        raise UdfFailedError(f"UDF '{signature.name}' returned {mismatch}, but it is "
+                             f"declared to return {signature.returns.hint()}") from None
+
+
+def _argument(signature: UdfSignature, name: str, declared: ValueType, value: Any) -> Any:
+    try:
+        return conform(value, declared, incoming=True)
+    except TypeError as mismatch:
+        raise UdfFailedError(f"UDF '{signature.name}': parameter '{name}' is declared "
+                             f"{declared.hint()} but received {mismatch}; cast the "
+                             "argument in SQL") from None
+
+
+def _failure(headline: str, error: BaseException, filename: str) -> str:
+    """``headline: Type: message`` and the last frames of the traceback in ``filename``."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == filename]
+    lines = [f"{headline}: {''.join(traceback.format_exception_only(error)).strip()}"]
+    for frame in frames[-TRACEBACK_FRAMES:]:
+        lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}')
+        if frame.line:
+            lines.append(f"    {frame.line.strip()}")
+    return "\n".join(lines)
+
+
+# -- values -------------------------------------------------------------------------------
+
+
+def conform(value: Any, declared: ValueType, *, incoming: bool) -> Any:
+    """``value`` as the Python type ``declared`` names; TypeError describing a mismatch.
+
+    ``incoming`` values come from Spark, outgoing ones from the tenant's code.
+    Spark hands timestamps over as naive datetimes in the worker's local time
+    and reads naive ones back the same way, while SQL TIMESTAMPs are UTC, so
+    the UDF sees naive UTC datetimes and may return naive (UTC) or aware ones.
+    """
+    if value is None:
+        if declared.nullable:
+            return None
+        raise TypeError("NULL (None)")
+    if declared.element is not None:
+        if not isinstance(value, list | tuple):
+            raise TypeError(_shown(value))
+        return [conform(item, declared.element, incoming=incoming) for item in value]
+    converted = _CONVERTERS[declared.python](value, incoming)
+    if converted is _MISMATCH:
+        raise TypeError(_shown(value))
+    return converted
+
+
+_MISMATCH = object()
+
+
+def _to_float(value: Any, _incoming: bool) -> Any:
+    if isinstance(value, float):
+        return value
+    if isinstance(value, int | Decimal) and not isinstance(value, bool):
+        return float(value)
+    return _MISMATCH
+
+
+def _to_decimal(value: Any, _incoming: bool) -> Any:
+    if isinstance(value, Decimal):
+        return value
+    return Decimal(value) if isinstance(value, int) and not isinstance(value, bool) else _MISMATCH
+
+
+def _to_datetime(value: Any, incoming: bool) -> Any:
+    if not isinstance(value, datetime):
+        return _MISMATCH
+    if incoming:  # naive local (or aware) -> naive UTC
+        return value.astimezone(UTC).replace(tzinfo=None)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def _exactly(*kinds: type, exclude: tuple[type, ...] = ()) -> Callable[[Any, bool], Any]:
+    def convert(value: Any, _incoming: bool) -> Any:
+        return value if isinstance(value, kinds) and not isinstance(value, exclude) else _MISMATCH
+    return convert
+
+
+_CONVERTERS: dict[str, Callable[[Any, bool], Any]] = {
+    "bool": _exactly(bool),
+    "int": _exactly(int, exclude=(bool,)),
+    "float": _to_float,
+    "Decimal": _to_decimal,
+    "str": _exactly(str),
+    "bytes": lambda value, _incoming: bytes(value) if isinstance(
+        value, bytes | bytearray) else _MISMATCH,
+    "datetime": _to_datetime,
+    "date": _exactly(date, exclude=(datetime,)),
+}
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60] + '...' if len(text) > 60 else text}"
