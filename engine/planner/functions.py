@@ -448,8 +448,9 @@ _SYNTAX_NAMES: dict[type[exp.Func], str] = {
     exp.JSONExtractScalar: "->>", exp.JSONBContainsTopKey: "?",
 }
 #: Expression syntax that parses into function nodes but is not a function call.
+#: (sqlglot models AND/OR/XOR as functions too: exp.Connector.)
 _SYNTAX: tuple[type[exp.Expr], ...] = (exp.Cast, exp.TryCast, exp.Case, exp.If, exp.Array,
-                                       exp.Unnest, exp.Explode, exp.AggFunc)
+                                       exp.Unnest, exp.Explode, exp.AggFunc, exp.Connector)
 #: Calls other planning steps own: windows, windowed aggregates, OVER functions.
 _OTHER_CALLS = frozenset({*(w.lower() for w in WINDOW_FUNCTIONS), "mean", "unnest"})
 
