@@ -21,9 +21,10 @@ from decimal import Decimal
 from typing import Any, cast
 
 import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_type
 
 from engine.udf.errors import UdfFailedError
-from engine.udf.signatures import UdfRegistry, UdfSignature, ValueType
+from engine.udf.signatures import LIST, Param, UdfRegistry, UdfSignature, ValueType
 
 #: Frames of the UDF file kept in a failure message.
 TRACEBACK_FRAMES = 5
@@ -93,14 +94,21 @@ def aggregate_call(registry: UdfRegistry, signature: UdfSignature) -> Callable[.
     return call
 
 
-def vectorized_call(registry: UdfRegistry, signature: UdfSignature,
-                    result_type: pa.DataType) -> Callable[..., Any]:
-    """The per-batch callable: Arrow arrays in, one array of the same length out."""
+def vectorized_call(registry: UdfRegistry, signature: UdfSignature) -> Callable[..., Any]:
+    """The per-batch callable: Arrow arrays in, one array of the same length out.
+
+    Arrays arrive as Spark typed the argument; one of a type the parameter
+    accepts (an integer array for ``float``) is cast to the declared type.
+    """
+    declared = [to_arrow_type(p.type.spark) for p in signature.params]
+    result_type = to_arrow_type(signature.returns.spark)
 
     def call(*arrays: pa.Array) -> pa.Array:
         function = load_function(registry, signature)
+        inputs = [_array_argument(signature, param, array, kind)
+                  for param, array, kind in zip(signature.params, arrays, declared, strict=True)]
         try:
-            result = function(*arrays)
+            result = function(*inputs)
         except Exception as error:
             raise UdfFailedError(_failure(f"UDF '{signature.name}' failed", error,
                                           registry.filename)) from None
@@ -122,6 +130,38 @@ def vectorized_call(registry: UdfRegistry, signature: UdfSignature,
                                  f"{signature.returns.sql}: {error}") from None
 
     return call
+
+
+def _array_argument(signature: UdfSignature, param: Param, array: pa.Array,
+                    declared: pa.DataType) -> pa.Array:
+    if array.type == declared:
+        return array
+    given = _arrow_value_type(array.type)
+    if given is None or not param.type.accepts(given):
+        raise UdfFailedError(f"UDF '{signature.name}': parameter '{param.name}' is declared "
+                             f"{param.type.sql} but received an array of {array.type}; cast "
+                             "the argument in SQL")
+    return array.cast(declared)
+
+
+_ARROW_FAMILIES: tuple[tuple[Callable[[pa.DataType], bool], str], ...] = (
+    (pa.types.is_boolean, "bool"), (pa.types.is_integer, "int"),
+    (pa.types.is_floating, "float"), (pa.types.is_decimal, "Decimal"),
+    (pa.types.is_string, "str"), (pa.types.is_large_string, "str"),
+    (pa.types.is_binary, "bytes"), (pa.types.is_large_binary, "bytes"),
+    (pa.types.is_timestamp, "datetime"), (pa.types.is_date, "date"),
+)
+
+
+def _arrow_value_type(kind: pa.DataType) -> ValueType | None:
+    """The UDF value type of an Arrow type (None: no UDF type holds it)."""
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        element = _arrow_value_type(kind.value_type)
+        return None if element is None else ValueType(LIST, True, element)
+    for test, python in _ARROW_FAMILIES:
+        if test(kind):
+            return ValueType(python, True)
+    return None
 
 
 def _invoke(registry: UdfRegistry, signature: UdfSignature, values: list[Any]) -> Any:

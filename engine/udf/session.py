@@ -23,7 +23,6 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import udf as python_udf
 from pyspark.sql.pandas.functions import ArrowUDFType, arrow_udf
-from pyspark.sql.pandas.types import to_arrow_type
 
 from engine.udf.errors import UdfDefinitionError
 from engine.udf.execution import aggregate_call, scalar_call, vectorized_call
@@ -58,8 +57,7 @@ def spark_function(registry: UdfRegistry, signature: UdfSignature) -> Any:
         if signature.kind == AGGREGATE:
             return python_udf(aggregate_call(registry, signature), returns)
         assert signature.kind == VECTORIZED
-        call = vectorized_call(registry, signature, to_arrow_type(returns))
-        return arrow_udf(call, returns, ArrowUDFType.SCALAR)
+        return arrow_udf(vectorized_call(registry, signature), returns, ArrowUDFType.SCALAR)
 
 
 def failure_message(error_text: str) -> str | None:

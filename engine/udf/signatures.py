@@ -19,7 +19,7 @@ _SCALARS: dict[str, tuple[T.DataType, str]] = {
     "bool": (T.BooleanType(), "BOOLEAN"),
     "int": (T.LongType(), "BIGINT"),
     "float": (T.DoubleType(), "DOUBLE"),
-    "Decimal": (T.DecimalType(38, 10), "DECIMAL(38, 10)"),
+    "Decimal": (T.DecimalType(38, 10), "DECIMAL"),
     "str": (T.StringType(), "TEXT"),
     "bytes": (T.BinaryType(), "BYTEA"),
     "datetime": (T.TimestampType(), "TIMESTAMP"),

@@ -133,11 +133,20 @@ def test_list_arguments_keep_null_elements_when_declared_optional(
 
 def test_vectorized_gets_arrays_and_must_return_one_value_per_row(
         registry: UdfRegistry) -> None:
-    halved, short = (vectorized_call(registry, registry.functions[n], pa.float64())
+    halved, short = (vectorized_call(registry, registry.functions[n])
                      for n in ("halved", "short"))
     assert halved(pa.array([1.0, None, 3.0])).to_pylist() == [0.5, None, 1.5]
     with pytest.raises(UdfFailedError, match="returned 1 values for a batch of 2 rows"):
         short(pa.array([1.0, 2.0]))
+
+
+def test_vectorized_arguments_widen_to_the_declared_type_or_are_refused(
+        registry: UdfRegistry) -> None:
+    halved = vectorized_call(registry, registry.functions["halved"])
+    assert halved(pa.array([3, None], pa.int32())).to_pylist() == [1.5, None]
+    with pytest.raises(UdfFailedError, match="parameter 'x' is declared DOUBLE but received "
+                                             "an array of string"):
+        halved(pa.array(["1"]))
 
 
 def test_aggregate_skips_rows_with_null_in_a_plain_parameter(registry: UdfRegistry) -> None:

@@ -34,7 +34,7 @@ def load(body: str) -> object:
     ("float", T.DoubleType(), "DOUBLE", False),
     ("str", T.StringType(), "TEXT", False),
     ("bytes", T.BinaryType(), "BYTEA", False),
-    ("Decimal", T.DecimalType(38, 10), "DECIMAL(38, 10)", False),
+    ("Decimal", T.DecimalType(38, 10), "DECIMAL", False),
     ("datetime", T.TimestampType(), "TIMESTAMP", False),
     ("dt.datetime", T.TimestampType(), "TIMESTAMP", False),
     ("date", T.DateType(), "DATE", False),
