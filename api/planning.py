@@ -20,6 +20,7 @@ from api.errors import InvalidSqlError
 from api.schemas.pipelines import Diagnostic, PlanEdge, PlanGraph, PlanNode
 from engine.planner import PREVIEW_SINK, PipelinePlan, PlanningError, plan_pipeline
 from engine.planner.catalog import Table
+from engine.planner.plan import Operator, WindowAggregate
 
 # The planner's own syntax for environment references in option values.
 _ENV_REFERENCE = re.compile(r"\{\{\s*[A-Za-z_][A-Za-z0-9_]*\s*\}\}")
@@ -81,24 +82,8 @@ def plan_graph(plan: PipelinePlan) -> PlanGraph:
     sinks: set[str] = set()
     for query in plan.queries:
         chain: list[PlanNode] = []
-        aggregate = query.aggregate
-        if aggregate is not None:
-            chain.append(PlanNode(
-                id=f"q{query.index}:pre_aggregate", kind="pre_aggregate",
-                label=f"panes by {', '.join(aggregate.key_columns) or '(no keys)'}",
-                runs_on="spark",
-                detail={"sql": aggregate.input_sql, "keys": list(aggregate.key_columns)},
-            ))
-            chain.append(PlanNode(
-                id=f"q{query.index}:{aggregate.operator_id}", kind="window_aggregate",
-                label=aggregate.window.describe(), runs_on="spate",
-                detail={"window": aggregate.window.kind,
-                        "width_us": aggregate.window.width_us,
-                        "slide_us": aggregate.window.slide_us,
-                        "gap_us": aggregate.window.gap_us,
-                        "aggregates": [f"{a.function}({a.argument or '*'})"
-                                       for a in aggregate.aggregates]},
-            ))
+        for operator in query.operators:
+            chain.extend(_operator_nodes(query.index, operator))
         chain.append(PlanNode(
             id=f"q{query.index}:project", kind="projection", label=f"query {query.index}",
             runs_on="spark",
@@ -117,6 +102,31 @@ def plan_graph(plan: PipelinePlan) -> PlanGraph:
             nodes.append(PlanNode(id=sink_id, kind="sink", label=query.sink, runs_on="spate",
                                   detail={"connector": connector}))
     return PlanGraph(bounded=plan.bounded, nodes=nodes, edges=edges, explain=plan.explain())
+
+
+def _operator_nodes(index: int, operator: Operator) -> list[PlanNode]:
+    """The graph nodes of one Spate operator of query ``index``."""
+    if not isinstance(operator, WindowAggregate):
+        return [PlanNode(id=f"q{index}:{operator.operator_id}", kind="operator",
+                         label=operator.describe(), runs_on="spate", detail={})]
+    return [
+        PlanNode(
+            id=f"q{index}:pre_aggregate", kind="pre_aggregate",
+            label=f"panes by {', '.join(operator.key_columns) or '(no keys)'}",
+            runs_on="spark",
+            detail={"sql": operator.input_sql, "keys": list(operator.key_columns)},
+        ),
+        PlanNode(
+            id=f"q{index}:{operator.operator_id}", kind="window_aggregate",
+            label=operator.window.describe(), runs_on="spate",
+            detail={"window": operator.window.kind,
+                    "width_us": operator.window.width_us,
+                    "slide_us": operator.window.slide_us,
+                    "gap_us": operator.window.gap_us,
+                    "aggregates": [f"{a.function}({a.argument or '*'})"
+                                   for a in operator.aggregates]},
+        ),
+    ]
 
 
 def _line_col(text: str, offset: int) -> tuple[int, int]:

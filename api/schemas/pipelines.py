@@ -173,7 +173,8 @@ class Diagnostic(BaseModel):
 
 class PlanNode(BaseModel):
     id: str
-    kind: Literal["source", "pre_aggregate", "window_aggregate", "projection", "sink"]
+    kind: Literal["source", "pre_aggregate", "window_aggregate", "operator", "projection",
+                  "sink"]
     label: str
     runs_on: Literal["spark", "spate"] = Field(
         description="spark: native Spark SQL; spate: Spate's operators and sinks",

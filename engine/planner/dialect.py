@@ -12,8 +12,11 @@ class Spate(RisingWave):
     """Arroyo-compatible streaming SQL."""
 
     class Tokenizer(RisingWave.Tokenizer):
-        # SESSION(gap) is a window function here, not the SESSION keyword.
-        KEYWORDS = {k: v for k, v in RisingWave.Tokenizer.KEYWORDS.items() if k != "SESSION"}
+        # SESSION(gap) is a window function here, not the SESSION keyword; ``window``
+        # is the usual name of a window column (``TUMBLE(...) AS window``), not the
+        # WINDOW clause (named windows are not part of the dialect).
+        KEYWORDS = {k: v for k, v in RisingWave.Tokenizer.KEYWORDS.items()
+                    if k not in ("SESSION", "WINDOW")}
 
     class Parser(RisingWave.Parser):  # type: ignore[misc,valid-type]
         FUNC_TOKENS = RisingWave.Parser.FUNC_TOKENS | {TokenType.VAR}

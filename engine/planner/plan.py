@@ -47,27 +47,82 @@ class AggregateCall:
 
 
 @dataclass(frozen=True)
-class WindowAggregate:
-    """A Spate window operator: native pre-aggregation into panes, then state merge."""
+class Stream:
+    """What kind of rows a relation (table, subquery, SELECT) produces.
+
+    ``window`` is set when its rows are results of TUMBLE/HOP/SESSION windows
+    (a window aggregate's output, or a windowed join of two); such rows of one
+    window all reach the next operator in the same epoch.  ``window_columns``
+    are the output columns holding the window struct.  ``updating`` rows carry
+    :data:`RETRACT` and :data:`ROW_KEY`.
+    """
+
+    updating: bool = False
+    window: WindowSpec | None = None
+    window_columns: frozenset[str] = frozenset()
+
+
+APPEND_ONLY = Stream()
+
+
+@dataclass(frozen=True)
+class Operator:
+    """A Spate operator inside a query: it reads native Spark SQL over the epoch's
+    source views (and earlier operators' outputs) and its output is registered as
+    the temporary view ``output_view`` for the SQL after it."""
 
     operator_id: str
+    output_view: str
+
+    def describe(self) -> str:
+        """One line for ``explain``."""
+        return self.operator_id
+
+
+@dataclass(frozen=True)
+class WindowAggregate(Operator):
+    """A Spate window operator: native pre-aggregation into panes, then state merge."""
+
     input_sql: str
     key_columns: tuple[str, ...]
     window: WindowSpec
     aggregates: tuple[AggregateCall, ...]
-    output_view: str
+
+    def describe(self) -> str:
+        funcs = ", ".join(f"{a.function}({a.argument or '*'})" for a in self.aggregates)
+        return (f"{self.operator_id}: {self.window.describe()} aggregate {funcs}; "
+                "state in statestore by key group")
 
 
 @dataclass(frozen=True)
 class QueryPlan:
-    """One INSERT INTO (or bare SELECT) of the pipeline."""
+    """One INSERT INTO (or bare SELECT) of the pipeline.
+
+    ``operators`` run in order each epoch (an operator may read the output
+    views of those before it); ``output_sql`` then reads their views and the
+    source views.  ``reads_sources`` says whether ``output_sql`` itself reads a
+    source view (if not, an epoch whose operators produced nothing skips it).
+    """
 
     index: int
     sink: str
     sources: tuple[str, ...]
-    aggregate: WindowAggregate | None
+    operators: tuple[Operator, ...]
     output_sql: str
     output_columns: tuple[str, ...]
+    stream: Stream = APPEND_ONLY
+    reads_sources: bool = True
+
+    @property
+    def aggregate(self) -> WindowAggregate | None:
+        """The query's window aggregate when it has exactly one operator and that is one."""
+        if len(self.operators) == 1 and isinstance(self.operators[0], WindowAggregate):
+            return self.operators[0]
+        return None
+
+    @property
+    def updating(self) -> bool:
+        return self.stream.updating
 
 
 @dataclass(frozen=True)
@@ -99,14 +154,12 @@ class PipelinePlan:
         for query in self.queries:
             lines += ["", f"Query {query.index} -> sink {query.sink}"]
             lines.append(f"  read        {', '.join(query.sources)}")
-            agg = query.aggregate
-            if agg is not None:
-                lines.append(f"  [spark]     {agg.input_sql}")
-                keys = ", ".join(agg.key_columns) or "(no keys)"
-                lines.append(f"  [spark]     partial aggregation into panes by {keys}")
-                funcs = ", ".join(f"{a.function}({a.argument or '*'})" for a in agg.aggregates)
-                lines.append(f"  [spate]     {agg.operator_id}: {agg.window.describe()} "
-                             f"aggregate {funcs}; state in statestore by key group")
+            for operator in query.operators:
+                if isinstance(operator, WindowAggregate):
+                    lines.append(f"  [spark]     {operator.input_sql}")
+                    keys = ", ".join(operator.key_columns) or "(no keys)"
+                    lines.append(f"  [spark]     partial aggregation into panes by {keys}")
+                lines.append(f"  [spate]     {operator.describe()}")
             lines.append(f"  [spark]     {query.output_sql}")
             lines.append(f"  write       {query.sink}")
         return "\n".join(lines)

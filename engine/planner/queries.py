@@ -1,72 +1,57 @@
-"""Plans one query (INSERT INTO or bare SELECT): resolves names, finds the
-windowed aggregate, and splits the query into native Spark SQL around it."""
+"""Plans one query (INSERT INTO or bare SELECT).
+
+1. Names are resolved: views, CTEs and memory tables are inlined, every
+   column is checked against the FROM and JOIN items that can provide it, and
+   each SELECT is classified by the rows it produces (:class:`Stream`:
+   append-only, windowed, updating), which decides what its joins, aggregates
+   and window functions may do.
+2. SELECTs are then planned innermost first.  A stateful one (a windowed
+   aggregate, an updating aggregate or join, a lookup join) becomes a Spate
+   operator reading native Spark SQL, and is replaced by a SELECT over the
+   operator's output view; everything else stays native Spark SQL.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from sqlglot import exp
 
-from engine.planner.catalog import Table
-from engine.planner.errors import PlanningError
-from engine.planner.functions import translate_functions
-from engine.planner.plan import (
-    EVENT_TIME,
-    WINDOW_COLUMN,
-    AggregateCall,
-    QueryPlan,
-    WindowAggregate,
+from engine.planner.aggregates import (
+    aggregate_stream,
+    check_window_calls,
+    is_aggregating,
+    plan_window_aggregate,
 )
+from engine.planner.catalog import Table
+from engine.planner.context import (
+    SCOPES_META,
+    STREAM_META,
+    QueryContext,
+    Scope,
+    own_nodes,
+    scopes_of,
+    stream_of,
+)
+from engine.planner.functions import translate_functions
+from engine.planner.joins import join_stream, joined_event_time, joins_of, plan_windowed_join
+from engine.planner.over import check_over
+from engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY, QueryPlan, Stream
 from engine.planner.positions import SourceText
-from engine.planner.scopes import NameScope, inline_names, view_scope
+from engine.planner.scopes import inline_names, view_scope
 from engine.planner.unnest import check_unnest_placement, rewrite_unnest
-from engine.planner.windows import WINDOW_FUNCTIONS, window_spec
 
-_AGGREGATES: dict[type[exp.Expr], str] = {
-    exp.Sum: "sum",
-    exp.Min: "min",
-    exp.Max: "max",
-    exp.Avg: "avg",
-}
-_CLAUSE_WORDS = ("JOIN", "LEFT", "RIGHT", "FULL", "INNER", "OUTER", "CROSS", "NATURAL",
-                 "ORDER", "GROUP", "BY", "LIMIT")
 _UNION_WORDS = ("UNION", "DISTINCT", "SELECT")
 _UNSUPPORTED = {
-    exp.Join: "joins are not supported yet",
     exp.Except: "EXCEPT is not supported",
     exp.Intersect: "INTERSECT is not supported",
     exp.Unnest: "UNNEST is only allowed in the SELECT list",
-    exp.Window: "window functions (OVER) are not supported yet",
     exp.Exists: "subquery expressions (EXISTS) are not supported",
-    exp.Order: "ORDER BY is not supported in a streaming query",
     exp.Limit: "LIMIT is not supported in a streaming query",
     exp.Lateral: "LATERAL is not supported",
 }
-
-
-@dataclass
-class _Context:
-    text: SourceText
-    fallback: int
-    tables: dict[str, Table]
-    names: NameScope
-    query_index: int
-    sources: list[str] = field(default_factory=list)
-
-    def error(self, message: str, node: exp.Expr | None) -> PlanningError:
-        return self.text.error(message, node, self.fallback)
-
-    def error_at_keyword(self, message: str, node: exp.Expr,
-                         words: tuple[str, ...]) -> PlanningError:
-        """An error at the run of ``words`` keywords just before ``node``."""
-        offset = self.text.offset_of(node, self.fallback)
-        return self.text.error_at(message, self.text.keyword_before(offset, words, offset))
-
-    def clause_error(self, message: str, node: exp.Expr) -> PlanningError:
-        """An error at the keywords opening ``node`` (JOIN, ORDER BY, GROUP BY ...)."""
-        offset = self.text.offset_of(node, self.fallback)
-        return self.text.error_at(message, self.text.keyword_before(offset, _CLAUSE_WORDS,
-                                                                    offset))
+#: ``select.meta`` key: the stream a SELECT reads (its FROM item, or its joined items).
+_INPUT_META = "spate_input"
+#: Hidden columns a query may name without declaring them.
+_HIDDEN = (EVENT_TIME, RETRACT, ROW_KEY)
 
 
 def plan_query(
@@ -86,28 +71,28 @@ def plan_query(
     ``memory`` holds the written memory tables (their writing queries),
     ``unwritten`` the declared memory tables no INSERT INTO has written yet.
     """
-    ctx = _Context(text, fallback, tables, view_scope(views, memory or {}, unwritten), index)
+    ctx = QueryContext(text, fallback, tables, view_scope(views, memory or {}, unwritten),
+                       index)
     query = inline_names(query.copy(), ctx.names, text, fallback)
     _reject_unsupported(query, ctx)
     translate_functions(query, text, fallback)
     output_columns = _resolve_query(query, ctx, top=True)
+    stream = stream_of(query)
+    if stream.updating:
+        _keep_change_columns(query)
     # Innermost first: rewriting a SELECT copies the FROM subqueries below it.
     for select in reversed(list(query.find_all(exp.Select))):
         _unnest(select, ctx)
-    aggregate_select = _find_aggregate(query, ctx)
-    aggregate = None
-    if aggregate_select is not None:
-        aggregate, rewritten = _plan_aggregate(aggregate_select, ctx)
-        if aggregate_select is query:  # a root is not replaced in place: it has no parent
-            query = rewritten
-    output_sql = query.sql(dialect="spark", identify=True)
+    query = _plan_operators(query, ctx)
+    reads_sources = any(t.name in ctx.sources for t in query.find_all(exp.Table))
     return QueryPlan(
-        index=index, sink=sink, sources=tuple(ctx.sources), aggregate=aggregate,
-        output_sql=output_sql, output_columns=tuple(output_columns),
+        index=index, sink=sink, sources=tuple(ctx.sources), operators=tuple(ctx.operators),
+        output_sql=query.sql(dialect="spark", identify=True),
+        output_columns=tuple(output_columns), stream=stream, reads_sources=reads_sources,
     )
 
 
-def _reject_unsupported(query: exp.Expr, ctx: _Context) -> None:
+def _reject_unsupported(query: exp.Expr, ctx: QueryContext) -> None:
     for node in query.walk():
         if isinstance(node, exp.Union) and node.args.get("distinct"):
             raise ctx.error_at_keyword("UNION (DISTINCT) is not supported in a streaming "
@@ -117,19 +102,62 @@ def _reject_unsupported(query: exp.Expr, ctx: _Context) -> None:
         for kind, message in _UNSUPPORTED.items():
             if isinstance(node, kind):
                 raise ctx.clause_error(message, node)
+        if isinstance(node, exp.Order) and not isinstance(node.parent, exp.Window):
+            raise ctx.clause_error("ORDER BY is not supported in a streaming query", node)
         if isinstance(node, exp.Distinct) and isinstance(node.parent, exp.Select):
             raise ctx.error("SELECT DISTINCT (an updating query) is not supported yet",
                             node.parent)
         if isinstance(node, exp.In) and node.args.get("query") is not None:
             raise ctx.error("subquery expressions (IN (SELECT ...)) are not supported", node)
-        if isinstance(node, exp.Subquery) and not isinstance(node.parent, exp.From):
+        if isinstance(node, exp.Subquery) and not isinstance(node.parent, exp.From | exp.Join):
             raise ctx.error("scalar subqueries are not supported", node)
+
+
+# -- planning the operators ------------------------------------------------------------
+
+
+def _plan_operators(query: exp.Query, ctx: QueryContext) -> exp.Query:
+    """Plan every stateful SELECT, innermost first; returns the (new) root query."""
+    for select in reversed(list(query.find_all(exp.Select))):
+        if SCOPES_META not in select.meta:
+            continue  # a SELECT the planner wrote itself (UNNEST's explode)
+        scopes = scopes_of(select)
+        source: Stream = select.meta[_INPUT_META]
+        if joins_of(select):
+            _plan_join(select, scopes, source, ctx)
+        if not is_aggregating(select):
+            continue
+        if stream_of(select).window is None:
+            group = select.args.get("group")
+            raise ctx.clause_error("updating (non-windowed) aggregates are not supported yet; "
+                                   "add TUMBLE, HOP or SESSION to GROUP BY", group) \
+                if group is not None else ctx.error(
+                    "an aggregate without GROUP BY <window> is an updating aggregate, which "
+                    "is not supported yet", select)
+        rewritten = plan_window_aggregate(select, source, ctx)
+        if select is query:  # a root is not replaced in place: it has no parent
+            query = rewritten
+        else:
+            select.replace(rewritten)
+    return query
+
+
+def _plan_join(select: exp.Select, scopes: list[Scope], source: Stream,
+               ctx: QueryContext) -> None:
+    joins = joins_of(select)
+    if any(s.lookup for s in scopes):
+        raise ctx.clause_error("lookup joins are not supported yet", joins[0].this)
+    if source.window is not None:
+        plan_windowed_join(select, scopes)
+        return
+    raise ctx.clause_error("updating (non-windowed) joins are not supported yet; join two "
+                           "windowed aggregates over the same window", joins[0].this)
 
 
 # -- name resolution ----------------------------------------------------------------
 
 
-def _resolve_query(query: exp.Expr, ctx: _Context, top: bool = False) -> list[str]:
+def _resolve_query(query: exp.Expr, ctx: QueryContext, top: bool = False) -> list[str]:
     """Output column names of a SELECT or a UNION ALL of them (names checked)."""
     if isinstance(query, exp.Select):
         return _resolve(query, ctx, top)
@@ -147,116 +175,188 @@ def _resolve_query(query: exp.Expr, ctx: _Context, top: bool = False) -> list[st
     return left
 
 
-def _unnest(select: exp.Select, ctx: _Context) -> None:
+def _unnest(select: exp.Select, ctx: QueryContext) -> None:
     from_ = select.args.get("from_")
     scope_name = (from_.this.alias_or_name or "").lower() if isinstance(from_, exp.From) else ""
     rewrite_unnest(select, scope_name, ctx.text, ctx.fallback)
 
 
-def _carry_event_time_up(query: exp.Expr) -> None:
-    """Every un-aggregated SELECT of a FROM subquery (each UNION ALL branch) passes
-    the row's event time up to its reader."""
-    if isinstance(query, exp.Select):
-        if not _has_group_by(query):
-            _carry_event_time(query)
-    elif isinstance(query, exp.Union | exp.Subquery):
-        _carry_event_time_up(query.this)
-        if isinstance(query, exp.Union):
-            _carry_event_time_up(query.expression)
-
-
-def _resolve(select: exp.Select, ctx: _Context, top: bool = False) -> list[str]:
-    """Check every name of ``select``; expand ``*``; return its output column names."""
+def _resolve(select: exp.Select, ctx: QueryContext, top: bool = False) -> list[str]:
+    """Check every name of ``select``; expand ``*``; classify its stream; return its
+    output column names."""
     from_ = select.args.get("from_") or select.args.get("from")
     if from_ is None:
         raise ctx.error("a query needs a FROM clause", select)
-    source = from_.this
-    scope_name = (source.alias_or_name or "").lower()
-    if isinstance(source, exp.Table):
-        columns = _source_columns(source, ctx)
-    elif isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select | exp.Union):
-        _reject_unsupported(source.this, ctx)
-        columns = _resolve_query(source.this, ctx)
-        _carry_event_time_up(source.this)
-    else:
-        raise ctx.error("unsupported FROM clause", source)
-    _expand_star(select, columns, ctx)
+    items = [from_.this, *(j.this for j in joins_of(select))]
+    scopes = [_scope(item, ctx, joined=position > 0) for position, item in enumerate(items)]
+    names = [s.name for s in scopes]
+    if len(scopes) > 1 and "" in names:
+        raise ctx.error("a subquery in a JOIN needs an alias: (SELECT ...) AS name",
+                        items[names.index("")])
+    for position, name in enumerate(names):
+        if name and name in names[:position]:
+            raise ctx.error(f"'{name}' appears twice in FROM/JOIN; give each an alias",
+                            items[position])
+    if len(scopes) > 1 and select.find(exp.Explode):
+        raise ctx.error("UNNEST cannot be used in a SELECT with a JOIN; unnest in a subquery",
+                        select.find(exp.Explode))
+    _expand_star(select, scopes, ctx)
     aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
-    _check_columns(select, columns, scope_name, aliases, ctx)
+    _check_columns(select, scopes, aliases, ctx)
+    source = join_stream(select, scopes, ctx) if len(scopes) > 1 else scopes[0].stream
+    check_window_calls(select, ctx)
+    check_over(select, scopes, source, ctx)
+    if is_aggregating(select):
+        stream = aggregate_stream(select, source, ctx)
+    else:
+        stream = Stream(updating=source.updating, window=source.window,
+                        window_columns=_passed_window_columns(select, scopes))
+    select.meta[SCOPES_META] = tuple(scopes)
+    select.meta[_INPUT_META] = source
+    select.meta[STREAM_META] = stream
     return _output_names(select, ctx, top)
 
 
-def _source_columns(table: exp.Table, ctx: _Context) -> list[str]:
+def _scope(item: exp.Expr, ctx: QueryContext, joined: bool) -> Scope:
+    """The names a FROM or JOIN item provides."""
+    if isinstance(item, exp.Table):
+        table = _source_table(item, ctx, joined)
+        return Scope((item.alias_or_name or "").lower(), tuple(table.visible_columns),
+                     Stream(updating=table.updating), lookup=table.role == "lookup")
+    if isinstance(item, exp.Subquery) and isinstance(item.this, exp.Select | exp.Union):
+        _reject_unsupported(item.this, ctx)
+        columns = _resolve_query(item.this, ctx)
+        _carry_hidden_columns_up(item.this)
+        return Scope((item.alias or "").lower(), tuple(columns), stream_of(item.this))
+    raise ctx.error("unsupported FROM clause", item)
+
+
+def _source_table(table: exp.Table, ctx: QueryContext, joined: bool) -> Table:
     name = table.name.lower()
     entry = ctx.tables.get(name)
     if entry is None:
         raise ctx.error(f"unknown table '{name}'", table)
-    if entry.role != "source":
+    if entry.role == "sink":
         raise ctx.error(f"table '{name}' is a sink and cannot be read", table)
-    if name not in ctx.sources:
+    if entry.role == "lookup" and not joined:
+        raise ctx.error(f"lookup table '{name}' can only be the right side of a JOIN", table)
+    if entry.role == "source" and name not in ctx.sources:
         ctx.sources.append(name)
-    table.set("this", exp.to_identifier(name))
-    return entry.visible_columns
+    identifier = exp.to_identifier(name)
+    identifier.meta.update(table.this.meta)  # keep its position for located errors
+    table.set("this", identifier)
+    return entry
 
 
-def _has_group_by(select: exp.Select) -> bool:
-    return select.args.get("group") is not None
+def _carry_hidden_columns_up(query: exp.Expr) -> None:
+    """Every un-aggregated SELECT of a FROM subquery (each UNION ALL branch) passes its
+    rows' event time, and the change columns of updating rows, up to its reader.
+    (An aggregating SELECT is replaced by its operator's output, which carries them.)"""
+    if isinstance(query, exp.Select):
+        if not is_aggregating(query):
+            _carry_hidden_columns(query)
+    elif isinstance(query, exp.Union | exp.Subquery):
+        _carry_hidden_columns_up(query.this)
+        if isinstance(query, exp.Union):
+            _carry_hidden_columns_up(query.expression)
 
 
-def _carry_event_time(select: exp.Select) -> None:
-    """Make a FROM subquery pass the row's event time up to its reader."""
+def _carry_hidden_columns(select: exp.Select) -> None:
     names = {e.alias_or_name for e in select.expressions}
+    scopes = scopes_of(select)
     if EVENT_TIME not in names:
-        select.append("expressions", exp.column(EVENT_TIME))
+        event_time = joined_event_time(scopes) if len(scopes) > 1 else exp.column(EVENT_TIME)
+        select.append("expressions", exp.alias_(event_time, EVENT_TIME)
+                      if len(scopes) > 1 else event_time)
+    if select.meta[_INPUT_META].updating and len(scopes) == 1:
+        for column in (RETRACT, ROW_KEY):
+            if column not in names:
+                select.append("expressions", exp.column(column))
 
 
-def _expand_star(select: exp.Select, columns: list[str], ctx: _Context) -> None:
+def _keep_change_columns(query: exp.Expr) -> None:
+    """An updating query's own SELECTs hand the change columns to the sink."""
+    if isinstance(query, exp.Select):
+        if not is_aggregating(query) and len(scopes_of(query)) == 1:
+            names = {e.alias_or_name for e in query.expressions}
+            for column in (RETRACT, ROW_KEY):
+                if column not in names:
+                    query.append("expressions", exp.column(column))
+    elif isinstance(query, exp.Union | exp.Subquery):
+        _keep_change_columns(query.this)
+        if isinstance(query, exp.Union):
+            _keep_change_columns(query.expression)
+
+
+def _expand_star(select: exp.Select, scopes: list[Scope], ctx: QueryContext) -> None:
+    by_name = {s.name: s for s in scopes}
     expanded: list[exp.Expr] = []
     for item in select.expressions:
-        if isinstance(item, exp.Star) or (isinstance(item, exp.Column)
-                                          and isinstance(item.this, exp.Star)):
-            expanded.extend(exp.column(c) for c in columns if c != EVENT_TIME)
-        else:
+        star = isinstance(item, exp.Star) or (isinstance(item, exp.Column)
+                                              and isinstance(item.this, exp.Star))
+        if not star:
             expanded.append(item)
+            continue
+        qualifier = item.table.lower() if isinstance(item, exp.Column) and item.table else ""
+        if qualifier and qualifier not in by_name:
+            raise ctx.error(f"unknown table '{qualifier}' in {qualifier}.*", item)
+        chosen = [by_name[qualifier]] if qualifier else scopes
+        for scope in chosen:
+            table = scope.name if len(scopes) > 1 else None
+            expanded.extend(exp.column(c, table=table) for c in scope.columns
+                            if c not in _HIDDEN)
     select.set("expressions", expanded)
 
 
-def _check_columns(
-    select: exp.Select, columns: list[str], scope_name: str, aliases: set[str], ctx: _Context
-) -> None:
-    known = set(columns)
-    for node in _own_nodes(select):
+def _check_columns(select: exp.Select, scopes: list[Scope], aliases: set[str],
+                   ctx: QueryContext) -> None:
+    by_name = {s.name: s for s in scopes}
+    all_columns = {c for s in scopes for c in s.columns}
+    for node in own_nodes(select):
         if not isinstance(node, exp.Column) or isinstance(node.this, exp.Star):
             continue
         name = node.name.lower()
         qualifier = node.table.lower() if node.table else ""
-        if qualifier and qualifier == scope_name and name in known:
+        if qualifier:
+            scope = by_name.get(qualifier)
+            if scope is not None and (name in scope.columns or name in _HIDDEN):
+                continue
+            if scope is None and (qualifier in all_columns or qualifier in aliases):
+                continue  # struct field access: col.field
+            available = scope.columns if scope is not None else sorted(all_columns)
+            raise ctx.error(f"unknown column '{qualifier}.{name}'; available: "
+                            f"{', '.join(available)}", node)
+        owners = [s.name for s in scopes if name in s.columns]
+        if len(owners) > 1 and name not in aliases:
+            raise ctx.error(f"column '{name}' is ambiguous: qualify it "
+                            f"({' or '.join(f'{o}.{name}' for o in owners)})", node)
+        if owners or name in aliases or name in _HIDDEN:
             continue
-        if qualifier and qualifier in known:
-            continue  # struct field access: col.field
-        if not qualifier and (name in known or name in aliases):
+        raise ctx.error(f"unknown column '{name}'; available: "
+                        f"{', '.join(c for s in scopes for c in s.columns)}", node)
+
+
+def _passed_window_columns(select: exp.Select, scopes: list[Scope]) -> frozenset[str]:
+    """Output columns of a plain SELECT that pass an input's window column on."""
+    by_name = {s.name: s for s in scopes}
+    passed = set()
+    for item in select.expressions:
+        body = item.this if isinstance(item, exp.Alias) else item
+        if not isinstance(body, exp.Column):
             continue
-        if not qualifier and name == EVENT_TIME:
-            continue
-        shown = f"{qualifier}.{name}" if qualifier else name
-        raise ctx.error(f"unknown column '{shown}'; available: {', '.join(columns)}", node)
+        name = body.name.lower()
+        qualifier = body.table.lower() if body.table else ""
+        owners = [by_name[qualifier]] if qualifier in by_name else \
+            [s for s in scopes if name in s.columns]
+        if any(name in s.stream.window_columns for s in owners):
+            passed.add(item.alias_or_name.lower())
+    return frozenset(passed)
 
 
-def _own_nodes(select: exp.Select) -> list[exp.Expr]:
-    """Nodes of ``select`` itself, not of subqueries in its FROM."""
-    result: list[exp.Expr] = []
-    for key in ("expressions", "where", "group", "having"):
-        value = select.args.get(key)
-        for part in value if isinstance(value, list) else [value]:
-            if isinstance(part, exp.Expr):
-                result.extend(n for n in part.walk() if isinstance(n, exp.Expr))
-    return result
-
-
-def _output_names(select: exp.Select, ctx: _Context, top: bool) -> list[str]:
+def _output_names(select: exp.Select, ctx: QueryContext, top: bool) -> list[str]:
     names: list[str] = []
     items = []
-    for position, item in enumerate(select.expressions, start=1):
+    for item in select.expressions:
         name = item.alias_or_name if isinstance(item, exp.Alias | exp.Column) else ""
         if not name:
             name = item.sql(dialect="spark")
@@ -266,195 +366,10 @@ def _output_names(select: exp.Select, ctx: _Context, top: bool) -> list[str]:
         if name in names:
             raise ctx.error(f"output column name '{name}' appears twice; give each an alias",
                             item)
-        if name == EVENT_TIME and top:
+        if name in _HIDDEN and top:
             continue
         names.append(name)
         items.append(item)
-        del position
     if top:
         select.set("expressions", items)
     return names
-
-
-# -- windowed aggregates --------------------------------------------------------------
-
-
-def _find_aggregate(query: exp.Query, ctx: _Context) -> exp.Select | None:
-    found: list[exp.Select] = []
-    for select in query.find_all(exp.Select):
-        has_aggs = any(_is_aggregate(n) for n in _own_nodes(select))
-        if _has_group_by(select) or has_aggs:
-            found.append(select)
-        elif any(_window_call(n) for n in _own_nodes(select)):
-            node = next(n for n in _own_nodes(select) if _window_call(n))
-            raise ctx.error(f"{node.name.upper()} may only appear in GROUP BY", node)
-    for select in found:
-        if any(isinstance(p, exp.Union) for p in _ancestors(select)):
-            raise ctx.error("UNION ALL of a windowed aggregate's output is not supported yet; "
-                            "union the inputs and aggregate once", select)
-    if len(found) > 1:
-        raise ctx.error("re-aggregating windowed output is not supported yet", found[0])
-    return found[0] if found else None
-
-
-def _ancestors(node: exp.Expr) -> list[exp.Expr]:
-    result = []
-    parent = node.parent
-    while parent is not None:
-        result.append(parent)
-        parent = parent.parent
-    return result
-
-
-def _window_call(node: exp.Expr) -> bool:
-    return isinstance(node, exp.Anonymous) and node.name.upper() in WINDOW_FUNCTIONS
-
-
-def _is_aggregate(node: exp.Expr) -> bool:
-    return isinstance(node, exp.AggFunc) or (
-        isinstance(node, exp.Anonymous) and node.name.upper() == "MEAN")
-
-
-def _plan_aggregate(select: exp.Select, ctx: _Context) -> tuple[WindowAggregate, exp.Select]:
-    """The window operator of ``select``, and the SELECT over its output that replaces it."""
-    operator_id = f"q{ctx.query_index}_window"
-    group = select.args.get("group")
-    if group is None:
-        raise ctx.error("an aggregate without GROUP BY <window> is an updating aggregate, "
-                        "which is not supported yet", select)
-    window_node, window_alias, keys = _group_items(select, group.expressions, ctx)
-    if window_node is None:
-        raise ctx.clause_error("updating (non-windowed) aggregates are not supported yet; "
-                               "add TUMBLE, HOP or SESSION to GROUP BY", group)
-    assert isinstance(window_node, exp.Anonymous)  # what _window_call matched
-    spec = window_spec(window_node, ctx.text, ctx.fallback)
-    key_names = tuple(f"k{i}" for i in range(len(keys)))
-    aggregates: list[AggregateCall] = []
-    arguments: list[exp.Expr] = []
-
-    def rewrite(node: exp.Expr) -> exp.Expr:
-        for i, key in enumerate(keys):
-            if node == key:
-                return exp.column(key_names[i])
-        if node == window_node or (isinstance(node, exp.Column) and not node.table
-                                   and node.name.lower() == window_alias):
-            return exp.column(WINDOW_COLUMN)
-        if isinstance(node, exp.Column) and window_alias and node.table.lower() == window_alias:
-            return exp.column(node.name.lower(), table=WINDOW_COLUMN)
-        if _is_aggregate(node):
-            return exp.column(_aggregate_call(node, aggregates, arguments, ctx).output)
-        return node
-
-    def produced() -> set[str]:
-        return {*key_names, WINDOW_COLUMN, *(a.output for a in aggregates)}
-
-    items = []
-    for item in select.expressions:
-        name = item.alias_or_name
-        body = item.this if isinstance(item, exp.Alias) else item
-        new = body.transform(rewrite, copy=True)
-        _check_grouped(new, produced(), ctx, item)
-        items.append(exp.alias_(new, name or body.sql(dialect="spark"), quoted=True))
-    having = select.args.get("having")
-    input_select = select.copy()
-    input_select.set("group", None)
-    input_select.set("having", None)
-    input_select.set("expressions", [
-        *(exp.alias_(k.copy(), key_names[i]) for i, k in enumerate(keys)),
-        *(exp.alias_(a.copy(), f"a{i}") for i, a in enumerate(arguments)),
-        exp.column(EVENT_TIME),
-    ])
-    output_view = f"__spate_{operator_id}"
-    rewritten: exp.Select = exp.select(*items).from_(output_view)
-    if having is not None:
-        condition = having.this.transform(rewrite, copy=True)
-        _check_grouped(condition, produced(), ctx, having)
-        rewritten = rewritten.where(condition)
-    select.replace(rewritten)
-    return WindowAggregate(
-        operator_id=operator_id,
-        input_sql=input_select.sql(dialect="spark", identify=True),
-        key_columns=key_names, window=spec, aggregates=tuple(aggregates),
-        output_view=output_view,
-    ), rewritten
-
-
-def _group_items(
-    select: exp.Select, items: list[exp.Expr], ctx: _Context
-) -> tuple[exp.Expr | None, str | None, list[exp.Expr]]:
-    aliased = {e.alias.lower(): e.this for e in select.expressions if isinstance(e, exp.Alias)}
-    window_node: exp.Expr | None = None
-    window_alias: str | None = None
-    keys: list[exp.Expr] = []
-    for item in items:
-        resolved = item
-        if isinstance(item, exp.Literal) and not item.is_string:
-            position = int(item.name)
-            if not 1 <= position <= len(select.expressions):
-                raise ctx.error(f"GROUP BY position {position} is out of range", item)
-            resolved = select.expressions[position - 1]
-            resolved = resolved.this if isinstance(resolved, exp.Alias) else resolved
-        elif isinstance(item, exp.Column) and not item.table and item.name.lower() in aliased:
-            resolved = aliased[item.name.lower()]
-        if _window_call(resolved):
-            if window_node is not None:
-                raise ctx.error("at most one window may appear in GROUP BY", item)
-            window_node = resolved
-            window_alias = next((e.alias.lower() for e in select.expressions
-                                 if isinstance(e, exp.Alias) and e.this == resolved), None)
-        else:
-            keys.append(resolved)
-    return window_node, window_alias, keys
-
-
-def _aggregate_call(
-    node: exp.Expr,
-    calls: list[AggregateCall],
-    arguments: list[exp.Expr],
-    ctx: _Context,
-) -> AggregateCall:
-    function, argument = _aggregate_kind(node, ctx)
-    argument_name = None
-    if argument is not None:
-        if argument in arguments:
-            argument_name = f"a{arguments.index(argument)}"
-        else:
-            arguments.append(argument)
-            argument_name = f"a{len(arguments) - 1}"
-    for call in calls:
-        if call.function == function and call.argument == argument_name:
-            return call
-    call = AggregateCall(function, argument_name, f"agg{len(calls)}")
-    calls.append(call)
-    return call
-
-
-def _aggregate_kind(node: exp.Expr, ctx: _Context) -> tuple[str, exp.Expr | None]:
-    if isinstance(node, exp.Anonymous):  # MEAN
-        return "avg", node.expressions[0]
-    if isinstance(node, exp.Count):
-        inner = node.this
-        if isinstance(inner, exp.Star):
-            return "count_star", None
-        if isinstance(inner, exp.Distinct):
-            if len(inner.expressions) != 1:
-                raise ctx.error("COUNT(DISTINCT ...) takes one argument", node)
-            return "count_distinct", inner.expressions[0]
-        return "count", inner
-    for kind, name in _AGGREGATES.items():
-        if isinstance(node, kind):
-            return name, node.this
-    name = node.sql_name() if isinstance(node, exp.Func) else node.key.upper()
-    raise ctx.error(f"aggregate {name} is not supported yet in windowed aggregates "
-                    "(supported: count, count(DISTINCT ...), sum, avg, min, max)", node)
-
-
-def _check_grouped(
-    node: exp.Expr, produced: set[str], ctx: _Context, where: exp.Expr
-) -> None:
-    for column in node.find_all(exp.Column):
-        if column.name in produced or column.table == WINDOW_COLUMN:
-            continue
-        raise ctx.error(f"column '{column.sql()}' must appear in GROUP BY or inside an "
-                        "aggregate", column if column.meta or column.find(exp.Identifier)
-                        else where)

@@ -25,12 +25,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.operators.aggregates import make_aggregate
 from engine.operators.session import SessionWindow
 from engine.operators.window import Fired, Partial, SlidingKeyState, SlidingWindow
 from engine.planner.plan import EVENT_TIME, WindowAggregate
 from engine.runtime import values
+from engine.runtime.output import fired_table, output_schema
+from engine.runtime.sources import expand_views
+from engine.runtime.steps import EpochContext, OperatorStep, StepOutput
 from statestore import EpochWriter, PipelineState, UserKey
 from statestore.encoding import decode, encode
 
@@ -288,3 +292,22 @@ def _partial_column(function: str, first: list[Any], second: list[Any] | None) -
     if function == "count_distinct":
         return [sorted(v or [], key=repr) for v in first]
     return first
+
+
+class WindowStep(OperatorStep):
+    """A window aggregate in a query: native partials, state merge, fired windows."""
+
+    def __init__(self, spec: WindowAggregate, state: PipelineState, num_key_groups: int) -> None:
+        self.spec = spec
+        self.runner = WindowOperatorRunner(spec, state, num_key_groups)
+
+    def run(self, epoch: EpochContext) -> StepOutput:
+        partial_sql = self.runner.partial_sql(self.spec.input_sql)
+        partials = expand_views(epoch.spark.sql(partial_sql)).toArrow()
+        fired, stats = self.runner.process(partials, epoch.writers, epoch.previous_epoch,
+                                           epoch.watermark_before, epoch.watermark_after())
+        schema = output_schema(self.spec, partials.schema)
+        table = fired_table(schema, len(self.spec.key_columns), fired)
+        rows_in = pc.sum(partials.column("__rows")).as_py() or 0
+        return StepOutput(epoch.spark.createDataFrame(table), rows=len(fired),
+                          rows_in=int(rows_in), rows_late=stats.rows_late)

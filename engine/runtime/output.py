@@ -7,7 +7,7 @@ from typing import Any
 import pyarrow as pa
 
 from engine.operators.window import Fired
-from engine.planner.plan import WINDOW_COLUMN, WindowAggregate
+from engine.planner.plan import EVENT_TIME, WINDOW_COLUMN, WindowAggregate
 from engine.runtime import values
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -16,7 +16,8 @@ WINDOW_TYPE = pa.struct([pa.field("start", TIMESTAMP, nullable=False),
 
 
 def output_schema(spec: WindowAggregate, partial_schema: pa.Schema) -> pa.Schema:
-    """Keys as computed, the window struct, then one column per aggregate."""
+    """Keys as computed, the window struct, one column per aggregate, then the rows'
+    event time (the window's end less 1 µs, SQL.md section 3)."""
     fields = [pa.field(k, _plain(partial_schema.field(k).type)) for k in spec.key_columns]
     fields.append(pa.field(WINDOW_COLUMN, WINDOW_TYPE))
     for i, call in enumerate(spec.aggregates):
@@ -27,6 +28,7 @@ def output_schema(spec: WindowAggregate, partial_schema: pa.Schema) -> pa.Schema
         else:
             kind = _plain(partial_schema.field(f"p{i}_0").type)
         fields.append(pa.field(call.output, kind))
+    fields.append(pa.field(EVENT_TIME, TIMESTAMP))
     return pa.schema(fields)
 
 
@@ -43,7 +45,8 @@ def fired_table(schema: pa.Schema, key_count: int,
     starts = values.from_python([f.start_us for _, f in fired], TIMESTAMP)
     ends = values.from_python([f.end_us for _, f in fired], TIMESTAMP)
     columns.append(pa.StructArray.from_arrays([starts, ends], fields=list(WINDOW_TYPE)))
-    for j in range(len(schema) - key_count - 1):
+    for j in range(len(schema) - key_count - 2):
         kind = schema.field(key_count + 1 + j).type
         columns.append(values.from_python([f.values[j] for _, f in fired], kind))
+    columns.append(values.from_python([f.end_us - 1 for _, f in fired], TIMESTAMP))
     return pa.Table.from_arrays(columns, schema=schema)

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
 
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
@@ -35,16 +34,9 @@ from pyspark.sql.streaming.query import StreamingQuery
 from engine.connectors import Sink
 from engine.planner.plan import PipelinePlan, QueryPlan
 from engine.runtime.errors import PipelineFailedError
-from engine.runtime.operator import WindowOperatorRunner
-from engine.runtime.output import fired_table, output_schema
 from engine.runtime.sinks import open_sinks
-from engine.runtime.sources import (
-    EpochSources,
-    SourceMetricColumns,
-    expand_views,
-    observed,
-    source_stream,
-)
+from engine.runtime.sources import EpochSources, SourceMetricColumns, observed, source_stream
+from engine.runtime.steps import EpochContext, OperatorStep, make_step
 from engine.runtime.watermarks import END_OF_TIME, WatermarkTracker
 from statestore import DEFAULT_KEY_GROUPS, EpochWriter, PipelineState, UserKey, split_key_groups
 
@@ -158,12 +150,14 @@ class PipelineRunner:
         self.state = state
         self.options = options
         self.ranges = split_key_groups(options.num_key_groups, options.parallelism)
-        self.operators = {
-            q.index: WindowOperatorRunner(q.aggregate, state, options.num_key_groups)
-            for q in plan.queries if q.aggregate is not None
+        #: query index -> the steps running its operators, in order
+        self.steps: dict[int, list[OperatorStep]] = {
+            q.index: [make_step(o, state, options.num_key_groups) for o in q.operators]
+            for q in plan.queries
         }
+        self.stateful = any(self.steps.values())
         self._metric_columns = SourceMetricColumns(plan.sources, options.parallelism,
-                                                   watermarks=bool(self.operators))
+                                                   watermarks=self.stateful)
         self._lock = threading.Lock()
         self._stop_requested = threading.Event()
         self._abandon = threading.Event()
@@ -302,7 +296,7 @@ class PipelineRunner:
                    started: float) -> EpochReport:
         sources = EpochSources(self.plan.sources, batch, self._metric_columns, number,
                                observe=single_pass)
-        ranges = self.ranges if self.operators else []
+        ranges = self.ranges if self.stateful else []
         self.state.begin_epoch(number, ranges)
         writers = [_MeteredWriter(self.state.writer(number, r)) for r in ranges]
         epoch = _Epoch(number, sources, list(writers), self.watermarks.value)
@@ -348,7 +342,7 @@ class PipelineRunner:
             rows_out = rows_by_query.get(query.index, 0)
             sink_rows[query.sink] = sink_rows.get(query.sink, 0) + rows_out
             name = self._query_names[query.index]
-            if query.aggregate is None:
+            if not query.operators:
                 rows_in = sum(source_rows.get(s, 0) for s in query.sources)
                 reports.append(OperatorReport(name, NATIVE_OPERATOR, rows_in, rows_out))
             else:
@@ -375,22 +369,22 @@ class PipelineRunner:
     def _run_query(self, query: QueryPlan, epoch: _Epoch) -> DataFrame | None:
         """The rows ``query`` sends to its sink this epoch (None: nothing)."""
         spark = epoch.sources.spark
-        if query.aggregate is None:
-            return spark.sql(query.output_sql)
-        operator = self.operators[query.index]
-        partials = expand_views(spark.sql(operator.partial_sql(query.aggregate.input_sql))
-                                ).toArrow()
-        watermark = self._watermark_after(epoch)
-        fired, stats = operator.process(partials, epoch.writers, self._last_committed,
-                                        epoch.watermark_before, watermark)
-        epoch.rows_late += stats.rows_late
-        rows_in = pc.sum(partials.column("__rows")).as_py() or 0
-        epoch.window_rows[query.index] = (int(rows_in), stats.rows_late)
-        if not fired:
-            return None
-        schema = output_schema(query.aggregate, partials.schema)
-        table = fired_table(schema, len(query.aggregate.key_columns), fired)
-        spark.createDataFrame(table).createOrReplaceTempView(query.aggregate.output_view)
+        context = EpochContext(spark, epoch.number, epoch.writers, self._last_committed,
+                               epoch.watermark_before, lambda: self._watermark_after(epoch))
+        produced = False
+        rows_in = rows_late = 0
+        for operator, step in zip(query.operators, self.steps[query.index], strict=True):
+            self._check_abandoned()
+            output = step.run(context)
+            output.frame.createOrReplaceTempView(operator.output_view)
+            produced = produced or output.rows != 0
+            rows_in += output.rows_in
+            rows_late += output.rows_late
+        if query.operators:
+            epoch.rows_late += rows_late
+            epoch.window_rows[query.index] = (rows_in, rows_late)
+            if not produced and not query.reads_sources:
+                return None
         return spark.sql(query.output_sql)
 
     def _write_sinks(self, epoch: int, outputs: dict[str, list[tuple[int, DataFrame]]]

@@ -1,0 +1,243 @@
+"""Planning of a windowed aggregate: a SELECT with TUMBLE/HOP/SESSION in its
+GROUP BY becomes a :class:`WindowAggregate` operator (native pre-aggregation
+of its input, Spate's state merge) and a SELECT over the operator's output.
+
+A SELECT that aggregates without a window is an *updating* aggregate; its
+stream is classified here and its planning is :mod:`engine.planner.updating`'s.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from engine.planner.context import STREAM_META, QueryContext, is_nested, own_nodes
+from engine.planner.plan import (
+    EVENT_TIME,
+    WINDOW_COLUMN,
+    AggregateCall,
+    Stream,
+    WindowAggregate,
+    WindowSpec,
+)
+from engine.planner.windows import WINDOW_FUNCTIONS, window_spec
+
+_AGGREGATES: dict[type[exp.Expr], str] = {
+    exp.Sum: "sum",
+    exp.Min: "min",
+    exp.Max: "max",
+    exp.Avg: "avg",
+}
+
+
+def is_aggregating(select: exp.Select) -> bool:
+    """A SELECT with GROUP BY or an aggregate function of its own."""
+    return select.args.get("group") is not None or any(
+        is_aggregate_call(n) for n in own_nodes(select))
+
+
+def is_window_call(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Anonymous) and node.name.upper() in WINDOW_FUNCTIONS
+
+
+def is_aggregate_call(node: exp.Expr) -> bool:
+    """An aggregate function call (not one computed OVER a window of rows)."""
+    if isinstance(node.parent, exp.Window) and node.arg_key == "this":
+        return False
+    return isinstance(node, exp.AggFunc) or (
+        isinstance(node, exp.Anonymous) and node.name.upper() == "MEAN")
+
+
+def check_window_calls(select: exp.Select, ctx: QueryContext) -> None:
+    """TUMBLE/HOP/SESSION may only appear in GROUP BY (or the SELECT list it names)."""
+    if is_aggregating(select):
+        return
+    node = next((n for n in own_nodes(select) if is_window_call(n)), None)
+    if node is not None:
+        raise ctx.error(f"{node.name.upper()} may only appear in GROUP BY", node)
+
+
+def aggregate_stream(select: exp.Select, source: Stream, ctx: QueryContext) -> Stream:
+    """The stream an aggregating SELECT over ``source`` produces (names already checked)."""
+    group = select.args.get("group")
+    window_node, window_alias, _ = _group_items(select, group.expressions if group else [],
+                                                source, ctx)
+    if window_node is None:
+        if source.window is not None:
+            raise ctx.error("re-aggregating windowed output needs its window: GROUP BY the "
+                            "window column passed up, or the same TUMBLE", group or select)
+        return Stream(updating=True)
+    if source.updating:
+        raise ctx.error("a windowed aggregate cannot read updating rows (a non-windowed "
+                        "aggregate or a debezium_json source)", window_node)
+    spec = _spec(window_node, source, ctx)
+    if source.window is not None and (source.window != spec or spec.kind != "tumble"):
+        raise ctx.error("re-aggregating windowed output must use the same TUMBLE window "
+                        f"as its input ({source.window.describe()})", window_node)
+    names = {item.alias_or_name.lower() for item in select.expressions
+             if _is_window_item(item, window_node, window_alias)}
+    return Stream(window=spec, window_columns=frozenset(names))
+
+
+def _is_window_item(item: exp.Expr, window_node: exp.Expr, alias: str | None) -> bool:
+    body = item.this if isinstance(item, exp.Alias) else item
+    return body == window_node or (isinstance(body, exp.Column) and not body.table
+                                   and body.name.lower() == alias)
+
+
+def _spec(window_node: exp.Expr, source: Stream, ctx: QueryContext) -> WindowSpec:
+    if isinstance(window_node, exp.Column):  # the passed-up window column of the input
+        assert source.window is not None
+        return source.window
+    assert isinstance(window_node, exp.Anonymous)  # what is_window_call matched
+    return window_spec(window_node, ctx.text, ctx.fallback)
+
+
+def plan_window_aggregate(select: exp.Select, source: Stream,
+                          ctx: QueryContext) -> exp.Select:
+    """Add the window operator of ``select`` to ``ctx``; return the SELECT over its
+    output that replaces ``select``."""
+    operator_id = ctx.operator_id("window")
+    group = select.args.get("group")
+    assert group is not None  # aggregate_stream classified it windowed
+    window_node, window_alias, keys = _group_items(select, group.expressions, source, ctx)
+    assert window_node is not None
+    spec = _spec(window_node, source, ctx)
+    key_names = tuple(f"k{i}" for i in range(len(keys)))
+    aggregates: list[AggregateCall] = []
+    arguments: list[exp.Expr] = []
+
+    def rewrite(node: exp.Expr) -> exp.Expr:
+        for i, key in enumerate(keys):
+            if node == key:
+                return exp.column(key_names[i])
+        if node == window_node or (isinstance(node, exp.Column) and not node.table
+                                   and node.name.lower() == window_alias):
+            return exp.column(WINDOW_COLUMN)
+        if isinstance(node, exp.Column) and window_alias and node.table.lower() == window_alias:
+            return exp.column(node.name.lower(), table=WINDOW_COLUMN)
+        if is_aggregate_call(node):
+            return exp.column(_aggregate_call(node, aggregates, arguments, ctx).output)
+        return node
+
+    def produced() -> set[str]:
+        return {*key_names, WINDOW_COLUMN, *(a.output for a in aggregates)}
+
+    items: list[exp.Expr] = []
+    for item in select.expressions:
+        name = item.alias_or_name
+        body = item.this if isinstance(item, exp.Alias) else item
+        new = body.transform(rewrite, copy=True)
+        _check_grouped(new, produced(), ctx, item)
+        items.append(exp.alias_(new, name or body.sql(dialect="spark"), quoted=True))
+    if is_nested(select):
+        items.append(exp.column(EVENT_TIME))  # the reader may window or join these rows
+    having = select.args.get("having")
+    input_select = select.copy()
+    input_select.set("group", None)
+    input_select.set("having", None)
+    input_select.set("expressions", [
+        *(exp.alias_(k.copy(), key_names[i]) for i, k in enumerate(keys)),
+        *(exp.alias_(a.copy(), f"a{i}") for i, a in enumerate(arguments)),
+        exp.column(EVENT_TIME),
+    ])
+    output_view = f"__spate_{operator_id}"
+    rewritten: exp.Select = exp.select(*items).from_(output_view)
+    if having is not None:
+        condition = having.this.transform(rewrite, copy=True)
+        _check_grouped(condition, produced(), ctx, having)
+        rewritten = rewritten.where(condition)
+    rewritten.meta[STREAM_META] = select.meta.get(STREAM_META)
+    ctx.operators.append(WindowAggregate(
+        operator_id=operator_id, output_view=output_view,
+        input_sql=input_select.sql(dialect="spark", identify=True),
+        key_columns=key_names, window=spec, aggregates=tuple(aggregates),
+    ))
+    return rewritten
+
+
+def _group_items(
+    select: exp.Select, items: list[exp.Expr], source: Stream, ctx: QueryContext
+) -> tuple[exp.Expr | None, str | None, list[exp.Expr]]:
+    """The window of a GROUP BY (a window call, or the input's window column), the
+    SELECT alias it has, and the grouping keys."""
+    aliased = {e.alias.lower(): e.this for e in select.expressions if isinstance(e, exp.Alias)}
+    window_node: exp.Expr | None = None
+    window_alias: str | None = None
+    keys: list[exp.Expr] = []
+    for item in items:
+        resolved = item
+        if isinstance(item, exp.Literal) and not item.is_string:
+            position = int(item.name)
+            if not 1 <= position <= len(select.expressions):
+                raise ctx.error(f"GROUP BY position {position} is out of range", item)
+            resolved = select.expressions[position - 1]
+            resolved = resolved.this if isinstance(resolved, exp.Alias) else resolved
+        elif isinstance(item, exp.Column) and not item.table and item.name.lower() in aliased \
+                and item.name.lower() not in source.window_columns:
+            resolved = aliased[item.name.lower()]
+        passed_up = isinstance(resolved, exp.Column) and \
+            resolved.name.lower() in source.window_columns
+        if is_window_call(resolved) or passed_up:
+            if window_node is not None:
+                raise ctx.error("at most one window may appear in GROUP BY", item)
+            window_node = resolved
+            window_alias = next((e.alias.lower() for e in select.expressions
+                                 if isinstance(e, exp.Alias) and e.this == resolved), None)
+            if passed_up and window_alias is None:
+                window_alias = resolved.name.lower()
+        else:
+            keys.append(resolved)
+    return window_node, window_alias, keys
+
+
+def _aggregate_call(
+    node: exp.Expr,
+    calls: list[AggregateCall],
+    arguments: list[exp.Expr],
+    ctx: QueryContext,
+) -> AggregateCall:
+    function, argument = _aggregate_kind(node, ctx)
+    argument_name = None
+    if argument is not None:
+        if argument in arguments:
+            argument_name = f"a{arguments.index(argument)}"
+        else:
+            arguments.append(argument)
+            argument_name = f"a{len(arguments) - 1}"
+    for call in calls:
+        if call.function == function and call.argument == argument_name:
+            return call
+    call = AggregateCall(function, argument_name, f"agg{len(calls)}")
+    calls.append(call)
+    return call
+
+
+def _aggregate_kind(node: exp.Expr, ctx: QueryContext) -> tuple[str, exp.Expr | None]:
+    if isinstance(node, exp.Anonymous):  # MEAN
+        return "avg", node.expressions[0]
+    if isinstance(node, exp.Count):
+        inner = node.this
+        if isinstance(inner, exp.Star):
+            return "count_star", None
+        if isinstance(inner, exp.Distinct):
+            if len(inner.expressions) != 1:
+                raise ctx.error("COUNT(DISTINCT ...) takes one argument", node)
+            return "count_distinct", inner.expressions[0]
+        return "count", inner
+    for kind, name in _AGGREGATES.items():
+        if isinstance(node, kind):
+            return name, node.this
+    name = node.sql_name() if isinstance(node, exp.Func) else node.key.upper()
+    raise ctx.error(f"aggregate {name} is not supported yet in windowed aggregates "
+                    "(supported: count, count(DISTINCT ...), sum, avg, min, max)", node)
+
+
+def _check_grouped(
+    node: exp.Expr, produced: set[str], ctx: QueryContext, where: exp.Expr
+) -> None:
+    for column in node.find_all(exp.Column):
+        if column.name in produced or column.table == WINDOW_COLUMN:
+            continue
+        raise ctx.error(f"column '{column.sql()}' must appear in GROUP BY or inside an "
+                        "aggregate", column if column.meta or column.find(exp.Identifier)
+                        else where)
