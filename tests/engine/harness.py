@@ -18,21 +18,38 @@ def run_pipeline(spark: SparkSession, sql: str, workdir: Path, *, parallelism: i
                  state_url: str | None = None, pipeline: str = "test",
                  reports: list[EpochReport] | None = None,
                  stop_when: Callable[[], bool] | None = None,
+                 stop_after_epochs: int | None = None,
                  timeout_s: float = 180.0) -> dict[str, int]:
     """Plan and run ``sql``; returns the pipeline's counters.
 
-    Without ``stop_when`` the pipeline must finish by itself (bounded input);
-    with it, the pipeline is stopped once ``stop_when()`` holds.
+    Without ``stop_when`` or ``stop_after_epochs`` the pipeline must finish by
+    itself (bounded input).  With ``stop_when`` it is stopped once
+    ``stop_when()`` holds; with ``stop_after_epochs`` it is stopped by
+    ``request_stop()`` as soon as this run has committed that many epochs
+    (a bounded pipeline may finish first: see the reports' ``finished``).
+    The state (``state_url``, by default a file in ``workdir``) and the Spark
+    checkpoint (in ``workdir``) persist: calling again with the same
+    ``workdir`` resumes the pipeline, at any parallelism.
     """
     plan = plan_pipeline(sql)
     state_url = state_url or f"sqlite:///{workdir / 'state.db'}"
     store = open_store(state_url)
+    committed: list[EpochReport] = []
+
+    def on_epoch(report: EpochReport) -> None:
+        committed.append(report)
+        if reports is not None:
+            reports.append(report)
+        # Requested from the epoch's own callback, the stop takes hold before
+        # Spark can start another epoch.
+        if stop_after_epochs is not None and len(committed) >= stop_after_epochs:
+            runner.request_stop()
+
     try:
         options = RunOptions(parallelism=parallelism,
-                             checkpoint_dir=str(workdir / "checkpoint"),
-                             on_epoch=reports.append if reports is not None else None)
+                             checkpoint_dir=str(workdir / "checkpoint"), on_epoch=on_epoch)
         runner = PipelineRunner(plan, spark, store.pipeline("default", pipeline), options)
-        if stop_when is None:
+        if stop_when is None and stop_after_epochs is None:
             assert runner.run(), "pipeline did not finish"
         else:
             _run_until(runner, stop_when, timeout_s)
@@ -41,7 +58,9 @@ def run_pipeline(spark: SparkSession, sql: str, workdir: Path, *, parallelism: i
         store.close()
 
 
-def _run_until(runner: PipelineRunner, stop_when: Callable[[], bool], timeout_s: float) -> None:
+def _run_until(runner: PipelineRunner, stop_when: Callable[[], bool] | None,
+               timeout_s: float) -> None:
+    """Run in a thread until it ends by itself or ``stop_when()`` holds, then stop it."""
     failure: list[BaseException] = []
 
     def target() -> None:
@@ -50,17 +69,20 @@ def _run_until(runner: PipelineRunner, stop_when: Callable[[], bool], timeout_s:
         except BaseException as error:  # noqa: BLE001 - re-raised in the test thread
             failure.append(error)
 
+    def reached() -> bool:
+        return stop_when() if stop_when is not None else not thread.is_alive()
+
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout_s
-    while not stop_when() and thread.is_alive() and time.monotonic() < deadline:
+    while not reached() and thread.is_alive() and time.monotonic() < deadline:
         time.sleep(0.2)
-    reached = stop_when()
+    done = reached()
     runner.request_stop()
     thread.join(60)
     if failure:
         raise failure[0]
-    assert reached, "the stop condition was not reached in time"
+    assert done, "the stop condition was not reached in time"
 
 
 def read_lines(path: Path) -> list[str]:

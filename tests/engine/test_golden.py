@@ -2,11 +2,29 @@
 files, and every ``golden/<case>/expected/<name>`` must equal the sink file
 ``<name>`` it wrote (as a multiset of lines: windows closing in one epoch may
 be written in any order).  ``golden/<case>/counters.json``, when present, holds
-counters the run must end with.  Each case runs at parallelism 1 and 3: the
-result must not depend on how key groups are split among tasks.
+counters the run must end with.
+
+Each case runs twice, in fresh directories, and must give the expected output
+both times:
+
+1. in full at parallelism 1;
+2. at parallelism 2, stopped by ``request_stop()`` once half of the epochs the
+   full run took have committed, then resumed from the same Spark checkpoint
+   and state store at parallelism 3 until done.  The stop must land midway:
+   both runs read input, and the first did not finish.  Sinks are
+   exactly-once across the restart, and since state is split by key group
+   the resume is a rescale.
+
+A case must therefore span several epochs: give its single_file sources a
+small ``max_lines_per_batch``.  Epoch boundaries do not move with the stop:
+a batch is a line range fixed by that option, Spark replays a batch planned
+before the stop with the offsets it logged, and the watermark is committed
+with each epoch, so cases whose late rows depend on epoch boundaries keep
+their expectations.
 
 A case whose SQL has an ``-- unbounded`` line reads a source that never ends;
-it is stopped once its expected output is written.
+each run that should end is stopped once the expected output is written (the
+interrupted run is stopped after its epochs, as above).
 
 Expected files are computed independently of Spate: by DuckDB batch SQL over
 the input for cases where no row is late, by hand (the reasoning is in each
@@ -16,10 +34,12 @@ case's header comment) where lateness depends on epoch boundaries.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from engine.runtime.runner import EpochReport
 from tests.engine.harness import read_lines, run_pipeline
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -28,25 +48,61 @@ CASES = sorted(p for p in GOLDEN.iterdir() if (p / "pipeline.sql").exists())
 pytestmark = pytest.mark.spark
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-@pytest.mark.parametrize("parallelism", [1, 3])
-def test_golden(case: Path, parallelism: int, spark, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("GOLDEN_DIR", str(case))
-    monkeypatch.setenv("OUT_DIR", str(tmp_path))
-    sql = (case / "pipeline.sql").read_text()
-    expected_files = sorted((case / "expected").iterdir())
-    assert expected_files, f"{case.name} has no expected output"
+class GoldenCase:
+    """One case directory: its SQL, expected files and counters."""
 
-    def complete() -> bool:
-        return all(len(read_lines(tmp_path / f.name)) >= len(read_lines(f))
-                   for f in expected_files)
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.name = directory.name
+        self.sql = (directory / "pipeline.sql").read_text()
+        self.expected = sorted((directory / "expected").iterdir())
+        assert self.expected, f"{self.name} has no expected output"
+        self.unbounded = any(line.startswith("-- unbounded") for line in self.sql.splitlines())
 
-    unbounded = any(line.startswith("-- unbounded") for line in sql.splitlines())
-    counters = run_pipeline(spark, sql, tmp_path, parallelism=parallelism,
-                            stop_when=complete if unbounded else None)
-    for expected in expected_files:
-        assert read_lines(tmp_path / expected.name) == read_lines(expected), expected.name
-    counters_file = case / "counters.json"
-    if counters_file.exists():
-        wanted = json.loads(counters_file.read_text())
-        assert {k: counters.get(k, 0) for k in wanted} == wanted
+    def stop_condition(self, out_dir: Path) -> Callable[[], bool] | None:
+        """For an unbounded case: whether every expected file is fully written."""
+        if not self.unbounded:
+            return None
+        return lambda: all(len(read_lines(out_dir / f.name)) >= len(read_lines(f))
+                           for f in self.expected)
+
+    def check(self, out_dir: Path, counters: dict[str, int], run: str) -> None:
+        for expected in self.expected:
+            assert read_lines(out_dir / expected.name) == read_lines(expected), \
+                f"{expected.name} after the {run}"
+        counters_file = self.directory / "counters.json"
+        if counters_file.exists():
+            wanted = json.loads(counters_file.read_text())
+            assert {k: counters.get(k, 0) for k in wanted} == wanted, f"counters after the {run}"
+
+
+@pytest.mark.parametrize("directory", CASES, ids=[c.name for c in CASES])
+def test_golden(directory: Path, spark, tmp_path: Path,  # type: ignore[no-untyped-def]
+                monkeypatch: pytest.MonkeyPatch) -> None:
+    case = GoldenCase(directory)
+    monkeypatch.setenv("GOLDEN_DIR", str(directory))
+
+    full = tmp_path / "full"
+    monkeypatch.setenv("OUT_DIR", str(full))
+    full_reports: list[EpochReport] = []
+    counters = run_pipeline(spark, case.sql, full, parallelism=1, reports=full_reports,
+                            stop_when=case.stop_condition(full))
+    case.check(full, counters, "full run at parallelism 1")
+    epochs = len(full_reports)
+    assert epochs >= 2, (f"{case.name} runs in {epochs} epoch(s): give its sources a smaller "
+                         "max_lines_per_batch so it can be stopped midway")
+
+    resumed = tmp_path / "resumed"
+    monkeypatch.setenv("OUT_DIR", str(resumed))
+    before: list[EpochReport] = []
+    run_pipeline(spark, case.sql, resumed, parallelism=2, reports=before,
+                 stop_after_epochs=epochs // 2)
+    assert len(before) >= epochs // 2
+    assert not before[-1].finished, "the run to stop finished before the stop"
+    assert sum(r.rows_in for r in before) > 0, "the stopped run read no input"
+    after: list[EpochReport] = []
+    counters = run_pipeline(spark, case.sql, resumed, parallelism=3, reports=after,
+                            stop_when=case.stop_condition(resumed))
+    assert after and after[0].epoch > before[-1].epoch, "the resumed run replayed a commit"
+    assert sum(r.rows_in for r in after) > 0, "nothing was left to read after the stop"
+    case.check(resumed, counters, "run stopped at parallelism 2 and resumed at parallelism 3")
