@@ -1,5 +1,9 @@
 """Decoding newline-framed records into Arrow columns (runs on executors).
 
+``debezium_json`` envelopes are unrolled into updating rows: ``c``/``r`` add
+``after``; ``u`` withdraws ``before`` and adds ``after``; ``d`` withdraws
+``before`` (SQL.md 6); a :data:`RETRACT` column says which rows withdraw.
+
 Lines are given as a byte buffer plus per-line ``starts`` and ``lengths`` (line
 terminators excluded), so framing, truncation and decoding stay vectorised.
 A block that fails to decode is bisected until every bad line is isolated: good
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import decimal
 import json
 import re
 from collections.abc import Callable
@@ -21,12 +26,23 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from engine.connectors.arrow_batches import TIMESTAMP_US, gather
-from engine.connectors.formats import RAW_STRING, UNIX_MILLIS, FormatSpec
+from engine.connectors.base import RETRACT
+from engine.connectors.formats import (
+    DEBEZIUM_JSON,
+    DECIMAL_BYTES,
+    RAW_STRING,
+    UNIX_MILLIS,
+    FormatSpec,
+)
 
 _WHITESPACE = np.zeros(256, dtype=bool)
 _WHITESPACE[[9, 10, 13, 32]] = True
 _MS_PER_DAY = 86_400_000
 _ARROW_ROW = re.compile(r"\.?\s+in row \d+\s*$")
+#: debezium_json ops that add ``after`` / withdraw ``before``.
+_ADDING_OPS = pa.array(["c", "r", "u"])
+_WITHDRAWING_OPS = pa.array(["u", "d"])
+_KNOWN_OPS = pa.array(["c", "r", "u", "d"])
 
 
 class RecordError(ValueError):
@@ -40,6 +56,8 @@ class Decoded:
     columns: list[pa.Array]
     #: (index of the line in the decoded block, what is wrong), in line order
     bad: list[tuple[int, str]] = field(default_factory=list)
+    #: index in the block of each decoded row's line, when a decoder tracks it
+    lines: np.ndarray | None = None
 
     @property
     def num_rows(self) -> int:
@@ -71,7 +89,12 @@ def _binary_array(data: np.ndarray, offsets: np.ndarray) -> pa.Array:
 
 
 class RecordDecoder:
-    """Decodes one block of lines into the physical columns of a table."""
+    """Decodes one block of lines into the physical columns of a table.
+
+    For debezium_json, ``schema`` is the physical columns then :data:`RETRACT`
+    (what :func:`engine.connectors.formats.source_schema` puts before the
+    hidden columns), and a ``u`` record decodes into two rows.
+    """
 
     def __init__(self, schema: pa.Schema, spec: FormatSpec) -> None:
         self.schema = schema
@@ -83,6 +106,8 @@ class RecordDecoder:
             return self._raw_string
         if self.spec.unstructured:
             return self._unstructured
+        if self.spec.kind == DEBEZIUM_JSON:
+            return _ChangeBlockDecoder(self.schema, self.spec).decode
         return _JsonBlockDecoder(self.schema, self.spec).decode
 
     def decode(self, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Decoded:
@@ -147,6 +172,7 @@ class _JsonBlockDecoder:
     def __init__(self, schema: pa.Schema, spec: FormatSpec) -> None:
         self.schema = schema
         self.millis = spec.timestamp_format == UNIX_MILLIS
+        self.decimal_bytes = spec.decimal_encoding == DECIMAL_BYTES
         self.wire = pa.schema([pa.field(f.name, self._wire_type(f.type), True) for f in schema])
         self.parse_options = pa_json.ParseOptions(
             explicit_schema=self.wire, unexpected_field_behavior="ignore")
@@ -161,8 +187,8 @@ class _JsonBlockDecoder:
         else:
             columns = [pa.array([], f.type) for f in self.schema]
         good = np.concatenate(good_parts) if good_parts else np.zeros(0, np.int64)
-        columns, _, missing = self._drop_missing_required(columns, good)
-        return Decoded(columns, sorted(bad + missing))
+        columns, good, missing = self._drop_missing_required(columns, good)
+        return Decoded(columns, sorted(bad + missing), good)
 
     def _decode_range(self, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
                       lines: np.ndarray) -> tuple[list[pa.Table], list[np.ndarray],
@@ -219,7 +245,7 @@ class _JsonBlockDecoder:
     def _wire_type(self, target: pa.DataType) -> pa.DataType:
         if pa.types.is_timestamp(target) or pa.types.is_date(target):
             return pa.int64() if self.millis else pa.string()
-        if pa.types.is_binary(target):
+        if pa.types.is_binary(target) or (pa.types.is_decimal(target) and self.decimal_bytes):
             return pa.string()
         if pa.types.is_list(target):
             return pa.list_(pa.field(target.value_field.name,
@@ -251,6 +277,9 @@ class _JsonBlockDecoder:
         if pa.types.is_binary(target):
             return pa.array([None if v is None else base64.b64decode(v, validate=True)
                              for v in array.to_pylist()], pa.binary())
+        if pa.types.is_decimal(target):  # bytes encoding: base64 of the unscaled value
+            return pa.array([None if v is None else _unscaled(v, target.scale)
+                             for v in array.to_pylist()], target)
         if pa.types.is_list(target):
             values = self._convert(array.values, target.value_type, f"{path}[]")
             return pa.ListArray.from_arrays(array.offsets, values, type=target,
@@ -261,6 +290,74 @@ class _JsonBlockDecoder:
             return pa.StructArray.from_arrays(children, fields=list(target),
                                               mask=array.is_null())
         return array.cast(target)
+
+
+def _unscaled(encoded: str, scale: int) -> decimal.Decimal:
+    """Debezium's decimal: base64 of the unscaled value in big-endian two's complement."""
+    unscaled = int.from_bytes(base64.b64decode(encoded, validate=True), "big", signed=True)
+    return decimal.Decimal(f"{unscaled}E-{scale}")  # exact, whatever the digits
+
+
+class _ChangeBlockDecoder:
+    """debezium_json envelopes -> updating rows (the physical columns, then RETRACT)."""
+
+    def __init__(self, schema: pa.Schema, spec: FormatSpec) -> None:
+        assert schema.names[-1] == RETRACT, "a change decoder's schema ends with RETRACT"
+        self.physical = pa.schema(list(schema)[:-1])
+        image = pa.struct([f.with_nullable(True) for f in self.physical])
+        envelope = pa.schema([pa.field("before", image), pa.field("after", image),
+                              pa.field("op", pa.string())])
+        self.envelopes = _JsonBlockDecoder(envelope, spec)
+        self.required = [i for i, f in enumerate(self.physical) if not f.nullable]
+
+    def decode(self, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Decoded:
+        decoded = self.envelopes.decode(buf, starts, lengths)
+        lines = decoded.lines if decoded.lines is not None else np.zeros(0, np.int64)
+        before, after, op = decoded.columns
+        adds = np.asarray(pc.fill_null(pc.is_in(op, _ADDING_OPS), False))
+        withdraws = np.asarray(pc.fill_null(pc.is_in(op, _WITHDRAWING_OPS), False))
+        olds, news = before.flatten(), after.flatten()
+        problems = self._problems(op, adds, withdraws, before, after, olds, news)
+        bad = [(int(lines[row]), problem) for row, problem in problems.items()]
+        good = np.ones(len(op), dtype=bool)
+        good[list(problems)] = False
+        return Decoded(self._unroll(olds, news, adds & good, withdraws & good),
+                       sorted(decoded.bad + bad))
+
+    def _problems(self, op: pa.Array, adds: np.ndarray, withdraws: np.ndarray,
+                  before: pa.Array, after: pa.Array, olds: list[pa.Array],
+                  news: list[pa.Array]) -> dict[int, str]:
+        """What is wrong with each bad envelope, by row (the first problem found)."""
+        problems: dict[int, str] = {}
+        known = np.asarray(pc.fill_null(pc.is_in(op, _KNOWN_OPS), False))
+        for row in np.flatnonzero(~known).tolist():
+            value = op[row].as_py()
+            problems[row] = ("the record has no 'op'" if value is None else
+                             f"unknown op '{value}' (debezium_json ops are 'c', 'r', 'u', 'd')")
+        checks = [(adds, after, news, "after"), (withdraws, before, olds, "before")]
+        for used, image, fields, name in checks:
+            for row in np.flatnonzero(used & np.asarray(image.is_null())).tolist():
+                problems.setdefault(row, f"a '{op[row].as_py()}' record needs '{name}'"
+                                         f"{' (the old row)' if name == 'before' else ''}")
+            for i in self.required:
+                for row in np.flatnonzero(used & np.asarray(fields[i].is_null())).tolist():
+                    problems.setdefault(row, f"column '{self.physical.field(i).name}' is NOT "
+                                             f"NULL (or in the PRIMARY KEY) but '{name}' has no "
+                                             "value for it")
+        return dict(sorted(problems.items()))
+
+    def _unroll(self, olds: list[pa.Array], news: list[pa.Array], adds: np.ndarray,
+                withdraws: np.ndarray) -> list[pa.Array]:
+        """Per envelope in order: the withdrawn row (if any), then the added row (if any)."""
+        counts = adds.astype(np.int64) + withdraws
+        envelope = np.repeat(np.arange(len(counts)), counts)
+        first = np.cumsum(counts) - counts
+        position = np.arange(len(envelope)) - np.repeat(first, counts)
+        retract = withdraws[envelope] & (position == 0)
+        taken = pa.array(envelope + np.where(retract, 0, len(counts)))
+        columns = [pa.concat_arrays([old, new]).take(taken)
+                   for old, new in zip(olds, news, strict=True)]
+        return [*columns, pa.array(retract, pa.bool_())]
 
 
 def parse_rfc3339(strings: pa.Array) -> pa.Array:

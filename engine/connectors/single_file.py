@@ -16,7 +16,6 @@ from engine.connectors.base import (
     ConnectorError,
     Sink,
     TableConfig,
-    stream_schema,
 )
 from engine.connectors.file_sink import SingleFileSink
 from engine.connectors.formats import (
@@ -25,6 +24,8 @@ from engine.connectors.formats import (
     check_sink_schema,
     parse_format,
     single_value_columns,
+    source_schema,
+    with_row_key,
 )
 from engine.connectors.options import (
     OptionReader,
@@ -96,13 +97,16 @@ class SingleFileConnector(Connector):
             "path": path,
             "format": parsed.spec.to_dict(),
             "max_lines_per_batch": parsed.max_lines_per_batch,
-            "not_null": [c.name for c in parsed.columns if not c.nullable],
+            # a PRIMARY KEY column (debezium_json) must have a value, as a NOT NULL one
+            "not_null": [c.name for c in parsed.columns
+                         if not c.nullable or c.name in table.primary_key],
         }
-        return source_options(stream_schema(parsed.columns), settings)
+        return source_options(source_schema(parsed.spec, parsed.columns), settings)
 
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         del parallelism  # one reader: a file is read in order
-        return load_stream(spark, SOURCE_NAME, self.reader_options(table))
+        frame = load_stream(spark, SOURCE_NAME, self.reader_options(table))
+        return with_row_key(frame, table.primary_key)
 
     def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
         parsed = self._parse(table)

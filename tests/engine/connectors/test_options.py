@@ -96,7 +96,7 @@ def test_format_values() -> None:
     base = {"type": "source", "path": "x"}
     assert _error("single_file", columns=JSON_COLUMNS, format="avro", **base).option == "format"
     debezium = _error("single_file", columns=JSON_COLUMNS, format="debezium_json", **base)
-    assert "not supported yet" in str(debezium)
+    assert "needs a PRIMARY KEY" in str(debezium)  # the rest: test_debezium.py
     raw = _error("single_file", columns=VALUE, format="raw_string",
                  json__timestamp_format="unix_millis", **base)
     assert raw.option == "json.timestamp_format"
