@@ -167,7 +167,8 @@ def _insert(statement: exp.Insert, text: SourceText, offset: int, tables: dict[s
     if table is None and name not in memory.declared:
         raise text.error(f"unknown table '{name}'", target, offset)
     if table is not None and table.role != "sink":
-        raise text.error(f"cannot INSERT INTO '{name}': it is a source", target, offset)
+        kind = "lookup table" if table.role == "lookup" else table.role
+        raise text.error(f"cannot INSERT INTO '{name}': it is a {kind}", target, offset)
     query = statement.expression
     if not isinstance(query, exp.Query):
         raise text.error("INSERT INTO needs a SELECT", statement, offset)

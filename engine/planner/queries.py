@@ -33,6 +33,7 @@ from engine.planner.context import (
 )
 from engine.planner.functions import translate_functions
 from engine.planner.joins import join_stream, joined_event_time, joins_of, plan_windowed_join
+from engine.planner.lookup import plan_lookup_joins
 from engine.planner.over import check_over
 from engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY, QueryPlan, Stream
 from engine.planner.positions import SourceText
@@ -146,7 +147,8 @@ def _plan_join(select: exp.Select, scopes: list[Scope], source: Stream,
                ctx: QueryContext) -> None:
     joins = joins_of(select)
     if any(s.lookup for s in scopes):
-        raise ctx.clause_error("lookup joins are not supported yet", joins[0].this)
+        plan_lookup_joins(select, scopes, ctx)
+        return
     if source.window is not None:
         plan_windowed_join(select, scopes)
         return
@@ -239,7 +241,8 @@ def _source_table(table: exp.Table, ctx: QueryContext, joined: bool) -> Table:
     if entry.role == "sink":
         raise ctx.error(f"table '{name}' is a sink and cannot be read", table)
     if entry.role == "lookup" and not joined:
-        raise ctx.error(f"lookup table '{name}' can only be the right side of a JOIN", table)
+        raise ctx.error(f"lookup table '{name}' can only be the right side of a JOIN, named "
+                        "directly (not in a subquery or view)", table)
     if entry.role == "source" and name not in ctx.sources:
         ctx.sources.append(name)
     identifier = exp.to_identifier(name)

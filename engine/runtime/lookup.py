@@ -20,8 +20,8 @@ import atexit
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import cachetools
@@ -32,6 +32,9 @@ from pyspark.sql import types as T
 from engine.connectors import CONNECTORS, TableConfig
 from engine.connectors.arrow_batches import arrow_schema
 from engine.connectors.lookup import CacheSettings, Key, LookupConnector, LookupSource
+from engine.planner.lookup import LookupJoin
+from engine.runtime.steps import EpochContext, OperatorStep, StepOutput
+from statestore import PipelineState
 
 _LEFT_ROW = "__spate_left_row"
 _RIGHT_ROW = "__spate_right_row"
@@ -180,6 +183,8 @@ def _distinct_keys(columns: list[pa.Array]) -> list[Key]:
 
 _JOINERS: dict[Hashable, LookupJoiner] = {}
 _JOINERS_LOCK = threading.Lock()
+#: Joiners a process keeps; past this the oldest (of runs long gone) is closed.
+MAX_JOINERS = 32
 
 
 def process_joiner(table: TableConfig, cache_id: Hashable) -> LookupJoiner:
@@ -197,6 +202,8 @@ def process_joiner(table: TableConfig, cache_id: Hashable) -> LookupJoiner:
             cache = LookupCache(settings) if settings.enabled else None
             joiner = LookupJoiner(connector.create_lookup(table), cache)
             _JOINERS[cache_id] = joiner
+            while len(_JOINERS) > MAX_JOINERS:
+                _JOINERS.pop(next(iter(_JOINERS))).source.close()
         return joiner
 
 
@@ -212,36 +219,43 @@ def close_joiners() -> None:
 # -- the Spark step ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class LookupStep:
-    """What a lookup join needs on executors; plain data, pickled into the task."""
+def lookup_join(df: DataFrame, spec: LookupJoin, cache_id: Hashable) -> DataFrame:
+    """``df`` with the lookup table's columns appended (named ``spec.outputs``).
 
-    table: TableConfig
-    cache_id: str
-    #: columns of the input holding the key columns' values, in PRIMARY KEY order
-    key_inputs: tuple[str, ...]
-    #: output column name of each column of the lookup table, in declaration order
-    outputs: tuple[str, ...]
-    #: LEFT join: rows without a match are kept with NULLs
-    keep_unmatched: bool
-
-
-def lookup_join(df: DataFrame, step: LookupStep) -> DataFrame:
-    """``df`` with the lookup table's columns appended (named ``step.outputs``)."""
+    ``cache_id`` picks the per-process joiner (and cache) on executors.
+    """
     right_fields = [T.StructField(name, column.spark_type, True)
-                    for name, column in zip(step.outputs, step.table.columns, strict=True)]
+                    for name, column in zip(spec.outputs, spec.table.columns, strict=True)]
     schema = T.StructType(list(df.schema.fields) + right_fields)
     target = arrow_schema(schema)
+    table, key_inputs, keep_unmatched = spec.table, spec.key_inputs, spec.keep_unmatched
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        joiner = process_joiner(step.table, step.cache_id)
+        joiner = process_joiner(table, cache_id)
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            left, right = joiner.join(batch, step.key_inputs, step.keep_unmatched)
+            left, right = joiner.join(batch, key_inputs, keep_unmatched)
             columns = [c.combine_chunks() for c in left.columns + right.columns]
             yield pa.RecordBatch.from_arrays(
                 [c if c.type == f.type else c.cast(f.type)
                  for c, f in zip(columns, target, strict=True)], names=target.names)
 
     return df.mapInArrow(run, schema)
+
+
+class LookupJoinStep(OperatorStep):
+    """Runs a :class:`LookupJoin` each epoch: native input SQL, lookups on executors.
+
+    It keeps no state: its cache belongs to this run (a restarted pipeline
+    starts with empty caches, as a moved one would).
+    """
+
+    def __init__(self, spec: LookupJoin, state: PipelineState, num_key_groups: int) -> None:
+        del state, num_key_groups
+        self.spec = spec
+        self.cache_id = f"{spec.operator_id}:{uuid.uuid4().hex}"
+
+    def run(self, epoch: EpochContext) -> StepOutput:
+        frame = lookup_join(epoch.spark.sql(self.spec.input_sql), self.spec, self.cache_id)
+        return StepOutput(frame, rows=None)

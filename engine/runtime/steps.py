@@ -58,10 +58,13 @@ class OperatorStep(ABC):
 def make_step(spec: Operator, state: PipelineState, num_key_groups: int) -> OperatorStep:
     """The step running ``spec`` (each kind of operator has its module; imported
     here, not at the top, because those modules build on this one)."""
+    from engine.planner.lookup import LookupJoin
+    from engine.runtime.lookup import LookupJoinStep
     from engine.runtime.operator import WindowStep
 
     factories: dict[type[Operator], Callable[[Any, PipelineState, int], OperatorStep]] = {
         WindowAggregate: WindowStep,
+        LookupJoin: LookupJoinStep,
     }
     for kind, factory in factories.items():
         if isinstance(spec, kind):

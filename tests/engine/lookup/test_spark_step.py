@@ -10,11 +10,18 @@ import redis
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from engine.connectors import ColumnDef
-from engine.runtime.lookup import LookupStep, lookup_join
+from engine.connectors import ColumnDef, TableConfig
+from engine.planner.lookup import LookupJoin
+from engine.runtime.lookup import lookup_join
 from tests.engine.lookup.support import PgTable, lookup_table
 
 pytestmark = pytest.mark.spark
+
+
+def _spec(table: TableConfig, outputs: tuple[str, ...], keep_unmatched: bool) -> LookupJoin:
+    return LookupJoin(operator_id="q0_lookup", output_view="unused", input_sql="unused",
+                      table=table, key_inputs=("k",), outputs=outputs,
+                      keep_unmatched=keep_unmatched)
 
 
 @pytest.mark.parametrize("keep_unmatched", [False, True])
@@ -25,10 +32,9 @@ def test_redis_lookup_step(spark: SparkSession, redis_url: str, redis_prefix: st
                ColumnDef("score", T.DoubleType()))
     table = lookup_table("redis", columns, ("id",), address=redis_url, format="json",
                          key__prefix=redis_prefix, lookup__cache__max_bytes=100_000)
-    step = LookupStep(table, cache_id=secrets.token_hex(8), key_inputs=("k",),
-                      outputs=("c_id", "c_name", "c_score"), keep_unmatched=keep_unmatched)
+    step = _spec(table, ("c_id", "c_name", "c_score"), keep_unmatched)
     left = spark.createDataFrame([(1, 7), (2, 8), (3, None), (4, 7)], "n INT, k BIGINT")
-    rows = sorted(tuple(r) for r in lookup_join(left, step).collect())
+    rows = sorted(tuple(r) for r in lookup_join(left, step, secrets.token_hex(8)).collect())
     matched = [(1, 7, 7, "seven", 0.5), (4, 7, 7, "seven", 0.5)]
     unmatched = [(2, 8, None, None, None), (3, None, None, None, None)]
     assert rows == sorted(matched + (unmatched if keep_unmatched else []))
@@ -40,11 +46,10 @@ def test_postgres_lookup_step_keeps_timestamps(spark: SparkSession, postgres_url
                     [("a", "2024-05-01 12:00:00")])
     columns = (ColumnDef("code", T.StringType()), ColumnDef("opened", T.TimestampType()))
     table = lookup_table("postgres", columns, ("code",), url=postgres_url, table=name)
-    step = LookupStep(table, cache_id=secrets.token_hex(8), key_inputs=("k",),
-                      outputs=("code", "opened"), keep_unmatched=True)
+    step = _spec(table, ("code", "opened"), True)
     left = spark.sql("SELECT 'a' AS k, TIMESTAMP'2024-05-01 12:00:01' AS ts "
                      "UNION ALL SELECT 'b', TIMESTAMP'2024-05-01 12:00:02'")
-    joined = lookup_join(left, step).selectExpr("k", "CAST(opened AS STRING) AS opened",
-                                                "ts > opened AS later")
+    joined = lookup_join(left, step, secrets.token_hex(8)).selectExpr(
+        "k", "CAST(opened AS STRING) AS opened", "ts > opened AS later")
     assert sorted(tuple(r) for r in joined.collect()) == [
         ("a", "2024-05-01 12:00:00", True), ("b", None, None)]
