@@ -87,6 +87,14 @@ class LookupConnector(Connector, ABC):
     roles = frozenset({LOOKUP})
 
     @abstractmethod
+    def read_settings(self, table: TableConfig) -> Any:
+        """Check every option of ``table``; return what opening it needs."""
+
+    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+        self.read_settings(table)
+        return table.columns
+
+    @abstractmethod
     def create_lookup(self, table: TableConfig) -> LookupSource:
         """Open the table's store; runs on executors, ``table`` as validated."""
 

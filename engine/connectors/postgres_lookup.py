@@ -20,7 +20,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pyspark.sql import types as T
 
-from engine.connectors.base import ColumnDef, ConnectorError, TableConfig
+from engine.connectors.base import ConnectorError, TableConfig
 from engine.connectors.lookup import (
     Key,
     LookupConnector,
@@ -110,9 +110,8 @@ def read_settings(table: TableConfig) -> PostgresLookupSettings:
 class PostgresLookupConnector(LookupConnector):
     name = "postgres"
 
-    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
-        read_settings(table)
-        return table.columns
+    def read_settings(self, table: TableConfig) -> PostgresLookupSettings:
+        return read_settings(table)
 
     def create_lookup(self, table: TableConfig) -> LookupSource:
         return PostgresLookup(table, read_settings(table))

@@ -105,9 +105,8 @@ def _check_hash_columns(options: OptionReader, values: tuple[ColumnDef, ...]) ->
 class RedisLookupConnector(LookupConnector):
     name = "redis"
 
-    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
-        read_settings(table)
-        return table.columns
+    def read_settings(self, table: TableConfig) -> RedisLookupSettings:
+        return read_settings(table)
 
     def create_lookup(self, table: TableConfig) -> LookupSource:
         return RedisLookup(table, read_settings(table))

@@ -10,8 +10,17 @@ import psycopg
 import pytest
 import redis
 
-from engine.connectors import ColumnDef, TableConfig
+from engine.connectors import ColumnDef, ConnectorError, TableConfig
+from engine.connectors.lookup import LookupSource
 from tests.conftest import redis_key_prefix
+
+
+def assert_fails_without_secret(source: LookupSource, message: str, secret: str) -> None:
+    """A fetch from ``source`` fails with ``message`` and never shows ``secret``."""
+    with pytest.raises(ConnectorError, match=message) as caught:
+        source.fetch([(1,)])
+    assert secret not in str(caught.value)
+    source.close()
 
 
 def lookup_table(connector: str, columns: tuple[ColumnDef, ...], primary_key: tuple[str, ...],

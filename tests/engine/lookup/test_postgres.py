@@ -12,7 +12,7 @@ from pyspark.sql import types as T
 
 from engine.connectors import CONNECTORS, ColumnDef, ConnectorError
 from engine.connectors.postgres_lookup import PostgresLookup
-from tests.engine.lookup.support import PgTable, lookup_table
+from tests.engine.lookup.support import PgTable, assert_fails_without_secret, lookup_table
 
 UTC = dt.UTC
 CUSTOMERS_SQL = ("id bigint PRIMARY KEY, name text NOT NULL, since timestamptz, "
@@ -102,11 +102,8 @@ def test_missing_objects_and_refused_connections_are_clear_errors(
     missing_column.close()
     refused = lookup_table("postgres", COLUMNS, ("id",), table=name,
                            url="postgresql://postgres:hunter2@127.0.0.1:1/test")
-    source = CONNECTORS["postgres"].create_lookup(refused)
-    with pytest.raises(ConnectorError, match="lookup table 'lk': PostgreSQL failed") as caught:
-        source.fetch([(1,)])
-    assert "hunter2" not in str(caught.value)
-    source.close()
+    assert_fails_without_secret(CONNECTORS["postgres"].create_lookup(refused),
+                                "lookup table 'lk': PostgreSQL failed", "hunter2")
 
 
 def test_a_dropped_connection_is_reopened(postgres_url: str, pg_table: PgTable) -> None:
