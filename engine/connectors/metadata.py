@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from engine.connectors.base import SINK, SOURCE
+from engine.connectors.lookup import LOOKUP
 
 _BOTH = frozenset({SOURCE, SINK})
 _SOURCES = frozenset({SOURCE})
@@ -22,8 +23,10 @@ _SINKS = frozenset({SINK})
 
 # An option is a secret when a word of its name says so ("password",
 # "sasl.password", "api_key", "auth.token"): one rule, so a new connector's
-# credentials are encrypted without anyone remembering to flag them.
-_SECRET_WORD = re.compile(r"(^|[._-])(password|passwd|secret|token|key|credentials?)($|[._-])")
+# credentials are encrypted without anyone remembering to flag them. "key"
+# counts only as the last word: "key.prefix" describes keys, "api_key" is one.
+_SECRET_WORD = re.compile(r"(^|[._-])((password|passwd|secret|token|credentials?)($|[._-])"
+                          r"|key$)")
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,7 @@ class OptionSpec:
     """One WITH option of a connector."""
 
     name: str
-    #: roles (source, sink) of the tables that accept it
+    #: roles (source, sink, lookup) of the tables that accept it
     roles: frozenset[str]
 
     @property
@@ -55,6 +58,10 @@ _FORMAT = _specs(_BOTH, "format", "json.timestamp_format", "json.decimal_encodin
                  "json.unstructured", "framing")
 _FORMAT_SOURCE = _specs(_SOURCES, "bad_data", "framing.newline.max_length")
 
+_LOOKUP = frozenset({LOOKUP})
+_LOOKUP_TABLE = _specs(_LOOKUP, "type", "username", "password", "lookup.cache.max_bytes",
+                       "lookup.cache.ttl")
+
 _OPTIONS: dict[str, tuple[OptionSpec, ...]] = {
     "single_file": (*_TYPE, *_specs(_BOTH, "path", "wait_for_control"), *_FORMAT,
                     *_FORMAT_SOURCE, *_SOURCE_TIME, *_specs(_SOURCES, "max_lines_per_batch")),
@@ -65,6 +72,11 @@ _OPTIONS: dict[str, tuple[OptionSpec, ...]] = {
                         "max_events_per_batch", "nexmark.base_time_ms")),
     "stdout": (*_TYPE, *_FORMAT),
     "blackhole": _TYPE,
+    "redis": (*_LOOKUP_TABLE,
+              *_specs(_LOOKUP, "address", "key.prefix", "key.separator", "value.type", "format",
+                      "json.timestamp_format", "json.decimal_encoding", "json.unstructured",
+                      "framing")),
+    "postgres": (*_LOOKUP_TABLE, *_specs(_LOOKUP, "url", "table", "query")),
 }
 
 #: Declarable connectors (``preview`` is implicit) → their options by name.

@@ -48,6 +48,8 @@ TIMEOUT_S = 30.0
 @dataclass(frozen=True)
 class RedisLookupSettings:
     address: str
+    #: ``username`` / ``password`` given as options (the address holds none)
+    credentials: dict[str, str]
     value_type: str
     #: how string values decode; None for hashes
     format: FormatSpec | None
@@ -60,11 +62,8 @@ def read_settings(table: TableConfig) -> RedisLookupSettings:
     options = OptionReader(table)
     check_lookup_table(options)
     read_cache_settings(options)
-    address = options.required("address")
-    if urlsplit(address.strip()).scheme.lower() not in _SCHEMES:
-        # The address may hold a password: never repeat it.
-        raise ConnectorError("option 'address' must be a redis://, rediss:// or unix:// URL, "
-                             "e.g. 'redis://localhost:6379/0'", option="address")
+    address = options.required("address").strip()
+    credentials = _credentials(options, address)
     value_type = options.choice("value.type", (STRING_VALUES, HASH_VALUES), STRING_VALUES)
     values = tuple(c for c in table.columns if c.name not in table.primary_key)
     spec = None
@@ -77,7 +76,8 @@ def read_settings(table: TableConfig) -> RedisLookupSettings:
     else:
         _check_hash_columns(options, values)
     settings = RedisLookupSettings(
-        address=address.strip(), value_type=value_type or STRING_VALUES, format=spec,
+        address=address, credentials=credentials, value_type=value_type or STRING_VALUES,
+        format=spec,
         key_prefix=options.string("key.prefix", "") or "",
         key_separator=options.string("key.separator", ":") or ":")
     for column in table.columns:
@@ -87,6 +87,30 @@ def read_settings(table: TableConfig) -> RedisLookupSettings:
                                  "from TEXT or integer columns")
     options.finish()
     return settings
+
+
+def _credentials(options: OptionReader, address: str) -> dict[str, str]:
+    """The ``username`` and ``password`` options, checked against the address."""
+    try:
+        parts = urlsplit(address)
+        if parts.scheme.lower() not in _SCHEMES or not (parts.hostname or parts.path):
+            raise ValueError("not a Redis URL")
+        in_address = {"username": parts.username, "password": parts.password,
+                      "port": parts.port}  # reading the port checks it
+    except ValueError:
+        # The address may hold a password: never repeat it.
+        raise ConnectorError("option 'address' must be a redis://, rediss:// or unix:// URL, "
+                             "e.g. 'redis://localhost:6379/0'", option="address") from None
+    credentials: dict[str, str] = {}
+    for key in ("username", "password"):
+        value = options.string(key)
+        if value is None:
+            continue
+        if in_address.get(key):
+            raise ConnectorError(f"the {key} is given twice: in 'address' and in option "
+                                 f"'{key}'; keep one", option=key)
+        credentials[key] = value
+    return credentials
 
 
 def _check_hash_columns(options: OptionReader, values: tuple[ColumnDef, ...]) -> None:
@@ -119,7 +143,8 @@ class RedisLookup(LookupSource):
         super().__init__(table)
         self.settings = settings
         self.client = redis.Redis.from_url(settings.address, socket_timeout=TIMEOUT_S,
-                                           socket_connect_timeout=TIMEOUT_S)
+                                           socket_connect_timeout=TIMEOUT_S,
+                                           **settings.credentials)
         value_fields = T.StructType([T.StructField(c.name, c.spark_type, c.nullable)
                                      for c in self.value_columns])
         self.value_schema = arrow_schema(value_fields)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from pyspark.sql import types as T
 
-from engine.connectors import CONNECTORS, ConnectorError, TableConfig
+from engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
 from engine.connectors.metadata import CONNECTOR_OPTIONS, is_secret_option
 from engine.planner.catalog import DEFAULT_IDLE_MICROS
 
@@ -17,7 +18,11 @@ BASES = {
     ("nexmark", "source"): {"event_rate": "10"},
     ("stdout", "sink"): {"format": "json"},
     ("blackhole", "sink"): {},
+    ("redis", "lookup"): {"address": "redis://h", "format": "json"},
+    ("postgres", "lookup"): {"url": "postgresql://h/db", "table": "t"},
 }
+#: Lookup tables need columns and a PRIMARY KEY.
+LOOKUP_COLUMNS = (ColumnDef("id", T.StringType()), ColumnDef("name", T.StringType()))
 #: A value of the right type for options whose value is not free text.
 VALUES = {"idle_micros": str(DEFAULT_IDLE_MICROS), "max_lines_per_batch": "5",
           "framing.newline.max_length": "10", "event_rate": "10", "runtime": "1",
@@ -25,7 +30,15 @@ VALUES = {"idle_micros": str(DEFAULT_IDLE_MICROS), "max_lines_per_batch": "5",
           "nexmark.base_time_ms": "0", "rate_limited": "true", "wait_for_control": "false",
           "json.unstructured": "true", "framing": "newline", "bad_data": "drop",
           "json.timestamp_format": "rfc3339", "json.decimal_encoding": "number",
-          "format": "json", "path": "x.jsonl"}
+          "format": "json", "path": "x.jsonl", "value.type": "string",
+          "lookup.cache.ttl": "5 seconds", "lookup.cache.max_bytes": "1000",
+          "address": "redis://h", "url": "postgresql://h/db"}
+
+
+def _table(connector: str, role: str, options: dict[str, str]) -> TableConfig:
+    if role == "lookup":
+        return TableConfig("t", connector, role, options, LOOKUP_COLUMNS, ("id",))
+    return TableConfig("t", connector, role, options, ())
 
 
 def test_every_declarable_connector_is_listed() -> None:
@@ -38,7 +51,7 @@ def test_listed_options_are_known_to_the_connector(connector: str, role: str) ->
         if role not in spec.roles or name in ("type", "event_time_field", "watermark_field"):
             continue
         options = {**BASES[(connector, role)], name: VALUES.get(name, "x")}
-        table = TableConfig("t", connector, role, options, ())
+        table = _table(connector, role, options)
         try:
             CONNECTORS[connector].validate(table)
         except ConnectorError as error:
@@ -48,16 +61,18 @@ def test_listed_options_are_known_to_the_connector(connector: str, role: str) ->
 
 @pytest.mark.parametrize(("connector", "role"), list(BASES))
 def test_options_not_listed_are_unknown_to_the_connector(connector: str, role: str) -> None:
-    table = TableConfig("t", connector, role, {**BASES[(connector, role)], "colour": "red"}, ())
+    table = _table(connector, role, {**BASES[(connector, role)], "colour": "red"})
     with pytest.raises(ConnectorError, match="unknown option 'colour'"):
         CONNECTORS[connector].validate(table)
 
 
 def test_secret_options_are_recognised_by_name() -> None:
     for name in ("password", "sasl.password", "api_key", "auth.token", "client_secret",
-                 "credentials", "aws.credential"):
+                 "credentials", "aws.credential", "key", "ssl.key", "secret_key"):
         assert is_secret_option(name), name
-    for name in ("path", "format", "keyboard", "event_time_field", "monkey", "tokens_per_s"):
+    for name in ("path", "format", "keyboard", "event_time_field", "monkey", "tokens_per_s",
+                 "key.prefix", "key.separator"):
         assert not is_secret_option(name), name
-    assert not any(spec.secret for options in CONNECTOR_OPTIONS.values()
-                   for spec in options.values())
+    secrets = {(connector, name) for connector, options in CONNECTOR_OPTIONS.items()
+               for name, spec in options.items() if spec.secret}
+    assert secrets == {("redis", "password"), ("postgres", "password")}

@@ -137,3 +137,14 @@ def test_postgres_column_types() -> None:
     assert "cannot return" in str(_error("postgres", struct, **POSTGRES))
     nested = COLUMNS + (ColumnDef("m", T.ArrayType(T.ArrayType(T.LongType()))),)
     assert "nested arrays" in str(_error("postgres", nested, **POSTGRES))
+
+
+def test_redis_credentials_come_from_the_address_or_the_options_not_both() -> None:
+    table = lookup_table("redis", COLUMNS, ("id",), address="redis://h", format="json",
+                         username="app", password="hunter2")
+    assert CONNECTORS["redis"].validate(table) == COLUMNS
+    error = _error("redis", address="redis://:s3cret@h", format="json", password="hunter2")
+    assert "given twice" in str(error) and error.option == "password"
+    assert "s3cret" not in str(error) and "hunter2" not in str(error)
+    bad_port = _error("redis", address="redis://:s3cret@h:99999", format="json")
+    assert bad_port.option == "address" and "s3cret" not in str(bad_port)

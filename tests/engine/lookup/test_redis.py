@@ -164,3 +164,11 @@ def test_an_unreachable_server_is_a_clear_error_without_the_password() -> None:
                          address="redis://:hunter2@127.0.0.1:1/0")
     assert_fails_without_secret(CONNECTORS["redis"].create_lookup(table),
                                 "lookup table 'lk': Redis failed", "hunter2")
+
+
+def test_credentials_given_as_options_are_used(redis_url: str) -> None:
+    table = lookup_table("redis", COLUMNS, ("id",), format="json", address=redis_url,
+                         username="nobody", password="p4ss-zq")
+    # The test server has no such user: the credentials reached it.
+    assert_fails_without_secret(CONNECTORS["redis"].create_lookup(table),
+                                "lookup table 'lk': Redis failed", "p4ss-zq")
