@@ -13,6 +13,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokenizer_core import Token, TokenType
 
 from engine.planner.catalog import (
+    DEBEZIUM_JSON,
     Table,
     is_memory_table,
     memory_table_from_create,
@@ -175,9 +176,22 @@ def _insert(statement: exp.Insert, text: SourceText, offset: int, tables: dict[s
     planned = plan_query(query, name, index, tables, views, text, offset,
                          memory=memory.written, unwritten=memory.unwritten)
     if table is not None:
+        _check_updating_sink(planned, table, target, text, offset)
         return planned
     memory.write(name, query, planned.output_columns, target, text, offset)
     return None
+
+
+def _check_updating_sink(query: QueryPlan, table: Table, target: exp.Expr, text: SourceText,
+                         offset: int) -> None:
+    """SQL.md 6: updating rows go to a debezium_json sink (or one without a format)."""
+    sink_format = table.config.options.get("format")
+    if query.updating and sink_format not in (None, DEBEZIUM_JSON):
+        raise text.error(
+            f"the query writes updating rows (the changes of a non-windowed aggregate, a "
+            f"debezium_json source or an outer join) but sink '{table.name}' has format "
+            f"'{sink_format}', which can only append; use format = 'debezium_json'",
+            target, offset)
 
 
 def _check_set(statement: exp.Set, text: SourceText, offset: int) -> None:

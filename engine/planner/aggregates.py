@@ -8,6 +8,8 @@ stream is classified here and its planning is :mod:`engine.planner.updating`'s.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlglot import exp
 
 from engine.planner.context import STREAM_META, QueryContext, is_nested, own_nodes
@@ -59,7 +61,7 @@ def check_window_calls(select: exp.Select, ctx: QueryContext) -> None:
 def aggregate_stream(select: exp.Select, source: Stream, ctx: QueryContext) -> Stream:
     """The stream an aggregating SELECT over ``source`` produces (names already checked)."""
     group = select.args.get("group")
-    window_node, window_alias, _ = _group_items(select, group.expressions if group else [],
+    window_node, window_alias, _ = group_items(select, group.expressions if group else [],
                                                 source, ctx)
     if window_node is None:
         if source.window is not None:
@@ -99,28 +101,72 @@ def plan_window_aggregate(select: exp.Select, source: Stream,
     operator_id = ctx.operator_id("window")
     group = select.args.get("group")
     assert group is not None  # aggregate_stream classified it windowed
-    window_node, window_alias, keys = _group_items(select, group.expressions, source, ctx)
+    window_node, window_alias, keys = group_items(select, group.expressions, source, ctx)
     assert window_node is not None
     spec = _spec(window_node, source, ctx)
+    output_view = f"__spate_{operator_id}"
+    # the reader of a nested aggregate may window or join its rows
+    passed = (EVENT_TIME,) if is_nested(select) else ()
+    split = split_aggregate(select, keys, (window_node, window_alias), output_view, ctx,
+                            output_extra=passed)
+    ctx.operators.append(WindowAggregate(
+        operator_id=operator_id, output_view=output_view,
+        input_sql=split.input_select.sql(dialect="spark", identify=True),
+        key_columns=split.key_names, window=spec, aggregates=split.aggregates,
+    ))
+    return split.output
+
+
+@dataclass(frozen=True)
+class SplitAggregate:
+    """An aggregating SELECT taken apart around a Spate operator."""
+
+    #: the operator's input: keys ``k<i>``, aggregate arguments ``a<i>``, event time
+    #: (and the extra input columns asked for), over the SELECT's FROM and WHERE
+    input_select: exp.Select
+    key_names: tuple[str, ...]
+    aggregates: tuple[AggregateCall, ...]
+    #: the SELECT over the operator's output view that replaces the original one
+    #: (its list over ``k<i>``, ``agg<i>`` and the window, HAVING as its WHERE)
+    output: exp.Select
+
+
+def split_aggregate(
+    select: exp.Select,
+    keys: list[exp.Expr],
+    window: tuple[exp.Expr | None, str | None],
+    output_view: str,
+    ctx: QueryContext,
+    *,
+    input_extra: tuple[str, ...] = (),
+    output_extra: tuple[str, ...] = (),
+) -> SplitAggregate:
+    """Split ``select`` (grouped by ``keys`` and the ``(window call, its alias)``, if
+    any) into the operator's input and the SELECT over its output; ``input_extra``
+    and ``output_extra`` name hidden columns passed through."""
+    window_node, window_alias = window
     key_names = tuple(f"k{i}" for i in range(len(keys)))
     aggregates: list[AggregateCall] = []
     arguments: list[exp.Expr] = []
+    kind = "windowed" if window_node is not None else "updating"
 
     def rewrite(node: exp.Expr) -> exp.Expr:
         for i, key in enumerate(keys):
             if node == key:
                 return exp.column(key_names[i])
-        if node == window_node or (isinstance(node, exp.Column) and not node.table
-                                   and node.name.lower() == window_alias):
+        if window_node is not None and (node == window_node or (
+                isinstance(node, exp.Column) and not node.table
+                and node.name.lower() == window_alias)):
             return exp.column(WINDOW_COLUMN)
         if isinstance(node, exp.Column) and window_alias and node.table.lower() == window_alias:
             return exp.column(node.name.lower(), table=WINDOW_COLUMN)
         if is_aggregate_call(node):
-            return exp.column(_aggregate_call(node, aggregates, arguments, ctx).output)
+            return exp.column(_aggregate_call(node, aggregates, arguments, ctx, kind).output)
         return node
 
     def produced() -> set[str]:
-        return {*key_names, WINDOW_COLUMN, *(a.output for a in aggregates)}
+        window_names = {WINDOW_COLUMN} if window_node is not None else set()
+        return {*key_names, *window_names, *(a.output for a in aggregates)}
 
     items: list[exp.Expr] = []
     for item in select.expressions:
@@ -129,8 +175,7 @@ def plan_window_aggregate(select: exp.Select, source: Stream,
         new = body.transform(rewrite, copy=True)
         _check_grouped(new, produced(), ctx, item)
         items.append(exp.alias_(new, name or body.sql(dialect="spark"), quoted=True))
-    if is_nested(select):
-        items.append(exp.column(EVENT_TIME))  # the reader may window or join these rows
+    items.extend(exp.column(name) for name in output_extra)
     having = select.args.get("having")
     input_select = select.copy()
     input_select.set("group", None)
@@ -138,24 +183,18 @@ def plan_window_aggregate(select: exp.Select, source: Stream,
     input_select.set("expressions", [
         *(exp.alias_(k.copy(), key_names[i]) for i, k in enumerate(keys)),
         *(exp.alias_(a.copy(), f"a{i}") for i, a in enumerate(arguments)),
-        exp.column(EVENT_TIME),
+        exp.column(EVENT_TIME), *(exp.column(name) for name in input_extra),
     ])
-    output_view = f"__spate_{operator_id}"
     rewritten: exp.Select = exp.select(*items).from_(output_view)
     if having is not None:
         condition = having.this.transform(rewrite, copy=True)
         _check_grouped(condition, produced(), ctx, having)
         rewritten = rewritten.where(condition)
     rewritten.meta[STREAM_META] = select.meta.get(STREAM_META)
-    ctx.operators.append(WindowAggregate(
-        operator_id=operator_id, output_view=output_view,
-        input_sql=input_select.sql(dialect="spark", identify=True),
-        key_columns=key_names, window=spec, aggregates=tuple(aggregates),
-    ))
-    return rewritten
+    return SplitAggregate(input_select, key_names, tuple(aggregates), rewritten)
 
 
-def _group_items(
+def group_items(
     select: exp.Select, items: list[exp.Expr], source: Stream, ctx: QueryContext
 ) -> tuple[exp.Expr | None, str | None, list[exp.Expr]]:
     """The window of a GROUP BY (a window call, or the input's window column), the
@@ -195,8 +234,9 @@ def _aggregate_call(
     calls: list[AggregateCall],
     arguments: list[exp.Expr],
     ctx: QueryContext,
+    kind: str,
 ) -> AggregateCall:
-    function, argument = _aggregate_kind(node, ctx)
+    function, argument = _aggregate_kind(node, ctx, kind)
     argument_name = None
     if argument is not None:
         if argument in arguments:
@@ -212,7 +252,8 @@ def _aggregate_call(
     return call
 
 
-def _aggregate_kind(node: exp.Expr, ctx: QueryContext) -> tuple[str, exp.Expr | None]:
+def _aggregate_kind(node: exp.Expr, ctx: QueryContext,
+                    operator: str) -> tuple[str, exp.Expr | None]:
     if isinstance(node, exp.Anonymous):  # MEAN
         return "avg", node.expressions[0]
     if isinstance(node, exp.Count):
@@ -228,7 +269,7 @@ def _aggregate_kind(node: exp.Expr, ctx: QueryContext) -> tuple[str, exp.Expr | 
         if isinstance(node, kind):
             return name, node.this
     name = node.sql_name() if isinstance(node, exp.Func) else node.key.upper()
-    raise ctx.error(f"aggregate {name} is not supported yet in windowed aggregates "
+    raise ctx.error(f"aggregate {name} is not supported yet in {operator} aggregates "
                     "(supported: count, count(DISTINCT ...), sum, avg, min, max)", node)
 
 

@@ -39,6 +39,7 @@ from engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY, QueryPlan, Stream
 from engine.planner.positions import SourceText
 from engine.planner.scopes import inline_names, view_scope
 from engine.planner.unnest import check_unnest_placement, rewrite_unnest
+from engine.planner.updating import check_distinct, distinct_as_group_by, plan_updating_aggregate
 
 _UNION_WORDS = ("UNION", "DISTINCT", "SELECT")
 _UNSUPPORTED = {
@@ -106,8 +107,7 @@ def _reject_unsupported(query: exp.Expr, ctx: QueryContext) -> None:
         if isinstance(node, exp.Order) and not isinstance(node.parent, exp.Window):
             raise ctx.clause_error("ORDER BY is not supported in a streaming query", node)
         if isinstance(node, exp.Distinct) and isinstance(node.parent, exp.Select):
-            raise ctx.error("SELECT DISTINCT (an updating query) is not supported yet",
-                            node.parent)
+            check_distinct(node.parent, ctx)
         if isinstance(node, exp.In) and node.args.get("query") is not None:
             raise ctx.error("subquery expressions (IN (SELECT ...)) are not supported", node)
         if isinstance(node, exp.Subquery) and not isinstance(node.parent, exp.From | exp.Join):
@@ -129,13 +129,9 @@ def _plan_operators(query: exp.Query, ctx: QueryContext) -> exp.Query:
         if not is_aggregating(select):
             continue
         if stream_of(select).window is None:
-            group = select.args.get("group")
-            raise ctx.clause_error("updating (non-windowed) aggregates are not supported yet; "
-                                   "add TUMBLE, HOP or SESSION to GROUP BY", group) \
-                if group is not None else ctx.error(
-                    "an aggregate without GROUP BY <window> is an updating aggregate, which "
-                    "is not supported yet", select)
-        rewritten = plan_window_aggregate(select, source, ctx)
+            rewritten = plan_updating_aggregate(select, source, ctx)
+        else:
+            rewritten = plan_window_aggregate(select, source, ctx)
         if select is query:  # a root is not replaced in place: it has no parent
             query = rewritten
         else:
@@ -203,6 +199,8 @@ def _resolve(select: exp.Select, ctx: QueryContext, top: bool = False) -> list[s
         raise ctx.error("UNNEST cannot be used in a SELECT with a JOIN; unnest in a subquery",
                         select.find(exp.Explode))
     _expand_star(select, scopes, ctx)
+    if select.args.get("distinct"):
+        distinct_as_group_by(select)
     aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
     _check_columns(select, scopes, aliases, ctx)
     source = join_stream(select, scopes, ctx) if len(scopes) > 1 else scopes[0].stream

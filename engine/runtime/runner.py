@@ -33,6 +33,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from engine.connectors import Sink
 from engine.planner.plan import PipelinePlan, QueryPlan
+from engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
 from engine.runtime.errors import PipelineFailedError
 from engine.runtime.sinks import open_sinks
 from engine.runtime.sources import EpochSources, SourceMetricColumns, observed, source_stream
@@ -104,6 +105,8 @@ class RunOptions:
     #: Called once the streaming query has started.
     on_start: Callable[[], None] | None = None
     sink_overrides: dict[str, Sink] = field(default_factory=dict)
+    #: pipeline.update-aggregate-flush-interval: how often updating aggregates emit (ms)
+    update_flush_interval_ms: int = DEFAULT_FLUSH_INTERVAL_MS
 
 
 @dataclass
@@ -370,7 +373,8 @@ class PipelineRunner:
         """The rows ``query`` sends to its sink this epoch (None: nothing)."""
         spark = epoch.sources.spark
         context = EpochContext(spark, epoch.number, epoch.writers, self._last_committed,
-                               epoch.watermark_before, lambda: self._watermark_after(epoch))
+                               epoch.watermark_before, lambda: self._watermark_after(epoch),
+                               self.options.update_flush_interval_ms)
         produced = False
         rows_in = rows_late = 0
         for operator, step in zip(query.operators, self.steps[query.index], strict=True):

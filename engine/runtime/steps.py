@@ -17,6 +17,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from engine.planner.plan import Operator, WindowAggregate
+from engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS, UpdatingAggregate
 from statestore import EpochWriter, PipelineState
 
 
@@ -33,6 +34,8 @@ class EpochContext:
     watermark_before: int
     #: the watermark at the end of this epoch (computed once, on first call)
     watermark_after: Callable[[], int]
+    #: pipeline.update-aggregate-flush-interval (``RunOptions``)
+    update_flush_interval_ms: int = DEFAULT_FLUSH_INTERVAL_MS
 
 
 @dataclass
@@ -61,9 +64,11 @@ def make_step(spec: Operator, state: PipelineState, num_key_groups: int) -> Oper
     from engine.planner.lookup import LookupJoin
     from engine.runtime.lookup import LookupJoinStep
     from engine.runtime.operator import WindowStep
+    from engine.runtime.updating import UpdatingAggregateStep
 
     factories: dict[type[Operator], Callable[[Any, PipelineState, int], OperatorStep]] = {
         WindowAggregate: WindowStep,
+        UpdatingAggregate: UpdatingAggregateStep,
         LookupJoin: LookupJoinStep,
     }
     for kind, factory in factories.items():

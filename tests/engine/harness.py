@@ -10,7 +10,9 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from engine.planner import plan_pipeline
+from engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
 from engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
+from engine.udf import UdfRegistry
 from statestore import open_store
 
 
@@ -19,6 +21,8 @@ def run_pipeline(spark: SparkSession, sql: str, workdir: Path, *, parallelism: i
                  reports: list[EpochReport] | None = None,
                  stop_when: Callable[[], bool] | None = None,
                  stop_after_epochs: int | None = None,
+                 udfs: UdfRegistry | None = None,
+                 update_flush_interval_ms: int = DEFAULT_FLUSH_INTERVAL_MS,
                  timeout_s: float = 180.0) -> dict[str, int]:
     """Plan and run ``sql``; returns the pipeline's counters.
 
@@ -29,9 +33,10 @@ def run_pipeline(spark: SparkSession, sql: str, workdir: Path, *, parallelism: i
     (a bounded pipeline may finish first: see the reports' ``finished``).
     The state (``state_url``, by default a file in ``workdir``) and the Spark
     checkpoint (in ``workdir``) persist: calling again with the same
-    ``workdir`` resumes the pipeline, at any parallelism.
+    ``workdir`` resumes the pipeline, at any parallelism.  ``udfs``: the
+    pipeline's Python UDFs (:func:`engine.udf.load_udfs`).
     """
-    plan = plan_pipeline(sql)
+    plan = plan_pipeline(sql, udfs=udfs)
     state_url = state_url or f"sqlite:///{workdir / 'state.db'}"
     store = open_store(state_url)
     committed: list[EpochReport] = []
@@ -47,7 +52,8 @@ def run_pipeline(spark: SparkSession, sql: str, workdir: Path, *, parallelism: i
 
     try:
         options = RunOptions(parallelism=parallelism,
-                             checkpoint_dir=str(workdir / "checkpoint"), on_epoch=on_epoch)
+                             checkpoint_dir=str(workdir / "checkpoint"), on_epoch=on_epoch,
+                             update_flush_interval_ms=update_flush_interval_ms)
         runner = PipelineRunner(plan, spark, store.pipeline("default", pipeline), options)
         if stop_when is None and stop_after_epochs is None:
             assert runner.run(), "pipeline did not finish"

@@ -1,0 +1,97 @@
+"""Planning of updating (non-windowed) aggregates, SQL.md sections 4 and 6.
+
+A SELECT that aggregates without a window in its GROUP BY becomes an
+:class:`UpdatingAggregate` operator, over append-only or updating input:
+
+* its input (keys ``k<i>``, aggregate arguments ``a<i>``, event time, and for
+  updating input the retraction flag) is native Spark SQL over the SELECT's
+  FROM and WHERE, pre-aggregated natively per key and epoch into signed
+  partials (``engine.runtime.updating``);
+* the operator keeps each key's accumulators in statestore and, once per flush
+  interval, emits the changes of its keys as updating rows: the old output
+  withdrawn (``_spate_retract``), the new one added, keyed (``_spate_key``) by
+  the group key;
+* the SELECT is rewritten to read the operator's output; HAVING becomes its
+  WHERE, which filters a withdrawal like the row it withdraws, so a group that
+  stops matching HAVING leaves a lone withdrawal: a delete.
+
+``SELECT DISTINCT`` is planned as a GROUP BY of every selected column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from engine.planner.aggregates import group_items, is_aggregate_call, split_aggregate
+from engine.planner.context import QueryContext, is_nested, own_nodes
+from engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY, AggregateCall, Operator, Stream
+
+#: Default of ``pipeline.update-aggregate-flush-interval`` (SQL.md 6).
+DEFAULT_FLUSH_INTERVAL_MS = 1000
+#: Default of ``SET updating_ttl`` (SQL.md 1.4): 24 hours.
+_DEFAULT_TTL_US = 24 * 3600 * 1_000_000
+
+
+@dataclass(frozen=True)
+class UpdatingAggregate(Operator):
+    """A GROUP BY without a window: signed native partials, state merge, timed flushes."""
+
+    input_sql: str
+    key_columns: tuple[str, ...]
+    aggregates: tuple[AggregateCall, ...]
+    #: whether the input rows are updating (carry RETRACT): min/max keep multisets
+    updating_input: bool
+    #: SET updating_ttl (filled in once the whole script is read)
+    ttl_us: int = _DEFAULT_TTL_US
+
+    def describe(self) -> str:
+        funcs = ", ".join(f"{a.function}({a.argument or '*'})" for a in self.aggregates) \
+            or "(none: DISTINCT)"
+        keys = ", ".join(self.key_columns) or "(no keys)"
+        return (f"{self.operator_id}: updating aggregate {funcs} by {keys}; state in "
+                "statestore by key group, changes flushed every "
+                "pipeline.update-aggregate-flush-interval")
+
+
+def plan_updating_aggregate(select: exp.Select, source: Stream,
+                            ctx: QueryContext) -> exp.Select:
+    """Add the updating aggregate of ``select`` to ``ctx``; return the SELECT over its
+    output that replaces ``select``."""
+    operator_id = ctx.operator_id("aggregate")
+    group = select.args.get("group")
+    _, _, keys = group_items(select, group.expressions if group else [], source, ctx)
+    output_view = f"__spate_{operator_id}"
+    passed = (RETRACT, ROW_KEY, *((EVENT_TIME,) if is_nested(select) else ()))
+    split = split_aggregate(select, keys, (None, None), output_view, ctx,
+                            input_extra=(RETRACT,) if source.updating else (),
+                            output_extra=passed)
+    ctx.operators.append(UpdatingAggregate(
+        operator_id=operator_id, output_view=output_view,
+        input_sql=split.input_select.sql(dialect="spark", identify=True),
+        key_columns=split.key_names, aggregates=split.aggregates,
+        updating_input=source.updating,
+    ))
+    return split.output
+
+
+def check_distinct(select: exp.Select, ctx: QueryContext) -> None:
+    """SELECT DISTINCT is planned as GROUP BY (:func:`distinct_as_group_by`), alone."""
+    distinct = select.args["distinct"]
+    first = select.expressions[0] if select.expressions else select
+    if distinct.args.get("on") is not None:
+        raise ctx.error_at_keyword("SELECT DISTINCT ON (...) is not supported; use GROUP BY",
+                                   distinct.args["on"], ("DISTINCT", "ON"))
+    if select.args.get("group") is not None or any(
+            is_aggregate_call(n) for n in own_nodes(select)):
+        raise ctx.error_at_keyword("SELECT DISTINCT cannot be combined with GROUP BY or "
+                                   "aggregates; select from a subquery that aggregates",
+                                   first, ("DISTINCT",))
+
+
+def distinct_as_group_by(select: exp.Select) -> None:
+    """``SELECT DISTINCT a, b + 1 AS c ...`` -> ``SELECT a, b + 1 AS c ... GROUP BY 1, 2``."""
+    select.set("distinct", None)
+    positions = [exp.Literal.number(i + 1) for i in range(len(select.expressions))]
+    select.set("group", exp.Group(expressions=positions))

@@ -1,0 +1,314 @@
+"""Runs an updating aggregate (:class:`engine.planner.updating.UpdatingAggregate`) epoch by epoch.
+
+1. Native Spark pre-aggregates the epoch's input per group key into signed
+   partials (:meth:`UpdatingAggregateStep.partial_sql`): a withdrawn input row
+   counts -1, so retractions flow through; each key gets its ``_spate_key``
+   (the key as JSON) and key group.
+2. Per key group, the partials are merged into the keys' states
+   (:mod:`engine.operators.updating`) and the keys join the group's *pending*
+   set.
+3. A group whose last flush is at least the flush interval old (or every
+   group, once all input ended) flushes: each pending key emits its change
+   since its last flush as updating rows (old output withdrawn, new added).
+4. Keys whose latest row is ``updating_ttl`` of event time behind the
+   watermark are forgotten, their output withdrawn.
+
+State, per key group: operator ``<id>`` holds one :class:`KeyState` per key
+(user key: ``(_spate_key,)``); operator ``<id>/flush`` one entry ``()``:
+``[last flush (ms), pending keys, a lower bound of the keys' latest event
+times]``.
+
+The flush clock is the commit time of the previous epoch, read from the store
+(0 before the first commit): a replayed epoch sees the same clock and state,
+so it flushes the same keys and produces the same output.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from engine.operators.updating import (
+    Change,
+    KeyState,
+    expire,
+    flush,
+    flush_due,
+    make_accumulator,
+    merge,
+)
+from engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY
+from engine.planner.updating import UpdatingAggregate
+from engine.runtime import values
+from engine.runtime.operator import GroupEntries
+from engine.runtime.sources import expand_views
+from engine.runtime.steps import EpochContext, OperatorStep, StepOutput
+from engine.runtime.watermarks import END_OF_TIME
+from statestore import EpochWriter, PipelineState
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+_NEVER = 2**63
+_MULTISET = ("min", "max", "count_distinct")
+
+
+@dataclass
+class _KeyRow:
+    """One key's signed partial of this epoch."""
+
+    row_key: str
+    key: list[Any]
+    partial: list[Any]
+    seen_us: int | None
+
+
+@dataclass
+class _Changes:
+    """The rows the operator emits this epoch, in order."""
+
+    rows: list[tuple[str, list[Any], list[Any], bool, int | None]] = field(default_factory=list)
+
+    def add(self, row_key: str, state: KeyState, change: Change) -> None:
+        if change.retract is not None:
+            self.rows.append((row_key, state.key, change.retract, True, state.seen_us))
+        if change.insert is not None:
+            self.rows.append((row_key, state.key, change.insert, False, state.seen_us))
+
+
+class UpdatingAggregateStep(OperatorStep):
+    """A GROUP BY without a window in a query."""
+
+    def __init__(self, spec: UpdatingAggregate, state: PipelineState,
+                 num_key_groups: int) -> None:
+        self.spec = spec
+        self.state = state
+        self.num_key_groups = num_key_groups
+        self.accumulators = [make_accumulator(a.function, spec.updating_input)
+                             for a in spec.aggregates]
+        self.records_name = spec.operator_id
+        self.flush_name = f"{spec.operator_id}/flush"
+        self._clock: tuple[int | None, int] = (None, 0)
+
+    # -- SQL --------------------------------------------------------------------------
+
+    def partial_sql(self) -> str:
+        """Native pre-aggregation of the epoch's input into signed partials per key."""
+        keys = [f"`{k}`" for k in self.spec.key_columns]
+        sign = f"CASE WHEN `{RETRACT}` THEN -1 ELSE 1 END" if self.spec.updating_input else "1"
+        parts = ["count(1) AS `__count`", f"sum({sign}) AS `__rows`",
+                 f"max(`{EVENT_TIME}`) AS `__seen`"]
+        for i, call in enumerate(self.spec.aggregates):
+            parts.extend(f"{sql} AS `p{i}_{j}`"
+                         for j, sql in enumerate(self._partials(call.function, call.argument,
+                                                                sign)))
+        fields = ", ".join(f"'{k}', `{k}`" for k in self.spec.key_columns)
+        row_key = f"to_json(named_struct({fields}))" if keys else "'{}'"
+        grouped = (f"SELECT {row_key} AS `__key`, {', '.join([*keys, *parts])} "
+                   f"FROM ({self.spec.input_sql}) "
+                   f"{'GROUP BY ' + ', '.join(keys) if keys else ''} HAVING count(1) > 0")
+        return (f"SELECT *, CAST(pmod(xxhash64(`__key`), {self.num_key_groups}) AS INT) "
+                f"AS `__kg` FROM ({grouped})")
+
+    def _partials(self, function: str, argument: str | None, sign: str) -> list[str]:
+        a = f"`{argument}`"
+        counted = f"sum(IF({a} IS NULL, 0, {sign}))"
+        if function == "count_star":
+            return [f"sum({sign})"]
+        if function == "count":
+            return [counted]
+        if function in ("sum", "avg"):
+            signed = a if sign == "1" else f"{sign} * {a}"
+            return [f"sum({signed})", counted]
+        if not self.spec.updating_input:
+            simple = {"min": f"min({a})", "max": f"max({a})", "count_distinct": f"collect_set({a})"}
+            return [simple[function]]
+        # value and sign of every non-NULL argument: min, max and count(DISTINCT) keep
+        # multisets over updating input
+        return [f"collect_list(IF({a} IS NULL, NULL, named_struct('v', {a}, 's', {sign})))"]
+
+    # -- one epoch --------------------------------------------------------------------
+
+    def run(self, epoch: EpochContext) -> StepOutput:
+        partials = expand_views(epoch.spark.sql(self.partial_sql())).toArrow()
+        by_group = self._rows_by_group(partials)
+        watermark = epoch.watermark_after()
+        clock_ms = self._clock_ms(epoch)
+        changes = _Changes()
+        for writer in epoch.writers:
+            for group in writer.key_groups:
+                self._process_group(group, by_group.get(group, []), writer, epoch,
+                                    (clock_ms, watermark), changes)
+        table = self._output(partials.schema, changes)
+        rows_in = sum(partials.column("__count").to_pylist())
+        return StepOutput(epoch.spark.createDataFrame(table), rows=table.num_rows,
+                          rows_in=rows_in)
+
+    def _clock_ms(self, epoch: EpochContext) -> int:
+        """The commit time of the previous epoch (0 before the first commit)."""
+        previous = epoch.previous_epoch
+        if previous is None or epoch.update_flush_interval_ms <= 0:
+            return 0
+        if self._clock[0] != previous:
+            metadata = self.state.epoch_metadata(previous)
+            self._clock = (previous, int(metadata.get("committed_at_ms", 0)))
+        return self._clock[1]
+
+    def _rows_by_group(self, partials: pa.Table) -> dict[int, list[_KeyRow]]:
+        keys = [values.to_python(partials.column(k)) for k in self.spec.key_columns]
+        columns = [partials.column("__rows").to_pylist()]
+        for i, call in enumerate(self.spec.aggregates):
+            columns.append(self._partial_column(call.function, partials, i))
+        seen = values.to_python(partials.column("__seen"))
+        by_group: dict[int, list[_KeyRow]] = defaultdict(list)
+        for index, (row_key, group) in enumerate(zip(partials.column("__key").to_pylist(),
+                                                     partials.column("__kg").to_pylist(),
+                                                     strict=True)):
+            by_group[group].append(_KeyRow(row_key, [column[index] for column in keys],
+                                           [column[index] for column in columns], seen[index]))
+        return by_group
+
+    def _partial_column(self, function: str, partials: pa.Table, i: int) -> list[Any]:
+        first = partials.column(f"p{i}_0")
+        if function in ("sum", "avg"):
+            counts = partials.column(f"p{i}_1").to_pylist()
+            return [[0 if s is None else s, c]
+                    for s, c in zip(values.to_python(first), counts, strict=True)]
+        if function not in _MULTISET:
+            return values.to_python(first)
+        if not self.spec.updating_input:
+            if function == "count_distinct":
+                return [[[v, 1] for v in items] for items in values.to_python(first)]
+            return values.to_python(first)
+        return _signed_values(first.combine_chunks())
+
+    def _process_group(self, group: int, rows: list[_KeyRow], writer: EpochWriter,
+                       epoch: EpochContext, clock: tuple[int, int], changes: _Changes) -> None:
+        clock_ms, watermark = clock
+        finishing = watermark >= END_OF_TIME
+        meta = GroupEntries(self.state.read_group(self.flush_name, group,
+                                                  epoch=epoch.previous_epoch))
+        stored_meta = meta.get(())
+        last_flush, pending_keys, oldest = stored_meta or [None, [], _NEVER]
+        pending = set(pending_keys)
+        due = bool(pending or rows) and (finishing or flush_due(
+            last_flush, clock_ms, epoch.update_flush_interval_ms))
+        horizon = watermark - self.spec.ttl_us
+        expiring = not finishing and oldest <= horizon
+        if not rows and not due and not expiring:
+            return
+        records = GroupEntries(self.state.read_group(self.records_name, group,
+                                                     epoch=epoch.previous_epoch))
+        states: dict[str, KeyState] = {}
+        for row in rows:
+            state = self._state(records, states, row.row_key, row.key)
+            merge(state, row.partial, row.seen_us, self.accumulators)
+            pending.add(row.row_key)
+            if state.seen_us is not None:
+                oldest = min(oldest, state.seen_us)
+        if expiring:
+            oldest = self._expire(records, states, pending, horizon, changes)
+        if due:
+            for row_key in sorted(pending):
+                state = self._state(records, states, row_key, None)
+                change, keep = flush(state, self.accumulators)
+                changes.add(row_key, state, change)
+                if not keep:
+                    del states[row_key]
+                    records.delete((row_key,))
+            pending, last_flush = set(), clock_ms
+        for row_key, state in states.items():
+            records.put((row_key,), state.to_stored())
+        records.flush(writer, self.records_name, group)
+        new_meta = [last_flush, sorted(pending), oldest]
+        if new_meta != stored_meta:
+            meta.put((), new_meta)
+            meta.flush(writer, self.flush_name, group)
+
+    def _state(self, records: GroupEntries, states: dict[str, KeyState], row_key: str,
+               key: list[Any] | None) -> KeyState:
+        """The key's state for this epoch (a new one for a key without state)."""
+        state = states.get(row_key)
+        if state is None:
+            stored = records.get((row_key,))
+            if stored is not None:
+                state = KeyState.from_stored(stored)
+            else:
+                assert key is not None, "a pending key has state"
+                state = KeyState.new(key, self.accumulators)
+            states[row_key] = state
+        return state
+
+    def _expire(self, records: GroupEntries, states: dict[str, KeyState], pending: set[str],
+                horizon: int, changes: _Changes) -> int:
+        """Forget keys last seen at or before ``horizon``; return the new oldest."""
+        oldest = _NEVER
+        for user_key in list(records.keys()):
+            row_key = user_key[0]
+            state = states.get(row_key)
+            if state is None:
+                stored = records.get(user_key)
+                if stored is None:
+                    continue  # deleted earlier this epoch
+                state = KeyState.from_stored(stored)
+            if state.seen_us is None:
+                continue
+            if state.seen_us > horizon:
+                oldest = min(oldest, state.seen_us)
+                continue
+            changes.add(row_key, state, expire(state))
+            states.pop(row_key, None)
+            records.delete(user_key)
+            pending.discard(row_key)
+        for state in states.values():  # keys first seen this epoch are not stored yet
+            if state.seen_us is not None:
+                oldest = min(oldest, state.seen_us)
+        return oldest
+
+    # -- output -----------------------------------------------------------------------
+
+    def _output(self, partial_schema: pa.Schema, changes: _Changes) -> pa.Table:
+        """Keys ``k<i>``, aggregates ``agg<i>``, then RETRACT, ROW_KEY and event time."""
+        fields = [pa.field(k, plain_type(partial_schema.field(k).type))
+                  for k in self.spec.key_columns]
+        fields += [pa.field(call.output, self._result_type(call.function, partial_schema, i))
+                   for i, call in enumerate(self.spec.aggregates)]
+        rows = changes.rows
+        columns = [values.from_python([r[1][i] for r in rows], f.type)
+                   for i, f in enumerate(fields[:len(self.spec.key_columns)])]
+        columns += [values.from_python([r[2][j] for r in rows], f.type)
+                    for j, f in enumerate(fields[len(self.spec.key_columns):])]
+        columns += [pa.array([r[3] for r in rows], pa.bool_()),
+                    pa.array([r[0] for r in rows], pa.string()),
+                    values.from_python([r[4] for r in rows], TIMESTAMP)]
+        fields += [pa.field(RETRACT, pa.bool_()), pa.field(ROW_KEY, pa.string()),
+                   pa.field(EVENT_TIME, TIMESTAMP)]
+        return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+
+    def _result_type(self, function: str, partial_schema: pa.Schema, i: int) -> pa.DataType:
+        if function in ("count_star", "count", "count_distinct"):
+            return pa.int64()
+        if function == "avg":
+            return pa.float64()
+        kind = partial_schema.field(f"p{i}_0").type
+        if function in ("min", "max") and self.spec.updating_input:
+            kind = kind.value_type.field("v").type  # list<struct<v, s>>
+        return plain_type(kind)
+
+
+def plain_type(kind: pa.DataType) -> pa.DataType:
+    """How state values of ``kind`` come back out (decimals as doubles, as in windows)."""
+    return pa.float64() if pa.types.is_decimal(kind) else kind
+
+
+def _signed_values(column: pa.Array) -> list[Any]:
+    """``list<struct<v, s>>`` rows -> per row ``[[value, sign], ...]`` (plain values)."""
+    offsets = column.offsets.to_pylist()
+    base = offsets[0] if offsets else 0
+    offsets = [o - base for o in offsets]
+    entries = column.flatten()
+    signs = entries.field("s").to_pylist()
+    items = values.to_python(entries.field("v"))
+    return [[[items[j], signs[j]] for j in range(offsets[i], offsets[i + 1])]
+            for i in range(len(column))]

@@ -1,3 +1,0 @@
--- expect: 3:30: joins are not supported yet
-CREATE TABLE t WITH (connector = 'impulse', event_rate = '10');
-SELECT a.counter FROM t AS a JOIN t AS b ON a.counter = b.counter;
