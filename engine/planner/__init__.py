@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
@@ -25,15 +26,22 @@ from engine.planner.memory import MemoryTables
 from engine.planner.plan import PipelinePlan, QueryPlan
 from engine.planner.positions import SourceText
 from engine.planner.queries import plan_query
+from engine.planner.updating import UpdatingAggregate
+from engine.planner.updating_join import UpdatingJoin
+from engine.planner.windows import IntervalError, interval_micros
+from engine.udf import UdfRegistry
 
 __all__ = ["PREVIEW_SINK", "PipelinePlan", "PlanningError", "plan_pipeline"]
 
 PREVIEW_SINK = "preview"
 _SET_VARIABLES = ("updating_ttl",)
+#: SQL.md 1.4: idle updating state lives 24 hours unless ``SET updating_ttl`` says otherwise.
+DEFAULT_UPDATING_TTL_US = 24 * 3600 * 1_000_000
 
 
 def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None, *,
-                  tables: Mapping[str, Table] | None = None) -> PipelinePlan:
+                  tables: Mapping[str, Table] | None = None,
+                  udfs: UdfRegistry | None = None) -> PipelinePlan:
     """Plan a whole pipeline script.
 
     ``{{ NAME }}`` references in table options are filled from ``variables``;
@@ -45,6 +53,9 @@ def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None, *,
     the same name in the script shadows a catalog table, so a pipeline keeps
     its meaning when a catalog table of that name appears later. The plan
     holds only the catalog tables the queries use.
+
+    ``udfs`` are the pipeline's Python UDFs (:func:`engine.udf.load_udfs`):
+    their calls are type-checked, and the plan carries them for the runner.
     """
     text = SourceText(sql)
     values: Mapping[str, str] = os.environ if variables is None else variables
@@ -54,28 +65,39 @@ def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None, *,
     views: dict[str, exp.Query] = {}
     memory = MemoryTables()
     queries: list[QueryPlan] = []
+    updating_ttl_us = DEFAULT_UPDATING_TTL_US
     for offset, statement in statements:
         if isinstance(statement, exp.Create):
             _create(statement, text, offset, defined, views, values, memory)
         elif isinstance(statement, exp.Insert):
-            planned = _insert(statement, text, offset, defined, views, len(queries), memory)
+            planned = _insert(statement, text, offset, defined, views, len(queries), memory,
+                              udfs)
             if planned is not None:
                 queries.append(planned)
         elif isinstance(statement, exp.Query):
             queries.append(plan_query(statement, PREVIEW_SINK, len(queries), defined, views,
                                       text, offset, memory=memory.written,
-                                      unwritten=memory.unwritten))
+                                      unwritten=memory.unwritten, udfs=udfs))
         elif isinstance(statement, exp.Set):
-            _check_set(statement, text, offset)
+            updating_ttl_us = _set(statement, text, offset)
         else:
             raise text.error(f"unsupported statement: {statement.key.upper()}", statement, offset)
     if not queries:
         raise PlanningError("the pipeline has no query: add INSERT INTO <sink> SELECT ... "
                             "or a SELECT", *text.line_col(max(len(sql) - 1, 0)))
+    queries = [_with_ttl(q, updating_ttl_us) for q in queries]
     used = {q.sink for q in queries} | {name for q in queries for name in q.sources}
-    return PipelinePlan(tables={name: table for name, table in defined.items()
+    return PipelinePlan(udfs=udfs, tables={name: table for name, table in defined.items()
                                 if name not in catalog or name in used},
-                        queries=tuple(queries))
+                        queries=tuple(queries), updating_ttl_us=updating_ttl_us)
+
+
+def _with_ttl(query: QueryPlan, ttl_us: int) -> QueryPlan:
+    """``query`` with the script's ``updating_ttl`` (the last SET wins) in its joins."""
+    operators = tuple(replace(o, ttl_us=ttl_us)
+                      if isinstance(o, UpdatingJoin | UpdatingAggregate) else o
+                      for o in query.operators)
+    return replace(query, operators=operators)
 
 
 def _unshadowed(tables: Mapping[str, Table],
@@ -156,7 +178,7 @@ def _create(statement: exp.Create, text: SourceText, offset: int,
 
 def _insert(statement: exp.Insert, text: SourceText, offset: int, tables: dict[str, Table],
             views: dict[str, exp.Query], index: int,
-            memory: MemoryTables) -> QueryPlan | None:
+            memory: MemoryTables, udfs: UdfRegistry | None) -> QueryPlan | None:
     """The plan of an INSERT INTO a sink; None for one into a memory table."""
     target = statement.this
     if isinstance(target, exp.Schema):
@@ -174,7 +196,7 @@ def _insert(statement: exp.Insert, text: SourceText, offset: int, tables: dict[s
     if not isinstance(query, exp.Query):
         raise text.error("INSERT INTO needs a SELECT", statement, offset)
     planned = plan_query(query, name, index, tables, views, text, offset,
-                         memory=memory.written, unwritten=memory.unwritten)
+                         memory=memory.written, unwritten=memory.unwritten, udfs=udfs)
     if table is not None:
         _check_updating_sink(planned, table, target, text, offset)
         return planned
@@ -194,10 +216,21 @@ def _check_updating_sink(query: QueryPlan, table: Table, target: exp.Expr, text:
             target, offset)
 
 
-def _check_set(statement: exp.Set, text: SourceText, offset: int) -> None:
+def _set(statement: exp.Set, text: SourceText, offset: int) -> int:
+    """The value of ``SET updating_ttl = INTERVAL '2' HOUR`` (or ``'2 hours'``), in µs."""
+    ttl = None
     for item in statement.expressions:
         assignment = item.this
         name = assignment.this.name.lower() if isinstance(assignment, exp.EQ) else ""
         if name not in _SET_VARIABLES:
             raise text.error(f"unknown SET variable '{name}'; supported: updating_ttl",
                              item, offset)
+        value = assignment.expression
+        if isinstance(value, exp.Literal) and value.is_string:  # legacy '2 hours'
+            value = exp.Interval(this=exp.Literal.string(value.name))
+        try:
+            ttl = interval_micros(value)
+        except IntervalError as error:
+            raise text.error(f"updating_ttl: {error}", value, offset) from error
+    assert ttl is not None  # a SET statement has at least one item
+    return ttl

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.planner.catalog import Table
+from engine.udf.signatures import UdfRegistry
 
 #: Column names Spate adds to a source's rows; never visible to queries.
 EVENT_TIME = "_spate_event_time"
@@ -131,6 +132,10 @@ class PipelinePlan:
 
     tables: dict[str, Table]
     queries: tuple[QueryPlan, ...]
+    #: The pipeline's Python UDFs, registered in its SparkSession before it runs.
+    udfs: UdfRegistry | None = None
+    #: ``SET updating_ttl``: how long updating state outlives its key's last row (µs)
+    updating_ttl_us: int = 24 * 3600 * 1_000_000
 
     @property
     def sources(self) -> list[Table]:

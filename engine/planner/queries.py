@@ -40,6 +40,8 @@ from engine.planner.positions import SourceText
 from engine.planner.scopes import inline_names, view_scope
 from engine.planner.unnest import check_unnest_placement, rewrite_unnest
 from engine.planner.updating import check_distinct, distinct_as_group_by, plan_updating_aggregate
+from engine.planner.updating_join import plan_updating_join
+from engine.udf import UdfRegistry
 
 _UNION_WORDS = ("UNION", "DISTINCT", "SELECT")
 _UNSUPPORTED = {
@@ -67,17 +69,19 @@ def plan_query(
     *,
     memory: dict[str, exp.Query] | None = None,
     unwritten: frozenset[str] = frozenset(),
+    udfs: UdfRegistry | None = None,
 ) -> QueryPlan:
     """Plan ``query`` writing into ``sink``; raises located PlanningErrors.
 
     ``memory`` holds the written memory tables (their writing queries),
-    ``unwritten`` the declared memory tables no INSERT INTO has written yet.
+    ``unwritten`` the declared memory tables no INSERT INTO has written yet,
+    ``udfs`` the pipeline's Python UDFs.
     """
     ctx = QueryContext(text, fallback, tables, view_scope(views, memory or {}, unwritten),
                        index)
     query = inline_names(query.copy(), ctx.names, text, fallback)
     _reject_unsupported(query, ctx)
-    translate_functions(query, text, fallback)
+    translate_functions(query, text, fallback, udfs)
     output_columns = _resolve_query(query, ctx, top=True)
     stream = stream_of(query)
     if stream.updating:
@@ -141,15 +145,13 @@ def _plan_operators(query: exp.Query, ctx: QueryContext) -> exp.Query:
 
 def _plan_join(select: exp.Select, scopes: list[Scope], source: Stream,
                ctx: QueryContext) -> None:
-    joins = joins_of(select)
     if any(s.lookup for s in scopes):
         plan_lookup_joins(select, scopes, ctx)
         return
     if source.window is not None:
         plan_windowed_join(select, scopes)
         return
-    raise ctx.clause_error("updating (non-windowed) joins are not supported yet; join two "
-                           "windowed aggregates over the same window", joins[0].this)
+    plan_updating_join(select, scopes, ctx)
 
 
 # -- name resolution ----------------------------------------------------------------

@@ -44,7 +44,8 @@ def interval_micros(node: exp.Expr) -> int:
             raise IntervalError(f"cannot read interval '{text}'")
         amount, name = float(match.group(1)), match.group(2).lower()
         if name in _CALENDAR_UNITS:
-            raise IntervalError("window intervals cannot use months or years")
+            raise IntervalError("intervals cannot use months or years here "
+                                "(they have no fixed length)")
         if name not in _UNIT_MICROS:
             raise IntervalError(f"unknown interval unit '{name}'")
         total += amount * _UNIT_MICROS[name]

@@ -61,7 +61,7 @@ class OperatorStats:
     rows_late: int = 0
 
 
-class _Entries:
+class GroupEntries:
     """One key group of one state operator for one epoch: committed values plus writes."""
 
     def __init__(self, committed: Mapping[UserKey, bytes]) -> None:
@@ -104,7 +104,7 @@ class _KeyPanes:
     the store sees about one write per chunk and epoch rather than one per pane.
     """
 
-    def __init__(self, entries: _Entries, key: tuple[Any, ...], chunk_us: int) -> None:
+    def __init__(self, entries: GroupEntries, key: tuple[Any, ...], chunk_us: int) -> None:
         self.entries = entries
         self.key = key
         self.chunk_us = chunk_us
@@ -214,9 +214,9 @@ class WindowOperatorRunner:
                        writer: EpochWriter, previous_epoch: int | None,
                        watermarks: tuple[int, int], fired: list[FiredRow],
                        stats: OperatorStats) -> None:
-        records = _Entries(self.state.read_group(self.records_name, group,
+        records = GroupEntries(self.state.read_group(self.records_name, group,
                                                  epoch=previous_epoch))
-        panes = None if self.session else _Entries(
+        panes = None if self.session else GroupEntries(
             self.state.read_group(self.panes_name, group, epoch=previous_epoch))
         states: dict[tuple[Any, ...], Any] = {}
         touched: set[tuple[Any, ...]] = set()
@@ -250,14 +250,14 @@ class WindowOperatorRunner:
             panes.flush(writer, self.panes_name, group)
         self._next_fire[group] = earliest
 
-    def _fire(self, key: tuple[Any, ...], state: Any, panes: _Entries | None,
+    def _fire(self, key: tuple[Any, ...], state: Any, panes: GroupEntries | None,
               watermark: int) -> list[Fired]:
         if self.session:
             return self.sessions.fire(state, watermark)
         assert panes is not None
         return self.sliding.fire(state, _KeyPanes(panes, key, self.chunk_us), watermark)
 
-    def _state(self, records: _Entries, states: dict[tuple[Any, ...], Any],
+    def _state(self, records: GroupEntries, states: dict[tuple[Any, ...], Any],
                key: tuple[Any, ...]) -> Any:
         """The decoded state of ``key`` for this epoch (a new one if absent)."""
         state = states.get(key)

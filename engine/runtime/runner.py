@@ -39,6 +39,7 @@ from engine.runtime.sinks import open_sinks
 from engine.runtime.sources import EpochSources, SourceMetricColumns, observed, source_stream
 from engine.runtime.steps import EpochContext, OperatorStep, make_step
 from engine.runtime.watermarks import END_OF_TIME, WatermarkTracker
+from engine.udf import failure_message, register_udfs
 from statestore import DEFAULT_KEY_GROUPS, EpochWriter, PipelineState, UserKey, split_key_groups
 
 log = logging.getLogger(__name__)
@@ -201,6 +202,8 @@ class PipelineRunner:
             log.info("pipeline already finished", extra={"epoch": self._last_committed})
             return True
         self._check_checkpoint()
+        if self.plan.udfs is not None:
+            register_udfs(self.spark, self.plan.udfs)
         self.sinks = open_sinks(self.plan, self._sink_markers, self.options.sink_overrides,
                                 f"{self.state.tenant}/{self.state.pipeline}")
         stream = source_stream(self.spark, self.plan.sources, self.options.parallelism)
@@ -446,6 +449,9 @@ class _StopRequestedError(Exception):
 
 def _root_message(error: Exception) -> str:
     text = getattr(error, "desc", None) or str(error)
+    udf_failure = failure_message(text)  # a UDF raised: its name and traceback
+    if udf_failure is not None:
+        return udf_failure
     for marker in ("ConnectorError: ", "PipelineFailedError: "):
         if marker in text:
             return text.split(marker, 1)[1].splitlines()[0]

@@ -62,6 +62,8 @@ def make_step(spec: Operator, state: PipelineState, num_key_groups: int) -> Oper
     """The step running ``spec`` (each kind of operator has its module; imported
     here, not at the top, because those modules build on this one)."""
     from engine.planner.lookup import LookupJoin
+    from engine.planner.updating_join import UpdatingJoin
+    from engine.runtime.join import UpdatingJoinStep
     from engine.runtime.lookup import LookupJoinStep
     from engine.runtime.operator import WindowStep
     from engine.runtime.updating import UpdatingAggregateStep
@@ -69,6 +71,7 @@ def make_step(spec: Operator, state: PipelineState, num_key_groups: int) -> Oper
     factories: dict[type[Operator], Callable[[Any, PipelineState, int], OperatorStep]] = {
         WindowAggregate: WindowStep,
         UpdatingAggregate: UpdatingAggregateStep,
+        UpdatingJoin: UpdatingJoinStep,
         LookupJoin: LookupJoinStep,
     }
     for kind, factory in factories.items():
