@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from engine.connectors import Sink
-from engine.planner.plan import PipelinePlan, QueryPlan
+from engine.planner.plan import PipelinePlan, QueryPlan, WindowAggregate
 from engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
 from engine.runtime.errors import PipelineFailedError
 from engine.runtime.sinks import open_sinks
@@ -49,8 +49,8 @@ GC_EVERY_EPOCHS = 10
 
 
 #: ``OperatorReport.kind`` values.
-SOURCE_OPERATOR, NATIVE_OPERATOR, WINDOW_OPERATOR, SINK_OPERATOR = (
-    "source", "native", "window", "sink")
+SOURCE_OPERATOR, NATIVE_OPERATOR, WINDOW_OPERATOR, STATEFUL_OPERATOR, SINK_OPERATOR = (
+    "source", "native", "window", "stateful", "sink")
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,9 @@ class OperatorReport:
 
     Sources report ``rows_out`` (data rows read), sinks ``rows_in`` (rows
     written).  A query reports both: a native query's ``rows_in`` are the
-    rows of the sources it reads; a window operator's are the rows that
-    reached its pre-aggregation (after the query's own filters).  Its
+    rows of the sources it reads; a query with Spate operators (kind
+    ``window`` when all are window aggregates, else ``stateful``) reports the
+    rows that reached its operators (after the query's own filters).  Its
     ``rows_out`` are the rows it sent to its sink.
     """
 
@@ -353,7 +354,9 @@ class PipelineRunner:
                 reports.append(OperatorReport(name, NATIVE_OPERATOR, rows_in, rows_out))
             else:
                 window_in, late = epoch.window_rows.get(query.index, (0, 0))
-                reports.append(OperatorReport(name, WINDOW_OPERATOR, window_in, rows_out, late))
+                kind = WINDOW_OPERATOR if all(isinstance(o, WindowAggregate)
+                                              for o in query.operators) else STATEFUL_OPERATOR
+                reports.append(OperatorReport(name, kind, window_in, rows_out, late))
         reports.extend(OperatorReport(f"sink:{name}", SINK_OPERATOR, rows_in=rows)
                        for name, rows in sink_rows.items())
         return reports
