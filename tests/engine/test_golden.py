@@ -22,6 +22,10 @@ before the stop with the offsets it logged, and the watermark is committed
 with each epoch, so cases whose late rows depend on epoch boundaries keep
 their expectations.
 
+A case whose SQL has an ``-- update-flush-interval-ms: N`` line runs its updating
+aggregates with that flush interval (0: every epoch, so their output depends
+only on the epoch boundaries).
+
 A case whose SQL has an ``-- unbounded`` line reads a source that never ends;
 each run that should end is stopped once the expected output is written (the
 interrupted run is stopped after its epochs, as above).
@@ -58,6 +62,9 @@ class GoldenCase:
         self.expected = sorted((directory / "expected").iterdir())
         assert self.expected, f"{self.name} has no expected output"
         self.unbounded = any(line.startswith("-- unbounded") for line in self.sql.splitlines())
+        intervals = [line.split(":", 1)[1] for line in self.sql.splitlines()
+                     if line.startswith("-- update-flush-interval-ms:")]
+        self.options = {"update_flush_interval_ms": int(intervals[0])} if intervals else {}
 
     def stop_condition(self, out_dir: Path) -> Callable[[], bool] | None:
         """For an unbounded case: whether every expected file is fully written."""
@@ -86,7 +93,7 @@ def test_golden(directory: Path, spark, tmp_path: Path,  # type: ignore[no-untyp
     monkeypatch.setenv("OUT_DIR", str(full))
     full_reports: list[EpochReport] = []
     counters = run_pipeline(spark, case.sql, full, parallelism=1, reports=full_reports,
-                            stop_when=case.stop_condition(full))
+                            stop_when=case.stop_condition(full), **case.options)
     case.check(full, counters, "full run at parallelism 1")
     epochs = len(full_reports)
     assert epochs >= 2, (f"{case.name} runs in {epochs} epoch(s): give its sources a smaller "
@@ -96,13 +103,13 @@ def test_golden(directory: Path, spark, tmp_path: Path,  # type: ignore[no-untyp
     monkeypatch.setenv("OUT_DIR", str(resumed))
     before: list[EpochReport] = []
     run_pipeline(spark, case.sql, resumed, parallelism=2, reports=before,
-                 stop_after_epochs=epochs // 2)
+                 stop_after_epochs=epochs // 2, **case.options)
     assert len(before) >= epochs // 2
     assert not before[-1].finished, "the run to stop finished before the stop"
     assert sum(r.rows_in for r in before) > 0, "the stopped run read no input"
     after: list[EpochReport] = []
     counters = run_pipeline(spark, case.sql, resumed, parallelism=3, reports=after,
-                            stop_when=case.stop_condition(resumed))
+                            stop_when=case.stop_condition(resumed), **case.options)
     assert after and after[0].epoch > before[-1].epoch, "the resumed run replayed a commit"
     assert sum(r.rows_in for r in after) > 0, "nothing was left to read after the stop"
     case.check(resumed, counters, "run stopped at parallelism 2 and resumed at parallelism 3")
