@@ -20,6 +20,7 @@ from engine.planner import PREVIEW_SINK, PipelinePlan, PlanningError, plan_pipel
 from engine.runtime.errors import PipelineFailedError
 from engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
 from engine.spark import build_spark
+from engine.udf import UdfDefinitionError, UdfRegistry, load_udfs
 from statestore import PipelineState, StateStoreError, open_store
 
 log = logging.getLogger(__name__)
@@ -41,15 +42,22 @@ DEFAULT_STATE_URL = "sqlite:///.spate/state.db"
               help="Pipeline id in the state store (default: the file name).")
 @click.option("--tenant", default="default", show_default=True)
 @click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
+@click.option("--udf", "udf_file", default=None,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Python file of the pipeline's UDFs (see docs/udfs.md).")
 @click.option("--explain", is_flag=True, help="Print the plan and exit without running.")
 def run(sql_file: Path, parallelism: int, state_url: str, checkpoint_dir: Path | None,
-        pipeline_id: str | None, tenant: str, master: str, explain: bool) -> None:
+        pipeline_id: str | None, tenant: str, master: str, udf_file: Path | None,
+        explain: bool) -> None:
     """Run the pipeline in SQL_FILE until its input ends (or Ctrl-C / SIGTERM)."""
     try:
-        plan = plan_pipeline(sql_file.read_text())
+        udfs = _load_udfs(udf_file)
+        plan = plan_pipeline(sql_file.read_text(), udfs=udfs)
     except PlanningError as error:
         click.echo(f"{sql_file}:{error.line}:{error.column}: error: {error.message}", err=True)
         sys.exit(EXIT_PLANNING_ERROR)
+    except UdfDefinitionError as error:
+        _udf_error(error)
     if explain:
         click.echo(plan.explain())
         return
@@ -59,9 +67,22 @@ def run(sql_file: Path, parallelism: int, state_url: str, checkpoint_dir: Path |
     checkpoint_dir = checkpoint_dir or Path(".spate/checkpoints") / pipeline_id
     try:
         _run_plan(plan, state_url, checkpoint_dir, (tenant, pipeline_id), master, parallelism)
+    except UdfDefinitionError as error:  # a name Spark itself already uses
+        _udf_error(error)
     except (PipelineFailedError, ConnectorError, StateStoreError) as error:
         click.echo(f"error: pipeline failed: {error}", err=True)
         sys.exit(EXIT_RUNTIME_ERROR)
+
+
+def _load_udfs(udf_file: Path | None) -> UdfRegistry | None:
+    """The UDF file's signatures (it runs only in Spark's Python workers)."""
+    return None if udf_file is None else load_udfs(udf_file.read_text(), str(udf_file))
+
+
+def _udf_error(error: UdfDefinitionError) -> None:
+    click.echo(f"{error.filename}:{error.line}:{error.column}: error: {error.message}",
+               err=True)
+    sys.exit(EXIT_PLANNING_ERROR)
 
 
 def _run_plan(plan: PipelinePlan, state_url: str, checkpoint_dir: Path,

@@ -6,8 +6,9 @@ of ``spark-submit``, which has then configured the master (the spec's
 Spate's session settings applied on top).
 
 The job plans ``spec.sql`` (``{{ NAME }}`` references filled from
-``spec.variables`` only), opens the state store at ``spec.state_url`` scoped
-to ``(tenant_id, pipeline_id)`` and runs the plan with
+``spec.variables`` only; its UDFs read from ``spec.udf_source``), opens the
+state store at ``spec.state_url`` scoped to ``(tenant_id, pipeline_id)`` and
+runs the plan with
 :class:`~engine.runtime.runner.PipelineRunner` against ``spec.checkpoint_dir``.
 Re-running the same spec after a crash resumes from the last committed epoch;
 re-running it after the pipeline finished reports ``finished`` at once (drop
@@ -55,6 +56,7 @@ from engine.planner.external import TableDefinition, tables_from_definitions
 from engine.runtime.errors import PipelineFailedError
 from engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
 from engine.spark import build_spark
+from engine.udf import UdfDefinitionError, UdfError, load_udfs
 from statestore import DEFAULT_KEY_GROUPS, StateStoreError, open_store
 
 log = logging.getLogger("engine.job")
@@ -63,7 +65,8 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 
 #: Errors whose message is already written for the tenant.
-_TENANT_ERRORS = (JobError, PipelineFailedError, ConnectorError, StateStoreError, ChannelError)
+_TENANT_ERRORS = (JobError, PipelineFailedError, ConnectorError, StateStoreError, ChannelError,
+                  UdfError)
 
 
 @dataclass(frozen=True)
@@ -115,13 +118,18 @@ class Job:
         return self._outcome(finished, control)
 
     def _plan(self) -> PipelinePlan:
+        spec = self.spec
         try:
             catalog = tables_from_definitions(
-                TableDefinition.from_dict(table) for table in self.spec.tables)
-            return plan_pipeline(self.spec.sql, self.spec.variables, tables=catalog)
+                TableDefinition.from_dict(table) for table in spec.tables)
+            udfs = (None if spec.udf_source is None
+                    else load_udfs(spec.udf_source, spec.udf_filename))
+            return plan_pipeline(spec.sql, spec.variables, tables=catalog, udfs=udfs)
         except PlanningError as error:
             raise JobRefusedError(
                 f"invalid SQL at line {error.line}:{error.column}: {error.message}") from None
+        except UdfDefinitionError as error:
+            raise JobRefusedError(f"invalid UDF file: {error}") from None
 
     def _options(self, plan: PipelinePlan, control: JobControl) -> RunOptions:
         interval = self.spec.checkpoint_interval_ms

@@ -47,6 +47,11 @@ class JobSpec:
     #: Values of the ``{{ NAME }}`` references in the SQL's table options (the job
     #: never fills them from its host's environment).
     variables: dict[str, str] = field(default_factory=dict)
+    #: The source text of the pipeline's UDF file (:mod:`engine.udf`), so a job on a
+    #: cluster needs no file; None: no UDFs.
+    udf_source: str | None = None
+    #: The name UDF errors and tracebacks give that file.
+    udf_filename: str = "udfs.py"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -5,6 +5,7 @@ one event timestamp, for sessions).  Invertible aggregates (count, sum, avg,
 count distinct) keep a running accumulator that a sliding window updates by
 adding the entering pane and removing the leaving one; min and max are not
 invertible and are served by a monotonic deque in ``engine.operators.window``.
+An aggregate UDF's rows (:class:`Rows`) are a bag, invertible too.
 All values are plain msgpack-able Python objects, because they are stored.
 """
 
@@ -144,11 +145,40 @@ class Extreme(Aggregate):
         return acc
 
 
+class Rows(Aggregate):
+    """The argument rows of an aggregate UDF (which runs when the window fires).
+
+    Partial: a pane's rows (each a list of argument values).  Accumulator: the
+    entered panes' partials in entering order, a bag from which a leaving
+    pane's partial is taken out again (usually the first one: panes leave in
+    the order they entered).  Result: every row, as tuples (Arrow's STRUCTs).
+    """
+
+    def initialize(self) -> list[list[list[Any]]]:
+        return []
+
+    def add(self, acc: list[list[list[Any]]], partial: list[list[Any]]) -> list[list[list[Any]]]:
+        acc.append(partial)
+        return acc
+
+    def merge(self, partial: list[list[Any]], more: list[list[Any]]) -> list[list[Any]]:
+        return partial + more
+
+    def remove(self, acc: list[list[list[Any]]],
+               partial: list[list[Any]]) -> list[list[list[Any]]]:
+        acc.remove(partial)
+        return acc
+
+    def result(self, acc: list[list[list[Any]]]) -> list[tuple[Any, ...]]:
+        return [tuple(row) for partial in acc for row in partial]
+
+
 def make_aggregate(function: str) -> Aggregate:
     """The :class:`Aggregate` for a planner function name."""
     factories: dict[str, Callable[[], Aggregate]] = {
         "count_star": Count, "count": Count, "sum": Sum, "avg": Avg,
         "count_distinct": CountDistinct,
         "min": lambda: Extreme(is_max=False), "max": lambda: Extreme(is_max=True),
+        "udaf_rows": Rows,
     }
     return factories[function]()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from engine.planner.context import STREAM_META, QueryContext, is_nested, own_nodes
+from engine.planner.functions import UdafRows
 from engine.planner.plan import (
     EVENT_TIME,
     WINDOW_COLUMN,
@@ -254,6 +255,8 @@ def _aggregate_call(
 
 def _aggregate_kind(node: exp.Expr, ctx: QueryContext,
                     operator: str) -> tuple[str, exp.Expr | None]:
+    if isinstance(node, UdafRows):  # an aggregate UDF's argument rows
+        return "udaf_rows", node.this
     if isinstance(node, exp.Anonymous):  # MEAN
         return "avg", node.expressions[0]
     if isinstance(node, exp.Count):

@@ -35,6 +35,7 @@ from engine.planner.positions import SourceText
 from engine.planner.types import UnsupportedTypeError, spark_type
 from engine.planner.windows import WINDOW_FUNCTIONS, IntervalError, interval_micros
 from engine.udf import UdfDefinitionError, UdfRegistry, UdfSignature, ValueType
+from engine.udf.signatures import AGGREGATE
 
 #: Where the generated table lives, relative to the repository root.
 DOCS_PATH = "engine/planner/FUNCTIONS.md"
@@ -474,11 +475,11 @@ def translate_functions(query: exp.Expr, text: SourceText, fallback: int,
     calls = [node for node in query.walk() if isinstance(node, exp.Func)]
     for node in reversed(calls):  # innermost first: a rewrite sees translated arguments
         name = _written_name(node, text)
+        if udfs is not None and name is not None and name in udfs.functions:
+            _udf_call(node, udfs.functions[name], ctx, udfs)
+            continue
         if (isinstance(node, _SYNTAX) or name in _OTHER_CALLS
                 or isinstance(node.parent, exp.Window)):
-            continue
-        if udfs is not None and name is not None and name in udfs.functions:
-            check_udf_call(node, udfs.functions[name], ctx, udfs)
             continue
         function = FUNCTIONS.get(name or "")
         if function is None:
@@ -568,6 +569,28 @@ def check_udf_names(udfs: UdfRegistry) -> None:
                                  udfs.filename, signature.line, signature.column)
 
 
+class UdafRows(exp.Expression, exp.AggFunc):
+    """The rows of an aggregate UDF's arguments over a group (a STRUCT per row).
+
+    ``spread(x)`` plans as ``spread(UdafRows(STRUCT(x AS a0)))``: the window
+    operator collects the rows (aggregate kind ``udaf_rows``) and the UDF,
+    registered in Spark as a scalar function of those rows, runs in the
+    query's output SQL when the window fires.
+    """
+
+    arg_types = {"this": True}
+
+
+def _udf_call(node: exp.Func, signature: UdfSignature, ctx: Translation,
+              udfs: UdfRegistry) -> None:
+    if isinstance(node.parent, exp.Window):
+        raise _at_name(node, f"UDF {signature.name}() cannot be used with OVER", ctx)
+    check_udf_call(node, signature, ctx, udfs)
+    if signature.kind == AGGREGATE:
+        fields = [exp.alias_(arg.copy(), f"a{i}") for i, arg in enumerate(_args(node))]
+        node.set("expressions", [UdafRows(this=exp.Struct(expressions=fields))])
+
+
 def check_udf_call(node: exp.Func, signature: UdfSignature, ctx: Translation,
                    udfs: UdfRegistry) -> None:
     """The call passes one argument per parameter, of an accepted type where it is evident."""
@@ -578,9 +601,14 @@ def check_udf_call(node: exp.Func, signature: UdfSignature, ctx: Translation,
     for position, (arg, param) in enumerate(zip(args, signature.params, strict=True), 1):
         given = _evident_type(arg, udfs)
         if given is not None and not param.type.accepts(given):
-            raise ctx.error(f"argument {position} of {signature.name}() is {given.sql}, but "
-                            f"parameter '{param.name}' is {param.type.hint()} "
-                            f"({param.type.sql}); cast it or change the UDF's type hint", arg)
+            message = (f"argument {position} of {signature.name}() is {given.sql}, but "
+                       f"parameter '{param.name}' is {param.type.hint()} ({param.type.sql}); "
+                       "cast it or change the UDF's type hint")
+            # A literal or call is located at itself; syntax (TRUE, CAST) carries no
+            # position of its own, so the error points at the call.
+            if "start" in arg.meta:
+                raise ctx.error(message, arg)
+            raise _at_name(node, message, ctx)
 
 
 #: Spark type -> the UDF value type a value of it arrives as.

@@ -46,6 +46,8 @@ _PARTIAL_SQL = {
     "avg": ["sum({a})", "count({a})"],
     "min": ["min({a})"],
     "max": ["max({a})"],
+    # an aggregate UDF's argument rows, sorted so that a replay collects them alike
+    "udaf_rows": ["array_sort(collect_list({a}))"],
 }
 #: Consecutive panes of a key kept in one state entry.
 PANES_PER_CHUNK = 64
@@ -200,7 +202,9 @@ class WindowOperatorRunner:
         rows = partials.column("__rows").to_pylist()
         columns = []
         for i, call in enumerate(self.spec.aggregates):
-            first = values.to_python(partials.column(f"p{i}_0"))
+            column = partials.column(f"p{i}_0")
+            first = (_struct_rows(column) if call.function == "udaf_rows"
+                     else values.to_python(column))
             second = (partials.column(f"p{i}_1").to_pylist() if f"p{i}_1" in names else None)
             columns.append(_partial_column(call.function, first, second))
         by_group: dict[int, list[PaneRow]] = defaultdict(list)
@@ -292,6 +296,20 @@ def _partial_column(function: str, first: list[Any], second: list[Any] | None) -
     if function == "count_distinct":
         return [sorted(v or [], key=repr) for v in first]
     return first
+
+
+def _struct_rows(column: pa.ChunkedArray) -> list[list[list[Any]]]:
+    """Per pane, its rows of STRUCT values as lists of plain values."""
+    lists = column.combine_chunks()
+    flat = pc.list_flatten(lists)
+    fields = [values.to_python(flat.field(i)) for i in range(flat.type.num_fields)]
+    rows = [list(row) for row in zip(*fields, strict=True)]
+    result: list[list[list[Any]]] = []
+    start = 0
+    for length in pc.list_value_length(lists).fill_null(0).to_pylist():
+        result.append(rows[start:start + length])
+        start += length
+    return result
 
 
 class WindowStep(OperatorStep):

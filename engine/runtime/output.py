@@ -33,7 +33,14 @@ def output_schema(spec: WindowAggregate, partial_schema: pa.Schema) -> pa.Schema
 
 
 def _plain(kind: pa.DataType) -> pa.DataType:
-    return pa.float64() if pa.types.is_decimal(kind) else kind
+    """``kind`` with decimals as float64 (how state holds them), also nested."""
+    if pa.types.is_decimal(kind):
+        return pa.float64()
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return pa.list_(_plain(kind.value_type))
+    if pa.types.is_struct(kind):
+        return pa.struct([field.with_type(_plain(field.type)) for field in kind])
+    return kind
 
 
 def fired_table(schema: pa.Schema, key_count: int,

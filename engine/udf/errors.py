@@ -20,11 +20,6 @@ class UdfDefinitionError(UdfError):
     def __str__(self) -> str:
         return f"{self.filename}:{self.line}:{self.column}: {self.message}"
 
-    def to_dict(self) -> dict[str, object]:
-        """The diagnostic shape the CLI and the API report."""
-        return {"message": self.message, "file": self.filename, "line": self.line,
-                "column": self.column}
-
 
 class UdfFailedError(UdfError):
     """A UDF raised, or returned a value its signature does not allow (on an executor).
