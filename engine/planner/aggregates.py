@@ -256,6 +256,11 @@ def _aggregate_call(
 def _aggregate_kind(node: exp.Expr, ctx: QueryContext,
                     operator: str) -> tuple[str, exp.Expr | None]:
     if isinstance(node, UdafRows):  # an aggregate UDF's argument rows
+        if operator != "windowed":
+            call = node.parent if isinstance(node.parent, exp.Anonymous) else node
+            raise ctx.error(f"aggregate UDF {call.name}() is not supported yet in {operator} "
+                            "aggregates; use it in a windowed one (GROUP BY TUMBLE, HOP or "
+                            "SESSION)", call)
         return "udaf_rows", node.this
     if isinstance(node, exp.Anonymous):  # MEAN
         return "avg", node.expressions[0]

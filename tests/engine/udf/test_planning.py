@@ -84,6 +84,34 @@ def test_compatible_calls_plan(udfs: UdfRegistry, select_list: str) -> None:
     plan_pipeline(SOURCE + f"SELECT {select_list} AS v FROM t;", {}, udfs=udfs)
 
 
+@pytest.mark.parametrize(("sql", "line", "column", "fragment"), [
+    ("SELECT s, spread(x) AS sp FROM t GROUP BY s;", 3, 11,
+     "aggregate UDF spread() is not supported yet in updating aggregates"),
+    ("SELECT shout(s) OVER (PARTITION BY n) FROM t;", 3, 8,
+     "UDF shout() cannot be used with OVER"),
+    ("SELECT n, spread(x, x) FROM t GROUP BY n, TUMBLE(INTERVAL '1' SECOND);", 3, 11,
+     "aggregate UDF spread(values: list[float]) -> float takes 1 argument(s), got 2"),
+])
+def test_aggregate_udfs_only_in_windowed_aggregates(udfs: UdfRegistry, sql: str, line: int,
+                                                    column: int, fragment: str) -> None:
+    with pytest.raises(PlanningError) as caught:
+        plan_pipeline(SOURCE + sql, {}, udfs=udfs)
+    assert fragment in caught.value.message
+    assert (caught.value.line, caught.value.column) == (line, column), str(caught.value)
+
+
+def test_an_aggregate_udf_plans_into_the_window_operator(udfs: UdfRegistry) -> None:
+    plan = plan_pipeline(SOURCE + "SELECT n, w.end AS e, sp FROM (SELECT n, TUMBLE(INTERVAL "
+                                  "'1' SECOND) AS w, spread(x) AS sp FROM t GROUP BY n, w);",
+                         {}, udfs=udfs)
+    (query,) = plan.queries
+    (operator,) = query.operators
+    assert [a.function for a in operator.aggregates] == ["udaf_rows"]  # type: ignore[attr-defined]
+    assert "STRUCT(`x` AS `a0`)" in operator.input_sql  # type: ignore[attr-defined]
+    # the UDF itself runs over the collected rows when the window fires
+    assert "SPREAD(`agg0`)" in query.output_sql
+
+
 def test_udfs_are_unknown_without_the_file() -> None:
     with pytest.raises(PlanningError, match="unknown function 'ratio'"):
         plan_pipeline(SOURCE + "SELECT ratio(n, n) FROM t;", {})
