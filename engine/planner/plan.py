@@ -79,6 +79,10 @@ class Operator:
         """One line for ``explain``."""
         return self.operator_id
 
+    def native_inputs(self) -> tuple[str, ...]:
+        """The Spark SQL the operator reads (for ``explain``)."""
+        return ()
+
 
 @dataclass(frozen=True)
 class WindowAggregate(Operator):
@@ -88,6 +92,9 @@ class WindowAggregate(Operator):
     key_columns: tuple[str, ...]
     window: WindowSpec
     aggregates: tuple[AggregateCall, ...]
+
+    def native_inputs(self) -> tuple[str, ...]:
+        return (self.input_sql,)
 
     def describe(self) -> str:
         funcs = ", ".join(f"{a.function}({a.argument or '*'})" for a in self.aggregates)
@@ -160,8 +167,8 @@ class PipelinePlan:
             lines += ["", f"Query {query.index} -> sink {query.sink}"]
             lines.append(f"  read        {', '.join(query.sources)}")
             for operator in query.operators:
+                lines.extend(f"  [spark]     {sql}" for sql in operator.native_inputs())
                 if isinstance(operator, WindowAggregate):
-                    lines.append(f"  [spark]     {operator.input_sql}")
                     keys = ", ".join(operator.key_columns) or "(no keys)"
                     lines.append(f"  [spark]     partial aggregation into panes by {keys}")
                 lines.append(f"  [spate]     {operator.describe()}")

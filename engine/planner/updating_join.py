@@ -45,6 +45,9 @@ class UpdatingJoin(Operator):
     #: SET updating_ttl (filled in once the whole script is read)
     ttl_us: int = 0
 
+    def native_inputs(self) -> tuple[str, ...]:
+        return (self.left_sql, self.right_sql)
+
     def describe(self) -> str:
         return (f"{self.operator_id}: updating {self.join_type.upper()} JOIN on "
                 f"{self.condition_sql}; rows in statestore by key group, kept "
