@@ -13,10 +13,11 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from engine.connectors import CONNECTORS, HIDDEN_TIMESTAMP
@@ -27,6 +28,8 @@ from statestore import open_store
 PARALLELISM = 2
 #: Distinct grouping keys: few, so output stays small next to input at every width.
 KEYS = 10
+#: The event time of the first Nexmark event (2023-11-14T22:13:20Z).
+BASE_TIME_MS = 1_700_000_000_000
 
 
 @dataclass(frozen=True)
@@ -37,13 +40,17 @@ class Stream:
     event_rate: int
     batch: int
 
-    def table_sql(self) -> str:
+    def table_sql(self, out_path: Path | None = None, out_format: str = "json") -> str:
+        """The ``nexmark`` source and the ``out`` sink: blackhole, or a file."""
         runtime = self.events / self.event_rate
+        sink = "connector = 'blackhole'" if out_path is None else \
+            f"connector = 'single_file', path = '{out_path}', format = '{out_format}', " \
+            "type = 'sink'"
         return (f"CREATE TABLE nexmark WITH (connector = 'nexmark', event_rate = "
                 f"'{self.event_rate}', runtime = '{runtime}', rate_limited = 'false', "
                 f"max_events_per_batch = '{self.batch}', "
-                f"'nexmark.base_time_ms' = '1700000000000');\n"
-                "CREATE TABLE out WITH (connector = 'blackhole');\n")
+                f"'nexmark.base_time_ms' = '{BASE_TIME_MS}');\n"
+                f"CREATE TABLE out WITH ({sink});\n")
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,79 @@ INSERT INTO out
 SELECT bid.auction AS auction, bid.price * 2 AS double_price, bid.bidder AS bidder
 FROM nexmark WHERE bid IS NOT NULL AND bid.price > 1000;
 """
+
+
+#: Width of the TUMBLE windows of the windowed Nexmark joins (q7, q8).
+JOIN_WINDOW_S = 10
+
+#: Nexmark's three entity streams, with the columns the join queries read.
+NEXMARK_VIEWS = """
+CREATE VIEW persons AS
+SELECT person.id AS id, person.name AS name, person.city AS city, person.state AS state
+FROM nexmark WHERE person IS NOT NULL;
+CREATE VIEW auctions AS
+SELECT auction.id AS id, auction.seller AS seller, auction.category AS category,
+       auction.datetime AS datetime, auction.expires AS expires
+FROM nexmark WHERE auction IS NOT NULL;
+CREATE VIEW bids AS
+SELECT bid.auction AS auction, bid.bidder AS bidder, bid.price AS price, bid.datetime AS datetime
+FROM nexmark WHERE bid IS NOT NULL;
+"""
+
+#: The Nexmark join queries in Spate's dialect (SQL.md section 5).  q3 is an updating
+#: join (no windows); q4 aggregates an updating join twice; q6 is the reference's form
+#: (a window function over an unwindowed, updating input: Spate rejects it); q7 and q8
+#: join two aggregates over the same TUMBLE.
+NEXMARK_QUERIES = {
+    "q3": """
+INSERT INTO out
+SELECT p.name, p.city, p.state, a.id
+FROM auctions AS a JOIN persons AS p ON a.seller = p.id
+WHERE a.category = 10 AND p.state IN ('OR', 'ID', 'CA');
+""",
+    "q4": """
+INSERT INTO out
+SELECT category, avg(final) AS avg_price
+FROM (SELECT a.id, a.category, max(b.price) AS final
+      FROM auctions AS a JOIN bids AS b ON a.id = b.auction
+      WHERE b.datetime BETWEEN a.datetime AND a.expires
+      GROUP BY a.id, a.category)
+GROUP BY category;
+""",
+    "q6": """
+INSERT INTO out
+SELECT seller, avg(final) OVER (PARTITION BY seller ORDER BY closed
+                                ROWS BETWEEN 9 PRECEDING AND CURRENT ROW) AS avg_price
+FROM (SELECT a.id, a.seller, max(b.price) AS final, max(b.datetime) AS closed
+      FROM auctions AS a JOIN bids AS b ON a.id = b.auction
+      WHERE b.datetime BETWEEN a.datetime AND a.expires
+      GROUP BY a.id, a.seller);
+""",
+    "q7": f"""
+INSERT INTO out
+SELECT b.auction, b.price, b.bidder, b.window.end AS window_end
+FROM (SELECT auction, bidder, price, TUMBLE(INTERVAL '{JOIN_WINDOW_S}' SECOND) AS window
+      FROM bids GROUP BY 1, 2, 3, 4) AS b
+JOIN (SELECT TUMBLE(INTERVAL '{JOIN_WINDOW_S}' SECOND) AS window, max(price) AS top
+      FROM bids GROUP BY 1) AS m
+ON b.price = m.top;
+""",
+    "q8": f"""
+INSERT INTO out
+SELECT p.id, p.name, p.window.start AS window_start
+FROM (SELECT id, name, TUMBLE(INTERVAL '{JOIN_WINDOW_S}' SECOND) AS window
+      FROM persons GROUP BY 1, 2, 3) AS p
+JOIN (SELECT seller, TUMBLE(INTERVAL '{JOIN_WINDOW_S}' SECOND) AS window
+      FROM auctions GROUP BY 1, 2) AS a
+ON p.id = a.seller;
+""",
+}
+
+
+def nexmark_sql(stream: Stream, query: str, out_path: Path | None = None,
+                out_format: str = "json") -> str:
+    """The Spate pipeline of Nexmark ``query`` (a key of :data:`NEXMARK_QUERIES`)."""
+    return stream.table_sql(out_path, out_format) + NEXMARK_VIEWS + NEXMARK_QUERIES[query]
 
 
 def run_spate(spark: SparkSession, sql: str, events: int) -> Timing:
@@ -112,16 +192,77 @@ def native_stateless(events: DataFrame) -> DataFrame:
                     F.col("bid.bidder").alias("bidder")))
 
 
+def _entities(events: DataFrame, kind: str, **columns: str) -> DataFrame:
+    """One entity stream of Nexmark, its fields renamed, with the event time as ``ts``."""
+    return events.where(f"{kind} IS NOT NULL").select(
+        *(F.col(f"{kind}.{field}").alias(name) for name, field in columns.items()),
+        F.col(HIDDEN_TIMESTAMP).alias("ts"))
+
+
+def native_q3(events: DataFrame) -> DataFrame:
+    """q3 as an unbounded stream-stream inner join: no watermark, so, as Spate's
+    updating join, it never forgets a person or an auction (append mode)."""
+    auctions = _entities(events, "auction", a_id="id", seller="seller", category="category")
+    persons = _entities(events, "person", p_id="id", name="name", city="city", state="state")
+    return (auctions.where("category = 10").drop("ts")
+            .join(persons.where("state IN ('OR', 'ID', 'CA')").drop("ts"),
+                  F.col("seller") == F.col("p_id"))
+            .select("name", "city", "state", F.col("a_id").alias("id")))
+
+
+def native_q7(events: DataFrame) -> DataFrame:
+    """q7 as Spark writes it: the highest price per window (an append-mode windowed
+    aggregate) joined back to the bids of that window on the price."""
+    width = f"{JOIN_WINDOW_S} seconds"
+    bids = (_entities(events, "bid", auction="auction", bidder="bidder", price="price")
+            .withWatermark("ts", "1 second"))
+    top = bids.groupBy(F.window("ts", width).alias("top_window")).agg(F.max("price").alias("top"))
+    return (bids.withColumn("window", F.window("ts", width))
+            .join(top, (F.col("window") == F.col("top_window")) & (F.col("price") == F.col("top")))
+            .select("auction", "price", "bidder", F.col("window.end").alias("window_end")))
+
+
+def native_q8(events: DataFrame) -> DataFrame:
+    """q8 as the reference writes it: persons and sellers each grouped per window,
+    then joined on the id and the window (append mode, 1 s watermark delays)."""
+    width = f"{JOIN_WINDOW_S} seconds"
+    persons = (_entities(events, "person", id="id", name="name")
+               .withWatermark("ts", "1 second")
+               .groupBy("id", "name", F.window("ts", width).alias("p_window")).count())
+    sellers = (_entities(events, "auction", seller="seller")
+               .withWatermark("ts", "1 second")
+               .groupBy("seller", F.window("ts", width).alias("a_window")).count())
+    return (persons.join(sellers, (F.col("id") == F.col("seller"))
+                         & (F.col("p_window") == F.col("a_window")))
+            .select("id", "name", F.col("p_window.start").alias("window_start")))
+
+
+#: The Nexmark join queries native Spark can run with Spate's results (q4 and q6 it cannot).
+NATIVE_QUERIES: dict[str, Callable[[DataFrame], DataFrame]] = {
+    "q3": native_q3, "q7": native_q7, "q8": native_q8}
+
+
 def run_native(spark: SparkSession, stream: Stream, query: str,
                slide_s: int = 1, width_s: int = 1) -> Timing:
+    if query == "stateless":
+        return run_native_query(spark, stream, native_stateless)
+    return run_native_query(spark, stream, lambda events: native_hop(events, slide_s, width_s))
+
+
+def run_native_query(spark: SparkSession, stream: Stream,
+                     build: Callable[[DataFrame], DataFrame],
+                     collect: list[Row] | None = None) -> Timing:
+    """Time ``build(nexmark stream)`` in append mode to Spark's ``noop`` sink, or,
+    with ``collect``, gather its rows there instead (to check them, not to time)."""
     work = Path(tempfile.mkdtemp(prefix="native-bench-"))
     try:
         started = time.perf_counter()
-        source = _nexmark(spark, stream)
-        frame = native_stateless(source) if query == "stateless" else \
-            native_hop(source, slide_s, width_s)
-        running = (frame.writeStream.format("noop").outputMode("append")
-                   .option("checkpointLocation", str(work / "checkpoint"))
+        writer = build(_nexmark(spark, stream)).writeStream.outputMode("append")
+        if collect is None:
+            writer = writer.format("noop")
+        else:
+            writer = writer.foreachBatch(lambda batch, _: collect.extend(batch.collect()))
+        running = (writer.option("checkpointLocation", str(work / "checkpoint"))
                    .trigger(availableNow=True).start())
         running.awaitTermination()
         seconds = time.perf_counter() - started
