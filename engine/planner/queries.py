@@ -39,11 +39,15 @@ from engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY, QueryPlan, Stream
 from engine.planner.positions import SourceText
 from engine.planner.scopes import inline_names, view_scope
 from engine.planner.unnest import check_unnest_placement, rewrite_unnest
-from engine.planner.updating import check_distinct, distinct_as_group_by, plan_updating_aggregate
+from engine.planner.updating import (
+    check_distinct,
+    distinct_as_group_by,
+    plan_updating_aggregate,
+    union_as_distinct,
+)
 from engine.planner.updating_join import plan_updating_join
 from engine.udf import UdfRegistry
 
-_UNION_WORDS = ("UNION", "DISTINCT", "SELECT")
 _UNSUPPORTED = {
     exp.Except: "EXCEPT is not supported",
     exp.Intersect: "INTERSECT is not supported",
@@ -79,7 +83,7 @@ def plan_query(
     """
     ctx = QueryContext(text, fallback, tables, view_scope(views, memory or {}, unwritten),
                        index)
-    query = inline_names(query.copy(), ctx.names, text, fallback)
+    query = union_as_distinct(inline_names(query.copy(), ctx.names, text, fallback))
     _reject_unsupported(query, ctx)
     translate_functions(query, text, fallback, udfs)
     output_columns = _resolve_query(query, ctx, top=True)
@@ -100,9 +104,6 @@ def plan_query(
 
 def _reject_unsupported(query: exp.Expr, ctx: QueryContext) -> None:
     for node in query.walk():
-        if isinstance(node, exp.Union) and node.args.get("distinct"):
-            raise ctx.error_at_keyword("UNION (DISTINCT) is not supported in a streaming "
-                                       "query; use UNION ALL", node.expression, _UNION_WORDS)
         if isinstance(node, exp.Select):
             check_unnest_placement(node, ctx.text, ctx.fallback)
         for kind, message in _UNSUPPORTED.items():
@@ -251,44 +252,53 @@ def _source_table(table: exp.Table, ctx: QueryContext, joined: bool) -> Table:
     return entry
 
 
-def _carry_hidden_columns_up(query: exp.Expr) -> None:
+def _carry_hidden_columns_up(query: exp.Expr, updating: bool | None = None) -> None:
     """Every un-aggregated SELECT of a FROM subquery (each UNION ALL branch) passes its
     rows' event time, and the change columns of updating rows, up to its reader.
     (An aggregating SELECT is replaced by its operator's output, which carries them.)"""
+    if updating is None:
+        updating = stream_of(query).updating
     if isinstance(query, exp.Select):
         if not is_aggregating(query):
-            _carry_hidden_columns(query)
+            _carry_hidden_columns(query, updating)
     elif isinstance(query, exp.Union | exp.Subquery):
-        _carry_hidden_columns_up(query.this)
+        _carry_hidden_columns_up(query.this, updating)
         if isinstance(query, exp.Union):
-            _carry_hidden_columns_up(query.expression)
+            _carry_hidden_columns_up(query.expression, updating)
 
 
-def _carry_hidden_columns(select: exp.Select) -> None:
+def _carry_hidden_columns(select: exp.Select, updating: bool) -> None:
     names = {e.alias_or_name for e in select.expressions}
     scopes = scopes_of(select)
     if EVENT_TIME not in names:
         event_time = joined_event_time(scopes) if len(scopes) > 1 else exp.column(EVENT_TIME)
         select.append("expressions", exp.alias_(event_time, EVENT_TIME)
                       if len(scopes) > 1 else event_time)
-    if select.meta[_INPUT_META].updating and len(scopes) == 1:
-        for column in (RETRACT, ROW_KEY):
-            if column not in names:
-                select.append("expressions", exp.column(column))
+    if updating and len(scopes) == 1:
+        _append_change_columns(select)
 
 
 def _keep_change_columns(query: exp.Expr) -> None:
     """An updating query's own SELECTs hand the change columns to the sink."""
     if isinstance(query, exp.Select):
         if not is_aggregating(query) and len(scopes_of(query)) == 1:
-            names = {e.alias_or_name for e in query.expressions}
-            for column in (RETRACT, ROW_KEY):
-                if column not in names:
-                    query.append("expressions", exp.column(column))
+            _append_change_columns(query)
     elif isinstance(query, exp.Union | exp.Subquery):
         _keep_change_columns(query.this)
         if isinstance(query, exp.Union):
             _keep_change_columns(query.expression)
+
+
+def _append_change_columns(select: exp.Select) -> None:
+    """RETRACT and ROW_KEY at the end of ``select``'s list: its input's, or for an
+    append-only branch of an updating UNION ALL, an insert without a key."""
+    names = {e.alias_or_name for e in select.expressions}
+    passed = select.meta[_INPUT_META].updating
+    added = {RETRACT: exp.false(), ROW_KEY: exp.cast(exp.null(), exp.DataType.Type.TEXT)}
+    for column, value in added.items():
+        if column not in names:
+            select.append("expressions",
+                          exp.column(column) if passed else exp.alias_(value, column))
 
 
 def _expand_star(select: exp.Select, scopes: list[Scope], ctx: QueryContext) -> None:

@@ -15,7 +15,8 @@ A SELECT that aggregates without a window in its GROUP BY becomes an
   WHERE, which filters a withdrawal like the row it withdraws, so a group that
   stops matching HAVING leaves a lone withdrawal: a delete.
 
-``SELECT DISTINCT`` is planned as a GROUP BY of every selected column.
+``SELECT DISTINCT`` is planned as a GROUP BY of every selected column, and
+``a UNION b`` as ``SELECT DISTINCT * FROM (a UNION ALL b)`` (SQL.md 4).
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def plan_updating_aggregate(select: exp.Select, source: Stream,
     group = select.args.get("group")
     _, _, keys = group_items(select, group.expressions if group else [], source, ctx)
     output_view = f"__spate_{operator_id}"
-    passed = (RETRACT, ROW_KEY, *((EVENT_TIME,) if is_nested(select) else ()))
+    # in the order plain SELECTs pass them (UNION ALL branches must agree)
+    passed = (*((EVENT_TIME,) if is_nested(select) else ()), RETRACT, ROW_KEY)
     split = split_aggregate(select, keys, (None, None), output_view, ctx,
                             input_extra=(RETRACT,) if source.updating else (),
                             output_extra=passed)
@@ -81,8 +83,8 @@ def check_distinct(select: exp.Select, ctx: QueryContext) -> None:
     distinct = select.args["distinct"]
     first = select.expressions[0] if select.expressions else select
     if distinct.args.get("on") is not None:
-        raise ctx.error_at_keyword("SELECT DISTINCT ON (...) is not supported; use GROUP BY",
-                                   distinct.args["on"], ("DISTINCT", "ON"))
+        raise ctx.error("SELECT DISTINCT ON (...) is not supported; use GROUP BY",
+                        distinct.args["on"])
     if select.args.get("group") is not None or any(
             is_aggregate_call(n) for n in own_nodes(select)):
         raise ctx.error_at_keyword("SELECT DISTINCT cannot be combined with GROUP BY or "
@@ -95,3 +97,24 @@ def distinct_as_group_by(select: exp.Select) -> None:
     select.set("distinct", None)
     positions = [exp.Literal.number(i + 1) for i in range(len(select.expressions))]
     select.set("group", exp.Group(expressions=positions))
+
+
+def union_as_distinct(query: exp.Query) -> exp.Query:
+    """Every ``a UNION b`` of ``query`` as ``SELECT DISTINCT * FROM (a UNION ALL b)``,
+    innermost first; returns the (new) root."""
+    unions = [u for u in query.find_all(exp.Union) if u.args.get("distinct")]
+    for union in unions:  # (a UNION b) UNION c: the outer DISTINCT covers the inner
+        for branch in (union.this, union.expression):
+            while isinstance(branch, exp.Union):
+                branch.set("distinct", False)
+                branch = branch.this
+    unions = [u for u in unions if u.args.get("distinct")]
+    for union in reversed(unions):  # pre-order: an inner union comes after its parent
+        union_all = union.copy()
+        union_all.set("distinct", False)
+        alias = exp.TableAlias(this=exp.to_identifier("__union"))
+        distinct = exp.select("*").from_(exp.Subquery(this=union_all, alias=alias)).distinct()
+        if union is query:
+            return distinct
+        union.replace(distinct)
+    return query
