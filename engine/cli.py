@@ -8,6 +8,7 @@ import shutil
 import signal
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from engine.connectors import ConnectorError
 from engine.connectors.formats import JSON, FormatSpec
 from engine.connectors.sinks import StdoutSink
 from engine.planner import PREVIEW_SINK, PipelinePlan, PlanningError, plan_pipeline
+from engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
 from engine.runtime.errors import PipelineFailedError
 from engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
 from engine.spark import build_spark
@@ -45,10 +47,14 @@ DEFAULT_STATE_URL = "sqlite:///.spate/state.db"
 @click.option("--udf", "udf_file", default=None,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Python file of the pipeline's UDFs (see docs/udfs.md).")
+@click.option("--update-flush-interval-ms", "flush_ms", default=DEFAULT_FLUSH_INTERVAL_MS,
+              show_default=True, type=click.IntRange(min=0),
+              help="pipeline.update-aggregate-flush-interval: how often updating (non-"
+                   "windowed) aggregates emit their changes; 0: every epoch.")
 @click.option("--explain", is_flag=True, help="Print the plan and exit without running.")
 def run(sql_file: Path, parallelism: int, state_url: str, checkpoint_dir: Path | None,
         pipeline_id: str | None, tenant: str, master: str, udf_file: Path | None,
-        explain: bool) -> None:
+        flush_ms: int, explain: bool) -> None:
     """Run the pipeline in SQL_FILE until its input ends (or Ctrl-C / SIGTERM)."""
     try:
         udfs = _load_udfs(udf_file)
@@ -66,7 +72,8 @@ def run(sql_file: Path, parallelism: int, state_url: str, checkpoint_dir: Path |
     pipeline_id = pipeline_id or sql_file.stem
     checkpoint_dir = checkpoint_dir or Path(".spate/checkpoints") / pipeline_id
     try:
-        _run_plan(plan, state_url, checkpoint_dir, (tenant, pipeline_id), master, parallelism)
+        _run_plan(plan, state_url, checkpoint_dir, (tenant, pipeline_id), master,
+                  RunOptions(parallelism=parallelism, update_flush_interval_ms=flush_ms))
     except UdfDefinitionError as error:  # a name Spark itself already uses
         _udf_error(error)
     except (PipelineFailedError, ConnectorError, StateStoreError) as error:
@@ -86,7 +93,7 @@ def _udf_error(error: UdfDefinitionError) -> None:
 
 
 def _run_plan(plan: PipelinePlan, state_url: str, checkpoint_dir: Path,
-              scope: tuple[str, str], master: str, parallelism: int) -> None:
+              scope: tuple[str, str], master: str, settings: RunOptions) -> None:
     if state_url.startswith("sqlite:///"):
         Path(state_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     store = open_store(state_url)
@@ -94,9 +101,9 @@ def _run_plan(plan: PipelinePlan, state_url: str, checkpoint_dir: Path,
         state = store.pipeline(*scope)
         _restart_if_finished(state, checkpoint_dir)
         spark = build_spark(master)
-        options = RunOptions(parallelism=parallelism, checkpoint_dir=str(checkpoint_dir),
-                             on_epoch=_progress_printer(),
-                             sink_overrides={PREVIEW_SINK: StdoutSink(FormatSpec(JSON))})
+        options = replace(settings, checkpoint_dir=str(checkpoint_dir),
+                          on_epoch=_progress_printer(),
+                          sink_overrides={PREVIEW_SINK: StdoutSink(FormatSpec(JSON))})
         runner = PipelineRunner(plan, spark, state, options)
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: runner.request_stop())

@@ -61,6 +61,24 @@ def change_records(frame: DataFrame) -> DataFrame:
     return per_key.select(F.explode(records).alias("change")).select("change.*")
 
 
+def change_rows(frame: DataFrame) -> DataFrame:
+    """The rows a preview shows: append-only rows as they are; updating rows as one
+    row per change, ``op`` (``c``, ``u`` or ``d``) first, then the new values (``c``,
+    ``u``) or the withdrawn ones (``d``).
+
+    The column is ``op`` unless the query has one: then underscores go before it.
+    """
+    if not is_updating(frame):
+        return frame
+    names = data_columns(frame)
+    op = "op"
+    while op in names:
+        op = f"_{op}"
+    row = F.coalesce(F.col("after"), F.col("before"))
+    return change_records(frame).select(F.col("op").alias(op),
+                                        *(row.getField(n).alias(n) for n in names))
+
+
 def _key(frame: DataFrame) -> Column:
     """The row key; a row without one is a key of its own."""
     own = F.concat(F.lit("\u0000"), F.monotonically_increasing_id().cast("string"))

@@ -27,7 +27,7 @@ from engine.connectors.base import (
     ConnectorError,
     stream_schema,
 )
-from engine.connectors.changes import change_records, is_updating
+from engine.connectors.changes import change_records, change_rows
 from engine.connectors.options import OptionReader
 
 JSON = "json"
@@ -248,9 +248,9 @@ def encode_records(df: DataFrame, spec: FormatSpec) -> DataFrame:
                             _prepare(F.col("after"), row_type, spec).alias("after"),
                             F.col("op"))
         return changes.select(F.to_json(envelope, options).alias("record"))
-    if is_updating(df):
-        raise ConnectorError(f"format '{spec.kind}' cannot write updating rows (changes); "
-                             "use format 'debezium_json'", option="format")
+    # Updating rows reach a json encoder only in previews (the planner sends them to
+    # debezium_json sinks): one row per change, with its op.
+    df = change_rows(df)
     fields = [_prepare(F.col(f"`{f.name}`"), f.dataType, spec).alias(f.name)
               for f in df.schema.fields]
     return df.select(F.to_json(F.struct(*fields), options).alias("record"))

@@ -3,7 +3,8 @@
 The engine creates it (it cannot be declared in SQL); a reader in the same
 process takes ``channel(name).get()``: a list of row dicts per epoch, then
 :data:`END_OF_STREAM` once the sink is closed.  Updating rows are shown as
-changes (:func:`preview_frame`): an ``op`` column, then the row's values.
+changes (:func:`engine.connectors.changes.change_rows`): an ``op`` column, then
+the row's values.
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ import threading
 from typing import Any
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from engine.connectors.base import SINK, ColumnDef, Connector, ConnectorError, Sink, TableConfig
-from engine.connectors.changes import change_records, data_columns, is_updating
+from engine.connectors.changes import change_rows
 
 #: Put on a channel after the last epoch.
 END_OF_STREAM = object()
@@ -41,24 +41,6 @@ def discard(name: str) -> None:
         _channels.pop(name, None)
 
 
-def preview_frame(frame: DataFrame) -> DataFrame:
-    """The rows a preview shows: append-only rows as they are; updating rows as one
-    row per change (SQL.md 6), ``op`` (``c``, ``u`` or ``d``) first, then the new
-    values (``c``, ``u``) or the withdrawn ones (``d``).
-
-    The column is ``op`` unless the query has one: then underscores go before it.
-    """
-    if not is_updating(frame):
-        return frame
-    names = data_columns(frame)
-    op = "op"
-    while op in names:
-        op = f"_{op}"
-    changes = change_records(frame)
-    row = F.coalesce(F.col("after"), F.col("before"))
-    return changes.select(F.col("op").alias(op), *(row.getField(n).alias(n) for n in names))
-
-
 class PreviewSink(Sink):
     """Puts each epoch's rows on :func:`channel` ``(name)``."""
 
@@ -73,7 +55,7 @@ class PreviewSink(Sink):
     def write_epoch(self, epoch: int, df: DataFrame) -> None:
         if epoch <= self._last_epoch:  # a replay in this process was already delivered
             return
-        rows = [row.asDict(recursive=True) for row in preview_frame(df).collect()]
+        rows = [row.asDict(recursive=True) for row in change_rows(df).collect()]
         self._queue.put(rows)
         self._last_epoch = epoch
 

@@ -98,6 +98,20 @@ def test_dropped_records_are_counted_and_preview_prints_rows(tmp_path: Path) -> 
     assert (counters["rows_in"], counters["rows_dropped"], counters["rows_out"]) == (3, 1, 3)
 
 
+@pytest.mark.spark
+def test_preview_of_updating_rows_prints_changes(tmp_path: Path) -> None:
+    data = _write_input(tmp_path)
+    pipeline = tmp_path / "updating.sql"
+    pipeline.write_text(SOURCE.format(path=data, extra=", bad_data = 'drop', "
+                                                       "max_lines_per_batch = '1'")
+                        + "SELECT k % 2 AS parity, count(*) AS n FROM t GROUP BY k % 2;\n")
+    result = _spate(str(pipeline), "--update-flush-interval-ms", "0", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line) for line in result.stdout.splitlines()] == [
+        {"op": "c", "parity": 1, "n": 1}, {"op": "c", "parity": 0, "n": 1},
+        {"op": "u", "parity": 0, "n": 2}]
+
+
 def _wait_for_lines(path: Path, count: int, process: subprocess.Popen[str],
                     timeout_s: float = 300.0) -> None:
     """Wait for output (a patient deadline: Spark starts slowly on a loaded machine)."""

@@ -19,10 +19,10 @@ from pyspark.sql import types as T
 from engine.connectors import CONNECTORS, HIDDEN_CONTROL, ColumnDef, ConnectorError, TableConfig
 from engine.connectors.arrow_batches import arrow_schema
 from engine.connectors.base import RETRACT, ROW_KEY
+from engine.connectors.changes import change_rows
 from engine.connectors.decoders import Decoded, RecordDecoder, split_lines
 from engine.connectors.formats import FormatSpec, encoded_lines, parse_format, source_schema
 from engine.connectors.options import OptionReader
-from engine.connectors.preview import preview_frame
 from engine.planner import plan
 from tests.engine.connectors.support import make_table, run_stream
 
@@ -209,10 +209,9 @@ def test_append_only_rows_are_creates_with_debezium_value_encodings(spark: Spark
 
 
 @pytest.mark.spark
-def test_plain_json_refuses_updating_rows(spark: SparkSession) -> None:
-    frame = spark.createDataFrame([("a", 1, False, "a")], ROW_SCHEMA)
-    with pytest.raises(ConnectorError, match="debezium_json"):
-        encoded_lines(frame, FormatSpec("json"))
+def test_plain_json_writes_updating_rows_as_changes_for_previews(spark: SparkSession) -> None:
+    frame = spark.createDataFrame([("a", 1, True, "a"), ("a", 2, False, "a")], ROW_SCHEMA)
+    assert json.loads(encoded_lines(frame, FormatSpec("json"))) == {"op": "u", "k": "a", "v": 2}
 
 
 @pytest.mark.spark
@@ -232,16 +231,16 @@ def test_decimal_bytes_match_big_integer_encoding(spark: SparkSession) -> None:
 def test_preview_shows_one_row_per_change(spark: SparkSession) -> None:
     frame = spark.createDataFrame([("a", 1, True, "a"), ("a", 2, False, "a"),
                                    ("b", 3, False, "b"), ("c", 4, True, "c")], ROW_SCHEMA)
-    rows = sorted((row.asDict() for row in preview_frame(frame).collect()),
+    rows = sorted((row.asDict() for row in change_rows(frame).collect()),
                   key=lambda r: r["k"])
     assert list(rows[0]) == ["op", "k", "v"]
     assert rows == [
         {"op": "u", "k": "a", "v": 2}, {"op": "c", "k": "b", "v": 3},
         {"op": "d", "k": "c", "v": 4}]
     clash = frame.withColumnRenamed("v", "op")
-    assert preview_frame(clash).columns == ["_op", "k", "op"]
+    assert change_rows(clash).columns == ["_op", "k", "op"]
     plain = spark.sql("SELECT 1 AS v")
-    assert preview_frame(plain) is plain
+    assert change_rows(plain) is plain
 
 
 # -- the single_file source and sink (Spark) ----------------------------------------
