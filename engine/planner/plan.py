@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.connectors.base import RETRACT as RETRACT
+from engine.connectors.base import ROW_KEY as ROW_KEY
 from engine.planner.catalog import Table
 from engine.udf.signatures import UdfRegistry
 
@@ -16,9 +18,9 @@ WINDOW_COLUMN = "__window"
 #: true when the row withdraws a row sent earlier, false when it adds one;
 #: ``ROW_KEY`` (a string) identifies the updated row (its group key or primary
 #: key), so a withdrawal and an addition of one key in one epoch are an update.
-#: An append-only stream has neither column.
-RETRACT = "_spate_retract"
-ROW_KEY = "_spate_key"
+#: An append-only stream has neither column.  They are defined (and imported
+#: above) with the connectors, whose debezium_json sources produce them and sinks
+#: consume them: ``RETRACT`` and ``ROW_KEY``.
 
 
 @dataclass(frozen=True)

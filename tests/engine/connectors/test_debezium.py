@@ -23,7 +23,6 @@ from engine.connectors.changes import change_rows
 from engine.connectors.decoders import Decoded, RecordDecoder, split_lines
 from engine.connectors.formats import FormatSpec, encoded_lines, parse_format, source_schema
 from engine.connectors.options import OptionReader
-from engine.planner import plan
 from tests.engine.connectors.support import make_table, run_stream
 
 COLUMNS = (ColumnDef("id", T.LongType(), False), ColumnDef("name", T.StringType()),
@@ -55,10 +54,6 @@ def _b64(unscaled: int) -> str:
 
 
 # -- options ------------------------------------------------------------------------
-
-
-def test_hidden_column_names_agree_with_the_plan() -> None:
-    assert (RETRACT, ROW_KEY) == (plan.RETRACT, plan.ROW_KEY)
 
 
 def test_defaults_are_unix_millis_and_bytes() -> None:
