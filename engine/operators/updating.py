@@ -227,6 +227,11 @@ def expire(state: KeyState) -> Change:
     return Change(state.emitted, None)
 
 
-def flush_due(last_flush_ms: int | None, clock_ms: int, interval_ms: int) -> bool:
-    """Whether a flush may happen at ``clock_ms`` after the last one at ``last_flush_ms``."""
+def flush_due(last_flush_ms: int | None, clock_ms: int | None, interval_ms: int) -> bool:
+    """Whether a flush may happen at ``clock_ms`` after the last one at ``last_flush_ms``
+    (None: there was none); without a clock yet, only a zero interval flushes."""
+    if interval_ms <= 0:
+        return True
+    if clock_ms is None:
+        return False
     return last_flush_ms is None or clock_ms - last_flush_ms >= interval_ms

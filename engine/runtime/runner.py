@@ -408,7 +408,10 @@ class PipelineRunner:
                 observation = Observation(f"spate_out_q{index}_{epoch}")
                 counted.append((index, frame.observe(observation, F.count(F.lit(1)).alias("rows")),
                                 observation))
-            union = reduce(DataFrame.unionByName, [frame for _, frame, _ in counted])
+            # An append-only query into a sink an updating one also writes lacks the
+            # change columns: its rows get NULLs there, i.e. inserts without a key.
+            union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True),
+                           [frame for _, frame, _ in counted])
             self._sink_markers[sink_name] = self.sinks[sink_name].write_epoch(epoch, union)
             for index, frame, observation in counted:
                 row = observed(observation)

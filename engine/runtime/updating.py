@@ -18,9 +18,10 @@ State, per key group: operator ``<id>`` holds one :class:`KeyState` per key
 ``[last flush (ms), pending keys, a lower bound of the keys' latest event
 times]``.
 
-The flush clock is the commit time of the previous epoch, read from the store
-(0 before the first commit): a replayed epoch sees the same clock and state,
-so it flushes the same keys and produces the same output.
+The flush clock is the commit time of the previous epoch, read from the store:
+a replayed epoch sees the same clock and state, so it flushes the same keys
+and produces the same output.  The first epoch has no clock: it flushes only
+with a zero interval (or at the end of input), and the next one flushes.
 """
 
 from __future__ import annotations
@@ -145,10 +146,12 @@ class UpdatingAggregateStep(OperatorStep):
         return StepOutput(epoch.spark.createDataFrame(table), rows=table.num_rows,
                           rows_in=rows_in)
 
-    def _clock_ms(self, epoch: EpochContext) -> int:
-        """The commit time of the previous epoch (0 before the first commit)."""
+    def _clock_ms(self, epoch: EpochContext) -> int | None:
+        """The commit time of the previous epoch (None before the first commit)."""
         previous = epoch.previous_epoch
-        if previous is None or epoch.update_flush_interval_ms <= 0:
+        if previous is None:
+            return None
+        if epoch.update_flush_interval_ms <= 0:
             return 0
         if self._clock[0] != previous:
             metadata = self.state.epoch_metadata(previous)
@@ -184,7 +187,8 @@ class UpdatingAggregateStep(OperatorStep):
         return _signed_values(first.combine_chunks())
 
     def _process_group(self, group: int, rows: list[_KeyRow], writer: EpochWriter,
-                       epoch: EpochContext, clock: tuple[int, int], changes: _Changes) -> None:
+                       epoch: EpochContext, clock: tuple[int | None, int],
+                       changes: _Changes) -> None:
         clock_ms, watermark = clock
         finishing = watermark >= END_OF_TIME
         meta = GroupEntries(self.state.read_group(self.flush_name, group,

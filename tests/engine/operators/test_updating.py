@@ -134,3 +134,4 @@ def test_flush_due() -> None:
     assert not flush_due(5000, 5999, 1000)
     assert flush_due(5000, 6000, 1000)
     assert flush_due(5000, 5000, 0)
+    assert flush_due(None, None, 0) and not flush_due(None, None, 1000)
