@@ -207,7 +207,7 @@ def _insert(statement: exp.Insert, text: SourceText, offset: int, tables: dict[s
 def _check_updating_sink(query: QueryPlan, table: Table, target: exp.Expr, text: SourceText,
                          offset: int) -> None:
     """SQL.md 6: updating rows go to a debezium_json sink (or one without a format)."""
-    sink_format = table.config.options.get("format")
+    sink_format = (table.config.options.get("format") or "").strip().lower() or None
     if query.updating and sink_format not in (None, DEBEZIUM_JSON):
         raise text.error(
             f"the query writes updating rows (the changes of a non-windowed aggregate, a "
