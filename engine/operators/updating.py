@@ -168,14 +168,14 @@ class KeyState:
     #: net rows of the key (it exists while positive)
     rows: int
     accumulators: list[Any]
-    #: the latest event time (µs) of the key's rows: for updating_ttl
-    seen_us: int
+    #: the latest event time (µs) of the key's rows, for updating_ttl (None: none had one)
+    seen_us: int | None
     #: the aggregate values last emitted, None if nothing is out
     emitted: list[Any] | None = None
 
     @classmethod
     def new(cls, key: list[Any], accumulators: list[Accumulator]) -> KeyState:
-        return cls(key, 0, [a.initialize() for a in accumulators], -(2**63))
+        return cls(key, 0, [a.initialize() for a in accumulators], None)
 
     def to_stored(self) -> list[Any]:
         return [self.key, self.rows, self.accumulators, self.seen_us, self.emitted]
@@ -193,7 +193,7 @@ def merge(state: KeyState, partial: Partial, seen_us: int | None,
     state.accumulators = [a.add(acc, p) for a, acc, p in
                           zip(accumulators, state.accumulators, partial[1:], strict=True)]
     if seen_us is not None:
-        state.seen_us = max(state.seen_us, seen_us)
+        state.seen_us = seen_us if state.seen_us is None else max(state.seen_us, seen_us)
 
 
 @dataclass(frozen=True)

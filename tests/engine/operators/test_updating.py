@@ -125,6 +125,7 @@ def test_withdrawing_rows_never_seen_forgets_the_key() -> None:
     accumulators = _accumulators(True)
     state = KeyState.new(["k"], accumulators)
     merge(state, _partial([(2, -1)], True), None, accumulators)
+    assert state.seen_us is None  # no event time: never expires
     change, keep = flush(state, accumulators)
     assert (change.retract, change.insert, keep) == (None, None, False)
 
