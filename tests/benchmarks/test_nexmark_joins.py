@@ -32,11 +32,14 @@ from pyspark.sql import Row, SparkSession
 from engine.planner import PlanningError, plan_pipeline
 from tests.benchmarks.workloads import (
     NATIVE_QUERIES,
+    RESULTS_DIR,
     Stream,
-    Timing,
+    best_run,
+    load_results,
     nexmark_sql,
     run_native_query,
     run_spate,
+    save_result,
 )
 
 matplotlib.use("Agg")
@@ -44,7 +47,6 @@ from matplotlib import pyplot as plt  # noqa: E402  (after choosing the file bac
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.spark]
 
-OUT = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
 REPEATS = 2
 #: 2,000 events per second of event time: 40 s, four 10 s windows closed by native Spark.
 CHECK_STREAM = Stream(events=80_000, event_rate=2_000, batch=20_000)
@@ -117,7 +119,7 @@ def test_join_throughput_against_native_spark(warm_spark: SparkSession, query: s
     for _ in range(REPEATS):
         native_runs.append(run_native_query(warm_spark, stream, NATIVE_QUERIES[query]))
         spate_runs.append(run_spate(warm_spark, nexmark_sql(stream, query), stream.events))
-    native, spate = _best(native_runs, stream.events), _best(spate_runs, stream.events)
+    native, spate = best_run(native_runs, stream.events), best_run(spate_runs, stream.events)
     speedup = native.seconds / spate.seconds
     print(f"Nexmark {query}: native {native.events_per_s:,.0f} ev/s, "
           f"Spate {spate.events_per_s:,.0f} ev/s, x{speedup:.2f}")
@@ -164,7 +166,7 @@ def test_q4_throughput_of_spate_alone(warm_spark: SparkSession) -> None:
     stream = JOIN_STREAM
     runs = [run_spate(warm_spark, nexmark_sql(stream, "q4"), stream.events)
             for _ in range(REPEATS)]
-    spate = _best(runs, stream.events)
+    spate = best_run(runs, stream.events)
     print(f"Nexmark q4: Spate {spate.events_per_s:,.0f} ev/s (native Spark cannot run it)")
     _save("q4", {"spate_events_per_s": spate.events_per_s,
                  "spate_runs_s": [t.seconds for t in runs]})
@@ -178,22 +180,13 @@ def test_q6_is_not_expressible_in_spate() -> None:
     assert "TUMBLE- or HOP-windowed input" in caught.value.message
 
 
-def _best(runs: list[Timing], events: int) -> Timing:
-    for run in runs:
-        assert run.rows_in >= events, f"a run read {run.rows_in} of {events} events"
-    return min(runs, key=lambda t: t.seconds)
-
-
 def _save(query: str, result: dict[str, Any]) -> None:
     """Record one query's figures and redraw the plot from every query recorded."""
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / "results.json"
-    results = json.loads(path.read_text()) if path.exists() else {}
     stream = JOIN_STREAM
-    joins = results.setdefault("nexmark_joins", {})
+    joins = load_results().get("nexmark_joins", {})
     joins[query] = {"events": stream.events, "event_rate": stream.event_rate,
                     "batch": stream.batch, **result}
-    path.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    save_result("nexmark_joins", joins)
     _plot(joins)
 
 
@@ -215,5 +208,5 @@ def _plot(joins: dict[str, dict[str, Any]]) -> None:
     axes.set_title("Nexmark join queries, 2 cores (Spate ÷ native above the bars)")
     axes.legend()
     figure.tight_layout()
-    figure.savefig(OUT / "nexmark_joins.png", dpi=110)
+    figure.savefig(RESULTS_DIR / "nexmark_joins.png", dpi=110)
     plt.close(figure)

@@ -15,20 +15,18 @@ input; they assert nothing about speed.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
-
 import matplotlib
 import pytest
 from pyspark.sql import SparkSession
 
 from tests.benchmarks.workloads import (
+    RESULTS_DIR,
     Stream,
-    Timing,
+    best_run,
     hop_sql,
     run_native,
     run_spate,
+    save_result,
     stateless_sql,
 )
 
@@ -37,7 +35,6 @@ from matplotlib import pyplot as plt  # noqa: E402  (after choosing the file bac
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.spark]
 
-OUT = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
 RATIOS = (1, 10, 60, 120, 720)
 REPEATS = 2
 #: 200 events per second of event time: 600k events span 3,000 one-second slides.
@@ -46,20 +43,6 @@ HOP_STREAM = Stream(events=600_000, event_rate=200, batch=150_000)
 STATELESS_STREAMS = (Stream(events=2_000_000, event_rate=200, batch=250_000),
                      Stream(events=4_000_000, event_rate=200, batch=1_000_000))
 WARMUP_STREAM = Stream(events=100_000, event_rate=200, batch=50_000)
-
-
-def _best(runs: list[Timing], events: int) -> Timing:
-    for run in runs:
-        assert run.rows_in >= events, f"a run read {run.rows_in} of {events} events"
-    return min(runs, key=lambda t: t.seconds)
-
-
-def _save(key: str, value: Any) -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / "results.json"
-    results = json.loads(path.read_text()) if path.exists() else {}
-    results[key] = value
-    path.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +65,7 @@ def test_hop_throughput_against_native_spark(warm_spark: SparkSession) -> None:
         for _ in range(1 if ratio >= 720 else REPEATS):
             native_runs.append(run_native(warm_spark, stream, "hop", 1, ratio))
             spate_runs.append(run_spate(warm_spark, hop_sql(stream, 1, ratio), stream.events))
-        native, spate = _best(native_runs, stream.events), _best(spate_runs, stream.events)
+        native, spate = best_run(native_runs, stream.events), best_run(spate_runs, stream.events)
         rows.append({"width_over_slide": ratio, "native_events_per_s": native.events_per_s,
                      "spate_events_per_s": spate.events_per_s,
                      "native_s": native.seconds, "spate_s": spate.seconds,
@@ -91,8 +74,8 @@ def test_hop_throughput_against_native_spark(warm_spark: SparkSession) -> None:
               f"Spate {spate.events_per_s:>10,.0f} ev/s, x{rows[-1]['speedup']:.1f}")
     flat = rows[-1]["spate_events_per_s"] / rows[0]["spate_events_per_s"]
     print(f"Spate at width/slide {RATIOS[-1]} runs at {flat:.2f} of its speed at {RATIOS[0]}")
-    _save("hop", {"events": stream.events, "event_rate": stream.event_rate,
-                  "batch": stream.batch, "runs": rows, "spate_last_over_first": flat})
+    save_result("hop", {"events": stream.events, "event_rate": stream.event_rate,
+                        "batch": stream.batch, "runs": rows, "spate_last_over_first": flat})
     _plot(rows)
 
 
@@ -103,12 +86,12 @@ def test_stateless_overhead_against_native_spark(warm_spark: SparkSession,
     for _ in range(REPEATS + 1):
         native_runs.append(run_native(warm_spark, stream, "stateless"))
         spate_runs.append(run_spate(warm_spark, stateless_sql(stream), stream.events))
-    native, spate = _best(native_runs, stream.events), _best(spate_runs, stream.events)
+    native, spate = best_run(native_runs, stream.events), best_run(spate_runs, stream.events)
     overhead = spate.seconds / native.seconds - 1
     print(f"stateless, {stream.batch:,} events per epoch: native "
           f"{native.events_per_s:,.0f} ev/s, Spate {spate.events_per_s:,.0f} ev/s, "
           f"overhead {overhead:+.1%}")
-    _save(f"stateless_batch{stream.batch}", {
+    save_result(f"stateless_batch{stream.batch}", {
         "events": stream.events, "batch": stream.batch,
         "native_events_per_s": native.events_per_s, "spate_events_per_s": spate.events_per_s,
         "native_runs_s": [t.seconds for t in native_runs],
@@ -133,5 +116,5 @@ def _plot(rows: list[dict[str, float]]) -> None:
     axes.grid(True, which="both", alpha=0.3)
     axes.legend()
     figure.tight_layout()
-    figure.savefig(OUT / "hop.png", dpi=110)
+    figure.savefig(RESULTS_DIR / "hop.png", dpi=110)
     plt.close(figure)

@@ -10,12 +10,14 @@ native: ``trigger(availableNow=True)`` until it terminates).
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -26,6 +28,8 @@ from engine.runtime.runner import PipelineRunner, RunOptions
 from statestore import open_store
 
 PARALLELISM = 2
+#: Where the benchmarks record their figures (``results.json``) and plots.
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
 #: Distinct grouping keys: few, so output stays small next to input at every width.
 KEYS = 10
 #: The event time of the first Nexmark event (2023-11-14T22:13:20Z).
@@ -62,6 +66,26 @@ class Timing:
     @property
     def events_per_s(self) -> float:
         return self.events / self.seconds
+
+
+def best_run(runs: list[Timing], events: int) -> Timing:
+    """The fastest of ``runs``, each of which must have read all ``events``."""
+    for run in runs:
+        assert run.rows_in >= events, f"a run read {run.rows_in} of {events} events"
+    return min(runs, key=lambda t: t.seconds)
+
+
+def load_results() -> dict[str, Any]:
+    path = RESULTS_DIR / "results.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def save_result(key: str, value: Any) -> None:
+    """Record ``value`` under ``key`` in ``results.json``, keeping the other keys."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    results = load_results()
+    results[key] = value
+    (RESULTS_DIR / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
 
 
 def hop_sql(stream: Stream, slide_s: int, width_s: int) -> str:
