@@ -51,7 +51,7 @@ class Table:
     @property
     def updating(self) -> bool:
         """A source whose records are changes (debezium_json): its rows are updating."""
-        return self.role == "source" and self.config.options.get("format") == DEBEZIUM_JSON
+        return self.role == "source" and _is_debezium(self.config.options)
 
     @property
     def visible_columns(self) -> list[str]:
@@ -143,6 +143,11 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
         _check_lookup_columns(name, generated_nodes, watermark, text, fallback)
     role = LOOKUP if temporary else _role(connector, options)
     _check_primary_key(primary_key, role, options, text, fallback)
+    if role == "source" and _is_debezium(options) and generated_nodes:
+        expression = next(iter(generated_nodes.values())).this  # inside the CAST to its type
+        raise text.error(f"table {name}: a debezium_json source cannot have generated "
+                         "columns (its rows are changes of the columns it declares)",
+                         expression, fallback)
     keys = tuple(primary_key)
     config = TableConfig(name=name, connector=connector_name, role=role, options=options,
                          columns=tuple(columns), primary_key=keys)
@@ -188,6 +193,10 @@ def _check_lookup_declaration(name: str, connector: Connector, temporary: bool,
         raise text.error(
             f"connector '{connector.name}' serves lookup tables, which are declared with "
             f"CREATE TEMPORARY TABLE {name} (...)", node, fallback)
+
+
+def _is_debezium(options: Mapping[str, str]) -> bool:
+    return (options.get("format") or "").strip().lower() == DEBEZIUM_JSON
 
 
 def _check_lookup_columns(name: str, generated: dict[str, exp.Expr],
@@ -287,8 +296,7 @@ def _columns(
             column_type = spark_type(kind)
         except UnsupportedTypeError as error:
             raise text.error(str(error), error.node, fallback) from error
-        computed = next((c.kind for c in item.constraints
-                         if isinstance(c.kind, exp.ComputedColumnConstraint)), None)
+        computed = _generated_expression(item)
         name = item.name.lower()
         key = next((c for c in item.constraints
                     if isinstance(c.kind, exp.PrimaryKeyColumnConstraint)), None)
@@ -298,7 +306,7 @@ def _columns(
                                  fallback)
             primary_key[name] = item
         if computed is not None:
-            generated[name] = exp.Cast(this=computed.this, to=kind)
+            generated[name] = exp.Cast(this=computed, to=kind)
             continue
         not_null = any(isinstance(c.kind, exp.NotNullColumnConstraint) for c in item.constraints)
         columns.append(ColumnDef(name, column_type, nullable=not not_null))
@@ -308,18 +316,32 @@ def _columns(
 def _check_primary_key(primary_key: dict[str, exp.Expr], role: str, options: dict[str, str],
                        text: SourceText, fallback: int) -> None:
     """PRIMARY KEY means something only to debezium_json sources and lookup tables."""
-    if not primary_key or role == LOOKUP or (
-            role == "source" and options.get("format") == DEBEZIUM_JSON):
+    if not primary_key or role == LOOKUP or (role == "source" and _is_debezium(options)):
         return
     raise text.error("PRIMARY KEY is only meaningful for debezium_json sources and lookup "
                      "tables", next(iter(primary_key.values())), fallback)
+
+
+def _generated_expression(item: exp.ColumnDef) -> exp.Expr | None:
+    """The expression of ``GENERATED ALWAYS AS (expr) [STORED]`` (sqlglot reads the form
+    without STORED as an identity column carrying the expression)."""
+    for constraint in item.constraints:
+        kind = constraint.kind
+        if isinstance(kind, exp.ComputedColumnConstraint):
+            return kind.this
+        if isinstance(kind, exp.GeneratedAsIdentityColumnConstraint) and isinstance(
+                kind.args.get("expression"), exp.Expr):
+            return kind.args["expression"]
+    return None
 
 
 def _check_constraints(item: exp.ColumnDef, text: SourceText, fallback: int) -> None:
     allowed = (exp.NotNullColumnConstraint, exp.ComputedColumnConstraint,
                exp.PrimaryKeyColumnConstraint)
     for constraint in item.constraints:
-        if not isinstance(constraint.kind, allowed):
+        generated = isinstance(constraint.kind, exp.GeneratedAsIdentityColumnConstraint) and \
+            constraint.kind.args.get("expression") is not None
+        if not isinstance(constraint.kind, allowed) and not generated:
             raise text.error(f"unsupported column option {constraint.sql()}", constraint, fallback)
 
 
