@@ -93,6 +93,9 @@ class Settings(BaseSettings):
         "Period of the scheduler's full reconcile"))] = 5.0
     heartbeat_timeout_s: Annotated[float, Field(gt=0, le=86400, description=(
         "A job silent this long is taken for dead and restarted"))] = 60.0
+    update_flush_interval_ms: Annotated[int, Field(ge=0, le=3_600_000, description=(
+        "pipeline.update-aggregate-flush-interval: how often updating aggregates emit "
+        "their changes (0: every epoch)"))] = 1000
     stop_timeout_s: Annotated[float, Field(gt=0, le=86400, description=(
         "A job asked to stop that is still alive after this long is killed"))] = 120.0
     k8s_api_server: str = Field(default="https://kubernetes.default.svc",

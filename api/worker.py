@@ -46,6 +46,7 @@ def scheduler_config(settings: Settings) -> SchedulerConfig:
         restart_backoff_max_s=settings.restart_backoff_max_s,
         reconcile_interval_s=settings.reconcile_interval_s,
         heartbeat_timeout_s=settings.heartbeat_timeout_s,
+        update_flush_interval_ms=settings.update_flush_interval_ms,
         stop_timeout_s=settings.stop_timeout_s, kubernetes=kubernetes).resolved()
 
 

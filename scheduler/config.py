@@ -51,6 +51,8 @@ class SchedulerConfig:
     #: Where Spark checkpoints go (default ``<data_dir>/checkpoints``).
     checkpoint_root: Path | None = None
     kubernetes: KubernetesConfig = field(default_factory=KubernetesConfig)
+    #: pipeline.update-aggregate-flush-interval of every job (ms; 0: every epoch)
+    update_flush_interval_ms: int = 1000
     #: Extra Spark settings every job gets.
     spark_conf: dict[str, str] = field(default_factory=dict)
 

@@ -94,6 +94,7 @@ class Workspace:
             parallelism=job.parallelism, kind=PREVIEW if job.kind == PREVIEW else RUN,
             checkpoint_interval_ms=job.checkpoint_interval_ms,
             spark_master=self.backend.spark_master(), spark_conf=dict(self.config.spark_conf),
+            update_flush_interval_ms=self.config.update_flush_interval_ms,
             tables=named_tables(job.sql, tables))
 
     def drop_state(self, job: JobView) -> None:

@@ -141,7 +141,8 @@ class Job:
         return RunOptions(
             parallelism=self.spec.parallelism, checkpoint_dir=self.spec.checkpoint_dir,
             trigger_interval=f"{interval} milliseconds" if interval else None,
-            on_epoch=self._on_epoch, on_start=self._on_start, sink_overrides=overrides)
+            on_epoch=self._on_epoch, on_start=self._on_start, sink_overrides=overrides,
+            update_flush_interval_ms=self.spec.update_flush_interval_ms)
 
     def _outcome(self, finished: bool, control: JobControl) -> Outcome:
         if finished:

@@ -11,6 +11,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
+
 #: ``JobSpec.kind`` of a pipeline run.
 RUN = "run"
 #: ``JobSpec.kind`` of a preview: sinks are replaced by row events on the channel.
@@ -52,6 +54,8 @@ class JobSpec:
     udf_source: str | None = None
     #: The name UDF errors and tracebacks give that file.
     udf_filename: str = "udfs.py"
+    #: pipeline.update-aggregate-flush-interval (ms; 0: every epoch)
+    update_flush_interval_ms: int = DEFAULT_FLUSH_INTERVAL_MS
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -327,11 +327,11 @@ def _generated_expression(item: exp.ColumnDef) -> exp.Expr | None:
     without STORED as an identity column carrying the expression)."""
     for constraint in item.constraints:
         kind = constraint.kind
-        if isinstance(kind, exp.ComputedColumnConstraint):
-            return kind.this
-        if isinstance(kind, exp.GeneratedAsIdentityColumnConstraint) and isinstance(
-                kind.args.get("expression"), exp.Expr):
-            return kind.args["expression"]
+        expression = kind.this if isinstance(kind, exp.ComputedColumnConstraint) else \
+            kind.args.get("expression") if isinstance(
+                kind, exp.GeneratedAsIdentityColumnConstraint) else None
+        if isinstance(expression, exp.Expr):
+            return expression
     return None
 
 

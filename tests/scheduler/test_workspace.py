@@ -16,3 +16,18 @@ def test_only_tables_the_sql_names_are_kept() -> None:
 
 def test_a_name_inside_a_longer_word_does_not_count() -> None:
     assert named_tables("SELECT orders_total FROM x", TABLES) == []
+
+
+def test_a_job_spec_carries_the_deployment_flush_interval(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from api.settings import Settings
+    from api.worker import scheduler_config
+    from engine.job.spec import JobSpec
+    from scheduler.backends.local import LocalBackend
+    from scheduler.workspace import Workspace
+    from tests.scheduler.factories import job
+
+    settings = Settings(data_dir=tmp_path, update_flush_interval_ms=250)
+    config = scheduler_config(settings)
+    spec = Workspace(config, LocalBackend(config)).spec(job())
+    assert spec.update_flush_interval_ms == 250
+    assert JobSpec.from_json(spec.to_json()).update_flush_interval_ms == 250
