@@ -4,7 +4,10 @@ A *pane partial* is what native Spark computed for one key and one pane (or
 one event timestamp, for sessions).  Invertible aggregates (count, sum, avg,
 count distinct) keep a running accumulator that a sliding window updates by
 adding the entering pane and removing the leaving one; min and max are not
-invertible and are served by a monotonic deque in ``engine.operators.window``.
+invertible and are served by a monotonic deque in ``engine.operators.window``
+(as are bool_and and bool_or, planned as min and max of booleans).  Variances
+keep moments (:func:`merge_moments`, invertible with a negative count); bit_xor
+is its own inverse; bit_and and bit_or keep per-bit counts (:func:`bit_counts`).
 An aggregate UDF's rows (:class:`Rows`) are a bag, invertible too.
 All values are plain msgpack-able Python objects, because they are stored.
 """
@@ -12,8 +15,13 @@ All values are plain msgpack-able Python objects, because they are stored.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from functools import partial
+from math import sqrt
 from typing import Any
+
+#: Bits of the integers bit_and and bit_or count (two's complement BIGINT).
+INT_BITS = 64
 
 
 class Aggregate(ABC):
@@ -173,12 +181,126 @@ class Rows(Aggregate):
         return [tuple(row) for partial in acc for row in partial]
 
 
+def merge_moments(acc: list[Any], more: list[Any]) -> list[Any]:
+    """Two ``[count, mean, sum of squared deviations]`` combined (Chan et al.).
+
+    A negative count (and deviation sum) in ``more`` takes those values out
+    again: the same formula, exactly inverted.  No values left: ``[0, 0.0, 0.0]``.
+    """
+    count = acc[0] + more[0]
+    if not more[0]:
+        return acc
+    if not count:
+        return [0, 0.0, 0.0]
+    delta = more[1] - acc[1]
+    mean = acc[1] + delta * more[0] / count
+    squares = acc[2] + more[2] + delta * delta * acc[0] * more[0] / count
+    return [count, mean, max(squares, 0.0)]
+
+
+def moments_result(function: str, acc: list[Any]) -> float | None:
+    """var_samp, var_pop, stddev_samp or stddev_pop of ``[count, mean, squares]``."""
+    count, _, squares = acc
+    divisor = count - 1 if function.endswith("_samp") else count
+    if divisor <= 0:
+        return None
+    variance = squares / divisor
+    return sqrt(variance) if function.startswith("stddev") else variance
+
+
+def bit_counts(signed_values: Iterable[tuple[int, int]]) -> list[Any]:
+    """``[net count, [net count of values with bit i set, for each bit]]``."""
+    count = 0
+    bits = [0] * INT_BITS
+    for value, sign in signed_values:
+        count += sign
+        for i in range(INT_BITS):
+            if value >> i & 1:
+                bits[i] += sign
+    return [count, bits]
+
+
+def add_bit_counts(acc: list[Any], more: list[Any], sign: int = 1) -> list[Any]:
+    return [acc[0] + sign * more[0],
+            [a + sign * b for a, b in zip(acc[1], more[1], strict=True)]]
+
+
+def bits_result(function: str, acc: list[Any]) -> int | None:
+    """bit_and (bits every value has) or bit_or (bits some value has), signed 64-bit."""
+    count, bits = acc
+    if count <= 0:
+        return None
+    value = sum(1 << i for i, set_in in enumerate(bits)
+                if (set_in == count if function == "bit_and" else set_in > 0))
+    return value - (1 << INT_BITS) if value >> (INT_BITS - 1) else value
+
+
+class Moments(Aggregate):
+    """Variances and standard deviations: ``[count, mean, squared deviations]``."""
+
+    def __init__(self, function: str) -> None:
+        self.function = function
+
+    def initialize(self) -> list[Any]:
+        return [0, 0.0, 0.0]
+
+    def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        return merge_moments(acc, partial)
+
+    def merge(self, partial: list[Any], more: list[Any]) -> list[Any]:
+        return merge_moments(partial, more)
+
+    def remove(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        return merge_moments(acc, [-partial[0], partial[1], -partial[2]])
+
+    def result(self, acc: list[Any]) -> float | None:
+        return moments_result(self.function, acc)
+
+
+class BitXor(Sum):
+    """Partial and accumulator: ``[xor, non-null count]``; xor is its own inverse."""
+
+    def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        return [acc[0] ^ partial[0], acc[1] + partial[1]] if partial[1] else acc
+
+    def remove(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        return [acc[0] ^ partial[0], acc[1] - partial[1]] if partial[1] else acc
+
+
+class Bits(Aggregate):
+    """bit_and or bit_or: partial and accumulator are :func:`bit_counts`."""
+
+    def __init__(self, function: str) -> None:
+        self.function = function
+
+    def initialize(self) -> list[Any]:
+        return [0, [0] * INT_BITS]
+
+    def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        return add_bit_counts(acc, partial)
+
+    def merge(self, partial: list[Any], more: list[Any]) -> list[Any]:
+        return add_bit_counts(partial, more)
+
+    def remove(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        return add_bit_counts(acc, partial, sign=-1)
+
+    def result(self, acc: list[Any]) -> int | None:
+        return bits_result(self.function, acc)
+
+
+#: Planner function names of the variance family (AggregateCall.function).
+MOMENTS = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
+
+
 def make_aggregate(function: str) -> Aggregate:
     """The :class:`Aggregate` for a planner function name."""
     factories: dict[str, Callable[[], Aggregate]] = {
         "count_star": Count, "count": Count, "sum": Sum, "avg": Avg,
         "count_distinct": CountDistinct,
         "min": lambda: Extreme(is_max=False), "max": lambda: Extreme(is_max=True),
-        "udaf_rows": Rows,
+        "udaf_rows": Rows, "bit_xor": BitXor,
+        "bit_and": lambda: Bits("bit_and"), "bit_or": lambda: Bits("bit_or"),
+        **{name: partial(Moments, name) for name in MOMENTS},
     }
     return factories[function]()

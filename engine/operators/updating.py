@@ -5,9 +5,13 @@ into a *signed partial*: rows that add count +1, rows that withdraw
 (``_spate_retract``) count -1.  Every aggregate is therefore retraction-aware:
 
 * count, sum and avg keep running totals (they are invertible);
-* min, max and count(DISTINCT) keep a multiset of values (value -> count), so
-  withdrawing the current minimum finds the next one.  Over append-only input
-  nothing is ever withdrawn, and min/max keep just the current value.
+* the variances keep moments, added and withdrawn with
+  :func:`engine.operators.aggregates.merge_moments`; bit_xor keeps an xor
+  (its own inverse) and a count; bit_and and bit_or keep per-bit counts;
+* min, max (and so bool_and, bool_or) and count(DISTINCT) keep a multiset
+  of values (value -> count), so withdrawing the current minimum finds the
+  next one.  Over append-only input nothing is ever withdrawn, and min/max
+  keep just the current value.
 
 A key's state (:class:`KeyState`) also holds the output it last emitted.  The
 operator merges partials as they come and *flushes* a key at most once per
@@ -23,7 +27,17 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
+
+from engine.operators.aggregates import (
+    INT_BITS,
+    MOMENTS,
+    add_bit_counts,
+    bits_result,
+    merge_moments,
+    moments_result,
+)
 
 #: A signed partial of one key and epoch: [net rows, partial of aggregate 0, ...]
 Partial = list[Any]
@@ -76,6 +90,48 @@ class SignedSum(Accumulator):
 class SignedAvg(SignedSum):
     def result(self, acc: list[Any]) -> float | None:
         return float(acc[0]) / acc[1] if acc[1] > 0 else None
+
+
+class SignedMoments(Accumulator):
+    """Variances: the partial is the moments of the rows added, then of those withdrawn."""
+
+    def __init__(self, function: str) -> None:
+        self.function = function
+
+    def initialize(self) -> list[Any]:
+        return [0, 0.0, 0.0]
+
+    def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        added = merge_moments(acc, partial[:3])
+        count, mean, squares = partial[3:]
+        return merge_moments(added, [-count, mean, -squares])
+
+    def result(self, acc: list[Any]) -> float | None:
+        return moments_result(self.function, acc)
+
+
+class SignedBitXor(SignedSum):
+    """bit_xor: ``[xor of every value added or withdrawn, net non-NULL count]``."""
+
+    def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        count = acc[1] + partial[1]
+        return [acc[0] ^ partial[0] if count else 0, count]
+
+
+class SignedBits(Accumulator):
+    """bit_and or bit_or: net per-bit counts (:func:`engine.operators.aggregates.bit_counts`)."""
+
+    def __init__(self, function: str) -> None:
+        self.function = function
+
+    def initialize(self) -> list[Any]:
+        return [0, [0] * INT_BITS]
+
+    def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        return add_bit_counts(acc, partial)
+
+    def result(self, acc: list[Any]) -> int | None:
+        return bits_result(self.function, acc)
 
 
 class AppendExtreme(Accumulator):
@@ -155,6 +211,9 @@ def make_accumulator(function: str, updating_input: bool) -> Accumulator:
         "avg": SignedAvg, "count_distinct": MultisetDistinct,
         "min": lambda: (MultisetExtreme if updating_input else AppendExtreme)(is_max=False),
         "max": lambda: (MultisetExtreme if updating_input else AppendExtreme)(is_max=True),
+        "bit_xor": SignedBitXor,
+        "bit_and": lambda: SignedBits("bit_and"), "bit_or": lambda: SignedBits("bit_or"),
+        **{name: partial(SignedMoments, name) for name in MOMENTS},
     }
     return factories[function]()
 

@@ -29,7 +29,22 @@ _AGGREGATES: dict[type[exp.Expr], str] = {
     exp.Min: "min",
     exp.Max: "max",
     exp.Avg: "avg",
+    exp.Stddev: "stddev_samp",
+    exp.StddevSamp: "stddev_samp",
+    exp.StddevPop: "stddev_pop",
+    exp.Variance: "var_samp",
+    exp.VariancePop: "var_pop",
+    exp.BitwiseXorAgg: "bit_xor",
+    exp.BitwiseAndAgg: "bit_and",
+    exp.BitwiseOrAgg: "bit_or",
+    # on booleans false < true: bool_and is min, bool_or is max
+    exp.LogicalAnd: "min",
+    exp.LogicalOr: "max",
 }
+#: Named in the error for an aggregate not supported yet.
+_SUPPORTED = ("count, count(DISTINCT ...), sum, avg, min, max, stddev, stddev_samp, "
+              "stddev_pop, var, var_samp, var_pop, bit_and, bit_or, bit_xor, bool_and, "
+              "bool_or")
 
 
 def is_aggregating(select: exp.Select) -> bool:
@@ -275,10 +290,12 @@ def _aggregate_kind(node: exp.Expr, ctx: QueryContext,
         return "count", inner
     for kind, name in _AGGREGATES.items():
         if isinstance(node, kind):
+            if isinstance(node, exp.LogicalAnd | exp.LogicalOr):
+                return name, exp.cast(node.this.copy(), exp.DataType.Type.BOOLEAN)
             return name, node.this
     name = node.sql_name() if isinstance(node, exp.Func) else node.key.upper()
     raise ctx.error(f"aggregate {name} is not supported yet in {operator} aggregates "
-                    "(supported: count, count(DISTINCT ...), sum, avg, min, max)", node)
+                    f"(supported: {_SUPPORTED})", node)
 
 
 def _check_grouped(

@@ -4,6 +4,7 @@ Arroyo-compatible dialect needs."""
 
 from __future__ import annotations
 
+from sqlglot import exp
 from sqlglot.dialects.risingwave import RisingWave
 from sqlglot.tokenizer_core import TokenType
 
@@ -20,3 +21,5 @@ class Spate(RisingWave):
 
     class Parser(RisingWave.Parser):  # type: ignore[misc,valid-type]
         FUNC_TOKENS = RisingWave.Parser.FUNC_TOKENS | {TokenType.VAR}
+        # var(x) is var_samp(x), as in DataFusion
+        FUNCTIONS = {**RisingWave.Parser.FUNCTIONS, "VAR": exp.Variance.from_arg_list}

@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.operators.aggregates import make_aggregate
+from engine.operators.aggregates import MOMENTS, bit_counts, make_aggregate
 from engine.operators.session import SessionWindow
 from engine.operators.window import Fired, Partial, SlidingKeyState, SlidingWindow
 from engine.planner.plan import EVENT_TIME, WindowAggregate
@@ -38,6 +38,9 @@ from engine.runtime.steps import EpochContext, OperatorStep, StepOutput
 from statestore import EpochWriter, PipelineState, UserKey
 from statestore.encoding import decode, encode
 
+#: The partial of a variance: ``[count, mean, sum of squared deviations]``.
+MOMENTS_SQL = ["count({a})", "avg(CAST({a} AS DOUBLE))",
+               "var_pop(CAST({a} AS DOUBLE)) * count({a})"]
 _PARTIAL_SQL = {
     "count_star": ["count(1)"],
     "count": ["count({a})"],
@@ -46,6 +49,10 @@ _PARTIAL_SQL = {
     "avg": ["sum({a})", "count({a})"],
     "min": ["min({a})"],
     "max": ["max({a})"],
+    "bit_xor": ["bit_xor({a})", "count({a})"],
+    "bit_and": ["collect_list({a})"],
+    "bit_or": ["collect_list({a})"],
+    **{name: MOMENTS_SQL for name in MOMENTS},
     # an aggregate UDF's argument rows, sorted so that a replay collects them alike
     "udaf_rows": ["array_sort(collect_list({a}))"],
 }
@@ -194,7 +201,6 @@ class WindowOperatorRunner:
         return fired, stats
 
     def _rows_by_group(self, partials: pa.Table) -> dict[int, list[PaneRow]]:
-        names = partials.column_names
         key_count = len(self.spec.key_columns)
         keys = [values.to_python(partials.column(i)) for i in range(key_count)]
         panes = partials.column("__pane").to_pylist()
@@ -205,8 +211,9 @@ class WindowOperatorRunner:
             column = partials.column(f"p{i}_0")
             first = (_struct_rows(column) if call.function == "udaf_rows"
                      else values.to_python(column))
-            second = (partials.column(f"p{i}_1").to_pylist() if f"p{i}_1" in names else None)
-            columns.append(_partial_column(call.function, first, second))
+            more = [values.to_python(partials.column(f"p{i}_{j}"))
+                    for j in range(1, len(_PARTIAL_SQL[call.function]))]
+            columns.append(_partial_column(call.function, first, more))
         by_group: dict[int, list[PaneRow]] = defaultdict(list)
         for index, group in enumerate(groups):
             key = tuple(column[index] for column in keys)
@@ -288,11 +295,15 @@ class WindowOperatorRunner:
         return None if state.empty else state.to_stored()
 
 
-def _partial_column(function: str, first: list[Any], second: list[Any] | None) -> list[Any]:
+def _partial_column(function: str, first: list[Any], more: list[list[Any]]) -> list[Any]:
     """Per-row pane partials of one aggregate, in the shape its Aggregate expects."""
-    if function in ("sum", "avg"):
-        assert second is not None
-        return [[0 if s is None else s, c] for s, c in zip(first, second, strict=True)]
+    if function in ("sum", "avg", "bit_xor"):
+        return [[0 if s is None else s, c] for s, c in zip(first, more[0], strict=True)]
+    if function in MOMENTS:
+        return [[n, mean or 0.0, squares or 0.0]
+                for n, mean, squares in zip(first, *more, strict=True)]
+    if function in ("bit_and", "bit_or"):
+        return [bit_counts((v, 1) for v in bag or [] if v is not None) for bag in first]
     if function == "count_distinct":
         return [sorted(v or [], key=repr) for v in first]
     return first

@@ -32,6 +32,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from engine.operators.aggregates import MOMENTS, bit_counts
 from engine.operators.updating import (
     Change,
     KeyState,
@@ -44,7 +45,7 @@ from engine.operators.updating import (
 from engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY
 from engine.planner.updating import UpdatingAggregate
 from engine.runtime import values
-from engine.runtime.operator import GroupEntries
+from engine.runtime.operator import MOMENTS_SQL, GroupEntries
 from engine.runtime.sources import expand_views
 from engine.runtime.steps import EpochContext, OperatorStep, StepOutput
 from engine.runtime.watermarks import END_OF_TIME
@@ -53,6 +54,7 @@ from statestore import EpochWriter, PipelineState
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 _NEVER = 2**63
 _MULTISET = ("min", "max", "count_distinct")
+_BITS = ("bit_and", "bit_or")
 
 
 @dataclass
@@ -122,11 +124,17 @@ class UpdatingAggregateStep(OperatorStep):
         if function in ("sum", "avg"):
             signed = a if sign == "1" else f"{sign} * {a}"
             return [f"sum({signed})", counted]
-        if not self.spec.updating_input:
+        if function == "bit_xor":  # a withdrawn value xors out again
+            return [f"bit_xor({a})", counted]
+        if function in MOMENTS:  # moments of the rows added, then of those withdrawn
+            withdrawn = f"IF(`{RETRACT}`, {a}, NULL)" if self.spec.updating_input else "NULL"
+            added = f"IF(`{RETRACT}`, NULL, {a})" if self.spec.updating_input else a
+            return [sql.format(a=rows) for rows in (added, withdrawn) for sql in MOMENTS_SQL]
+        if not self.spec.updating_input and function not in _BITS:
             simple = {"min": f"min({a})", "max": f"max({a})", "count_distinct": f"collect_set({a})"}
             return [simple[function]]
         # value and sign of every non-NULL argument: min, max and count(DISTINCT) keep
-        # multisets over updating input
+        # multisets over updating input, bit_and and bit_or count bits
         return [f"collect_list(IF({a} IS NULL, NULL, named_struct('v', {a}, 's', {sign})))"]
 
     # -- one epoch --------------------------------------------------------------------
@@ -174,10 +182,16 @@ class UpdatingAggregateStep(OperatorStep):
 
     def _partial_column(self, function: str, partials: pa.Table, i: int) -> list[Any]:
         first = partials.column(f"p{i}_0")
-        if function in ("sum", "avg"):
+        if function in ("sum", "avg", "bit_xor"):
             counts = partials.column(f"p{i}_1").to_pylist()
             return [[0 if s is None else s, c]
                     for s, c in zip(values.to_python(first), counts, strict=True)]
+        if function in MOMENTS:
+            columns = [values.to_python(partials.column(f"p{i}_{j}")) for j in range(6)]
+            return [[0 if v is None else v for v in row] for row in zip(*columns, strict=True)]
+        if function in _BITS:
+            return [bit_counts((v, s) for v, s in row)
+                    for row in _signed_values(first.combine_chunks())]
         if function not in _MULTISET:
             return values.to_python(first)
         if not self.spec.updating_input:
@@ -293,10 +307,10 @@ class UpdatingAggregateStep(OperatorStep):
     def _result_type(self, function: str, partial_schema: pa.Schema, i: int) -> pa.DataType:
         if function in ("count_star", "count", "count_distinct"):
             return pa.int64()
-        if function == "avg":
+        if function == "avg" or function in MOMENTS:
             return pa.float64()
         kind = partial_schema.field(f"p{i}_0").type
-        if function in ("min", "max") and self.spec.updating_input:
+        if function in _BITS or (function in ("min", "max") and self.spec.updating_input):
             kind = kind.value_type.field("v").type  # list<struct<v, s>>
         return plain_type(kind)
 

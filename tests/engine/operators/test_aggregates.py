@@ -1,0 +1,74 @@
+"""Moments and bit counts of engine.operators.aggregates: merging partials and
+taking them out again gives what the values left give directly."""
+
+from __future__ import annotations
+
+import statistics
+from functools import reduce
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.operators.aggregates import (
+    bit_counts,
+    bits_result,
+    make_aggregate,
+    merge_moments,
+    moments_result,
+)
+
+panes = st.lists(st.lists(st.integers(-1000, 1000), max_size=6), min_size=1, max_size=6)
+
+
+def _moments(values: list[int]) -> list[float]:
+    if not values:
+        return [0, 0.0, 0.0]
+    mean = statistics.fmean(values)
+    return [len(values), mean, sum((v - mean) ** 2 for v in values)]
+
+
+@given(panes=panes, leaving=st.integers(0, 5))
+def test_moments_merge_and_remove(panes: list[list[int]], leaving: int) -> None:
+    aggregate = make_aggregate("var_samp")
+    acc = aggregate.initialize()
+    for pane in panes:
+        acc = aggregate.add(acc, _moments(pane))
+    gone = panes[leaving % len(panes)]
+    acc = aggregate.remove(acc, _moments(gone))
+    left = [v for pane in panes if pane is not gone for v in pane]
+    # taking values out cancels digits: the error scales with what was there before
+    tolerance = 1e-9 * max(1.0, _moments([v for pane in panes for v in pane])[2])
+    expected = statistics.variance(left) if len(left) > 1 else None
+    got = moments_result("var_samp", acc)
+    assert (got is None) == (expected is None)
+    if got is not None and expected is not None:
+        assert abs(got - expected) <= tolerance
+    pop = moments_result("var_pop", acc)
+    assert (pop is None) == (not left)
+    if pop is not None:
+        assert abs(pop - statistics.pvariance(left)) <= tolerance
+
+
+def test_withdrawn_moments_leave_none() -> None:
+    both = merge_moments(_moments([3, 5]), [-2, 4.0, -2.0])
+    assert both == [0, 0.0, 0.0] and moments_result("var_pop", both) is None
+
+
+@given(values=st.lists(st.integers(-2**63, 2**63 - 1), max_size=8),
+       withdrawn=st.lists(st.integers(-2**63, 2**63 - 1), max_size=4))
+def test_bit_counts_with_withdrawals(values: list[int], withdrawn: list[int]) -> None:
+    signed = [(v, 1) for v in values + withdrawn] + [(v, -1) for v in withdrawn]
+    counts = bit_counts(signed)
+    if not values:
+        assert bits_result("bit_and", counts) is None
+        return
+    assert bits_result("bit_and", counts) == reduce(lambda a, b: a & b, values)
+    assert bits_result("bit_or", counts) == reduce(lambda a, b: a | b, values)
+
+
+def test_bit_xor_is_its_own_inverse() -> None:
+    aggregate = make_aggregate("bit_xor")
+    acc = aggregate.add(aggregate.add(aggregate.initialize(), [6, 2]), [3, 1])
+    assert aggregate.result(acc) == 5
+    assert aggregate.result(aggregate.remove(acc, [6, 2])) == 3
+    assert aggregate.result(aggregate.remove(acc, [5, 3])) is None

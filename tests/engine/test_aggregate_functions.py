@@ -1,0 +1,140 @@
+"""SQL.md section 4 aggregates beyond count/sum/avg/min/max, in windowed (TUMBLE,
+HOP) and updating aggregates, against the same queries in batch in DuckDB.
+
+One pipeline runs every case (CI time): an append-only ``events`` source read
+by a TUMBLE, a HOP and an updating GROUP BY, and a ``debezium_json`` source
+``items`` (updates and deletes) read by an updating GROUP BY, whose withdrawn
+rows exercise the aggregates' retraction.  ``items`` ends first: the
+updating aggregate over ``events`` would otherwise be expired when ``events``
+ends while ``items`` (which has no watermark) still runs.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import duckdb
+import pytest
+
+from tests.engine.harness import run_pipeline
+from tests.engine.test_updating_oracle import _applied, _changes
+
+pytestmark = pytest.mark.spark
+
+BASE = datetime(2024, 1, 1, tzinfo=UTC)
+BASE_US = int(BASE.timestamp() * 1_000_000)
+
+#: Spate's aggregates and DuckDB's names for them (DuckDB has no ``var``).
+SPATE_AGGREGATES = ("stddev(v), stddev_samp(v), stddev_pop(v), var(v), var_samp(v), "
+                    "var_pop(v), bit_xor(v), bit_and(v), bit_or(v), bool_and(v > 0), "
+                    "bool_or(v > 2)")
+DUCKDB_AGGREGATES = SPATE_AGGREGATES.replace("var(v)", "variance(v)")
+NAMES = ["sd", "sds", "sdp", "var", "vs", "vp", "bx", "ba", "bo", "band", "bor"]
+
+
+def _aliased(aggregates: str) -> str:
+    calls = [c.strip() for c in aggregates.replace("), ", ")|").split("|")]
+    return ", ".join(f"{c} AS {n}" for c, n in zip(calls, NAMES, strict=True))
+
+
+WINDOWED = """
+CREATE TABLE {name} WITH (connector = 'single_file', path = '{dir}/{name}.jsonl',
+                          format = 'json', type = 'sink');
+INSERT INTO {name}
+SELECT k, unix_micros(w.start) AS ws, {names}
+FROM (SELECT k, {window} AS w, {aggregates} FROM events GROUP BY k, w);
+"""
+UPDATING = """
+CREATE TABLE {name} WITH (connector = 'single_file', path = '{dir}/{name}.jsonl',
+                          format = 'debezium_json', type = 'sink');
+INSERT INTO {name} SELECT k, {aggregates} FROM {source} GROUP BY k;
+"""
+SOURCES = """
+CREATE TABLE events (k BIGINT, v BIGINT, ts TIMESTAMP NOT NULL,
+                     WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+WITH (connector = 'single_file', path = '{dir}/events.jsonl', format = 'json',
+      type = 'source', max_lines_per_batch = '7');
+CREATE TABLE items (id BIGINT PRIMARY KEY, k BIGINT, v BIGINT)
+WITH (connector = 'single_file', path = '{dir}/items.jsonl', format = 'debezium_json',
+      type = 'source', max_lines_per_batch = '20');
+"""
+#: (sink, window SQL, (slide, width) in µs)
+WINDOWS = [("tumbled", "TUMBLE(INTERVAL '5' SECOND)", (5_000_000, 5_000_000)),
+           ("hopped", "HOP(INTERVAL '2' SECOND, INTERVAL '6' SECOND)", (2_000_000, 6_000_000))]
+
+
+def _pipeline(workdir: Any) -> str:
+    aliased = _aliased(SPATE_AGGREGATES)
+    parts = [SOURCES.format(dir=workdir)]
+    parts += [WINDOWED.format(name=name, dir=workdir, window=window, aggregates=aliased,
+                              names=", ".join(NAMES)) for name, window, _ in WINDOWS]
+    parts += [UPDATING.format(name=name, dir=workdir, aggregates=aliased, source=source)
+              for name, source in (("totals", "events"), ("current", "items"))]
+    return "\n".join(parts)
+
+
+def _events(rng: random.Random) -> list[tuple[int, int | None, int]]:
+    """(k, v, ms) in event-time order: small and negative values, some NULLs."""
+    rows = []
+    for i in range(70):
+        v = None if rng.random() < 0.1 else rng.randint(-6, 40)
+        rows.append((rng.randint(1, 3), v, i * 450 + rng.randint(0, 300)))
+    return sorted(rows, key=lambda r: r[2])
+
+
+def _approx(rows: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], Any]:
+    """Keyed by the leading integer columns, the rest compared with a tolerance."""
+    return {tuple(r[:2]) if len(r) > len(NAMES) + 1 else (r[0],):
+            pytest.approx(list(r[-len(NAMES):]), rel=1e-9, abs=1e-9) for r in rows}
+
+
+def _got_windowed(path: Any) -> dict[tuple[Any, ...], list[Any]]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return {(r["k"], r["ws"]): [r[n] for n in NAMES] for r in rows}
+
+
+def _got_updating(path: Any) -> dict[tuple[Any, ...], list[Any]]:
+    applied = _applied(path, ["k", *NAMES])
+    assert all(count == 1 for count in applied.values())
+    return {(row[0],): list(row[1:]) for row in applied}
+
+
+def test_more_aggregates_equal_duckdb(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
+    workdir = tmp_path_factory.mktemp("aggregate_functions")
+    rng = random.Random(7)
+    events = _events(rng)
+    with open(workdir / "events.jsonl", "w") as handle:
+        for k, v, ms in events:
+            ts = (BASE + timedelta(milliseconds=ms)).isoformat().replace("+00:00", "Z")
+            handle.write(json.dumps({"k": k, "v": v, "ts": ts}) + "\n")
+    operations = [(rng.randint(0, 12), rng.randint(0, 3),
+                   None if rng.random() < 0.1 else rng.randint(-6, 40)) for _ in range(60)]
+    lines, table = _changes(operations)
+    (workdir / "items.jsonl").write_text("".join(line + "\n" for line in lines))
+
+    counters = run_pipeline(spark, _pipeline(workdir), workdir, update_flush_interval_ms=0)
+    assert counters.get("rows_late", 0) == 0
+
+    db = duckdb.connect()
+    db.execute("CREATE TABLE events (k BIGINT, v BIGINT, t BIGINT)")  # t: µs
+    db.executemany("INSERT INTO events VALUES (?, ?, ?)",
+                   [(k, v, BASE_US + ms * 1000) for k, v, ms in events])
+    db.execute("CREATE TABLE items (id BIGINT, k BIGINT, v BIGINT)")
+    db.executemany("INSERT INTO items VALUES (?, ?, ?)",
+                   [(r["id"], r["k"], r["v"]) for r in table.values()])
+    for name, _, (slide, width) in WINDOWS:
+        expected = db.execute(f"""
+            SELECT k, start, {DUCKDB_AGGREGATES}
+            FROM events, range(t - t % {slide} - {width} + {slide}, t - t % {slide} + 1,
+                               {slide}) AS r(start)
+            GROUP BY k, start""").fetchall()
+        assert _got_windowed(workdir / f"{name}.jsonl") == _approx(expected), name
+    for name, source in (("totals", "events"), ("current", "items")):
+        expected = db.execute(
+            f"SELECT k, {DUCKDB_AGGREGATES} FROM {source} GROUP BY k").fetchall()
+        assert _got_updating(workdir / f"{name}.jsonl") == _approx(expected), name
+    assert Counter(r["k"] for r in table.values())  # the change stream left rows
