@@ -8,7 +8,8 @@ invertible and are served by a monotonic deque in ``engine.operators.window``
 (as are bool_and and bool_or, planned as min and max of booleans).  Variances
 keep moments (:func:`merge_moments`, invertible with a negative count); bit_xor
 is its own inverse; bit_and and bit_or keep per-bit counts (:func:`bit_counts`).
-An aggregate UDF's rows (:class:`Rows`) are a bag, invertible too.
+An aggregate UDF's rows (:class:`Rows`) and the values of array_agg, median and
+percentile_cont (:class:`Values`) are bags, invertible too.
 All values are plain msgpack-able Python objects, because they are stored.
 """
 
@@ -289,12 +290,55 @@ class Bits(Aggregate):
         return bits_result(self.function, acc)
 
 
+def bag_result(function: str, values: list[Any], fraction: float | None) -> Any:
+    """array_agg (NULLs kept; None for no rows), median or percentile_cont (NULLs
+    ignored, interpolated linearly as DuckDB's quantile_cont; None for no values)."""
+    if function == "array_agg":
+        return values or None
+    ordered = sorted(v for v in values if v is not None)
+    if not ordered:
+        return None
+    position = (0.5 if fraction is None else fraction) * (len(ordered) - 1)
+    below = int(position)
+    above = min(below + 1, len(ordered) - 1)
+    return float(ordered[below] + (ordered[above] - ordered[below]) * (position - below))
+
+
+class Values(Aggregate):
+    """array_agg, median, percentile_cont: partial, a pane's values (NULLs too);
+    accumulator, the entered panes' values in entering order (see :class:`Rows`)."""
+
+    def __init__(self, function: str, fraction: float | None) -> None:
+        self.function = function
+        self.fraction = fraction
+
+    def initialize(self) -> list[list[Any]]:
+        return []
+
+    def add(self, acc: list[list[Any]], partial: list[Any]) -> list[list[Any]]:
+        acc.append(partial)
+        return acc
+
+    def merge(self, partial: list[Any], more: list[Any]) -> list[Any]:
+        return partial + more
+
+    def remove(self, acc: list[list[Any]], partial: list[Any]) -> list[list[Any]]:
+        acc.remove(partial)
+        return acc
+
+    def result(self, acc: list[list[Any]]) -> Any:
+        return bag_result(self.function, [v for partial in acc for v in partial],
+                          self.fraction)
+
+
+#: Planner function names kept as bags of values (AggregateCall.function).
+BAGS = ("array_agg", "median", "percentile_cont")
 #: Planner function names of the variance family (AggregateCall.function).
 MOMENTS = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
 
 
-def make_aggregate(function: str) -> Aggregate:
-    """The :class:`Aggregate` for a planner function name."""
+def make_aggregate(function: str, fraction: float | None = None) -> Aggregate:
+    """The :class:`Aggregate` for a planner function name (and percentile fraction)."""
     factories: dict[str, Callable[[], Aggregate]] = {
         "count_star": Count, "count": Count, "sum": Sum, "avg": Avg,
         "count_distinct": CountDistinct,
@@ -302,5 +346,6 @@ def make_aggregate(function: str) -> Aggregate:
         "udaf_rows": Rows, "bit_xor": BitXor,
         "bit_and": lambda: Bits("bit_and"), "bit_or": lambda: Bits("bit_or"),
         **{name: partial(Moments, name) for name in MOMENTS},
+        **{name: partial(Values, name, fraction) for name in BAGS},
     }
     return factories[function]()

@@ -8,7 +8,8 @@ into a *signed partial*: rows that add count +1, rows that withdraw
 * the variances keep moments, added and withdrawn with
   :func:`engine.operators.aggregates.merge_moments`; bit_xor keeps an xor
   (its own inverse) and a count; bit_and and bit_or keep per-bit counts;
-* min, max (and so bool_and, bool_or) and count(DISTINCT) keep a multiset
+* min, max (and so bool_and, bool_or), count(DISTINCT), array_agg, median
+  and percentile_cont keep a multiset
   of values (value -> count), so withdrawing the current minimum finds the
   next one.  Over append-only input nothing is ever withdrawn, and min/max
   keep just the current value.
@@ -31,9 +32,11 @@ from functools import partial
 from typing import Any
 
 from engine.operators.aggregates import (
+    BAGS,
     INT_BITS,
     MOMENTS,
     add_bit_counts,
+    bag_result,
     bits_result,
     merge_moments,
     moments_result,
@@ -195,6 +198,18 @@ class MultisetDistinct(Multiset):
         return len(acc)
 
 
+class MultisetValues(Multiset):
+    """array_agg, median or percentile_cont over the values of a multiset."""
+
+    def __init__(self, function: str, fraction: float | None) -> None:
+        self.function = function
+        self.fraction = fraction
+
+    def result(self, acc: list[list[Any]]) -> Any:
+        return bag_result(self.function, [v for v, count in acc for _ in range(count)],
+                          self.fraction)
+
+
 def _hashable(value: Any) -> Any:
     """A dict key for a value (arrays and structs come as lists and dicts)."""
     if isinstance(value, list):
@@ -204,8 +219,10 @@ def _hashable(value: Any) -> Any:
     return value
 
 
-def make_accumulator(function: str, updating_input: bool) -> Accumulator:
-    """The accumulator for a planner function name (``AggregateCall.function``)."""
+def make_accumulator(function: str, updating_input: bool,
+                     fraction: float | None = None) -> Accumulator:
+    """The accumulator for a planner function name (``AggregateCall.function``) and
+    percentile fraction."""
     factories: dict[str, Callable[[], Accumulator]] = {
         "count_star": SignedCount, "count": SignedCount, "sum": SignedSum,
         "avg": SignedAvg, "count_distinct": MultisetDistinct,
@@ -214,6 +231,7 @@ def make_accumulator(function: str, updating_input: bool) -> Accumulator:
         "bit_xor": SignedBitXor,
         "bit_and": lambda: SignedBits("bit_and"), "bit_or": lambda: SignedBits("bit_or"),
         **{name: partial(SignedMoments, name) for name in MOMENTS},
+        **{name: partial(MultisetValues, name, fraction) for name in BAGS},
     }
     return factories[function]()
 

@@ -40,11 +40,18 @@ _AGGREGATES: dict[type[exp.Expr], str] = {
     # on booleans false < true: bool_and is min, bool_or is max
     exp.LogicalAnd: "min",
     exp.LogicalOr: "max",
+    exp.ArrayAgg: "array_agg",
+    exp.Median: "median",
+    # approx_* are exact (SQL.md allows it)
+    exp.ApproxDistinct: "count_distinct",
 }
+#: Aggregates sqlglot reads as anonymous calls: name -> function
+_ANONYMOUS = {"MEAN": "avg", "APPROX_MEDIAN": "median"}
 #: Named in the error for an aggregate not supported yet.
 _SUPPORTED = ("count, count(DISTINCT ...), sum, avg, min, max, stddev, stddev_samp, "
               "stddev_pop, var, var_samp, var_pop, bit_and, bit_or, bit_xor, bool_and, "
-              "bool_or")
+              "bool_or, array_agg, median, approx_median, approx_distinct, "
+              "approx_percentile_cont(p) WITHIN GROUP (ORDER BY x))")
 
 
 def is_aggregating(select: exp.Select) -> bool:
@@ -61,8 +68,8 @@ def is_aggregate_call(node: exp.Expr) -> bool:
     """An aggregate function call (not one computed OVER a window of rows)."""
     if isinstance(node.parent, exp.Window) and node.arg_key == "this":
         return False
-    return isinstance(node, exp.AggFunc) or (
-        isinstance(node, exp.Anonymous) and node.name.upper() == "MEAN")
+    return isinstance(node, exp.AggFunc | exp.WithinGroup) or (
+        isinstance(node, exp.Anonymous) and node.name.upper() in _ANONYMOUS)
 
 
 def check_window_calls(select: exp.Select, ctx: QueryContext) -> None:
@@ -253,6 +260,7 @@ def _aggregate_call(
     kind: str,
 ) -> AggregateCall:
     function, argument = _aggregate_kind(node, ctx, kind)
+    fraction = _fraction(node, ctx) if function == "percentile_cont" else None
     argument_name = None
     if argument is not None:
         if argument in arguments:
@@ -261,9 +269,10 @@ def _aggregate_call(
             arguments.append(argument)
             argument_name = f"a{len(arguments) - 1}"
     for call in calls:
-        if call.function == function and call.argument == argument_name:
+        if (call.function, call.argument, call.fraction) == (function, argument_name,
+                                                              fraction):
             return call
-    call = AggregateCall(function, argument_name, f"agg{len(calls)}")
+    call = AggregateCall(function, argument_name, f"agg{len(calls)}", fraction)
     calls.append(call)
     return call
 
@@ -277,8 +286,12 @@ def _aggregate_kind(node: exp.Expr, ctx: QueryContext,
                             "aggregates; use it in a windowed one (GROUP BY TUMBLE, HOP or "
                             "SESSION)", call)
         return "udaf_rows", node.this
-    if isinstance(node, exp.Anonymous):  # MEAN
-        return "avg", node.expressions[0]
+    if isinstance(node, exp.Anonymous):  # MEAN, APPROX_MEDIAN
+        if len(node.expressions) != 1:
+            raise ctx.error(f"{node.name.upper()} takes one argument", node)
+        return _ANONYMOUS[node.name.upper()], node.expressions[0]
+    if isinstance(node, exp.WithinGroup):
+        return "percentile_cont", _ordered_argument(node, ctx)
     if isinstance(node, exp.Count):
         inner = node.this
         if isinstance(inner, exp.Star):
@@ -296,6 +309,30 @@ def _aggregate_kind(node: exp.Expr, ctx: QueryContext,
     name = node.sql_name() if isinstance(node, exp.Func) else node.key.upper()
     raise ctx.error(f"aggregate {name} is not supported yet in {operator} aggregates "
                     f"(supported: {_SUPPORTED})", node)
+
+
+def _ordered_argument(node: exp.WithinGroup, ctx: QueryContext) -> exp.Expr:
+    """The x of ``approx_percentile_cont(p) WITHIN GROUP (ORDER BY x)``."""
+    call = node.this
+    order = node.expression
+    if not (isinstance(call, exp.Anonymous) and call.name.upper() == "APPROX_PERCENTILE_CONT"):
+        raise ctx.error("WITHIN GROUP is supported only for approx_percentile_cont", node)
+    if not isinstance(order, exp.Order) or len(order.expressions) != 1 or \
+            order.expressions[0].args.get("desc"):
+        raise ctx.error("approx_percentile_cont takes WITHIN GROUP (ORDER BY x) of one "
+                        "ascending x", node)
+    argument: exp.Expr = order.expressions[0].this
+    return argument
+
+
+def _fraction(node: exp.Expr, ctx: QueryContext) -> float:
+    """The p of ``approx_percentile_cont(p)``: a literal from 0 to 1."""
+    arguments = node.this.expressions if isinstance(node, exp.WithinGroup) else []
+    literal = arguments[0] if len(arguments) == 1 else None
+    if not isinstance(literal, exp.Literal) or literal.is_string or \
+            not 0 <= float(literal.name) <= 1:
+        raise ctx.error("approx_percentile_cont(p) takes one number p from 0 to 1", node)
+    return float(literal.name)
 
 
 def _check_grouped(

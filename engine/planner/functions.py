@@ -453,7 +453,8 @@ _SYNTAX_NAMES: dict[type[exp.Func], str] = {
 _SYNTAX: tuple[type[exp.Expr], ...] = (exp.Cast, exp.TryCast, exp.Case, exp.If, exp.Array,
                                        exp.Unnest, exp.Explode, exp.AggFunc, exp.Connector)
 #: Calls other planning steps own: windows, windowed aggregates, OVER functions.
-_OTHER_CALLS = frozenset({*(w.lower() for w in WINDOW_FUNCTIONS), "mean", "unnest"})
+_OTHER_CALLS = frozenset({*(w.lower() for w in WINDOW_FUNCTIONS), "mean", "unnest",
+                          "approx_median", "approx_percentile_cont"})
 
 _STARTS: WeakKeyDictionary[SourceText, datetime] = WeakKeyDictionary()
 

@@ -44,9 +44,11 @@ class WindowSpec:
 class AggregateCall:
     """One aggregate of a window operator over an input column ``a<i>``."""
 
-    function: str  # count_star | count | count_distinct | sum | min | max | avg
+    function: str  # count_star | count | count_distinct | sum | min | max | avg | ...
     argument: str | None
     output: str
+    #: the fraction of percentile_cont (None for other functions)
+    fraction: float | None = None
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,8 @@ def _reject_unsupported(query: exp.Expr, ctx: QueryContext) -> None:
         for kind, message in _UNSUPPORTED.items():
             if isinstance(node, kind):
                 raise ctx.clause_error(message, node)
-        if isinstance(node, exp.Order) and not isinstance(node.parent, exp.Window):
+        if isinstance(node, exp.Order) and not isinstance(node.parent,
+                                                          exp.Window | exp.WithinGroup):
             raise ctx.clause_error("ORDER BY is not supported in a streaming query", node)
         if isinstance(node, exp.Distinct) and isinstance(node.parent, exp.Select):
             check_distinct(node.parent, ctx)

@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.operators.aggregates import MOMENTS, bit_counts, make_aggregate
+from engine.operators.aggregates import BAGS, MOMENTS, bit_counts, make_aggregate
 from engine.operators.session import SessionWindow
 from engine.operators.window import Fired, Partial, SlidingKeyState, SlidingWindow
 from engine.planner.plan import EVENT_TIME, WindowAggregate
@@ -53,6 +53,8 @@ _PARTIAL_SQL = {
     "bit_and": ["collect_list({a})"],
     "bit_or": ["collect_list({a})"],
     **{name: MOMENTS_SQL for name in MOMENTS},
+    # NULLs kept (array_agg has them), sorted so that a replay collects them alike
+    **{name: ["array_sort(collect_list(named_struct('v', {a})))"] for name in BAGS},
     # an aggregate UDF's argument rows, sorted so that a replay collects them alike
     "udaf_rows": ["array_sort(collect_list({a}))"],
 }
@@ -152,7 +154,7 @@ class WindowOperatorRunner:
         self.spec = spec
         self.state = state
         self.num_key_groups = num_key_groups
-        self.aggregates = [make_aggregate(a.function) for a in spec.aggregates]
+        self.aggregates = [make_aggregate(a.function, a.fraction) for a in spec.aggregates]
         window = spec.window
         self.session = window.kind == "session"
         self.sliding = SlidingWindow(window.width_us, window.slide_us, self.aggregates)
@@ -302,6 +304,8 @@ def _partial_column(function: str, first: list[Any], more: list[list[Any]]) -> l
     if function in MOMENTS:
         return [[n, mean or 0.0, squares or 0.0]
                 for n, mean, squares in zip(first, *more, strict=True)]
+    if function in BAGS:
+        return [[item["v"] for item in bag or []] for bag in first]
     if function in ("bit_and", "bit_or"):
         return [bit_counts((v, 1) for v in bag or [] if v is not None) for bag in first]
     if function == "count_distinct":

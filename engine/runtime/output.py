@@ -6,7 +6,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine.operators.aggregates import MOMENTS
+from engine.operators.aggregates import BAGS, MOMENTS
 from engine.operators.window import Fired
 from engine.planner.plan import EVENT_TIME, WINDOW_COLUMN, WindowAggregate
 from engine.runtime import values
@@ -24,8 +24,10 @@ def output_schema(spec: WindowAggregate, partial_schema: pa.Schema) -> pa.Schema
     for i, call in enumerate(spec.aggregates):
         if call.function in ("count_star", "count", "count_distinct"):
             kind = pa.int64()
-        elif call.function == "avg" or call.function in MOMENTS:
+        elif call.function == "avg" or call.function in MOMENTS or call.function in BAGS[1:]:
             kind = pa.float64()
+        elif call.function == "array_agg":  # from a list of struct<v>
+            kind = pa.list_(_plain(partial_schema.field(f"p{i}_0").type.value_type.field(0).type))
         elif call.function in ("bit_and", "bit_or"):  # from a list of the values
             kind = _plain(partial_schema.field(f"p{i}_0").type.value_type)
         else:

@@ -32,7 +32,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine.operators.aggregates import MOMENTS, bit_counts
+from engine.operators.aggregates import BAGS, MOMENTS, bit_counts
 from engine.operators.updating import (
     Change,
     KeyState,
@@ -53,7 +53,7 @@ from statestore import EpochWriter, PipelineState
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 _NEVER = 2**63
-_MULTISET = ("min", "max", "count_distinct")
+_MULTISET = ("min", "max", "count_distinct", *BAGS)
 _BITS = ("bit_and", "bit_or")
 
 
@@ -88,7 +88,7 @@ class UpdatingAggregateStep(OperatorStep):
         self.spec = spec
         self.state = state
         self.num_key_groups = num_key_groups
-        self.accumulators = [make_accumulator(a.function, spec.updating_input)
+        self.accumulators = [make_accumulator(a.function, spec.updating_input, a.fraction)
                              for a in spec.aggregates]
         self.records_name = spec.operator_id
         self.flush_name = f"{spec.operator_id}/flush"
@@ -130,6 +130,8 @@ class UpdatingAggregateStep(OperatorStep):
             withdrawn = f"IF(`{RETRACT}`, {a}, NULL)" if self.spec.updating_input else "NULL"
             added = f"IF(`{RETRACT}`, NULL, {a})" if self.spec.updating_input else a
             return [sql.format(a=rows) for rows in (added, withdrawn) for sql in MOMENTS_SQL]
+        if function in BAGS:  # every value and its sign, NULLs too (array_agg has them)
+            return [f"collect_list(named_struct('v', {a}, 's', {sign}))"]
         if not self.spec.updating_input and function not in _BITS:
             simple = {"min": f"min({a})", "max": f"max({a})", "count_distinct": f"collect_set({a})"}
             return [simple[function]]
@@ -194,7 +196,7 @@ class UpdatingAggregateStep(OperatorStep):
                     for row in _signed_values(first.combine_chunks())]
         if function not in _MULTISET:
             return values.to_python(first)
-        if not self.spec.updating_input:
+        if not self.spec.updating_input and function not in BAGS:
             if function == "count_distinct":
                 return [[[v, 1] for v in items] for items in values.to_python(first)]
             return values.to_python(first)
@@ -307,9 +309,11 @@ class UpdatingAggregateStep(OperatorStep):
     def _result_type(self, function: str, partial_schema: pa.Schema, i: int) -> pa.DataType:
         if function in ("count_star", "count", "count_distinct"):
             return pa.int64()
-        if function == "avg" or function in MOMENTS:
+        if function == "avg" or function in MOMENTS or function in BAGS[1:]:
             return pa.float64()
         kind = partial_schema.field(f"p{i}_0").type
+        if function == "array_agg":
+            return pa.list_(plain_type(kind.value_type.field("v").type))
         if function in _BITS or (function in ("min", "max") and self.spec.updating_input):
             kind = kind.value_type.field("v").type  # list<struct<v, s>>
         return plain_type(kind)

@@ -28,17 +28,22 @@ pytestmark = pytest.mark.spark
 BASE = datetime(2024, 1, 1, tzinfo=UTC)
 BASE_US = int(BASE.timestamp() * 1_000_000)
 
-#: Spate's aggregates and DuckDB's names for them (DuckDB has no ``var``).
-SPATE_AGGREGATES = ("stddev(v), stddev_samp(v), stddev_pop(v), var(v), var_samp(v), "
-                    "var_pop(v), bit_xor(v), bit_and(v), bit_or(v), bool_and(v > 0), "
-                    "bool_or(v > 2)")
-DUCKDB_AGGREGATES = SPATE_AGGREGATES.replace("var(v)", "variance(v)")
-NAMES = ["sd", "sds", "sdp", "var", "vs", "vp", "bx", "ba", "bo", "band", "bor"]
-
-
-def _aliased(aggregates: str) -> str:
-    calls = [c.strip() for c in aggregates.replace("), ", ")|").split("|")]
-    return ", ".join(f"{c} AS {n}" for c, n in zip(calls, NAMES, strict=True))
+#: (Spate's call, DuckDB's, output name); approx_* are exact in Spate
+CALLS = [("stddev(v)", "stddev(v)", "sd"), ("stddev_samp(v)", "stddev_samp(v)", "sds"),
+         ("stddev_pop(v)", "stddev_pop(v)", "sdp"), ("var(v)", "variance(v)", "var"),
+         ("var_samp(v)", "var_samp(v)", "vs"), ("var_pop(v)", "var_pop(v)", "vp"),
+         ("bit_xor(v)", "bit_xor(v)", "bx"), ("bit_and(v)", "bit_and(v)", "ba"),
+         ("bit_or(v)", "bit_or(v)", "bo"), ("bool_and(v > 0)", "bool_and(v > 0)", "band"),
+         ("bool_or(v > 2)", "bool_or(v > 2)", "bor"), ("median(v)", "median(v)", "med"),
+         ("approx_median(v)", "median(v)", "amed"),
+         ("approx_percentile_cont(0.3) WITHIN GROUP (ORDER BY v)", "quantile_cont(v, 0.3)",
+          "pc"),
+         ("approx_distinct(v)", "count(DISTINCT v)", "ad"), ("array_agg(v)", "array_agg(v)", "aa")]
+NAMES = [name for _, _, name in CALLS]
+SPATE_AGGREGATES = ", ".join(f"{spate} AS {name}" for spate, _, name in CALLS)
+DUCKDB_AGGREGATES = ", ".join(duck for _, duck, _ in CALLS)
+#: array_agg's order is not specified: compared sorted
+ARRAY = NAMES.index("aa")
 
 
 WINDOWED = """
@@ -68,7 +73,7 @@ WINDOWS = [("tumbled", "TUMBLE(INTERVAL '5' SECOND)", (5_000_000, 5_000_000)),
 
 
 def _pipeline(workdir: Any) -> str:
-    aliased = _aliased(SPATE_AGGREGATES)
+    aliased = SPATE_AGGREGATES
     parts = [SOURCES.format(dir=workdir)]
     parts += [WINDOWED.format(name=name, dir=workdir, window=window, aggregates=aliased,
                               names=", ".join(NAMES)) for name, window, _ in WINDOWS]
@@ -86,19 +91,33 @@ def _events(rng: random.Random) -> list[tuple[int, int | None, int]]:
     return sorted(rows, key=lambda r: r[2])
 
 
+def _sorted(values: list[Any]) -> list[Any]:
+    """``values`` with array_agg's sorted (as a string, which approx compares exactly)."""
+    array = values[ARRAY]
+    if array is not None:
+        array = repr(sorted(array, key=lambda v: (v is None, v or 0)))
+    return [*values[:ARRAY], array, *values[ARRAY + 1:]]
+
+
 def _approx(rows: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], Any]:
     """Keyed by the leading integer columns, the rest compared with a tolerance."""
     return {tuple(r[:2]) if len(r) > len(NAMES) + 1 else (r[0],):
-            pytest.approx(list(r[-len(NAMES):]), rel=1e-9, abs=1e-9) for r in rows}
+            pytest.approx(_sorted(list(r[-len(NAMES):])), rel=1e-9, abs=1e-9) for r in rows}
 
 
 def _got_windowed(path: Any) -> dict[tuple[Any, ...], list[Any]]:
     rows = [json.loads(line) for line in path.read_text().splitlines()]
-    return {(r["k"], r["ws"]): [r[n] for n in NAMES] for r in rows}
+    return {(r["k"], r["ws"]): _sorted([r[n] for n in NAMES]) for r in rows}
 
 
 def _got_updating(path: Any) -> dict[tuple[Any, ...], list[Any]]:
-    applied = _applied(path, ["k", *NAMES])
+    lines = path.read_text().splitlines()
+    hashable = [json.dumps({side: None if change[side] is None else
+                            {**change[side], "aa": _sorted([change[side][n] for n in NAMES])[ARRAY]}
+                            for side in ("before", "after")}) for change in map(json.loads, lines)]
+    comparable = path.with_suffix(".sorted.jsonl")  # array_agg as a string: hashable
+    comparable.write_text("".join(line + "\n" for line in hashable))
+    applied = _applied(comparable, ["k", *NAMES])
     assert all(count == 1 for count in applied.values())
     return {(row[0],): list(row[1:]) for row in applied}
 

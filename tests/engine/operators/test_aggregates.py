@@ -72,3 +72,14 @@ def test_bit_xor_is_its_own_inverse() -> None:
     assert aggregate.result(acc) == 5
     assert aggregate.result(aggregate.remove(acc, [6, 2])) == 3
     assert aggregate.result(aggregate.remove(acc, [5, 3])) is None
+
+
+def test_values_leave_a_window_and_interpolate() -> None:
+    median = make_aggregate("median")
+    acc = median.add(median.add(median.initialize(), [4, None, 1]), [10, 2])
+    assert median.result(acc) == 3.0  # 1 2 4 10
+    assert median.result(median.remove(acc, [4, None, 1])) == 6.0
+    quartile = make_aggregate("percentile_cont", 0.25)
+    assert quartile.result([[1, 2, 4, 10]]) == 1.75
+    array = make_aggregate("array_agg")
+    assert array.result([[None, 3], [1]]) == [None, 3, 1] and array.result([]) is None

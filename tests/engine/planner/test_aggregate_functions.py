@@ -17,9 +17,12 @@ CREATE TABLE dbz WITH (connector = 'single_file', path = 'o.jsonl', format = 'de
 CALLS = ", ".join(f"{call} AS c{i}" for i, call in enumerate([
     "stddev(v)", "stddev_samp(v)", "stddev_pop(v)", "var(v)", "var_samp(v)", "variance(v)",
     "var_pop(v)", "bit_xor(v)", "bit_and(v)", "bit_or(v)", "bool_and(v > 0)",
-    "bool_or(v > 0)"]))
+    "bool_or(v > 0)", "median(v)", "approx_median(v)", "array_agg(v)", "approx_distinct(v)",
+    "approx_percentile_cont(0.25) WITHIN GROUP (ORDER BY v)",
+    "approx_percentile_cont(0.75) WITHIN GROUP (ORDER BY v)"]))
 FUNCTIONS = ["stddev_samp", "stddev_samp", "stddev_pop", "var_samp", "var_samp", "var_samp",
-             "var_pop", "bit_xor", "bit_and", "bit_or", "min", "max"]
+             "var_pop", "bit_xor", "bit_and", "bit_or", "min", "max", "median", "median",
+             "array_agg", "count_distinct", "percentile_cont", "percentile_cont"]
 
 
 def _operator(sql: str) -> WindowAggregate | UpdatingAggregate:
@@ -34,16 +37,29 @@ def _operator(sql: str) -> WindowAggregate | UpdatingAggregate:
 def test_more_aggregates_plan_in_windowed_and_updating_aggregates(group_by: str) -> None:
     operator = _operator(f"INSERT INTO dbz SELECT k, {CALLS} FROM t GROUP BY {group_by};")
     # calls of one function over one argument share their aggregate
-    assert [a.function for a in operator.aggregates] == list(dict.fromkeys(FUNCTIONS))
+    functions = [a.function for a in operator.aggregates]
+    assert functions == [*dict.fromkeys(FUNCTIONS), "percentile_cont"]
+    assert [a.fraction for a in operator.aggregates][-2:] == [0.25, 0.75]
     # bool_and and bool_or are min and max of their argument as a boolean
     assert "CAST(`v` > 0 AS BOOLEAN) AS `a1`" in operator.input_sql
 
 
-@pytest.mark.parametrize("call", ["median(v)", "array_agg(v)", "corr(v, v)"])
+@pytest.mark.parametrize("call", ["corr(v, v)", "regr_slope(v, v)"])
 def test_other_aggregates_are_located_errors(call: str) -> None:
     sql = f"INSERT INTO dbz SELECT k, {call} FROM t GROUP BY k;"
     with pytest.raises(PlanningError, match="not supported yet in updating aggregates") \
             as caught:
         plan_pipeline(TABLES + sql)
     assert "bool_or" in str(caught.value)  # the message lists what is supported
+    assert caught.value.column == len("INSERT INTO dbz SELECT k, ") + 1
+
+
+@pytest.mark.parametrize("call, message", [
+    ("approx_percentile_cont(1.5) WITHIN GROUP (ORDER BY v)", "one number p from 0 to 1"),
+    ("approx_percentile_cont(0.5) WITHIN GROUP (ORDER BY v DESC)", "one ascending x"),
+    ("percentile_cont(0.5) WITHIN GROUP (ORDER BY v)", "only for approx_percentile_cont"),
+])
+def test_percentile_errors(call: str, message: str) -> None:
+    with pytest.raises(PlanningError, match=message) as caught:
+        plan_pipeline(TABLES + f"INSERT INTO dbz SELECT k, {call} FROM t GROUP BY k;")
     assert caught.value.column == len("INSERT INTO dbz SELECT k, ") + 1
