@@ -5,7 +5,8 @@ one event timestamp, for sessions).  Invertible aggregates (count, sum, avg,
 count distinct) keep a running accumulator that a sliding window updates by
 adding the entering pane and removing the leaving one; min and max are not
 invertible and are served by a monotonic deque in ``engine.operators.window``
-(as are bool_and and bool_or, planned as min and max of booleans).  Variances
+(as are bool_and and bool_or, planned as min and max of booleans, and
+first_value and last_value: :class:`ByTime`).  Variances
 keep moments (:func:`merge_moments`, invertible with a negative count); bit_xor
 is its own inverse; bit_and and bit_or keep per-bit counts (:func:`bit_counts`).
 An aggregate UDF's rows (:class:`Rows`) and the values of array_agg, median and
@@ -152,6 +153,24 @@ class Extreme(Aggregate):
 
     def result(self, acc: Any) -> Any:
         return acc
+
+
+def time_key(pair: list[Any]) -> tuple[Any, ...]:
+    """How ``[event time, value]`` pairs order: by time, then (a tie) by value,
+    NULLs first — as Spark orders the STRUCTs it pre-aggregates them as."""
+    time, value = pair
+    return (time is not None, time if time is not None else 0, value is not None, value)
+
+
+class ByTime(Extreme):
+    """first_value or last_value: partial and accumulator are ``[event time, value]``
+    of the earliest (latest) row; equal times: the smaller (larger) value."""
+
+    def better(self, a: Any, b: Any) -> bool:
+        return time_key(a) > time_key(b) if self.is_max else time_key(a) < time_key(b)
+
+    def result(self, acc: Any) -> Any:
+        return None if acc is None else acc[1]
 
 
 class Rows(Aggregate):
@@ -344,6 +363,7 @@ def make_aggregate(function: str, fraction: float | None = None) -> Aggregate:
         "count_distinct": CountDistinct,
         "min": lambda: Extreme(is_max=False), "max": lambda: Extreme(is_max=True),
         "udaf_rows": Rows, "bit_xor": BitXor,
+        "first_value": lambda: ByTime(is_max=False), "last_value": lambda: ByTime(is_max=True),
         "bit_and": lambda: Bits("bit_and"), "bit_or": lambda: Bits("bit_or"),
         **{name: partial(Moments, name) for name in MOMENTS},
         **{name: partial(Values, name, fraction) for name in BAGS},

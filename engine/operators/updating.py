@@ -9,7 +9,8 @@ into a *signed partial*: rows that add count +1, rows that withdraw
   :func:`engine.operators.aggregates.merge_moments`; bit_xor keeps an xor
   (its own inverse) and a count; bit_and and bit_or keep per-bit counts;
 * min, max (and so bool_and, bool_or), count(DISTINCT), array_agg, median
-  and percentile_cont keep a multiset
+  and percentile_cont keep a multiset (first_value and last_value: of
+  ``[event time, value]`` pairs)
   of values (value -> count), so withdrawing the current minimum finds the
   next one.  Over append-only input nothing is ever withdrawn, and min/max
   keep just the current value.
@@ -40,6 +41,7 @@ from engine.operators.aggregates import (
     bits_result,
     merge_moments,
     moments_result,
+    time_key,
 )
 
 #: A signed partial of one key and epoch: [net rows, partial of aggregate 0, ...]
@@ -198,6 +200,34 @@ class MultisetDistinct(Multiset):
         return len(acc)
 
 
+class AppendByTime(AppendExtreme):
+    """first_value or last_value over append-only input: one ``[event time, value]``."""
+
+    def add(self, acc: Any, partial: Any) -> Any:
+        if partial is None:
+            return acc
+        if acc is None:
+            return partial
+        new, old = time_key(partial), time_key(acc)
+        return partial if (new > old if self.is_max else new < old) else acc
+
+    def result(self, acc: Any) -> Any:
+        return None if acc is None else acc[1]
+
+
+class MultisetByTime(Multiset):
+    """first_value or last_value over updating input: a multiset of pairs."""
+
+    def __init__(self, is_max: bool) -> None:
+        self.is_max = is_max
+
+    def result(self, acc: list[list[Any]]) -> Any:
+        if not acc:
+            return None
+        pairs = [pair for pair, _ in acc]
+        return (max if self.is_max else min)(pairs, key=time_key)[1]
+
+
 class MultisetValues(Multiset):
     """array_agg, median or percentile_cont over the values of a multiset."""
 
@@ -232,6 +262,8 @@ def make_accumulator(function: str, updating_input: bool,
         "bit_and": lambda: SignedBits("bit_and"), "bit_or": lambda: SignedBits("bit_or"),
         **{name: partial(SignedMoments, name) for name in MOMENTS},
         **{name: partial(MultisetValues, name, fraction) for name in BAGS},
+        "first_value": lambda: (MultisetByTime if updating_input else AppendByTime)(False),
+        "last_value": lambda: (MultisetByTime if updating_input else AppendByTime)(True),
     }
     return factories[function]()
 

@@ -188,7 +188,7 @@ class SlidingWindow:
                 values.append(aggregate.result(state.running[i]))
             else:
                 deque = state.deques[slot]
-                values.append(deque[0][1] if deque else None)
+                values.append(aggregate.result(deque[0][1]) if deque else None)
                 slot += 1
         return values
 

@@ -42,6 +42,9 @@ _AGGREGATES: dict[type[exp.Expr], str] = {
     exp.LogicalOr: "max",
     exp.ArrayAgg: "array_agg",
     exp.Median: "median",
+    # the value of the group's earliest (latest) row by event time
+    exp.FirstValue: "first_value",
+    exp.LastValue: "last_value",
     # approx_* are exact (SQL.md allows it)
     exp.ApproxDistinct: "count_distinct",
 }
@@ -51,7 +54,8 @@ _ANONYMOUS = {"MEAN": "avg", "APPROX_MEDIAN": "median"}
 _SUPPORTED = ("count, count(DISTINCT ...), sum, avg, min, max, stddev, stddev_samp, "
               "stddev_pop, var, var_samp, var_pop, bit_and, bit_or, bit_xor, bool_and, "
               "bool_or, array_agg, median, approx_median, approx_distinct, "
-              "approx_percentile_cont(p) WITHIN GROUP (ORDER BY x))")
+              "approx_percentile_cont(p) WITHIN GROUP (ORDER BY x), first_value, "
+              "last_value)")
 
 
 def is_aggregating(select: exp.Select) -> bool:

@@ -41,6 +41,8 @@ from statestore.encoding import decode, encode
 #: The partial of a variance: ``[count, mean, sum of squared deviations]``.
 MOMENTS_SQL = ["count({a})", "avg(CAST({a} AS DOUBLE))",
                "var_pop(CAST({a} AS DOUBLE)) * count({a})"]
+#: A row's event time and value (first_value, last_value), ordered by time then value.
+TIMED_SQL = f"named_struct('t', unix_micros(`{EVENT_TIME}`), 'v', {{a}})"
 _PARTIAL_SQL = {
     "count_star": ["count(1)"],
     "count": ["count({a})"],
@@ -53,6 +55,8 @@ _PARTIAL_SQL = {
     "bit_and": ["collect_list({a})"],
     "bit_or": ["collect_list({a})"],
     **{name: MOMENTS_SQL for name in MOMENTS},
+    "first_value": ["min(" + TIMED_SQL + ")"],
+    "last_value": ["max(" + TIMED_SQL + ")"],
     # NULLs kept (array_agg has them), sorted so that a replay collects them alike
     **{name: ["array_sort(collect_list(named_struct('v', {a})))"] for name in BAGS},
     # an aggregate UDF's argument rows, sorted so that a replay collects them alike
@@ -306,6 +310,8 @@ def _partial_column(function: str, first: list[Any], more: list[list[Any]]) -> l
                 for n, mean, squares in zip(first, *more, strict=True)]
     if function in BAGS:
         return [[item["v"] for item in bag or []] for bag in first]
+    if function in ("first_value", "last_value"):
+        return [None if pair is None else [pair["t"], pair["v"]] for pair in first]
     if function in ("bit_and", "bit_or"):
         return [bit_counts((v, 1) for v in bag or [] if v is not None) for bag in first]
     if function == "count_distinct":

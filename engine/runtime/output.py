@@ -26,6 +26,8 @@ def output_schema(spec: WindowAggregate, partial_schema: pa.Schema) -> pa.Schema
             kind = pa.int64()
         elif call.function == "avg" or call.function in MOMENTS or call.function in BAGS[1:]:
             kind = pa.float64()
+        elif call.function in ("first_value", "last_value"):  # from struct<t, v>
+            kind = _plain(partial_schema.field(f"p{i}_0").type.field("v").type)
         elif call.function == "array_agg":  # from a list of struct<v>
             kind = pa.list_(_plain(partial_schema.field(f"p{i}_0").type.value_type.field(0).type))
         elif call.function in ("bit_and", "bit_or"):  # from a list of the values

@@ -45,7 +45,7 @@ from engine.operators.updating import (
 from engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY
 from engine.planner.updating import UpdatingAggregate
 from engine.runtime import values
-from engine.runtime.operator import MOMENTS_SQL, GroupEntries
+from engine.runtime.operator import MOMENTS_SQL, TIMED_SQL, GroupEntries
 from engine.runtime.sources import expand_views
 from engine.runtime.steps import EpochContext, OperatorStep, StepOutput
 from engine.runtime.watermarks import END_OF_TIME
@@ -55,6 +55,7 @@ TIMESTAMP = pa.timestamp("us", tz="UTC")
 _NEVER = 2**63
 _MULTISET = ("min", "max", "count_distinct", *BAGS)
 _BITS = ("bit_and", "bit_or")
+_TIMED = ("first_value", "last_value")
 
 
 @dataclass
@@ -132,6 +133,11 @@ class UpdatingAggregateStep(OperatorStep):
             return [sql.format(a=rows) for rows in (added, withdrawn) for sql in MOMENTS_SQL]
         if function in BAGS:  # every value and its sign, NULLs too (array_agg has them)
             return [f"collect_list(named_struct('v', {a}, 's', {sign}))"]
+        if function in _TIMED:
+            timed = TIMED_SQL.format(a=a)
+            if self.spec.updating_input:
+                return [f"collect_list(named_struct('v', {timed}, 's', {sign}))"]
+            return [f"{'min' if function == 'first_value' else 'max'}({timed})"]
         if not self.spec.updating_input and function not in _BITS:
             simple = {"min": f"min({a})", "max": f"max({a})", "count_distinct": f"collect_set({a})"}
             return [simple[function]]
@@ -194,6 +200,11 @@ class UpdatingAggregateStep(OperatorStep):
         if function in _BITS:
             return [bit_counts((v, s) for v, s in row)
                     for row in _signed_values(first.combine_chunks())]
+        if function in _TIMED and self.spec.updating_input:
+            return [[[[p["t"], p["v"]], s] for p, s in row]
+                    for row in _signed_values(first.combine_chunks())]
+        if function in _TIMED:
+            return [None if p is None else [p["t"], p["v"]] for p in values.to_python(first)]
         if function not in _MULTISET:
             return values.to_python(first)
         if not self.spec.updating_input and function not in BAGS:
@@ -314,6 +325,9 @@ class UpdatingAggregateStep(OperatorStep):
         kind = partial_schema.field(f"p{i}_0").type
         if function == "array_agg":
             return pa.list_(plain_type(kind.value_type.field("v").type))
+        if function in _TIMED:  # struct<t, v>, or list<struct<v: struct<t, v>, s>>
+            pair = kind.value_type.field("v").type if self.spec.updating_input else kind
+            return plain_type(pair.field("v").type)
         if function in _BITS or (function in ("min", "max") and self.spec.updating_input):
             kind = kind.value_type.field("v").type  # list<struct<v, s>>
         return plain_type(kind)

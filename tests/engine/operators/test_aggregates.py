@@ -16,6 +16,7 @@ from engine.operators.aggregates import (
     merge_moments,
     moments_result,
 )
+from engine.operators.updating import make_accumulator
 
 panes = st.lists(st.lists(st.integers(-1000, 1000), max_size=6), min_size=1, max_size=6)
 
@@ -83,3 +84,21 @@ def test_values_leave_a_window_and_interpolate() -> None:
     assert quartile.result([[1, 2, 4, 10]]) == 1.75
     array = make_aggregate("array_agg")
     assert array.result([[None, 3], [1]]) == [None, 3, 1] and array.result([]) is None
+
+
+def test_first_and_last_value_by_event_time() -> None:
+    first, last = make_aggregate("first_value"), make_aggregate("last_value")
+    panes = [[5, 7], [2, None], [9, 1], [2, 4]]  # [event time, value]
+    for aggregate, expected in ((first, None), (last, 1)):
+        acc = aggregate.initialize()
+        for pane in panes:
+            acc = aggregate.add(acc, pane)
+        assert aggregate.result(acc) == expected  # equal times: NULL first
+    withdrawing = make_accumulator("first_value", updating_input=True)
+    acc = withdrawing.add(withdrawing.initialize(), [[pane, 1] for pane in panes])
+    assert withdrawing.result(acc) is None
+    acc = withdrawing.add(acc, [[[2, None], -1]])
+    assert withdrawing.result(acc) == 4
+    appended = make_accumulator("last_value", updating_input=False)
+    acc = appended.add(appended.add(appended.initialize(), [9, 1]), [5, 7])
+    assert appended.result(acc) == 1
