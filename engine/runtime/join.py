@@ -160,6 +160,11 @@ class UpdatingJoinStep(OperatorStep):
             picks = [r[index] for r in rows]
             columns[side.name] = _struct(side.table, side.struct_columns, picks)
             ids.append(side.table.column(_ID).take(pa.array(picks, pa.int64())).to_pylist())
+        # The later of the two sides' event times (a NULL side skipped), for an
+        # aggregate planned in the joining SELECT itself.
+        times = [columns[side.name].field(EVENT_TIME).cast(pa.int64()) for side in self.sides]
+        columns[EVENT_TIME] = pc.max_element_wise(*times, skip_nulls=True).cast(
+            pa.timestamp("us")).cast(pa.timestamp("us", tz="UTC"))
         columns[RETRACT] = pa.array([r[2] for r in rows], pa.bool_())
         columns[ROW_KEY] = pa.array([f"{a or ''}|{b or ''}" for a, b in zip(*ids, strict=True)],
                                     pa.string())

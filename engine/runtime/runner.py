@@ -461,4 +461,9 @@ def _root_message(error: Exception) -> str:
     for marker in ("ConnectorError: ", "PipelineFailedError: "):
         if marker in text:
             return text.split(marker, 1)[1].splitlines()[0]
+    if "Traceback (most recent call last)" in text:
+        # A Python error inside foreachBatch: its last line names the exception.
+        raised = [line.strip() for line in text.splitlines()
+                  if line.strip() and not line.startswith((" ", "\t"))]
+        return raised[-1] if raised else text.splitlines()[0]
     return text.splitlines()[0] if text else repr(error)

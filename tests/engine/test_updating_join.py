@@ -155,3 +155,21 @@ def test_outer_join_output_needs_a_debezium_sink(tmp_path: Path) -> None:
         plan_pipeline(sql)
     assert "debezium_json" in caught.value.message
     plan_pipeline(_pipeline(tmp_path, "inner", 1).replace("'debezium_json'", "'json'"))
+
+
+def test_aggregates_in_the_joining_select_and_over_it(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # The first GROUP BY sits in the SELECT that joins (it reads the join's rows and
+    # their event time); a second aggregate reads its changes (Nexmark q4's shape).
+    orders = _stamp([{"id": i, "customer": c, "amount": a} for i, (c, a) in enumerate(
+        [(1, 10), (2, 5), (1, 7), (3, 1), (2, 2), (1, 4)])], 0)
+    customers = _stamp([{"cid": c, "name": n} for c, n in
+                        ((3, "x"), (1, "y"), (2, "x"))], 1)
+    _write(tmp_path / "orders.jsonl", orders)
+    _write(tmp_path / "customers.jsonl", customers)
+    sql = _pipeline(tmp_path, "inner", 2).split("INSERT INTO")[0] + """
+INSERT INTO out SELECT name, count(*) AS customers, sum(total) AS total FROM (
+  SELECT c.name, o.customer, sum(o.amount) AS total
+  FROM orders AS o JOIN customers AS c ON o.customer = c.cid GROUP BY c.name, o.customer)
+GROUP BY name;"""
+    run_pipeline(spark, sql, tmp_path)
+    assert _applied(tmp_path / "out.jsonl") == Counter({("x", 2, 8): 1, ("y", 1, 21): 1})

@@ -91,3 +91,12 @@ def test_operator_over_the_store_equals_brute_force(rows, slide, factor, epochs,
         for name in (runner.records_name, runner.panes_name):
             assert not list(state.scan(name, range(GROUPS))), f"{name} left state behind"
 
+
+
+def test_a_python_error_in_an_epoch_is_reported_by_its_last_line() -> None:
+    from engine.runtime.runner import _root_message
+
+    text = ("An exception was raised by the Python Proxy. Return Message: Traceback (most "
+            "recent call last):\n  File \"x.py\", line 1, in f\n    g()\n"
+            "ValueError: the actual problem\n")
+    assert _root_message(Exception(text)) == "ValueError: the actual problem"
