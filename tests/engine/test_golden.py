@@ -43,6 +43,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
 from engine.runtime.runner import EpochReport
 from tests.engine.harness import read_lines, run_pipeline
 
@@ -64,7 +65,7 @@ class GoldenCase:
         self.unbounded = any(line.startswith("-- unbounded") for line in self.sql.splitlines())
         intervals = [line.split(":", 1)[1] for line in self.sql.splitlines()
                      if line.startswith("-- update-flush-interval-ms:")]
-        self.options = {"update_flush_interval_ms": int(intervals[0])} if intervals else {}
+        self.flush_interval_ms = int(intervals[0]) if intervals else DEFAULT_FLUSH_INTERVAL_MS
 
     def stop_condition(self, out_dir: Path) -> Callable[[], bool] | None:
         """For an unbounded case: whether every expected file is fully written."""
@@ -93,7 +94,8 @@ def test_golden(directory: Path, spark, tmp_path: Path,  # type: ignore[no-untyp
     monkeypatch.setenv("OUT_DIR", str(full))
     full_reports: list[EpochReport] = []
     counters = run_pipeline(spark, case.sql, full, parallelism=1, reports=full_reports,
-                            stop_when=case.stop_condition(full), **case.options)
+                            stop_when=case.stop_condition(full),
+                            update_flush_interval_ms=case.flush_interval_ms)
     case.check(full, counters, "full run at parallelism 1")
     epochs = len(full_reports)
     assert epochs >= 2, (f"{case.name} runs in {epochs} epoch(s): give its sources a smaller "
@@ -103,13 +105,14 @@ def test_golden(directory: Path, spark, tmp_path: Path,  # type: ignore[no-untyp
     monkeypatch.setenv("OUT_DIR", str(resumed))
     before: list[EpochReport] = []
     run_pipeline(spark, case.sql, resumed, parallelism=2, reports=before,
-                 stop_after_epochs=epochs // 2, **case.options)
+                 stop_after_epochs=epochs // 2, update_flush_interval_ms=case.flush_interval_ms)
     assert len(before) >= epochs // 2
     assert not before[-1].finished, "the run to stop finished before the stop"
     assert sum(r.rows_in for r in before) > 0, "the stopped run read no input"
     after: list[EpochReport] = []
     counters = run_pipeline(spark, case.sql, resumed, parallelism=3, reports=after,
-                            stop_when=case.stop_condition(resumed), **case.options)
+                            stop_when=case.stop_condition(resumed),
+                            update_flush_interval_ms=case.flush_interval_ms)
     assert after and after[0].epoch > before[-1].epoch, "the resumed run replayed a commit"
     assert sum(r.rows_in for r in after) > 0, "nothing was left to read after the stop"
     case.check(resumed, counters, "run stopped at parallelism 2 and resumed at parallelism 3")
