@@ -215,7 +215,53 @@ def merge_moments(acc: list[Any], more: list[Any]) -> list[Any]:
     delta = more[1] - acc[1]
     mean = acc[1] + delta * more[0] / count
     squares = acc[2] + more[2] + delta * delta * acc[0] * more[0] / count
-    return [count, mean, max(squares, 0.0)]
+    # one value has no spread: no residue of values taken out
+    return [count, mean, max(squares, 0.0) if count != 1 else 0.0]
+
+
+def merge_comoments(acc: list[Any], more: list[Any]) -> list[Any]:
+    """Two ``[count, mean y, mean x, sum of squared y deviations, of x deviations, of
+    their products]`` combined, as :func:`merge_moments` (negative: taken out)."""
+    count = acc[0] + more[0]
+    if not more[0]:
+        return acc
+    if count == 0:
+        return [0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    dy, dx = more[1] - acc[1], more[2] - acc[2]
+    weight = acc[0] * more[0] / count
+    if count == 1:
+        return [1, acc[1] + dy * more[0], acc[2] + dx * more[0], 0.0, 0.0, 0.0]
+    return [count, acc[1] + dy * more[0] / count, acc[2] + dx * more[0] / count,
+            max(acc[3] + more[3] + dy * dy * weight, 0.0),
+            max(acc[4] + more[4] + dx * dx * weight, 0.0),
+            acc[5] + more[5] + dy * dx * weight]
+
+
+_RESIDUE = 1e-12
+
+
+def comoments_result(function: str, acc: list[Any]) -> Any:
+    """corr, covar_* or regr_* of (y, x) pairs; NULL where a divisor is 0 (DuckDB: NaN)."""
+    count, mean_y, mean_x, syy, sxx, sxy = acc
+    if function == "regr_count":
+        return count
+    # panes taken out of a sliding window leave rounding residue where no spread is
+    # left: below this much of the values' squares, a spread counts as none
+    syy = syy if syy > _RESIDUE * count * (mean_y * mean_y + 1) else 0.0
+    sxx = sxx if sxx > _RESIDUE * count * (mean_x * mean_x + 1) else 0.0
+    divisor = {"covar_samp": count - 1, "corr": sqrt(sxx * syy), "regr_slope": sxx,
+               "regr_intercept": sxx, "regr_r2": sxx}.get(function, count)
+    if divisor <= 0:
+        return None
+    results: dict[str, Callable[[], float]] = {
+        "covar_pop": lambda: sxy / count, "covar_samp": lambda: sxy / (count - 1),
+        "corr": lambda: sxy / divisor, "regr_slope": lambda: sxy / sxx,
+        "regr_intercept": lambda: mean_y - sxy / sxx * mean_x,
+        "regr_r2": lambda: sxy * sxy / (sxx * syy) if syy else 1.0,
+        "regr_avgx": lambda: mean_x, "regr_avgy": lambda: mean_y,
+        "regr_sxx": lambda: sxx, "regr_syy": lambda: syy, "regr_sxy": lambda: sxy,
+    }
+    return float(results[function]())
 
 
 def moments_result(function: str, acc: list[Any]) -> float | None:
@@ -271,10 +317,36 @@ class Moments(Aggregate):
         return merge_moments(partial, more)
 
     def remove(self, acc: list[Any], partial: list[Any]) -> list[Any]:
-        return merge_moments(acc, [-partial[0], partial[1], -partial[2]])
+        return merge_moments(acc, negated(partial))
 
     def result(self, acc: list[Any]) -> float | None:
         return moments_result(self.function, acc)
+
+
+class Comoments(Moments):
+    """corr, covar_*, regr_*: :func:`merge_comoments` partials and accumulator."""
+
+    def initialize(self) -> list[Any]:
+        return [0, 0.0, 0.0, 0.0, 0.0, 0.0]
+
+    def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        return merge_comoments(acc, partial)
+
+    def merge(self, partial: list[Any], more: list[Any]) -> list[Any]:
+        return merge_comoments(partial, more)
+
+    def remove(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        return merge_comoments(acc, negated(partial))
+
+    def result(self, acc: list[Any]) -> Any:
+        return comoments_result(self.function, acc)
+
+
+def negated(moments: list[Any]) -> list[Any]:
+    """Moments (or co-moments) that take ``moments`` out again: negative count and sums."""
+    count, *rest = moments
+    means = 1 if len(moments) == 3 else 2
+    return [-count, *rest[:means], *(-v for v in rest[means:])]
 
 
 class BitXor(Sum):
@@ -354,6 +426,9 @@ class Values(Aggregate):
 BAGS = ("array_agg", "median", "percentile_cont")
 #: Planner function names of the variance family (AggregateCall.function).
 MOMENTS = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
+#: ... and of (y, x) pairs.
+COMOMENTS = ("corr", "covar_samp", "covar_pop", "regr_slope", "regr_intercept", "regr_count",
+             "regr_r2", "regr_avgx", "regr_avgy", "regr_sxx", "regr_syy", "regr_sxy")
 
 
 def make_aggregate(function: str, fraction: float | None = None) -> Aggregate:
@@ -367,5 +442,6 @@ def make_aggregate(function: str, fraction: float | None = None) -> Aggregate:
         "bit_and": lambda: Bits("bit_and"), "bit_or": lambda: Bits("bit_or"),
         **{name: partial(Moments, name) for name in MOMENTS},
         **{name: partial(Values, name, fraction) for name in BAGS},
+        **{name: partial(Comoments, name) for name in COMOMENTS},
     }
     return factories[function]()

@@ -34,13 +34,17 @@ from typing import Any
 
 from engine.operators.aggregates import (
     BAGS,
+    COMOMENTS,
     INT_BITS,
     MOMENTS,
     add_bit_counts,
     bag_result,
     bits_result,
+    comoments_result,
+    merge_comoments,
     merge_moments,
     moments_result,
+    negated,
     time_key,
 )
 
@@ -108,11 +112,24 @@ class SignedMoments(Accumulator):
 
     def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
         added = merge_moments(acc, partial[:3])
-        count, mean, squares = partial[3:]
-        return merge_moments(added, [-count, mean, -squares])
+        return merge_moments(added, negated(partial[3:]))
 
     def result(self, acc: list[Any]) -> float | None:
         return moments_result(self.function, acc)
+
+
+class SignedComoments(SignedMoments):
+    """corr, covar_*, regr_*: co-moments of the pairs added, then of those withdrawn."""
+
+    def initialize(self) -> list[Any]:
+        return [0, 0.0, 0.0, 0.0, 0.0, 0.0]
+
+    def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        added = merge_comoments(acc, partial[:6])
+        return merge_comoments(added, negated(partial[6:]))
+
+    def result(self, acc: list[Any]) -> Any:
+        return comoments_result(self.function, acc)
 
 
 class SignedBitXor(SignedSum):
@@ -262,6 +279,7 @@ def make_accumulator(function: str, updating_input: bool,
         "bit_and": lambda: SignedBits("bit_and"), "bit_or": lambda: SignedBits("bit_or"),
         **{name: partial(SignedMoments, name) for name in MOMENTS},
         **{name: partial(MultisetValues, name, fraction) for name in BAGS},
+        **{name: partial(SignedComoments, name) for name in COMOMENTS},
         "first_value": lambda: (MultisetByTime if updating_input else AppendByTime)(False),
         "last_value": lambda: (MultisetByTime if updating_input else AppendByTime)(True),
     }

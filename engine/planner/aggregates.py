@@ -48,6 +48,10 @@ _AGGREGATES: dict[type[exp.Expr], str] = {
     # approx_* are exact (SQL.md allows it)
     exp.ApproxDistinct: "count_distinct",
 }
+#: Aggregates of (y, x) pairs, kept as co-moments
+_PAIRED: tuple[type[exp.Func], ...] = (
+    exp.Corr, exp.CovarSamp, exp.CovarPop, exp.RegrSlope, exp.RegrIntercept, exp.RegrCount,
+    exp.RegrR2, exp.RegrAvgx, exp.RegrAvgy, exp.RegrSxx, exp.RegrSyy, exp.RegrSxy)
 #: Aggregates sqlglot reads as anonymous calls: name -> function
 _ANONYMOUS = {"MEAN": "avg", "APPROX_MEDIAN": "median"}
 #: Named in the error for an aggregate not supported yet.
@@ -55,7 +59,8 @@ _SUPPORTED = ("count, count(DISTINCT ...), sum, avg, min, max, stddev, stddev_sa
               "stddev_pop, var, var_samp, var_pop, bit_and, bit_or, bit_xor, bool_and, "
               "bool_or, array_agg, median, approx_median, approx_distinct, "
               "approx_percentile_cont(p) WITHIN GROUP (ORDER BY x), first_value, "
-              "last_value)")
+              "last_value, corr, covar, covar_samp, covar_pop, regr_slope, regr_intercept, "
+              "regr_count, regr_r2, regr_avgx, regr_avgy, regr_sxx, regr_syy, regr_sxy)")
 
 
 def is_aggregating(select: exp.Select) -> bool:
@@ -296,6 +301,8 @@ def _aggregate_kind(node: exp.Expr, ctx: QueryContext,
         return _ANONYMOUS[node.name.upper()], node.expressions[0]
     if isinstance(node, exp.WithinGroup):
         return "percentile_cont", _ordered_argument(node, ctx)
+    if isinstance(node, _PAIRED):
+        return node.sql_name().lower(), _pair(node.this, node.expression)
     if isinstance(node, exp.Count):
         inner = node.this
         if isinstance(inner, exp.Star):
@@ -313,6 +320,15 @@ def _aggregate_kind(node: exp.Expr, ctx: QueryContext,
     name = node.sql_name() if isinstance(node, exp.Func) else node.key.upper()
     raise ctx.error(f"aggregate {name} is not supported yet in {operator} aggregates "
                     f"(supported: {_SUPPORTED})", node)
+
+
+def _pair(y: exp.Expr, x: exp.Expr) -> exp.Expr:
+    """``[y, x]`` as doubles, NULL unless both are set (such pairs are ignored)."""
+    either_null = exp.or_(exp.Is(this=y.copy(), expression=exp.null()),
+                          exp.Is(this=x.copy(), expression=exp.null()))
+    pair = exp.Array(expressions=[exp.cast(y.copy(), exp.DataType.Type.DOUBLE),
+                                  exp.cast(x.copy(), exp.DataType.Type.DOUBLE)])
+    return exp.If(this=either_null, true=exp.null(), false=pair)
 
 
 def _ordered_argument(node: exp.WithinGroup, ctx: QueryContext) -> exp.Expr:

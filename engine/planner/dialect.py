@@ -22,4 +22,6 @@ class Spate(RisingWave):
     class Parser(RisingWave.Parser):  # type: ignore[misc,valid-type]
         FUNC_TOKENS = RisingWave.Parser.FUNC_TOKENS | {TokenType.VAR}
         # var(x) is var_samp(x), as in DataFusion
-        FUNCTIONS = {**RisingWave.Parser.FUNCTIONS, "VAR": exp.Variance.from_arg_list}
+        # and covar(y, x) covar_samp(y, x)
+        FUNCTIONS = {**RisingWave.Parser.FUNCTIONS, "VAR": exp.Variance.from_arg_list,
+                     "COVAR": exp.CovarSamp.from_arg_list}

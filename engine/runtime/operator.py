@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.operators.aggregates import BAGS, MOMENTS, bit_counts, make_aggregate
+from engine.operators.aggregates import BAGS, COMOMENTS, MOMENTS, bit_counts, make_aggregate
 from engine.operators.session import SessionWindow
 from engine.operators.window import Fired, Partial, SlidingKeyState, SlidingWindow
 from engine.planner.plan import EVENT_TIME, WindowAggregate
@@ -41,6 +41,10 @@ from statestore.encoding import decode, encode
 #: The partial of a variance: ``[count, mean, sum of squared deviations]``.
 MOMENTS_SQL = ["count({a})", "avg(CAST({a} AS DOUBLE))",
                "var_pop(CAST({a} AS DOUBLE)) * count({a})"]
+#: The partial of a (y, x) aggregate over ``[y, x]`` arrays (NULL: a pair left out):
+#: ``[count, mean y, mean x, y squares, x squares, products]`` (deviations summed).
+COMOMENTS_SQL = ["count({a})", "avg({a}[0])", "avg({a}[1])", "var_pop({a}[0]) * count({a})",
+                 "var_pop({a}[1]) * count({a})", "covar_pop({a}[0], {a}[1]) * count({a})"]
 #: A row's event time and value (first_value, last_value), ordered by time then value.
 TIMED_SQL = f"named_struct('t', unix_micros(`{EVENT_TIME}`), 'v', {{a}})"
 _PARTIAL_SQL = {
@@ -55,6 +59,7 @@ _PARTIAL_SQL = {
     "bit_and": ["collect_list({a})"],
     "bit_or": ["collect_list({a})"],
     **{name: MOMENTS_SQL for name in MOMENTS},
+    **{name: COMOMENTS_SQL for name in COMOMENTS},
     "first_value": ["min(" + TIMED_SQL + ")"],
     "last_value": ["max(" + TIMED_SQL + ")"],
     # NULLs kept (array_agg has them), sorted so that a replay collects them alike
@@ -305,9 +310,8 @@ def _partial_column(function: str, first: list[Any], more: list[list[Any]]) -> l
     """Per-row pane partials of one aggregate, in the shape its Aggregate expects."""
     if function in ("sum", "avg", "bit_xor"):
         return [[0 if s is None else s, c] for s, c in zip(first, more[0], strict=True)]
-    if function in MOMENTS:
-        return [[n, mean or 0.0, squares or 0.0]
-                for n, mean, squares in zip(first, *more, strict=True)]
+    if function in MOMENTS or function in COMOMENTS:
+        return [[n, *(v or 0.0 for v in rest)] for n, *rest in zip(first, *more, strict=True)]
     if function in BAGS:
         return [[item["v"] for item in bag or []] for bag in first]
     if function in ("first_value", "last_value"):

@@ -6,7 +6,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine.operators.aggregates import BAGS, MOMENTS
+from engine.operators.aggregates import BAGS, COMOMENTS, MOMENTS
 from engine.operators.window import Fired
 from engine.planner.plan import EVENT_TIME, WINDOW_COLUMN, WindowAggregate
 from engine.runtime import values
@@ -22,9 +22,9 @@ def output_schema(spec: WindowAggregate, partial_schema: pa.Schema) -> pa.Schema
     fields = [pa.field(k, _plain(partial_schema.field(k).type)) for k in spec.key_columns]
     fields.append(pa.field(WINDOW_COLUMN, WINDOW_TYPE))
     for i, call in enumerate(spec.aggregates):
-        if call.function in ("count_star", "count", "count_distinct"):
+        if call.function in ("count_star", "count", "count_distinct", "regr_count"):
             kind = pa.int64()
-        elif call.function == "avg" or call.function in MOMENTS or call.function in BAGS[1:]:
+        elif call.function == "avg" or call.function in (*MOMENTS, *COMOMENTS, *BAGS[1:]):
             kind = pa.float64()
         elif call.function in ("first_value", "last_value"):  # from struct<t, v>
             kind = _plain(partial_schema.field(f"p{i}_0").type.field("v").type)

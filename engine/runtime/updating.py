@@ -32,7 +32,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine.operators.aggregates import BAGS, MOMENTS, bit_counts
+from engine.operators.aggregates import BAGS, COMOMENTS, MOMENTS, bit_counts
 from engine.operators.updating import (
     Change,
     KeyState,
@@ -45,7 +45,7 @@ from engine.operators.updating import (
 from engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY
 from engine.planner.updating import UpdatingAggregate
 from engine.runtime import values
-from engine.runtime.operator import MOMENTS_SQL, TIMED_SQL, GroupEntries
+from engine.runtime.operator import COMOMENTS_SQL, MOMENTS_SQL, TIMED_SQL, GroupEntries
 from engine.runtime.sources import expand_views
 from engine.runtime.steps import EpochContext, OperatorStep, StepOutput
 from engine.runtime.watermarks import END_OF_TIME
@@ -127,10 +127,12 @@ class UpdatingAggregateStep(OperatorStep):
             return [f"sum({signed})", counted]
         if function == "bit_xor":  # a withdrawn value xors out again
             return [f"bit_xor({a})", counted]
-        if function in MOMENTS:  # moments of the rows added, then of those withdrawn
+        if function in MOMENTS or function in COMOMENTS:
+            # (co-)moments of the rows added, then of those withdrawn
             withdrawn = f"IF(`{RETRACT}`, {a}, NULL)" if self.spec.updating_input else "NULL"
             added = f"IF(`{RETRACT}`, NULL, {a})" if self.spec.updating_input else a
-            return [sql.format(a=rows) for rows in (added, withdrawn) for sql in MOMENTS_SQL]
+            templates = MOMENTS_SQL if function in MOMENTS else COMOMENTS_SQL
+            return [sql.format(a=rows) for rows in (added, withdrawn) for sql in templates]
         if function in BAGS:  # every value and its sign, NULLs too (array_agg has them)
             return [f"collect_list(named_struct('v', {a}, 's', {sign}))"]
         if function in _TIMED:
@@ -194,8 +196,9 @@ class UpdatingAggregateStep(OperatorStep):
             counts = partials.column(f"p{i}_1").to_pylist()
             return [[0 if s is None else s, c]
                     for s, c in zip(values.to_python(first), counts, strict=True)]
-        if function in MOMENTS:
-            columns = [values.to_python(partials.column(f"p{i}_{j}")) for j in range(6)]
+        if function in MOMENTS or function in COMOMENTS:
+            width = 6 if function in MOMENTS else 12
+            columns = [values.to_python(partials.column(f"p{i}_{j}")) for j in range(width)]
             return [[0 if v is None else v for v in row] for row in zip(*columns, strict=True)]
         if function in _BITS:
             return [bit_counts((v, s) for v, s in row)
@@ -318,9 +321,9 @@ class UpdatingAggregateStep(OperatorStep):
         return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
     def _result_type(self, function: str, partial_schema: pa.Schema, i: int) -> pa.DataType:
-        if function in ("count_star", "count", "count_distinct"):
+        if function in ("count_star", "count", "count_distinct", "regr_count"):
             return pa.int64()
-        if function == "avg" or function in MOMENTS or function in BAGS[1:]:
+        if function == "avg" or function in (*MOMENTS, *COMOMENTS, *BAGS[1:]):
             return pa.float64()
         kind = partial_schema.field(f"p{i}_0").type
         if function == "array_agg":

@@ -102,3 +102,24 @@ def test_first_and_last_value_by_event_time() -> None:
     appended = make_accumulator("last_value", updating_input=False)
     acc = appended.add(appended.add(appended.initialize(), [9, 1]), [5, 7])
     assert appended.result(acc) == 1
+
+
+def test_comoments_take_pairs_out() -> None:
+    slope = make_aggregate("regr_slope")
+    pairs = [[[1.0, 0.0], [3.0, 1.0]], [[5.0, 3.0]], [[4.0, 2.0], [4.0, 2.0]]]  # [y, x]
+
+    def comoments(pane: list[list[float]]) -> list[float]:
+        n = len(pane)
+        my, mx = sum(p[0] for p in pane) / n, sum(p[1] for p in pane) / n
+        return [n, my, mx, sum((p[0] - my) ** 2 for p in pane),
+                sum((p[1] - mx) ** 2 for p in pane),
+                sum((p[0] - my) * (p[1] - mx) for p in pane)]
+
+    acc = slope.initialize()
+    for pane in pairs:
+        acc = slope.add(acc, comoments(pane))
+    acc = slope.remove(acc, comoments(pairs[0]))
+    assert abs(slope.result(acc) - 1.0) < 1e-12
+    acc = slope.remove(acc, comoments(pairs[1]))
+    assert slope.result(acc) is None  # x has no spread left
+    assert make_aggregate("regr_count").result(acc) == 2
