@@ -125,8 +125,7 @@ FROM nexmark WHERE bid IS NOT NULL;
 
 #: The Nexmark join queries in Spate's dialect (SQL.md section 5).  q3 is an updating
 #: join (no windows); q4 aggregates an updating join twice (the join in a subquery of
-#: its own: grouping in the joining SELECT itself, under a second aggregate, fails at
-#: run time today, see BENCHMARKS.md); q6 is the reference's form
+#: its own, as when BENCHMARKS.md's figures were taken); q6 is the reference's form
 #: (a window function over an unwindowed, updating input: Spate rejects it); q7 and q8
 #: join two aggregates over the same TUMBLE.
 NEXMARK_QUERIES = {
