@@ -83,8 +83,10 @@ class UpdatingJoinStep(OperatorStep):
             side.table = self._side_table(side, table, touched, entries, epoch.number)
         pairs = self._new_pairs(spark) if any(t.num_rows for t in new) else []
         output = self._output(pairs)
-        self._store(touched, entries, pairs, writers)
-        self._expire(epoch, writers)
+        self._store(touched, entries, pairs)
+        self._expire(epoch, entries, writers)
+        for (name, group), stored in entries.items():
+            stored.flush(writers[group], name, group)
         rows_in = sum(t.num_rows for t in new)
         return StepOutput(spark.createDataFrame(output), rows=output.num_rows, rows_in=rows_in)
 
@@ -173,7 +175,8 @@ class UpdatingJoinStep(OperatorStep):
     # -- state --------------------------------------------------------------------
 
     def _store(self, touched: dict[int, set[str]], entries: dict[tuple[str, int], GroupEntries],
-               pairs: list[tuple[int, int]], writers: dict[int, EpochWriter]) -> None:
+               pairs: list[tuple[int, int]]) -> None:
+        """Put each touched key's rows (stored and new, match counts updated)."""
         for index, side in enumerate(self.sides):
             table = side.table
             assert table is not None
@@ -192,25 +195,32 @@ class UpdatingJoinStep(OperatorStep):
                     if key not in rows_of:
                         continue
                     picked = table.take(pa.array(rows_of[key])).drop_columns([_NEW])
-                    seen = max(t for t in (times[r] for r in rows_of[key]) if t is not None) \
-                        if any(times[r] is not None for r in rows_of[key]) else 0
+                    seen = max((t for t in (times[r] for r in rows_of[key]) if t is not None),
+                               default=0)
                     stored.put((key,), [seen, _to_ipc(picked)])
                     self._oldest[group] = min(self._oldest.get(group, _NEVER), seen)
-                stored.flush(writers[group], side.state_name, group)
 
-    def _expire(self, epoch: EpochContext, writers: dict[int, EpochWriter]) -> None:
-        """Forget keys not seen for ``updating_ttl`` behind the watermark."""
+    def _expire(self, epoch: EpochContext, entries: dict[tuple[str, int], GroupEntries],
+                writers: dict[int, EpochWriter]) -> None:
+        """Forget keys not seen for ``updating_ttl`` behind the watermark.
+
+        Works on this epoch's ``entries`` (adding the groups it sweeps), so a key
+        seen again in this very epoch is judged by its new last-seen time.
+        """
         watermark = epoch.watermark_after()
         if watermark >= END_OF_TIME:
             return  # every source ended: nothing more can match, keep the state as is
         horizon = watermark - self.spec.ttl_us
-        for group, writer in writers.items():
+        for group in writers:
             if self._oldest.get(group, -_NEVER) > horizon:
                 continue
             oldest = _NEVER
             for side in self.sides:
-                stored = GroupEntries(self.state.read_group(side.state_name, group,
-                                                        epoch=epoch.previous_epoch))
+                slot = (side.state_name, group)
+                if slot not in entries:
+                    entries[slot] = GroupEntries(self.state.read_group(
+                        side.state_name, group, epoch=epoch.previous_epoch))
+                stored = entries[slot]
                 for key in list(stored.keys()):
                     value = stored.get(key)
                     if value is None:
@@ -219,7 +229,6 @@ class UpdatingJoinStep(OperatorStep):
                         stored.delete(key)
                     else:
                         oldest = min(oldest, value[0])
-                stored.flush(writer, side.state_name, group)
             self._oldest[group] = oldest
 
 

@@ -135,6 +135,23 @@ def test_updating_ttl_forgets_keys_behind_the_watermark(spark, tmp_path: Path) -
     assert results[True] == Counter()
 
 
+def test_a_key_seen_again_as_its_ttl_passes_keeps_its_rows(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # Epoch 1 brings customer 1's second order (0:30) and moves the watermark to 0:29,
+    # past the first order (0:00) plus 5 s: the key was seen again, so it stays, and
+    # customer 1 (epoch 2) matches both orders.
+    orders = [{"id": 1, "customer": 1, "amount": 1, "ts": "2026-01-01T00:00:00Z"},
+              {"id": 2, "customer": 1, "amount": 1, "ts": "2026-01-01T00:00:30Z"},
+              {"id": 3, "customer": 7, "amount": 1, "ts": "2026-01-01T00:01:00Z"}]
+    customers = [{"cid": 9, "name": "c9", "ts": "2026-01-01T00:00:00Z"},
+                 {"cid": 8, "name": "c8", "ts": "2026-01-01T00:00:30Z"},
+                 {"cid": 1, "name": "c1", "ts": "2026-01-01T00:01:00Z"}]
+    _write(tmp_path / "orders.jsonl", orders)
+    _write(tmp_path / "customers.jsonl", customers)
+    ttl = "SET updating_ttl = INTERVAL '5' SECOND;\n"
+    run_pipeline(spark, _pipeline(tmp_path, "inner", 1, ttl), tmp_path)
+    assert _applied(tmp_path / "out.jsonl") == Counter({(1, 1, "c1"): 1, (2, 1, "c1"): 1})
+
+
 @pytest.mark.parametrize(("sql", "message"), [
     ("SELECT o.id FROM orders AS o JOIN customers AS c ON o.amount > c.cid",
      "needs at least one equality"),
