@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from sqlglot import exp
 
 from engine.planner.aggregates import (
@@ -253,19 +255,24 @@ def _source_table(table: exp.Table, ctx: QueryContext, joined: bool) -> Table:
     return entry
 
 
-def _carry_hidden_columns_up(query: exp.Expr, updating: bool | None = None) -> None:
+def _branches(query: exp.Expr) -> Iterator[exp.Select]:
+    """The SELECTs a query is made of: itself, or each branch of its UNION ALLs."""
+    if isinstance(query, exp.Select):
+        yield query
+    elif isinstance(query, exp.Union | exp.Subquery):
+        yield from _branches(query.this)
+        if isinstance(query, exp.Union):
+            yield from _branches(query.expression)
+
+
+def _carry_hidden_columns_up(query: exp.Expr) -> None:
     """Every un-aggregated SELECT of a FROM subquery (each UNION ALL branch) passes its
     rows' event time, and the change columns of updating rows, up to its reader.
     (An aggregating SELECT is replaced by its operator's output, which carries them.)"""
-    if updating is None:
-        updating = stream_of(query).updating
-    if isinstance(query, exp.Select):
-        if not is_aggregating(query):
-            _carry_hidden_columns(query, updating)
-    elif isinstance(query, exp.Union | exp.Subquery):
-        _carry_hidden_columns_up(query.this, updating)
-        if isinstance(query, exp.Union):
-            _carry_hidden_columns_up(query.expression, updating)
+    updating = stream_of(query).updating
+    for select in _branches(query):
+        if not is_aggregating(select):
+            _carry_hidden_columns(select, updating)
 
 
 def _carry_hidden_columns(select: exp.Select, updating: bool) -> None:
@@ -281,13 +288,9 @@ def _carry_hidden_columns(select: exp.Select, updating: bool) -> None:
 
 def _keep_change_columns(query: exp.Expr) -> None:
     """An updating query's own SELECTs hand the change columns to the sink."""
-    if isinstance(query, exp.Select):
-        if not is_aggregating(query) and len(scopes_of(query)) == 1:
-            _append_change_columns(query)
-    elif isinstance(query, exp.Union | exp.Subquery):
-        _keep_change_columns(query.this)
-        if isinstance(query, exp.Union):
-            _keep_change_columns(query.expression)
+    for select in _branches(query):
+        if not is_aggregating(select) and len(scopes_of(select)) == 1:
+            _append_change_columns(select)
 
 
 def _append_change_columns(select: exp.Select) -> None:
