@@ -23,7 +23,7 @@ from engine.planner.catalog import (
 from engine.planner.dialect import Spate
 from engine.planner.errors import PlanningError
 from engine.planner.memory import MemoryTables
-from engine.planner.plan import PipelinePlan, QueryPlan
+from engine.planner.plan import DEFAULT_UPDATING_TTL_US, PipelinePlan, QueryPlan
 from engine.planner.positions import SourceText
 from engine.planner.queries import plan_query
 from engine.planner.updating import UpdatingAggregate
@@ -35,8 +35,6 @@ __all__ = ["PREVIEW_SINK", "PipelinePlan", "PlanningError", "plan_pipeline"]
 
 PREVIEW_SINK = "preview"
 _SET_VARIABLES = ("updating_ttl",)
-#: SQL.md 1.4: idle updating state lives 24 hours unless ``SET updating_ttl`` says otherwise.
-DEFAULT_UPDATING_TTL_US = 24 * 3600 * 1_000_000
 
 
 def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None, *,

@@ -14,6 +14,8 @@ from engine.udf.signatures import UdfRegistry
 EVENT_TIME = "_spate_event_time"
 WATERMARK = "_spate_watermark"
 WINDOW_COLUMN = "__window"
+#: SQL.md 1.4: idle updating state lives 24 hours unless ``SET updating_ttl`` says otherwise.
+DEFAULT_UPDATING_TTL_US = 24 * 3600 * 1_000_000
 #: Updating rows (SQL.md section 6) carry two hidden columns.  ``RETRACT`` is
 #: true when the row withdraws a row sent earlier, false when it adds one;
 #: ``ROW_KEY`` (a string) identifies the updated row (its group key or primary
@@ -146,7 +148,7 @@ class PipelinePlan:
     #: The pipeline's Python UDFs, registered in its SparkSession before it runs.
     udfs: UdfRegistry | None = None
     #: ``SET updating_ttl``: how long updating state outlives its key's last row (µs)
-    updating_ttl_us: int = 24 * 3600 * 1_000_000
+    updating_ttl_us: int = DEFAULT_UPDATING_TTL_US
 
     @property
     def sources(self) -> list[Table]:

@@ -27,12 +27,18 @@ from sqlglot import exp
 
 from engine.planner.aggregates import group_items, is_aggregate_call, split_aggregate
 from engine.planner.context import QueryContext, is_nested, own_nodes
-from engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY, AggregateCall, Operator, Stream
+from engine.planner.plan import (
+    DEFAULT_UPDATING_TTL_US,
+    EVENT_TIME,
+    RETRACT,
+    ROW_KEY,
+    AggregateCall,
+    Operator,
+    Stream,
+)
 
 #: Default of ``pipeline.update-aggregate-flush-interval`` (SQL.md 6).
 DEFAULT_FLUSH_INTERVAL_MS = 1000
-#: Default of ``SET updating_ttl`` (SQL.md 1.4): 24 hours.
-_DEFAULT_TTL_US = 24 * 3600 * 1_000_000
 
 
 @dataclass(frozen=True)
@@ -45,7 +51,7 @@ class UpdatingAggregate(Operator):
     #: whether the input rows are updating (carry RETRACT): min/max keep multisets
     updating_input: bool
     #: SET updating_ttl (filled in once the whole script is read)
-    ttl_us: int = _DEFAULT_TTL_US
+    ttl_us: int = DEFAULT_UPDATING_TTL_US
 
     def describe(self) -> str:
         funcs = ", ".join(f"{a.function}({a.argument or '*'})" for a in self.aggregates) \
