@@ -304,42 +304,36 @@ def bits_result(function: str, acc: list[Any]) -> int | None:
 class Moments(Aggregate):
     """Variances and standard deviations: ``[count, mean, squared deviations]``."""
 
+    #: how many numbers a partial holds, how two combine, and the SQL result
+    width = 3
+    combine = staticmethod(merge_moments)
+    finish = staticmethod(moments_result)
+
     def __init__(self, function: str) -> None:
         self.function = function
 
     def initialize(self) -> list[Any]:
-        return [0, 0.0, 0.0]
+        return [0] + [0.0] * (self.width - 1)
 
     def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
-        return merge_moments(acc, partial)
+        return self.combine(acc, partial)
 
     def merge(self, partial: list[Any], more: list[Any]) -> list[Any]:
-        return merge_moments(partial, more)
+        return self.combine(partial, more)
 
     def remove(self, acc: list[Any], partial: list[Any]) -> list[Any]:
-        return merge_moments(acc, negated(partial))
+        return self.combine(acc, negated(partial))
 
-    def result(self, acc: list[Any]) -> float | None:
-        return moments_result(self.function, acc)
+    def result(self, acc: list[Any]) -> Any:
+        return self.finish(self.function, acc)
 
 
 class Comoments(Moments):
     """corr, covar_*, regr_*: :func:`merge_comoments` partials and accumulator."""
 
-    def initialize(self) -> list[Any]:
-        return [0, 0.0, 0.0, 0.0, 0.0, 0.0]
-
-    def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
-        return merge_comoments(acc, partial)
-
-    def merge(self, partial: list[Any], more: list[Any]) -> list[Any]:
-        return merge_comoments(partial, more)
-
-    def remove(self, acc: list[Any], partial: list[Any]) -> list[Any]:
-        return merge_comoments(acc, negated(partial))
-
-    def result(self, acc: list[Any]) -> Any:
-        return comoments_result(self.function, acc)
+    width = 6
+    combine = staticmethod(merge_comoments)
+    finish = staticmethod(comoments_result)
 
 
 def negated(moments: list[Any]) -> list[Any]:

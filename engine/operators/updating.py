@@ -37,14 +37,11 @@ from engine.operators.aggregates import (
     COMOMENTS,
     INT_BITS,
     MOMENTS,
+    Comoments,
+    Moments,
     add_bit_counts,
     bag_result,
     bits_result,
-    comoments_result,
-    merge_comoments,
-    merge_moments,
-    moments_result,
-    negated,
     time_key,
 )
 
@@ -102,34 +99,29 @@ class SignedAvg(SignedSum):
 
 
 class SignedMoments(Accumulator):
-    """Variances: the partial is the moments of the rows added, then of those withdrawn."""
+    """Variances: the partial is the moments of the rows added, then of those withdrawn
+    (the accumulator, its width and arithmetic are :class:`Moments`')."""
+
+    kind: type[Moments] = Moments
 
     def __init__(self, function: str) -> None:
-        self.function = function
+        self.moments = self.kind(function)
 
     def initialize(self) -> list[Any]:
-        return [0, 0.0, 0.0]
+        return self.moments.initialize()
 
     def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
-        added = merge_moments(acc, partial[:3])
-        return merge_moments(added, negated(partial[3:]))
+        width = self.moments.width
+        return self.moments.remove(self.moments.add(acc, partial[:width]), partial[width:])
 
-    def result(self, acc: list[Any]) -> float | None:
-        return moments_result(self.function, acc)
+    def result(self, acc: list[Any]) -> Any:
+        return self.moments.result(acc)
 
 
 class SignedComoments(SignedMoments):
     """corr, covar_*, regr_*: co-moments of the pairs added, then of those withdrawn."""
 
-    def initialize(self) -> list[Any]:
-        return [0, 0.0, 0.0, 0.0, 0.0, 0.0]
-
-    def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
-        added = merge_comoments(acc, partial[:6])
-        return merge_comoments(added, negated(partial[6:]))
-
-    def result(self, acc: list[Any]) -> Any:
-        return comoments_result(self.function, acc)
+    kind = Comoments
 
 
 class SignedBitXor(SignedSum):
