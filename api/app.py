@@ -14,14 +14,15 @@ from contextlib import asynccontextmanager
 from alembic.runtime.migration import MigrationContext
 from fastapi import FastAPI
 
-from api.bodylimit import BodyLimitMiddleware
-from api.crypto import SecretBox
-from api.db import create_database
-from api.deps import AppState, platform_key_sha256
-from api.errors import install_error_handlers
-from api.migrate import head_revision
-from api.ratelimit import RateLimit, create_rate_limiter
-from api.routes import (
+from spate.api.bodylimit import BodyLimitMiddleware
+from spate.api.crypto import SecretBox
+from spate.api.db import create_database
+from spate.api.deps import AppState, platform_key_sha256
+from spate.api.errors import install_error_handlers
+from spate.api.migrate import head_revision
+from spate.api.planning_pool import PlanningPool
+from spate.api.ratelimit import RateLimit, create_rate_limiter
+from spate.api.routes import (
     api_keys,
     connections,
     connectors,
@@ -32,10 +33,12 @@ from api.routes import (
     preview,
     tenants,
 )
-from api.routes.console import mount_console
-from api.scheduling import Scheduler
-from api.settings import Settings
-from api.worker import celery_app, scheduler_client
+from spate.api.routes.console import mount_console
+from spate.api.scheduling import Scheduler
+from spate.api.settings import Settings
+from spate.api.textcheck import InvalidTextMiddleware
+from spate.api.worker import celery_app, scheduler_client, scheduler_config
+from spate.scheduler.tenants import Tenants
 
 API_PREFIX = "/api/v1"
 logger = logging.getLogger(__name__)
@@ -52,9 +55,15 @@ def create_app(settings: Settings, *, scheduler: Scheduler | None = None) -> Fas
     limit = (RateLimit(settings.rate_limit_per_minute, settings.rate_limit_burst)
              if settings.rate_limit_per_minute > 0 else None)
     limiter = create_rate_limiter(settings.redis_url, limit, settings.redis_key_prefix)
+    failures = RateLimit(settings.auth_failures_per_minute, settings.auth_failures_per_minute)
+    auth_failures = create_rate_limiter(settings.redis_url, failures,
+                                        settings.redis_key_prefix + "auth:")
+    planning = PlanningPool.from_settings(settings)
     state = AppState(settings=settings, database=database, rate_limiter=limiter,
                      platform_key_sha256=platform_key_sha256(settings), scheduler=scheduler,
-                     secret_box=SecretBox(settings.secret_key, settings.data_dir))
+                     secret_box=SecretBox(settings.secret_key, settings.data_dir),
+                     planning=planning, tenants=Tenants(scheduler_config(settings)),
+                     auth_failures=auth_failures)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -62,8 +71,10 @@ def create_app(settings: Settings, *, scheduler: Scheduler | None = None) -> Fas
         try:
             yield
         finally:
-            if limiter is not None:
-                limiter.close()
+            for each in (limiter, auth_failures):
+                if each is not None:
+                    each.close()
+            planning.close()
             database.dispose()
 
     app = FastAPI(
@@ -77,6 +88,8 @@ def create_app(settings: Settings, *, scheduler: Scheduler | None = None) -> Fas
     )
     app.state.spate = state
     install_error_handlers(app)
+    # The last added runs first: the size limit bounds what the text check reads.
+    app.add_middleware(InvalidTextMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
     for router in (tenants.router, api_keys.router, preview.router, pipelines.router,
                    jobs.router, metrics.router):

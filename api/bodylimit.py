@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.errors import error_response
+from spate.api.errors import error_response
 
 
 class BodyLimitMiddleware:
@@ -31,7 +31,7 @@ class BodyLimitMiddleware:
         if not more_allowed:
             await self._refuse(scope, receive, send)
             return
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, replay(body, receive), send)
 
     async def _read_body(self, receive: Receive) -> tuple[list[Message], bool]:
         messages: list[Message] = []
@@ -66,7 +66,8 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-def _replay(messages: list[Message], receive: Receive) -> Receive:
+def replay(messages: list[Message], receive: Receive) -> Receive:
+    """A ``receive`` that hands out ``messages`` (already read) first, then reads on."""
     pending = list(messages)
 
     async def replay() -> Message:

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 from sqlalchemy import select, update
 
-from api.db import Database
-from api.ids import new_id
-from api.models import ApiKey, Tenant, utc_now
-from api.repositories.api_keys import new_key_row
-from api.security import Role
+from spate.api.db import Database
+from spate.api.ids import new_id
+from spate.api.models import ApiKey, Tenant, utc_now
+from spate.api.repositories.api_keys import new_key_row
+from spate.api.security import Role
 
 BOOTSTRAP_KEY_NAME = "bootstrap admin key (spate serve)"
 

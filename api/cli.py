@@ -7,12 +7,12 @@ import os
 
 import click
 
-from api.clientcli import keys, pipelines
-from api.dbcli import db
-from api.serve import serve
-from api.worker import worker
-from engine.cli import run
-from statestore.cli import state
+from spate.api.clientcli import keys, pipelines
+from spate.api.dbcli import db
+from spate.api.serve import serve
+from spate.api.worker import worker
+from spate.engine.cli import run
+from spate.statestore.cli import state
 
 
 @click.group()

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import click
 import httpx
 
-from api.client import DEFAULT_SERVER, ClientError, SpateClient
+from spate.api.client import DEFAULT_SERVER, ClientError, SpateClient
 
 EXIT_REFUSED = 1
 STOP_MODES = ("checkpoint", "graceful", "immediate", "force")

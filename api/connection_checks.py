@@ -1,11 +1,13 @@
 """Cheap, real checks of connection settings, for the ``/test`` endpoints.
 
 What a check can do depends on the connector: ``single_file`` looks at its
-path (a source's file must be readable, a sink's folder writable); the
-generated sources and the stdout/blackhole sinks have nothing outside the
-process to reach, so their check is the validation itself. A check never
-raises and never returns a secret: every secret value is scrubbed from its
-message.
+path, resolved inside the tenant's storage root (a source's file must be
+readable, a sink's folder writable; a path outside the root is refused
+before anything is looked at, so a check tells nothing about the rest of the
+server); the generated sources and the stdout/blackhole sinks have nothing
+outside the process to reach, so their check is the validation itself. A
+check never raises and never returns a secret: every secret value is
+scrubbed from its message.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from api.connections import SECRET_PLACEHOLDER
+from spate.api.connections import SECRET_PLACEHOLDER
+from spate.engine.connectors.base import ConnectorError
+from spate.engine.connectors.boundary import UNCONFINED, Boundary
 
 logger = logging.getLogger(__name__)
 
@@ -35,25 +39,31 @@ class CheckResult:
         return CheckResult(self.ok, message)
 
 
-def check_options(connector: str, options: Mapping[str, str], role: str | None) -> CheckResult:
-    """Reach what ``options`` point at, for a table of ``role`` (None: a profile, role unknown)."""
+def check_options(connector: str, options: Mapping[str, str], role: str | None,
+                  boundary: Boundary = UNCONFINED) -> CheckResult:
+    """Reach what ``options`` point at, for a table of ``role`` (None: a profile, role
+    unknown), within the tenant's ``boundary``."""
     check = _CHECKS.get(connector)
     if check is None:
         return CheckResult(True, f"connector '{connector}' reaches nothing outside the job; "
                                  "the options are valid")
     try:
-        return check(options, role)
+        return check(options, role, boundary)
     except OSError as error:  # an unexpected filesystem answer is a failed check, not a 500
         logger.info("connection check failed", extra={"connector": connector})
         return CheckResult(False, f"check failed: {error.strerror or type(error).__name__}")
 
 
-def _check_file(options: Mapping[str, str], role: str | None) -> CheckResult:
+def _check_file(options: Mapping[str, str], role: str | None,
+                boundary: Boundary) -> CheckResult:
     raw = options.get("path")
     if not raw:
         return CheckResult(True, "no path set yet; the tables using this profile set it")
     role = role or options.get("type")
-    path = Path(raw).expanduser()
+    try:
+        path = Path(boundary.resolve_path(raw))
+    except ConnectorError as error:
+        return CheckResult(False, str(error))
     if role == "sink":
         return _check_writable_parent(raw, path)
     if path.is_file() and os.access(path, os.R_OK):
@@ -77,6 +87,6 @@ def _check_writable_parent(raw: str, path: Path) -> CheckResult:
     return CheckResult(False, f"{raw} cannot be written: its folder is not writable")
 
 
-_CHECKS: dict[str, Callable[[Mapping[str, str], str | None], CheckResult]] = {
+_CHECKS: dict[str, Callable[[Mapping[str, str], str | None, Boundary], CheckResult]] = {
     "single_file": _check_file,
 }

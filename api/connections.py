@@ -2,7 +2,7 @@
 
 A profile or table's options arrive as ``config`` (plain) and ``secrets``
 (write-only). Options are checked against the connector's option table
-(:mod:`engine.connectors.metadata`); an option whose name marks a credential
+(:mod:`spate.engine.connectors.metadata`); an option whose name marks a credential
 (``password``, ``token``, …) is secret even when sent in ``config``, and any
 other option may be sent in ``secrets`` to keep it encrypted (a path or URL
 carrying a token). Planning and validation in the API see secrets only as
@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from api.errors import BadRequestError
-from engine.connectors.metadata import CONNECTOR_OPTIONS, is_secret_option
-from engine.planner.catalog import Table
-from engine.planner.external import (
+from spate.api.errors import BadRequestError
+from spate.engine.connectors.boundary import UNCONFINED, Boundary
+from spate.engine.connectors.metadata import CONNECTOR_OPTIONS, is_secret_option
+from spate.engine.planner.catalog import Table
+from spate.engine.planner.external import (
     FieldDefinition,
     TableDefinition,
     TableDefinitionError,
@@ -92,13 +93,15 @@ def placeholders(secret_names: Mapping[str, object]) -> dict[str, str]:
 
 
 def build_table(definition: TableDefinition,
-                secret_values: Mapping[str, str] | None = None) -> Table:
-    """The planner's catalog entry for ``definition``; problems are 400s naming the option.
+                secret_values: Mapping[str, str] | None = None,
+                boundary: Boundary = UNCONFINED) -> Table:
+    """The planner's catalog entry for ``definition``, held to the tenant's ``boundary``;
+    problems are 400s naming the option.
 
     ``secret_values`` are scrubbed from any message, in case a connector quotes a value.
     """
     try:
-        return table_from_definition(definition)
+        return table_from_definition(definition, boundary)
     except TableDefinitionError as error:
         message = error.message
         for value in (secret_values or {}).values():

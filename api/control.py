@@ -1,8 +1,8 @@
-"""The scheduler's view of the control-plane database: ``scheduler.store.ControlStore``
-implemented with SQLAlchemy over :mod:`api.models`.
+"""The scheduler's view of the control-plane database: ``spate.scheduler.store.ControlStore``
+implemented with SQLAlchemy over :mod:`spate.api.models`.
 
 The scheduler is platform-level, so these sessions are not tenant-scoped
-(:mod:`api.tenancy` leaves unscoped sessions alone); rows a write adds still
+(:mod:`spate.api.tenancy` leaves unscoped sessions alone); rows a write adds still
 carry their job's tenant. Races between workers are settled in the database:
 state changes are ``UPDATE … WHERE state IN (…)`` and ingestion is
 ``UPDATE … WHERE channel_cursor = <what the reader saw>``, so of two workers
@@ -18,11 +18,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import and_, func, or_, select, type_coerce, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from api.crypto import SecretBox, SecretKeyMismatchError
-from api.db import Database
-from api.models import (
+from spate.api.crypto import SecretBox, SecretKeyMismatchError
+from spate.api.db import Database
+from spate.api.models import (
     DESIRED_RUNNING,
     JOB_TERMINAL_STATES,
     Job,
@@ -31,12 +32,13 @@ from api.models import (
     JobEvent,
     Pipeline,
     PipelineVersion,
+    Tenant,
     UTCDateTime,
     utc_now,
 )
-from api.repositories.connections import job_tables
-from scheduler.errors import JobConfigurationError
-from scheduler.store import (
+from spate.api.repositories.connections import job_tables
+from spate.scheduler.errors import JobConfigurationError
+from spate.scheduler.store import (
     FAILED,
     RUNNING,
     STARTING,
@@ -47,6 +49,8 @@ from scheduler.store import (
 )
 
 _FORCE = "force"
+#: Tries at giving a tenant a sandbox number when other workers give them at once.
+_NUMBER_ATTEMPTS = 10
 
 
 class SqlControlStore(ControlStore):
@@ -182,6 +186,23 @@ class SqlControlStore(ControlStore):
             _record_batch(session, job, batch)
             session.flush()
             return _job_view(session, job)
+
+    def tenant_number(self, tenant_id: str) -> int:
+        for _attempt in range(_NUMBER_ATTEMPTS):
+            with self._session() as session:
+                number = session.scalar(select(Tenant.sandbox_number)
+                                        .where(Tenant.id == tenant_id))
+                if number is not None:
+                    return int(number)
+            try:
+                with self._session() as session:
+                    highest = session.scalar(select(func.max(Tenant.sandbox_number)))
+                    session.execute(update(Tenant).where(
+                        Tenant.id == tenant_id, Tenant.sandbox_number.is_(None))
+                        .values(sandbox_number=(highest or 0) + 1))
+            except IntegrityError:
+                continue  # another worker took that number for another tenant: again
+        raise JobConfigurationError(f"could not give tenant {tenant_id} a sandbox number")
 
     def job_tables(self, tenant_id: str) -> list[dict[str, Any]]:
         try:

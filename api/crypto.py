@@ -11,6 +11,8 @@ carries the ciphertext or the key.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import os
 from functools import cached_property
@@ -64,12 +66,21 @@ class SecretBox:
         self.key_file = data_dir / KEY_FILE_NAME
 
     @cached_property
-    def _fernet(self) -> Fernet:
-        # Built on first use, so an API that never stores a secret never writes a key file.
+    def _key_bytes(self) -> bytes:
+        # Read on first use, so an API that never stores a secret never writes a key file.
         if self._key is not None:
-            return Fernet(self._key.get_secret_value().encode("ascii"))
+            return self._key.get_secret_value().encode("ascii")
         self.key_file.parent.mkdir(parents=True, exist_ok=True)
-        return Fernet(load_or_create_key_file(self.key_file))
+        return load_or_create_key_file(self.key_file)
+
+    @cached_property
+    def _fernet(self) -> Fernet:
+        return Fernet(self._key_bytes)
+
+    def derive(self, purpose: str) -> bytes:
+        """A secret for ``purpose`` derived from the key (HMAC-SHA256), so deployments
+        need one key for every secret they make."""
+        return hmac.new(self._key_bytes, purpose.encode(), hashlib.sha256).digest()
 
     def encrypt(self, value: str) -> str:
         return self._fernet.encrypt(value.encode("utf-8")).decode("ascii")

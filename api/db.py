@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import URL, Engine, create_engine, event, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.tenancy import install_tenancy
+from spate.api.tenancy import install_tenancy
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,9 @@ def database_url(url: str) -> URL:
 def create_database(url: str) -> Database:
     """Engine and sessions for ``url`` (no connection is opened yet)."""
     parsed = database_url(url)
-    options: dict[str, Any] = {"pool_pre_ping": True}
+    # A failed statement's parameters (a tenant's SQL, names, secrets' ciphertexts) never
+    # go into an exception's text, and so never into a log.
+    options: dict[str, Any] = {"pool_pre_ping": True, "hide_parameters": True}
     if parsed.get_backend_name() == "sqlite":
         _create_sqlite_folder(parsed)
         # Sessions move between the event loop's worker threads, one at a time.

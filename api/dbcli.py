@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 from pydantic import ValidationError
 
-from api import migrate
-from api.settings import Settings
+from spate.api import migrate
+from spate.api.settings import Settings
 
 _URL_HELP = "database URL (default: SPATE_DATABASE_URL, spate.toml, or the embedded SQLite file)"
 

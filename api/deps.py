@@ -12,27 +12,36 @@ from __future__ import annotations
 import hmac
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
-from api.crypto import SecretBox
-from api.db import Database
-from api.errors import AuthenticationError, PermissionDeniedError, RateLimitedError
-from api.ratelimit import RateLimiter
-from api.repositories.api_keys import ApiKeyRepository
-from api.repositories.auth import find_key
-from api.repositories.connections import ConnectionRepository
-from api.repositories.jobs import JobRepository
-from api.repositories.metrics import PlatformMetricsRepository, TenantMetricsRepository
-from api.repositories.pipelines import PipelineRepository
-from api.repositories.tenants import PlatformRepository
-from api.scheduling import Scheduler, SchedulerNotifier
-from api.security import Role, hash_token, parse_key_id, token_matches
-from api.settings import Settings
-from engine.planner.catalog import Table
+from spate.api.crypto import SecretBox
+from spate.api.db import Database
+from spate.api.errors import (
+    AuthenticationError,
+    PermissionDeniedError,
+    RateLimitedError,
+    TooManyFailuresError,
+)
+from spate.api.planning import PlanAnswer, PlanRequest
+from spate.api.planning_pool import PlanningPool
+from spate.api.ratelimit import RateLimiter
+from spate.api.repositories.api_keys import ApiKeyRepository
+from spate.api.repositories.auth import find_key
+from spate.api.repositories.connections import ConnectionRepository
+from spate.api.repositories.jobs import JobRepository
+from spate.api.repositories.metrics import PlatformMetricsRepository, TenantMetricsRepository
+from spate.api.repositories.pipelines import PipelineRepository
+from spate.api.repositories.tenants import PlatformRepository
+from spate.api.scheduling import Scheduler, SchedulerNotifier
+from spate.api.security import Role, hash_token, parse_key_id, token_matches
+from spate.api.settings import Settings
+from spate.engine.connectors.boundary import UNCONFINED, Boundary
+from spate.engine.planner.external import TableDefinition
+from spate.scheduler.tenants import Tenants
 
 _bearer = HTTPBearer(
     auto_error=False, scheme_name="ApiKey",
@@ -54,6 +63,17 @@ class AppState:
     scheduler: Scheduler | None = None
     #: Encrypts connection secrets; without a configured key it makes one on first use.
     secret_box: SecretBox = field(default_factory=lambda: SecretBox(None))
+    #: Plans tenants' SQL in worker processes, within a budget per request.
+    planning: PlanningPool | None = None
+    #: Each tenant's folders and boundary (storage root, egress policy).
+    tenants: Tenants | None = None
+    #: Counts failed authentications per client address and per key id.
+    auth_failures: RateLimiter | None = None
+
+    def boundary(self, tenant_id: str) -> Boundary:
+        """What ``tenant_id``'s tables may touch (unconfined only in an app built without
+        a deployment, as some tests build them)."""
+        return UNCONFINED if self.tenants is None else self.tenants.boundary(tenant_id)
 
 
 @dataclass(frozen=True)
@@ -97,13 +117,39 @@ def current_key(
     if credentials is None:
         raise AuthenticationError("send an API key: 'Authorization: Bearer spate_...'")
     state = app_state(request)
-    caller = _authenticate(session, state, credentials.credentials)
+    caller = _throttled_authenticate(request, session, state, credentials.credentials)
     if state.rate_limiter is not None:
         bucket = "platform" if isinstance(caller, PlatformCaller) else f"tenant:{caller.tenant_id}"
         retry_after_s = state.rate_limiter.acquire(bucket)
         if retry_after_s is not None:
             raise RateLimitedError(retry_after_s)
     return caller
+
+
+def _throttled_authenticate(request: Request, session: Session, state: AppState,
+                            token: str) -> Caller:
+    """Authenticate, unless the client or the key id failed too often lately.
+
+    Failures count against the client's address and against the key id the
+    token names; while either is over its budget every attempt is a 429, the
+    right key included, so guessing gets no faster by spreading over keys.
+    """
+    limiter = state.auth_failures
+    if limiter is None:
+        return _authenticate(session, state, token)
+    client = request.client.host if request.client is not None else "unknown"
+    key_id = parse_key_id(token)
+    buckets = [f"authfail:client:{client}"] + ([f"authfail:key:{key_id}"] if key_id else [])
+    for bucket in buckets:
+        wait_s = limiter.blocked(bucket)
+        if wait_s is not None:
+            raise TooManyFailuresError(wait_s)
+    try:
+        return _authenticate(session, state, token)
+    except AuthenticationError:
+        for bucket in buckets:
+            limiter.acquire(bucket)
+        raise
 
 
 def _authenticate(session: Session, state: AppState, token: str) -> Caller:
@@ -210,21 +256,55 @@ def platform_key_sha256(settings: Settings) -> str | None:
 
 def _connections_read(request: Request, session: SessionDep,
                       caller: ViewerCaller) -> ConnectionRepository:
-    return ConnectionRepository(session, caller.tenant_id, app_state(request).secret_box)
+    state = app_state(request)
+    return ConnectionRepository(session, caller.tenant_id, state.secret_box,
+                                state.boundary(caller.tenant_id))
 
 
 def _connections_write(request: Request, session: SessionDep,
                        caller: DeveloperCaller) -> ConnectionRepository:
-    return ConnectionRepository(session, caller.tenant_id, app_state(request).secret_box)
+    state = app_state(request)
+    return ConnectionRepository(session, caller.tenant_id, state.secret_box,
+                                state.boundary(caller.tenant_id))
 
 
 ConnectionsRead = Annotated[ConnectionRepository, Depends(_connections_read)]
 ConnectionsWrite = Annotated[ConnectionRepository, Depends(_connections_write)]
 
 
-def _table_catalog(connections: ConnectionsRead) -> dict[str, Table]:
-    return connections.catalog()
+@dataclass(frozen=True)
+class TenantPlanner:
+    """Plans SQL for one tenant: over its connection tables, within its boundary, in the
+    planning pool (never in the API's process)."""
+
+    pool: PlanningPool
+    tenant_id: str
+    tables: tuple[TableDefinition, ...]
+    boundary: dict[str, Any]
+
+    def check(self, sql: str, graph: bool = False) -> PlanAnswer:
+        return self.pool.plan(self.tenant_id, self._request(sql, graph))
+
+    def require_valid(self, sql: str, needs_sinks: bool = False) -> PlanAnswer:
+        """The answer for valid SQL, else a 400 with located diagnostics; ``needs_sinks``
+        for a pipeline that runs on its own (a bare SELECT is then an error)."""
+        return self.pool.require_valid(self.tenant_id,
+                                       self._request(sql, False, needs_sinks))
+
+    def _request(self, sql: str, graph: bool, needs_sinks: bool = False) -> PlanRequest:
+        return PlanRequest(sql=sql, tables=self.tables, boundary=self.boundary, graph=graph,
+                           needs_sinks=needs_sinks)
 
 
-#: The caller's connection tables as the planner's catalog (secrets as placeholders).
-TableCatalog = Annotated[dict[str, Table], Depends(_table_catalog)]
+def _planner(request: Request, connections: ConnectionsRead,
+             caller: ViewerCaller) -> TenantPlanner:
+    state = app_state(request)
+    if state.planning is None:
+        raise RuntimeError("the app was built without a planning pool")
+    return TenantPlanner(pool=state.planning, tenant_id=caller.tenant_id,
+                         tables=tuple(connections.catalog_definitions()),
+                         boundary=state.boundary(caller.tenant_id).to_dict())
+
+
+#: Plans the caller's SQL over its connection tables (secrets as placeholders).
+Planner = Annotated[TenantPlanner, Depends(_planner)]

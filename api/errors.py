@@ -87,6 +87,17 @@ class RateLimitedError(ApiError):
                          headers={"Retry-After": str(retry_after_s)})
 
 
+class TooManyFailuresError(ApiError):
+    """A client or key id that failed to authenticate too often lately."""
+
+    status_code, code = 429, "too_many_failed_authentications"
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(f"too many failed authentications from this client or for this key; "
+                         f"retry in {retry_after_s} s with a valid key",
+                         headers={"Retry-After": str(retry_after_s)})
+
+
 _HTTP_CODES = {
     400: "bad_request", 401: "unauthenticated", 403: "forbidden", 404: "not_found",
     405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",

@@ -15,8 +15,8 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-import migrations
-from api.db import create_database
+from spate import migrations
+from spate.api.db import create_database
 
 #: Key under which env.py finds the database URL in the Alembic config.
 URL_ATTRIBUTE = "spate.database_url"

@@ -1,7 +1,7 @@
 """The control plane's tables as SQLAlchemy 2 models.
 
 Every table but ``tenants`` carries ``tenant_id`` through :class:`TenantOwned`;
-:mod:`api.tenancy` uses that marker to scope every query of a tenant's session.
+:mod:`spate.api.tenancy` uses that marker to scope every query of a tenant's session.
 A pipeline's SQL lives in immutable :class:`PipelineVersion` rows: changing the
 SQL adds a version, it never edits one.
 """
@@ -30,8 +30,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
-from api.ids import ID_LENGTH, new_id
-from api.security import Role
+from spate.api.ids import ID_LENGTH, new_id
+from spate.api.security import Role
 
 NAME_LENGTH = 63
 KEY_NAME_LENGTH = 100
@@ -87,10 +87,12 @@ class Tenant(Base):
     id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True, default=new_id)
     name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    #: Numbers the tenant's sandbox user (uid = base + number); given on first job.
+    sandbox_number: Mapped[int | None] = mapped_column(Integer, unique=True, default=None)
 
 
 class TenantOwned:
-    """Marks a model whose rows belong to one tenant (see :mod:`api.tenancy`)."""
+    """Marks a model whose rows belong to one tenant (see :mod:`spate.api.tenancy`)."""
 
     tenant_id: Mapped[str] = mapped_column(
         String(ID_LENGTH), ForeignKey("tenants.id", ondelete="CASCADE"), index=True,
@@ -325,7 +327,7 @@ class ConnectionProfile(TenantOwned, Base):
     connector: Mapped[str] = mapped_column(String(NAME_LENGTH))
     #: Options that are not secret, as given.
     config: Mapped[dict[str, Any]] = mapped_column(JSON)
-    #: Secret options: name → Fernet token (see :mod:`api.crypto`).
+    #: Secret options: name → Fernet token (see :mod:`spate.api.crypto`).
     secrets: Mapped[dict[str, str]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)

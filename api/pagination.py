@@ -15,8 +15,8 @@ from typing import Annotated, Generic, TypeVar
 from fastapi import Query
 from pydantic import BaseModel, Field
 
-from api.errors import BadRequestError
-from api.ids import is_id
+from spate.api.errors import BadRequestError
+from spate.api.ids import is_id
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200

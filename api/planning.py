@@ -1,26 +1,35 @@
 """Checking a tenant's SQL with the engine's planner, for the API.
 
-Planning parses and checks only; it never starts Spark or reads data. Two
-things differ from ``spate run``:
+Planning parses and checks only; it never starts Spark or reads data. It runs
+in the planning pool's processes (:mod:`spate.api.planning_pool`), never in
+the API's, and :func:`plan_request` is what they run. Three things differ
+from ``spate run``:
 
 - ``{{ NAME }}`` references, which the planner fills from the environment,
   are refused: the API process's environment holds *its* secrets, not the
   tenant's, and a reference could echo one back in a diagnostic.
+- Tables are held to the tenant's boundary: file paths inside its storage
+  root, network destinations through the egress policy.
 - SQL nested deeper than the parser can recurse is a diagnostic, not a crash.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import Any
 
-from api.errors import InvalidSqlError
-from api.schemas.pipelines import Diagnostic, PlanEdge, PlanGraph, PlanNode
-from engine.planner import PREVIEW_SINK, PipelinePlan, PlanningError, plan_pipeline
-from engine.planner.catalog import Table
-from engine.planner.plan import Operator, WindowAggregate
+from spate.api.schemas.pipelines import Diagnostic, PlanEdge, PlanGraph, PlanNode
+from spate.engine.connectors.boundary import UNCONFINED, Boundary
+from spate.engine.planner import PREVIEW_SINK, PipelinePlan, PlanningError, plan_pipeline
+from spate.engine.planner.catalog import Table
+from spate.engine.planner.external import TableDefinition, table_from_definition
+from spate.engine.planner.plan import Operator, WindowAggregate
+
+log = logging.getLogger(__name__)
 
 # The planner's own syntax for environment references in option values.
 _ENV_REFERENCE = re.compile(r"\{\{\s*[A-Za-z_][A-Za-z0-9_]*\s*\}\}")
@@ -34,11 +43,56 @@ class SqlCheck:
     diagnostics: list[Diagnostic]
 
 
-def check_sql(sql: str, tables: Mapping[str, Table] | None = None) -> SqlCheck:
+@dataclass(frozen=True)
+class PlanRequest:
+    """What one request asks the planner, as plain values (it crosses processes)."""
+
+    sql: str
+    #: the tenant's connection tables, secrets as placeholders
+    tables: tuple[TableDefinition, ...] = ()
+    #: the tenant's :class:`~spate.engine.connectors.boundary.Boundary` as a dict
+    boundary: dict[str, Any] = field(default_factory=dict)
+    #: also draw the plan as a graph (what /validate answers with)
+    graph: bool = False
+    #: a pipeline that runs on its own: every query must write to a sink (no bare SELECT)
+    needs_sinks: bool = False
+
+
+@dataclass(frozen=True)
+class PlanAnswer:
+    """The planner's answer, as plain values: diagnostics, and the graph if asked."""
+
+    diagnostics: list[dict[str, Any]]
+    graph: dict[str, Any] | None = None
+
+    @property
+    def valid(self) -> bool:
+        return not self.diagnostics
+
+
+def plan_request(request: PlanRequest) -> PlanAnswer:
+    """Plan one request (in a planning process): its diagnostics, and its graph."""
+    boundary = Boundary.from_dict(request.boundary)
+    tables: dict[str, Table] = {}
+    for definition in request.tables:
+        try:
+            tables[definition.name.lower()] = table_from_definition(definition, boundary)
+        except PlanningError as error:  # stored before the engine changed: left out
+            log.warning("connection table no longer validates: %s", error.message,
+                        extra={"table": definition.name})
+    checked = check_sql(request.sql, tables, boundary, previews=not request.needs_sinks)
+    graph = None
+    if checked.plan is not None and request.graph:
+        graph = plan_graph(checked.plan).model_dump()
+    return PlanAnswer([d.model_dump() for d in checked.diagnostics], graph)
+
+
+def check_sql(sql: str, tables: Mapping[str, Table] | None = None,
+              boundary: Boundary = UNCONFINED, previews: bool = True) -> SqlCheck:
     """Plan ``sql``; problems come back as diagnostics, never as exceptions.
 
-    ``tables`` are the tenant's connection tables (``api.deps.TableCatalog``),
-    which the SQL may use by name; their secrets are placeholders.
+    ``tables`` are the tenant's connection tables, which the SQL may use by
+    name; their secrets are placeholders. ``boundary`` is the tenant's.
     """
     reference = _ENV_REFERENCE.search(sql)
     if reference is not None:
@@ -48,7 +102,8 @@ def check_sql(sql: str, tables: Mapping[str, Table] | None = None) -> SqlCheck:
                     "submitted to the API; write the value into the SQL",
             line=line, column=column)])
     try:
-        return SqlCheck(plan_pipeline(sql, tables=tables), [])
+        return SqlCheck(plan_pipeline(sql, tables=tables, boundary=boundary,
+                                      previews=previews, check_inputs=True), [])
     except PlanningError as error:
         return SqlCheck(None, [Diagnostic(message=error.message, line=error.line,
                                           column=error.column)])
@@ -56,19 +111,6 @@ def check_sql(sql: str, tables: Mapping[str, Table] | None = None) -> SqlCheck:
         return SqlCheck(None, [Diagnostic(
             message="the SQL is nested too deeply to plan; simplify the expression",
             line=1, column=1)])
-
-
-def require_valid_sql(sql: str, tables: Mapping[str, Table] | None = None) -> PipelinePlan:
-    """The plan of ``sql`` (over the connection ``tables``, if given), or
-    :class:`InvalidSqlError` (400) with its diagnostics."""
-    checked = check_sql(sql, tables)
-    if checked.plan is None:
-        first = checked.diagnostics[0]
-        raise InvalidSqlError(
-            f"line {first.line}, column {first.column}: {first.message}",
-            details=[d.model_dump() for d in checked.diagnostics],
-        )
-    return checked.plan
 
 
 def plan_graph(plan: PipelinePlan) -> PlanGraph:

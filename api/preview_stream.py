@@ -31,12 +31,12 @@ from typing import Any
 import anyio
 from fastapi.sse import KEEPALIVE_COMMENT, format_sse_event
 
-from api.db import Database
-from api.errors import NotFoundError
-from api.models import JOB_TERMINAL_STATES
-from api.repositories.jobs import JobRepository
-from api.scheduling import SchedulerNotifier
-from engine.job.channel import ChannelError, JobChannel, open_channel
+from spate.api.db import Database
+from spate.api.errors import NotFoundError
+from spate.api.models import JOB_TERMINAL_STATES
+from spate.api.repositories.jobs import JobRepository
+from spate.api.scheduling import SchedulerNotifier
+from spate.engine.job.channel import ChannelError, JobChannel, open_channel
 
 logger = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from api.job_metrics import parse_epoch_figures
-from api.models import JOB_STATES
-from api.repositories.metrics import PipelineFigures
+from spate.api.job_metrics import parse_epoch_figures
+from spate.api.models import JOB_STATES
+from spate.api.repositories.metrics import PipelineFigures
 
 #: The media type of a scrape's body.
 CONTENT_TYPE = CONTENT_TYPE_LATEST

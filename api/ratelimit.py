@@ -18,13 +18,29 @@ import math
 import threading
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import redis
+from cachetools import LRUCache
 
 logger = logging.getLogger(__name__)
 
 _REDIS_BACKOFF_S = 5.0
+#: Buckets an in-memory limiter remembers (the least recently used are forgotten).
+MEMORY_BUCKETS = 100_000
+
+# KEYS[1]: the bucket; ARGV[1]: ms between requests; ARGV[2]: burst.
+# Returns the ms until one more request would be allowed (0: now), changing nothing.
+_PEEK_SCRIPT = """
+local now_parts = redis.call('TIME')
+local now_ms = tonumber(now_parts[1]) * 1000 + math.floor(tonumber(now_parts[2]) / 1000)
+local interval_ms = tonumber(ARGV[1])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now_ms)
+if tat < now_ms then tat = now_ms end
+local wait_ms = tat + interval_ms - interval_ms * tonumber(ARGV[2]) - now_ms
+if wait_ms > 0 then return math.ceil(wait_ms) end
+return 0
+"""
 
 # KEYS[1]: the bucket; ARGV[1]: ms between requests; ARGV[2]: burst.
 # Returns 0 when allowed, else the ms until the request would be allowed.
@@ -59,6 +75,9 @@ class RateLimiter(Protocol):
     def acquire(self, bucket: str) -> int | None:
         """None when the request may proceed, else seconds to wait (at least 1)."""
 
+    def blocked(self, bucket: str) -> int | None:
+        """Like :meth:`acquire`, but only asks: the bucket is left as it was."""
+
     def close(self) -> None:
         """Release connections."""
 
@@ -75,6 +94,7 @@ class RedisRateLimiter:
         self._limit = limit
         self._key_prefix = key_prefix
         self._script = client.register_script(_GCRA_SCRIPT)
+        self._peek = client.register_script(_PEEK_SCRIPT)
         self._skip_until = 0.0
 
     @classmethod
@@ -86,11 +106,17 @@ class RedisRateLimiter:
         return f"{self._key_prefix}ratelimit:{bucket}"
 
     def acquire(self, bucket: str) -> int | None:
+        return self._run(self._script, bucket)
+
+    def blocked(self, bucket: str) -> int | None:
+        return self._run(self._peek, bucket)
+
+    def _run(self, script: Any, bucket: str) -> int | None:
         if time.monotonic() < self._skip_until:
             return None
         try:
-            wait_ms = int(self._script(keys=[self.key(bucket)],
-                                       args=[self._limit.interval_ms, self._limit.burst]))
+            wait_ms = int(script(keys=[self.key(bucket)],
+                                 args=[self._limit.interval_ms, self._limit.burst]))
         except redis.RedisError as error:
             self._skip_until = time.monotonic() + _REDIS_BACKOFF_S
             logger.warning("rate limiter unavailable; allowing requests for %.0f s",
@@ -103,14 +129,25 @@ class RedisRateLimiter:
 
 
 class MemoryRateLimiter:
-    """GCRA in this process's memory, for the embedded mode."""
+    """GCRA in this process's memory, for the embedded mode.
+
+    It remembers the :data:`MEMORY_BUCKETS` most recently used buckets, so
+    callers inventing bucket names (client addresses, key ids) cannot grow it
+    without bound.
+    """
 
     def __init__(self, limit: RateLimit) -> None:
         self._limit = limit
-        self._tat_ms: dict[str, float] = {}
+        self._tat_ms: LRUCache[str, float] = LRUCache(MEMORY_BUCKETS)
         self._lock = threading.Lock()
 
     def acquire(self, bucket: str) -> int | None:
+        return self._check(bucket, take=True)
+
+    def blocked(self, bucket: str) -> int | None:
+        return self._check(bucket, take=False)
+
+    def _check(self, bucket: str, take: bool) -> int | None:
         now_ms = time.monotonic() * 1000.0
         with self._lock:
             tat = max(self._tat_ms.get(bucket, now_ms), now_ms)
@@ -118,11 +155,12 @@ class MemoryRateLimiter:
             wait_ms = next_tat - self._limit.interval_ms * self._limit.burst - now_ms
             if wait_ms > 0:
                 return _retry_after_s(wait_ms)
-            self._tat_ms[bucket] = next_tat
+            if take:
+                self._tat_ms[bucket] = next_tat
             return None
 
     def close(self) -> None:
-        self._tat_ms.clear()
+        """Nothing to release: the buckets stay, as the app that owns them may serve again."""
 
 
 def create_rate_limiter(redis_url: str | None, limit: RateLimit | None,

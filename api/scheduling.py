@@ -2,7 +2,7 @@
 
 The API records desired state in the database; the scheduler makes it real.
 After each committed change a route pokes the scheduler through a
-:class:`Scheduler` (``scheduler.client.SchedulerClient`` in a deployment). A
+:class:`Scheduler` (``spate.scheduler.client.SchedulerClient`` in a deployment). A
 poke is only a hint that work is waiting: the scheduler's periodic reconcile
 finds every change anyway, so a poke that fails is logged and forgotten, and
 never turns a recorded change into an error for the caller.
@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 
 
 class Scheduler(Protocol):
-    """What the API calls on the scheduler (``scheduler.client.SchedulerClient``)."""
+    """What the API calls on the scheduler (``spate.scheduler.client.SchedulerClient``)."""
 
     def pipeline_changed(self, pipeline_id: str) -> None: ...
 

@@ -21,7 +21,7 @@ import string
 from dataclasses import dataclass
 from enum import StrEnum
 
-from api.ids import ID_LENGTH, new_id
+from spate.api.ids import ID_LENGTH, new_id
 
 KEY_PREFIX = "spate"
 SECRET_CHARS = 43

@@ -5,42 +5,53 @@ in-process transport (unless ``SPATE_BROKER_URL`` names a shared broker), and
 the periodic reconcile; jobs run as local Spark processes with the embedded
 state store. These are the production code paths, wired in one process.
 
-At start it migrates the database, makes sure the embedded tenant exists, and
-prints the API's URL and a fresh admin key (the previous start's key is
-revoked). On Ctrl-C or SIGTERM it stops the server, asks running jobs to stop
-after their epoch in progress commits, and waits for them; pipelines that
-should run are started again, from their state, at the next ``spate serve``.
+At start it checks that this host can sandbox tenants' jobs (root, bubblewrap,
+cgroups; see :mod:`spate.scheduler.sandbox`) and refuses to start when it cannot,
+unless ``SPATE_SANDBOX=off`` asks for single-tenant/dev mode, which it says.
+It migrates the database, makes sure the embedded tenant exists, issues a
+fresh admin key (the previous start's key is revoked) into
+``<data_dir>/admin.key`` (mode 0600) and prints the API's URL and that file's
+path; the key itself is printed only to a terminal, never into a log. Every
+file the server writes is owner-only (umask 077).
+
+On Ctrl-C or SIGTERM it stops the server, asks running jobs to stop after
+their epoch in progress commits, and waits for them; pipelines that should run
+are started again, from their state, at the next ``spate serve``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 import click
 import uvicorn
 from pydantic import ValidationError
 
-from api import migrate
-from api.app import API_PREFIX, create_app
-from api.bootstrap import Bootstrap, bootstrap_tenant
-from api.control import SqlControlStore
-from api.crypto import SecretBox
-from api.db import Database, create_database
-from api.settings import Settings
-from api.worker import scheduler_client, scheduler_config, worker_app
-from scheduler.backends import create_backend
-from scheduler.embedded import start_embedded_worker
-from scheduler.errors import SchedulerError
-from scheduler.service import Scheduler
+from spate.api import migrate
+from spate.api.app import API_PREFIX, create_app
+from spate.api.bootstrap import Bootstrap, bootstrap_tenant
+from spate.api.control import SqlControlStore
+from spate.api.crypto import SecretBox
+from spate.api.db import Database, create_database
+from spate.api.settings import Settings
+from spate.api.worker import check_sandbox, scheduler_client, scheduler_config, worker_app
+from spate.scheduler.backends import create_backend
+from spate.scheduler.embedded import start_embedded_worker
+from spate.scheduler.errors import SchedulerError
+from spate.scheduler.service import Scheduler
 
 log = logging.getLogger(__name__)
 
 #: How long shutting down waits for jobs to stop before killing them.
 SHUTDOWN_WAIT_S = 60.0
+#: The bootstrap admin key's file in the data folder.
+ADMIN_KEY_FILE = "admin.key"
 
 
 @click.command("serve")
@@ -55,6 +66,8 @@ def serve(host: str, port: int, tenant_name: str) -> None:
     except ValidationError as error:
         click.echo(f"error: invalid settings: {error}", err=True)
         sys.exit(2)
+    os.umask(0o077)
+    check_sandbox(settings)
     migrate.upgrade(settings.database_url)
     database = create_database(settings.database_url)
     try:
@@ -69,7 +82,8 @@ def serve(host: str, port: int, tenant_name: str) -> None:
             app = create_app(settings, scheduler=scheduler_client(worker_celery))
             server = uvicorn.Server(uvicorn.Config(app, host=host, port=port,
                                                    log_level="warning", lifespan="on"))
-            _announce_when_up(server, bootstrap, host, port)
+            key_file = write_key_file(settings.data_dir, bootstrap.admin_key)
+            _announce_when_up(server, bootstrap, host, port, key_file)
             # uvicorn handles Ctrl-C and SIGTERM while it runs, then raises the signal
             # again on exit; a quiet handler lets the shutdown below run instead.
             for signum in (signal.SIGINT, signal.SIGTERM):
@@ -83,9 +97,20 @@ def serve(host: str, port: int, tenant_name: str) -> None:
         database.dispose()
 
 
+def write_key_file(data_dir: Path, key: str) -> Path:
+    """The bootstrap admin key in ``<data_dir>/admin.key``, readable by this user only."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = (data_dir / ADMIN_KEY_FILE).resolve()
+    path.unlink(missing_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as key_file:
+        key_file.write(key + "\n")
+    return path
+
+
 def _announce_when_up(server: uvicorn.Server, bootstrap: Bootstrap, host: str,
-                      port: int) -> None:
-    """Print the URLs and the key once uvicorn has bound its socket."""
+                      port: int, key_file: Path) -> None:
+    """Print the URLs and where the key is once uvicorn has bound its socket."""
 
     def announce() -> None:
         while not server.started and not server.should_exit:
@@ -93,13 +118,14 @@ def _announce_when_up(server: uvicorn.Server, bootstrap: Bootstrap, host: str,
         if not server.started:
             return
         base = f"http://{host}:{port or _bound_port(server)}"
+        shown = (f"  admin key: {bootstrap.admin_key}\n" if sys.stdout.isatty() else "")
         click.echo(f"Spate is serving at {base}\n"
                    f"  Console:  {base}/\n"
                    f"  API:      {base}{API_PREFIX}\n"
                    f"  API docs: {base}{API_PREFIX}/docs\n"
                    f"  tenant:   {bootstrap.tenant_name}\n"
-                   f"  admin key (shown once; revoked at the next start): "
-                   f"{bootstrap.admin_key}\n"
+                   f"  admin key file (revoked at the next start): {key_file}\n"
+                   f"{shown}"
                    "Press Ctrl-C to stop.")
 
     threading.Thread(target=announce, name="spate-announce", daemon=True).start()

@@ -18,7 +18,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from api.crypto import check_fernet_key
+from spate.api.crypto import check_fernet_key
+from spate.engine.connectors.egress import AllowRule
 
 CONFIG_FILE = Path("spate.toml")
 DEFAULT_DATABASE_URL = "sqlite:///.spate/spate.db"
@@ -98,10 +99,53 @@ class Settings(BaseSettings):
         "their changes (0: every epoch)"))] = 1000
     stop_timeout_s: Annotated[float, Field(gt=0, le=86400, description=(
         "A job asked to stop that is still alive after this long is killed"))] = 120.0
+    # -- the tenant boundary (see docs/security.md) --------------------------------
+    sandbox: Literal["required", "off"] = Field(
+        default="required",
+        description="required: every job runs in its tenant's sandbox (needs root, bubblewrap "
+                    "and cgroups; the server refuses to start without them); off: "
+                    "single-tenant/dev mode, jobs run as the server's user and no tenant "
+                    "can be created besides the first",
+    )
+    tenant_storage: Path | None = Field(
+        default=None, description="Folder of the tenants' storage roots, one folder per "
+                                  "tenant id; file paths in SQL resolve inside it (default "
+                                  "<data_dir>/tenants)")
+    egress_allow: str = Field(
+        default="", max_length=10_000,
+        description="Comma-separated destinations tenants' connectors may reach besides public "
+                    "addresses: CIDR (10.0.0.0/8), address[:port] or host[:port]; the control "
+                    "plane's database, broker and state store stay refused")
+    sandbox_uid_base: Annotated[int, Field(ge=1000, le=2**31 - 2**24, description=(
+        "Tenants' OS users are this plus a number per tenant"))] = 2_000_000
+    job_memory_mb: Annotated[int, Field(ge=256, le=1_048_576, description=(
+        "Memory limit of a sandboxed job, plus job_memory_per_task_mb per task"))] = 2048
+    job_memory_per_task_mb: Annotated[int, Field(ge=0, le=1_048_576, description=(
+        "Memory a sandboxed job gets per task of its parallelism"))] = 512
+    plan_timeout_s: Annotated[float, Field(gt=0, le=600, description=(
+        "Time budget of planning one request's SQL (a plan over it is a 422)"))] = 10.0
+    plan_memory_mb: Annotated[int, Field(ge=64, le=65_536, description=(
+        "Memory budget of planning one request's SQL"))] = 512
+    plan_workers: Annotated[int, Field(ge=1, le=64, description=(
+        "Processes that plan SQL for the API, outside its event loop"))] = 2
+    plan_per_tenant: Annotated[int, Field(ge=1, le=64, description=(
+        "Plans of one tenant that run at once (more wait their turn)"))] = 1
+    auth_failures_per_minute: Annotated[int, Field(ge=1, le=100_000, description=(
+        "Failed authentications a client or key id may make a minute before it is "
+        "throttled (429)"))] = 10
+
     k8s_api_server: str = Field(default="https://kubernetes.default.svc",
                                 description="kubernetes backend: the API server URL")
-    k8s_namespace: str = Field(default="spate-jobs",
-                               description="kubernetes backend: namespace of driver pods")
+    k8s_namespace_prefix: str = Field(
+        default="spate-t", pattern=r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$",
+        description="kubernetes backend: a tenant's jobs run in namespace <prefix>-<tenant id>")
+    k8s_job_cidrs: str = Field(
+        default="", description="kubernetes backend: comma-separated networks every job must "
+                                "reach (the state store, the job channel's Redis)")
+    k8s_tenant_cpu: str = Field(default="8", description="kubernetes backend: CPU limit of a "
+                                                         "tenant namespace's ResourceQuota")
+    k8s_tenant_memory: str = Field(default="32Gi", description="kubernetes backend: memory "
+                                   "limit of a tenant namespace's ResourceQuota")
     k8s_image: str = Field(default="spate:latest",
                            description="kubernetes backend: image with Spate at /opt/spate")
     k8s_service_account: str = Field(default="spate-job",
@@ -146,6 +190,13 @@ class Settings(BaseSettings):
             raise ValueError("redis_url must start with redis://, rediss:// or unix://")
         return value
 
+    @field_validator("egress_allow")
+    @classmethod
+    def _egress_entries(cls, value: str) -> str:
+        for entry in egress_entries(value):
+            AllowRule.parse(entry)  # a ValueError names the bad entry
+        return value
+
     @field_validator("platform_admin_key")
     @classmethod
     def _strong_platform_key(cls, value: SecretStr | None) -> SecretStr | None:
@@ -160,6 +211,11 @@ class Settings(BaseSettings):
         if value is not None:
             check_fernet_key(value.get_secret_value())
         return value
+
+
+def egress_entries(value: str) -> list[str]:
+    """The entries of a comma-separated egress allow-list."""
+    return [entry.strip() for entry in value.split(",") if entry.strip()]
 
 
 def check_secret_strength(secret: str, name: str) -> None:

@@ -2,7 +2,7 @@
 
 A session scoped to a tenant (:func:`scope_to_tenant`) gets, on every ORM
 SELECT, UPDATE and DELETE, the criterion ``tenant_id = <tenant>`` for every
-:class:`~api.models.TenantOwned` model — in joins, relationship loads and
+:class:`~spate.api.models.TenantOwned` model — in joins, relationship loads and
 subqueries too. Before each flush it stamps new rows with the tenant and
 refuses to write a row of another tenant. Repositories get their session only
 through :func:`scope_to_tenant`, so no route or repository method has to
@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker, with_loader_criteria
 
-from api.models import TenantOwned
+from spate.api.models import TenantOwned
 
 _TENANT_KEY = "spate.tenant_id"
 

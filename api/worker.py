@@ -3,7 +3,7 @@
 - :func:`celery_app`: an app that only sends tasks (what the API needs to poke
   the scheduler; wrap it in :func:`scheduler_client`).
 - :func:`worker_app`: an app with the scheduler's tasks, bound to the
-  control-plane database through :class:`~api.control.SqlControlStore` (the
+  control-plane database through :class:`~spate.api.control.SqlControlStore` (the
   scheduler itself never imports ``api``).
 - ``spate worker``: runs a worker (with the periodic reconcile, by default)
   on ``SPATE_BROKER_URL``.
@@ -12,30 +12,37 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
+from urllib.parse import urlsplit
 
 import click
 from celery import Celery
 from pydantic import ValidationError
 
-from api.control import SqlControlStore
-from api.crypto import SecretBox
-from api.db import Database, create_database
-from api.settings import Settings
-from scheduler.app import create_celery, register_tasks
-from scheduler.backends import create_backend
-from scheduler.client import SchedulerClient
-from scheduler.config import KubernetesConfig, SchedulerConfig
-from scheduler.errors import SchedulerError
-from scheduler.service import Scheduler
+from spate.api.control import SqlControlStore
+from spate.api.crypto import SecretBox
+from spate.api.db import Database, create_database
+from spate.api.settings import Settings, egress_entries
+from spate.engine.connectors.egress import Endpoint
+from spate.scheduler.app import create_celery, register_tasks
+from spate.scheduler.backends import create_backend
+from spate.scheduler.client import SchedulerClient
+from spate.scheduler.config import KubernetesConfig, SchedulerConfig
+from spate.scheduler.errors import SchedulerError
+from spate.scheduler.sandbox.unit import sandbox_problem
+from spate.scheduler.service import Scheduler
 
 log = logging.getLogger(__name__)
 
 
 def scheduler_config(settings: Settings) -> SchedulerConfig:
     """The scheduler's deployment settings, paths made absolute."""
+    secrets = SecretBox(settings.secret_key, settings.data_dir)
     kubernetes = KubernetesConfig(
-        api_server=settings.k8s_api_server, namespace=settings.k8s_namespace,
+        api_server=settings.k8s_api_server, namespace_prefix=settings.k8s_namespace_prefix,
+        job_cidrs=tuple(egress_entries(settings.k8s_job_cidrs)),
+        tenant_cpu=settings.k8s_tenant_cpu, tenant_memory=settings.k8s_tenant_memory,
         image=settings.k8s_image, service_account=settings.k8s_service_account,
         checkpoint_claim=settings.k8s_checkpoint_claim,
         channel_redis_url=settings.redis_url or _redis_broker(settings))
@@ -47,7 +54,40 @@ def scheduler_config(settings: Settings) -> SchedulerConfig:
         reconcile_interval_s=settings.reconcile_interval_s,
         heartbeat_timeout_s=settings.heartbeat_timeout_s,
         update_flush_interval_ms=settings.update_flush_interval_ms,
-        stop_timeout_s=settings.stop_timeout_s, kubernetes=kubernetes).resolved()
+        stop_timeout_s=settings.stop_timeout_s, kubernetes=kubernetes,
+        sandbox=settings.sandbox == "required", tenant_storage=settings.tenant_storage,
+        sandbox_uid_base=settings.sandbox_uid_base, job_memory_mb=settings.job_memory_mb,
+        job_memory_per_task_mb=settings.job_memory_per_task_mb,
+        egress_allow=tuple(egress_entries(settings.egress_allow)),
+        control_plane=control_plane_endpoints(settings),
+        # Only a PostgreSQL state store has per-tenant roles whose passwords derive from it.
+        state_role_secret=(secrets.derive("state-store roles")
+                           if settings.state_url.startswith("postgres") else b"")).resolved()
+
+
+def control_plane_endpoints(settings: Settings) -> tuple[Endpoint, ...]:
+    """The network endpoints of the control plane: its database, broker, Redis and state
+    store, which no tenant's connector may reach."""
+    endpoints = []
+    for url in (settings.database_url, settings.broker_url, settings.redis_url,
+                settings.state_url):
+        endpoint = endpoint_of(url) if url else None
+        if endpoint is not None:
+            endpoints.append(endpoint)
+    return tuple(endpoints)
+
+
+def endpoint_of(url: str) -> Endpoint | None:
+    """Host, port and database of a postgresql:// or redis:// URL (None: not networked)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.split("+", 1)[0].lower()
+    defaults = {"postgresql": 5432, "postgres": 5432, "redis": 6379, "rediss": 6379}
+    if scheme not in defaults or not parts.hostname:
+        return None
+    database = parts.path.strip("/") or None
+    if scheme.startswith("redis"):
+        database = database or "0"
+    return Endpoint(parts.hostname, parts.port or defaults[scheme], database)
 
 
 def celery_app(settings: Settings) -> Celery:
@@ -87,6 +127,22 @@ def warn_about_state(config: SchedulerConfig) -> None:
                     "postgresql://… or fdb://", config.cluster_backend)
 
 
+def check_sandbox(settings: Settings) -> None:
+    """Refuse to run untrusted tenants' jobs on a host that cannot sandbox them (exit 2),
+    and say so when sandboxing is off."""
+    if settings.sandbox == "off":
+        click.echo("warning: SPATE_SANDBOX=off: single-tenant/dev mode. Jobs run as this "
+                   "process's user with its file access; only the first tenant exists. Never "
+                   "offer this server to tenants you do not trust.", err=True)
+        return
+    problem = sandbox_problem() if settings.cluster_backend != "kubernetes" else None
+    if problem is not None:
+        click.echo(f"error: this host cannot sandbox tenants' jobs: {problem}.\n"
+                   "Run as root with bubblewrap installed and writable cpu and memory "
+                   "cgroups, or set SPATE_SANDBOX=off for single-tenant/dev mode.", err=True)
+        sys.exit(2)
+
+
 def _redis_broker(settings: Settings) -> str | None:
     broker = settings.broker_url
     return broker if broker and broker.startswith(("redis://", "rediss://")) else None
@@ -102,6 +158,8 @@ def worker(concurrency: int, beat: bool, loglevel: str) -> None:
     """Run a scheduler worker on SPATE_BROKER_URL: start, stop, restart and watch jobs."""
     try:
         settings = Settings()
+        os.umask(0o077)  # what the worker writes (specs, job folders) is owner-only
+        check_sandbox(settings)
         if settings.broker_url is None or settings.broker_url.startswith("memory://"):
             raise click.UsageError("spate worker needs a shared broker: set SPATE_BROKER_URL "
                                    "to redis://host:port/db (the in-process transport only "

@@ -14,16 +14,17 @@ from pathlib import Path
 
 import click
 
-from engine.connectors import ConnectorError
-from engine.connectors.formats import JSON, FormatSpec
-from engine.connectors.sinks import StdoutSink
-from engine.planner import PREVIEW_SINK, PipelinePlan, PlanningError, plan_pipeline
-from engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
-from engine.runtime.errors import PipelineFailedError
-from engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
-from engine.spark import build_spark
-from engine.udf import UdfDefinitionError, UdfRegistry, load_udfs
-from statestore import PipelineState, StateStoreError, open_store
+from spate.engine.connectors import ConnectorError
+from spate.engine.connectors.formats import JSON, FormatSpec
+from spate.engine.connectors.sinks import StdoutSink
+from spate.engine.planner import PREVIEW_SINK, PipelinePlan, PlanningError, plan_pipeline
+from spate.engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
+from spate.engine.runtime.errors import PipelineFailedError
+from spate.engine.runtime.failures import locate_in_sql
+from spate.engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
+from spate.engine.spark import build_spark
+from spate.engine.udf import UdfDefinitionError, UdfRegistry, load_udfs
+from spate.statestore import PipelineState, StateStoreError, open_store
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +57,10 @@ def run(sql_file: Path, parallelism: int, state_url: str, checkpoint_dir: Path |
         pipeline_id: str | None, tenant: str, master: str, udf_file: Path | None,
         flush_ms: int, explain: bool) -> None:
     """Run the pipeline in SQL_FILE until its input ends (or Ctrl-C / SIGTERM)."""
+    plan_text = sql_file.read_text()
     try:
         udfs = _load_udfs(udf_file)
-        plan = plan_pipeline(sql_file.read_text(), udfs=udfs)
+        plan = plan_pipeline(plan_text, udfs=udfs, check_inputs=not explain)
     except PlanningError as error:
         click.echo(f"{sql_file}:{error.line}:{error.column}: error: {error.message}", err=True)
         sys.exit(EXIT_PLANNING_ERROR)
@@ -77,7 +79,10 @@ def run(sql_file: Path, parallelism: int, state_url: str, checkpoint_dir: Path |
     except UdfDefinitionError as error:  # a name Spark itself already uses
         _udf_error(error)
     except (PipelineFailedError, ConnectorError, StateStoreError) as error:
-        click.echo(f"error: pipeline failed: {error}", err=True)
+        where = locate_in_sql(plan_text, str(error)) if isinstance(
+            error, PipelineFailedError) else None
+        place = f"{sql_file}:{where[0]}:{where[1]}: " if where else ""
+        click.echo(f"{place}error: pipeline failed: {error}", err=True)
         sys.exit(EXIT_RUNTIME_ERROR)
 
 

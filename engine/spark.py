@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from engine.connectors import register_data_sources
+from spate.engine.connectors import register_data_sources
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,9 @@ def build_spark(master: str | None = "local[2]", app_name: str = "spate",
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    # PySpark logs each failed SQL call as a JSON line with the whole Java stack; the
+    # pipeline reports the failure once, in one line of its own.
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     register_data_sources(spark)
     log.info("spark session ready", extra={"master": spark.sparkContext.master})
     return spark

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from alembic import context
 
-from api.db import create_database
-from api.migrate import URL_ATTRIBUTE
-from api.models import Base
+from spate.api.db import create_database
+from spate.api.migrate import URL_ATTRIBUTE
+from spate.api.models import Base
 
 target_metadata = Base.metadata
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from celery import Celery
 
-from scheduler.service import Scheduler
+from spate.scheduler.service import Scheduler
 
 #: Broker URL of the in-process transport (``spate serve``: API and worker in one process).
 MEMORY_BROKER = "memory://localhost/"

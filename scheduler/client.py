@@ -12,7 +12,7 @@ import logging
 from celery import Celery
 from kombu.exceptions import OperationalError
 
-from scheduler.app import RECONCILE_JOB, RECONCILE_PIPELINE
+from spate.scheduler.app import RECONCILE_JOB, RECONCILE_PIPELINE
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ PUBLISH_RETRY_S = 1.0
 
 
 class SchedulerClient:
-    """Sends the scheduler's tasks through ``app`` (see :func:`scheduler.app.create_celery`)."""
+    """Sends the scheduler's tasks through ``app`` (:func:`~spate.scheduler.app.create_celery`)."""
 
     def __init__(self, app: Celery) -> None:
         self.app = app

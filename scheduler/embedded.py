@@ -19,8 +19,8 @@ from celery.utils.nodenames import anon_nodename
 from celery.worker import WorkController
 from celery.worker import state as worker_state
 
-from scheduler.app import RECONCILE_ALL
-from scheduler.errors import SchedulerError
+from spate.scheduler.app import RECONCILE_ALL
+from spate.scheduler.errors import SchedulerError
 
 log = logging.getLogger(__name__)
 

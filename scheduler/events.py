@@ -1,6 +1,6 @@
 """Folding the events a job published on its channel into rows to record.
 
-Pure: a list of event dicts in, an :class:`~scheduler.store.EventBatch` out.
+Pure: a list of event dicts in, an :class:`~spate.scheduler.store.EventBatch` out.
 Every event is a sign of life, so the newest one's time is the heartbeat;
 ``epoch`` events become checkpoints and the job's latest metrics (with rates
 per second computed from the epoch's duration); ``error`` events become
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from scheduler.store import (
+from spate.scheduler.store import (
     FAILED,
     FINISHED,
     RUNNING,

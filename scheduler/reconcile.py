@@ -1,7 +1,7 @@
 """Decisions: what a pipeline and a job need, given what is desired and what is seen.
 
 Pure functions over frozen views (no database, no processes, no clock of
-their own), so every rule is unit-tested on its own. :mod:`scheduler.service`
+their own), so every rule is unit-tested on its own. :mod:`spate.scheduler.service`
 carries the decisions out.
 
 Rules, in short:
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from scheduler.store import (
+from spate.scheduler.store import (
     CREATED,
     DESIRED_STOPPED,
     FAILED,
@@ -65,6 +65,8 @@ class Observation:
     silent_s: float
     #: Seconds the job has been in its current state.
     in_state_s: float
+    #: Why a dead process died, when the backend knows (it hit its memory limit).
+    exit_reason: str | None = None
 
 
 # -- job actions --------------------------------------------------------------
@@ -171,7 +173,7 @@ def died(job: JobView, reason: str, policy: RestartPolicy) -> ScheduleRestart | 
 
 def _death(seen: Observation, policy: RestartPolicy) -> str | None:
     if seen.alive is False:
-        return "the job's process is gone"
+        return seen.exit_reason or "the job's process is gone"
     if seen.silent_s > policy.heartbeat_timeout_s:
         return f"no heartbeat for {seen.silent_s:.0f} s"
     return None

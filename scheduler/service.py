@@ -1,7 +1,7 @@
 """Carries out the reconcile decisions: the scheduler's side effects live here.
 
 :class:`Scheduler` reads a job's channel, checks its process, asks
-:mod:`scheduler.reconcile` what to do and does it: launch on the backend,
+:mod:`spate.scheduler.reconcile` what to do and does it: launch on the backend,
 ask to stop over the channel, kill, record state changes in the control
 store. Every method is safe to call again at any time, from any worker: state
 changes are compare-and-set in the store, so the loser of a race does nothing.
@@ -14,13 +14,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from engine.job.channel import ChannelError, open_channel
-from scheduler.backends.base import ClusterBackend
-from scheduler.backends.process import log_tail
-from scheduler.config import SchedulerConfig
-from scheduler.errors import SchedulerError
-from scheduler.events import fold_events
-from scheduler.reconcile import (
+from spate.engine.job.channel import ChannelError, open_channel
+from spate.scheduler.backends.base import ClusterBackend
+from spate.scheduler.backends.process import log_tail
+from spate.scheduler.config import SchedulerConfig
+from spate.scheduler.errors import SchedulerError
+from spate.scheduler.events import fold_events
+from spate.scheduler.reconcile import (
     AskToStop,
     Cancel,
     Fail,
@@ -38,7 +38,7 @@ from scheduler.reconcile import (
     decide_pipeline,
     starts_without_state,
 )
-from scheduler.store import (
+from spate.scheduler.store import (
     CREATED,
     FAILED,
     PREVIEW,
@@ -51,8 +51,8 @@ from scheduler.store import (
     ControlStore,
     JobView,
 )
-from scheduler.workspace import Workspace
-from statestore import StateStoreError, open_store
+from spate.scheduler.workspace import Workspace
+from spate.statestore import StateStoreError, open_store
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +194,7 @@ class Scheduler:
             channel.close()
 
     def _observe(self, job: JobView, alive: bool | None) -> Observation:
+        cause = self.backend.exit_reason(job.handle) if alive is False and job.handle else None
         now = self.clock()
         submitted_at = (job.handle or {}).get("submitted_at")
         signs = [job.heartbeat_at, job.state_since,
@@ -201,7 +202,8 @@ class Scheduler:
         last_sign = max((sign for sign in signs if sign is not None), default=now)
         in_state_since = job.state_since or now
         return Observation(alive=alive, silent_s=(now - last_sign).total_seconds(),
-                           in_state_s=(now - in_state_since).total_seconds())
+                           in_state_s=(now - in_state_since).total_seconds(),
+                           exit_reason=cause)
 
     # -- acting -----------------------------------------------------------------
 
@@ -248,9 +250,15 @@ class Scheduler:
         try:
             if isinstance(action, Submit) and self._starts_without_state(claimed):
                 self.workspace.drop_state(claimed)
-            spec = self.workspace.spec(claimed, self.store.job_tables(claimed.tenant_id))
-            files = self.workspace.write_spec(claimed, spec)
-            handle = self.backend.submit(spec, files.spec, files.log, claimed.attempt)
+            unit = None
+            if self.config.sandbox and self.backend.runs_here:
+                unit = self.workspace.compute_unit(
+                    claimed, self.store.tenant_number(claimed.tenant_id))
+            else:
+                self.workspace.tenants.make_folders(claimed.tenant_id)
+            spec = self.workspace.spec(claimed, self.store.job_tables(claimed.tenant_id), unit)
+            files = self.workspace.write_spec(claimed, spec, unit)
+            handle = self.backend.submit(spec, files.spec, files.log, claimed.attempt, unit)
         except (SchedulerError, StateStoreError, OSError) as error:
             message = f"could not start the job: {error}"
             self.store.add_error(job.id, message)
@@ -287,7 +295,11 @@ class Scheduler:
             log.warning("job %s: kill failed: %s", job.id, error)
 
     def _after_end(self, job: JobView) -> None:
-        """Clean up after a job is over: a preview's state and checkpoint go."""
+        """Clean up after a job is over: its compute unit and spec go, and a preview's
+        state and checkpoint."""
+        if job.handle:
+            self.backend.release(job.handle)
+        self.workspace.scrub(job)
         if job.kind != PREVIEW:
             return
         try:

@@ -1,7 +1,7 @@
 """What the scheduler reads and writes in the control plane, as an interface.
 
-The scheduler never imports ``api``: ``api.control`` implements
-:class:`ControlStore` over the control-plane database and ``api.worker``
+The scheduler never imports ``api``: ``spate.api.control`` implements
+:class:`ControlStore` over the control-plane database and ``spate.api.worker``
 hands it in. Rows travel as frozen views, so nothing the scheduler holds is
 tied to a database session.
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-#: Job states (mirrors ``api.models.JOB_STATES``).
+#: Job states (mirrors ``spate.api.models.JOB_STATES``).
 CREATED, STARTING, RUNNING, STOPPING, RESTARTING = (
     "created", "starting", "running", "stopping", "restarting")
 STOPPED, FINISHED, FAILED = "stopped", "finished", "failed"
@@ -190,10 +190,14 @@ class ControlStore(ABC):
         """
 
     @abstractmethod
+    def tenant_number(self, tenant_id: str) -> int:
+        """The tenant's sandbox number (1, 2, …), given on first use and never reused."""
+
+    @abstractmethod
     def job_tables(self, tenant_id: str) -> list[dict[str, Any]]:
         """The tenant's connection tables with secrets decrypted, for a starting job's spec.
 
-        Raises :class:`~scheduler.errors.JobConfigurationError` when they cannot be
+        Raises :class:`~spate.scheduler.errors.JobConfigurationError` when they cannot be
         read (for example, secrets encrypted with another key).
         """
 

@@ -9,14 +9,14 @@ pipeline with ``store.pipeline(tenant, pipeline)``.  Backends:
   client library).
 
 Every pipeline state a store hands out sits behind the per-process local
-cache (:mod:`statestore.cache`).
+cache (:mod:`spate.statestore.cache`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from statestore.base.store import (
+from spate.statestore.base.store import (
     EpochMetadata,
     EpochWriter,
     GcReport,
@@ -26,8 +26,8 @@ from statestore.base.store import (
     StateStore,
     UserKey,
 )
-from statestore.cache import CachedPipelineState, CacheStats, StateCache, process_cache
-from statestore.errors import (
+from spate.statestore.cache import CachedPipelineState, CacheStats, StateCache, process_cache
+from spate.statestore.errors import (
     BackendUnavailableError,
     CorruptValueError,
     EmbeddedStoreNotShareableError,
@@ -39,7 +39,7 @@ from statestore.errors import (
     StateStoreError,
     UnknownStoreUrlError,
 )
-from statestore.keys import (
+from spate.statestore.keys import (
     DEFAULT_KEY_GROUPS,
     key_group_of,
     owner_of,
@@ -60,19 +60,19 @@ __all__ = [
 
 
 def _sqlite(url: str) -> StateStore:
-    from statestore.sqlite.store import SqliteStateStore
+    from spate.statestore.sqlite.store import SqliteStateStore
 
     return SqliteStateStore(url)
 
 
 def _postgres(url: str) -> StateStore:
-    from statestore.postgres.store import PostgresStateStore
+    from spate.statestore.postgres.store import PostgresStateStore
 
     return PostgresStateStore(url)
 
 
 def _fdb(url: str) -> StateStore:
-    from statestore.fdb.store import FdbStateStore
+    from spate.statestore.fdb.store import FdbStateStore
 
     return FdbStateStore(url)
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from statestore.base.store import (
+from spate.statestore.base.store import (
     EpochMetadata,
     EpochWriter,
     GcReport,

@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 import click
 
-from statestore import StateStoreError, open_store
+from spate.statestore import StateStoreError, open_store
 
 
 @click.group("state")

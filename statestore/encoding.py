@@ -21,7 +21,7 @@ from typing import Any
 
 import msgpack
 
-from statestore.errors import CorruptValueError
+from spate.statestore.errors import CorruptValueError
 
 VERSION_1 = 0x01
 VERSION_2 = 0x02

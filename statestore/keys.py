@@ -19,8 +19,8 @@ from typing import Any
 
 from fdb import tuple as fdb_tuple
 
-from statestore.base.store import UserKey
-from statestore.errors import StateStoreError
+from spate.statestore.base.store import UserKey
+from spate.statestore.errors import StateStoreError
 
 #: Key groups per pipeline unless configured otherwise.  128 allows any
 #: parallelism up to 128 with at most one group of imbalance between tasks,

@@ -5,15 +5,18 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterator
+from typing import Any
 
+import psycopg
 import pytest
 import redis
+from sqlalchemy import make_url
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     """One local SparkSession for the whole test session (it takes seconds to start)."""
-    from engine.spark import build_spark
+    from spate.engine.spark import build_spark
 
     session = build_spark(os.environ.get("SPATE_TEST_SPARK_MASTER", "local[2]"), "spate-tests")
     yield session
@@ -46,3 +49,42 @@ def redis_key_prefix(url: str) -> Iterator[str]:
             client.delete(*keys)
     finally:
         client.close()
+
+
+@pytest.fixture(scope="session")
+def redis_prefix(redis_url: str) -> Iterator[str]:
+    """A key prefix for this run; its keys are deleted afterwards."""
+    yield from redis_key_prefix(redis_url)
+
+
+class ThrowawayPostgres:
+    """Creates PostgreSQL databases for one test run and drops them all afterwards."""
+
+    def __init__(self, server_url: str) -> None:
+        self.server_url = server_url
+        self.names: list[str] = []
+
+    def _admin(self) -> psycopg.Connection[Any]:
+        url = make_url(self.server_url).set(drivername="postgresql")
+        return psycopg.connect(url.render_as_string(hide_password=False), autocommit=True)
+
+    def create(self) -> str:
+        name = f"spate_api_test_{secrets.token_hex(6)}"
+        with self._admin() as connection:
+            connection.execute(f'CREATE DATABASE "{name}"')
+        self.names.append(name)
+        url = make_url(self.server_url).set(database=name)
+        return url.render_as_string(hide_password=False)
+
+    def drop_all(self) -> None:
+        with self._admin() as connection:
+            for name in self.names:
+                connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self.names.clear()
+
+
+@pytest.fixture(scope="session")
+def throwaway_postgres(postgres_url: str) -> Iterator[ThrowawayPostgres]:
+    databases = ThrowawayPostgres(postgres_url)
+    yield databases
+    databases.drop_all()

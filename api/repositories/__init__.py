@@ -1,7 +1,7 @@
 """Data access: the only code that queries the control-plane database.
 
 Every repository of tenant data derives from :class:`TenantRepository`, which
-takes the tenant and scopes its session to it (see :mod:`api.tenancy`), so
+takes the tenant and scopes its session to it (see :mod:`spate.api.tenancy`), so
 each query it runs is filtered by tenant. Routes get repositories from
-:mod:`api.deps` and never build queries themselves.
+:mod:`spate.api.deps` and never build queries themselves.
 """

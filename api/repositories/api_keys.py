@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
-from api.errors import ConflictError, NotFoundError
-from api.models import ApiKey, utc_now
-from api.repositories.base import TenantRepository, page, transaction
-from api.security import IssuedKey, Role, issue_key
+from spate.api.errors import ConflictError, NotFoundError
+from spate.api.models import ApiKey, utc_now
+from spate.api.repositories.base import TenantRepository, page, transaction
+from spate.api.security import IssuedKey, Role, issue_key
 
 
 def new_key_row(tenant_id: str, name: str, role: Role) -> tuple[ApiKey, IssuedKey]:

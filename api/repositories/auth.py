@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from api.models import ApiKey
+from spate.api.models import ApiKey
 
 
 def find_key(session: Session, key_id: str) -> ApiKey | None:

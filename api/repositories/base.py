@@ -10,9 +10,9 @@ from sqlalchemy import Select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from api.errors import ConflictError
-from api.pagination import encode_cursor
-from api.tenancy import scope_to_tenant
+from spate.api.errors import ConflictError
+from spate.api.pagination import encode_cursor
+from spate.api.tenancy import scope_to_tenant
 
 
 class TenantRepository:

@@ -1,7 +1,7 @@
 """A tenant's connection profiles and connection tables, secrets encrypted on the way in.
 
 Plain options are stored as JSON; each secret option only as a Fernet token
-(:mod:`api.crypto`). Reads for responses never decrypt; decrypting happens
+(:mod:`spate.api.crypto`). Reads for responses never decrypt; decrypting happens
 only for connectivity checks and when a job's tables are resolved.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.connections import (
+from spate.api.connections import (
     Options,
     OptionValue,
     build_table,
@@ -23,13 +23,14 @@ from api.connections import (
     split_options,
     table_definition,
 )
-from api.crypto import SecretBox
-from api.errors import BadRequestError, ConflictError, NotFoundError
-from api.ids import new_id
-from api.models import ConnectionProfile, ConnectionTable, utc_now
-from api.repositories.base import TenantRepository, page, transaction
-from engine.planner.catalog import Table
-from engine.planner.external import TableDefinition
+from spate.api.crypto import SecretBox
+from spate.api.errors import BadRequestError, ConflictError, NotFoundError
+from spate.api.ids import new_id
+from spate.api.models import ConnectionProfile, ConnectionTable, utc_now
+from spate.api.repositories.base import TenantRepository, page, transaction
+from spate.engine.connectors.boundary import UNCONFINED, Boundary
+from spate.engine.planner.catalog import Table
+from spate.engine.planner.external import TableDefinition
 
 logger = logging.getLogger(__name__)
 
@@ -37,9 +38,12 @@ logger = logging.getLogger(__name__)
 class ConnectionRepository(TenantRepository):
     """The connection profiles and tables of one tenant."""
 
-    def __init__(self, session: Session, tenant_id: str, secret_box: SecretBox) -> None:
+    def __init__(self, session: Session, tenant_id: str, secret_box: SecretBox,
+                 boundary: Boundary = UNCONFINED) -> None:
         super().__init__(session, tenant_id)
         self.box = secret_box
+        #: what the tenant's tables may touch: checked whenever a table is validated
+        self.boundary = boundary
 
     # Profiles
 
@@ -155,20 +159,11 @@ class ConnectionRepository(TenantRepository):
         """The catalog entry of ``table`` with secrets as placeholders."""
         return self._table(table, self.options(table, reveal=False).merged())
 
-    def catalog(self) -> dict[str, Table]:
-        """Every connection table as the planner's external catalog (secrets as placeholders).
-
-        A stored table that no longer validates (the engine changed since it was
-        stored) is left out and logged: a pipeline naming it gets "unknown table".
-        """
-        catalog: dict[str, Table] = {}
-        for table in self.session.scalars(select(ConnectionTable).order_by(ConnectionTable.id)):
-            try:
-                catalog[table.name] = self.planned_table(table)
-            except BadRequestError as error:
-                logger.warning("connection table no longer validates", extra={
-                    "tenant_id": self.tenant_id, "table": table.name, "reason": error.message})
-        return catalog
+    def catalog_definitions(self) -> list[TableDefinition]:
+        """Every connection table as the planner sees it (secrets as placeholders); the
+        planner leaves out, and logs, one that no longer validates."""
+        tables = self.session.scalars(select(ConnectionTable).order_by(ConnectionTable.id))
+        return [self.definition(t, reveal=False) for t in tables]
 
     def options(self, table: ConnectionTable, reveal: bool) -> Options:
         """The table's options over its profile's (the table's win); ``reveal`` decrypts
@@ -202,7 +197,7 @@ class ConnectionRepository(TenantRepository):
     def _table(self, table: ConnectionTable, options: Mapping[str, str],
                secret_values: Mapping[str, str] | None = None) -> Table:
         definition = table_definition(table.name, table.connector, options, table.fields)
-        return build_table(definition, secret_values)
+        return build_table(definition, secret_values, self.boundary)
 
     @staticmethod
     def _own_options(table: ConnectionTable) -> dict[str, str]:
@@ -246,7 +241,7 @@ def job_tables(sessions: sessionmaker[Session], tenant_id: str,
 
     For the scheduler's store, whose own sessions span tenants: this opens a
     session of its own scoped to ``tenant_id``. Raises
-    :class:`~api.crypto.SecretKeyMismatchError` when the key cannot open a secret.
+    :class:`~spate.api.crypto.SecretKeyMismatchError` when the key cannot open a secret.
     """
     with sessions() as session:
         repository = ConnectionRepository(session, tenant_id, secret_box)

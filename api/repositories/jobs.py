@@ -13,9 +13,9 @@ from typing import Any
 
 from sqlalchemy import Select, func, select
 
-from api.errors import ConflictError, NotFoundError
-from api.ids import new_id
-from api.models import (
+from spate.api.errors import ConflictError, NotFoundError
+from spate.api.ids import new_id
+from spate.api.models import (
     JOB_TERMINAL_STATES,
     Job,
     JobCheckpoint,
@@ -24,7 +24,7 @@ from api.models import (
     Pipeline,
     utc_now,
 )
-from api.repositories.base import TenantRepository, page, transaction
+from spate.api.repositories.base import TenantRepository, page, transaction
 
 
 @dataclass(frozen=True)

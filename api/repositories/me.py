@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from api.errors import NotFoundError
-from api.models import ApiKey, Tenant
-from api.repositories.base import TenantRepository
+from spate.api.errors import NotFoundError
+from spate.api.models import ApiKey, Tenant
+from spate.api.repositories.base import TenantRepository
 
 
 class CallerRepository(TenantRepository):

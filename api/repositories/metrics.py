@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, lazyload
 
-from api.models import Job, JobCheckpoint, Pipeline, Tenant
-from api.repositories.base import TenantRepository
+from spate.api.models import Job, JobCheckpoint, Pipeline, Tenant
+from spate.api.repositories.base import TenantRepository
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import lazyload
 
-from api.errors import ConflictError, NotFoundError
-from api.ids import new_id
-from api.models import (
+from spate.api.errors import ConflictError, NotFoundError
+from spate.api.ids import new_id
+from spate.api.models import (
     DESIRED_RUNNING,
     DESIRED_STOPPED,
     JOB_TERMINAL_STATES,
@@ -28,7 +28,7 @@ from api.models import (
     PipelineVersion,
     utc_now,
 )
-from api.repositories.base import TenantRepository, page, transaction
+from spate.api.repositories.base import TenantRepository, page, transaction
 
 #: Settings compared by PUT: an existing pipeline must match them to be returned.
 _SPEC_FIELDS = ("description", "parallelism", "checkpoint_interval_ms")

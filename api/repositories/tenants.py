@@ -5,12 +5,12 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from api.errors import NotFoundError
-from api.ids import new_id
-from api.models import ApiKey, Tenant, utc_now
-from api.repositories.api_keys import new_key_row
-from api.repositories.base import page, transaction
-from api.security import IssuedKey, Role
+from spate.api.errors import NotFoundError
+from spate.api.ids import new_id
+from spate.api.models import ApiKey, Tenant, utc_now
+from spate.api.repositories.api_keys import new_key_row
+from spate.api.repositories.base import page, transaction
+from spate.api.security import IssuedKey, Role
 
 FIRST_KEY_NAME = "first admin key"
 

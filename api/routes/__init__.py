@@ -1,1 +1,1 @@
-"""One router per resource, mounted under /api/v1 by :func:`api.app.create_app`."""
+"""One router per resource, mounted under /api/v1 by :func:`spate.api.app.create_app`."""

@@ -11,10 +11,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
-from api.deps import ApiKeysAdmin
-from api.errors import ERROR_RESPONSES
-from api.pagination import DEFAULT_LIMIT, CursorQuery, LimitQuery, Page, decode_cursor
-from api.schemas.api_keys import ApiKeyCreate, ApiKeyCreated, ApiKeyPublic
+from spate.api.deps import ApiKeysAdmin
+from spate.api.errors import ERROR_RESPONSES
+from spate.api.pagination import DEFAULT_LIMIT, CursorQuery, LimitQuery, Page, decode_cursor
+from spate.api.schemas.api_keys import ApiKeyCreate, ApiKeyCreated, ApiKeyPublic
 
 router = APIRouter(prefix="/api-keys", tags=["api-keys"], responses=ERROR_RESPONSES)
 

@@ -12,15 +12,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Response, status
 
-from api.connection_checks import CheckResult, check_options
-from api.connections import build_table, masked, split_options
-from api.crypto import SecretKeyMismatchError
-from api.deps import ConnectionsRead, ConnectionsWrite
-from api.errors import ERROR_RESPONSES, ApiError
-from api.models import ConnectionProfile, ConnectionTable
-from api.pagination import DEFAULT_LIMIT, CursorQuery, LimitQuery, Page, decode_cursor
-from api.repositories.connections import ConnectionRepository
-from api.schemas.connections import (
+from spate.api.connection_checks import CheckResult, check_options
+from spate.api.connections import build_table, masked, split_options
+from spate.api.crypto import SecretKeyMismatchError
+from spate.api.deps import ConnectionsRead, ConnectionsWrite
+from spate.api.errors import ERROR_RESPONSES, ApiError
+from spate.api.models import ConnectionProfile, ConnectionTable
+from spate.api.pagination import DEFAULT_LIMIT, CursorQuery, LimitQuery, Page, decode_cursor
+from spate.api.repositories.connections import ConnectionRepository
+from spate.api.schemas.connections import (
     ConnectionCheck,
     ConnectionProfileCreate,
     ConnectionProfilePublic,
@@ -149,17 +149,19 @@ def test_table(name: NamePath, connections: ConnectionsWrite) -> ConnectionCheck
 
 def _check_profile(connections: ConnectionRepository, profile: ConnectionProfile) -> CheckResult:
     options = connections.reveal_profile(profile)
-    result = check_options(profile.connector, options.merged(), None)
+    result = check_options(profile.connector, options.merged(), None, connections.boundary)
     return result.scrubbed(options.secret)
 
 
 def _check_table(connections: ConnectionRepository, table: ConnectionTable) -> CheckResult:
     options = connections.options(table, reveal=True)
     try:
-        planned = build_table(connections.definition(table, reveal=True), options.secret)
+        planned = build_table(connections.definition(table, reveal=True), options.secret,
+                              connections.boundary)
     except ApiError as error:
         return CheckResult(False, error.message).scrubbed(options.secret)
-    result = check_options(table.connector, options.merged(), planned.role)
+    result = check_options(table.connector, options.merged(), planned.role,
+                           connections.boundary)
     return result.scrubbed(options.secret)
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import ViewerCaller
-from api.errors import ERROR_RESPONSES
-from api.schemas.connectors import ConnectorList, ConnectorPublic
-from engine.connectors import CONNECTORS
+from spate.api.deps import ViewerCaller
+from spate.api.errors import ERROR_RESPONSES
+from spate.api.schemas.connectors import ConnectorList, ConnectorPublic
+from spate.engine.connectors import CONNECTORS
 
 router = APIRouter(tags=["connections"], responses=ERROR_RESPONSES)
 

@@ -10,12 +10,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from api.deps import JobsRead, PipelinesRead
-from api.errors import ERROR_RESPONSES
-from api.models import Job, utc_now
-from api.pagination import DEFAULT_LIMIT, CursorQuery, LimitQuery, Page, decode_cursor
-from api.repositories.jobs import JobFilter, JobRepository
-from api.schemas.jobs import (
+from spate.api.deps import JobsRead, PipelinesRead
+from spate.api.errors import ERROR_RESPONSES
+from spate.api.models import Job, utc_now
+from spate.api.pagination import DEFAULT_LIMIT, CursorQuery, LimitQuery, Page, decode_cursor
+from spate.api.repositories.jobs import JobFilter, JobRepository
+from spate.api.schemas.jobs import (
     JobCheckpointPublic,
     JobErrorPublic,
     JobEventPublic,

@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from api.deps import SessionDep, ViewerCaller
-from api.errors import ERROR_RESPONSES
-from api.repositories.me import CallerRepository
-from api.schemas.me import CallerPublic
+from spate.api.deps import SessionDep, ViewerCaller
+from spate.api.errors import ERROR_RESPONSES
+from spate.api.repositories.me import CallerRepository
+from spate.api.schemas.me import CallerPublic
 
 router = APIRouter(tags=["api-keys"], responses=ERROR_RESPONSES)
 

@@ -12,10 +12,10 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from api.deps import PlatformMetrics, TenantMetrics, ViewerCaller
-from api.errors import ERROR_RESPONSES
-from api.models import utc_now
-from api.prometheus import CONTENT_TYPE, PlatformTotals, SpateCollector, render
+from spate.api.deps import PlatformMetrics, TenantMetrics, ViewerCaller
+from spate.api.errors import ERROR_RESPONSES
+from spate.api.models import utc_now
+from spate.api.prometheus import CONTENT_TYPE, PlatformTotals, SpateCollector, render
 
 _EXPOSITION: dict[int | str, dict[str, Any]] = {200: {
     "description": "Prometheus text exposition format",

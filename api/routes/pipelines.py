@@ -20,25 +20,25 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response, status
 from pydantic import AfterValidator, AwareDatetime
 
-from api.deps import (
+from spate.api.deps import (
     DeveloperCaller,
     Notifier,
     PipelinesRead,
     PipelinesWrite,
-    TableCatalog,
+    Planner,
     ViewerCaller,
 )
-from api.errors import ERROR_RESPONSES
-from api.models import DESIRED_RUNNING, DESIRED_STOPPED, Pipeline
-from api.pagination import DEFAULT_LIMIT, CursorQuery, LimitQuery, Page, decode_cursor
-from api.planning import check_sql, plan_graph, require_valid_sql
-from api.repositories.pipelines import (
+from spate.api.errors import ERROR_RESPONSES
+from spate.api.models import DESIRED_RUNNING, DESIRED_STOPPED, Pipeline
+from spate.api.pagination import DEFAULT_LIMIT, CursorQuery, LimitQuery, Page, decode_cursor
+from spate.api.repositories.pipelines import (
     PipelineFilter,
     PipelineRepository,
     desired_state_changes,
 )
-from api.schemas.common import NAME_PATTERN
-from api.schemas.pipelines import (
+from spate.api.schemas.common import NAME_PATTERN
+from spate.api.schemas.pipelines import (
+    Diagnostic,
     PipelineCreate,
     PipelinePublic,
     PipelineRescale,
@@ -49,6 +49,7 @@ from api.schemas.pipelines import (
     PipelineValidation,
     PipelineVersionCreate,
     PipelineVersionPublic,
+    PlanGraph,
     not_reserved,
 )
 
@@ -64,20 +65,21 @@ NewNamePath = Annotated[str, Path(pattern=NAME_PATTERN, max_length=63,
 
 @router.post("/validate", response_model=PipelineValidation)
 def validate_pipeline(body: PipelineValidate, caller: ViewerCaller,
-                      tables: TableCatalog) -> PipelineValidation:
-    """Plan SQL without storing it: diagnostics with line and column, or the plan graph."""
-    checked = check_sql(body.sql, tables)
-    graph = plan_graph(checked.plan) if checked.plan is not None else None
-    return PipelineValidation(valid=checked.plan is not None, diagnostics=checked.diagnostics,
-                              plan=graph)
+                      planner: Planner) -> PipelineValidation:
+    """Plan SQL without storing it: diagnostics with line and column, or the plan graph.
+    A plan over its time or memory budget is a 422."""
+    answer = planner.check(body.sql, graph=True)
+    return PipelineValidation(
+        valid=answer.valid, diagnostics=[Diagnostic(**d) for d in answer.diagnostics],
+        plan=PlanGraph(**answer.graph) if answer.graph is not None else None)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=PipelinePublic)
 def create_pipeline(body: PipelineCreate, pipelines: PipelinesWrite, caller: DeveloperCaller,
-                    notify: Notifier, tables: TableCatalog) -> PipelinePublic:
+                    notify: Notifier, planner: Planner) -> PipelinePublic:
     """Create a pipeline at version 1 and start it (unless ``stopped``). Invalid SQL is a
     400 with located diagnostics."""
-    require_valid_sql(body.sql, tables)
+    planner.require_valid(body.sql, needs_sinks=True)
     pipeline = pipelines.create(body.name, body.sql, _settings(body), caller.key_id)
     notify.pipeline_changed(pipeline.id)
     return _public(pipelines, pipeline)
@@ -87,11 +89,11 @@ def create_pipeline(body: PipelineCreate, pipelines: PipelinesWrite, caller: Dev
             responses={201: {"model": PipelinePublic, "description": "created"}})
 def put_pipeline(name: NewNamePath, body: PipelineSpec, pipelines: PipelinesWrite,
                  caller: DeveloperCaller, response: Response, notify: Notifier,
-                 tables: TableCatalog) -> PipelinePublic:
+                 planner: Planner) -> PipelinePublic:
     """Create the pipeline ``name`` if absent (201) and start it (unless ``stopped``), or
     return it unchanged if it exists with the same SQL and settings (200); other SQL or
     settings are a 409. ``stopped`` is not compared: it only applies to a new pipeline."""
-    require_valid_sql(body.sql, tables)
+    planner.require_valid(body.sql, needs_sinks=True)
     pipeline, created = pipelines.create_or_get(name, body.sql, _settings(body), caller.key_id)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     if created:
@@ -185,10 +187,10 @@ def delete_pipeline(
 def create_pipeline_version(name: NamePath, body: PipelineVersionCreate,
                             pipelines: PipelinesWrite, caller: DeveloperCaller,
                             response: Response, notify: Notifier,
-                            tables: TableCatalog) -> PipelineVersionPublic:
+                            planner: Planner) -> PipelineVersionPublic:
     """Make new SQL current as the next version (201); the current SQL again is a 200.
     A running job keeps the SQL it started with until the pipeline is restarted."""
-    require_valid_sql(body.sql, tables)
+    planner.require_valid(body.sql, needs_sinks=True)
     version, created = pipelines.add_version(name, body.sql, caller.key_id)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     if created:

@@ -3,7 +3,7 @@
 Previews run tenant code, so they need the developer role. The SQL is checked
 first (a 400 with located diagnostics, as when creating a pipeline); then a
 preview job is recorded for the scheduler and the answer is a
-``text/event-stream`` of its progress and rows (see :mod:`api.preview_stream`).
+``text/event-stream`` of its progress and rows (see :mod:`spate.api.preview_stream`).
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from api.deps import DeveloperCaller, JobsWrite, Notifier, TableCatalog, app_state
-from api.errors import ERROR_RESPONSES
-from api.planning import require_valid_sql
-from api.preview_stream import PreviewStream
-from api.schemas.pipelines import PreviewCreate
+from spate.api.deps import DeveloperCaller, JobsWrite, Notifier, Planner, app_state
+from spate.api.errors import ERROR_RESPONSES
+from spate.api.preview_stream import PreviewStream
+from spate.api.schemas.pipelines import PreviewCreate
 
 # The route's response class is the event stream, so its error responses name
 # their (JSON) media type themselves rather than inherit the stream's.
@@ -43,11 +42,11 @@ class EventStream(StreamingResponse):
 
 @router.post("/preview", response_class=EventStream, responses=_RESPONSES)
 def preview_pipeline(body: PreviewCreate, request: Request, caller: DeveloperCaller,
-                     jobs: JobsWrite, notify: Notifier, tables: TableCatalog) -> StreamingResponse:
+                     jobs: JobsWrite, notify: Notifier, planner: Planner) -> StreamingResponse:
     """Run SQL without storing it and stream its first ``limit`` rows as they come:
     events ``status``, ``rows``, ``error`` and, last, ``end``. Closing the connection
     stops the preview job. A tenant streams at most four previews at once (409)."""
-    require_valid_sql(body.sql, tables)
+    planner.require_valid(body.sql)
     settings = app_state(request).settings
     job = jobs.create_preview(body.sql, body.parallelism, settings.cluster_backend,
                               MAX_STREAMING_PREVIEWS)

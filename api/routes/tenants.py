@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Request, status
 
-from api.deps import Platform
-from api.errors import ERROR_RESPONSES
-from api.pagination import DEFAULT_LIMIT, CursorQuery, LimitQuery, Page, decode_cursor
-from api.schemas.api_keys import ApiKeyCreated
-from api.schemas.tenants import TenantCreate, TenantCreated, TenantPublic
+from spate.api.deps import Platform, app_state
+from spate.api.errors import ERROR_RESPONSES, ConflictError
+from spate.api.pagination import DEFAULT_LIMIT, CursorQuery, LimitQuery, Page, decode_cursor
+from spate.api.schemas.api_keys import ApiKeyCreated
+from spate.api.schemas.tenants import TenantCreate, TenantCreated, TenantPublic
 
 router = APIRouter(prefix="/tenants", tags=["tenants"], responses=ERROR_RESPONSES)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=TenantCreated)
-def create_tenant(body: TenantCreate, platform: Platform) -> TenantCreated:
-    """Create a tenant and its first admin key (shown once, in this response)."""
+def create_tenant(body: TenantCreate, platform: Platform, request: Request) -> TenantCreated:
+    """Create a tenant and its first admin key (shown once, in this response). A server
+    without a sandbox for tenants' jobs (``SPATE_SANDBOX=off``) serves one tenant: 409."""
+    if app_state(request).settings.sandbox == "off":
+        raise ConflictError("this server runs jobs without a sandbox (SPATE_SANDBOX=off, "
+                            "single-tenant/dev mode), so it serves one tenant only; run it "
+                            "with the sandbox to host more")
     tenant, key, issued = platform.create_tenant(body.name)
     return TenantCreated(tenant=TenantPublic.model_validate(tenant),
                          admin_key=ApiKeyCreated.of(key, issued.token))

@@ -6,8 +6,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.schemas.common import Label
-from api.security import Role
+from spate.api.schemas.common import Label
+from spate.api.security import Role
 
 
 class ApiKeyCreate(BaseModel):

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
-from api.models import NAME_LENGTH
+from spate.api.models import NAME_LENGTH
 
 NAME_PATTERN = rf"^[a-z][a-z0-9_-]{{0,{NAME_LENGTH - 1}}}$"
 

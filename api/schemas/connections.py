@@ -11,8 +11,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from api.models import NAME_LENGTH
-from api.schemas.common import Name
+from spate.api.models import NAME_LENGTH
+from spate.api.schemas.common import Name
 
 MAX_OPTIONS = 100
 MAX_FIELDS = 500

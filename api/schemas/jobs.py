@@ -8,8 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.job_metrics import EpochFigures, parse_epoch_figures
-from api.models import Job
+from spate.api.job_metrics import EpochFigures, parse_epoch_figures
+from spate.api.models import Job
 
 JobState = Literal["created", "starting", "running", "stopping", "restarting", "stopped",
                    "finished", "failed"]

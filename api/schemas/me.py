@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from api.security import Role
+from spate.api.security import Role
 
 
 class CallerPublic(BaseModel):

@@ -8,9 +8,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from api.models import DESCRIPTION_LENGTH, Job, Pipeline
-from api.schemas.common import Name
-from api.schemas.jobs import JobSummary
+from spate.api.models import DESCRIPTION_LENGTH, Job, Pipeline
+from spate.api.schemas.common import Name
+from spate.api.schemas.jobs import JobSummary
 
 MAX_SQL_CHARS = 200_000
 MAX_PARALLELISM = 128  # the state store's key groups per pipeline

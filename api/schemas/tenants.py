@@ -6,8 +6,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from api.schemas.api_keys import ApiKeyCreated
-from api.schemas.common import Name
+from spate.api.schemas.api_keys import ApiKeyCreated
+from spate.api.schemas.common import Name
 
 
 class TenantCreate(BaseModel):

@@ -1,6 +1,6 @@
 """Spate's connectors: sources as Python streaming data sources, sinks as epoch writers.
 
-The contract lives in :mod:`engine.connectors.base`; ``CONNECTORS`` maps each
+The contract lives in :mod:`spate.engine.connectors.base`; ``CONNECTORS`` maps each
 connector name of SQL.md 1.3 to its implementation.
 """
 
@@ -11,7 +11,7 @@ from types import MappingProxyType
 
 from pyspark.sql import SparkSession
 
-from engine.connectors.base import (
+from spate.engine.connectors.base import (
     HIDDEN_COLUMNS,
     HIDDEN_CONTROL,
     HIDDEN_PARTITION,
@@ -22,14 +22,14 @@ from engine.connectors.base import (
     Sink,
     TableConfig,
 )
-from engine.connectors.impulse import ImpulseConnector, ImpulseDataSource
-from engine.connectors.nexmark import NexmarkConnector, NexmarkDataSource
-from engine.connectors.postgres_lookup import PostgresLookupConnector
-from engine.connectors.preview import PreviewConnector
-from engine.connectors.redis_lookup import RedisLookupConnector
-from engine.connectors.single_file import SingleFileConnector
-from engine.connectors.single_file_reader import SingleFileDataSource
-from engine.connectors.sinks import BlackholeConnector, StdoutConnector
+from spate.engine.connectors.impulse import ImpulseConnector, ImpulseDataSource
+from spate.engine.connectors.nexmark import NexmarkConnector, NexmarkDataSource
+from spate.engine.connectors.postgres_lookup import PostgresLookupConnector
+from spate.engine.connectors.preview import PreviewConnector
+from spate.engine.connectors.redis_lookup import RedisLookupConnector
+from spate.engine.connectors.single_file import SingleFileConnector
+from spate.engine.connectors.single_file_reader import SingleFileDataSource
+from spate.engine.connectors.sinks import BlackholeConnector, StdoutConnector
 
 CONNECTORS: Mapping[str, Connector] = MappingProxyType({
     connector.name: connector

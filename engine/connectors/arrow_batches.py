@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from engine.connectors.base import HIDDEN_COLUMNS
+from spate.engine.connectors.base import HIDDEN_COLUMNS
 
 #: Arrow type of SQL TIMESTAMP as Spark exchanges it (session time zone UTC).
 TIMESTAMP_US = pa.timestamp("us", tz="UTC")

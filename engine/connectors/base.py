@@ -15,6 +15,11 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from spate.engine.connectors.boundary import UNCONFINED, Boundary
+
+# ConnectorError is re-exported: connectors import it from here with the contract.
+from spate.engine.connectors.errors import ConnectorError as ConnectorError
+
 #: INT: index of the source partition (reader) that produced the row.
 HIDDEN_PARTITION = "_spate_partition"
 #: TIMESTAMP: the connector's own event time for the row (NULL on control rows).
@@ -37,22 +42,6 @@ CONTROL_DROPPED_PREFIX = "dropped:"
 
 SOURCE = "source"
 SINK = "sink"
-
-
-class ConnectorError(Exception):
-    """A connector problem the user can fix; ``option`` names the WITH option at fault.
-
-    ``at_key`` says the option's name is the problem (unknown or not accepted
-    here), not its value, so the planner points at the key.
-    """
-
-    def __init__(self, message: str, option: str | None = None, at_key: bool = False) -> None:
-        super().__init__(message)
-        self.option = option
-        self.at_key = at_key
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (str(self), self.option, self.at_key))
 
 
 @dataclass(frozen=True)
@@ -79,6 +68,8 @@ class TableConfig:
     columns: tuple[ColumnDef, ...]
     #: the columns declared PRIMARY KEY, in declaration order (debezium_json, lookup)
     primary_key: tuple[str, ...] = ()
+    #: what the table's connector may touch: the tenant's storage root and egress policy
+    boundary: Boundary = UNCONFINED
 
 
 def hidden_fields() -> list[T.StructField]:
@@ -125,6 +116,11 @@ class Connector(ABC):
     @abstractmethod
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         """Check the role and every option; return the table's physical columns."""
+
+    def check_input(self, table: TableConfig) -> None:
+        """Raise :class:`ConnectorError` (naming the option) when a source's input is
+        plainly not there; what can only be known by reading is left to the job."""
+        del table
 
     def is_bounded(self, table: TableConfig) -> bool:
         """Whether the source ends by itself (sinks: False)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from engine.connectors.base import RETRACT, ROW_KEY
+from spate.engine.connectors.base import RETRACT, ROW_KEY
 
 OP_CREATE = "c"
 OP_UPDATE = "u"

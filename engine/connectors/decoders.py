@@ -19,15 +19,16 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from engine.connectors.arrow_batches import TIMESTAMP_US, gather
-from engine.connectors.base import RETRACT
-from engine.connectors.formats import (
+from spate.engine.connectors.arrow_batches import TIMESTAMP_US, gather
+from spate.engine.connectors.base import RETRACT
+from spate.engine.connectors.formats import (
     DEBEZIUM_JSON,
     DECIMAL_BYTES,
     RAW_STRING,
@@ -43,6 +44,8 @@ _ARROW_ROW = re.compile(r"\.?\s+in row \d+\s*$")
 _ADDING_OPS = pa.array(["c", "r", "u"])
 _WITHDRAWING_OPS = pa.array(["u", "d"])
 _KNOWN_OPS = pa.array(["c", "r", "u", "d"])
+#: pyarrow.json's words for a value of another JSON type than its column's.
+_TYPE_CONFLICTS = ("changed from", "Failed to convert JSON")
 
 
 class RecordError(ValueError):
@@ -92,7 +95,7 @@ class RecordDecoder:
     """Decodes one block of lines into the physical columns of a table.
 
     For debezium_json, ``schema`` is the physical columns then :data:`RETRACT`
-    (what :func:`engine.connectors.formats.source_schema` puts before the
+    (what :func:`spate.engine.connectors.formats.source_schema` puts before the
     hidden columns), and a ``u`` record decodes into two rows.
     """
 
@@ -215,11 +218,31 @@ class _JsonBlockDecoder:
                 read_options=pa_json.ReadOptions(block_size=block, use_threads=False),
                 parse_options=self.parse_options)
         except pa.ArrowInvalid as error:
-            raise RecordError(_first_line(error)) from None
+            if not any(conflict in str(error) for conflict in _TYPE_CONFLICTS):
+                raise RecordError(_first_line(error)) from None
+            # A value of another JSON type than its column's (a number for TEXT, "7" for
+            # BIGINT): coerce it as the declared type says, line by line.
+            table = self._decode_coercing(data.tobytes())
         if table.num_rows != len(starts):
             raise RecordError("a line must hold exactly one JSON object")
         return pa.table([self._convert(table.column(i).combine_chunks(), f.type, f.name)
                          for i, f in enumerate(self.schema)], schema=self.schema)
+
+    def _decode_coercing(self, data: bytes) -> pa.Table:
+        """The block parsed by Python's json, each value coerced to its column's type."""
+        rows = []
+        for line in data.splitlines():
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as error:
+                raise RecordError(f"not valid JSON: {error}") from None
+            if not isinstance(record, dict):
+                raise RecordError("a line must hold exactly one JSON object")
+            rows.append({f.name: coerce_json(record.get(f.name), w.type, f.type, f.name)
+                         for f, w in zip(self.schema, self.wire, strict=True)})
+        return pa.Table.from_pylist(rows, schema=self.wire)
 
     def _drop_missing_required(
         self, columns: list[pa.Array], good: np.ndarray
@@ -290,6 +313,63 @@ class _JsonBlockDecoder:
             return pa.StructArray.from_arrays(children, fields=list(target),
                                               mask=array.is_null())
         return array.cast(target)
+
+
+def coerce_json(value: Any, wire: pa.DataType, target: pa.DataType, path: str) -> Any:
+    """``value`` (as ``json`` parsed it) as a value of ``wire``, the type the reader
+    parses a column of ``target`` as: numbers and booleans into text as their JSON
+    text, numeric text into numbers, a JSON number into a Debezium ``bytes`` decimal.
+    Anything else that does not fit is a :class:`RecordError` naming the field."""
+    if value is None:
+        return None
+    try:
+        return _coerce(value, wire, target, path)
+    except RecordError:
+        raise  # a nested field's own message
+    except (ValueError, ArithmeticError, TypeError):
+        shown = json.dumps(value)[:60]
+        raise RecordError(f"field '{path}': {shown} is not a {target}") from None
+
+
+def _coerce(value: Any, wire: pa.DataType, target: pa.DataType, path: str) -> Any:
+    if pa.types.is_struct(wire):
+        if not isinstance(value, dict):
+            raise TypeError("not an object")
+        return {f.name: coerce_json(value.get(f.name), f.type, t.type, f"{path}.{f.name}")
+                for f, t in zip(wire, target, strict=True)}
+    if pa.types.is_list(wire):
+        if not isinstance(value, list):
+            raise TypeError("not an array")
+        return [coerce_json(v, wire.value_type, target.value_type, f"{path}[]") for v in value]
+    if pa.types.is_string(wire) or pa.types.is_large_string(wire):
+        if isinstance(value, str):
+            return value
+        if pa.types.is_decimal(target) and isinstance(value, int | float):
+            return _unscaled_base64(decimal.Decimal(str(value)), target.scale)
+        return json.dumps(value, separators=(",", ":"))  # 3 -> "3", true -> "true"
+    if isinstance(value, bool) and not pa.types.is_boolean(wire):
+        raise TypeError("a boolean")
+    if pa.types.is_integer(wire):
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError("not a whole number")
+        return int(value.strip()) if isinstance(value, str) else int(value)
+    if pa.types.is_floating(wire):
+        return float(value)
+    if pa.types.is_decimal(wire):
+        return decimal.Decimal(str(value).strip())
+    if pa.types.is_boolean(wire):
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        if not isinstance(value, bool):
+            raise TypeError("not a boolean")
+    return value
+
+
+def _unscaled_base64(value: decimal.Decimal, scale: int) -> str:
+    """A number in Debezium's ``bytes`` decimal encoding (for a JSON number given there)."""
+    unscaled = int(value.scaleb(scale).to_integral_exact())
+    size = max(1, (unscaled.bit_length() + 8) // 8)
+    return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode()
 
 
 def _unscaled(encoded: str, scale: int) -> decimal.Decimal:

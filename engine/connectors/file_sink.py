@@ -14,8 +14,8 @@ from typing import IO, Any
 
 from pyspark.sql import DataFrame
 
-from engine.connectors.base import ConnectorError, Sink
-from engine.connectors.formats import FormatSpec, encoded_lines
+from spate.engine.connectors.base import ConnectorError, Sink
+from spate.engine.connectors.formats import FormatSpec, encoded_lines
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Record formats (SQL.md 1.2, 6): option parsing, column rules and sink encoding.
 
-Sources decode with :mod:`engine.connectors.decoders` (Arrow, on executors);
+Sources decode with :mod:`spate.engine.connectors.decoders` (Arrow, on executors);
 sinks encode here with native Spark expressions (``to_json``), so no Python
 runs per row on either side.  ``debezium_json`` records are change envelopes
 (``{"before": row, "after": row, "op": ...}``): its sources produce updating
@@ -16,8 +16,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from engine.connectors.arrow_batches import join_lines
-from engine.connectors.base import (
+from spate.engine.connectors.arrow_batches import join_lines
+from spate.engine.connectors.base import (
     HIDDEN_CONTROL,
     RETRACT,
     ROW_KEY,
@@ -27,8 +27,8 @@ from engine.connectors.base import (
     ConnectorError,
     stream_schema,
 )
-from engine.connectors.changes import change_records, change_rows
-from engine.connectors.options import OptionReader
+from spate.engine.connectors.changes import change_records, change_rows
+from spate.engine.connectors.options import OptionReader
 
 JSON = "json"
 DEBEZIUM_JSON = "debezium_json"

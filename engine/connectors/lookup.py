@@ -20,9 +20,9 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql import types as T
 
-from engine.connectors.arrow_batches import arrow_schema
-from engine.connectors.base import ColumnDef, Connector, ConnectorError, TableConfig
-from engine.connectors.options import OptionReader
+from spate.engine.connectors.arrow_batches import arrow_schema
+from spate.engine.connectors.base import ColumnDef, Connector, ConnectorError, TableConfig
+from spate.engine.connectors.options import OptionReader
 
 LOOKUP = "lookup"
 CACHE_MAX_BYTES = "lookup.cache.max_bytes"

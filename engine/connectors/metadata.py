@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from engine.connectors.base import SINK, SOURCE
-from engine.connectors.lookup import LOOKUP
+from spate.engine.connectors.base import SINK, SOURCE
+from spate.engine.connectors.lookup import LOOKUP
 
 _BOTH = frozenset({SOURCE, SINK})
 _SOURCES = frozenset({SOURCE})

@@ -23,8 +23,8 @@ from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
-from engine.connectors.arrow_batches import arrow_schema, control_batch, data_batch
-from engine.connectors.base import (
+from spate.engine.connectors.arrow_batches import arrow_schema, control_batch, data_batch
+from spate.engine.connectors.base import (
     CONTROL_EOF,
     SOURCE,
     ColumnDef,
@@ -33,10 +33,10 @@ from engine.connectors.base import (
     check_fixed_columns,
     stream_schema,
 )
-from engine.connectors.formats import reject_format_options
-from engine.connectors.nexmark_gen import NEXMARK_TYPES, generate
-from engine.connectors.options import OptionReader, check_role, check_source_options
-from engine.connectors.streaming import (
+from spate.engine.connectors.formats import reject_format_options
+from spate.engine.connectors.nexmark_gen import NEXMARK_TYPES, generate
+from spate.engine.connectors.options import OptionReader, check_role, check_source_options
+from spate.engine.connectors.streaming import (
     SpateDataSource,
     default_limit,
     load_stream,

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import types as T
 
-from engine.connectors.arrow_batches import TIMESTAMP_US, string_array
+from spate.engine.connectors.arrow_batches import TIMESTAMP_US, string_array
 
 SEED = 0x2F6A_1C3B_9D4E_5A87
 PROPORTION_DENOMINATOR = 50

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from engine.connectors.base import SINK, SOURCE, ConnectorError, TableConfig
+from spate.engine.connectors.base import SINK, SOURCE, ConnectorError, TableConfig
 
 _TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
 _FALSE = frozenset({"false", "f", "no", "n", "off", "0"})

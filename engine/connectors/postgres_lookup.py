@@ -10,7 +10,7 @@ JSON text). Options are documented in this package's README.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,15 +20,16 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pyspark.sql import types as T
 
-from engine.connectors.base import ConnectorError, TableConfig
-from engine.connectors.lookup import (
+from spate.engine.connectors.base import ConnectorError, TableConfig
+from spate.engine.connectors.egress import EgressPolicy, unreachable
+from spate.engine.connectors.lookup import (
     Key,
     LookupConnector,
     LookupSource,
     check_lookup_table,
     read_cache_settings,
 )
-from engine.connectors.options import OptionReader
+from spate.engine.connectors.options import OptionReader
 
 _SIMPLE_TYPES: dict[type[T.DataType], str] = {
     T.BooleanType: "boolean",
@@ -46,6 +47,12 @@ _SIMPLE_TYPES: dict[type[T.DataType], str] = {
 }
 #: The alias of the table or query in the lookup statement.
 _ALIAS = "spate_lookup"
+_CONNECT_TIMEOUT_S = 10
+#: libpq parameters a tenant's URL may set under an egress policy (the others read
+#: files on the job's machine, name other hosts or services, or are set here).
+_CONFINED_KEYS = frozenset({"host", "port", "dbname", "user", "password", "sslmode",
+                            "application_name", "connect_timeout", "options",
+                            "target_session_attrs", "sslnegotiation"})
 
 
 @dataclass(frozen=True)
@@ -75,7 +82,7 @@ def read_settings(table: TableConfig) -> PostgresLookupSettings:
     read_cache_settings(options)
     url = options.required("url").strip()
     try:
-        conninfo_to_dict(url)
+        conninfo = conninfo_to_dict(url)
     except psycopg.ProgrammingError:
         # The URL may hold a password: never repeat it.
         raise ConnectorError("option 'url' must be a PostgreSQL URL such as "
@@ -104,6 +111,10 @@ def read_settings(table: TableConfig) -> PostgresLookupSettings:
         url=url, username=options.string("username"), password=options.string("password"),
         table=parts, query=query.strip().rstrip(";") if query is not None else None)
     options.finish()
+    if table.boundary.egress is not None:
+        host, port = confined_destination(conninfo)
+        table.boundary.egress.check_literal(host, port, _database(conninfo, settings.username),
+                                            option="url")
     return settings
 
 
@@ -153,11 +164,30 @@ class PostgresLookup(LookupSource):
         if self._connection is None or self._connection.closed:
             extra = {k: v for k, v in (("user", self.settings.username),
                                        ("password", self.settings.password)) if v is not None}
-            self._connection = psycopg.connect(make_conninfo(self.settings.url, **extra),
-                                               autocommit=True)
+            egress = self.table.boundary.egress
+            if egress is None:
+                self._connection = psycopg.connect(make_conninfo(self.settings.url, **extra),
+                                                   autocommit=True)
+            else:
+                self._connection = self._connect_confined(egress, extra)
             # Timestamps arrive as UTC wall-clock values, as Spate reads TIMESTAMP.
             self._connection.execute("SET TIME ZONE 'UTC'")
         return self._connection
+
+    def _connect_confined(self, egress: EgressPolicy,
+                          extra: dict[str, str]) -> psycopg.Connection[Any]:
+        """Connect to an address the egress policy allowed, checked now (so a name
+        cannot be pointed elsewhere after planning); every failure reads the same."""
+        parts = conninfo_to_dict(self.settings.url)
+        host, port = confined_destination(parts)
+        addresses = egress.resolve(host, port, _database(parts, extra.get("user")),
+                                   option="url")
+        conninfo = make_conninfo(self.settings.url, **extra, hostaddr=addresses[0],
+                                 connect_timeout=str(_CONNECT_TIMEOUT_S))
+        try:
+            return psycopg.connect(conninfo, autocommit=True)
+        except psycopg.Error:
+            raise unreachable(f"lookup table '{self.table.name}'", host, port) from None
 
     def fetch(self, keys: Sequence[Key]) -> pa.Table:
         if not keys:
@@ -208,6 +238,34 @@ class PostgresLookup(LookupSource):
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+
+
+def confined_destination(parts: dict[str, Any]) -> tuple[str, int]:
+    """The one host and port of a tenant's libpq connection, refusing what would reach
+    past the egress policy: sockets on the job's machine, several hosts, and options
+    that read local files or service definitions."""
+    unsafe = sorted(set(parts) - _CONFINED_KEYS)
+    if unsafe:
+        raise ConnectorError(f"option 'url': the connection parameter '{unsafe[0]}' cannot be "
+                             "used here; give host, port, dbname, user, password and sslmode",
+                             option="url")
+    host = str(parts.get("host") or "")
+    if not host or host.startswith("/") or "," in host or host.startswith("@"):
+        raise ConnectorError("option 'url' must name one network host "
+                             "('postgresql://user@host:5432/db'); local sockets and lists of "
+                             "hosts cannot be used here", option="url")
+    try:
+        port = int(str(parts.get("port") or 5432))
+    except ValueError:
+        raise ConnectorError("option 'url' has a port that is not a number",
+                             option="url") from None
+    return host, port
+
+
+def _database(parts: Mapping[str, Any], username: str | None) -> str | None:
+    """The database a connection opens (libpq defaults it to the user's name)."""
+    value = parts.get("dbname") or username or parts.get("user")
+    return None if value is None else str(value)
 
 
 def _first_line(error: Exception) -> str:

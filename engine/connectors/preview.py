@@ -3,7 +3,7 @@
 The engine creates it (it cannot be declared in SQL); a reader in the same
 process takes ``channel(name).get()``: a list of row dicts per epoch, then
 :data:`END_OF_STREAM` once the sink is closed.  Updating rows are shown as
-changes (:func:`engine.connectors.changes.change_rows`): an ``op`` column, then
+changes (:func:`spate.engine.connectors.changes.change_rows`): an ``op`` column, then
 the row's values.
 """
 
@@ -16,8 +16,15 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from engine.connectors.base import SINK, ColumnDef, Connector, ConnectorError, Sink, TableConfig
-from engine.connectors.changes import change_rows
+from spate.engine.connectors.base import (
+    SINK,
+    ColumnDef,
+    Connector,
+    ConnectorError,
+    Sink,
+    TableConfig,
+)
+from spate.engine.connectors.changes import change_rows
 
 #: Put on a channel after the last epoch.
 END_OF_STREAM = object()

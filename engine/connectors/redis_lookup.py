@@ -14,25 +14,27 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 import pyarrow as pa
 import redis
 from pyspark.sql import types as T
+from redis.connection import parse_url
 
-from engine.connectors.arrow_batches import arrow_schema
-from engine.connectors.base import ColumnDef, ConnectorError, TableConfig
-from engine.connectors.decoders import RecordDecoder, parse_rfc3339
-from engine.connectors.formats import FormatSpec, check_columns, parse_format
-from engine.connectors.lookup import (
+from spate.engine.connectors.arrow_batches import arrow_schema
+from spate.engine.connectors.base import ColumnDef, ConnectorError, TableConfig
+from spate.engine.connectors.decoders import RecordDecoder, parse_rfc3339
+from spate.engine.connectors.egress import unreachable
+from spate.engine.connectors.formats import FormatSpec, check_columns, parse_format
+from spate.engine.connectors.lookup import (
     Key,
     LookupConnector,
     LookupSource,
     check_lookup_table,
     read_cache_settings,
 )
-from engine.connectors.options import OptionReader
+from spate.engine.connectors.options import OptionReader
 
 STRING_VALUES = "string"
 HASH_VALUES = "hash"
@@ -80,6 +82,9 @@ def read_settings(table: TableConfig) -> RedisLookupSettings:
         format=spec,
         key_prefix=options.string("key.prefix", "") or "",
         key_separator=options.string("key.separator", ":") or ":")
+    if table.boundary.egress is not None:
+        host, port, database = confined_destination(address)
+        table.boundary.egress.check_literal(host, port, database, option="address")
     for column in table.columns:
         if column.name in table.primary_key and not isinstance(column.spark_type, _KEY_TYPES):
             raise ConnectorError(f"PRIMARY KEY column '{column.name}' is "
@@ -113,6 +118,19 @@ def _credentials(options: OptionReader, address: str) -> dict[str, str]:
     return credentials
 
 
+def confined_destination(address: str) -> tuple[str, int, str]:
+    """Host, port and database number of a Redis URL a tenant's job may connect to
+    (never a socket on the job's own machine)."""
+    parts = urlsplit(address)
+    if parts.scheme.lower() == "unix" or not parts.hostname:
+        raise ConnectorError("option 'address' must name a network host "
+                             "('redis://host:6379/0'); local sockets cannot be used here",
+                             option="address")
+    database = parts.path.strip("/") or "0"
+    query_db = [v for k, v in parse_qsl(parts.query) if k == "db"]
+    return parts.hostname, parts.port or 6379, query_db[-1] if query_db else database
+
+
 def _check_hash_columns(options: OptionReader, values: tuple[ColumnDef, ...]) -> None:
     for key in ("format", "json.unstructured", "json.timestamp_format",
                 "json.decimal_encoding", "framing"):
@@ -142,15 +160,33 @@ class RedisLookup(LookupSource):
     def __init__(self, table: TableConfig, settings: RedisLookupSettings) -> None:
         super().__init__(table)
         self.settings = settings
-        self.client = redis.Redis.from_url(settings.address, socket_timeout=TIMEOUT_S,
-                                           socket_connect_timeout=TIMEOUT_S,
-                                           **settings.credentials)
+        #: host and port the tenant wrote, under an egress policy (for its messages)
+        self._destination: tuple[str, int] | None = None
+        self.client = self._client()
         value_fields = T.StructType([T.StructField(c.name, c.spark_type, c.nullable)
                                      for c in self.value_columns])
         self.value_schema = arrow_schema(value_fields)
         self.decoder = (RecordDecoder(self.value_schema, settings.format)
                         if settings.format is not None and not settings.format.single_value
                         else None)
+
+    def _client(self) -> redis.Redis:
+        timeouts = {"socket_timeout": TIMEOUT_S, "socket_connect_timeout": TIMEOUT_S}
+        egress = self.table.boundary.egress
+        if egress is None:
+            return redis.Redis.from_url(self.settings.address, **timeouts,
+                                        **self.settings.credentials)
+        # Under an egress policy the name is resolved and checked now, and a plain
+        # connection goes to the checked address (TLS verifies the name itself).
+        host, port, database = confined_destination(self.settings.address)
+        addresses = egress.resolve(host, port, database, option="address")
+        # from_url lets the URL win over keywords: build the pool from its parts.
+        options = parse_url(self.settings.address)  # type: ignore[no-untyped-call]
+        if not self.settings.address.startswith("rediss:"):
+            options["host"] = addresses[0]
+        self._destination = (host, port)
+        pool = redis.ConnectionPool(**{**options, **timeouts, **self.settings.credentials})
+        return redis.Redis(connection_pool=pool)
 
     def redis_key(self, key: Key) -> str:
         """The Redis key of a PRIMARY KEY value."""
@@ -165,6 +201,12 @@ class RedisLookup(LookupSource):
                 found, values = self._fetch_hashes(names)
             else:
                 found, values = self._fetch_strings(names)
+        except (redis.ConnectionError, redis.AuthenticationError) as error:
+            if self._destination is not None:  # a tenant learns nothing about the server
+                raise unreachable(f"lookup table '{self.table.name}'",
+                                  *self._destination) from None
+            raise ConnectorError(f"lookup table '{self.table.name}': Redis failed: "
+                                 f"{type(error).__name__}: {error}") from None
         except redis.RedisError as error:
             raise ConnectorError(f"lookup table '{self.table.name}': Redis failed: "
                                  f"{type(error).__name__}: {error}") from None

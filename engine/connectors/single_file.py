@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from engine.connectors.base import (
+from spate.engine.connectors.base import (
     SINK,
     SOURCE,
     ColumnDef,
@@ -17,8 +17,8 @@ from engine.connectors.base import (
     Sink,
     TableConfig,
 )
-from engine.connectors.file_sink import SingleFileSink
-from engine.connectors.formats import (
+from spate.engine.connectors.file_sink import SingleFileSink
+from spate.engine.connectors.formats import (
     FormatSpec,
     check_columns,
     check_sink_schema,
@@ -27,14 +27,14 @@ from engine.connectors.formats import (
     source_schema,
     with_row_key,
 )
-from engine.connectors.options import (
+from spate.engine.connectors.options import (
     OptionReader,
     check_role,
     check_source_options,
     reject_source_options,
 )
-from engine.connectors.single_file_reader import SOURCE_NAME
-from engine.connectors.streaming import load_stream, source_options
+from spate.engine.connectors.single_file_reader import SOURCE_NAME
+from spate.engine.connectors.streaming import load_stream, source_options
 
 DEFAULT_MAX_LINES_PER_BATCH = 100_000
 
@@ -42,7 +42,9 @@ DEFAULT_MAX_LINES_PER_BATCH = 100_000
 @dataclass(frozen=True)
 class _FileTable:
     role: str
+    #: the absolute path, and the path as the table's options give it (for messages)
     path: str
+    given_path: str
     spec: FormatSpec
     columns: tuple[ColumnDef, ...]
     max_lines_per_batch: int
@@ -57,7 +59,9 @@ class SingleFileConnector(Connector):
     def _parse(self, table: TableConfig) -> _FileTable:
         options = OptionReader(table)
         role = check_role(options, self.roles)
-        path = options.required("path")
+        # Under a tenant's boundary the path is relative to its storage root.
+        given_path = options.required("path")
+        path = table.boundary.resolve_path(given_path)
         spec = parse_format(options, role)
         options.boolean("wait_for_control", False)  # accepted for Arroyo compatibility
         if role == SOURCE:
@@ -74,7 +78,7 @@ class SingleFileConnector(Connector):
             columns = single_value_columns()
         check_columns(spec, columns, role)
         assert max_lines is not None
-        return _FileTable(role, path, spec, columns, max_lines)
+        return _FileTable(role, path, given_path, spec, columns, max_lines)
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         return self._parse(table).columns
@@ -82,16 +86,24 @@ class SingleFileConnector(Connector):
     def is_bounded(self, table: TableConfig) -> bool:
         return table.role == SOURCE
 
+    def check_input(self, table: TableConfig) -> None:
+        parsed = self._parse(table)
+        if os.path.isdir(parsed.path):
+            raise ConnectorError(f"{parsed.given_path} is a directory; a single_file source "
+                                 "reads one file", option="path")
+        if not os.path.isfile(parsed.path):
+            raise ConnectorError(f"file {parsed.given_path} does not exist", option="path")
+
     def reader_options(self, table: TableConfig) -> dict[str, str]:
         """The options of the data source reading ``table`` (see :func:`source_options`)."""
         parsed = self._parse(table)
         if parsed.role != SOURCE:
             raise ConnectorError(f"single_file table '{table.name}' is a sink; it cannot be "
                                  "read", option="type")
-        path = os.path.abspath(parsed.path)
+        path = parsed.path
         if not os.path.isfile(path):
-            raise ConnectorError(f"single_file source '{table.name}': file {path} does not "
-                                 "exist", option="path")
+            raise ConnectorError(f"single_file source '{table.name}': file "
+                                 f"{parsed.given_path} does not exist", option="path")
         settings = {
             "table": table.name,
             "path": path,
@@ -113,4 +125,4 @@ class SingleFileConnector(Connector):
         if parsed.role != SINK:
             return super().create_sink(table, schema)
         check_sink_schema(parsed.spec, schema)
-        return SingleFileSink(os.path.abspath(parsed.path), parsed.spec, table.name)
+        return SingleFileSink(parsed.path, parsed.spec, table.name)

@@ -21,11 +21,11 @@ from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
-from engine.connectors.arrow_batches import arrow_schema, control_batch, data_batch
-from engine.connectors.base import CONTROL_DROPPED_PREFIX, CONTROL_EOF, ConnectorError
-from engine.connectors.decoders import RecordDecoder, split_lines
-from engine.connectors.formats import FormatSpec
-from engine.connectors.streaming import SpateDataSource, default_limit, max_rows
+from spate.engine.connectors.arrow_batches import arrow_schema, control_batch, data_batch
+from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, CONTROL_EOF, ConnectorError
+from spate.engine.connectors.decoders import RecordDecoder, split_lines
+from spate.engine.connectors.formats import FormatSpec
+from spate.engine.connectors.streaming import SpateDataSource, default_limit, max_rows
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ _DECODE_LINES = 65_536
 
 
 class SingleFileDataSource(SpateDataSource):
-    """Registered as ``spate_single_file``; see :mod:`engine.connectors.single_file`."""
+    """Registered as ``spate_single_file``; see :mod:`spate.engine.connectors.single_file`."""
 
     @classmethod
     def name(cls) -> str:

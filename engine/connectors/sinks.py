@@ -8,8 +8,8 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from engine.connectors.base import SINK, ColumnDef, Connector, Sink, TableConfig
-from engine.connectors.formats import (
+from spate.engine.connectors.base import SINK, ColumnDef, Connector, Sink, TableConfig
+from spate.engine.connectors.formats import (
     FormatSpec,
     check_columns,
     check_sink_schema,
@@ -17,7 +17,7 @@ from engine.connectors.formats import (
     parse_format,
     reject_format_options,
 )
-from engine.connectors.options import OptionReader, check_role, reject_source_options
+from spate.engine.connectors.options import OptionReader, check_role, reject_source_options
 
 
 class StdoutSink(Sink):

@@ -3,8 +3,8 @@ to the scheduler (:mod:`.channel`), and the process entry point a cluster
 backend launches (:mod:`.main`).
 
 The scheduler never shares memory with a job. It hands the job a
-:class:`~engine.job.spec.JobSpec` and reads the job's events from its
-:class:`~engine.job.channel.JobChannel`; it asks the job to stop through the
+:class:`~spate.engine.job.spec.JobSpec` and reads the job's events from its
+:class:`~spate.engine.job.channel.JobChannel`; it asks the job to stop through the
 same channel. That keeps a job movable: a local process, a ``spark-submit``
 driver on a standalone cluster or a Kubernetes driver pod all speak the same
 protocol.

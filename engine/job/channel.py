@@ -29,7 +29,7 @@ import redis
 
 #: ``status``: the job's state changed (``state``: running, stopped, finished or
 #: failed; ``message``). ``epoch``: an epoch committed (see
-#: :mod:`engine.job.main` for its fields). ``heartbeat``: the job is alive.
+#: :mod:`spate.engine.job.main` for its fields). ``heartbeat``: the job is alive.
 #: ``error``: something failed (``message``, ``detail``). ``rows``: preview rows
 #: of one epoch (``epoch``, ``rows``).
 EVENT_TYPES = frozenset({"status", "epoch", "heartbeat", "error", "rows"})
@@ -152,7 +152,14 @@ class FileJobChannel(JobChannel):
     def request_stop(self, mode: str) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         temporary = self.stop_path.with_suffix(".tmp")
-        temporary.write_text(_check_mode(mode))
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            # Readable by the job whoever writes it (a sandboxed job runs as another user);
+            # the job's folder itself is the job's own and closed to everyone else.
+            os.fchmod(fd, 0o644)
+            os.write(fd, _check_mode(mode).encode())
+        finally:
+            os.close(fd)
         temporary.replace(self.stop_path)  # atomic: the job reads all of it or nothing
 
     def delete(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pyspark import SparkConf, SparkContext
 
-from engine.job.errors import JobRefusedError
+from spate.engine.job.errors import JobRefusedError
 
 #: The refusal a job reports for ``sqlite:`` state with a cluster master.
 EMBEDDED_STATE_ON_CLUSTER = (

@@ -20,8 +20,8 @@ import signal
 import threading
 from typing import Any, Protocol
 
-from engine.job.channel import ChannelError, JobChannel
-from engine.job.events import heartbeat_event
+from spate.engine.job.channel import ChannelError, JobChannel
+from spate.engine.job.events import heartbeat_event
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ _URGENCY = {"checkpoint": 1, "graceful": 2, "immediate": 3}
 
 
 class Stoppable(Protocol):
-    """What a stop needs of the runner (:class:`engine.runtime.runner.PipelineRunner`)."""
+    """What a stop needs of the runner (:class:`spate.engine.runtime.runner.PipelineRunner`)."""
 
     def request_stop(self) -> None: ...
 

@@ -25,7 +25,7 @@ An ``epoch`` event, one per committed epoch::
   from one epoch's end to the next (rather than from start to start) keeps
   the figure at most 1 and about the epoch it describes.
 - ``operators``: per source, query and sink, the rows counted by the runner
-  (:class:`engine.runtime.runner.OperatorReport`).
+  (:class:`spate.engine.runtime.runner.OperatorReport`).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from engine.runtime.runner import EpochReport
-from engine.runtime.watermarks import NO_WATERMARK
+from spate.engine.runtime.runner import EpochReport
+from spate.engine.runtime.watermarks import NO_WATERMARK
 
 
 def status_event(state: str, message: str | None = None) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The job process: runs one pipeline (or preview) of a :class:`JobSpec`, reporting on a channel.
 
-``python -m engine.job.main SPEC_FILE`` — also usable as the application file
+``python -m spate.engine.job.main SPEC_FILE`` — also usable as the application file
 of ``spark-submit``, which has then configured the master (the spec's
 ``spark_master`` is None and the session spark-submit set up is used, with
 Spate's session settings applied on top).
@@ -9,12 +9,12 @@ The job plans ``spec.sql`` (``{{ NAME }}`` references filled from
 ``spec.variables`` only; its UDFs read from ``spec.udf_source``), opens the
 state store at ``spec.state_url`` scoped to ``(tenant_id, pipeline_id)`` and
 runs the plan with
-:class:`~engine.runtime.runner.PipelineRunner` against ``spec.checkpoint_dir``.
+:class:`~spate.engine.runtime.runner.PipelineRunner` against ``spec.checkpoint_dir``.
 Re-running the same spec after a crash resumes from the last committed epoch;
 re-running it after the pipeline finished reports ``finished`` at once (drop
 the pipeline's state and checkpoint to run it again from the start).
 
-Channel events (see :mod:`engine.job.events` for their fields):
+Channel events (see :mod:`spate.engine.job.events` for their fields):
 
 - ``status`` ``running`` once the streaming query started, and at the end
   exactly one of ``finished`` (bounded input done, or a preview's row limit
@@ -22,12 +22,12 @@ Channel events (see :mod:`engine.job.events` for their fields):
   ``message`` the tenant can act on), preceded by an ``error`` event carrying
   the traceback;
 - ``epoch`` after each committed epoch; ``heartbeat`` every few seconds;
-- ``rows`` for previews (:mod:`engine.job.preview`).
+- ``rows`` for previews (:mod:`spate.engine.job.preview`).
 
-Stops (:mod:`engine.job.control`): ``checkpoint`` and SIGTERM (sent to the
+Stops (:mod:`spate.engine.job.control`): ``checkpoint`` and SIGTERM (sent to the
 job's process, not its group: the group holds Spark's JVM) commit the epoch
 in progress first; ``graceful`` does too but falls back to ``immediate``
-after :data:`~engine.job.control.GRACEFUL_TIMEOUT_S` (30 s); ``immediate``
+after :data:`~spate.engine.job.control.GRACEFUL_TIMEOUT_S` (30 s); ``immediate``
 abandons it.
 
 Exit status: 0 when finished or stopped, 1 when failed.  Logs go to stderr
@@ -43,23 +43,25 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.connectors import ConnectorError, Sink
-from engine.job.channel import ChannelError, JobChannel, open_channel
-from engine.job.cluster import check_state_reachable, submitted_master
-from engine.job.control import JobControl
-from engine.job.errors import JobError, JobRefusedError
-from engine.job.events import EpochEvents, error_event, status_event
-from engine.job.preview import PreviewRows, preview_sinks
-from engine.job.spec import PREVIEW, RUN, JobSpec
-from engine.planner import PipelinePlan, PlanningError, plan_pipeline
-from engine.planner.external import TableDefinition, tables_from_definitions
-from engine.runtime.errors import PipelineFailedError
-from engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
-from engine.spark import build_spark
-from engine.udf import UdfDefinitionError, UdfError, load_udfs
-from statestore import DEFAULT_KEY_GROUPS, StateStoreError, open_store
+from spate.engine.connectors import ConnectorError, Sink
+from spate.engine.connectors.boundary import Boundary
+from spate.engine.job.channel import ChannelError, JobChannel, open_channel
+from spate.engine.job.cluster import check_state_reachable, submitted_master
+from spate.engine.job.control import JobControl
+from spate.engine.job.errors import JobError, JobRefusedError
+from spate.engine.job.events import EpochEvents, error_event, status_event
+from spate.engine.job.preview import PreviewRows, preview_sinks
+from spate.engine.job.spec import PREVIEW, RUN, JobSpec
+from spate.engine.planner import PipelinePlan, PlanningError, plan_pipeline
+from spate.engine.planner.external import TableDefinition, tables_from_definitions
+from spate.engine.runtime.errors import PipelineFailedError
+from spate.engine.runtime.failures import locate_in_sql
+from spate.engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
+from spate.engine.spark import build_spark
+from spate.engine.udf import UdfDefinitionError, UdfError, load_udfs
+from spate.statestore import DEFAULT_KEY_GROUPS, StateStoreError, open_store
 
-log = logging.getLogger("engine.job")
+log = logging.getLogger("spate.engine.job")
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -120,11 +122,14 @@ class Job:
     def _plan(self) -> PipelinePlan:
         spec = self.spec
         try:
+            boundary = Boundary.from_dict(spec.boundary)
             catalog = tables_from_definitions(
-                TableDefinition.from_dict(table) for table in spec.tables)
+                (TableDefinition.from_dict(table) for table in spec.tables), boundary)
             udfs = (None if spec.udf_source is None
                     else load_udfs(spec.udf_source, spec.udf_filename))
-            return plan_pipeline(spec.sql, spec.variables, tables=catalog, udfs=udfs)
+            return plan_pipeline(spec.sql, spec.variables, tables=catalog, udfs=udfs,
+                                 boundary=boundary, previews=spec.kind == PREVIEW,
+                                 check_inputs=True)
         except PlanningError as error:
             raise JobRefusedError(
                 f"invalid SQL at line {error.line}:{error.column}: {error.message}") from None
@@ -159,7 +164,7 @@ class Job:
         self._publish(self.epochs.event(report))
 
     def _fail(self, error: Exception) -> None:
-        message = _failure_message(error)
+        message = _failure_message(error, self.spec.sql)
         log.error("job failed: %s", message, extra={"job": self.spec.job_id})
         self._publish(error_event(message, "".join(traceback.format_exception(error))))
         self._publish(status_event("failed", message))
@@ -183,13 +188,15 @@ def _check_spec(spec: JobSpec) -> None:
         raise JobRefusedError("a preview needs a row limit of at least 1")
 
 
-def _failure_message(error: Exception) -> str:
-    """One line a tenant can act on."""
+def _failure_message(error: Exception, sql: str) -> str:
+    """One line a tenant can act on; where in the SQL, when Spark's message shows it."""
     if isinstance(error, _TENANT_ERRORS):
         text = str(error)
     else:  # Spark failing to start, a bug: name the error, keep its first line
         text = f"{type(error).__name__}: {error}"
-    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    line = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    where = locate_in_sql(sql, line) if isinstance(error, PipelineFailedError) else None
+    return f"line {where[0]}, column {where[1]}: {line}" if where else line
 
 
 def _configure_logging() -> None:
@@ -201,14 +208,24 @@ def _configure_logging() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the job in the spec file named by ``argv``; return the exit code."""
+    """Run the job in the spec file named by ``argv``; return the exit code.
+
+    ``--consume SPEC_FILE`` removes the file once read: a spec holds the job's
+    secrets, so the scheduler's copy lives only until the job has it in memory.
+    """
     args = sys.argv[1:] if argv is None else argv
     _configure_logging()
+    consume = bool(args) and args[0] == "--consume"
+    if consume:
+        args = args[1:]
     if len(args) != 1:
-        log.error("usage: python -m engine.job.main SPEC_FILE")
+        log.error("usage: python -m spate.engine.job.main [--consume] SPEC_FILE")
         return EXIT_FAILED
     try:
-        spec = JobSpec.from_json(Path(args[0]).read_text())
+        spec_path = Path(args[0])
+        spec = JobSpec.from_json(spec_path.read_text())
+        if consume:
+            spec_path.unlink()
         channel = open_channel(spec.channel_url)
     except (OSError, ValueError, TypeError, ChannelError) as error:
         # No channel to report on: the scheduler sees the exit code and this log.

@@ -16,11 +16,11 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from engine.connectors import Sink
-from engine.connectors.formats import JSON, FormatSpec, encoded_lines
-from engine.job.channel import JobChannel
-from engine.job.events import rows_event
-from engine.planner import PipelinePlan
+from spate.engine.connectors import Sink
+from spate.engine.connectors.formats import JSON, FormatSpec, encoded_lines
+from spate.engine.job.channel import JobChannel
+from spate.engine.job.events import rows_event
+from spate.engine.planner import PipelinePlan
 
 log = logging.getLogger(__name__)
 

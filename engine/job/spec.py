@@ -1,7 +1,7 @@
 """What a job runs: a pipeline's SQL and where its state, checkpoint and channel live.
 
 A :class:`JobSpec` is written as JSON by the scheduler and read by the job
-process (:mod:`engine.job.main`), possibly on another machine, so it holds
+process (:mod:`spate.engine.job.main`), possibly on another machine, so it holds
 only plain values.
 """
 
@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
+from spate.engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
 
 #: ``JobSpec.kind`` of a pipeline run.
 RUN = "run"
@@ -43,19 +43,22 @@ class JobSpec:
     preview_row_limit: int = 1000
     spark_conf: dict[str, str] = field(default_factory=dict)
     #: The tenant's connection tables the SQL names, as
-    #: :class:`engine.planner.external.TableDefinition` dicts with secrets decrypted
+    #: :class:`spate.engine.planner.external.TableDefinition` dicts with secrets decrypted
     #: (which is why the scheduler writes spec files owner-only).
     tables: list[dict[str, Any]] = field(default_factory=list)
     #: Values of the ``{{ NAME }}`` references in the SQL's table options (the job
     #: never fills them from its host's environment).
     variables: dict[str, str] = field(default_factory=dict)
-    #: The source text of the pipeline's UDF file (:mod:`engine.udf`), so a job on a
+    #: The source text of the pipeline's UDF file (:mod:`spate.engine.udf`), so a job on a
     #: cluster needs no file; None: no UDFs.
     udf_source: str | None = None
     #: The name UDF errors and tracebacks give that file.
     udf_filename: str = "udfs.py"
     #: pipeline.update-aggregate-flush-interval (ms; 0: every epoch)
     update_flush_interval_ms: int = DEFAULT_FLUSH_INTERVAL_MS
+    #: What the tenant's tables may touch (:class:`~spate.engine.connectors.boundary.Boundary`
+    #: as a dict); empty: unconfined, as ``spate run``.
+    boundary: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

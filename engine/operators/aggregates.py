@@ -4,7 +4,7 @@ A *pane partial* is what native Spark computed for one key and one pane (or
 one event timestamp, for sessions).  Invertible aggregates (count, sum, avg,
 count distinct) keep a running accumulator that a sliding window updates by
 adding the entering pane and removing the leaving one; min and max are not
-invertible and are served by a monotonic deque in ``engine.operators.window``
+invertible and are served by a monotonic deque in ``spate.engine.operators.window``
 (as are bool_and and bool_or, planned as min and max of booleans, and
 first_value and last_value: :class:`ByTime`).  Variances
 keep moments (:func:`merge_moments`, invertible with a negative count); bit_xor

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.operators.aggregates import Aggregate
-from engine.operators.window import Fired, Partial
+from spate.engine.operators.aggregates import Aggregate
+from spate.engine.operators.window import Fired, Partial
 
 #: A stored session: [start_us, end_us, row count, partial 0, partial 1, ...]
 Session = list[Any]

@@ -6,7 +6,7 @@ into a *signed partial*: rows that add count +1, rows that withdraw
 
 * count, sum and avg keep running totals (they are invertible);
 * the variances keep moments, added and withdrawn with
-  :func:`engine.operators.aggregates.merge_moments`; bit_xor keeps an xor
+  :func:`spate.engine.operators.aggregates.merge_moments`; bit_xor keeps an xor
   (its own inverse) and a count; bit_and and bit_or keep per-bit counts;
 * min, max (and so bool_and, bool_or), count(DISTINCT), array_agg, median
   and percentile_cont keep a multiset (first_value and last_value: of
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from engine.operators.aggregates import (
+from spate.engine.operators.aggregates import (
     BAGS,
     COMOMENTS,
     INT_BITS,
@@ -133,7 +133,7 @@ class SignedBitXor(SignedSum):
 
 
 class SignedBits(Accumulator):
-    """bit_and or bit_or: net per-bit counts (:func:`engine.operators.aggregates.bit_counts`)."""
+    """bit_and or bit_or: net per-bit counts (:func:`~.aggregates.bit_counts`)."""
 
     def __init__(self, function: str) -> None:
         self.function = function

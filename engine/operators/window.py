@@ -23,7 +23,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from engine.operators.aggregates import Aggregate, Extreme
+from spate.engine.operators.aggregates import Aggregate, Extreme
 
 #: A pane partial: [row count, partial of aggregate 0, partial of aggregate 1, ...]
 Partial = list[Any]

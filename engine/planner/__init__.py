@@ -13,23 +13,25 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokenizer_core import Token, TokenType
 
-from engine.planner.catalog import (
+from spate.engine.connectors.boundary import UNCONFINED, Boundary
+from spate.engine.planner.catalog import (
     DEBEZIUM_JSON,
     Table,
     is_memory_table,
     memory_table_from_create,
     table_from_create,
 )
-from engine.planner.dialect import Spate
-from engine.planner.errors import PlanningError
-from engine.planner.memory import MemoryTables
-from engine.planner.plan import DEFAULT_UPDATING_TTL_US, PipelinePlan, QueryPlan
-from engine.planner.positions import SourceText
-from engine.planner.queries import plan_query
-from engine.planner.updating import UpdatingAggregate
-from engine.planner.updating_join import UpdatingJoin
-from engine.planner.windows import IntervalError, interval_micros
-from engine.udf import UdfRegistry
+from spate.engine.planner.dialect import Spate
+from spate.engine.planner.errors import PlanningError
+from spate.engine.planner.memory import MemoryTables
+from spate.engine.planner.plan import DEFAULT_UPDATING_TTL_US, PipelinePlan, QueryPlan
+from spate.engine.planner.positions import SourceText
+from spate.engine.planner.queries import plan_query
+from spate.engine.planner.sink_columns import conform_to_sink
+from spate.engine.planner.updating import UpdatingAggregate
+from spate.engine.planner.updating_join import UpdatingJoin
+from spate.engine.planner.windows import IntervalError, interval_micros
+from spate.engine.udf import UdfRegistry
 
 __all__ = ["PREVIEW_SINK", "PipelinePlan", "PlanningError", "plan_pipeline"]
 
@@ -39,7 +41,10 @@ _SET_VARIABLES = ("updating_ttl",)
 
 def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None, *,
                   tables: Mapping[str, Table] | None = None,
-                  udfs: UdfRegistry | None = None) -> PipelinePlan:
+                  udfs: UdfRegistry | None = None,
+                  boundary: Boundary = UNCONFINED,
+                  previews: bool = True,
+                  check_inputs: bool = False) -> PipelinePlan:
     """Plan a whole pipeline script.
 
     ``{{ NAME }}`` references in table options are filled from ``variables``;
@@ -52,8 +57,17 @@ def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None, *,
     its meaning when a catalog table of that name appears later. The plan
     holds only the catalog tables the queries use.
 
-    ``udfs`` are the pipeline's Python UDFs (:func:`engine.udf.load_udfs`):
+    ``udfs`` are the pipeline's Python UDFs (:func:`spate.engine.udf.load_udfs`):
     their calls are type-checked, and the plan carries them for the runner.
+
+    ``boundary`` is what the tenant's tables may touch (its storage root and
+    egress policy); the default, for a trusted single user, is unconfined.
+    Catalog ``tables`` were built with it already.
+
+    ``previews`` False is for a pipeline that runs on its own: a bare SELECT,
+    whose rows only a preview reads, is then a located error asking for a sink.
+    ``check_inputs`` makes a missing input (a ``single_file`` source's file) a
+    located error now rather than a failure after Spark started.
     """
     text = SourceText(sql)
     values: Mapping[str, str] = os.environ if variables is None else variables
@@ -66,13 +80,21 @@ def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None, *,
     updating_ttl_us = DEFAULT_UPDATING_TTL_US
     for offset, statement in statements:
         if isinstance(statement, exp.Create):
-            _create(statement, text, offset, defined, views, values, memory)
+            _create(statement, text, offset, defined, views, values, memory, boundary,
+                    check_inputs)
         elif isinstance(statement, exp.Insert):
             planned = _insert(statement, text, offset, defined, views, len(queries), memory,
                               udfs)
             if planned is not None:
                 queries.append(planned)
         elif isinstance(statement, exp.Query):
+            if not previews:
+                start = text.offset_of(statement, offset)
+                raise text.error_at(
+                    "this SELECT has no sink: a pipeline that runs writes its rows with "
+                    "INSERT INTO <sink> SELECT ... (declare the sink with CREATE TABLE ... "
+                    "WITH (connector = ...)); to look at rows without a sink, preview the "
+                    "SQL instead", text.keyword_before(start, ("SELECT",), start))
             queries.append(plan_query(statement, PREVIEW_SINK, len(queries), defined, views,
                                       text, offset, memory=memory.written,
                                       unwritten=memory.unwritten, udfs=udfs))
@@ -154,7 +176,8 @@ def _located_parse_error(error: ParseError, text: SourceText, fallback: int) -> 
 
 def _create(statement: exp.Create, text: SourceText, offset: int,
             tables: dict[str, Table], views: dict[str, exp.Query],
-            variables: Mapping[str, str], memory: MemoryTables) -> None:
+            variables: Mapping[str, str], memory: MemoryTables, boundary: Boundary,
+            check_inputs: bool) -> None:
     kind = (statement.args.get("kind") or "").upper()
     target = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
     name = target.name.lower()
@@ -169,7 +192,8 @@ def _create(statement: exp.Create, text: SourceText, offset: int,
             raise text.error("CREATE VIEW needs AS <query>", statement, offset)
         views[name] = query
     elif kind == "TABLE":
-        tables[name] = table_from_create(statement, text, offset, variables)
+        tables[name] = table_from_create(statement, text, offset, variables, boundary,
+                                        check_inputs)
     else:
         raise text.error(f"unsupported statement: CREATE {kind}", statement, offset)
 
@@ -197,7 +221,7 @@ def _insert(statement: exp.Insert, text: SourceText, offset: int, tables: dict[s
                          memory=memory.written, unwritten=memory.unwritten, udfs=udfs)
     if table is not None:
         _check_updating_sink(planned, table, target, text, offset)
-        return planned
+        return conform_to_sink(planned, table, statement, text, offset)
     memory.write(name, query, planned.output_columns, target, text, offset)
     return None
 

@@ -3,7 +3,7 @@ GROUP BY becomes a :class:`WindowAggregate` operator (native pre-aggregation
 of its input, Spate's state merge) and a SELECT over the operator's output.
 
 A SELECT that aggregates without a window is an *updating* aggregate; its
-stream is classified here and its planning is :mod:`engine.planner.updating`'s.
+stream is classified here and its planning is :mod:`spate.engine.planner.updating`'s.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from engine.planner.context import STREAM_META, QueryContext, is_nested, own_nodes
-from engine.planner.functions import UdafRows
-from engine.planner.plan import (
+from spate.engine.planner.context import STREAM_META, QueryContext, is_nested, own_nodes
+from spate.engine.planner.functions import UdafRows
+from spate.engine.planner.plan import (
     EVENT_TIME,
     WINDOW_COLUMN,
     AggregateCall,
@@ -22,7 +22,7 @@ from engine.planner.plan import (
     WindowAggregate,
     WindowSpec,
 )
-from engine.planner.windows import WINDOW_FUNCTIONS, window_spec
+from spate.engine.planner.windows import WINDOW_FUNCTIONS, window_spec
 
 _AGGREGATES: dict[type[exp.Expr], str] = {
     exp.Sum: "sum",

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from pyspark.sql import types as T
 from sqlglot import exp
 
-from engine.connectors import CONNECTORS, ColumnDef, Connector, ConnectorError, TableConfig
-from engine.connectors.lookup import LOOKUP, LookupConnector
-from engine.planner.positions import SourceText
-from engine.planner.types import UnsupportedTypeError, spark_type
+from spate.engine.connectors import CONNECTORS, ColumnDef, Connector, ConnectorError, TableConfig
+from spate.engine.connectors.boundary import UNCONFINED, Boundary
+from spate.engine.connectors.lookup import LOOKUP, LookupConnector
+from spate.engine.planner.positions import SourceText
+from spate.engine.planner.types import UnsupportedTypeError, spark_type
 
 #: Default lateness when a table declares no watermark (SQL.md section 2).
 DEFAULT_WATERMARK_DELAY_SQL = "INTERVAL 1 SECOND"
@@ -104,10 +105,15 @@ def memory_table_from_create(node: exp.Create, text: SourceText, fallback: int) 
 
 
 def table_from_create(node: exp.Create, text: SourceText, fallback: int,
-                      variables: Mapping[str, str]) -> Table:
+                      variables: Mapping[str, str], boundary: Boundary = UNCONFINED,
+                      check_inputs: bool = False) -> Table:
     """Build a :class:`Table` from ``CREATE TABLE``; raises located PlanningErrors.
 
-    ``variables`` fill the ``{{ NAME }}`` references in option values.
+    ``variables`` fill the ``{{ NAME }}`` references in option values; the
+    table's connector is held to ``boundary`` (storage root, egress policy).
+    ``check_inputs`` also asks a source's connector whether its input is there
+    (a ``single_file`` source's file), so a missing input is a located error
+    before anything starts.
     """
     schema = node.this
     table_node = schema.this if isinstance(schema, exp.Schema) else schema
@@ -150,9 +156,11 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
                          expression, fallback)
     keys = tuple(primary_key)
     config = TableConfig(name=name, connector=connector_name, role=role, options=options,
-                         columns=tuple(columns), primary_key=keys)
+                         columns=tuple(columns), primary_key=keys, boundary=boundary)
     try:
         physical = connector.validate(config)
+        if check_inputs and role == "source":
+            connector.check_input(config)
     except ConnectorError as error:
         where = option_nodes.get(error.option or "")
         offset = text.offset_of(where or node, fallback)
@@ -160,7 +168,7 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
             offset = text.option_key_before(offset, offset)
         raise text.error_at(f"table {name}: {error}", offset) from error
     config = TableConfig(name=name, connector=connector_name, role=role, options=options,
-                         columns=tuple(physical), primary_key=keys)
+                         columns=tuple(physical), primary_key=keys, boundary=boundary)
     if role == LOOKUP:  # fetched by key, never streamed: no event time
         return Table(name=name, config=config, columns=tuple(physical))
     generated = {col: expr.sql(dialect="spark") for col, expr in generated_nodes.items()}
@@ -315,11 +323,14 @@ def _columns(
 
 def _check_primary_key(primary_key: dict[str, exp.Expr], role: str, options: dict[str, str],
                        text: SourceText, fallback: int) -> None:
-    """PRIMARY KEY means something only to debezium_json sources and lookup tables."""
-    if not primary_key or role == LOOKUP or (role == "source" and _is_debezium(options)):
+    """PRIMARY KEY keys debezium_json sources, lookup tables and sinks (as in Arroyo, a
+    sink keeps it as its rows' key: connectors with a message key use it); on any other
+    source it would mean nothing."""
+    if not primary_key or role in (LOOKUP, "sink") or (
+            role == "source" and _is_debezium(options)):
         return
-    raise text.error("PRIMARY KEY is only meaningful for debezium_json sources and lookup "
-                     "tables", next(iter(primary_key.values())), fallback)
+    raise text.error("PRIMARY KEY is only meaningful for debezium_json sources, sinks and "
+                     "lookup tables", next(iter(primary_key.values())), fallback)
 
 
 def _generated_expression(item: exp.ColumnDef) -> exp.Expr | None:

@@ -4,15 +4,17 @@ so far."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pyspark.sql import types as T
 from sqlglot import exp
 
-from engine.planner.catalog import Table
-from engine.planner.errors import PlanningError
-from engine.planner.plan import Operator, Stream
-from engine.planner.positions import SourceText
-from engine.planner.scopes import NameScope
+from spate.engine.planner.catalog import Table
+from spate.engine.planner.errors import PlanningError
+from spate.engine.planner.plan import Operator, Stream
+from spate.engine.planner.positions import SourceText
+from spate.engine.planner.scopes import NameScope
 
 #: Keywords that open a clause; errors about a clause point at its first keyword.
 CLAUSE_WORDS = ("JOIN", "LEFT", "RIGHT", "FULL", "INNER", "OUTER", "CROSS", "NATURAL",
@@ -32,6 +34,8 @@ class Scope:
     stream: Stream
     #: a lookup table (CREATE TEMPORARY TABLE): rows fetched per key, no event time
     lookup: bool = False
+    #: the known types of its columns (a computed column's is not known)
+    types: Mapping[str, T.DataType] = field(default_factory=dict)
 
 
 @dataclass

@@ -20,11 +20,12 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
-from engine.planner.catalog import DEFAULT_IDLE_MICROS, DEFAULT_WATERMARK_DELAY_SQL, Table
-from engine.planner.dialect import Spate
-from engine.planner.errors import PlanningError
-from engine.planner.types import UnsupportedTypeError, spark_type
+from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
+from spate.engine.connectors.boundary import UNCONFINED, Boundary
+from spate.engine.planner.catalog import DEFAULT_IDLE_MICROS, DEFAULT_WATERMARK_DELAY_SQL, Table
+from spate.engine.planner.dialect import Spate
+from spate.engine.planner.errors import PlanningError
+from spate.engine.planner.types import UnsupportedTypeError, spark_type
 
 
 class TableDefinitionError(PlanningError):
@@ -72,17 +73,20 @@ class TableDefinition:
                    fields=fields)
 
 
-def tables_from_definitions(definitions: Iterable[TableDefinition]) -> dict[str, Table]:
-    """An external catalog for :func:`engine.planner.plan_pipeline`, by table name."""
+def tables_from_definitions(definitions: Iterable[TableDefinition],
+                            boundary: Boundary = UNCONFINED) -> dict[str, Table]:
+    """An external catalog for :func:`spate.engine.planner.plan_pipeline`, by table name."""
     tables: dict[str, Table] = {}
     for definition in definitions:
-        table = table_from_definition(definition)
+        table = table_from_definition(definition, boundary)
         tables[table.name] = table
     return tables
 
 
-def table_from_definition(definition: TableDefinition) -> Table:
-    """The catalog entry ``CREATE TABLE`` would give; raises :class:`TableDefinitionError`."""
+def table_from_definition(definition: TableDefinition,
+                          boundary: Boundary = UNCONFINED) -> Table:
+    """The catalog entry ``CREATE TABLE`` would give, its connector held to ``boundary``;
+    raises :class:`TableDefinitionError`."""
     name = definition.name.lower()
     connector = CONNECTORS.get(definition.connector)
     if connector is None:
@@ -99,13 +103,13 @@ def table_from_definition(definition: TableDefinition) -> Table:
     role = declared if declared in ("source", "sink") else (
         next(iter(connector.roles)) if len(connector.roles) == 1 else declared or "source")
     config = TableConfig(name=name, connector=definition.connector, role=role,
-                         options=options, columns=columns)
+                         options=options, columns=columns, boundary=boundary)
     try:
         physical = connector.validate(config)
     except ConnectorError as error:
         raise TableDefinitionError(f"table {name}: {error}", option=error.option) from error
     config = TableConfig(name=name, connector=definition.connector, role=role,
-                         options=options, columns=tuple(physical))
+                         options=options, columns=tuple(physical), boundary=boundary)
     event_time_sql, watermark_sql = _event_time(options, {c.name for c in physical})
     return Table(name=name, config=config, columns=tuple(physical),
                  event_time_sql=event_time_sql, watermark_sql=watermark_sql,

@@ -5,11 +5,11 @@ Spark built-ins so that it runs as a native Spark expression (no Python per row)
 entry either keeps the node sqlglot parsed (its Spark form is already the
 native built-in) or rewrites it.  :func:`translate_functions` applies the table
 to a query and turns a call to anything else into a located PlanningError.
-A pipeline's Python UDFs (:mod:`engine.udf`) are callable too: their calls
+A pipeline's Python UDFs (:mod:`spate.engine.udf`) are callable too: their calls
 are checked against the UDF's signature (argument count, and the types of
 arguments whose type is evident: literals, casts, other UDFs' results).
 
-``python -m engine.planner.functions --markdown`` prints the table that
+``python -m spate.engine.planner.functions --markdown`` prints the table that
 ``engine/planner/FUNCTIONS.md`` holds.
 """
 
@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import re
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from weakref import WeakKeyDictionary
 
@@ -28,418 +25,23 @@ from pyspark.sql import types as T
 from sqlglot import exp
 from sqlglot.tokenizer_core import TokenType
 
-from engine.planner.dialect import Spate
-from engine.planner.errors import PlanningError
-from engine.planner.plan import EVENT_TIME
-from engine.planner.positions import SourceText
-from engine.planner.types import UnsupportedTypeError, spark_type
-from engine.planner.windows import WINDOW_FUNCTIONS, IntervalError, interval_micros
-from engine.udf import UdfDefinitionError, UdfRegistry, UdfSignature, ValueType
-from engine.udf.signatures import AGGREGATE
+from spate.engine.planner.dialect import Spate
+from spate.engine.planner.errors import PlanningError
+from spate.engine.planner.function_base import Function, Translation, args_of
+from spate.engine.planner.function_library import LIBRARY
+from spate.engine.planner.json_functions import JSON_FUNCTIONS
+from spate.engine.planner.positions import SourceText
+from spate.engine.planner.types import UnsupportedTypeError, spark_type
+from spate.engine.planner.windows import WINDOW_FUNCTIONS
+from spate.engine.udf import UdfDefinitionError, UdfRegistry, UdfSignature, ValueType
+from spate.engine.udf.signatures import AGGREGATE
 
 #: Where the generated table lives, relative to the repository root.
 DOCS_PATH = "engine/planner/FUNCTIONS.md"
 
 
-@dataclass
-class Translation:
-    """What a translator needs besides the call: where errors point, and ``now``."""
-
-    text: SourceText
-    fallback: int
-    pipeline_start: datetime
-
-    def error(self, message: str, node: exp.Expr) -> PlanningError:
-        return self.text.error(message, node, self.fallback)
-
-
-Translator = Callable[[exp.Func, Translation], exp.Expr]
-
-
-@dataclass(frozen=True)
-class Function:
-    """One supported function: its family, its Spark form, and how to get there."""
-
-    name: str
-    family: str
-    spark: str
-    #: None: the parsed node's own Spark SQL is already the native built-in.
-    translate: Translator | None = field(default=None, compare=False)
-    note: str = ""
-
-
-# -- helpers the translators share --------------------------------------------------------
-
-
-def _args(node: exp.Func) -> list[exp.Expr]:
-    """The call's arguments in written order (Anonymous keeps them in ``expressions``)."""
-    if isinstance(node, exp.Anonymous):
-        return list(node.expressions)
-    return [v for v in (node.args.get(k) for k in node.arg_types) if isinstance(v, exp.Expr)]
-
-
-def _arity(node: exp.Func, ctx: Translation, name: str, low: int, high: int) -> list[exp.Expr]:
-    args = _args(node)
-    if not low <= len(args) <= high:
-        wanted = str(low) if low == high else f"{low} to {high}"
-        raise ctx.error(f"{name}() takes {wanted} argument(s), got {len(args)}", node)
-    return args
-
-
-def _call(name: str, *args: exp.Expr) -> exp.Expr:
-    return exp.Anonymous(this=name, expressions=list(args))
-
-
-def _string_literal(node: exp.Expr, ctx: Translation, what: str) -> str:
-    if not (isinstance(node, exp.Literal) and node.is_string):
-        raise ctx.error(f"{what} must be a string literal", node)
-    return str(node.name)
-
-
-def _rename(spark_name: str) -> Translator:
-    """A call of the same arguments under Spark's name for the function."""
-    return lambda node, _ctx: _call(spark_name, *_args(node))
-
-
-# -- time ------------------------------------------------------------------------------------
-
-
-def _now(node: exp.Func, ctx: Translation) -> exp.Expr:
-    # A literal, not Spark's current_timestamp(): that is the micro-batch's
-    # start, which would differ between an epoch and its replay.
-    _arity(node, ctx, "now", 0, 0)
-    stamp = ctx.pipeline_start.strftime("%Y-%m-%d %H:%M:%S.%f")
-    return exp.cast(exp.Literal.string(stamp), exp.DataType.build("timestamp"))
-
-
-def _row_time(node: exp.Func, ctx: Translation) -> exp.Expr:
-    _arity(node, ctx, "row_time", 0, 0)
-    return exp.column(EVENT_TIME)
-
-
-def _to_timestamp(node: exp.Func, ctx: Translation) -> exp.Expr:
-    # One argument: text (ISO 8601) or seconds since the epoch; a cast reads both.
-    if isinstance(node, exp.UnixToTime):
-        return exp.cast(node.this, exp.DataType.build("timestamp"))
-    return node
-
-
-def _from_unixtime(node: exp.Func, ctx: Translation) -> exp.Expr:
-    (seconds,) = _arity(node, ctx, "from_unixtime", 1, 1)
-    return _call("TIMESTAMP_SECONDS", seconds)
-
-
-def _date_bin(node: exp.Func, ctx: Translation) -> exp.Expr:
-    if node.args.get("unit") is not None:
-        raise ctx.error("date_bin() with an origin is not supported; bins start at "
-                        "1970-01-01T00:00:00", node)
-    try:
-        width_us = interval_micros(node.this)
-    except IntervalError as error:
-        raise ctx.error(f"date_bin(): {error}", node.this) from error
-    micros = _call("UNIX_MICROS", node.expression)
-    # pmod keeps the arithmetic exact in integers and floors times before 1970 too.
-    offset = _call("PMOD", micros.copy(), exp.Literal.number(width_us))
-    return _call("TIMESTAMP_MICROS", exp.Sub(this=micros, expression=offset))
-
-
-# -- regex ---------------------------------------------------------------------------------
-
-
-def _regexp_match(node: exp.Func, ctx: Translation) -> exp.Expr:
-    subject, pattern = _arity(node, ctx, "regexp_match", 2, 2)
-    regex = _string_literal(pattern, ctx, "regexp_match()'s pattern")
-    try:
-        groups = re.compile(regex).groups
-    except re.error as error:
-        raise ctx.error(f"regexp_match(): invalid pattern: {error}", pattern) from error
-    parts = [_call("REGEXP_EXTRACT", subject.copy(), pattern.copy(), exp.Literal.number(i))
-             for i in range(1, groups + 1) or [0]]
-    matched = exp.RegexpLike(this=subject.copy(), expression=pattern.copy())
-    return exp.Case(ifs=[exp.If(this=matched, true=_call("ARRAY", *parts))])
-
-
-# -- arrays, structs, hashes, encodings, casts ---------------------------------------------------
-
-
-def _array_size(node: exp.Func, ctx: Translation) -> exp.Expr:
-    # ARRAY_SIZE, not SIZE: SIZE(NULL) is -1 outside ANSI mode.
-    (array,) = _arity(node, ctx, "array_length", 1, 1)
-    return _call("ARRAY_SIZE", array)
-
-
-def _get_field(node: exp.Func, ctx: Translation) -> exp.Expr:
-    struct, key = _arity(node, ctx, "get_field", 2, 2)
-    name = _string_literal(key, ctx, "get_field()'s field name")
-    return exp.Dot(this=struct, expression=exp.to_identifier(name, quoted=True))
-
-
-def _sha224(node: exp.Func, ctx: Translation) -> exp.Expr:
-    (value,) = _arity(node, ctx, "sha224", 1, 1)
-    return _call("SHA2", value, exp.Literal.number(224))
-
-
-_ENCODERS = {"base64": ("BASE64", "UNBASE64"), "hex": ("HEX", "UNHEX")}
-
-
-def _codec(index: int) -> Translator:
-    """``encode`` (index 0) or ``decode`` (index 1) by a literal format name."""
-    def translate(node: exp.Func, ctx: Translation) -> exp.Expr:
-        name = ("encode", "decode")[index]
-        value, fmt = _arity(node, ctx, name, 2, 2)
-        chosen = _string_literal(fmt, ctx, f"{name}()'s format").lower()
-        if chosen not in _ENCODERS:
-            raise ctx.error(f"{name}() format '{chosen}' is not supported; use "
-                            "'base64' or 'hex'", fmt)
-        result = _call(_ENCODERS[chosen][index], value)
-        return _call("LOWER", result) if (chosen, index) == ("hex", 0) else result
-    return translate
-
-
-_ARROW_TYPES = {
-    "boolean": "BOOLEAN", "int8": "TINYINT", "int16": "SMALLINT", "int32": "INT",
-    "int64": "BIGINT", "uint8": "SMALLINT", "uint16": "INT", "uint32": "BIGINT",
-    "uint64": "DECIMAL(20, 0)", "float32": "FLOAT", "float64": "DOUBLE", "utf8": "STRING",
-    "largeutf8": "STRING", "binary": "BINARY", "largebinary": "BINARY", "date32": "DATE",
-    "timestamp(microsecond, none)": "TIMESTAMP", "timestamp(nanosecond, none)": "TIMESTAMP",
-    "timestamp(millisecond, none)": "TIMESTAMP", "timestamp(second, none)": "TIMESTAMP",
-}
-
-
-def _arrow_cast(node: exp.Func, ctx: Translation) -> exp.Expr:
-    value, arrow = _arity(node, ctx, "arrow_cast", 2, 2)
-    wanted = _string_literal(arrow, ctx, "arrow_cast()'s type")
-    spark_type = _ARROW_TYPES.get(re.sub(r"\s+", " ", wanted.strip().lower()))
-    if spark_type is None:
-        known = ", ".join(sorted({k.split("(")[0] for k in _ARROW_TYPES}))
-        raise ctx.error(f"arrow_cast() cannot cast to '{wanted}'; supported Arrow types: "
-                        f"{known}", arrow)
-    return exp.cast(value, exp.DataType.build(spark_type, dialect="spark"))
-
-
-# -- JSON (text columns; paths are built at planning from literal keys) -----------------------
-
-_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _json_path(keys: list[exp.Expr], ctx: Translation, name: str) -> str:
-    """The JSONPath of ``json_get``-style keys: strings name fields, integers index arrays."""
-    path = "$"
-    for key in keys:
-        if isinstance(key, exp.Literal) and not key.is_string:
-            if not key.name.isdigit():
-                raise ctx.error(f"{name}(): an array index must be a non-negative integer",
-                                key)
-            path += f"[{key.name}]"
-        elif isinstance(key, exp.Literal):
-            text = str(key.name)
-            if _PLAIN_KEY.fullmatch(text):
-                path += f".{text}"
-            elif "'" in text or "]" in text:
-                raise ctx.error(f"{name}(): key {text!r} cannot contain ' or ]", key)
-            else:
-                path += f"['{text}']"
-        else:
-            raise ctx.error(f"{name}(): keys must be string or integer literals", key)
-    return path
-
-
-def _json_at(node: exp.Func, ctx: Translation, name: str) -> exp.Expr:
-    args = _arity(node, ctx, name, 1, 64)
-    if len(args) == 1:
-        return args[0]
-    return _call("GET_JSON_OBJECT", args[0], exp.Literal.string(_json_path(args[1:], ctx, name)))
-
-
-def _json_get(name: str, spark_type: str | None = None) -> Translator:
-    def translate(node: exp.Func, ctx: Translation) -> exp.Expr:
-        value = _json_at(node, ctx, name)
-        if spark_type is None:
-            return value
-        # Outside ANSI mode a value of another type casts to NULL, as the function says.
-        return exp.cast(value, exp.DataType.build(spark_type, dialect="spark"))
-    return translate
-
-
-def _json_contains(node: exp.Func, ctx: Translation) -> exp.Expr:
-    if isinstance(node, exp.JSONBContainsTopKey):  # j ? 'k'
-        args = [node.this, node.expression]
-    else:
-        args = _arity(node, ctx, "json_contains", 2, 64)
-    parent = args[0] if len(args) == 2 else _call(
-        "GET_JSON_OBJECT", args[0], exp.Literal.string(_json_path(args[1:-1], ctx,
-                                                                  "json_contains")))
-    last = args[-1]
-    _json_path([last], ctx, "json_contains")  # validates the key
-    if isinstance(last, exp.Literal) and last.is_string:
-        test: exp.Expr = exp.ArrayContains(this=_call("JSON_OBJECT_KEYS", parent),
-                                           expression=last.copy())
-    else:
-        test = exp.GT(this=_call("JSON_ARRAY_LENGTH", parent), expression=last.copy())
-    return exp.Coalesce(this=test, expressions=[exp.false()])
-
-
-def _json_length(node: exp.Func, ctx: Translation) -> exp.Expr:
-    value = _json_at(node, ctx, "json_length")
-    return exp.Coalesce(this=_call("JSON_ARRAY_LENGTH", value),
-                        expressions=[_call("ARRAY_SIZE", _call("JSON_OBJECT_KEYS",
-                                                               value.copy()))])
-
-
-def _json_path_call(name: str, as_array: bool) -> Translator:
-    def translate(node: exp.Func, ctx: Translation) -> exp.Expr:
-        document, path = _arity(node, ctx, name, 2, 2)
-        text = _string_literal(path, ctx, f"{name}()'s JSONPath")
-        if not text.startswith("$") or "*" in text or ".." in text:
-            raise ctx.error(f"{name}(): JSONPath '{text}' is not supported; use a path "
-                            "from '$' of .field and [index] steps, without wildcards", path)
-        value = _call("GET_JSON_OBJECT", document, path.copy())
-        if not as_array:
-            return value
-        found = exp.Not(this=exp.Is(this=value.copy(), expression=exp.null()))
-        return exp.Case(ifs=[exp.If(this=found, true=_call("ARRAY", value))],
-                        default=_call("ARRAY"))
-    return translate
-
-
-# -- the table ---------------------------------------------------------------------------------
-
-FUNCTIONS: dict[str, Function] = {f.name: f for f in (
-    # math
-    Function("abs", "math", "abs(x)"),
-    Function("ceil", "math", "ceil(x)"),
-    Function("floor", "math", "floor(x)"),
-    Function("round", "math", "round(x[, digits])"),
-    Function("power", "math", "power(x, y)"),
-    Function("pow", "math", "power(x, y)"),
-    Function("sqrt", "math", "sqrt(x)"),
-    Function("exp", "math", "exp(x)"),
-    Function("ln", "math", "ln(x)"),
-    Function("log10", "math", "log(10, x)"),
-    Function("mod", "math", "x % y"),
-    Function("sign", "math", "sign(x)"),
-    # string
-    Function("concat", "string", "concat(coalesce(a, ''), ...)", note="NULL arguments are "
-             "skipped"),
-    Function("concat_ws", "string", "concat_ws(sep, a, ...)"),
-    Function("lower", "string", "lower(s)"),
-    Function("upper", "string", "upper(s)"),
-    Function("trim", "string", "trim(s)"),
-    Function("btrim", "string", "trim(s)"),
-    Function("ltrim", "string", "ltrim(s)"),
-    Function("rtrim", "string", "rtrim(s)"),
-    Function("substr", "string", "substring(s, start[, length])", note="1-based"),
-    Function("substring", "string", "substring(s, start[, length])", note="1-based"),
-    Function("replace", "string", "replace(s, from, to)"),
-    Function("split_part", "string", "split_part(s, delimiter, n)"),
-    Function("length", "string", "length(s)"),
-    Function("char_length", "string", "length(s)"),
-    Function("left", "string", "left(s, n)"),
-    Function("right", "string", "right(s, n)"),
-    Function("lpad", "string", "lpad(s, n, pad)"),
-    Function("rpad", "string", "rpad(s, n, pad)"),
-    Function("reverse", "string", "reverse(s)"),
-    Function("initcap", "string", "initcap(s)"),
-    Function("starts_with", "string", "startswith(s, prefix)"),
-    Function("strpos", "string", "locate(sub, s)"),
-    Function("repeat", "string", "repeat(s, n)"),
-    # regex
-    Function("regexp_like", "regex", "s RLIKE pattern", note="Java regular expressions"),
-    Function("regexp_match", "regex",
-             "CASE WHEN s RLIKE p THEN array(regexp_extract(s, p, 1), ...) END",
-             _regexp_match, "pattern must be a literal; the array holds the first match's "
-             "groups (the whole match when it has none)"),
-    Function("regexp_replace", "regex", "regexp_replace(s, pattern, replacement)",
-             note="every match is replaced, as in Spark"),
-    # conditional
-    Function("coalesce", "conditional", "coalesce(a, b, ...)"),
-    Function("nullif", "conditional", "nullif(a, b)"),
-    Function("nvl", "conditional", "coalesce(a, b)"),
-    Function("ifnull", "conditional", "coalesce(a, b)"),
-    Function("greatest", "conditional", "greatest(a, b, ...)"),
-    Function("least", "conditional", "least(a, b, ...)"),
-    # time
-    Function("now", "time", "CAST('<pipeline start>' AS TIMESTAMP)", _now,
-             "the time this run of the pipeline was planned (its job's start), one "
-             "instant for every query and epoch of the run"),
-    Function("current_timestamp", "time", "CAST('<pipeline start>' AS TIMESTAMP)", _now,
-             "same as now()"),
-    Function("row_time", "time", "the row's event time", _row_time,
-             "the source's event time (its WATERMARK column, or arrival time)"),
-    Function("date_trunc", "time", "date_trunc(unit, ts)"),
-    Function("date_bin", "time", "timestamp_micros(unix_micros(ts) - pmod(unix_micros(ts), "
-             "width_us))", _date_bin, "the interval must be a fixed-length literal; bins "
-             "start at the epoch (no origin argument)"),
-    Function("extract", "time", "extract(field FROM ts)"),
-    Function("date_part", "time", "extract(field FROM ts)"),
-    Function("to_timestamp", "time", "CAST(x AS TIMESTAMP) / to_timestamp(s, format)",
-             _to_timestamp, "one argument: ISO 8601 text or seconds since the epoch; two: "
-             "text and a PostgreSQL format"),
-    Function("from_unixtime", "time", "timestamp_seconds(x)", _from_unixtime),
-    Function("unix_seconds", "time", "unix_seconds(ts)", note="whole seconds since the epoch"),
-    Function("unix_millis", "time", "unix_millis(ts)", note="milliseconds since the epoch"),
-    Function("unix_micros", "time", "unix_micros(ts)", note="microseconds since the epoch"),
-    # array
-    Function("make_array", "array", "array(a, ...)", _rename("ARRAY")),
-    Function("array_append", "array", "array_append(coalesce(arr, array()), x)"),
-    Function("array_prepend", "array", "array_prepend(coalesce(arr, array()), x)"),
-    Function("array_concat", "array", "concat(a, b)"),
-    Function("array_has", "array", "array_contains(arr, x)"),
-    Function("array_contains", "array", "array_contains(arr, x)"),
-    Function("array_position", "array", "array_position(arr, x)"),
-    Function("array_remove", "array", "array_remove(arr, x)"),
-    Function("array_distinct", "array", "array_distinct(arr)"),
-    Function("array_length", "array", "array_size(arr)", _array_size),
-    Function("cardinality", "array", "array_size(arr)", _array_size),
-    # struct
-    Function("struct", "struct", "struct(a, ...)"),
-    Function("named_struct", "struct", "named_struct('name', value, ...)"),
-    Function("get_field", "struct", "s.`name`", _get_field, "field name must be a literal"),
-    # hash
-    Function("md5", "hash", "md5(x)", note="hex text"),
-    Function("sha1", "hash", "sha(x)", note="hex text"),
-    Function("sha224", "hash", "sha2(x, 224)", _sha224, "hex text"),
-    Function("sha256", "hash", "sha2(x, 256)", note="hex text"),
-    Function("sha512", "hash", "sha2(x, 512)", note="hex text"),
-    # encode / decode
-    Function("encode", "encode", "base64(x) / lower(hex(x))", _codec(0),
-             "format 'base64' or 'hex' (a literal)"),
-    Function("decode", "encode", "unbase64(s) / unhex(s)", _codec(1),
-             "format 'base64' or 'hex' (a literal); returns BYTEA"),
-    # cast
-    Function("arrow_cast", "cast", "CAST(x AS <Spark type>)", _arrow_cast,
-             "Arrow type as a literal: " + ", ".join(sorted(_ARROW_TYPES))),
-    # JSON
-    Function("json_get", "json", "get_json_object(j, '$.k...')", _json_get("json_get"),
-             "keys are string or integer literals; the value as JSON text (strings "
-             "unquoted)"),
-    Function("->", "json", "get_json_object(j, '$.k')", note="operator: j -> 'k' or j -> 0"),
-    Function("json_get_str", "json", "get_json_object(j, '$.k...')",
-             _json_get("json_get_str")),
-    Function("json_get_int", "json", "CAST(get_json_object(j, '$.k...') AS BIGINT)",
-             _json_get("json_get_int", "BIGINT")),
-    Function("json_get_float", "json", "CAST(get_json_object(j, '$.k...') AS DOUBLE)",
-             _json_get("json_get_float", "DOUBLE")),
-    Function("json_get_bool", "json", "CAST(get_json_object(j, '$.k...') AS BOOLEAN)",
-             _json_get("json_get_bool", "BOOLEAN")),
-    Function("json_get_json", "json", "get_json_object(j, '$.k...')",
-             _json_get("json_get_json")),
-    Function("json_as_text", "json", "get_json_object(j, '$.k...')",
-             _json_get("json_as_text")),
-    Function("->>", "json", "get_json_object(j, '$.k')", note="operator: j ->> 'k'"),
-    Function("json_contains", "json", "coalesce(array_contains(json_object_keys(j), k), false)",
-             _json_contains, "an integer last key tests json_array_length(...) > k"),
-    Function("?", "json", "coalesce(array_contains(json_object_keys(j), k), false)",
-             _json_contains, "operator: j ? 'k'"),
-    Function("json_length", "json", "coalesce(json_array_length(v), "
-             "array_size(json_object_keys(v)))", _json_length),
-    Function("extract_json", "json", "array(get_json_object(j, path)) or array()",
-             _json_path_call("extract_json", True), "JSONPath without wildcards; TEXT[]"),
-    Function("extract_json_string", "json", "get_json_object(j, path)",
-             _json_path_call("extract_json_string", False)),
-    Function("get_first_json_object", "json", "get_json_object(j, path)",
-             _json_path_call("get_first_json_object", False)),
-)}
+#: The one table: the library's functions and the JSON ones, by the name a query writes.
+FUNCTIONS: dict[str, Function] = {f.name: f for f in (*LIBRARY, *JSON_FUNCTIONS)}
 
 #: Calls written as syntax carry no name position: their name comes from the node type.
 _SYNTAX_NAMES: dict[type[exp.Func], str] = {
@@ -482,7 +84,8 @@ def translate_functions(query: exp.Expr, text: SourceText, fallback: int,
         if (isinstance(node, _SYNTAX) or name in _OTHER_CALLS
                 or isinstance(node.parent, exp.Window)):
             continue
-        function = FUNCTIONS.get(name or "")
+        # A call sqlglot parsed into a node of its own may carry no name position.
+        function = FUNCTIONS.get(name or node.sql_name().lower())
         if function is None:
             raise _unknown(node, name or node.sql_name().lower(), ctx, udfs)
         if function.translate is not None:
@@ -588,14 +191,14 @@ def _udf_call(node: exp.Func, signature: UdfSignature, ctx: Translation,
         raise _at_name(node, f"UDF {signature.name}() cannot be used with OVER", ctx)
     check_udf_call(node, signature, ctx, udfs)
     if signature.kind == AGGREGATE:
-        fields = [exp.alias_(arg.copy(), f"a{i}") for i, arg in enumerate(_args(node))]
+        fields = [exp.alias_(arg.copy(), f"a{i}") for i, arg in enumerate(args_of(node))]
         node.set("expressions", [UdafRows(this=exp.Struct(expressions=fields))])
 
 
 def check_udf_call(node: exp.Func, signature: UdfSignature, ctx: Translation,
                    udfs: UdfRegistry) -> None:
     """The call passes one argument per parameter, of an accepted type where it is evident."""
-    args = _args(node)
+    args = args_of(node)
     if len(args) != len(signature.params):
         raise _at_name(node, f"{signature.kind} UDF {signature.describe()} takes "
                              f"{len(signature.params)} argument(s), got {len(args)}", ctx)
@@ -661,7 +264,7 @@ def markdown() -> str:
     lines = [
         "# Supported functions",
         "",
-        "Generated by `python -m engine.planner.functions --markdown > "
+        "Generated by `python -m spate.engine.planner.functions --markdown > "
         f"{DOCS_PATH}`; a test fails when it is out of date. Every function runs as "
         "a native Spark expression. Aggregates, windows (TUMBLE, HOP, SESSION) and "
         "OVER functions are planned elsewhere; any other name is a planning error.",
@@ -676,7 +279,7 @@ def markdown() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m engine.planner.functions --markdown``: print the documentation table."""
+    """``python -m spate.engine.planner.functions --markdown``: print the documentation table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     parser.add_argument("--markdown", action="store_true", required=True,
                         help="print the function table as Markdown")

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from engine.planner.context import QueryContext, Scope
-from engine.planner.plan import EVENT_TIME, Stream
+from spate.engine.planner.context import QueryContext, Scope
+from spate.engine.planner.plan import EVENT_TIME, Stream
 
 _OUTER_SIDES = ("LEFT", "RIGHT", "FULL")
 

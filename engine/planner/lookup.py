@@ -9,7 +9,7 @@ every PRIMARY KEY column once. Nothing else may filter it there.
 Planning turns ``FROM l JOIN c ON c.id = <expr>`` into a :class:`LookupJoin`
 operator reading ``SELECT l.*, TRY_CAST(<expr> AS <id's type>) FROM l`` natively
 and appending the looked-up columns (on executors, see
-:mod:`engine.runtime.lookup`); the SELECT then reads the operator's output view
+:mod:`spate.engine.runtime.lookup`); the SELECT then reads the operator's output view
 under the left side's name, its references to the lookup table's columns
 renamed. Several lookup joins in one SELECT chain one operator after another.
 """
@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from engine.connectors import TableConfig
-from engine.planner.context import QueryContext, Scope, own_nodes
-from engine.planner.errors import PlanningError
-from engine.planner.joins import joins_of
-from engine.planner.plan import Operator
+from spate.engine.connectors import TableConfig
+from spate.engine.planner.context import QueryContext, Scope, own_nodes
+from spate.engine.planner.errors import PlanningError
+from spate.engine.planner.joins import joins_of
+from spate.engine.planner.plan import Operator
 
 
 @dataclass(frozen=True)

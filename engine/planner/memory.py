@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from engine.planner.catalog import MemoryTable
-from engine.planner.positions import SourceText
+from spate.engine.planner.catalog import MemoryTable
+from spate.engine.planner.positions import SourceText
 
 
 @dataclass

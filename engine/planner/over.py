@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from engine.planner.context import QueryContext, Scope, own_nodes
-from engine.planner.plan import Stream
+from spate.engine.planner.context import QueryContext, Scope, own_nodes
+from spate.engine.planner.plan import Stream
 
 
 def over_calls(select: exp.Select) -> list[exp.Window]:

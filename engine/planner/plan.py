@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.connectors.base import RETRACT as RETRACT
-from engine.connectors.base import ROW_KEY as ROW_KEY
-from engine.planner.catalog import Table
-from engine.udf.signatures import UdfRegistry
+from spate.engine.connectors.base import RETRACT as RETRACT
+from spate.engine.connectors.base import ROW_KEY as ROW_KEY
+from spate.engine.planner.catalog import Table
+from spate.engine.udf.signatures import UdfRegistry
 
 #: Column names Spate adds to a source's rows; never visible to queries.
 EVENT_TIME = "_spate_event_time"

@@ -14,8 +14,8 @@ from sqlglot import exp
 from sqlglot.errors import TokenError
 from sqlglot.tokenizer_core import Token, TokenType
 
-from engine.planner.dialect import Spate
-from engine.planner.errors import PlanningError
+from spate.engine.planner.dialect import Spate
+from spate.engine.planner.errors import PlanningError
 
 
 class SourceText:
@@ -61,6 +61,19 @@ class SourceText:
             found = self.tokens[index].start
             index -= 1
         return found
+
+    def empty_clause(self, start: int, word: str, enders: tuple[str, ...]) -> int | None:
+        """Offset of the first ``word`` token from ``start`` that is followed by nothing
+        but one of ``enders`` (or the end of the text): a clause with no content."""
+        tokens = self.tokens
+        for index in range(self._token_index(start), len(tokens)):
+            if _first_word(tokens[index]) != word:
+                continue
+            following = tokens[index + 1] if index + 1 < len(tokens) else None
+            if following is None or _first_word(following) in enders \
+                    or following.token_type == TokenType.SEMICOLON:
+                return tokens[index].start
+        return None
 
     def option_key_before(self, value_offset: int, fallback: int) -> int:
         """Offset of ``key`` in ``key = value`` given the offset of ``value``."""

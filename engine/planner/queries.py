@@ -17,14 +17,14 @@ from collections.abc import Iterator
 
 from sqlglot import exp
 
-from engine.planner.aggregates import (
+from spate.engine.planner.aggregates import (
     aggregate_stream,
     check_window_calls,
     is_aggregating,
     plan_window_aggregate,
 )
-from engine.planner.catalog import Table
-from engine.planner.context import (
+from spate.engine.planner.catalog import Table
+from spate.engine.planner.context import (
     SCOPES_META,
     STREAM_META,
     QueryContext,
@@ -33,22 +33,30 @@ from engine.planner.context import (
     scopes_of,
     stream_of,
 )
-from engine.planner.functions import translate_functions
-from engine.planner.joins import join_stream, joined_event_time, joins_of, plan_windowed_join
-from engine.planner.lookup import plan_lookup_joins
-from engine.planner.over import check_over
-from engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY, QueryPlan, Stream
-from engine.planner.positions import SourceText
-from engine.planner.scopes import inline_names, view_scope
-from engine.planner.unnest import check_unnest_placement, rewrite_unnest
-from engine.planner.updating import (
+from spate.engine.planner.fields import (
+    TYPES_META,
+    ColumnResolver,
+    column_path,
+    item_type,
+    table_types,
+    types_of,
+)
+from spate.engine.planner.functions import translate_functions
+from spate.engine.planner.joins import join_stream, joined_event_time, joins_of, plan_windowed_join
+from spate.engine.planner.lookup import plan_lookup_joins
+from spate.engine.planner.over import check_over
+from spate.engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY, QueryPlan, Stream
+from spate.engine.planner.positions import SourceText
+from spate.engine.planner.scopes import inline_names, view_scope
+from spate.engine.planner.unnest import check_unnest_placement, rewrite_unnest
+from spate.engine.planner.updating import (
     check_distinct,
     distinct_as_group_by,
     plan_updating_aggregate,
     union_as_distinct,
 )
-from engine.planner.updating_join import plan_updating_join
-from engine.udf import UdfRegistry
+from spate.engine.planner.updating_join import plan_updating_join
+from spate.engine.udf import UdfRegistry
 
 _UNSUPPORTED = {
     exp.Except: "EXCEPT is not supported",
@@ -58,6 +66,13 @@ _UNSUPPORTED = {
     exp.Limit: "LIMIT is not supported in a streaming query",
     exp.Lateral: "LATERAL is not supported",
 }
+#: Why a scalar subquery (``WHERE x > (SELECT …)``, one in the SELECT list) is refused.
+_SCALAR_SUBQUERY = (
+    "scalar subqueries are not supported yet: in a streaming query the subquery's value "
+    "changes as its input arrives, so it is a join; join the subquery's aggregate instead "
+    "(... JOIN (SELECT key, max(x) AS top FROM t GROUP BY key) AS s ON s.key = ...)")
+#: Keywords that end a clause (an empty GROUP BY is followed by one of them).
+_CLAUSE_ENDERS = ("HAVING", "WINDOW", "ORDER", "LIMIT", "UNION", ")")
 #: ``select.meta`` key: the stream a SELECT reads (its FROM item, or its joined items).
 _INPUT_META = "spate_input"
 #: Hidden columns a query may name without declaring them.
@@ -119,7 +134,13 @@ def _reject_unsupported(query: exp.Expr, ctx: QueryContext) -> None:
         if isinstance(node, exp.In) and node.args.get("query") is not None:
             raise ctx.error("subquery expressions (IN (SELECT ...)) are not supported", node)
         if isinstance(node, exp.Subquery) and not isinstance(node.parent, exp.From | exp.Join):
-            raise ctx.error("scalar subqueries are not supported", node)
+            raise ctx.error_at_keyword(_SCALAR_SUBQUERY, node, ("SELECT",))
+        if isinstance(node, exp.Group) and not node.expressions:
+            start = ctx.text.offset_of(node.parent, ctx.fallback)
+            at = ctx.text.empty_clause(start, "GROUP", _CLAUSE_ENDERS)
+            raise ctx.text.error_at("syntax error: GROUP BY needs at least one expression "
+                                    "(a column, an ordinal or a window call)",
+                                    at if at is not None else start)
 
 
 # -- planning the operators ------------------------------------------------------------
@@ -209,6 +230,8 @@ def _resolve(select: exp.Select, ctx: QueryContext, top: bool = False) -> list[s
         distinct_as_group_by(select)
     aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
     _check_columns(select, scopes, aliases, ctx)
+    resolve = ColumnResolver({s.name: s.types for s in scopes}, ctx.text, ctx.fallback)
+    _check_fields(select, resolve)
     source = join_stream(select, scopes, ctx) if len(scopes) > 1 else scopes[0].stream
     check_window_calls(select, ctx)
     check_over(select, scopes, source, ctx)
@@ -220,6 +243,10 @@ def _resolve(select: exp.Select, ctx: QueryContext, top: bool = False) -> list[s
     select.meta[SCOPES_META] = tuple(scopes)
     select.meta[_INPUT_META] = source
     select.meta[STREAM_META] = stream
+    select.meta[TYPES_META] = {
+        item.alias_or_name.lower(): kind for item in select.expressions
+        if isinstance(item, exp.Alias | exp.Column)
+        and (kind := item_type(item, resolve)) is not None}
     return _output_names(select, ctx, top)
 
 
@@ -228,12 +255,14 @@ def _scope(item: exp.Expr, ctx: QueryContext, joined: bool) -> Scope:
     if isinstance(item, exp.Table):
         table = _source_table(item, ctx, joined)
         return Scope((item.alias_or_name or "").lower(), tuple(table.visible_columns),
-                     Stream(updating=table.updating), lookup=table.role == "lookup")
+                     Stream(updating=table.updating), lookup=table.role == "lookup",
+                     types=table_types(table))
     if isinstance(item, exp.Subquery) and isinstance(item.this, exp.Select | exp.Union):
         _reject_unsupported(item.this, ctx)
         columns = _resolve_query(item.this, ctx)
         _carry_hidden_columns_up(item.this)
-        return Scope((item.alias or "").lower(), tuple(columns), stream_of(item.this))
+        return Scope((item.alias or "").lower(), tuple(columns), stream_of(item.this),
+                     types=types_of(item.this))
     raise ctx.error("unsupported FROM clause", item)
 
 
@@ -333,15 +362,16 @@ def _check_columns(select: exp.Select, scopes: list[Scope], aliases: set[str],
         if not isinstance(node, exp.Column) or isinstance(node.this, exp.Star):
             continue
         name = node.name.lower()
-        qualifier = node.table.lower() if node.table else ""
-        if qualifier:
+        parts = column_path(node)
+        if len(parts) > 1:
+            qualifier = parts[0]
             scope = by_name.get(qualifier)
-            if scope is not None and (name in scope.columns or name in _HIDDEN):
-                continue
+            if scope is not None and (parts[1] in scope.columns or parts[1] in _HIDDEN):
+                continue  # item.column[.field…]: fields are checked with the types
             if scope is None and (qualifier in all_columns or qualifier in aliases):
-                continue  # struct field access: col.field
+                continue  # struct field access: col.field[.field…]
             available = scope.columns if scope is not None else sorted(all_columns)
-            raise ctx.error(f"unknown column '{qualifier}.{name}'; available: "
+            raise ctx.error(f"unknown column '{qualifier}.{parts[1]}'; available: "
                             f"{', '.join(available)}", node)
         owners = [s.name for s in scopes if name in s.columns]
         if len(owners) > 1 and name not in aliases:
@@ -351,6 +381,15 @@ def _check_columns(select: exp.Select, scopes: list[Scope], aliases: set[str],
             continue
         raise ctx.error(f"unknown column '{name}'; available: "
                         f"{', '.join(c for s in scopes for c in s.columns)}", node)
+
+
+def _check_fields(select: exp.Select, resolve: ColumnResolver) -> None:
+    """Every struct field a column path of ``select`` names must exist (where the
+    column's type is known)."""
+    for node in own_nodes(select):
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star) \
+                and len(column_path(node)) > 1:
+            resolve(node)
 
 
 def _passed_window_columns(select: exp.Select, scopes: list[Scope]) -> frozenset[str]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from engine.planner.positions import SourceText
+from spate.engine.planner.positions import SourceText
 
 _WITH_WORDS = ("WITH", "RECURSIVE")
 

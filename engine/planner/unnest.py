@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from engine.planner.positions import SourceText
+from spate.engine.planner.positions import SourceText
 
 UNNEST_COLUMN = "__spate_unnest"
 

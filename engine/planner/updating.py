@@ -6,7 +6,7 @@ A SELECT that aggregates without a window in its GROUP BY becomes an
 * its input (keys ``k<i>``, aggregate arguments ``a<i>``, event time, and for
   updating input the retraction flag) is native Spark SQL over the SELECT's
   FROM and WHERE, pre-aggregated natively per key and epoch into signed
-  partials (``engine.runtime.updating``);
+  partials (``spate.engine.runtime.updating``);
 * the operator keeps each key's accumulators in statestore and, once per flush
   interval, emits the changes of its keys as updating rows: the old output
   withdrawn (``_spate_retract``), the new one added, keyed (``_spate_key``) by
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from engine.planner.aggregates import group_items, is_aggregate_call, split_aggregate
-from engine.planner.context import QueryContext, is_nested, own_nodes
-from engine.planner.plan import (
+from spate.engine.planner.aggregates import group_items, is_aggregate_call, split_aggregate
+from spate.engine.planner.context import QueryContext, is_nested, own_nodes
+from spate.engine.planner.plan import (
     DEFAULT_UPDATING_TTL_US,
     EVENT_TIME,
     RETRACT,

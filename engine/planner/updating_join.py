@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from engine.planner.aggregates import is_aggregating
-from engine.planner.context import QueryContext, Scope
-from engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY, Operator
+from spate.engine.planner.aggregates import is_aggregating
+from spate.engine.planner.context import QueryContext, Scope
+from spate.engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY, Operator
 
 JOIN_TYPES = ("inner", "left", "right", "full")
 #: The column of a side's input holding its join key (a string).

@@ -6,8 +6,8 @@ import re
 
 from sqlglot import exp
 
-from engine.planner.plan import WindowSpec
-from engine.planner.positions import SourceText
+from spate.engine.planner.plan import WindowSpec
+from spate.engine.planner.positions import SourceText
 
 WINDOW_FUNCTIONS = ("TUMBLE", "HOP", "SESSION")
 

@@ -1,4 +1,4 @@
-"""Runs an updating join (:class:`engine.planner.updating_join.UpdatingJoin`) epoch by epoch.
+"""Runs an updating join (:class:`spate.engine.planner.updating_join.UpdatingJoin`) epoch by epoch.
 
 State, per side and key group: one entry per join key, ``[last seen (µs of event
 time), rows]``, the rows an Arrow IPC stream of the side's columns plus a row
@@ -28,12 +28,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY
-from engine.planner.updating_join import KEY, UpdatingJoin
-from engine.runtime.operator import GroupEntries
-from engine.runtime.steps import EpochContext, OperatorStep, StepOutput
-from engine.runtime.watermarks import END_OF_TIME
-from statestore import EpochWriter, PipelineState
+from spate.engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY
+from spate.engine.planner.updating_join import KEY, UpdatingJoin
+from spate.engine.runtime.operator import GroupEntries
+from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput
+from spate.engine.runtime.watermarks import END_OF_TIME
+from spate.statestore import EpochWriter, PipelineState
 
 _ID, _MATCHES, _NEW, _GROUP = "__spate_id", "__spate_matches", "__spate_new", "__spate_kg"
 _NEVER = 2**63

@@ -29,12 +29,12 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from engine.connectors import CONNECTORS, TableConfig
-from engine.connectors.arrow_batches import arrow_schema
-from engine.connectors.lookup import CacheSettings, Key, LookupConnector, LookupSource
-from engine.planner.lookup import LookupJoin
-from engine.runtime.steps import EpochContext, OperatorStep, StepOutput
-from statestore import PipelineState
+from spate.engine.connectors import CONNECTORS, TableConfig
+from spate.engine.connectors.arrow_batches import arrow_schema
+from spate.engine.connectors.lookup import CacheSettings, Key, LookupConnector, LookupSource
+from spate.engine.planner.lookup import LookupJoin
+from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput
+from spate.statestore import PipelineState
 
 _LEFT_ROW = "__spate_left_row"
 _RIGHT_ROW = "__spate_right_row"

@@ -27,16 +27,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.operators.aggregates import BAGS, COMOMENTS, MOMENTS, bit_counts, make_aggregate
-from engine.operators.session import SessionWindow
-from engine.operators.window import Fired, Partial, SlidingKeyState, SlidingWindow
-from engine.planner.plan import EVENT_TIME, WindowAggregate
-from engine.runtime import values
-from engine.runtime.output import fired_table, output_schema
-from engine.runtime.sources import expand_views
-from engine.runtime.steps import EpochContext, OperatorStep, StepOutput
-from statestore import EpochWriter, PipelineState, UserKey
-from statestore.encoding import decode, encode
+from spate.engine.operators.aggregates import BAGS, COMOMENTS, MOMENTS, bit_counts, make_aggregate
+from spate.engine.operators.session import SessionWindow
+from spate.engine.operators.window import Fired, Partial, SlidingKeyState, SlidingWindow
+from spate.engine.planner.plan import EVENT_TIME, WindowAggregate
+from spate.engine.runtime import values
+from spate.engine.runtime.output import fired_table, output_schema
+from spate.engine.runtime.sources import expand_views
+from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput
+from spate.statestore import EpochWriter, PipelineState, UserKey
+from spate.statestore.encoding import decode, encode
 
 #: The partial of a variance: ``[count, mean, sum of squared deviations]``.
 MOMENTS_SQL = ["count({a})", "avg(CAST({a} AS DOUBLE))",
@@ -117,7 +117,7 @@ class GroupEntries:
 
 
 class _KeyPanes:
-    """The panes of one key, as :class:`engine.operators.window.Panes`.
+    """The panes of one key, as :class:`spate.engine.operators.window.Panes`.
 
     Panes are stored in chunks of :data:`PANES_PER_CHUNK` consecutive slides,
     one state entry ``(*key, chunk)`` each holding ``{pane start: partial}``, so

@@ -6,10 +6,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine.operators.aggregates import BAGS, COMOMENTS, MOMENTS
-from engine.operators.window import Fired
-from engine.planner.plan import EVENT_TIME, WINDOW_COLUMN, WindowAggregate
-from engine.runtime import values
+from spate.engine.operators.aggregates import BAGS, COMOMENTS, MOMENTS
+from spate.engine.operators.window import Fired
+from spate.engine.planner.plan import EVENT_TIME, WINDOW_COLUMN, WindowAggregate
+from spate.engine.runtime import values
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 WINDOW_TYPE = pa.struct([pa.field("start", TIMESTAMP, nullable=False),

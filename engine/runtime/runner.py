@@ -31,16 +31,23 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from engine.connectors import Sink
-from engine.planner.plan import PipelinePlan, QueryPlan, WindowAggregate
-from engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
-from engine.runtime.errors import PipelineFailedError
-from engine.runtime.sinks import open_sinks
-from engine.runtime.sources import EpochSources, SourceMetricColumns, observed, source_stream
-from engine.runtime.steps import EpochContext, OperatorStep, make_step
-from engine.runtime.watermarks import END_OF_TIME, WatermarkTracker
-from engine.udf import failure_message, register_udfs
-from statestore import DEFAULT_KEY_GROUPS, EpochWriter, PipelineState, UserKey, split_key_groups
+from spate.engine.connectors import Sink
+from spate.engine.planner.plan import PipelinePlan, QueryPlan, WindowAggregate
+from spate.engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
+from spate.engine.runtime.errors import PipelineFailedError
+from spate.engine.runtime.failures import root_message
+from spate.engine.runtime.sinks import open_sinks
+from spate.engine.runtime.sources import EpochSources, SourceMetricColumns, observed, source_stream
+from spate.engine.runtime.steps import EpochContext, OperatorStep, make_step
+from spate.engine.runtime.watermarks import END_OF_TIME, WatermarkTracker
+from spate.engine.udf import register_udfs
+from spate.statestore import (
+    DEFAULT_KEY_GROUPS,
+    EpochWriter,
+    PipelineState,
+    UserKey,
+    split_key_groups,
+)
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +239,7 @@ class PipelineRunner:
                 break
         error = query.exception()
         if error is not None and not self._stopping and not self._abandon.is_set():
-            raise PipelineFailedError(_root_message(error)) from None
+            raise PipelineFailedError(root_message(error)) from None
 
     def _stop_query(self, query: StreamingQuery) -> None:
         """Stop after the epoch in progress commits, or at once if it is abandoned."""
@@ -451,19 +458,3 @@ def _query_names(plan: PipelinePlan) -> dict[int, str]:
 
 class _StopRequestedError(Exception):
     """Raised inside a batch that starts after a stop was requested."""
-
-
-def _root_message(error: Exception) -> str:
-    text = getattr(error, "desc", None) or str(error)
-    udf_failure = failure_message(text)  # a UDF raised: its name and traceback
-    if udf_failure is not None:
-        return udf_failure
-    for marker in ("ConnectorError: ", "PipelineFailedError: "):
-        if marker in text:
-            return text.split(marker, 1)[1].splitlines()[0]
-    if "Traceback (most recent call last)" in text:
-        # A Python error inside foreachBatch: its last line names the exception.
-        raised = [line.strip() for line in text.splitlines()
-                  if line.strip() and not line.startswith((" ", "\t"))]
-        return raised[-1] if raised else text.splitlines()[0]
-    return text.splitlines()[0] if text else repr(error)

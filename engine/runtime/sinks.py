@@ -6,9 +6,9 @@ from typing import Any
 
 from pyspark.sql import types as T
 
-from engine.connectors import CONNECTORS, Sink
-from engine.connectors.preview import PreviewSink
-from engine.planner.plan import PipelinePlan
+from spate.engine.connectors import CONNECTORS, Sink
+from spate.engine.connectors.preview import PreviewSink
+from spate.engine.planner.plan import PipelinePlan
 
 
 def open_sinks(plan: PipelinePlan, markers: dict[str, Any], overrides: dict[str, Sink],

@@ -21,10 +21,10 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from engine.connectors import CONNECTORS, HIDDEN_CONTROL, HIDDEN_PARTITION, HIDDEN_TIMESTAMP
-from engine.connectors.base import CONTROL_DROPPED_PREFIX, CONTROL_EOF
-from engine.planner.catalog import DEFAULT_WATERMARK_DELAY_SQL, Table
-from engine.planner.plan import EVENT_TIME, WATERMARK
+from spate.engine.connectors import CONNECTORS, HIDDEN_CONTROL, HIDDEN_PARTITION, HIDDEN_TIMESTAMP
+from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, CONTROL_EOF
+from spate.engine.planner.catalog import DEFAULT_WATERMARK_DELAY_SQL, Table
+from spate.engine.planner.plan import EVENT_TIME, WATERMARK
 
 _SOURCE_TAG = "__source"
 

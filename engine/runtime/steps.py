@@ -16,9 +16,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from engine.planner.plan import Operator, WindowAggregate
-from engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS, UpdatingAggregate
-from statestore import EpochWriter, PipelineState
+from spate.engine.planner.plan import Operator, WindowAggregate
+from spate.engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS, UpdatingAggregate
+from spate.statestore import EpochWriter, PipelineState
 
 
 @dataclass
@@ -61,12 +61,12 @@ class OperatorStep(ABC):
 def make_step(spec: Operator, state: PipelineState, num_key_groups: int) -> OperatorStep:
     """The step running ``spec`` (each kind of operator has its module; imported
     here, not at the top, because those modules build on this one)."""
-    from engine.planner.lookup import LookupJoin
-    from engine.planner.updating_join import UpdatingJoin
-    from engine.runtime.join import UpdatingJoinStep
-    from engine.runtime.lookup import LookupJoinStep
-    from engine.runtime.operator import WindowStep
-    from engine.runtime.updating import UpdatingAggregateStep
+    from spate.engine.planner.lookup import LookupJoin
+    from spate.engine.planner.updating_join import UpdatingJoin
+    from spate.engine.runtime.join import UpdatingJoinStep
+    from spate.engine.runtime.lookup import LookupJoinStep
+    from spate.engine.runtime.operator import WindowStep
+    from spate.engine.runtime.updating import UpdatingAggregateStep
 
     factories: dict[type[Operator], Callable[[Any, PipelineState, int], OperatorStep]] = {
         WindowAggregate: WindowStep,

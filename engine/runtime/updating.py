@@ -1,11 +1,12 @@
-"""Runs an updating aggregate (:class:`engine.planner.updating.UpdatingAggregate`) epoch by epoch.
+"""Runs an updating aggregate (:class:`~spate.engine.planner.updating.UpdatingAggregate`)
+epoch by epoch.
 
 1. Native Spark pre-aggregates the epoch's input per group key into signed
    partials (:meth:`UpdatingAggregateStep.partial_sql`): a withdrawn input row
    counts -1, so retractions flow through; each key gets its ``_spate_key``
    (the key as JSON) and key group.
 2. Per key group, the partials are merged into the keys' states
-   (:mod:`engine.operators.updating`) and the keys join the group's *pending*
+   (:mod:`spate.engine.operators.updating`) and the keys join the group's *pending*
    set.
 3. A group whose last flush is at least the flush interval old (or every
    group, once all input ended) flushes: each pending key emits its change
@@ -32,8 +33,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine.operators.aggregates import BAGS, COMOMENTS, MOMENTS, bit_counts
-from engine.operators.updating import (
+from spate.engine.operators.aggregates import BAGS, COMOMENTS, MOMENTS, bit_counts
+from spate.engine.operators.updating import (
     Change,
     KeyState,
     expire,
@@ -42,14 +43,14 @@ from engine.operators.updating import (
     make_accumulator,
     merge,
 )
-from engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY
-from engine.planner.updating import UpdatingAggregate
-from engine.runtime import values
-from engine.runtime.operator import COMOMENTS_SQL, MOMENTS_SQL, TIMED_SQL, GroupEntries
-from engine.runtime.sources import expand_views
-from engine.runtime.steps import EpochContext, OperatorStep, StepOutput
-from engine.runtime.watermarks import END_OF_TIME
-from statestore import EpochWriter, PipelineState
+from spate.engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY
+from spate.engine.planner.updating import UpdatingAggregate
+from spate.engine.runtime import values
+from spate.engine.runtime.operator import COMOMENTS_SQL, MOMENTS_SQL, TIMED_SQL, GroupEntries
+from spate.engine.runtime.sources import expand_views
+from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput
+from spate.engine.runtime.watermarks import END_OF_TIME
+from spate.statestore import EpochWriter, PipelineState
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 _NEVER = 2**63

@@ -2,19 +2,19 @@
 
 A tenant's file imports the decorators::
 
-    from engine.udf import udf, vectorized_udf, udaf
+    from spate.engine.udf import udf, vectorized_udf, udaf
 
 Spate reads the file's signatures without running it (:func:`load_udfs`),
-type-checks calls at planning (:mod:`engine.planner.functions`), and
+type-checks calls at planning (:mod:`spate.engine.planner.functions`), and
 registers the functions in the pipeline's SparkSession (:func:`register_udfs`),
 whose executors run them.
 """
 
-from engine.udf.decorators import udaf, udf, vectorized_udf
-from engine.udf.errors import UdfDefinitionError, UdfError, UdfFailedError
-from engine.udf.loader import load_udfs
-from engine.udf.session import failure_message, register_udfs
-from engine.udf.signatures import UdfRegistry, UdfSignature, ValueType
+from spate.engine.udf.decorators import udaf, udf, vectorized_udf
+from spate.engine.udf.errors import UdfDefinitionError, UdfError, UdfFailedError
+from spate.engine.udf.loader import load_udfs
+from spate.engine.udf.session import failure_message, register_udfs
+from spate.engine.udf.signatures import UdfRegistry, UdfSignature, ValueType
 
 __all__ = [
     "UdfDefinitionError",

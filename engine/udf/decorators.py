@@ -2,7 +2,7 @@
 
 ::
 
-    from engine.udf import udaf, udf, vectorized_udf
+    from spate.engine.udf import udaf, udf, vectorized_udf
 
     @udf
     def ratio(a: int, b: Optional[int]) -> Optional[float]: ...
@@ -16,7 +16,7 @@
 They only mark a function and return it unchanged, so a UDF stays an
 ordinary Python function its author can call and test.  Spate never reads the
 marks: it finds the decorated functions and their signatures in the file's
-source text (:mod:`engine.udf.loader`), without running it.
+source text (:mod:`spate.engine.udf.loader`), without running it.
 """
 
 from __future__ import annotations

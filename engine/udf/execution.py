@@ -23,8 +23,8 @@ from typing import Any, cast
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_type
 
-from engine.udf.errors import UdfFailedError
-from engine.udf.signatures import LIST, Param, UdfRegistry, UdfSignature, ValueType
+from spate.engine.udf.errors import UdfFailedError
+from spate.engine.udf.signatures import LIST, Param, UdfRegistry, UdfSignature, ValueType
 
 #: Frames of the UDF file kept in a failure message.
 TRACEBACK_FRAMES = 5

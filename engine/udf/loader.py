@@ -3,9 +3,9 @@
 Tenant code runs only on Spark executors (DESIGN.md), so planning — in the
 CLI, a job, and later the API — must not import the file.  The loader parses
 it with :mod:`ast`, finds the top-level functions decorated with
-:func:`~engine.udf.udf`, :func:`~engine.udf.vectorized_udf` or
-:func:`~engine.udf.udaf` (however they were imported), and turns their type
-hints into :class:`~engine.udf.signatures.UdfSignature`.  Hints are read as
+:func:`~spate.engine.udf.udf`, :func:`~spate.engine.udf.vectorized_udf` or
+:func:`~spate.engine.udf.udaf` (however they were imported), and turns their type
+hints into :class:`~spate.engine.udf.signatures.UdfSignature`.  Hints are read as
 written, so they must name the supported types directly: ``int``,
 ``Optional[float]``, ``float | None``, ``list[str]``, ``datetime`` … (an alias
 of one's own is rejected with a message saying what is allowed).
@@ -16,8 +16,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from engine.udf.errors import UdfDefinitionError
-from engine.udf.signatures import (
+from spate.engine.udf.errors import UdfDefinitionError
+from spate.engine.udf.signatures import (
     AGGREGATE,
     LIST,
     SCALAR,
@@ -29,7 +29,7 @@ from engine.udf.signatures import (
 )
 
 _DECORATOR_KINDS = {"udf": SCALAR, "vectorized_udf": VECTORIZED, "udaf": AGGREGATE}
-_DECORATOR_MODULES = ("engine.udf", "engine.udf.decorators")
+_DECORATOR_MODULES = ("spate.engine.udf", "spate.engine.udf.decorators")
 #: Qualified hint name -> scalar type name.
 _HINT_SCALARS = {
     **{f"builtins.{name}": name for name in ("bool", "int", "float", "str", "bytes")},
@@ -64,7 +64,7 @@ def load_udfs(source: str, filename: str = "udfs.py") -> UdfRegistry:
     if not functions:
         raise UdfDefinitionError(
             "the file declares no UDF: decorate functions with @udf, @vectorized_udf(...) "
-            "or @udaf (from engine.udf import udf, vectorized_udf, udaf)", filename)
+            "or @udaf (from spate.engine.udf import udf, vectorized_udf, udaf)", filename)
     return UdfRegistry(source, filename, functions)
 
 
@@ -145,7 +145,7 @@ class _Reader:
         if module in _DECORATOR_MODULES and short in _DECORATOR_KINDS:
             return _DECORATOR_KINDS[short]
         if not module and short in _DECORATOR_KINDS:
-            raise self.error(f"decorator '{short}' is not imported: add 'from engine.udf "
+            raise self.error(f"decorator '{short}' is not imported: add 'from spate.engine.udf "
                              f"import {short}'", decorator)
         return None
 

@@ -2,7 +2,7 @@
 
 Every UDF becomes a temporary Spark function of its SQL name:
 
-* scalar — a Python UDF over :func:`~engine.udf.execution.scalar_call`;
+* scalar — a Python UDF over :func:`~spate.engine.udf.execution.scalar_call`;
 * vectorized — an Arrow UDF (``pyspark.sql.functions.arrow_udf``): Spark
   hands each call a batch as one ``pyarrow.Array`` per argument;
 * aggregate — a Python UDF over the window's collected argument rows
@@ -24,9 +24,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.functions import udf as python_udf
 from pyspark.sql.pandas.functions import ArrowUDFType, arrow_udf
 
-from engine.udf.errors import UdfDefinitionError
-from engine.udf.execution import aggregate_call, scalar_call, vectorized_call
-from engine.udf.signatures import AGGREGATE, SCALAR, VECTORIZED, UdfRegistry, UdfSignature
+from spate.engine.udf.errors import UdfDefinitionError
+from spate.engine.udf.execution import aggregate_call, scalar_call, vectorized_call
+from spate.engine.udf.signatures import AGGREGATE, SCALAR, VECTORIZED, UdfRegistry, UdfSignature
 
 #: Session setting listing the function names Spate registered (comma-separated).
 REGISTERED_CONF = "spate.udf.registered"

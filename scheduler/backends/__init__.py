@@ -8,12 +8,12 @@ submits it to a Spark standalone cluster (driver on the worker's machine),
 
 from __future__ import annotations
 
-from scheduler.backends.base import ClusterBackend
-from scheduler.backends.kubernetes import KubernetesBackend
-from scheduler.backends.local import LocalBackend
-from scheduler.backends.standalone import StandaloneBackend
-from scheduler.config import SchedulerConfig
-from scheduler.errors import ConfigurationError
+from spate.scheduler.backends.base import ClusterBackend
+from spate.scheduler.backends.kubernetes import KubernetesBackend
+from spate.scheduler.backends.local import LocalBackend
+from spate.scheduler.backends.standalone import StandaloneBackend
+from spate.scheduler.config import SchedulerConfig
+from spate.scheduler.errors import ConfigurationError
 
 _BACKENDS: dict[str, type[ClusterBackend]] = {
     "local": LocalBackend, "standalone": StandaloneBackend, "kubernetes": KubernetesBackend,

@@ -7,8 +7,9 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from engine.job.spec import JobSpec
-from scheduler.config import SchedulerConfig
+from spate.engine.job.spec import JobSpec
+from spate.scheduler.config import SchedulerConfig
+from spate.scheduler.sandbox.unit import ComputeUnit
 
 
 class ClusterBackend(ABC):
@@ -25,10 +26,14 @@ class ClusterBackend(ABC):
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
 
+    #: Whether jobs' processes run on this machine, where a compute unit can hold them.
+    runs_here = False
+
     @abstractmethod
-    def submit(self, spec: JobSpec, spec_path: Path, log_path: Path,
-               attempt: int) -> dict[str, Any]:
-        """Launch attempt ``attempt`` of ``spec`` (written at ``spec_path``); its handle."""
+    def submit(self, spec: JobSpec, spec_path: Path, log_path: Path, attempt: int,
+               unit: ComputeUnit | None = None) -> dict[str, Any]:
+        """Launch attempt ``attempt`` of ``spec`` (written at ``spec_path``), inside ``unit``
+        when there is one; its handle."""
 
     @abstractmethod
     def is_alive(self, handle: dict[str, Any]) -> bool | None:
@@ -37,6 +42,15 @@ class ClusterBackend(ABC):
     @abstractmethod
     def kill(self, handle: dict[str, Any]) -> None:
         """Kill the process at once (harmless when it is already gone)."""
+
+    def exit_reason(self, handle: dict[str, Any]) -> str | None:
+        """Why a dead job's process died, when the backend can tell (a memory limit)."""
+        del handle
+        return None
+
+    def release(self, handle: dict[str, Any]) -> None:
+        """Free what the job held beyond its process (its compute unit); harmless twice."""
+        del handle
 
     def channel_url(self, job_dir: Path, job_id: str) -> str:
         """Where the job publishes events: a file channel in its directory by default."""

@@ -4,11 +4,15 @@ The driver runs in a pod, so the job's spec travels in a Secret (it can hold
 a state-store password and connection tables' decrypted secrets) mounted
 into the driver pod (through a pod template), its channel is a Redis stream
 (the pod cannot write the worker's files), and liveness is the driver pod's
-phase as ``kubectl`` reports it. Every job gets its own Spark application;
-the namespace's ServiceAccount, Role and RoleBinding let the driver create
-its executor pods. Checkpoints live on the ReadWriteMany claim
-``checkpoint_claim``, mounted at the checkpoint root in the driver pod and at
-the same path in the worker's pod (so a restart without state can remove
+phase as ``kubectl`` reports it. Every job gets its own Spark application, in
+its tenant's namespace (``<namespace prefix>-<tenant>``), which is the
+tenant's compute unit here: its ServiceAccount, Role and RoleBinding let the
+driver create its executor pods in that namespace only, and its
+NetworkPolicy, ResourceQuota and LimitRange fence it (see
+:mod:`.k8s_tenancy`). Checkpoints live on the ReadWriteMany claim
+``checkpoint_claim`` that the operator provides in each tenant's namespace,
+mounted at ``<checkpoint root>/<tenant>`` in the driver pod, and the worker's
+pod sees the same files at that path (so a restart without state can remove
 one). Killing a job deletes its driver pod; Kubernetes removes
 the executors the driver owns.
 
@@ -21,17 +25,23 @@ hold Spate installed at ``/opt/spate`` (the application file is
 from __future__ import annotations
 
 import json
+import logging
 import re
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-from engine.job.spec import JobSpec
-from scheduler.backends.base import ClusterBackend
-from scheduler.backends.standalone import conf_arguments, spark_submit
-from scheduler.config import KubernetesConfig
-from scheduler.errors import BackendCommandError, ConfigurationError
+from spate.engine.connectors.egress import AllowRule
+from spate.engine.job.spec import JobSpec
+from spate.scheduler.backends.base import ClusterBackend
+from spate.scheduler.backends.k8s_tenancy import tenant_labels, tenant_manifests
+from spate.scheduler.backends.standalone import conf_arguments, spark_submit
+from spate.scheduler.config import KubernetesConfig
+from spate.scheduler.errors import BackendCommandError, ConfigurationError
+from spate.scheduler.sandbox.unit import ComputeUnit
+
+log = logging.getLogger(__name__)
 
 APPLICATION = "local:///opt/spate/engine/job/main.py"
 SPEC_MOUNT = "/etc/spate"
@@ -66,6 +76,10 @@ class KubernetesBackend(ClusterBackend):
 
     # -- as data ----------------------------------------------------------------
 
+    def namespace(self, tenant_id: str) -> str:
+        """The tenant's namespace: its compute unit on Kubernetes."""
+        return dns_name(f"{self.settings.namespace_prefix}-{tenant_id}")
+
     def names(self, spec: JobSpec, attempt: int) -> dict[str, str]:
         job = dns_name(f"spate-{spec.job_id}")
         return {"spec_secret": f"{job}-spec", "driver_pod": dns_name(f"{job}-a{attempt}-driver"),
@@ -75,7 +89,7 @@ class KubernetesBackend(ClusterBackend):
         """The spark-submit command line that launches ``spec``'s driver pod."""
         names = self.names(spec, attempt)
         conf = {
-            "spark.kubernetes.namespace": self.settings.namespace,
+            "spark.kubernetes.namespace": self.namespace(spec.tenant_id),
             "spark.kubernetes.container.image": self.settings.image,
             "spark.kubernetes.authenticate.driver.serviceAccountName":
                 self.settings.service_account,
@@ -96,31 +110,18 @@ class KubernetesBackend(ClusterBackend):
                 *conf_arguments(conf), APPLICATION, f"{SPEC_MOUNT}/spec.json"]
 
     def manifests(self, spec: JobSpec) -> list[dict[str, Any]]:
-        """The namespace's access objects for drivers and the Secret holding the job's spec."""
-        namespace, account = self.settings.namespace, self.settings.service_account
-        labels = {"app.kubernetes.io/managed-by": "spate"}
-        return [
-            {"apiVersion": "v1", "kind": "ServiceAccount",
-             "metadata": {"name": account, "namespace": namespace, "labels": labels}},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-             "metadata": {"name": account, "namespace": namespace, "labels": labels},
-             # A driver creates, watches and removes its executor pods and their services.
-             "rules": [{"apiGroups": [""],
-                        "resources": ["pods", "services", "configmaps",
-                                      "persistentvolumeclaims"],
-                        "verbs": ["create", "get", "list", "watch", "delete", "deletecollection",
-                                  "patch", "update"]}]},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-             "metadata": {"name": account, "namespace": namespace, "labels": labels},
-             "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                         "name": account}},
-            {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-             "metadata": {"name": self.names(spec, 0)["spec_secret"], "namespace": namespace,
-                          "labels": {**labels, "spate/job": dns_name(spec.job_id),
-                                     "spate/tenant": dns_name(spec.tenant_id)}},
-             "stringData": {"spec.json": spec.to_json()}},
-        ]
+        """The tenant's namespace and its fences, and the Secret holding the job's spec."""
+        namespace, tenant = self.namespace(spec.tenant_id), dns_name(spec.tenant_id)
+        allow = tuple(str(rule.network) for rule in
+                      (AllowRule.parse(entry) for entry in self.config.egress_allow)
+                      if rule.network is not None)
+        secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                  "metadata": {"name": self.names(spec, 0)["spec_secret"],
+                               "namespace": namespace,
+                               "labels": {**tenant_labels(tenant),
+                                          "spate/job": dns_name(spec.job_id)}},
+                  "stringData": {"spec.json": spec.to_json()}}
+        return [*tenant_manifests(self.settings, namespace, tenant, allow), secret]
 
     def driver_pod_template(self, spec: JobSpec) -> dict[str, Any]:
         """The pod template spark-submit merges into the driver pod: the spec mounted."""
@@ -133,8 +134,8 @@ class KubernetesBackend(ClusterBackend):
             volumes.append({"name": "spate-checkpoints", "persistentVolumeClaim": {
                 "claimName": self.settings.checkpoint_claim}})
             # The same path as in the worker's pod, so both see one checkpoint tree.
-            mounts.append({"name": "spate-checkpoints",
-                           "mountPath": str(self.config.checkpoint_root)})
+            mounts.append({"name": "spate-checkpoints", "mountPath": str(
+                self.config.tenant_checkpoint_dir(spec.tenant_id))})
         return {"apiVersion": "v1", "kind": "Pod",
                 "spec": {"volumes": volumes,
                          "containers": [{"name": "spark-kubernetes-driver",
@@ -142,16 +143,18 @@ class KubernetesBackend(ClusterBackend):
 
     # -- acting ---------------------------------------------------------------
 
-    def submit(self, spec: JobSpec, spec_path: Path, log_path: Path,
-               attempt: int) -> dict[str, Any]:
+    def submit(self, spec: JobSpec, spec_path: Path, log_path: Path, attempt: int,
+               unit: ComputeUnit | None = None) -> dict[str, Any]:
+        del unit  # the tenant's namespace is the unit on Kubernetes
         template_path = spec_path.with_name("driver-pod.json")
         template_path.write_text(json.dumps(self.driver_pod_template(spec), indent=2))
         manifest_list = {"apiVersion": "v1", "kind": "List", "items": self.manifests(spec)}
         self._run(["kubectl", "apply", "-f", "-"], json.dumps(manifest_list), KUBECTL_TIMEOUT_S)
         output = self._run(self.command(spec, template_path, attempt), None, SUBMIT_TIMEOUT_S)
         log_path.write_text(output)
-        return {"namespace": self.settings.namespace,
+        return {"namespace": self.namespace(spec.tenant_id),
                 "driver_pod": self.names(spec, attempt)["driver_pod"],
+                "spec_secret": self.names(spec, 0)["spec_secret"],
                 "submitted_at": time.time()}
 
     def is_alive(self, handle: dict[str, Any]) -> bool | None:
@@ -166,6 +169,16 @@ class KubernetesBackend(ClusterBackend):
     def kill(self, handle: dict[str, Any]) -> None:
         self._run(["kubectl", "delete", "pod", handle["driver_pod"], "-n", handle["namespace"],
                    "--ignore-not-found", "--grace-period=0", "--force"], None, KUBECTL_TIMEOUT_S)
+
+    def release(self, handle: dict[str, Any]) -> None:
+        """The job is over: its spec Secret goes (the namespace stays for the next job)."""
+        if "spec_secret" not in handle:
+            return
+        try:
+            self._run(["kubectl", "delete", "secret", handle["spec_secret"], "-n",
+                       handle["namespace"], "--ignore-not-found"], None, KUBECTL_TIMEOUT_S)
+        except BackendCommandError as error:
+            log.warning("could not delete the spec Secret of a job: %s", error)
 
     @staticmethod
     def _run(command: list[str], stdin: str | None, timeout_s: float) -> str:

@@ -1,8 +1,11 @@
 """The ``local`` backend: each job is a detached Python process on the worker's machine.
 
-The process runs ``python -m engine.job.main spec.json`` with Spark in local
-mode inside it (``spark_master``, default ``local[2]``), so a job needs
-nothing but this machine. Its output goes to ``job.log`` in the job's
+The process runs ``python -m spate.engine.job.main --consume spec.json`` with
+Spark in local mode inside it (``spark_master``, default ``local[2]``), so a
+job needs nothing but this machine. With the sandbox on, the process runs in
+its tenant's compute unit (:mod:`spate.scheduler.sandbox.unit`): the handle
+names the unit, so a kill also removes its control groups and a death by its
+memory limit is reported as such. Its output goes to ``job.log`` in the job's
 directory.
 """
 
@@ -13,24 +16,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import engine
-from engine.job.spec import JobSpec
-from scheduler.backends import process
-from scheduler.backends.base import ClusterBackend
+from spate.engine.job.spec import JobSpec
+from spate.scheduler.backends import process
+from spate.scheduler.backends.base import ClusterBackend
+from spate.scheduler.sandbox.unit import ComputeUnit, exit_reason, release
 
 DEFAULT_LOCAL_MASTER = "local[2]"
 
 
+#: The only server setting an unsandboxed job inherits (the rest are the server's secrets).
+_INHERITED_SETTINGS = ("SPATE_LOG",)
+
+
 def job_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The worker's environment, with Spark's Python and Spate's code found by the job."""
-    env = dict(os.environ)
+    """The worker's environment without its ``SPATE_*`` settings (database URL, keys),
+    with Spark's Python set to this interpreter."""
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith("SPATE_") or key in _INHERITED_SETTINGS}
     env["PYSPARK_PYTHON"] = sys.executable
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    # Where the engine package lives, so the job imports this very code even when
-    # Spate runs from a source tree rather than an installed distribution.
-    source_root = str(Path(engine.__file__).resolve().parent.parent)
-    paths = [source_root, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env.update(extra or {})
     return env
 
@@ -39,17 +43,30 @@ class LocalBackend(ClusterBackend):
     """Job processes on this machine, watched through their pid."""
 
     name = "local"
+    runs_here = True
 
-    def submit(self, spec: JobSpec, spec_path: Path, log_path: Path,
-               attempt: int) -> dict[str, Any]:
-        command = [sys.executable, "-m", "engine.job.main", str(spec_path)]
-        return process.launch(command, job_environment(), spec_path.parent, log_path)
+    def submit(self, spec: JobSpec, spec_path: Path, log_path: Path, attempt: int,
+               unit: ComputeUnit | None = None) -> dict[str, Any]:
+        command = [sys.executable, "-m", "spate.engine.job.main", "--consume", str(spec_path)]
+        if unit is None:
+            return process.launch(command, job_environment(), spec_path.parent, log_path)
+        sandboxed, env = unit.command(command, {"SPARK_LOCAL_IP": "127.0.0.1"})
+        return {**process.launch(sandboxed, env, spec_path.parent, log_path),
+                "unit": unit.handle()}
 
     def is_alive(self, handle: dict[str, Any]) -> bool | None:
         return process.is_alive(handle)
 
     def kill(self, handle: dict[str, Any]) -> None:
         process.kill(handle)
+        self.release(handle)
+
+    def exit_reason(self, handle: dict[str, Any]) -> str | None:
+        return exit_reason(handle["unit"]) if "unit" in handle else None
+
+    def release(self, handle: dict[str, Any]) -> None:
+        if "unit" in handle:
+            release(handle["unit"])
 
     def spark_master(self) -> str | None:
         return self.config.spark_master or DEFAULT_LOCAL_MASTER

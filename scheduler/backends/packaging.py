@@ -14,8 +14,7 @@ import os
 import zipfile
 from pathlib import Path
 
-import engine
-import statestore
+from spate import engine, statestore
 
 #: Files of a package that belong in the zip.
 _SUFFIXES = (".py", ".json", ".sql", ".properties")
@@ -46,5 +45,6 @@ def _package_files() -> list[tuple[str, Path]]:
         root = Path(str(package.__file__)).resolve().parent
         for path in root.rglob("*"):
             if path.is_file() and path.suffix in _SUFFIXES and "__pycache__" not in path.parts:
-                files.append((str(path.relative_to(root.parent)), path))
+                # Inside the zip the packages keep their import names (spate/engine/…).
+                files.append((f"spate/{path.relative_to(root.parent)}", path))
     return files

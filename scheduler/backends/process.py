@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 
-from scheduler.errors import SubmitError
+from spate.scheduler.errors import SubmitError
 
 log = logging.getLogger(__name__)
 

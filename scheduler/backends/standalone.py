@@ -13,18 +13,20 @@ cluster, and that failure is what the job row shows.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 import pyspark
 
-import engine
-from engine.job.spec import JobSpec
-from scheduler.backends import process
-from scheduler.backends.base import ClusterBackend
-from scheduler.backends.local import job_environment
-from scheduler.backends.packaging import package_zip
+from spate import engine
+from spate.engine.job.spec import JobSpec
+from spate.scheduler.backends import process
+from spate.scheduler.backends.base import ClusterBackend
+from spate.scheduler.backends.local import job_environment
+from spate.scheduler.backends.packaging import package_zip
+from spate.scheduler.sandbox.unit import ComputeUnit, exit_reason, release
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 JOB_APPLICATION = Path(engine.__file__).resolve().parent / "job" / "main.py"
@@ -49,6 +51,8 @@ class StandaloneBackend(ClusterBackend):
 
     name = "standalone"
 
+    runs_here = True  # the driver: executors run on the cluster's workers
+
     def command(self, spec: JobSpec, spec_path: Path, py_files: Path) -> list[str]:
         """The spark-submit command line that runs ``spec``."""
         conf = {
@@ -64,18 +68,34 @@ class StandaloneBackend(ClusterBackend):
                 "--deploy-mode", "client", "--name", f"spate-{spec.job_id}",
                 "--py-files", str(py_files),
                 "--driver-java-options", f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}",
-                *conf_arguments(conf), str(JOB_APPLICATION), str(spec_path)]
+                *conf_arguments(conf), str(JOB_APPLICATION), "--consume", str(spec_path)]
 
-    def submit(self, spec: JobSpec, spec_path: Path, log_path: Path,
-               attempt: int) -> dict[str, Any]:
+    def submit(self, spec: JobSpec, spec_path: Path, log_path: Path, attempt: int,
+               unit: ComputeUnit | None = None) -> dict[str, Any]:
         py_files = package_zip(self.config.data_dir / "artifacts")
-        env = job_environment({"SPARK_HOME": str(SPARK_HOME)})
-        handle = process.launch(self.command(spec, spec_path, py_files), env,
-                                spec_path.parent, log_path)
-        return {**handle, "master": self.config.spark_master}
+        if unit is None:
+            env = job_environment({"SPARK_HOME": str(SPARK_HOME)})
+            handle = process.launch(self.command(spec, spec_path, py_files), env,
+                                    spec_path.parent, log_path)
+            return {**handle, "master": self.config.spark_master}
+        # The driver runs in the tenant's unit, which sees its job folder, not the server's
+        # artifacts: the zip goes along in the job folder.
+        shipped = shutil.copy(py_files, spec_path.parent / py_files.name)
+        command = self.command(spec, spec_path, Path(shipped))
+        sandboxed, env = unit.command(command, {"SPARK_HOME": str(SPARK_HOME)})
+        handle = process.launch(sandboxed, env, spec_path.parent, log_path)
+        return {**handle, "master": self.config.spark_master, "unit": unit.handle()}
 
     def is_alive(self, handle: dict[str, Any]) -> bool | None:
         return process.is_alive(handle)
 
     def kill(self, handle: dict[str, Any]) -> None:
         process.kill(handle)
+        self.release(handle)
+
+    def exit_reason(self, handle: dict[str, Any]) -> str | None:
+        return exit_reason(handle["unit"]) if "unit" in handle else None
+
+    def release(self, handle: dict[str, Any]) -> None:
+        if "unit" in handle:
+            release(handle["unit"])

@@ -28,8 +28,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from statestore import encoding
-from statestore.base.store import (
+from spate.statestore import encoding
+from spate.statestore.base.store import (
     EpochMetadata,
     EpochWriter,
     GcReport,
@@ -39,15 +39,15 @@ from statestore.base.store import (
     StateStore,
     UserKey,
 )
-from statestore.base.writer import BufferedEpochWriter, StagedWrites
-from statestore.errors import (
+from spate.statestore.base.writer import BufferedEpochWriter, StagedWrites
+from spate.statestore.errors import (
     EpochNotBegunError,
     EpochUnavailableError,
     IncompleteEpochError,
     KeyGroupOutOfRangeError,
     OutOfOrderEpochError,
 )
-from statestore.keys import check_key_ranges, pack_key, prefix_bounds, unpack_key
+from spate.statestore.keys import check_key_ranges, pack_key, prefix_bounds, unpack_key
 
 _LIVE_VERSIONS = """
     SELECT key_group, user_key, value, epoch FROM (

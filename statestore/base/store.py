@@ -36,7 +36,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-#: A user key: a tuple of scalars, encoded order-preservingly by ``statestore.keys``.
+#: A user key: a tuple of scalars, encoded order-preservingly by ``spate.statestore.keys``.
 UserKey = tuple[Any, ...]
 
 #: Epoch metadata is a small msgpack-able mapping: watermarks, source offsets,
@@ -190,7 +190,7 @@ class PipelineState(ABC):
 
 
 class StateStore(ABC):
-    """A connection to one backend, opened by ``statestore.open_store(url)``."""
+    """A connection to one backend, opened by ``spate.statestore.open_store(url)``."""
 
     url: str
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from statestore.base.store import EpochWriter, UserKey
-from statestore.errors import KeyGroupOutOfRangeError
-from statestore.keys import pack_key
+from spate.statestore.base.store import EpochWriter, UserKey
+from spate.statestore.errors import KeyGroupOutOfRangeError
+from spate.statestore.keys import pack_key
 
 #: ``(operator, key group, encoded user key) → value``, or None for a deletion.
 StagedWrites = dict[tuple[str, int, bytes], bytes | None]

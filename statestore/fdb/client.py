@@ -2,7 +2,7 @@
 
 The official bindings load the C client (libfdb_c) when an API version is
 selected; :func:`load_bindings` does that on the first open, so importing
-:mod:`statestore` never needs the library, and a host without it gets a
+:mod:`spate.statestore` never needs the library, and a host without it gets a
 :class:`BackendUnavailableError` saying what to install.  API version 730 is
 pinned.
 
@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator, Sequence
 from importlib.metadata import version
 from typing import Any, TypeVar
 
-from statestore.errors import BackendUnavailableError, StateStoreError
-from statestore.fdb.layout import KeyRange
+from spate.statestore.errors import BackendUnavailableError, StateStoreError
+from spate.statestore.fdb.layout import KeyRange
 
 API_VERSION = 730
 #: Older API versions reset a transaction's timeout and retry limit on every retry.

@@ -11,7 +11,7 @@ pipeline)``::
     P + ("data", operator, group, key, N, chunk)   -> one chunk of key's version N
     P + ("log", N, group, operator, key)           -> b""  epoch N wrote key
 
-``key`` is the user key packed by :func:`statestore.keys.pack_key`, stored as
+``key`` is the user key packed by :func:`spate.statestore.keys.pack_key`, stored as
 one bytes element: the tuple layer keeps bytes in order, so versions sort by
 user key exactly as on the other backends, and a user-key prefix is still a
 byte range.  Each user key's versions follow each other by epoch, so "newest
@@ -32,7 +32,7 @@ from typing import Any
 
 from fdb import tuple as fdb_tuple
 
-from statestore.errors import (
+from spate.statestore.errors import (
     EpochNotBegunError,
     EpochUnavailableError,
     OutOfOrderEpochError,

@@ -6,13 +6,13 @@ names an absolute cluster file and ``fdb://conf/fdb.cluster`` a relative one.
 ``?prefix=name`` picks the root subspace (default ``spate``), so several stores
 or test runs can share a cluster without seeing each other.
 
-The bindings and libfdb_c load on the first open (:mod:`statestore.fdb.client`),
-never when :mod:`statestore` is imported.
+The bindings and libfdb_c load on the first open (:mod:`spate.statestore.fdb.client`),
+never when :mod:`spate.statestore` is imported.
 
 FoundationDB's limits (10 MB and 5 s per transaction, 100 KB per value, 10 KB
 per key) shape the epoch protocol; the key layout is in
-:mod:`statestore.fdb.layout`, the chunked version format in
-:mod:`statestore.fdb.versions`:
+:mod:`spate.statestore.fdb.layout`, the chunked version format in
+:mod:`spate.statestore.fdb.versions`:
 
 * ``begin_epoch`` / ``discard_uncommitted`` first stop the pending epoch in one
   small transaction (its writers' next transactions then fail), then remove what
@@ -45,8 +45,8 @@ from functools import partial
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
-from statestore import encoding
-from statestore.base.store import (
+from spate.statestore import encoding
+from spate.statestore.base.store import (
     EpochMetadata,
     EpochWriter,
     GcReport,
@@ -56,16 +56,16 @@ from statestore.base.store import (
     StateStore,
     UserKey,
 )
-from statestore.base.writer import BufferedEpochWriter, StagedWrites
-from statestore.errors import (
+from spate.statestore.base.writer import BufferedEpochWriter, StagedWrites
+from spate.statestore.errors import (
     BackendUnavailableError,
     IncompleteEpochError,
     KeyGroupOutOfRangeError,
     OutOfOrderEpochError,
     StateStoreError,
 )
-from statestore.fdb.client import FdbClient
-from statestore.fdb.layout import (
+from spate.statestore.fdb.client import FdbClient
+from spate.statestore.fdb.layout import (
     KeyRange,
     Layout,
     LogKey,
@@ -75,7 +75,7 @@ from statestore.fdb.layout import (
     registry_entry,
     registry_range,
 )
-from statestore.fdb.versions import (
+from spate.statestore.fdb.versions import (
     BATCH_BYTES,
     Row,
     batches,
@@ -85,7 +85,7 @@ from statestore.fdb.versions import (
     split_version,
     versions_by_key,
 )
-from statestore.keys import check_key_ranges, pack_key, unpack_key
+from spate.statestore.keys import check_key_ranges, pack_key, unpack_key
 
 DEFAULT_ROOT = "spate"
 #: Log entries handled per transaction by discards and gc.

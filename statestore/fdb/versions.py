@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from statestore.errors import CorruptValueError
-from statestore.fdb.layout import DataKey
+from spate.statestore.errors import CorruptValueError
+from spate.statestore.fdb.layout import DataKey
 
 #: Largest stored value: under FoundationDB's 100,000-byte value limit.
 CHUNK_BYTES = 90_000

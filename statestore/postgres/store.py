@@ -15,8 +15,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from statestore.base.relational import Cursor, RelationalStateStore
-from statestore.errors import BackendUnavailableError, StateStoreError
+from spate.statestore.base.relational import Cursor, RelationalStateStore
+from spate.statestore.errors import BackendUnavailableError, StateStoreError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS spate_pipelines (

@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from statestore.base.relational import Cursor, RelationalStateStore
-from statestore.errors import BackendUnavailableError, EmbeddedStoreNotShareableError
+from spate.statestore.base.relational import Cursor, RelationalStateStore
+from spate.statestore.errors import BackendUnavailableError, EmbeddedStoreNotShareableError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS spate_store_info (

@@ -13,55 +13,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import make_url
 
-from api import migrate
-from api.app import create_app
-from api.settings import Settings
+from spate.api import migrate
+from spate.api.app import create_app
+from spate.api.settings import Settings
 from tests.api.support import BACKENDS, PLATFORM_KEY, UNLIMITED, TenantKeys, TestClient, new_tenant
-from tests.conftest import redis_key_prefix
-
-
-@pytest.fixture(scope="session")
-def redis_prefix(redis_url: str) -> Iterator[str]:
-    """A key prefix for this run; its keys are deleted afterwards."""
-    yield from redis_key_prefix(redis_url)
-
-
-class ThrowawayPostgres:
-    """Creates PostgreSQL databases for one test run and drops them all afterwards."""
-
-    def __init__(self, server_url: str) -> None:
-        self.server_url = server_url
-        self.names: list[str] = []
-
-    def _admin(self) -> psycopg.Connection[Any]:
-        url = make_url(self.server_url).set(drivername="postgresql")
-        return psycopg.connect(url.render_as_string(hide_password=False), autocommit=True)
-
-    def create(self) -> str:
-        name = f"spate_api_test_{secrets.token_hex(6)}"
-        with self._admin() as connection:
-            connection.execute(f'CREATE DATABASE "{name}"')
-        self.names.append(name)
-        url = make_url(self.server_url).set(database=name)
-        return url.render_as_string(hide_password=False)
-
-    def drop_all(self) -> None:
-        with self._admin() as connection:
-            for name in self.names:
-                connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        self.names.clear()
-
-
-@pytest.fixture(scope="session")
-def throwaway_postgres(postgres_url: str) -> Iterator[ThrowawayPostgres]:
-    databases = ThrowawayPostgres(postgres_url)
-    yield databases
-    databases.drop_all()
+from tests.conftest import ThrowawayPostgres
 
 
 @pytest.fixture
@@ -91,13 +50,17 @@ def migrated_urls(tmp_path_factory: pytest.TempPathFactory,
 
 
 @pytest.fixture(scope="session")
-def make_app(migrated_urls: dict[str, str], redis_url: str,
-             redis_prefix: str) -> Callable[..., FastAPI]:
-    """Build an app on a backend's shared database: ``make_app("sqlite", **settings)``."""
+def make_app(migrated_urls: dict[str, str], redis_url: str, redis_prefix: str,
+             tmp_path_factory: pytest.TempPathFactory) -> Callable[..., FastAPI]:
+    """Build an app on a backend's shared database: ``make_app("sqlite", **settings)``.
+
+    Its data folder (tenants' storage roots, the secret key) is one per test run."""
+    data_dir = tmp_path_factory.mktemp("data")
 
     def make(backend: str, **overrides: Any) -> FastAPI:
         values: dict[str, Any] = {
             "database_url": migrated_urls[backend], "redis_url": redis_url,
+            "data_dir": data_dir,
             "redis_key_prefix": redis_prefix, "platform_admin_key": PLATFORM_KEY, **UNLIMITED,
         }
         values.update(overrides)

@@ -9,9 +9,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from api.db import Database
-from api.ids import new_id
-from api.models import Job, JobCheckpoint, JobError, JobEvent, Pipeline, utc_now
+from spate.api.db import Database
+from spate.api.ids import new_id
+from spate.api.models import Job, JobCheckpoint, JobError, JobEvent, Pipeline, utc_now
 
 
 def database_of(app: Any) -> Database:

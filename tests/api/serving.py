@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[2]
 _SERVING = re.compile(r"Spate is serving at (http://\S+)")
-_KEY = re.compile(r"admin key .*: (spate_\S+)")
+_KEY_FILE = re.compile(r"admin key file .*: (\S+)")
 
 
 class ServeProcess:
@@ -26,9 +27,12 @@ class ServeProcess:
         self.workdir = workdir
         self.log_path = workdir / "serve.log"
         self._log = self.log_path.open("wb")
+        #: what it printed up to its banner (never the key: stdout is not a terminal)
+        self.stdout_lines: list[str] = []
+        self.key_file: Path | None = None
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "serve", "--port", "0"], cwd=workdir,
-            env={**os.environ, "PYTHONPATH": str(REPO), "SPATE_LOG": "INFO", **env},
+            [sys.executable, "-m", "spate.api.cli", "serve", "--port", "0"], cwd=workdir,
+            env={**os.environ, "SPATE_LOG": "INFO", **env},
             stdout=subprocess.PIPE, stderr=self._log, start_new_session=True)
         self.url, self.admin_key = self._read_banner()
         self.http = httpx.Client(base_url=self.url + "/api/v1", timeout=30,
@@ -43,7 +47,11 @@ class ServeProcess:
             if not line:
                 raise AssertionError(f"spate serve exited: {self.log()}")
             url = url or _match(_SERVING, line)
-            key = key or _match(_KEY, line)
+            self.stdout_lines.append(line)
+            key_file = _match(_KEY_FILE, line)
+            if key_file is not None:
+                self.key_file = Path(key_file)
+                key = self.key_file.read_text().strip()
         assert url and key, f"no banner from spate serve: {self.log()}"
         return url, key
 
@@ -80,3 +88,17 @@ def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 240.0,
             return last
         time.sleep(interval_s)
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def sse_events(response: httpx.Response) -> Iterator[tuple[str, Any]]:
+    """(event, parsed data) of an SSE response, as they arrive; comments are skipped."""
+    name, data = None, []
+    for line in response.iter_lines():
+        if line == "":
+            if name is not None or data:
+                yield name or "message", json.loads("\n".join(data))
+            name, data = None, []
+        elif line.startswith("event: "):
+            name = line.removeprefix("event: ")
+        elif line.startswith("data: "):
+            data.append(line.removeprefix("data: "))

@@ -16,7 +16,8 @@ PLATFORM_KEY = "pk-" + secrets.token_urlsafe(32)
 ROLES = ("admin", "developer", "viewer")
 BACKENDS = ("sqlite", "postgresql")
 #: Rate limits high enough that functional tests never meet them (they still go to Redis).
-UNLIMITED = {"rate_limit_per_minute": 1_000_000, "rate_limit_burst": 100_000}
+UNLIMITED = {"rate_limit_per_minute": 1_000_000, "rate_limit_burst": 100_000,
+             "auth_failures_per_minute": 100_000}
 
 QUICKSTART_SQL = (Path(__file__).parents[2] / "examples" / "quickstart.sql").read_text()
 
@@ -39,6 +40,13 @@ class TenantKeys:
 
     def auth(self, role: str = "admin") -> dict[str, str]:
         return {"Authorization": f"Bearer {self.keys[role]}"}
+
+
+def storage_root(client: TestClient, tenant_id: str) -> Path:
+    """Where the tenant's file paths resolve in the app ``client`` talks to (created)."""
+    root: Path = client.app.state.spate.tenants.space(tenant_id).storage_root  # type: ignore[attr-defined]
+    root.mkdir(parents=True, exist_ok=True)
+    return root
 
 
 def platform_auth() -> dict[str, str]:

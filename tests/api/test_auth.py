@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 from sqlalchemy import select
 
-from api.db import create_database
-from api.models import ApiKey
+from spate.api.db import create_database
+from spate.api.models import ApiKey
 from tests.api.support import (
     PLATFORM_KEY,
     TenantKeys,

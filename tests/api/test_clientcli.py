@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from api.cli import main
+from spate.api.cli import main
 from tests.api.support import TenantKeys, TestClient, new_tenant, pipeline_sql
 
 

@@ -18,17 +18,17 @@ from cryptography.fernet import Fernet
 from fastapi import FastAPI
 from sqlalchemy import text
 
-from api.connections import split_options
-from api.crypto import SecretBox, SecretKeyMismatchError
-from api.db import create_database
-from api.errors import BadRequestError
-from api.models import ConnectionTable
-from api.planning import check_sql
-from api.repositories.connections import ConnectionRepository, job_tables
-from api.settings import Settings
-from engine.planner import plan_pipeline
-from engine.planner.external import TableDefinition, tables_from_definitions
-from tests.api.support import TenantKeys, TestClient, error_of, new_tenant
+from spate.api.connections import split_options
+from spate.api.crypto import SecretBox, SecretKeyMismatchError
+from spate.api.db import create_database
+from spate.api.errors import BadRequestError
+from spate.api.models import ConnectionTable
+from spate.api.planning import PlanRequest, check_sql, plan_request
+from spate.api.repositories.connections import ConnectionRepository, job_tables
+from spate.api.settings import Settings
+from spate.engine.planner import plan_pipeline
+from spate.engine.planner.external import TableDefinition, tables_from_definitions
+from tests.api.support import TenantKeys, TestClient, error_of, new_tenant, storage_root
 
 V1 = "/api/v1"
 PROFILES = f"{V1}/connection-profiles"
@@ -66,7 +66,9 @@ def raw_row(backend: str,
 
 
 def _secret_path(tmp_path: Path) -> str:
-    return str(tmp_path / f"token-{secrets.token_hex(8)}" / "orders.jsonl")
+    """A path inside the tenant's storage root (it is relative to it), itself a secret."""
+    del tmp_path
+    return f"token-{secrets.token_hex(8)}/orders.jsonl"
 
 
 def _profile(client: TestClient, tenant: TenantKeys, path: str, name: str = "files") -> Any:
@@ -113,8 +115,9 @@ def test_patch_replaces_a_secret_without_echoing_it(
         raw_row: Callable[[str, str], dict[str, str]]) -> None:
     created = _profile(keyed_client, tenant, _secret_path(tmp_path))
     new_path = _secret_path(tmp_path)
-    Path(new_path).parent.mkdir()
-    Path(new_path).write_text('{"id": 1}\n')
+    written = storage_root(keyed_client, tenant.id) / new_path
+    written.parent.mkdir()
+    written.write_text('{"id": 1}\n')
 
     patched = keyed_client.patch(f"{PROFILES}/files", headers=tenant.auth("developer"),
                                  json={"secrets": {"path": new_path},
@@ -223,8 +226,9 @@ def test_tables_validate_like_create_table_and_use_their_profile(
 
     missing = keyed_client.post(f"{TABLES}/orders/test", headers=tenant.auth("developer"))
     assert missing.json() == {"ok": False, "message": "file ******** does not exist"}
-    Path(path).parent.mkdir()
-    Path(path).write_text('{"id": 1, "ts": "2024-01-01T00:00:00Z"}\n')
+    written = storage_root(keyed_client, tenant.id) / path
+    written.parent.mkdir()
+    written.write_text('{"id": 1, "ts": "2024-01-01T00:00:00Z"}\n')
     found = keyed_client.post(f"{TABLES}/orders/test", headers=tenant.auth("developer"))
     assert found.json()["ok"] is True
 
@@ -269,7 +273,8 @@ def test_pipelines_plan_over_the_tenants_connection_tables(
     session = keyed_client.app.state.spate.database.sessions()  # type: ignore[attr-defined]
     try:
         box = keyed_client.app.state.spate.secret_box  # type: ignore[attr-defined]
-        catalog = ConnectionRepository(session, tenant.id, box).catalog()
+        catalog = tables_from_definitions(
+            ConnectionRepository(session, tenant.id, box).catalog_definitions())
     finally:
         session.close()
     assert set(catalog) == {"orders", "totals"}
@@ -286,7 +291,7 @@ def test_pipelines_plan_over_the_tenants_connection_tables(
     other = new_tenant(keyed_client)
     session = keyed_client.app.state.spate.database.sessions()  # type: ignore[attr-defined]
     try:
-        assert ConnectionRepository(session, other.id, box).catalog() == {}
+        assert ConnectionRepository(session, other.id, box).catalog_definitions() == []
     finally:
         session.close()
 
@@ -303,8 +308,9 @@ def test_a_starting_job_gets_the_real_secrets_and_plans_with_them(
     assert [t["name"] for t in resolved] == ["orders"]
     assert resolved[0]["options"]["path"] == path
     json.dumps(resolved)  # JSON-safe, for the job's spec
-    tables = tables_from_definitions(TableDefinition.from_dict(t) for t in resolved)
-    plan = plan_pipeline("SELECT id, price FROM orders", {}, tables=tables)
+    boundary = state.boundary(tenant.id)
+    tables = tables_from_definitions((TableDefinition.from_dict(t) for t in resolved), boundary)
+    plan = plan_pipeline("SELECT id, price FROM orders", {}, tables=tables, boundary=boundary)
     assert plan.sources[0].config.options["path"] == path
     assert job_tables(state.database.sessions, new_tenant(keyed_client).id,
                       state.secret_box) == []
@@ -340,7 +346,9 @@ def test_a_stored_table_that_no_longer_validates_is_listed_and_deletable(
     listed = keyed_client.get(TABLES, headers=tenant.auth("viewer"))
     assert listed.status_code == 200 and listed.json()["items"][0]["role"] == "sink"
     with state.database.sessions() as session:
-        catalog = ConnectionRepository(session, tenant.id, state.secret_box).catalog()
-    assert "old" not in catalog
+        definitions = ConnectionRepository(session, tenant.id,
+                                           state.secret_box).catalog_definitions()
+    answer = plan_request(PlanRequest(sql="SELECT 1 FROM old", tables=tuple(definitions)))
+    assert "unknown table 'old'" in answer.diagnostics[0]["message"]
     assert keyed_client.delete(f"{TABLES}/old",
                                headers=tenant.auth("developer")).status_code == 204

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from fastapi import FastAPI
 
-from api.app import SchemaNotCurrentError, app_from_settings, create_app
-from api.settings import Settings
+from spate.api.app import SchemaNotCurrentError, app_from_settings, create_app
+from spate.api.settings import Settings
 from tests.api.support import TenantKeys, TestClient, error_of, pipeline_sql
 
 PIPELINES = "/api/v1/pipelines"

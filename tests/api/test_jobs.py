@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from api.ids import new_id
+from spate.api.ids import new_id
 from tests.api.job_rows import insert_history, insert_job
 from tests.api.support import TenantKeys, TestClient, error_of, pipeline_sql
 

@@ -10,10 +10,10 @@ from alembic.runtime.migration import MigrationContext
 from click.testing import CliRunner
 from sqlalchemy import inspect
 
-from api import migrate
-from api.cli import main
-from api.db import create_database
-from api.models import Base
+from spate.api import migrate
+from spate.api.cli import main
+from spate.api.db import create_database
+from spate.api.models import Base
 from tests.api.support import BACKENDS
 
 # Every model's table, plus the guard that the migrations do not lag behind them.

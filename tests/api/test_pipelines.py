@@ -51,6 +51,20 @@ def test_invalid_sql_is_a_400_with_line_and_column(client: TestClient,
     assert client.get(f"{PIPELINES}/bad", headers=dev).status_code == 404
 
 
+def test_a_pipeline_needs_a_sink_but_validate_and_preview_take_a_bare_select(
+        client: TestClient, dev: dict[str, str]) -> None:
+    sql = "CREATE TABLE t WITH (connector = 'impulse', event_rate = '1');\nSELECT counter FROM t"
+    for method, path, body in (("POST", PIPELINES, {"name": "bare", "sql": sql}),
+                               ("PUT", f"{PIPELINES}/bare", {"sql": sql})):
+        response = client.request(method, path, headers=dev, json=body)
+        assert response.status_code == 400, response.text
+        [diagnostic] = error_of(response)["details"]
+        assert (diagnostic["line"], diagnostic["column"]) == (2, 1)
+        assert "INSERT INTO <sink>" in diagnostic["message"]
+    checked = client.post(f"{PIPELINES}/validate", headers=dev, json={"sql": sql})
+    assert checked.json()["valid"] is True
+
+
 def test_an_unknown_connector_option_is_a_400_naming_it(client: TestClient,
                                                         dev: dict[str, str]) -> None:
     sql = ("CREATE TABLE t WITH (connector = 'impulse', event_rate = '1',\n"

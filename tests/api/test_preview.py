@@ -8,7 +8,6 @@ events to, as a preview job process would.
 
 from __future__ import annotations
 
-import json
 import secrets
 import threading
 import time
@@ -23,9 +22,10 @@ import uvicorn
 from fastapi import FastAPI
 from sqlalchemy import select
 
-from api.models import Job
-from engine.job.channel import FileJobChannel
+from spate.api.models import Job
+from spate.engine.job.channel import FileJobChannel
 from tests.api.job_rows import database_of, read_job, update_job
+from tests.api.serving import sse_events
 from tests.api.support import TenantKeys, error_of, new_tenant, pipeline_sql
 from tests.api.support import TestClient as ApiClient
 
@@ -66,20 +66,6 @@ def server(backend: str, make_app: Callable[..., FastAPI]) -> Iterator[Server]:
         thread.join(timeout=20)
 
 
-def _events(response: httpx.Response) -> Iterator[tuple[str, Any]]:
-    """(event, parsed data) of an SSE response, as they arrive; comments are skipped."""
-    name, data = None, []
-    for line in response.iter_lines():
-        if line == "":
-            if name is not None or data:
-                yield name or "message", json.loads("\n".join(data))
-            name, data = None, []
-        elif line.startswith("event: "):
-            name = line.removeprefix("event: ")
-        elif line.startswith("data: "):
-            data.append(line.removeprefix("data: "))
-
-
 def _stream(server: Server, body: dict[str, Any], read: int | None = None
             ) -> list[tuple[str, Any]]:
     """The events of one preview (the first ``read`` of them, then hang up)."""
@@ -89,7 +75,7 @@ def _stream(server: Server, body: dict[str, Any], read: int | None = None
             http.stream("POST", PREVIEW, json=body, headers=headers) as response:
         assert response.status_code == 200, response.read()
         assert response.headers["content-type"].startswith("text/event-stream")
-        for event in _events(response):
+        for event in sse_events(response):
             received.append(event)
             if read is not None and len(received) >= read:
                 break

@@ -6,8 +6,8 @@ import hashlib
 
 import pytest
 
-from api.ids import is_id
-from api.security import Role, display_prefix, issue_key, parse_key_id, token_matches
+from spate.api.ids import is_id
+from spate.api.security import Role, display_prefix, issue_key, parse_key_id, token_matches
 
 
 def test_issued_key_has_the_documented_shape_and_stores_only_a_digest() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from api.settings import DEFAULT_DATABASE_URL, Settings
+from spate.api.settings import DEFAULT_DATABASE_URL, Settings
 
 STRONG_KEY = secrets.token_urlsafe(32)
 

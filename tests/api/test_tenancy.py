@@ -8,17 +8,17 @@ import pytest
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
-from api import migrate
-from api.db import Database, create_database
-from api.ids import new_id
-from api.models import (
+from spate.api import migrate
+from spate.api.db import Database, create_database
+from spate.api.ids import new_id
+from spate.api.models import (
     ImmutableVersionError,
     Pipeline,
     PipelineVersion,
     Tenant,
     utc_now,
 )
-from api.tenancy import TenancyViolationError, scope_to_tenant
+from spate.api.tenancy import TenancyViolationError, scope_to_tenant
 from tests.api.support import BACKENDS
 
 

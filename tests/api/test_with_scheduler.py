@@ -26,14 +26,14 @@ from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
-from api import migrate
-from api.app import create_app
-from api.db import create_database
-from api.models import Job
-from api.settings import Settings
-from api.worker import celery_app, scheduler_client, worker_app
-from scheduler.backends.process import kill
-from scheduler.embedded import start_embedded_worker
+from spate.api import migrate
+from spate.api.app import create_app
+from spate.api.db import create_database
+from spate.api.models import Job
+from spate.api.settings import Settings
+from spate.api.worker import celery_app, scheduler_client, worker_app
+from spate.scheduler.backends.process import kill
+from spate.scheduler.embedded import start_embedded_worker
 from tests.api.support import PLATFORM_KEY, UNLIMITED, TenantKeys, new_tenant
 from tests.api.support import TestClient as ApiClient
 

@@ -19,8 +19,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
-import statestore
-from statestore import DEFAULT_KEY_GROUPS, StateCache, key_group_of, split_key_groups
+from spate import statestore
+from spate.statestore import DEFAULT_KEY_GROUPS, StateCache, key_group_of, split_key_groups
 
 OPERATOR = "bench"
 

@@ -29,7 +29,7 @@ import matplotlib
 import pytest
 from pyspark.sql import Row, SparkSession
 
-from engine.planner import PlanningError, plan_pipeline
+from spate.engine.planner import PlanningError, plan_pipeline
 from tests.benchmarks.workloads import (
     NATIVE_QUERIES,
     RESULTS_DIR,

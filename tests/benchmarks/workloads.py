@@ -22,10 +22,10 @@ from typing import Any
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from engine.connectors import CONNECTORS, HIDDEN_TIMESTAMP
-from engine.planner import plan_pipeline
-from engine.runtime.runner import PipelineRunner, RunOptions
-from statestore import open_store
+from spate.engine.connectors import CONNECTORS, HIDDEN_TIMESTAMP
+from spate.engine.planner import plan_pipeline
+from spate.engine.runtime.runner import PipelineRunner, RunOptions
+from spate.statestore import open_store
 
 PARALLELISM = 2
 #: Where the benchmarks record their figures (``results.json``) and plots.

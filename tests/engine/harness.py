@@ -9,11 +9,11 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from engine.planner import plan_pipeline
-from engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
-from engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
-from engine.udf import UdfRegistry
-from statestore import open_store
+from spate.engine.planner import plan_pipeline
+from spate.engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
+from spate.engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
+from spate.engine.udf import UdfRegistry
+from spate.statestore import open_store
 
 
 def run_pipeline(spark: SparkSession, sql: str, workdir: Path, *, parallelism: int = 1,
@@ -34,7 +34,7 @@ def run_pipeline(spark: SparkSession, sql: str, workdir: Path, *, parallelism: i
     The state (``state_url``, by default a file in ``workdir``) and the Spark
     checkpoint (in ``workdir``) persist: calling again with the same
     ``workdir`` resumes the pipeline, at any parallelism.  ``udfs``: the
-    pipeline's Python UDFs (:func:`engine.udf.load_udfs`).
+    pipeline's Python UDFs (:func:`spate.engine.udf.load_udfs`).
     """
     plan = plan_pipeline(sql, udfs=udfs)
     state_url = state_url or f"sqlite:///{workdir / 'state.db'}"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.planner import PlanningError, plan_pipeline
-from engine.planner.external import (
+from spate.engine.planner import PlanningError, plan_pipeline
+from spate.engine.planner.external import (
     FieldDefinition,
     TableDefinition,
     TableDefinitionError,

@@ -28,7 +28,7 @@ def _spate(*args: str, cwd: Path, no_java: bool = False) -> subprocess.Completed
         env["JAVA_HOME"] = str(cwd / "no-java-here")
         env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
                                       if not (Path(p) / "java").exists())
-    return subprocess.run([sys.executable, "-m", "api.cli", "run", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "spate.api.cli", "run", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300, check=False)
 
 
@@ -145,7 +145,7 @@ CREATE TABLE out WITH (connector = 'single_file', path = '{out}', format = 'json
 INSERT INTO out SELECT counter, subtask_index FROM ticks;
 """)
     env = dict(os.environ)
-    args = [sys.executable, "-m", "api.cli", "run", str(pipeline), "-p", "2"]
+    args = [sys.executable, "-m", "spate.api.cli", "run", str(pipeline), "-p", "2"]
     first = subprocess.Popen(args, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
     _wait_for_lines(out, 50, first)
     counters = _stop(first)

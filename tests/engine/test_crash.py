@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from statestore import open_store
+from spate.statestore import open_store
 from tests.engine.harness import read_lines
 
 pytestmark = pytest.mark.spark
@@ -44,7 +44,7 @@ def _spate_run(workdir: Path, parallelism: int) -> subprocess.Popen[bytes]:
     env = dict(os.environ, OUT_DIR=str(workdir / "out"), SPATE_LOG="WARNING")
     (workdir / "out").mkdir(exist_ok=True)
     return subprocess.Popen(
-        [sys.executable, "-m", "api.cli", "run", str(workdir / "pipeline.sql"),
+        [sys.executable, "-m", "spate.api.cli", "run", str(workdir / "pipeline.sql"),
          "--parallelism", str(parallelism), "--state", f"sqlite:///{workdir / 'state.db'}",
          "--checkpoint", str(workdir / "checkpoint")],
         cwd=Path(__file__).resolve().parents[2], env=env, start_new_session=True,

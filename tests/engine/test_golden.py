@@ -43,8 +43,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
-from engine.runtime.runner import EpochReport
+from spate.engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
+from spate.engine.runtime.runner import EpochReport
 from tests.engine.harness import read_lines, run_pipeline
 
 GOLDEN = Path(__file__).parent / "golden"

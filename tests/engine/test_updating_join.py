@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.planner import PlanningError, plan_pipeline
+from spate.engine.planner import PlanningError, plan_pipeline
 from tests.engine.harness import run_pipeline
 
 pytestmark = pytest.mark.spark

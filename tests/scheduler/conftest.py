@@ -15,16 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from api import migrate
-from api.control import SqlControlStore
-from api.db import create_database
-from scheduler.app import create_celery, register_tasks
-from scheduler.backends import create_backend
-from scheduler.backends.process import kill
-from scheduler.client import SchedulerClient
-from scheduler.config import SchedulerConfig
-from scheduler.embedded import start_embedded_worker
-from scheduler.service import Scheduler
+from spate.api import migrate
+from spate.api.control import SqlControlStore
+from spate.api.db import create_database
+from spate.scheduler.app import create_celery, register_tasks
+from spate.scheduler.backends import create_backend
+from spate.scheduler.backends.process import kill
+from spate.scheduler.client import SchedulerClient
+from spate.scheduler.config import SchedulerConfig
+from spate.scheduler.embedded import start_embedded_worker
+from spate.scheduler.sandbox.unit import sandbox_problem
+from spate.scheduler.service import Scheduler
 from tests.conftest import redis_key_prefix
 from tests.scheduler.harness import Harness
 
@@ -77,9 +78,10 @@ def running_scheduler(data_dir: Path, redis_url: str, redis_prefix: str, control
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory: pytest.TempPathFactory, redis_url: str, redis_prefix: str,
             control_url: str) -> Iterator[Harness]:
-    """A scheduler on the local backend with SQLite state, shared by a module's tests."""
+    """A scheduler on the local backend with SQLite state, shared by a module's tests;
+    its jobs run in their tenants' sandboxes where the host can sandbox them."""
     with running_scheduler(tmp_path_factory.mktemp("spate-data"), redis_url, redis_prefix,
-                           control_url) as running:
+                           control_url, sandbox=sandbox_problem() is None) as running:
         yield running
 
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from scheduler.store import JobView, PipelineView
+from spate.scheduler.store import JobView, PipelineView
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

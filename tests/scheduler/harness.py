@@ -15,21 +15,22 @@ import numpy as np
 from celery import Celery
 from sqlalchemy import select, update
 
-from api.control import SqlControlStore
-from api.db import Database
-from api.models import Job, JobCheckpoint, JobEvent, Pipeline, PipelineVersion, Tenant
-from engine.connectors.nexmark_gen import event_kinds
-from scheduler.client import SchedulerClient
-from scheduler.embedded import EmbeddedWorker
-from scheduler.service import Scheduler
-from scheduler.store import JobView
+from spate.api.control import SqlControlStore
+from spate.api.db import Database
+from spate.api.models import Job, JobCheckpoint, JobEvent, Pipeline, PipelineVersion, Tenant
+from spate.engine.connectors.nexmark_gen import event_kinds
+from spate.scheduler.client import SchedulerClient
+from spate.scheduler.embedded import EmbeddedWorker
+from spate.scheduler.service import Scheduler
+from spate.scheduler.store import JobView
 
 #: Event times are fixed, so windows and counts do not depend on when a test runs.
 NEXMARK_BASE_TIME_MS = 1_700_000_000_000
 
 
-def windowed_bids_sql(out: Path, event_rate: int, runtime_s: int, batch: int) -> str:
-    """Bids per second of a bounded Nexmark stream into a JSON-lines file."""
+def windowed_bids_sql(out: str, event_rate: int, runtime_s: int, batch: int) -> str:
+    """Bids per second of a bounded Nexmark stream into a JSON-lines file (``out`` is
+    relative to the tenant's storage root: :meth:`Harness.output` finds it)."""
     return f"""
 CREATE TABLE nexmark WITH (connector = 'nexmark', event_rate = '{event_rate}',
     runtime = '{runtime_s}', max_events_per_batch = '{batch}',
@@ -77,6 +78,14 @@ class Harness:
         pipeline_id = new_pipeline(self.database, sql, parallelism=parallelism, **settings).id
         self.client.pipeline_changed(pipeline_id)
         return pipeline_id
+
+    def output(self, pipeline_id: str, name: str) -> Path:
+        """Where a file the pipeline's SQL names ``name`` is: in its tenant's storage root."""
+        with self.database.sessions() as session:
+            pipeline = session.get(Pipeline, pipeline_id)
+            assert pipeline is not None
+            tenant_id = pipeline.tenant_id
+        return self.scheduler.workspace.tenants.space(tenant_id).storage_root / name
 
     def change_pipeline(self, pipeline_id: str, **values: Any) -> None:
         """Set desired-state columns, as the API does, and poke the scheduler."""
@@ -142,8 +151,8 @@ class Harness:
                              for j in session.scalars(select(Job)))
 
 
-def impulse_sql(out: Path, event_rate: int = 50) -> str:
-    """An unbounded counter stream into a JSON-lines file."""
+def impulse_sql(out: str, event_rate: int = 50) -> str:
+    """An unbounded counter stream into a JSON-lines file (relative to the storage root)."""
     return f"""
 CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '{event_rate}');
 CREATE TABLE out WITH (connector = 'single_file', path = '{out}', format = 'json',

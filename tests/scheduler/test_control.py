@@ -1,4 +1,4 @@
-"""``api.control.SqlControlStore`` on PostgreSQL and SQLite: the compare-and-set writes
+"""``spate.api.control.SqlControlStore`` on PostgreSQL and SQLite: the compare-and-set writes
 that keep two workers from acting twice on one job."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import psycopg
 import pytest
 from sqlalchemy import make_url, select
 
-from api import migrate
-from api.control import SqlControlStore
-from api.db import create_database
-from api.models import Job, JobCheckpoint, JobEvent, Pipeline
-from scheduler.store import CheckpointRecord, ErrorRecord, EventBatch, StatusChange
+from spate.api import migrate
+from spate.api.control import SqlControlStore
+from spate.api.db import create_database
+from spate.api.models import Job, JobCheckpoint, JobEvent, Pipeline
+from spate.scheduler.store import CheckpointRecord, ErrorRecord, EventBatch, StatusChange
 from tests.scheduler.harness import new_pipeline
 
 

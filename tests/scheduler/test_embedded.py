@@ -1,5 +1,5 @@
 """The embedded worker of ``spate serve`` (memory transport, in-process ticker) built
-from settings by ``api.worker``, and the client's fire-and-forget pokes."""
+from settings by ``spate.api.worker``, and the client's fire-and-forget pokes."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from api import migrate
-from api.control import SqlControlStore
-from api.db import create_database
-from api.settings import Settings
-from api.worker import celery_app, scheduler_client, worker_app
-from scheduler.app import create_celery
-from scheduler.client import SchedulerClient
-from scheduler.embedded import EmbeddedWorker, start_embedded_worker
+from spate.api import migrate
+from spate.api.control import SqlControlStore
+from spate.api.db import create_database
+from spate.api.settings import Settings
+from spate.api.worker import celery_app, scheduler_client, worker_app
+from spate.scheduler.app import create_celery
+from spate.scheduler.client import SchedulerClient
+from spate.scheduler.embedded import EmbeddedWorker, start_embedded_worker
 from tests.scheduler.harness import new_pipeline
 
 
@@ -74,7 +74,7 @@ def test_a_poke_with_the_broker_down_is_dropped_with_a_warning(
         caplog: pytest.LogCaptureFixture) -> None:
     client = SchedulerClient(create_celery("redis://127.0.0.1:9/0"))
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="scheduler.client"):
+    with caplog.at_level(logging.WARNING, logger="spate.scheduler.client"):
         client.pipeline_changed("01jpipeline")
     assert time.monotonic() - started < 30
     assert "periodic reconcile will catch up" in caplog.text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from scheduler.events import fold_events
+from spate.scheduler.events import fold_events
 
 
 def test_epochs_become_checkpoints_and_the_latest_metrics_with_rates() -> None:

@@ -1,5 +1,5 @@
 """End to end on the local backend: real Redis broker, a worker thread, the real job
-process (``python -m engine.job.main``), SQLite control database and state.
+process (``python -m spate.engine.job.main``), SQLite control database and state.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ def kill_job_process(harness: Harness, job_id: str) -> int:
 
 def test_a_bounded_pipeline_runs_to_finished_with_checkpoints_and_metrics(
         harness: Harness, out_dir: Path) -> None:
-    out = out_dir / "bids.jsonl"
-    pipeline_id = harness.add_pipeline(windowed_bids_sql(out, 1000, 4, 2000))
+    pipeline_id = harness.add_pipeline(windowed_bids_sql("bids.jsonl", 1000, 4, 2000))
+    out = harness.output(pipeline_id, "bids.jsonl")
     job = harness.wait_for_job(pipeline_id, ("finished", "failed"), timeout_s=240)
     assert job.state == "finished", job.failure_message
     assert [state for state, _ in harness.history(job.id)] == [
@@ -56,8 +56,8 @@ def test_a_bounded_pipeline_runs_to_finished_with_checkpoints_and_metrics(
 
 def test_an_unbounded_pipeline_stopped_in_checkpoint_mode_ends_stopped(
         harness: Harness, out_dir: Path) -> None:
-    out = out_dir / "ticks.jsonl"
-    pipeline_id = harness.add_pipeline(impulse_sql(out))
+    pipeline_id = harness.add_pipeline(impulse_sql("ticks.jsonl"))
+    out = harness.output(pipeline_id, "ticks.jsonl")
     job = harness.wait_for("a committed epoch", lambda: next(
         (j for j in harness.jobs(pipeline_id) if j.last_epoch is not None), None), 240)
     harness.change_pipeline(pipeline_id, desired_state="stopped", stop_mode="checkpoint")
@@ -76,8 +76,8 @@ def test_an_unbounded_pipeline_stopped_in_checkpoint_mode_ends_stopped(
 
 def test_a_killed_job_resumes_and_a_rescale_replaces_it_exactly_once(
         harness: Harness, out_dir: Path) -> None:
-    out = out_dir / "bids.jsonl"
-    pipeline_id = harness.add_pipeline(windowed_bids_sql(out, 1000, 8, 2000))
+    pipeline_id = harness.add_pipeline(windowed_bids_sql("bids.jsonl", 1000, 8, 2000))
+    out = harness.output(pipeline_id, "bids.jsonl")
     first = harness.wait_for("a committed epoch", lambda: next(
         (j for j in harness.jobs(pipeline_id) if j.last_epoch is not None), None), 240)
     killed_pid = kill_job_process(harness, first.id)
@@ -118,7 +118,7 @@ def test_a_killed_job_resumes_and_a_rescale_replaces_it_exactly_once(
 
 def test_a_job_that_keeps_dying_fails_after_its_restart_budget(
         harness: Harness, out_dir: Path) -> None:
-    pipeline_id = harness.add_pipeline(impulse_sql(out_dir / "ticks.jsonl"))
+    pipeline_id = harness.add_pipeline(impulse_sql("ticks.jsonl"))
     launched = harness.wait_for("the first launch", lambda: next(
         (j for j in harness.jobs(pipeline_id) if j.handle), None), 60)
     kill_job_process(harness, launched.id)

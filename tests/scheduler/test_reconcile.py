@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.reconcile import (
+from spate.scheduler.reconcile import (
     AskToStop,
     Cancel,
     Fail,

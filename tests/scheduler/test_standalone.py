@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.backends.standalone import SPARK_HOME
-from statestore import open_store
+from spate.scheduler.backends.standalone import SPARK_HOME
+from spate.statestore import open_store
 from tests.scheduler.conftest import running_scheduler
 from tests.scheduler.harness import expected_bids, windowed_bids_sql
 
@@ -103,12 +103,12 @@ def test_a_bounded_pipeline_runs_to_finished_on_the_cluster(
         control_url: str, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # The driver (in spark-submit, on this machine) and the executors meet on loopback.
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
-    out = tmp_path / "bids.jsonl"
     with running_scheduler(tmp_path / "data", redis_url, redis_prefix, control_url,
                            cluster_backend="standalone", spark_master=spark_cluster.master_url,
                            state_url=postgres_url) as harness:
-        pipeline_id = harness.add_pipeline(windowed_bids_sql(out, 1000, 4, 2000),
+        pipeline_id = harness.add_pipeline(windowed_bids_sql("bids.jsonl", 1000, 4, 2000),
                                            parallelism=2)
+        out = harness.output(pipeline_id, "bids.jsonl")
         job = harness.wait_for_job(pipeline_id, ("finished", "failed"), timeout_s=300)
         try:
             assert job.state == "finished", job.failure_message
@@ -124,7 +124,8 @@ def test_a_bounded_pipeline_runs_to_finished_on_the_cluster(
             assert sum(row["n"] for row in rows) == expected_bids(1000, 4)
             assert harness.checkpoints(job.id)
         finally:
-            with open_store(postgres_url) as store:
+            # The job kept its state in its tenant's own schema, under its own role.
+            with open_store(harness.scheduler.workspace.tenants.state_url(job.tenant_id)) as store:
                 store.pipeline(job.tenant_id, pipeline_id).drop()
 
 
@@ -135,7 +136,7 @@ def test_sqlite_state_on_a_cluster_fails_with_the_engines_message(
     with running_scheduler(tmp_path / "data", redis_url, redis_prefix, control_url,
                            cluster_backend="standalone",
                            spark_master=spark_cluster.master_url) as harness:
-        pipeline_id = harness.add_pipeline(windowed_bids_sql(tmp_path / "o.jsonl", 100, 2, 100))
+        pipeline_id = harness.add_pipeline(windowed_bids_sql("o.jsonl", 100, 2, 100))
         job = harness.wait_for_job(pipeline_id, ("finished", "failed"), timeout_s=180)
     assert job.state == "failed"
     assert job.failure_message is not None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.workspace import named_tables
+from spate.scheduler.workspace import named_tables
 
 TABLES = [{"name": "orders", "connector": "single_file"},
           {"name": "payments", "connector": "single_file"},
@@ -19,11 +19,11 @@ def test_a_name_inside_a_longer_word_does_not_count() -> None:
 
 
 def test_a_job_spec_carries_the_deployment_flush_interval(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from api.settings import Settings
-    from api.worker import scheduler_config
-    from engine.job.spec import JobSpec
-    from scheduler.backends.local import LocalBackend
-    from scheduler.workspace import Workspace
+    from spate.api.settings import Settings
+    from spate.api.worker import scheduler_config
+    from spate.engine.job.spec import JobSpec
+    from spate.scheduler.backends.local import LocalBackend
+    from spate.scheduler.workspace import Workspace
     from tests.scheduler.factories import job
 
     settings = Settings(data_dir=tmp_path, update_flush_interval_ms=250)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-import statestore
-from statestore import PipelineState, StateCache, StateStore
+from spate import statestore
+from spate.statestore import PipelineState, StateCache, StateStore
 
 REPO = Path(__file__).resolve().parents[2]
 BACKENDS = ["sqlite", "postgresql", "fdb"]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-import statestore
-from statestore import (
+from spate import statestore
+from spate.statestore import (
     BackendUnavailableError,
     CorruptValueError,
     EmbeddedStoreNotShareableError,

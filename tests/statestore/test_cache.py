@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from statestore import StateCache
+from spate.statestore import StateCache
 
 
 def test_hit_only_at_the_cached_epoch() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-import statestore
-from statestore.cli import state
+from spate import statestore
+from spate.statestore.cli import state
 
 
 def _store_with_history(url: str) -> None:

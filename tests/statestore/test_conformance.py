@@ -7,8 +7,8 @@ import signal
 
 import pytest
 
-import statestore
-from statestore import (
+from spate import statestore
+from spate.statestore import (
     DEFAULT_KEY_GROUPS,
     EpochNotBegunError,
     EpochUnavailableError,

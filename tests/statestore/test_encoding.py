@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from statestore import CorruptValueError
-from statestore.encoding import COMPRESS_FROM_BYTES, decode, encode
+from spate.statestore import CorruptValueError
+from spate.statestore.encoding import COMPRESS_FROM_BYTES, decode, encode
 
 values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), st.text(),

@@ -29,8 +29,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import statestore
-from statestore import (
+from spate import statestore
+from spate.statestore import (
     BackendUnavailableError,
     CorruptValueError,
     EpochNotBegunError,
@@ -41,10 +41,10 @@ from statestore import (
     pack_key,
     split_key_groups,
 )
-from statestore.fdb import client as fdb_client
-from statestore.fdb.layout import DataKey, Layout, ManifestEntry, Meta
-from statestore.fdb.store import FdbPipelineState, FdbStateStore, parse_url
-from statestore.fdb.versions import (
+from spate.statestore.fdb import client as fdb_client
+from spate.statestore.fdb.layout import DataKey, Layout, ManifestEntry, Meta
+from spate.statestore.fdb.store import FdbPipelineState, FdbStateStore, parse_url
+from spate.statestore.fdb.versions import (
     CHUNK_BYTES,
     VersionInfo,
     batches,
@@ -54,7 +54,7 @@ from statestore.fdb.versions import (
     split_version,
     versions_by_key,
 )
-from statestore.sqlite.store import SqliteStateStore
+from spate.statestore.sqlite.store import SqliteStateStore
 from tests.statestore.fake_fdb import Cluster, Crash, FakeError
 
 OP = "agg"

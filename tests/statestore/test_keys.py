@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from statestore import StateStoreError, key_group_of, owner_of, pack_key, split_key_groups
-from statestore.keys import prefix_bounds, unpack_key
+from spate.statestore import StateStoreError, key_group_of, owner_of, pack_key, split_key_groups
+from spate.statestore.keys import prefix_bounds, unpack_key
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**63), st.text(max_size=8),
                     st.binary(max_size=8), st.floats(allow_nan=False))

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from statestore import DEFAULT_KEY_GROUPS, StateCache
+from spate.statestore import DEFAULT_KEY_GROUPS, StateCache
 from tests.statestore.conftest import OpenPipeline
 from tests.statestore.workers import OPERATOR
 

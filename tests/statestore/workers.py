@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 import time
 
-import statestore
-from statestore import DEFAULT_KEY_GROUPS, PipelineState, StateCache, split_key_groups
+from spate import statestore
+from spate.statestore import DEFAULT_KEY_GROUPS, PipelineState, StateCache, split_key_groups
 
 OPERATOR = "counts"
 

@@ -11,7 +11,7 @@ from typing import Any
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame
 
-from engine.connectors import HIDDEN_CONTROL, ColumnDef, TableConfig
+from spate.engine.connectors import HIDDEN_CONTROL, ColumnDef, TableConfig
 
 
 def make_table(connector: str, role: str = "source", columns: tuple[ColumnDef, ...] = (),

@@ -16,13 +16,19 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from engine.connectors import CONNECTORS, HIDDEN_CONTROL, ColumnDef, ConnectorError, TableConfig
-from engine.connectors.arrow_batches import arrow_schema
-from engine.connectors.base import RETRACT, ROW_KEY
-from engine.connectors.changes import change_rows
-from engine.connectors.decoders import Decoded, RecordDecoder, split_lines
-from engine.connectors.formats import FormatSpec, encoded_lines, parse_format, source_schema
-from engine.connectors.options import OptionReader
+from spate.engine.connectors import (
+    CONNECTORS,
+    HIDDEN_CONTROL,
+    ColumnDef,
+    ConnectorError,
+    TableConfig,
+)
+from spate.engine.connectors.arrow_batches import arrow_schema
+from spate.engine.connectors.base import RETRACT, ROW_KEY
+from spate.engine.connectors.changes import change_rows
+from spate.engine.connectors.decoders import Decoded, RecordDecoder, split_lines
+from spate.engine.connectors.formats import FormatSpec, encoded_lines, parse_format, source_schema
+from spate.engine.connectors.options import OptionReader
 from tests.engine.connectors.support import make_table, run_stream
 
 COLUMNS = (ColumnDef("id", T.LongType(), False), ColumnDef("name", T.StringType()),
@@ -134,7 +140,7 @@ def test_ops_unroll_into_updating_rows_in_order() -> None:
     ('{"before": null, "op": "d"}', "'d' record needs 'before'"),
     ('{"before": null, "after": {"name": "x"}, "op": "c"}', "column 'id' is NOT NULL"),
     ('{"before": {"name": "x"}, "after": {"id": 1}, "op": "u"}', "'before' has no value"),
-    ('{"before": null, "after": {"id": "one"}, "op": "c"}', "/after/id"),
+    ('{"before": null, "after": {"id": "one"}, "op": "c"}', "field 'after.id'"),
     ('{"before": null, "after": {"id": 1, "price": "%%%"}, "op": "c"}', "price"),
     (json.dumps({"after": {"id": 1, "price": _b64(10**10)}, "op": "c"}), "price"),  # too wide
     ('{"after": {"id": 1}, "op": "c"', ""),

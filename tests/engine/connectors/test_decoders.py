@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,10 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
 
-from engine.connectors.arrow_batches import arrow_schema, join_lines
-from engine.connectors.decoders import Decoded, RecordDecoder, split_lines
-from engine.connectors.formats import FormatSpec
-from engine.connectors.single_file_reader import scan_lines
+from spate.engine.connectors.arrow_batches import arrow_schema, join_lines
+from spate.engine.connectors.decoders import Decoded, RecordDecoder, split_lines
+from spate.engine.connectors.formats import FormatSpec
+from spate.engine.connectors.single_file_reader import scan_lines
 
 UTC = dt.UTC
 
@@ -151,3 +152,41 @@ def test_large_block_with_one_bad_line_decodes_the_rest_in_bulk() -> None:
     assert decoded.num_rows == 19_999
     ids = np.asarray(decoded.columns[0])
     assert ids[12_345] == 12_346
+
+
+def test_values_of_another_json_type_are_coerced_to_the_declared_one() -> None:
+    fields = [T.StructField("t", T.StringType()), T.StructField("n", T.LongType()),
+              T.StructField("f", T.DoubleType()), T.StructField("b", T.BooleanType()),
+              T.StructField("d", T.DecimalType(10, 2)), T.StructField("o", T.StringType())]
+    decoded = _decode([b'{"t": 3, "n": "7", "f": "2.5", "b": "TRUE", "d": 1.5, "o": {"a": 1}}',
+                       b'{"t": 4.5, "n": 8.0, "f": 3, "b": false, "d": "2.25", "o": [1, true]}',
+                       b'{"t": "x", "n": 9, "f": 1.0, "b": true, "d": 3, "o": null}'], fields)
+    assert decoded.bad == []
+    assert _rows(decoded, fields) == [
+        {"t": "3", "n": 7, "f": 2.5, "b": True, "d": Decimal("1.50"), "o": '{"a":1}'},
+        {"t": "4.5", "n": 8, "f": 3.0, "b": False, "d": Decimal("2.25"), "o": "[1,true]"},
+        {"t": "x", "n": 9, "f": 1.0, "b": True, "d": Decimal("3.00"), "o": None}]
+
+
+def test_a_value_no_coercion_fits_is_a_bad_record_naming_its_field() -> None:
+    fields = [T.StructField("n", T.LongType()), T.StructField("s", T.StructType(
+        [T.StructField("b", T.BooleanType())]))]
+    decoded = _decode([b'{"n": 1, "s": {"b": true}}', b'{"n": "seven", "s": {"b": true}}',
+                       b'{"n": 2.5, "s": {"b": true}}', b'{"n": 3, "s": {"b": 1}}'], fields)
+    assert [(line, message.split(":")[0]) for line, message in decoded.bad] == [
+        (1, "field 'n'"), (2, "field 'n'"), (3, "field 's.b'")]
+    assert _rows(decoded, fields) == [{"n": 1, "s": {"b": True}}]
+
+
+def test_debezium_bytes_decimals_also_take_plain_numbers() -> None:
+    fields = [T.StructField("id", T.LongType(), False), T.StructField("d", T.DecimalType(6, 2))]
+    schema = arrow_schema(T.StructType(fields))
+    schema = pa.schema([schema.field(0).with_nullable(False), schema.field(1),
+                        pa.field("_spate_retract", pa.bool_())])
+    decoder = RecordDecoder(schema, FormatSpec(kind="debezium_json",
+                                               decimal_encoding="bytes"))
+    data = (b'{"before": null, "after": {"id": 1, "d": "AJY="}, "op": "c"}\n'
+            b'{"before": null, "after": {"id": 2, "d": 12.34}, "op": "c"}\n')
+    decoded = decoder.decode(*split_lines(data))
+    assert decoded.bad == []
+    assert decoded.columns[1].to_pylist() == [Decimal("1.50"), Decimal("12.34")]

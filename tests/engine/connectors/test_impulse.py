@@ -10,8 +10,8 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from engine.connectors import CONNECTORS, HIDDEN_CONTROL, HIDDEN_PARTITION, HIDDEN_TIMESTAMP
-from engine.connectors.impulse import ImpulseDataSource, ImpulseStreamReader
+from spate.engine.connectors import CONNECTORS, HIDDEN_CONTROL, HIDDEN_PARTITION, HIDDEN_TIMESTAMP
+from spate.engine.connectors.impulse import ImpulseDataSource, ImpulseStreamReader
 from tests.engine.connectors.support import make_table, run_stream
 
 START_NS = 1_700_000_000_000_000_000

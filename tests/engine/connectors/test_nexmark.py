@@ -15,10 +15,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from engine.connectors import CONNECTORS, HIDDEN_CONTROL, HIDDEN_PARTITION, HIDDEN_TIMESTAMP
-from engine.connectors.arrow_batches import arrow_schema
-from engine.connectors.nexmark import NexmarkDataSource, NexmarkStreamReader
-from engine.connectors.nexmark_gen import NEXMARK_TYPES, Events, generate
+from spate.engine.connectors import CONNECTORS, HIDDEN_CONTROL, HIDDEN_PARTITION, HIDDEN_TIMESTAMP
+from spate.engine.connectors.arrow_batches import arrow_schema
+from spate.engine.connectors.nexmark import NexmarkDataSource, NexmarkStreamReader
+from spate.engine.connectors.nexmark_gen import NEXMARK_TYPES, Events, generate
 from tests.engine.connectors.support import make_table, run_stream
 
 BASE_NS = 1_700_000_000_000_000_000

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pyspark.sql import types as T
 
-from engine.connectors import CONNECTORS, ColumnDef, ConnectorError
+from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError
 from tests.engine.connectors.support import make_table
 
 VALUE = (ColumnDef("value", T.StringType()),)

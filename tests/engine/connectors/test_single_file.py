@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from engine.connectors import (
+from spate.engine.connectors import (
     CONNECTORS,
     HIDDEN_CONTROL,
     HIDDEN_PARTITION,
@@ -23,7 +23,7 @@ from engine.connectors import (
     TableConfig,
     register_data_sources,
 )
-from engine.connectors.single_file_reader import SingleFileDataSource, SingleFileStreamReader
+from spate.engine.connectors.single_file_reader import SingleFileDataSource, SingleFileStreamReader
 from tests.engine.connectors.support import make_table, run_stream
 
 COLUMNS = (ColumnDef("id", T.LongType(), False), ColumnDef("name", T.StringType()),

@@ -10,8 +10,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from engine.connectors import CONNECTORS, ColumnDef, ConnectorError, Sink, TableConfig
-from engine.connectors.preview import END_OF_STREAM, channel, discard
+from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, Sink, TableConfig
+from spate.engine.connectors.preview import END_OF_STREAM, channel, discard
 from tests.engine.connectors.support import make_table, run_stream
 
 pytestmark = pytest.mark.spark

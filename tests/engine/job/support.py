@@ -1,4 +1,4 @@
-"""Runs ``python -m engine.job.main`` as a subprocess and follows its channel."""
+"""Runs ``python -m spate.engine.job.main`` as a subprocess and follows its channel."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.job.channel import JobChannel, open_channel
-from engine.job.spec import JobSpec
+from spate.engine.job.channel import JobChannel, open_channel
+from spate.engine.job.spec import JobSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 #: Generous: each job starts its own Spark on a shared, loaded machine.
@@ -95,7 +95,7 @@ def start_job(spec: JobSpec, workdir: Path, name: str = "job",
     log_path = workdir / f"{name}.log"
     environment = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPATE_LOG="INFO", **(env or {}))
     with log_path.open("wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "engine.job.main", str(spec_path)],
+        process = subprocess.Popen([sys.executable, "-m", "spate.engine.job.main", str(spec_path)],
                                    cwd=REPO_ROOT, env=environment, stdout=log,
                                    stderr=subprocess.STDOUT, start_new_session=True)
     return JobProcess(spec, process, log_path, open_channel(spec.channel_url))

@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.job.channel import FileJobChannel
-from engine.job.control import JobControl
+from spate.engine.job.channel import FileJobChannel
+from spate.engine.job.control import JobControl
 
 
 class RecordingRunner:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from engine.job.events import EpochEvents
-from engine.runtime.runner import EpochReport, OperatorReport
-from engine.runtime.watermarks import END_OF_TIME, NO_WATERMARK
+from spate.engine.job.events import EpochEvents
+from spate.engine.runtime.runner import EpochReport, OperatorReport
+from spate.engine.runtime.watermarks import END_OF_TIME, NO_WATERMARK
 
 
 def _report(epoch: int, started_s: float, duration_s: float,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.job.spec import PREVIEW
-from statestore import open_store
+from spate.engine.job.spec import PREVIEW
+from spate.statestore import open_store
 from tests.engine.job.support import make_spec, start_job
 
 pytestmark = pytest.mark.spark

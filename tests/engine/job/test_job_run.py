@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.job.cluster import EMBEDDED_STATE_ON_CLUSTER
+from spate.engine.job.cluster import EMBEDDED_STATE_ON_CLUSTER
 from tests.engine.job.support import epochs, make_spec, operator, start_job
 
 # 30 rows, one a second, keys 0..2; read ten per epoch.

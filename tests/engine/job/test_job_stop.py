@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import redis
 
-from engine.job.channel import open_channel
-from engine.job.spec import JobSpec
+from spate.engine.job.channel import open_channel
+from spate.engine.job.spec import JobSpec
 from tests.engine.job.support import JobProcess, epochs, make_spec, operator, start_job
 
 pytestmark = pytest.mark.spark

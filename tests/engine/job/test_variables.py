@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.job.spec import JobSpec
-from engine.planner import PlanningError, plan_pipeline
+from spate.engine.job.spec import JobSpec
+from spate.engine.planner import PlanningError, plan_pipeline
 
 SQL = """CREATE TABLE impulse WITH (connector = 'impulse', event_rate = '{{ RATE }}');
 CREATE TABLE out WITH (connector = 'blackhole');

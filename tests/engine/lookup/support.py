@@ -10,8 +10,8 @@ import psycopg
 import pytest
 import redis
 
-from engine.connectors import ColumnDef, ConnectorError, TableConfig
-from engine.connectors.lookup import LookupSource
+from spate.engine.connectors import ColumnDef, ConnectorError, TableConfig
+from spate.engine.connectors.lookup import LookupSource
 from tests.conftest import redis_key_prefix
 
 

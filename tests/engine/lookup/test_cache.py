@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.connectors.lookup import CacheSettings
-from engine.runtime.lookup import LookupCache
+from spate.engine.connectors.lookup import CacheSettings
+from spate.engine.runtime.lookup import LookupCache
 
 
 class Clock:

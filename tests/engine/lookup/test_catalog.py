@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.planner import PlanningError, plan_pipeline
+from spate.engine.planner import PlanningError, plan_pipeline
 
 SOURCE = ("CREATE TABLE src (id TEXT) WITH (connector = 'single_file', type = 'source', "
           "path = 'in.json', format = 'json');\n"

@@ -9,9 +9,9 @@ import pytest
 import redis
 from pyspark.sql import types as T
 
-from engine.connectors import CONNECTORS, ColumnDef
-from engine.connectors.lookup import CacheSettings
-from engine.runtime.lookup import LookupCache, LookupJoiner
+from spate.engine.connectors import CONNECTORS, ColumnDef
+from spate.engine.connectors.lookup import CacheSettings
+from spate.engine.runtime.lookup import LookupCache, LookupJoiner
 from tests.engine.lookup.support import PgTable, lookup_table
 from tests.engine.lookup.test_cache import Clock
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.planner import PlanningError, plan_pipeline
-from engine.planner.lookup import LookupJoin
-from engine.planner.plan import WindowAggregate
+from spate.engine.planner import PlanningError, plan_pipeline
+from spate.engine.planner.lookup import LookupJoin
+from spate.engine.planner.plan import WindowAggregate
 
 DDL = (
     "CREATE TABLE orders (id BIGINT, cid BIGINT, region TEXT) WITH (connector = "

@@ -10,8 +10,8 @@ import psycopg
 import pytest
 from pyspark.sql import types as T
 
-from engine.connectors import CONNECTORS, ColumnDef, ConnectorError
-from engine.connectors.postgres_lookup import PostgresLookup
+from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError
+from spate.engine.connectors.postgres_lookup import PostgresLookup
 from tests.engine.lookup.support import PgTable, assert_fails_without_secret, lookup_table
 
 UTC = dt.UTC

@@ -10,9 +10,9 @@ import redis
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from engine.connectors import ColumnDef, TableConfig
-from engine.planner.lookup import LookupJoin
-from engine.runtime.lookup import lookup_join
+from spate.engine.connectors import ColumnDef, TableConfig
+from spate.engine.planner.lookup import LookupJoin
+from spate.engine.runtime.lookup import lookup_join
 from tests.engine.lookup.support import PgTable, lookup_table
 
 pytestmark = pytest.mark.spark

@@ -9,14 +9,14 @@ from functools import reduce
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.operators.aggregates import (
+from spate.engine.operators.aggregates import (
     bit_counts,
     bits_result,
     make_aggregate,
     merge_moments,
     moments_result,
 )
-from engine.operators.updating import make_accumulator
+from spate.engine.operators.updating import make_accumulator
 
 panes = st.lists(st.lists(st.integers(-1000, 1000), max_size=6), min_size=1, max_size=6)
 

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.operators.updating import (
+from spate.engine.operators.updating import (
     KeyState,
     expire,
     flush,

@@ -8,9 +8,9 @@ from collections import defaultdict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.operators.aggregates import make_aggregate
-from engine.operators.session import SessionWindow
-from engine.operators.window import SlidingWindow
+from spate.engine.operators.aggregates import make_aggregate
+from spate.engine.operators.session import SessionWindow
+from spate.engine.operators.window import SlidingWindow
 
 FUNCTIONS = ["count_star", "sum", "min", "max", "count_distinct", "avg"]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.planner import PlanningError, plan_pipeline
-from engine.planner.plan import WindowAggregate
-from engine.planner.updating import UpdatingAggregate
+from spate.engine.planner import PlanningError, plan_pipeline
+from spate.engine.planner.plan import WindowAggregate
+from spate.engine.planner.updating import UpdatingAggregate
 
 TABLES = """
 CREATE TABLE t (k TEXT, v BIGINT, ts TIMESTAMP NOT NULL) WITH (connector = 'single_file',

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from engine.planner import PlanningError, plan_pipeline
-from engine.planner.functions import DOCS_PATH, FUNCTIONS, markdown
+from spate.engine.planner import PlanningError, plan_pipeline
+from spate.engine.planner.functions import DOCS_PATH, FUNCTIONS, markdown
 
 ROOT = Path(__file__).resolve().parents[3]
 SOURCE = """CREATE TABLE fn_src (a TEXT, x DOUBLE, n BIGINT, j TEXT, arr BIGINT[],
@@ -133,11 +133,58 @@ def test_json(source: Any) -> None:
                       "extract_json_string(j, '$.a[1].b') AS ejs, "
                       "get_first_json_object(j, '$.o') AS gfo")
     assert row == {
-        "g": "x y", "op": "1", "s": "hi", "gs": "hi", "gi": 3, "gf": 2.5, "gb": True,
+        "g": '"x y"', "op": "1", "s": "hi", "gs": "hi", "gi": 3, "gf": 2.5, "gb": True,
         "bad_int": None, "gj": '{"p":1,"q":2}', "at": "10", "has_null": True,
         "missing": False, "op_has": True, "has_index": True, "la": 2, "lo": 2, "lj": 7,
         "ej": ["2"], "ej_none": [], "ejs": "x y", "gfo": '{"p":1,"q":2}',
     }
+
+
+def test_arrow_returns_json_and_double_arrow_text(source: Any) -> None:
+    row = run(source, "j->'s' AS s, j->>'s' AS st, j->'nul' AS n, j->>'nul' AS nt, "
+                      "j->'zz' AS missing, j->'a'->0 AS first, j->'a'->1 AS obj, "
+                      "j->'a'->1->'b' AS inner, j->'t' AS t, j->'f' AS f, a->'x' AS not_json")
+    assert row == {"s": '"hi"', "st": "hi", "n": "null", "nt": None, "missing": None,
+                   "first": "10", "obj": '{"b":"x y"}', "inner": '"x y"', "t": "true",
+                   "f": "2.5", "not_json": None}
+
+
+def test_more_math_and_strings(source: Any) -> None:
+    row = run(source, "log(100) AS l, log(2, 8) AS l2, log2(8) AS lb, trunc(x) AS t, "
+                      "trunc(-2.567, 2) AS t2, trunc(2.567, 1) AS t3, signum(x) AS sg, "
+                      "cbrt(27.0) AS cb, character_length(trim(a)) AS cl, "
+                      "octet_length('é') AS ol, ascii('A') AS asc, chr(66) AS ch, "
+                      "to_hex(255) AS hx, ends_with(trim(a), 'ld') AS ew, "
+                      "contains(a, 'lo,') AS co, instr(a, 'W') AS ins, "
+                      "translate('abc', 'ab', 'xy') AS tr, nvl2(NULL, 1, 2) AS n2, "
+                      "levenshtein('kitten', 'sitting') AS lv")
+    # -2.567 is a DECIMAL literal in Spark: trunc keeps the type.
+    row["t2"], row["t3"] = float(row["t2"]), float(row["t3"])
+    assert row == {"l": 2.0, "l2": 3.0, "lb": 3.0, "t": -2, "t2": -2.56, "t3": 2.5,
+                   "sg": -1.0, "cb": 3.0, "cl": 12, "ol": 2, "asc": 65, "ch": "B",
+                   "hx": "ff", "ew": True, "co": True, "ins": 10, "tr": "xyc", "n2": 2,
+                   "lv": 3}
+
+
+def test_more_arrays_time_and_hashes(source: Any) -> None:
+    row = run(source, "array_slice(arr, 2, 3) AS sl, range(0, 6, 2) AS r, range(3) AS r1, "
+                      "generate_series(1, 3) AS gs, range(5, 1, -2) AS down, "
+                      "range(3, 1) AS none, string_to_array('a.b.c', '.') AS sa, "
+                      "array_has_all(arr, make_array(1, 2)) AS ha, "
+                      "array_has_any(arr, make_array(5, 2)) AS hy, empty(arr) AS e, "
+                      "array_element(arr, 1) AS el, array_to_string(arr, '-') AS js, "
+                      "array_max(arr) AS mx, array_sort(make_array(3, 1, 2)) AS so, "
+                      "to_timestamp_millis(1000) AS tm, to_unixtime(ts) AS ux, "
+                      "datepart('hour', ts) AS h, sha384('') AS s384, "
+                      "digest('', 'sha256') AS dg")
+    assert row["sl"] == [2, 2] and row["r"] == [0, 2, 4] and row["r1"] == [0, 1, 2]
+    assert row["gs"] == [1, 2, 3] and row["down"] == [5, 3] and row["none"] == []
+    assert row["sa"] == ["a", "b", "c"] and row["ha"] is True and row["hy"] is True
+    assert row["e"] is False and row["el"] == 1 and row["js"] == "1-2-2" and row["mx"] == 2
+    assert row["so"] == [1, 2, 3] and row["tm"] == dt.datetime(1970, 1, 1, 0, 0, 1)
+    assert row["ux"] == 1704067651 and row["h"] == 0
+    assert row["s384"].startswith("38b060a751ac9638")
+    assert row["dg"] == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 
 def test_unaliased_calls_keep_their_written_names() -> None:
@@ -160,7 +207,7 @@ FROM fn_src WHERE regexp_like(a, 'H') GROUP BY 1, 2;""")
 @pytest.mark.parametrize(("sql", "line", "column", "message"), [
     ("SELECT a,\n       lowr(a) AS b FROM fn_src", 6, 8,
      "unknown function 'lowr' (did you mean lower?)"),
-    ("SELECT levenshtein(a, 'x') FROM fn_src", 5, 8, "unknown function 'levenshtein'"),
+    ("SELECT soundex_distance(a, 'x') FROM fn_src", 5, 8, "unknown function 'soundex_distance'"),
     ("SELECT a FROM fn_src\nWHERE  nosuch() > 1", 6, 8, "unknown function 'nosuch'"),
     ("SELECT json_get(j, a) FROM fn_src", 5, 20, "keys must be string or integer literals"),
     ("SELECT encode(a, 'rot13') FROM fn_src", 5, 18, "format 'rot13' is not supported"),
@@ -179,6 +226,7 @@ def test_bad_calls_are_located_planning_errors(sql: str, line: int, column: int,
 def test_committed_function_table_is_up_to_date() -> None:
     committed = (ROOT / DOCS_PATH).read_text()
     assert committed == markdown(), (
-        f"{DOCS_PATH} is stale: run python -m engine.planner.functions --markdown > {DOCS_PATH}")
+        f"{DOCS_PATH} is stale: run "
+        f"python -m spate.engine.planner.functions --markdown > {DOCS_PATH}")
     for name in FUNCTIONS:
         assert f"| `{name}` |" in committed

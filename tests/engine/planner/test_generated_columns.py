@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.planner import plan_pipeline
+from spate.engine.planner import plan_pipeline
 
 SOURCE = ("CREATE TABLE s (v TEXT, n BIGINT, w TEXT GENERATED ALWAYS AS (upper(v)){stored}) "
           "WITH (connector = 'single_file', path = 's.jsonl', format = 'json', type = 'source');"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.planner import PlanningError, plan_pipeline
-from engine.planner.plan import WindowAggregate
+from spate.engine.planner import PlanningError, plan_pipeline
+from spate.engine.planner.plan import WindowAggregate
 
 SOURCES = """
 CREATE TABLE clicks (user TEXT, page TEXT, ts TIMESTAMP NOT NULL, WATERMARK FOR ts)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.planner import plan_pipeline
+from spate.engine.planner import plan_pipeline
 
 SOURCE = """
 CREATE TABLE bids (auction BIGINT, price BIGINT, ts TIMESTAMP NOT NULL,

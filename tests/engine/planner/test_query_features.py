@@ -3,7 +3,7 @@ all of them stay native Spark SQL in front of the window operator."""
 
 from __future__ import annotations
 
-from engine.planner import plan_pipeline
+from spate.engine.planner import plan_pipeline
 
 SOURCES = """
 CREATE TABLE a (page TEXT, tags TEXT[], ts TIMESTAMP NOT NULL, WATERMARK FOR ts)

@@ -12,10 +12,10 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.planner.plan import AggregateCall, WindowAggregate, WindowSpec
-from engine.runtime.operator import PANES_PER_CHUNK, WindowOperatorRunner
-from engine.runtime.watermarks import END_OF_TIME, NO_WATERMARK
-from statestore import open_store, split_key_groups
+from spate.engine.planner.plan import AggregateCall, WindowAggregate, WindowSpec
+from spate.engine.runtime.operator import PANES_PER_CHUNK, WindowOperatorRunner
+from spate.engine.runtime.watermarks import END_OF_TIME, NO_WATERMARK
+from spate.statestore import open_store, split_key_groups
 
 GROUPS = 8
 
@@ -94,7 +94,7 @@ def test_operator_over_the_store_equals_brute_force(rows, slide, factor, epochs,
 
 
 def test_a_python_error_in_an_epoch_is_reported_by_its_last_line() -> None:
-    from engine.runtime.runner import _root_message
+    from spate.engine.runtime.runner import _root_message
 
     text = ("An exception was raised by the Python Proxy. Return Message: Traceback (most "
             "recent call last):\n  File \"x.py\", line 1, in f\n    g()\n"

@@ -3,7 +3,7 @@ finished sources at +infinity, never decreasing, restored across restarts."""
 
 from __future__ import annotations
 
-from engine.runtime.watermarks import END_OF_TIME, NO_WATERMARK, WatermarkTracker
+from spate.engine.runtime.watermarks import END_OF_TIME, NO_WATERMARK, WatermarkTracker
 
 SECOND = 1_000_000
 

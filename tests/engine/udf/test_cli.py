@@ -13,7 +13,7 @@ from tests.engine.test_cli import _spate
 UDFS = """\
 from typing import Optional
 
-from engine.udf import udf
+from spate.engine.udf import udf
 
 
 @udf

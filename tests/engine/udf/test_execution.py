@@ -12,16 +12,16 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from engine.udf import UdfFailedError, UdfRegistry, load_udfs
-from engine.udf.execution import aggregate_call, conform, scalar_call, vectorized_call
-from engine.udf.signatures import ValueType
+from spate.engine.udf import UdfFailedError, UdfRegistry, load_udfs
+from spate.engine.udf.execution import aggregate_call, conform, scalar_call, vectorized_call
+from spate.engine.udf.signatures import ValueType
 
 SOURCE = textwrap.dedent("""\
     from datetime import datetime, timedelta
     from typing import Optional
     import pyarrow as pa
     import pyarrow.compute as pc
-    from engine.udf import udaf, udf, vectorized_udf
+    from spate.engine.udf import udaf, udf, vectorized_udf
 
     @udf
     def ratio(a: int, b: Optional[int]) -> Optional[float]:
@@ -180,7 +180,7 @@ def test_conform_refuses_other_types(value: object, declared: ValueType) -> None
 
 
 def test_a_file_failing_at_import_fails_the_call() -> None:
-    broken = load_udfs("from engine.udf import udf\nimport no_such_module_here\n\n"
+    broken = load_udfs("from spate.engine.udf import udf\nimport no_such_module_here\n\n"
                        "@udf\ndef f(x: int) -> int:\n    return x\n", "broken.py")
     with pytest.raises(UdfFailedError) as caught:
         scalar(broken, "f")(1)  # type: ignore[operator]

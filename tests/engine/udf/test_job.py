@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.job.spec import JobSpec
+from spate.engine.job.spec import JobSpec
 from tests.engine.job.support import make_spec, start_job
 
 UDFS = """\
-from engine.udf import udf
+from spate.engine.udf import udf
 
 
 @udf

@@ -9,8 +9,8 @@ import textwrap
 import pytest
 from pyspark.sql import types as T
 
-from engine.udf import UdfDefinitionError, load_udfs
-from engine.udf.signatures import AGGREGATE, SCALAR, VECTORIZED
+from spate.engine.udf import UdfDefinitionError, load_udfs
+from spate.engine.udf.signatures import AGGREGATE, SCALAR, VECTORIZED
 
 HEADER = """\
 from __future__ import annotations
@@ -20,7 +20,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import List, Optional, Union
 import pyarrow as pa
-from engine.udf import udaf, udf, vectorized_udf
+from spate.engine.udf import udaf, udf, vectorized_udf
 """
 
 
@@ -175,6 +175,7 @@ def test_located_errors(body: str, line: int, column: int, fragment: str) -> Non
 
 
 def test_decorator_that_is_not_imported_is_named() -> None:
-    with pytest.raises(UdfDefinitionError, match="add 'from engine.udf import udaf'") as caught:
+    with pytest.raises(UdfDefinitionError,
+                       match="add 'from spate.engine.udf import udaf'") as caught:
         load_udfs("@udaf\ndef f(xs: list[int]) -> int:\n    return 0\n", "u.py")
     assert (caught.value.line, caught.value.column) == (1, 2)

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from engine.runtime.errors import PipelineFailedError
-from engine.udf import UdfRegistry, load_udfs
-from statestore import open_store
+from spate.engine.runtime.errors import PipelineFailedError
+from spate.engine.udf import UdfRegistry, load_udfs
+from spate.statestore import open_store
 from tests.engine.harness import run_pipeline
 
 pytestmark = pytest.mark.spark
@@ -26,7 +26,7 @@ UDFS = textwrap.dedent("""\
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from engine.udf import udaf, udf, vectorized_udf
+    from spate.engine.udf import udaf, udf, vectorized_udf
 
 
     @udf
@@ -156,7 +156,7 @@ def test_aggregate_udfs_in_windows(spark: Any, tmp_path: Path, udfs: UdfRegistry
 
 
 RISKY = textwrap.dedent("""\
-    from engine.udf import udf
+    from spate.engine.udf import udf
 
 
     @udf

@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from engine.planner import PlanningError, plan_pipeline
-from engine.udf import UdfDefinitionError, UdfRegistry, load_udfs
+from spate.engine.planner import PlanningError, plan_pipeline
+from spate.engine.udf import UdfDefinitionError, UdfRegistry, load_udfs
 
 SOURCE = """CREATE TABLE t (n BIGINT, x DOUBLE, s TEXT, ts TIMESTAMP NOT NULL, WATERMARK FOR ts)
 WITH (connector = 'single_file', path = 'in.jsonl', format = 'json', type = 'source');
@@ -17,7 +17,7 @@ UDFS = textwrap.dedent("""\
     from datetime import datetime
     from typing import Optional
     import pyarrow as pa
-    from engine.udf import udaf, udf, vectorized_udf
+    from spate.engine.udf import udaf, udf, vectorized_udf
 
     @udf
     def ratio(a: int, b: Optional[int]) -> Optional[float]:
@@ -127,7 +127,7 @@ def test_udfs_are_unknown_without_the_file() -> None:
 ])
 def test_a_udf_named_like_a_built_in_is_refused_at_its_definition(name: str,
                                                                   fragment: str) -> None:
-    clashing = load_udfs("from engine.udf import udf\n\n"
+    clashing = load_udfs("from spate.engine.udf import udf\n\n"
                          f"@udf\ndef {name}(s: str) -> str:\n    return s\n", "mine.py")
     with pytest.raises(UdfDefinitionError) as caught:
         plan_pipeline(SOURCE + "SELECT s FROM t;", {}, udfs=clashing)

@@ -1,0 +1,165 @@
+"""A tenant's compute unit: the sandbox one job's processes run in.
+
+A :class:`ComputeUnit` is what the tenant boundary means below the API: the
+job runs as the tenant's own unprivileged user, in its own namespaces (see
+:mod:`.bubblewrap`), seeing only its job folder and the tenant's folders,
+with CPU and memory capped by control groups (:mod:`.cgroups`). The same
+groups count what it used, which is where quotas and metering hook in.
+
+:func:`sandbox_problem` tells whether this host can build units at all; the
+scheduler refuses untrusted tenants where it cannot (see ``SPATE_SANDBOX``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spate.scheduler.sandbox import bubblewrap
+from spate.scheduler.sandbox.cgroups import CgroupError, CgroupHost, Limits, find_cgroups
+
+log = logging.getLogger(__name__)
+
+#: Environment variables of the worker a job may inherit (never SPATE_* secrets).
+INHERITED_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "JAVA_HOME")
+_PROBE_TIMEOUT_S = 30
+
+
+@dataclass(frozen=True)
+class TenantUser:
+    """The unprivileged OS identity a tenant's jobs run as (gid = uid, no groups)."""
+
+    uid: int
+    name: str
+
+
+@dataclass(frozen=True)
+class UnitFolders:
+    """The host folders a job may write; everything else it reads is code."""
+
+    job_dir: Path
+    #: the tenant's storage root, state folder and checkpoint folder
+    tenant_dirs: tuple[Path, ...]
+
+
+class ComputeUnit:
+    """One job's sandbox: identity, view of the file system, limits, and its meter."""
+
+    def __init__(self, name: str, user: TenantUser, folders: UnitFolders, limits: Limits,
+                 cgroups: CgroupHost) -> None:
+        self.name = name
+        self.user = user
+        self.folders = folders
+        self.limits = limits
+        self.cgroups = cgroups.job(name)
+
+    def prepare(self) -> None:
+        """Create the folders owned by the tenant's user (0700) and the control groups."""
+        for folder in (self.folders.job_dir, *self.folders.tenant_dirs):
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _own(folder, self.user.uid)
+        identity = self.folders.job_dir / ".sandbox"
+        identity.mkdir(exist_ok=True, mode=0o755)
+        (identity / "passwd").write_text(
+            f"root:x:0:0:root:/root:/usr/sbin/nologin\n"
+            f"{self.user.name}:x:{self.user.uid}:{self.user.uid}::/tmp:/usr/sbin/nologin\n")
+        (identity / "group").write_text(f"root:x:0:\n{self.user.name}:x:{self.user.uid}:\n")
+        for file in ("passwd", "group"):
+            (identity / file).chmod(0o644)
+        self.cgroups.create(self.limits)
+
+    def command(self, argv: Sequence[str], environment: Mapping[str, str]) -> tuple[
+            list[str], dict[str, str]]:
+        """The command line and launcher environment that run ``argv`` in the unit."""
+        env = {key: os.environ[key] for key in INHERITED_ENV if key in os.environ}
+        env.setdefault("LANG", "C.UTF-8")
+        env.update(PATH="/usr/local/bin:/usr/bin:/bin", HOME="/tmp", USER=self.user.name,
+                   LOGNAME=self.user.name, HADOOP_USER_NAME=self.user.name,
+                   PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+        env.update(environment)
+        identity = self.folders.job_dir / ".sandbox"
+        writable = [str(self.folders.job_dir), *(str(d) for d in self.folders.tenant_dirs)]
+        sandboxed = bubblewrap.command(
+            argv, uid=self.user.uid, gid=self.user.uid, writable=writable,
+            readable=bubblewrap.runtime_paths(), environment=env,
+            working_dir=str(self.folders.job_dir),
+            files={"/etc/passwd": str(identity / "passwd"),
+                   "/etc/group": str(identity / "group")})
+        return [*self.cgroups.enter_command(), *sandboxed], self.cgroups.enter_environment()
+
+    def remove(self) -> None:
+        """Kill what is left of the unit and remove its control groups."""
+        self.cgroups.remove()
+
+    def handle(self) -> dict[str, Any]:
+        """What a job handle keeps of the unit, to find its groups again later."""
+        return {"name": self.name, "memory_bytes": self.limits.memory_bytes}
+
+
+def exit_reason(handle: Mapping[str, Any]) -> str | None:
+    """Why the processes of the unit in ``handle`` died, when the unit knows: its memory."""
+    try:
+        usage = find_cgroups().job(str(handle["name"])).usage()
+    except (CgroupError, OSError, KeyError):
+        return None
+    if usage.oom_kills == 0:
+        return None
+    limit_mb = int(handle.get("memory_bytes", 0)) // (1024 * 1024)
+    return (f"the job exceeded its memory limit of {limit_mb} MB and was killed; give the "
+            "pipeline a higher parallelism (each task adds memory) or ask the operator for "
+            "a larger SPATE_JOB_MEMORY_MB")
+
+
+def release(handle: Mapping[str, Any]) -> None:
+    """Kill what is left of the unit in ``handle`` and remove its control groups."""
+    try:
+        find_cgroups().job(str(handle["name"])).remove()
+    except (CgroupError, OSError, KeyError) as error:
+        log.warning("could not release compute unit %s: %s", handle.get("name"), error)
+
+
+def sandbox_problem() -> str | None:
+    """Why this host cannot run sandboxed jobs, or None when it can.
+
+    Needs root (to run jobs as other users and set their limits), bubblewrap,
+    setpriv, usable namespaces and writable cpu and memory control groups.
+    """
+    if os.geteuid() != 0:
+        return "the scheduler does not run as root, so it cannot run jobs as tenant users"
+    if shutil.which(bubblewrap.BWRAP) is None:
+        return "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
+    if not os.access(bubblewrap.SETPRIV, os.X_OK):
+        return "setpriv is not installed (Debian's util-linux package)"
+    try:
+        find_cgroups()
+    except (CgroupError, OSError) as error:
+        return str(error)
+    probe = bubblewrap.command(["/bin/true"], uid=65534, gid=65534, writable=(), readable=(),
+                               environment={}, working_dir="/")
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=_PROBE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"bubblewrap cannot start a sandbox: {error}"
+    if done.returncode != 0:
+        detail = done.stderr.decode(errors="replace").strip().splitlines()
+        return f"bubblewrap cannot start a sandbox: {detail[-1] if detail else done.returncode}"
+    return None
+
+
+def _own(path: Path, uid: int) -> None:
+    """Give ``path`` to ``uid`` (0700); a folder some other user owned so far (written
+    before sandboxing was on) is given over with everything in it."""
+    stat = path.stat()
+    if stat.st_uid != uid or stat.st_gid != uid:
+        for folder, _dirs, files in os.walk(path):
+            os.chown(folder, uid, uid)
+            for name in files:
+                os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
+    path.chmod(0o700)
