@@ -17,6 +17,7 @@ from spate.engine.connectors.boundary import UNCONFINED, Boundary
 from spate.engine.planner.catalog import (
     DEBEZIUM_JSON,
     Table,
+    check_table_input,
     is_memory_table,
     memory_table_from_create,
     table_from_create,
@@ -80,8 +81,7 @@ def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None, *,
     updating_ttl_us = DEFAULT_UPDATING_TTL_US
     for offset, statement in statements:
         if isinstance(statement, exp.Create):
-            _create(statement, text, offset, defined, views, values, memory, boundary,
-                    check_inputs)
+            _create(statement, text, offset, defined, views, values, memory, boundary)
         elif isinstance(statement, exp.Insert):
             planned = _insert(statement, text, offset, defined, views, len(queries), memory,
                               udfs)
@@ -107,6 +107,8 @@ def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None, *,
                             "or a SELECT", *text.line_col(max(len(sql) - 1, 0)))
     queries = [_with_ttl(q, updating_ttl_us) for q in queries]
     used = {q.sink for q in queries} | {name for q in queries for name in q.sources}
+    if check_inputs:
+        _check_inputs(statements, defined, used, text, values)
     return PipelinePlan(udfs=udfs, tables={name: table for name, table in defined.items()
                                 if name not in catalog or name in used},
                         queries=tuple(queries), updating_ttl_us=updating_ttl_us)
@@ -176,8 +178,7 @@ def _located_parse_error(error: ParseError, text: SourceText, fallback: int) -> 
 
 def _create(statement: exp.Create, text: SourceText, offset: int,
             tables: dict[str, Table], views: dict[str, exp.Query],
-            variables: Mapping[str, str], memory: MemoryTables, boundary: Boundary,
-            check_inputs: bool) -> None:
+            variables: Mapping[str, str], memory: MemoryTables, boundary: Boundary) -> None:
     kind = (statement.args.get("kind") or "").upper()
     target = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
     name = target.name.lower()
@@ -192,10 +193,20 @@ def _create(statement: exp.Create, text: SourceText, offset: int,
             raise text.error("CREATE VIEW needs AS <query>", statement, offset)
         views[name] = query
     elif kind == "TABLE":
-        tables[name] = table_from_create(statement, text, offset, variables, boundary,
-                                        check_inputs)
+        tables[name] = table_from_create(statement, text, offset, variables, boundary)
     else:
         raise text.error(f"unsupported statement: CREATE {kind}", statement, offset)
+
+
+def _check_inputs(statements: list[tuple[int, exp.Expr]], tables: Mapping[str, Table],
+                  used: set[str], text: SourceText, variables: Mapping[str, str]) -> None:
+    """Missing inputs of the sources the queries read, once the SQL itself
+    planned (a mistake in the query is reported before a missing file)."""
+    for offset, statement in statements:
+        if isinstance(statement, exp.Create):
+            table = tables.get(_created_name(statement))
+            if table is not None and table.role == "source" and table.name in used:
+                check_table_input(statement, table, text, offset, variables)
 
 
 def _insert(statement: exp.Insert, text: SourceText, offset: int, tables: dict[str, Table],

@@ -14,6 +14,7 @@ from sqlglot import exp
 from spate.engine.connectors import CONNECTORS, ColumnDef, Connector, ConnectorError, TableConfig
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
 from spate.engine.connectors.lookup import LOOKUP, LookupConnector
+from spate.engine.planner.errors import PlanningError
 from spate.engine.planner.positions import SourceText
 from spate.engine.planner.types import UnsupportedTypeError, spark_type
 
@@ -105,15 +106,12 @@ def memory_table_from_create(node: exp.Create, text: SourceText, fallback: int) 
 
 
 def table_from_create(node: exp.Create, text: SourceText, fallback: int,
-                      variables: Mapping[str, str], boundary: Boundary = UNCONFINED,
-                      check_inputs: bool = False) -> Table:
+                      variables: Mapping[str, str],
+                      boundary: Boundary = UNCONFINED) -> Table:
     """Build a :class:`Table` from ``CREATE TABLE``; raises located PlanningErrors.
 
     ``variables`` fill the ``{{ NAME }}`` references in option values; the
     table's connector is held to ``boundary`` (storage root, egress policy).
-    ``check_inputs`` also asks a source's connector whether its input is there
-    (a ``single_file`` source's file), so a missing input is a located error
-    before anything starts.
     """
     schema = node.this
     table_node = schema.this if isinstance(schema, exp.Schema) else schema
@@ -159,14 +157,8 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
                          columns=tuple(columns), primary_key=keys, boundary=boundary)
     try:
         physical = connector.validate(config)
-        if check_inputs and role == "source":
-            connector.check_input(config)
     except ConnectorError as error:
-        where = option_nodes.get(error.option or "")
-        offset = text.offset_of(where or node, fallback)
-        if where is not None and error.at_key:
-            offset = text.option_key_before(offset, offset)
-        raise text.error_at(f"table {name}: {error}", offset) from error
+        raise _located(error, name, node, option_nodes, text, fallback) from error
     config = TableConfig(name=name, connector=connector_name, role=role, options=options,
                          columns=tuple(physical), primary_key=keys, boundary=boundary)
     if role == LOOKUP:  # fetched by key, never streamed: no event time
@@ -180,6 +172,30 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
         idle_micros=_int_option(options, "idle_micros", DEFAULT_IDLE_MICROS),
         bounded=role == "source" and connector.is_bounded(config),
     )
+
+
+def check_table_input(node: exp.Create, table: Table, text: SourceText, fallback: int,
+                      variables: Mapping[str, str]) -> None:
+    """Ask a source's connector whether its input is there (a ``single_file``
+    source's file), so a missing input is a located error before anything
+    starts rather than a failure after Spark did."""
+    try:
+        CONNECTORS[table.config.connector].check_input(table.config)
+    except ConnectorError as error:
+        properties = node.args["properties"]
+        _, option_nodes = _options(properties, text, fallback, variables)
+        raise _located(error, table.name, node, option_nodes, text, fallback) from error
+
+
+def _located(error: ConnectorError, name: str, node: exp.Create,
+             option_nodes: Mapping[str, exp.Expr], text: SourceText,
+             fallback: int) -> PlanningError:
+    """A connector's error about table ``name``, at the option it names."""
+    where = option_nodes.get(error.option or "")
+    offset = text.offset_of(where or node, fallback)
+    if where is not None and error.at_key:
+        offset = text.option_key_before(offset, offset)
+    return text.error_at(f"table {name}: {error}", offset)
 
 
 def _lookup_connectors() -> str:

@@ -99,7 +99,7 @@ def test_pretty_printed_json_and_missing_nullable_fields(
 
 
 @pytest.mark.parametrize("value, problem", [
-    ('{"name": 5}', "bad value at Redis key '{prefix}1'"),
+    ('{"name": "ann", "balance": "lots"}', "bad value at Redis key '{prefix}1'"),
     ('{"balance": 1}', "'name' is NOT NULL"),
     ("not json", "bad value at Redis key '{prefix}1'"),
     ("{\n broken", "not valid JSON"),
