@@ -1,10 +1,13 @@
 -- Bids per second over a bounded Nexmark stream, with the highest price seen.
 -- Runs on the embedded default: local Spark, SQLite state, no services.
+-- nexmark.base_time_ms fixes the event-time base (otherwise the start's wall
+-- clock), so the ten one-second windows hold the same counts on every run.
 CREATE TABLE nexmark WITH (
     connector = 'nexmark',
     event_rate = '5000',
     runtime = '10',
-    rate_limited = 'false'
+    rate_limited = 'false',
+    'nexmark.base_time_ms' = '1767225600000'
 );
 
 CREATE TABLE per_second WITH (

@@ -46,6 +46,9 @@ from spate.engine.connectors.streaming import (
 
 SOURCE_NAME = "spate_nexmark"
 DEFAULT_MAX_EVENTS_PER_BATCH = 100_000
+#: A bounded replay is split into at least this many epochs by default, so its
+#: first windows come out while the rest is still being generated.
+_REPLAY_EPOCHS = 5
 #: Events generated per Arrow batch inside one partition (keeps work cache-sized).
 _CHUNK_EVENTS = 32_768
 COLUMNS = tuple(ColumnDef(name, kind, True) for name, kind in NEXMARK_TYPES)
@@ -71,17 +74,28 @@ def _parse(table: TableConfig) -> NexmarkSettings:
     check_source_options(options)
     rate = options.number("event_rate", positive=True, required=True) or 1.0
     runtime_s = options.number("runtime", None, positive=True)
+    total = None if runtime_s is None else math.floor(rate * runtime_s)
+    rate_limited = options.boolean("rate_limited", True)
     settings = NexmarkSettings(
         table=table.name,
         event_rate=rate,
-        total_events=None if runtime_s is None else math.floor(rate * runtime_s),
-        rate_limited=options.boolean("rate_limited", True),
+        total_events=total,
+        rate_limited=rate_limited,
         max_events_per_batch=options.integer("max_events_per_batch",
-                                             DEFAULT_MAX_EVENTS_PER_BATCH, minimum=1) or 1,
+                                             _default_batch(total, rate_limited),
+                                             minimum=1) or 1,
         base_time_ms=options.integer("nexmark.base_time_ms", None, minimum=0),
     )
     options.finish()
     return settings
+
+
+def _default_batch(total_events: int | None, rate_limited: bool) -> int:
+    """Events per epoch when ``max_events_per_batch`` is not given: a bounded
+    replay (``rate_limited = false``) in at least :data:`_REPLAY_EPOCHS` epochs."""
+    if total_events is None or rate_limited:
+        return DEFAULT_MAX_EVENTS_PER_BATCH
+    return min(DEFAULT_MAX_EVENTS_PER_BATCH, max(1, math.ceil(total_events / _REPLAY_EPOCHS)))
 
 
 class NexmarkConnector(Connector):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from spate.engine.planner.context import STREAM_META, QueryContext, is_nested, own_nodes
+from spate.engine.planner.dialect import written_name
 from spate.engine.planner.functions import UdafRows
 from spate.engine.planner.plan import (
     EVENT_TIME,
@@ -206,7 +207,7 @@ def split_aggregate(
         body = item.this if isinstance(item, exp.Alias) else item
         new = body.transform(rewrite, copy=True)
         _check_grouped(new, produced(), ctx, item)
-        items.append(exp.alias_(new, name or body.sql(dialect="spark"), quoted=True))
+        items.append(exp.alias_(new, name or written_name(body), quoted=True))
     items.extend(exp.column(name) for name in output_extra)
     having = select.args.get("having")
     input_select = select.copy()

@@ -25,3 +25,14 @@ class Spate(RisingWave):
         # and covar(y, x) covar_samp(y, x)
         FUNCTIONS = {**RisingWave.Parser.FUNCTIONS, "VAR": exp.Variance.from_arg_list,
                      "COVAR": exp.CovarSamp.from_arg_list}
+        # ``x -> ...`` inside a call is the JSON operator, as anywhere else: the
+        # dialect has no lambdas (sqlglot would read length(j -> 'a') as one).
+        LAMBDAS = {k: v for k, v in RisingWave.Parser.LAMBDAS.items()
+                   if k not in (TokenType.ARROW, TokenType.FARROW)}
+
+
+def written_name(item: exp.Expr) -> str:
+    """The name of an unaliased SELECT item: the expression as written in this
+    dialect (``payload -> 'k'``, ``UNNEST(tags)``, ``COUNT(*)``), not its Spark
+    translation."""
+    return item.sql(dialect=Spate)

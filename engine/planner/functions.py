@@ -25,7 +25,7 @@ from pyspark.sql import types as T
 from sqlglot import exp
 from sqlglot.tokenizer_core import TokenType
 
-from spate.engine.planner.dialect import Spate
+from spate.engine.planner.dialect import Spate, written_name
 from spate.engine.planner.errors import PlanningError
 from spate.engine.planner.function_base import Function, Translation, args_of
 from spate.engine.planner.function_library import LIBRARY
@@ -97,8 +97,8 @@ def translate_functions(query: exp.Expr, text: SourceText, fallback: int,
 
 
 def _unaliased_names(query: exp.Expr) -> list[tuple[exp.Select, int, str]]:
-    """Each unaliased SELECT item with the name Spark gives it as written."""
-    return [(select, i, item.sql(dialect="spark"))
+    """Each unaliased SELECT item with its name as written."""
+    return [(select, i, written_name(item))
             for select in query.find_all(exp.Select)
             for i, item in enumerate(select.expressions)
             if not isinstance(item, exp.Alias | exp.Column | exp.Star)]

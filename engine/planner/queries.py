@@ -33,6 +33,7 @@ from spate.engine.planner.context import (
     scopes_of,
     stream_of,
 )
+from spate.engine.planner.dialect import written_name
 from spate.engine.planner.fields import (
     TYPES_META,
     ColumnResolver,
@@ -414,8 +415,8 @@ def _output_names(select: exp.Select, ctx: QueryContext, top: bool) -> list[str]
     items = []
     for item in select.expressions:
         name = item.alias_or_name if isinstance(item, exp.Alias | exp.Column) else ""
-        if not name:
-            name = item.sql(dialect="spark")
+        if not name:  # named as written in Spate's dialect: "payload -> 'k'", "UNNEST(tags)"
+            name = written_name(item)
             if top:
                 item = exp.alias_(item, name, quoted=True)
         name = name.lower() if not (isinstance(item, exp.Alias) and top) else name

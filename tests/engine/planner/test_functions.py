@@ -192,6 +192,16 @@ def test_unaliased_calls_keep_their_written_names() -> None:
     assert plan.queries[0].output_columns == ("JSON_LENGTH(j)", "ROW_TIME()", "ABS(x)")
 
 
+def test_unaliased_operators_are_named_as_written() -> None:
+    plan = plan_pipeline(SOURCE + "SELECT j -> 'a', j ->> 'a', UNNEST(arr) FROM fn_src;")
+    assert plan.queries[0].output_columns == ("j -> 'a'", "j ->> 'a'", "UNNEST(arr)")
+
+
+def test_an_arrow_inside_a_call_is_the_json_operator_not_a_lambda() -> None:
+    plan = plan_pipeline(SOURCE + "SELECT length(j -> 'a' ->> 'b') AS n FROM fn_src;")
+    assert "GET_JSON_OBJECT(TO_JSON(" in plan.queries[0].output_sql
+
+
 def test_functions_inside_windowed_aggregate_plan() -> None:
     plan = plan_pipeline(SOURCE + """
 SELECT lower(a) AS k, TUMBLE(INTERVAL '1' MINUTE) AS w, count(*) AS c,

@@ -94,7 +94,7 @@ def test_operator_over_the_store_equals_brute_force(rows, slide, factor, epochs,
 
 
 def test_a_python_error_in_an_epoch_is_reported_by_its_last_line() -> None:
-    from spate.engine.runtime.runner import _root_message
+    from spate.engine.runtime.failures import root_message as _root_message
 
     text = ("An exception was raised by the Python Proxy. Return Message: Traceback (most "
             "recent call last):\n  File \"x.py\", line 1, in f\n    g()\n"
