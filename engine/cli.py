@@ -17,8 +17,8 @@ import click
 from spate.engine.connectors import ConnectorError
 from spate.engine.connectors.formats import JSON, FormatSpec
 from spate.engine.connectors.sinks import StdoutSink
+from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
 from spate.engine.planner import PREVIEW_SINK, PipelinePlan, PlanningError, plan_pipeline
-from spate.engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
 from spate.engine.runtime.errors import PipelineFailedError
 from spate.engine.runtime.failures import locate_in_sql
 from spate.engine.runtime.runner import EpochReport, PipelineRunner, RunOptions

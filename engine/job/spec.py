@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from spate.engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
+from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
 
 #: ``JobSpec.kind`` of a pipeline run.
 RUN = "run"

@@ -1,4 +1,4 @@
-"""Planning of updating (non-windowed) aggregates, SQL.md sections 4 and 6.
+"""Planning of updating (non-windowed) aggregates, docs/sql/updating.md.
 
 A SELECT that aggregates without a window in its GROUP BY becomes an
 :class:`UpdatingAggregate` operator, over append-only or updating input:
@@ -16,7 +16,7 @@ A SELECT that aggregates without a window in its GROUP BY becomes an
   stops matching HAVING leaves a lone withdrawal: a delete.
 
 ``SELECT DISTINCT`` is planned as a GROUP BY of every selected column, and
-``a UNION b`` as ``SELECT DISTINCT * FROM (a UNION ALL b)`` (SQL.md 4).
+``a UNION b`` as ``SELECT DISTINCT * FROM (a UNION ALL b)`` (docs/sql/queries.md).
 """
 
 from __future__ import annotations
@@ -36,9 +36,6 @@ from spate.engine.planner.plan import (
     Operator,
     Stream,
 )
-
-#: Default of ``pipeline.update-aggregate-flush-interval`` (SQL.md 6).
-DEFAULT_FLUSH_INTERVAL_MS = 1000
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from spate.engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY
 from spate.engine.planner.updating_join import KEY, UpdatingJoin
-from spate.engine.runtime.operator import GroupEntries
+from spate.engine.runtime.group_entries import GroupEntries
 from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput
 from spate.engine.runtime.watermarks import END_OF_TIME
 from spate.statestore import EpochWriter, PipelineState

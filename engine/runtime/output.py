@@ -18,7 +18,7 @@ WINDOW_TYPE = pa.struct([pa.field("start", TIMESTAMP, nullable=False),
 
 def output_schema(spec: WindowAggregate, partial_schema: pa.Schema) -> pa.Schema:
     """Keys as computed, the window struct, one column per aggregate, then the rows'
-    event time (the window's end less 1 µs, SQL.md section 3)."""
+    event time (the window's end less 1 µs, docs/sql/windows.md)."""
     fields = [pa.field(k, _plain(partial_schema.field(k).type)) for k in spec.key_columns]
     fields.append(pa.field(WINDOW_COLUMN, WINDOW_TYPE))
     for i, call in enumerate(spec.aggregates):

@@ -32,13 +32,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from spate.engine.connectors import Sink
+from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
 from spate.engine.planner.plan import PipelinePlan, QueryPlan, WindowAggregate
-from spate.engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
 from spate.engine.runtime.errors import PipelineFailedError
 from spate.engine.runtime.failures import root_message
 from spate.engine.runtime.sinks import open_sinks
 from spate.engine.runtime.sources import EpochSources, SourceMetricColumns, observed, source_stream
-from spate.engine.runtime.steps import EpochContext, OperatorStep, make_step
+from spate.engine.runtime.step_kinds import make_step
+from spate.engine.runtime.steps import EpochContext, OperatorStep
 from spate.engine.runtime.watermarks import END_OF_TIME, WatermarkTracker
 from spate.engine.udf import register_udfs
 from spate.statestore import (

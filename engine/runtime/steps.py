@@ -5,6 +5,9 @@ A step reads native Spark SQL (over the epoch's source views and the output
 views of the steps before it), does its stateful part against the statestore
 through the epoch's writers, and returns its output rows as a DataFrame, which
 the runner registers as the operator's ``output_view``.
+
+This module is the steps' common ground and imports none of them;
+:mod:`.step_kinds` says which step runs which kind of operator.
 """
 
 from __future__ import annotations
@@ -12,13 +15,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from spate.engine.planner.plan import Operator, WindowAggregate
-from spate.engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS, UpdatingAggregate
-from spate.statestore import EpochWriter, PipelineState
+from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
+from spate.statestore import EpochWriter
 
 
 @dataclass
@@ -56,25 +57,3 @@ class OperatorStep(ABC):
     @abstractmethod
     def run(self, epoch: EpochContext) -> StepOutput:
         """This epoch's output rows (an empty frame, with the right schema, for none)."""
-
-
-def make_step(spec: Operator, state: PipelineState, num_key_groups: int) -> OperatorStep:
-    """The step running ``spec`` (each kind of operator has its module; imported
-    here, not at the top, because those modules build on this one)."""
-    from spate.engine.planner.lookup import LookupJoin
-    from spate.engine.planner.updating_join import UpdatingJoin
-    from spate.engine.runtime.join import UpdatingJoinStep
-    from spate.engine.runtime.lookup import LookupJoinStep
-    from spate.engine.runtime.operator import WindowStep
-    from spate.engine.runtime.updating import UpdatingAggregateStep
-
-    factories: dict[type[Operator], Callable[[Any, PipelineState, int], OperatorStep]] = {
-        WindowAggregate: WindowStep,
-        UpdatingAggregate: UpdatingAggregateStep,
-        UpdatingJoin: UpdatingJoinStep,
-        LookupJoin: LookupJoinStep,
-    }
-    for kind, factory in factories.items():
-        if isinstance(spec, kind):
-            return factory(spec, state, num_key_groups)
-    raise TypeError(f"no runtime step for operator {type(spec).__name__}")

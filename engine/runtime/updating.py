@@ -46,7 +46,8 @@ from spate.engine.operators.updating import (
 from spate.engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY
 from spate.engine.planner.updating import UpdatingAggregate
 from spate.engine.runtime import values
-from spate.engine.runtime.operator import COMOMENTS_SQL, MOMENTS_SQL, TIMED_SQL, GroupEntries
+from spate.engine.runtime.group_entries import GroupEntries
+from spate.engine.runtime.partials import COMOMENTS_SQL, MOMENTS_SQL, TIMED_SQL
 from spate.engine.runtime.sources import expand_views
 from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput
 from spate.engine.runtime.watermarks import END_OF_TIME

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pytest
 
-from spate.engine.planner.updating import DEFAULT_FLUSH_INTERVAL_MS
+from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
 from spate.engine.runtime.runner import EpochReport
 from tests.engine.harness import read_lines, run_pipeline
 

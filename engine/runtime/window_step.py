@@ -20,7 +20,6 @@ skip groups with nothing to do.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,41 +31,13 @@ from spate.engine.operators.session import SessionWindow
 from spate.engine.operators.window import Fired, Partial, SlidingKeyState, SlidingWindow
 from spate.engine.planner.plan import EVENT_TIME, WindowAggregate
 from spate.engine.runtime import values
+from spate.engine.runtime.group_entries import GroupEntries
 from spate.engine.runtime.output import fired_table, output_schema
+from spate.engine.runtime.partials import PARTIAL_SQL
 from spate.engine.runtime.sources import expand_views
 from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput
 from spate.statestore import EpochWriter, PipelineState, UserKey
-from spate.statestore.encoding import decode, encode
 
-#: The partial of a variance: ``[count, mean, sum of squared deviations]``.
-MOMENTS_SQL = ["count({a})", "avg(CAST({a} AS DOUBLE))",
-               "var_pop(CAST({a} AS DOUBLE)) * count({a})"]
-#: The partial of a (y, x) aggregate over ``[y, x]`` arrays (NULL: a pair left out):
-#: ``[count, mean y, mean x, y squares, x squares, products]`` (deviations summed).
-COMOMENTS_SQL = ["count({a})", "avg({a}[0])", "avg({a}[1])", "var_pop({a}[0]) * count({a})",
-                 "var_pop({a}[1]) * count({a})", "covar_pop({a}[0], {a}[1]) * count({a})"]
-#: A row's event time and value (first_value, last_value), ordered by time then value.
-TIMED_SQL = f"named_struct('t', unix_micros(`{EVENT_TIME}`), 'v', {{a}})"
-_PARTIAL_SQL = {
-    "count_star": ["count(1)"],
-    "count": ["count({a})"],
-    "count_distinct": ["collect_set({a})"],
-    "sum": ["sum({a})", "count({a})"],
-    "avg": ["sum({a})", "count({a})"],
-    "min": ["min({a})"],
-    "max": ["max({a})"],
-    "bit_xor": ["bit_xor({a})", "count({a})"],
-    "bit_and": ["collect_list({a})"],
-    "bit_or": ["collect_list({a})"],
-    **{name: MOMENTS_SQL for name in MOMENTS},
-    **{name: COMOMENTS_SQL for name in COMOMENTS},
-    "first_value": ["min(" + TIMED_SQL + ")"],
-    "last_value": ["max(" + TIMED_SQL + ")"],
-    # NULLs kept (array_agg has them), sorted so that a replay collects them alike
-    **{name: ["array_sort(collect_list(named_struct('v', {a})))"] for name in BAGS},
-    # an aggregate UDF's argument rows, sorted so that a replay collects them alike
-    "udaf_rows": ["array_sort(collect_list({a}))"],
-}
 #: Consecutive panes of a key kept in one state entry.
 PANES_PER_CHUNK = 64
 #: Later than any window end: a group with nothing buffered.
@@ -79,41 +50,6 @@ FiredRow = tuple[tuple[Any, ...], Fired]
 @dataclass
 class OperatorStats:
     rows_late: int = 0
-
-
-class GroupEntries:
-    """One key group of one state operator for one epoch: committed values plus writes."""
-
-    def __init__(self, committed: Mapping[UserKey, bytes]) -> None:
-        self.committed = committed
-        self.changed: dict[UserKey, Any] = {}
-        self._decoded: dict[UserKey, Any] = {}
-
-    def get(self, key: UserKey) -> Any:
-        """The value (decoded once per epoch); a caller that changes it must ``put`` it."""
-        if key in self.changed:
-            return self.changed[key]
-        if key not in self._decoded:
-            raw = self.committed.get(key)
-            self._decoded[key] = None if raw is None else decode(raw)
-        return self._decoded[key]
-
-    def put(self, key: UserKey, value: Any) -> None:
-        self.changed[key] = value
-
-    def delete(self, key: UserKey) -> None:
-        self.changed[key] = None
-
-    def keys(self) -> Iterator[UserKey]:
-        yield from self.committed
-        yield from (k for k in self.changed if k not in self.committed)
-
-    def flush(self, writer: EpochWriter, operator: str, group: int) -> None:
-        for key, value in self.changed.items():
-            if value is not None:
-                writer.put(operator, group, key, encode(value))
-            elif key in self.committed:
-                writer.delete(operator, group, key)
 
 
 class _KeyPanes:
@@ -184,7 +120,7 @@ class WindowOperatorRunner:
         pane = micros if self.session else f"({micros} - pmod({micros}, {slide}))"
         parts = ["count(1) AS `__rows`"]
         for i, call in enumerate(self.spec.aggregates):
-            for j, template in enumerate(_PARTIAL_SQL[call.function]):
+            for j, template in enumerate(PARTIAL_SQL[call.function]):
                 parts.append(f"{template.format(a=f'`{call.argument}`')} AS `p{i}_{j}`")
         hashed = f"xxhash64({', '.join(keys)})" if keys else "0"
         selected = [*keys, f"{pane} AS `__pane`",
@@ -223,7 +159,7 @@ class WindowOperatorRunner:
             first = (_struct_rows(column) if call.function == "udaf_rows"
                      else values.to_python(column))
             more = [values.to_python(partials.column(f"p{i}_{j}"))
-                    for j in range(1, len(_PARTIAL_SQL[call.function]))]
+                    for j in range(1, len(PARTIAL_SQL[call.function]))]
             columns.append(_partial_column(call.function, first, more))
         by_group: dict[int, list[PaneRow]] = defaultdict(list)
         for index, group in enumerate(groups):
