@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 
 from alembic.runtime.migration import MigrationContext
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from spate.api.bodylimit import BodyLimitMiddleware
 from spate.api.crypto import SecretBox
@@ -41,6 +42,7 @@ from spate.api.worker import celery_app, scheduler_client, scheduler_config
 from spate.scheduler.tenants import Tenants
 
 API_PREFIX = "/api/v1"
+DOCS_ASSETS = f"{API_PREFIX}/docs-assets"
 logger = logging.getLogger(__name__)
 
 
@@ -77,13 +79,17 @@ def create_app(settings: Settings, *, scheduler: Scheduler | None = None) -> Fas
             planning.close()
             database.dispose()
 
-    app = FastAPI(
+    # The docs pages load Swagger UI and ReDoc from files the package ships
+    # (served under DOCS_ASSETS), never from a CDN: they work offline.
+    app = FastAPIOffline(
         title="Spate control plane",
         version="1",
         summary="Tenants, API keys and streaming-SQL pipelines",
         openapi_url=f"{API_PREFIX}/openapi.json",
         docs_url=f"{API_PREFIX}/docs",
         redoc_url=f"{API_PREFIX}/redoc",
+        static_url=DOCS_ASSETS,
+        swagger_ui_parameters={"validatorUrl": None},  # no spec sent to an online validator
         lifespan=lifespan,
     )
     app.state.spate = state

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from spate.engine.planner import plan_pipeline
 from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
+from spate.engine.planner import plan_pipeline
 from spate.engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
 from spate.engine.udf import UdfRegistry
 from spate.statestore import open_store

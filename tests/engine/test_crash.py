@@ -20,7 +20,7 @@ from tests.engine.harness import read_lines
 pytestmark = pytest.mark.spark
 
 PIPELINE = """
-CREATE TABLE nexmark WITH (connector = 'nexmark', event_rate = '2000', runtime = '40',
+CREATE TABLE nexmark WITH (connector = 'nexmark', event_rate = '2000', runtime = '24',
     rate_limited = 'false', max_events_per_batch = '4000',
     'nexmark.base_time_ms' = '1700000000000');
 CREATE TABLE windows WITH (connector = 'single_file', path = '{{ OUT_DIR }}/windows.jsonl',
