@@ -1,7 +1,7 @@
 """Spate's connectors: sources as Python streaming data sources, sinks as epoch writers.
 
 The contract lives in :mod:`spate.engine.connectors.base`; ``CONNECTORS`` maps each
-connector name of SQL.md 1.3 to its implementation.
+connector name of docs/sql/connectors.md to its implementation.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ HIDDEN_TIMESTAMP = "_spate_timestamp"
 HIDDEN_CONTROL = "_spate_control"
 HIDDEN_COLUMNS = (HIDDEN_PARTITION, HIDDEN_TIMESTAMP, HIDDEN_CONTROL)
 
-#: Updating rows (SQL.md 6) carry two more hidden columns (the planner's
+#: Updating rows (docs/sql/updating.md) carry two more hidden columns (the planner's
 #: ``plan.RETRACT`` / ``plan.ROW_KEY``): BOOLEAN, true when the row withdraws a
 #: row sent earlier; STRING, the key (group or primary key) of the updated row.
 #: A ``debezium_json`` source's rows have both, before the three above.

@@ -1,4 +1,4 @@
-"""Updating rows (SQL.md 6) as changes: ``c``, ``u`` or ``d`` per row key and epoch.
+"""Updating rows (docs/sql/updating.md) as changes: ``c``, ``u`` or ``d`` per row key and epoch.
 
 Besides its columns an updating row carries :data:`RETRACT` (it withdraws a
 row sent earlier) and :data:`ROW_KEY` (the key of the row it updates).  A

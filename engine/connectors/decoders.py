@@ -2,7 +2,7 @@
 
 ``debezium_json`` envelopes are unrolled into updating rows: ``c``/``r`` add
 ``after``; ``u`` withdraws ``before`` and adds ``after``; ``d`` withdraws
-``before`` (SQL.md 6); a :data:`RETRACT` column says which rows withdraw.
+``before`` (docs/sql/updating.md); a :data:`RETRACT` column says which rows withdraw.
 
 Lines are given as a byte buffer plus per-line ``starts`` and ``lengths`` (line
 terminators excluded), so framing, truncation and decoding stay vectorised.

@@ -1,4 +1,4 @@
-"""Record formats (SQL.md 1.2, 6): option parsing, column rules and sink encoding.
+"""Record formats (docs/sql/connectors.md): option parsing, column rules and sink encoding.
 
 Sources decode with :mod:`spate.engine.connectors.decoders` (Arrow, on executors);
 sinks encode here with native Spark expressions (``to_json``), so no Python
@@ -115,7 +115,7 @@ def parse_format(options: OptionReader, role: str) -> FormatSpec:
 
 
 def _check_change_source(options: OptionReader) -> None:
-    """SQL.md 6: a debezium_json source needs a PRIMARY KEY and takes no event_time_field."""
+    """A debezium_json source needs a PRIMARY KEY, no event_time_field (docs/sql/updating.md)."""
     options.reject("event_time_field", "cannot be used with format 'debezium_json': its "
                                        "rows are changes keyed by the PRIMARY KEY; remove it")
     if not options.table.primary_key:
@@ -138,7 +138,7 @@ def _framing(options: OptionReader, role: str) -> int | None:
 
 
 def reject_format_options(options: OptionReader) -> None:
-    """Connectors with a fixed schema or no output take no format (Spate rule, SQL.md 1.2)."""
+    """Connectors with a fixed schema or no output take no format (docs/sql/connectors.md)."""
     for key in _FORMAT_OPTIONS:
         options.reject(key, f"is not accepted by connector '{options.table.connector}', "
                             "which has no record format; remove it")

@@ -1,4 +1,4 @@
-"""The ``impulse`` source (SQL.md 1.3): counters at a fixed rate, one per subtask.
+"""The ``impulse`` source (docs/sql/connectors.md): counters at a fixed rate, one per subtask.
 
 With parallelism ``p`` there are ``p`` subtasks (partitions), each emitting
 ``counter = 0, 1, ...`` at ``event_rate / p`` rows per second (``event_rate`` is

@@ -1,4 +1,4 @@
-"""The lookup-table contract (SQL.md 5, Lookup): connectors that fetch rows by primary key.
+"""The lookup-table contract (docs/sql/joins.md): connectors that fetch rows by primary key.
 
 A lookup table is declared with ``CREATE TEMPORARY TABLE ... WITH (connector =
 ...)``; it is never read as a stream. A :class:`LookupConnector` validates its

@@ -1,4 +1,4 @@
-"""The ``nexmark`` source (SQL.md 1.3) over the generator of :mod:`nexmark_gen`.
+"""The ``nexmark`` source (docs/sql/connectors.md) over the generator of :mod:`nexmark_gen`.
 
 Offsets are ``{"start_wall_ns", "base_ns", "next", "eof"}``: the wall clock at the
 start (paces a rate-limited source), the event-time base, and the number of

@@ -211,7 +211,7 @@ AUCTION_TYPE = _struct(("id", _LONG), ("description", _TEXT), ("item_name", _TEX
                        ("extra", _TEXT))
 BID_TYPE = _struct(("auction", _LONG), ("bidder", _LONG), ("price", _LONG), ("channel", _TEXT),
                    ("url", _TEXT), ("datetime", _TS), ("extra", _TEXT))
-#: The nexmark table's columns (SQL.md 1.3): one non-NULL struct per row.
+#: The nexmark table's columns (docs/sql/connectors.md): one non-NULL struct per row.
 NEXMARK_TYPES = (("person", PERSON_TYPE), ("auction", AUCTION_TYPE), ("bid", BID_TYPE))
 
 Column: TypeAlias = np.ndarray | pa.Array

@@ -1,4 +1,4 @@
-"""The ``single_file`` connector (SQL.md 1.3): a bounded line file source and a file sink."""
+"""``single_file`` (docs/sql/connectors.md): a bounded line file source and a file sink."""
 
 from __future__ import annotations
 

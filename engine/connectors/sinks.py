@@ -1,4 +1,4 @@
-"""The ``stdout`` and ``blackhole`` sinks (SQL.md 1.3)."""
+"""The ``stdout`` and ``blackhole`` sinks (docs/sql/connectors.md)."""
 
 from __future__ import annotations
 

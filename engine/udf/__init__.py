@@ -1,4 +1,4 @@
-"""Python UDFs of a pipeline (SQL.md section 10; docs/udfs.md).
+"""Python UDFs of a pipeline (docs/udfs.md).
 
 A tenant's file imports the decorators::
 

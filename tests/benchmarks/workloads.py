@@ -123,7 +123,7 @@ SELECT bid.auction AS auction, bid.bidder AS bidder, bid.price AS price, bid.dat
 FROM nexmark WHERE bid IS NOT NULL;
 """
 
-#: The Nexmark join queries in Spate's dialect (SQL.md section 5).  q3 is an updating
+#: The Nexmark join queries in Spate's dialect (docs/sql/joins.md).  q3 is an updating
 #: join (no windows); q4 aggregates an updating join twice (the join in a subquery of
 #: its own, as when BENCHMARKS.md's figures were taken); q6 is the reference's form
 #: (a window function over an unwindowed, updating input: Spate rejects it); q7 and q8

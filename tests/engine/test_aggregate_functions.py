@@ -1,4 +1,4 @@
-"""SQL.md section 4 aggregates beyond count/sum/avg/min/max, in windowed (TUMBLE,
+"""The aggregates (docs/sql/functions.md) beyond count/sum/avg/min/max, in windowed (TUMBLE,
 HOP) and updating aggregates, against the same queries in batch in DuckDB.
 
 One pipeline runs every case (CI time): an append-only ``events`` source read

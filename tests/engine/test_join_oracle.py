@@ -1,5 +1,5 @@
-"""Oracle test: random inputs on two sources through a windowed join (SQL.md
-section 5) of their TUMBLE/HOP aggregates give, as a multiset, the same rows as
+"""Oracle test: random inputs on two sources through a windowed join (see
+docs/sql/joins.md) of their TUMBLE/HOP aggregates give, as a multiset, the same rows as
 DuckDB computing that join in batch over the same data."""
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def test_change_stream_of_each_join_kind_applies_to_the_batch_join(kind: str, sp
     assert _applied(tmp_path / "out.jsonl") == _batch_join(orders, customers, kind)
     records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     if kind == "inner":
-        assert {r["op"] for r in records} == {"c"}  # SQL.md 5: inner output is append-only
+        assert {r["op"] for r in records} == {"c"}  # docs/sql/joins.md: inner output is append-only
     else:  # a NULL-padded row was written, then withdrawn when its match arrived
         assert any(r["op"] == "d" for r in records)
 

@@ -1,4 +1,4 @@
-"""CREATE TEMPORARY TABLE declares lookup tables (SQL.md 1.1 and 5): located errors."""
+"""CREATE TEMPORARY TABLE declares lookup tables (docs/sql/ddl.md): located errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Planning lookup joins (SQL.md 5): the operator a lookup join becomes, and a located
+"""Planning lookup joins (docs/sql/joins.md): the operator a lookup join becomes, and a located
 error for every rule (right side only, INNER/LEFT, PRIMARY KEY terms, no filters,
 no subquery, no updating input)."""
 

@@ -1,4 +1,4 @@
-"""Planning of SQL.md section 4 aggregates beyond count/sum/avg/min/max."""
+"""Planning of the aggregates (docs/sql/functions.md) beyond count/sum/avg/min/max."""
 
 from __future__ import annotations
 
