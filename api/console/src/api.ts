@@ -21,6 +21,8 @@ export interface Pipeline {
   id: string; name: string; description: string; parallelism: number; version: number; sql: string;
   desired_state: string; stop_mode: string | null; restart_generation: number; job: JobSummary | null;
 }
+export interface PipelineVersion { version: number; sql: string; created_at: string }
+export interface Job { id: string; state: string; pipeline_version: number | null }
 export interface OperatorMetrics { operator: string; kind: string | null; rows_in: number | null; rows_out: number | null }
 export interface JobMetrics {
   job_id: string; state: string; epoch: number | null; rows_in: number | null; rows_out: number | null;
@@ -152,8 +154,14 @@ export function describe(error: unknown): string {
     return error.message.includes("line") ? error.message
       : `${error.message} (line ${located.line}, column ${located.column})`;
   }
-  // Request validation errors name the field and what is wrong with it.
-  const fields = error.details.filter((d) => d.msg)
-    .map((d) => `${(d.loc as unknown[] | undefined)?.slice(-1)[0] ?? "body"}: ${d.msg}`);
+  // Request validation errors name the field ("body.fields.0.name") and what is wrong.
+  const fields = error.details.filter((d) => typeof d.message === "string" && typeof d.location === "string")
+    .map((d) => `${fieldOf(String(d.location))}: ${String(d.message)}`);
   return fields.length ? `${error.message}: ${fields.join("; ")}` : error.message;
+}
+
+/** ``body.fields.0.name`` as ``fields 1 name``: where in the form the problem is. */
+function fieldOf(location: string): string {
+  const parts = location.split(".").filter((part) => part !== "body" && part !== "query");
+  return parts.map((part) => /^\d+$/.test(part) ? String(Number(part) + 1) : part).join(" ") || "request";
 }

@@ -4,13 +4,30 @@ import { CategoryScale, Chart, Legend, LinearScale, LineController, LineElement,
   Tooltip } from "chart.js";
 
 import type { Checkpoint } from "./api";
+import { formatRate } from "./format";
 
 Chart.register(LineController, LineElement, PointElement, LinearScale, CategoryScale, Legend, Tooltip);
 
+const INPUT = "#0e7490";
+const OUTPUT = "#c2410c";
 /** At most this many epochs are drawn: the latest ones. */
 const MAX_POINTS = 120;
 
 export interface RateSample { label: string; rowsInPerS: number; rowsOutPerS: number }
+
+/** Input and output rows/s over the checkpoints of the last ``windowMs`` (at least two):
+ * steadier than the latest epoch's, which is 0 for a window operator between firings. */
+export function recentRates(checkpoints: Checkpoint[], windowMs = 60_000): { rowsIn: number; rowsOut: number } | null {
+  if (checkpoints.length < 2) return null;
+  const last = Date.parse(checkpoints[checkpoints.length - 1].committed_at);
+  const recent = checkpoints.filter((c) => Date.parse(c.committed_at) >= last - windowMs);
+  const first = recent.length >= 2 ? recent[0] : checkpoints[checkpoints.length - 2];
+  const counted = checkpoints.slice(checkpoints.indexOf(first) + 1);
+  const seconds = (last - Date.parse(first.committed_at)) / 1000;
+  if (seconds <= 0) return null;
+  return { rowsIn: counted.reduce((sum, c) => sum + c.rows_in, 0) / seconds,
+           rowsOut: counted.reduce((sum, c) => sum + c.rows_out, 0) / seconds };
+}
 
 /** Rows/s of each epoch: its rows over the time since the previous epoch committed. */
 export function ratesOf(checkpoints: Checkpoint[]): RateSample[] {
@@ -26,15 +43,32 @@ export function ratesOf(checkpoints: Checkpoint[]): RateSample[] {
 
 export interface RatesChart { draw: (samples: RateSample[]) => void; destroy: () => void }
 
+/** Input and output on axes of their own (left and right): a pipeline that reads
+ * thousands of rows and writes a few would otherwise draw its output as a flat line. */
 export function ratesChart(canvas: HTMLCanvasElement): RatesChart {
+  const axis = (text: string, colour: string, position: "left" | "right") => ({
+    position, beginAtZero: true,
+    title: { display: true, text, color: colour },
+    ticks: { color: colour },
+    // One grid is enough: the right axis's lines would not meet the left's ticks.
+    grid: { drawOnChartArea: position === "left" },
+  });
   const chart = new Chart<"line", number[], string>(canvas, {
     type: "line",
     data: { labels: [], datasets: [
-      { label: "Input rows/s", data: [], borderColor: "#0e7490", backgroundColor: "#0e7490", tension: 0.2 },
-      { label: "Output rows/s", data: [], borderColor: "#c2410c", backgroundColor: "#c2410c", tension: 0.2 },
+      { label: "Input rows/s", data: [], borderColor: INPUT, backgroundColor: INPUT, tension: 0.2,
+        yAxisID: "input" },
+      { label: "Output rows/s", data: [], borderColor: OUTPUT, backgroundColor: OUTPUT, tension: 0.2,
+        yAxisID: "output" },
     ] },
-    options: { animation: false, responsive: true, maintainAspectRatio: false,
-      scales: { y: { beginAtZero: true, title: { display: true, text: "rows/s" } } } },
+    options: {
+      animation: false, responsive: true, maintainAspectRatio: false,
+      interaction: { mode: "index", intersect: false },
+      scales: { input: axis("input rows/s", INPUT, "left"), output: axis("output rows/s", OUTPUT, "right") },
+      plugins: { tooltip: { callbacks: {
+        label: (item) => `${item.dataset.label}: ${formatRate(item.parsed.y)}`,
+      } } },
+    },
   });
   const draw = (samples: RateSample[]) => {
     chart.data.labels = samples.map((s) => s.label);

@@ -48,24 +48,3 @@ export function field(label: string, control: HTMLElement, hint?: string): HTMLE
     control,
     hint ? h("small", { id: hintId }, hint) : null);
 }
-
-export function formatRate(perSecond: number | null | undefined): string {
-  if (perSecond === null || perSecond === undefined) return "—";
-  return perSecond >= 100 ? perSecond.toFixed(0) : perSecond.toFixed(1);
-}
-
-export function formatBytes(bytes: number | null | undefined): string {
-  if (bytes === null || bytes === undefined) return "—";
-  const units = ["B", "KiB", "MiB", "GiB"];
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit += 1;
-  }
-  return `${value.toFixed(unit === 0 ? 0 : 1)} ${units[unit]}`;
-}
-
-export function formatTime(iso: string | null | undefined): string {
-  return iso ? new Date(iso).toLocaleString() : "—";
-}

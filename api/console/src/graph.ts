@@ -1,15 +1,23 @@
 // The operator graph of a plan, drawn as SVG: columns by depth from the sources,
-// each node marked as native Spark or a Spate operator, with its rows per second
-// and the job's backpressure as its fill.
+// each node marked as native Spark or a Spate operator and named in the SQL's terms
+// (planLabels), with its rows per second and the job's backpressure as its fill. It
+// shrinks to fit its box, within reason, and scrolls past that.
 
 import type { OperatorMetrics, PlanGraph, PlanNode } from "./api";
-import { formatRate } from "./dom";
+import { formatRate } from "./format";
+import { nodeTexts } from "./planLabels";
 
 const SVG = "http://www.w3.org/2000/svg";
-const NODE_W = 220;
-const NODE_H = 64;
-const GAP_X = 60;
-const GAP_Y = 24;
+const NODE_W = 200;
+const NODE_H = 80;
+const GAP_X = 40;
+const GAP_Y = 20;
+const MARGIN = 10;
+/** Characters of a node's name and second line that fit in NODE_W at their font sizes. */
+const NAME_CHARS = 27;
+const DETAIL_CHARS = 32;
+/** The graph shrinks to fit its box down to this share of its size, then scrolls. */
+const MIN_SCALE = 0.8;
 
 function svg<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, string | number>,
                                                   text?: string): SVGElementTagNameMap[K] {
@@ -46,12 +54,18 @@ export function drawGraph(graph: PlanGraph): GraphView {
     columns.set(d, [...(columns.get(d) ?? []), node]);
   }
   const tallest = Math.max(...[...columns.values()].map((c) => c.length), 1);
-  const width = columns.size * (NODE_W + GAP_X) - GAP_X + 20;
-  const height = tallest * (NODE_H + GAP_Y) - GAP_Y + 20;
-  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, width, height, role: "img",
+  const width = columns.size * (NODE_W + GAP_X) - GAP_X + 2 * MARGIN;
+  const height = tallest * (NODE_H + GAP_Y) - GAP_Y + 2 * MARGIN;
+  const texts = nodeTexts(graph);
+  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img",
     "aria-labelledby": "graph-title", class: "graph" });
+  // As wide as the box allows, never wider than drawn, and never so small that the text
+  // cannot be read: past that, the box scrolls (.graph-box has overflow: auto).
+  root.style.width = "100%";
+  root.style.maxWidth = `${width}px`;
+  root.style.minWidth = `${Math.round(width * MIN_SCALE)}px`;
   root.appendChild(svg("title", { id: "graph-title" },
-    `Operator graph: ${graph.nodes.map((n) => `${n.label} (${n.runs_on})`).join(", ")}`));
+    `Operator graph: ${graph.nodes.map((n) => `${texts.get(n.id)?.name ?? n.label} (${n.runs_on})`).join(", ")}`));
   const defs = svg("defs", {});
   const marker = svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5,
     markerWidth: 8, markerHeight: 8, orient: "auto-start-reverse" });
@@ -63,7 +77,7 @@ export function drawGraph(graph: PlanGraph): GraphView {
   for (const [d, nodes] of columns) {
     const offset = ((tallest - nodes.length) * (NODE_H + GAP_Y)) / 2;
     nodes.forEach((node, index) => position.set(node.id,
-      { x: 10 + d * (NODE_W + GAP_X), y: 10 + offset + index * (NODE_H + GAP_Y) }));
+      { x: MARGIN + d * (NODE_W + GAP_X), y: MARGIN + offset + index * (NODE_H + GAP_Y) }));
   }
   for (const edge of graph.edges) {
     const from = position.get(edge.source);
@@ -81,14 +95,16 @@ export function drawGraph(graph: PlanGraph): GraphView {
   const boxes = new Map<string, SVGRectElement>();
   for (const node of graph.nodes) {
     const at = position.get(node.id)!;
-    const group = svg("g", { class: `node ${node.runs_on}`, "data-node": node.id,
+    const text = texts.get(node.id)!;
+    const group = svg("g", { class: `node ${node.runs_on}`, "data-node": node.id, "data-kind": node.kind,
       "data-runs-on": node.runs_on, transform: `translate(${at.x},${at.y})` });
+    group.appendChild(svg("title", {}, text.tooltip));
     const box = svg("rect", { width: NODE_W, height: NODE_H, rx: 6, class: "box" });
     group.appendChild(box);
-    group.appendChild(svg("text", { x: 8, y: 18, class: "badge" },
-      `${node.runs_on === "spark" ? "Spark" : "Spate"} · ${node.kind.replace("_", " ")}`));
-    group.appendChild(svg("text", { x: 8, y: 37, class: "name" }, truncate(node.label, 28)));
-    const rate = svg("text", { x: 8, y: 55, class: "rate" }, "— rows/s");
+    group.appendChild(svg("text", { x: 8, y: 17, class: "badge" }, text.badge));
+    group.appendChild(svg("text", { x: 8, y: 35, class: "name" }, truncate(text.name, NAME_CHARS)));
+    group.appendChild(svg("text", { x: 8, y: 52, class: "detail" }, truncate(text.detail, DETAIL_CHARS)));
+    const rate = svg("text", { x: 8, y: 70, class: "rate" }, "— rows/s");
     group.appendChild(rate);
     root.appendChild(group);
     rates.set(node.id, rate);

@@ -46,10 +46,12 @@ export async function render(): Promise<void> {
   if (rendered === renderCount) leave = cleanup;
   else if (cleanup) cleanup();
   // Move focus to the new page's content, so keyboard and screen-reader users start there.
+  // The heading is focusable by script only (tabindex -1), and the style sheet draws no
+  // ring for that: the ring is for what the user moved to, not for where a page starts.
   const heading = main.querySelector("h1");
   if (heading) {
     heading.setAttribute("tabindex", "-1");
-    heading.focus();
+    heading.focus({ preventScroll: true });
   }
 }
 

@@ -1,12 +1,15 @@
 // A pipeline's detail: its operator graph with live rates and backpressure, the
-// watermark lag, rows/s over time, checkpoints, errors and the lifecycle controls.
+// watermark lag, rows/s over time, checkpoints, versions, errors, the lifecycle
+// controls, and editing (a new SQL version) and deleting it.
 
-import { type Checkpoint, get, type JobError, type JobMetrics, type Page, patch, type Pipeline, post,
-  type Validation, describe } from "../api";
-import { ratesChart, ratesOf } from "../chart";
-import { field, formatBytes, formatRate, formatTime, h, replace } from "../dom";
+import { type Checkpoint, get, type Job, type JobError, type JobMetrics, type Page, patch, type Pipeline,
+  type PipelineVersion, post, type Validation, describe } from "../api";
+import { ratesChart, ratesOf, recentRates } from "../chart";
+import { field, h, replace } from "../dom";
+import { firstLine, formatBytes, formatRate, formatTime } from "../format";
 import { drawGraph, type GraphView } from "../graph";
 import { every } from "../poll";
+import { deletePanel, editPanel, jobIsActive, type Panel, versionRows } from "./pipelineActions";
 import { stateOf } from "./pipelines";
 
 /** Watermarks at or past this mean "all input ended" (the engine's end of time). */
@@ -41,17 +44,55 @@ export async function detailPage(main: HTMLElement, params: Record<string, strin
     replace(main, h("h1", {}, name), h("p", { role: "alert", class: "error" }, describe(error)));
     return () => undefined;
   }
+  const version = h("span", { class: "muted", "data-testid": "version" });
+  const failure = h("div", { "aria-live": "polite" });
   const summary = h("dl", { class: "summary" });
   const notice = h("p", { role: "status", class: "muted" });
   const control = controls(path, notice);
+  const panelBox = h("div");
   const graphBox = h("div", { class: "graph-box" });
   const canvas = h("canvas", { "aria-label": "Input and output rows per second over time", role: "img" });
+  const chartEmpty = h("p", { class: "chart-empty muted" }, "No committed epochs yet.");
   const checkpoints = h("tbody");
+  const versions = h("tbody");
   const errors = h("ul", { class: "errors" }, h("li", { class: "muted" }, "No runs yet."));
+
+  // One panel (edit or delete) at a time, under the heading; its buttons toggle it.
+  let panel: Panel | null = null;
+  const closePanel = () => {
+    panel?.close();
+    panel = null;
+    replace(panelBox);
+  };
+  const openPanel = (make: () => Panel) => {
+    closePanel();
+    panel = make();
+    replace(panelBox, panel.element);
+    panel.element.querySelector<HTMLElement>("h2")?.setAttribute("tabindex", "-1");
+    panel.element.querySelector<HTMLElement>("h2")?.focus();
+  };
+  let versionList: PipelineVersion[] = [];
+  const showVersions = () => replace(versions, versionRows(versionList, pipeline.version, runningVersion));
+  const loadVersions = async () => {
+    versionList = (await get<Page<PipelineVersion>>(`${path}/versions?limit=200`)).items;
+    showVersions();
+  };
+  const edit = h("button", { type: "button", class: "secondary", onclick: () => openPanel(() =>
+    editPanel(pipeline, (message) => {
+      closePanel();
+      notice.textContent = message;
+      void refresh().then(loadVersions);
+    }, closePanel)) }, "Edit SQL");
+  const remove = h("button", { type: "button", class: "danger", onclick: () => openPanel(() =>
+    deletePanel(pipeline, closePanel)) }, "Delete pipeline");
+
   control.update(pipeline);
   replace(main,
-    h("div", { class: "page-head" }, h("h1", {}, pipeline.name),
-      h("span", { class: "muted" }, `version ${pipeline.version}`)),
+    h("div", { class: "page-head" },
+      h("div", { class: "title" }, h("h1", {}, pipeline.name), version),
+      h("div", { class: "actions" }, edit, remove)),
+    panelBox,
+    failure,
     summary,
     control.element,
     notice,
@@ -63,23 +104,46 @@ export async function detailPage(main: HTMLElement, params: Record<string, strin
         h("span", { class: "key high" }, "≥ 0.8")),
       graphBox),
     h("section", { "aria-labelledby": "chart-heading" }, h("h2", { id: "chart-heading" }, "Rows per second"),
-      h("div", { class: "chart" }, canvas)),
+      h("div", { class: "chart" }, canvas, chartEmpty)),
     h("section", { "aria-labelledby": "checkpoints-heading" },
       h("h2", { id: "checkpoints-heading" }, "Checkpoints"),
       h("div", { class: "scroll" }, h("table", { class: "data", "aria-labelledby": "checkpoints-heading" },
         h("thead", {}, h("tr", {}, ["Epoch", "Committed", "Duration (ms)", "State", "Rows in", "Rows out"]
           .map((label) => h("th", { scope: "col" }, label)))), checkpoints))),
-    h("section", { "aria-labelledby": "errors-heading" }, h("h2", { id: "errors-heading" }, "Errors"), errors));
+    h("section", { "aria-labelledby": "errors-heading" }, h("h2", { id: "errors-heading" }, "Errors"), errors),
+    h("section", { "aria-labelledby": "versions-heading" },
+      h("h2", { id: "versions-heading" }, "SQL versions"),
+      h("table", { class: "data", "aria-labelledby": "versions-heading" },
+        h("thead", {}, h("tr", {}, ["Version", "Created", "In use", "SQL"]
+          .map((label) => h("th", { scope: "col" }, label)))), versions)));
 
-  const graph = await planGraph(pipeline.sql, graphBox);
+  let graph: GraphView | null = null;
+  let graphSql: string | null = null;
+  let runningVersion: number | null = null;
   const rates = ratesChart(canvas);
   let log: CheckpointLog | null = null;
-  const stopPolling = every(2000, async () => {
+  const refresh = async () => {
     pipeline = await get<Pipeline>(path);
     control.update(pipeline);
     const job = pipeline.job;
-    const metrics = job ? await get<JobMetrics>(`/jobs/${job.id}/metrics`) : null;
-    showSummary(summary, pipeline, metrics);
+    // The graph is of the current version's SQL: redrawn when a new version is saved.
+    if (pipeline.sql !== graphSql) {
+      graphSql = pipeline.sql;
+      graph = await planGraph(pipeline.sql, graphBox);
+    }
+    const [metrics, run] = job ? await Promise.all([get<JobMetrics>(`/jobs/${job.id}/metrics`),
+      get<Job>(`/jobs/${job.id}`)]) : [null, null];
+    // Which version the job runs, while it runs: a new version waits for a restart.
+    const running = run && jobIsActive(pipeline) ? run.pipeline_version : null;
+    if (running !== runningVersion) {
+      runningVersion = running;
+      showVersions();
+    }
+    version.textContent = `version ${pipeline.version}${runningVersion !== null && runningVersion !== pipeline.version
+      ? ` · the job runs version ${runningVersion}` : ""}`;
+    const recent = job && log?.jobId === job.id && jobIsActive(pipeline) ? recentRates(log.items) : null;
+    showSummary(summary, pipeline, metrics, recent);
+    showFailure(failure, pipeline);
     if (graph && metrics) {
       const perEpoch = metrics.rows_in && metrics.rows_in_per_s ? metrics.rows_in / metrics.rows_in_per_s : null;
       graph.update(metrics.operators, perEpoch, metrics.backpressure);
@@ -87,23 +151,46 @@ export async function detailPage(main: HTMLElement, params: Record<string, strin
     if (!job) return;
     if (log?.jobId !== job.id) log = new CheckpointLog(job.id);
     await log.refresh();
-    rates.draw(ratesOf(log.items));
+    const samples = ratesOf(log.items);
+    rates.draw(samples);
+    chartEmpty.hidden = samples.length > 0;
     replace(checkpoints, log.items.slice(-20).reverse().map((c) => h("tr", {},
       h("td", { class: "num" }, c.epoch), h("td", {}, formatTime(c.committed_at)),
       h("td", { class: "num" }, c.duration_ms), h("td", { class: "num" }, formatBytes(c.state_bytes)),
       h("td", { class: "num" }, c.rows_in), h("td", { class: "num" }, c.rows_out))));
     const jobErrors = await get<Page<JobError>>(`/jobs/${job.id}/errors?limit=200`);
-    replace(errors, jobErrors.items.length === 0 && !job.failure_message
-      ? h("li", { class: "muted" }, "No errors.")
-      : [job.failure_message ? h("li", { class: "error-text" }, job.failure_message) : null,
-         ...jobErrors.items.slice(-20).reverse().map((e) => h("li", {},
-           h("time", { datetime: e.at }, formatTime(e.at)), " ", e.message,
-           e.detail ? h("details", {}, h("summary", {}, "Detail"), h("pre", {}, e.detail)) : null))]);
-  });
+    // Redrawn only when they change, so an opened "Detail" stays open.
+    const seen = `${job.id}:${job.failure_message ?? ""}:${jobErrors.items.length}:${jobErrors.items.at(-1)?.at ?? ""}`;
+    if (errors.dataset.seen === seen) return;
+    errors.dataset.seen = seen;
+    replace(errors, jobErrors.items.length === 0
+      ? h("li", { class: "muted" }, job.failure_message ? "The failure above is the only one." : "No errors.")
+      : jobErrors.items.slice(-20).reverse().map((e) => h("li", {},
+          h("time", { datetime: e.at }, formatTime(e.at)), " ", messageWithDetail(e.message, e.detail))));
+  };
+  const stopPolling = every(2000, refresh);
+  void loadVersions();
   return () => {
     stopPolling();
+    closePanel();
     rates.destroy();
   };
+}
+
+/** A message's first line; the rest of it and any detail (a trace) behind "Detail". */
+function messageWithDetail(message: string, detail: string): (HTMLElement | string)[] {
+  const rest = [message.trim().split("\n").slice(1).join("\n"), detail.trim()].filter(Boolean).join("\n\n");
+  return [h("span", { class: "message" }, firstLine(message)),
+    rest ? h("details", {}, h("summary", {}, "Detail"), h("pre", {}, rest)) : ""];
+}
+
+/** A failed job's message, at the top of the page where it cannot be missed. */
+function showFailure(box: HTMLElement, pipeline: Pipeline): void {
+  const message = pipeline.job?.state === "failed" ? pipeline.job.failure_message ?? "the job failed" : null;
+  if (box.dataset.message === (message ?? "")) return;  // unchanged: keep an opened "Detail"
+  box.dataset.message = message ?? "";
+  replace(box, message === null ? null : h("div", { class: "failure", role: "alert", "data-testid": "failure" },
+    h("strong", {}, "The job failed: "), messageWithDetail(message, "")));
 }
 
 async function planGraph(sql: string, box: HTMLElement): Promise<GraphView | null> {
@@ -123,7 +210,10 @@ async function planGraph(sql: string, box: HTMLElement): Promise<GraphView | nul
   }
 }
 
-function showSummary(summary: HTMLElement, pipeline: Pipeline, metrics: JobMetrics | null): void {
+/** The pipeline at a glance. Rows/s are the last minute's when its checkpoints are known
+ * (``recent``), else the latest epoch's. */
+function showSummary(summary: HTMLElement, pipeline: Pipeline, metrics: JobMetrics | null,
+                     recent: { rowsIn: number; rowsOut: number } | null): void {
   const lag = metrics?.watermark_us !== null && metrics?.watermark_us !== undefined && metrics.watermark_us >= END_OF_TIME_US
     ? "input ended" : metrics?.watermark_lag_s !== null && metrics?.watermark_lag_s !== undefined
       ? `${metrics.watermark_lag_s.toFixed(1)} s` : "—";
@@ -132,8 +222,8 @@ function showSummary(summary: HTMLElement, pipeline: Pipeline, metrics: JobMetri
     ["Should be", pipeline.desired_state + (pipeline.stop_mode ? ` (${pipeline.stop_mode})` : ""), "desired"],
     ["Parallelism", String(pipeline.job?.parallelism ?? pipeline.parallelism), "parallelism"],
     ["Epoch", metrics?.epoch === null || metrics?.epoch === undefined ? "—" : String(metrics.epoch), "epoch"],
-    ["Input rows/s", formatRate(metrics?.rows_in_per_s), "rows-in"],
-    ["Output rows/s", formatRate(metrics?.rows_out_per_s), "rows-out"],
+    [recent ? "Input rows/s (1 min)" : "Input rows/s", formatRate(recent?.rowsIn ?? metrics?.rows_in_per_s), "rows-in"],
+    [recent ? "Output rows/s (1 min)" : "Output rows/s", formatRate(recent?.rowsOut ?? metrics?.rows_out_per_s), "rows-out"],
     ["Busy ratio", metrics?.backpressure === null || metrics?.backpressure === undefined ? "—" : metrics.backpressure.toFixed(2), "busy"],
     ["Watermark lag", lag, "lag"],
     ["State written", formatBytes(metrics?.state_bytes), "state-bytes"],
@@ -149,9 +239,11 @@ function controls(path: string, notice: HTMLElement): { element: HTMLElement; up
       event.preventDefault();
       try {
         await action();
+        notice.className = "muted";
         notice.textContent = done;
       } catch (error) {
-        notice.textContent = `Failed: ${describe(error)}`;
+        notice.className = "error";
+        notice.textContent = `${form.getAttribute("aria-label")} failed: ${describe(error)}`;
       }
     });
     return form;

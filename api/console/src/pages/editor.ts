@@ -6,6 +6,7 @@ import type { EditorView } from "@codemirror/view";
 import { type ConnectionTable, type ConnectorInfo, get, type Page, type Pipeline, post,
   postEventStream, type Validation, describe } from "../api";
 import { field, h, replace } from "../dom";
+import { formatCell } from "../format";
 import { navigate } from "../router";
 import { createSqlEditor, insertAtCursor } from "../sqlEditor";
 
@@ -67,8 +68,8 @@ export function editorPage(main: HTMLElement): () => void {
   };
 }
 
-
-function showDiagnostics(list: HTMLElement, result: Validation | null, error: Error | null): void {
+/** The validation's outcome under an SQL editor: valid, or each problem with its place. */
+export function showDiagnostics(list: HTMLElement, result: Validation | null, error: Error | null): void {
   if (error) {
     replace(list, h("li", { class: "error" }, `Could not check the SQL: ${error.message}`));
   } else if (!result) {
@@ -97,7 +98,7 @@ async function loadCatalog(catalog: HTMLElement, view: EditorView): Promise<void
       : h("ul", {}, tables.items.map((t) => h("li", {},
           insert(t.name, `Insert table ${t.name}`),
           h("span", { class: "muted" }, ` ${t.role} · ${t.connector}`),
-          t.fields.length ? h("div", { class: "fields" }, t.fields.map((f) => `${f.name} ${f.type}`).join(", ")) : null))),
+          t.fields.length ? h("div", { class: "fields" }, t.fields.map((f) => `${f.name} ${f.type}${f.nullable ? "" : " NOT NULL"}`).join(", ")) : null))),
     h("h3", {}, "Connectors"),
     h("ul", {}, connectors.items.map((c) => h("li", {},
       insert(`CREATE TABLE t WITH (connector = '${c.name}');\n`, `Insert CREATE TABLE for ${c.name}`, c.name),
@@ -112,8 +113,11 @@ interface PreviewPanel {
 function previewPanel(sqlText: () => string, parallelism: () => number): PreviewPanel {
   const status = h("p", { role: "status", class: "muted" }, "Run a preview to see the first rows.");
   const table = h("table", { class: "data", "aria-label": "Preview rows" });
+  const utcNote = h("small", { class: "muted", hidden: true }, "Times are in UTC.");
   const section = h("section", { "aria-labelledby": "preview-title", class: "preview" },
-    h("h2", { id: "preview-title" }, "Preview"), status, h("div", { class: "scroll" }, table));
+    h("h2", { id: "preview-title" }, "Preview"), status,
+    utcNote,
+    h("div", { class: "scroll" }, table));
   const runButton = h("button", { type: "button", class: "secondary" }, "Run preview");
   const stopButton = h("button", { type: "button", class: "secondary", disabled: true }, "Stop preview");
   let controller: AbortController | null = null;
@@ -136,6 +140,7 @@ function previewPanel(sqlText: () => string, parallelism: () => number): Preview
           else if (event.event === "rows") {
             rows.push(...(event.data as Record<string, unknown>[]));
             renderRows(table, rows);
+            utcNote.hidden = false;
             status.textContent = countRows(rows.length);
           } else if (event.event === "error") status.textContent = `Error: ${(event.data as { message: string }).message}`;
           else if (event.event === "end") {
@@ -164,10 +169,13 @@ function renderRows(table: HTMLElement, rows: Record<string, unknown>[]): void {
   const columns = [...new Set(rows.flatMap((row) => Object.keys(row)))];
   replace(table,
     h("thead", {}, h("tr", {}, columns.map((c) => h("th", { scope: "col" }, c)))),
-    h("tbody", {}, rows.map((row) => h("tr", {}, columns.map((c) => h("td", {}, format(row[c])))))));
+    h("tbody", {}, rows.map((row) => h("tr", {}, columns.map((c) => cell(row[c]))))));
 }
 
-function format(value: unknown): string {
-  if (value === null || value === undefined) return "";
-  return typeof value === "object" ? JSON.stringify(value) : String(value);
+/** A value as people read it (windows and timestamps as times); the raw JSON on hover
+ * where the two differ. */
+function cell(value: unknown): HTMLElement {
+  const shown = formatCell(value);
+  const raw = value !== null && typeof value === "object" ? JSON.stringify(value) : String(value ?? "");
+  return h("td", { title: raw !== shown ? raw : null }, shown);
 }

@@ -1,7 +1,8 @@
 // API keys: create one (its secret shown this once, with a copy button), revoke.
 
 import { type ApiKey, type ApiKeyCreated, del, get, type Page, post, describe } from "../api";
-import { field, formatTime, h, replace } from "../dom";
+import { field, h, replace } from "../dom";
+import { formatTime } from "../format";
 
 export async function keysPage(main: HTMLElement): Promise<void> {
   const body = h("tbody");
@@ -12,10 +13,12 @@ export async function keysPage(main: HTMLElement): Promise<void> {
     h("option", { value: "viewer" }, "viewer: read only"),
     h("option", { value: "developer" }, "developer: pipelines and connections"),
     h("option", { value: "admin" }, "admin: everything, keys too"));
+  const formError = h("p", { role: "alert", class: "error", hidden: true });
   const form = h("form", { class: "card", "aria-labelledby": "create-key-title" },
     h("h2", { id: "create-key-title" }, "Create a key"),
     h("div", { class: "row" }, field("Key name", name, "What the key is for, e.g. 'ci'."), field("Role", role)),
-    h("button", { type: "submit" }, "Create key"));
+    h("button", { type: "submit" }, "Create key"),
+    formError);
   replace(main, h("h1", {}, "API keys"), form, created, notice,
     h("table", { class: "data", "aria-label": "API keys" },
       h("thead", {}, h("tr", {}, ["Name", "Role", "Prefix", "Created", ""]
@@ -30,13 +33,15 @@ export async function keysPage(main: HTMLElement): Promise<void> {
   };
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
+    formError.hidden = true;
     try {
       const key = await post<ApiKeyCreated>("/api-keys", { name: name.value.trim(), role: role.value });
       replace(created, secretPanel(key));
       name.value = "";
       await load();
     } catch (error) {
-      notice.textContent = `Could not create the key: ${describe(error)}`;
+      formError.textContent = `Could not create the key: ${describe(error)}`;
+      formError.hidden = false;
     }
   });
   await load();

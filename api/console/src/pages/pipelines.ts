@@ -1,7 +1,8 @@
 // The pipelines list: each pipeline's state, rates and last error, refreshed live.
 
 import { get, type Page, type Pipeline } from "../api";
-import { formatRate, h, replace } from "../dom";
+import { h, replace } from "../dom";
+import { firstLine, formatRate } from "../format";
 import { every } from "../poll";
 
 export function stateOf(pipeline: Pipeline): string {
@@ -11,10 +12,14 @@ export function stateOf(pipeline: Pipeline): string {
 export function pipelinesPage(main: HTMLElement): () => void {
   const body = h("tbody");
   const status = h("p", { class: "muted", role: "status" });
+  // The detail page sends a deleted pipeline's user here, to say it is gone.
+  const deleted = new URLSearchParams(location.search).get("deleted");
+  const flash = h("p", { role: "status", class: "ok", hidden: !deleted }, deleted ? `Pipeline ${deleted} deleted.` : "");
   replace(main,
     h("div", { class: "page-head" },
       h("h1", {}, "Pipelines"),
       h("a", { href: "/pipelines/new", class: "button" }, "New pipeline")),
+    flash,
     h("table", { class: "data", "aria-label": "Pipelines" },
       h("thead", {}, h("tr", {},
         ["Name", "State", "Input rows/s", "Output rows/s", "Parallelism", "Last error"]
@@ -29,8 +34,14 @@ export function pipelinesPage(main: HTMLElement): () => void {
       h("td", { class: "num" }, formatRate(pipeline.job?.rows_in_per_s)),
       h("td", { class: "num" }, formatRate(pipeline.job?.rows_out_per_s)),
       h("td", { class: "num" }, pipeline.parallelism),
-      h("td", { class: "error-text" }, pipeline.job?.failure_message ?? ""))));
+      lastError(pipeline.job?.failure_message ?? null))));
     status.textContent = page.items.length === 0
       ? "No pipelines yet: write one with “New pipeline”." : "";
   });
+}
+
+/** A failure's first line (the engine's located message); the whole text on hover. */
+function lastError(message: string | null): HTMLElement {
+  if (!message) return h("td", {});
+  return h("td", { class: "error-text", title: message }, firstLine(message));
 }

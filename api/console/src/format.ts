@@ -1,0 +1,90 @@
+// How the console writes numbers, sizes, times and durations, and the values of
+// preview rows, for people to read.
+
+/** Rows per second: whole numbers from 100 up, one decimal from 1, and two significant
+ * digits below 1, so a trickle of 0.2 rows/s is not shown as 0.0. */
+export function formatRate(perSecond: number | null | undefined): string {
+  if (perSecond === null || perSecond === undefined || !Number.isFinite(perSecond)) return "—";
+  if (perSecond === 0) return "0";
+  if (perSecond >= 100) return perSecond.toFixed(0);
+  if (perSecond >= 1) return perSecond.toFixed(1);
+  if (perSecond < 0.001) return "< 0.001";
+  return String(Number(perSecond.toPrecision(2)));
+}
+
+export function formatBytes(bytes: number | null | undefined): string {
+  if (bytes === null || bytes === undefined) return "—";
+  const units = ["B", "KiB", "MiB", "GiB"];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return `${value.toFixed(unit === 0 ? 0 : 1)} ${units[unit]}`;
+}
+
+export function formatTime(iso: string | null | undefined): string {
+  return iso ? new Date(iso).toLocaleString() : "—";
+}
+
+const DURATION_UNITS: [number, string][] = [
+  [86_400_000_000, "d"], [3_600_000_000, "h"], [60_000_000, "min"], [1_000_000, "s"], [1_000, "ms"],
+];
+
+/** A duration in microseconds as SQL would say it: 5 s, 1 min, 1 h 30 min, 250 ms. */
+export function formatDuration(us: number): string {
+  if (us <= 0) return "0 s";
+  const parts: string[] = [];
+  let rest = us;
+  for (const [size, unit] of DURATION_UNITS) {
+    if (rest >= size) {
+      parts.push(`${Math.floor(rest / size)} ${unit}`);
+      rest %= size;
+    }
+    if (parts.length === 2) break;
+  }
+  if (rest > 0 && parts.length === 0) parts.push(`${rest} µs`);
+  return parts.join(" ");
+}
+
+/** The first line of a message; the rest (a trace, a plan) goes in a detail view. */
+export function firstLine(message: string): string {
+  return message.trim().split("\n", 1)[0];
+}
+
+// What the API writes for a timestamp: ISO 8601 in UTC, with microseconds.
+const ISO_TIMESTAMP = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(\.\d+)?Z?$/;
+
+/** ``2026-11-25T09:30:52.250000Z`` as ``2026-11-25 09:30:52.25`` (UTC, as the data is). */
+function formatTimestamp(text: string): string | null {
+  const match = ISO_TIMESTAMP.exec(text);
+  if (!match) return null;
+  const fraction = (match[3] ?? "").replace(/0+$/, "");
+  return `${match[1]} ${match[2]}${fraction === "." ? "" : fraction}`;
+}
+
+/** A window's bounds, ``2026-11-25 09:30:52 – 09:30:53``; the end's date only when it
+ * differs from the start's. */
+function formatWindow(start: string, end: string): string | null {
+  const from = formatTimestamp(start);
+  const to = formatTimestamp(end);
+  if (from === null || to === null) return null;
+  const sameDay = from.slice(0, 10) === to.slice(0, 10);
+  return `${from} – ${sameDay ? to.slice(11) : to}`;
+}
+
+/** One value of a preview row as text: windows and timestamps as times, other
+ * structs and arrays as JSON. */
+export function formatCell(value: unknown): string {
+  if (value === null || value === undefined) return "";
+  if (typeof value === "string") return formatTimestamp(value) ?? value;
+  if (typeof value !== "object") return String(value);
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record);
+  if (keys.length === 2 && typeof record.start === "string" && typeof record.end === "string") {
+    const window = formatWindow(record.start, record.end);
+    if (window !== null) return window;
+  }
+  return JSON.stringify(value);
+}
