@@ -18,12 +18,14 @@ from spate.engine.planner.catalog import (
     DEBEZIUM_JSON,
     Table,
     check_table_input,
+    generated_expression,
     is_memory_table,
     memory_table_from_create,
     table_from_create,
 )
 from spate.engine.planner.dialect import Spate
 from spate.engine.planner.errors import PlanningError
+from spate.engine.planner.functions import translate_functions
 from spate.engine.planner.memory import MemoryTables
 from spate.engine.planner.plan import DEFAULT_UPDATING_TTL_US, PipelinePlan, QueryPlan
 from spate.engine.planner.positions import SourceText
@@ -81,7 +83,7 @@ def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None, *,
     updating_ttl_us = DEFAULT_UPDATING_TTL_US
     for offset, statement in statements:
         if isinstance(statement, exp.Create):
-            _create(statement, text, offset, defined, views, values, memory, boundary)
+            _create(statement, text, offset, defined, views, values, memory, boundary, udfs)
         elif isinstance(statement, exp.Insert):
             planned = _insert(statement, text, offset, defined, views, len(queries), memory,
                               udfs)
@@ -178,7 +180,8 @@ def _located_parse_error(error: ParseError, text: SourceText, fallback: int) -> 
 
 def _create(statement: exp.Create, text: SourceText, offset: int,
             tables: dict[str, Table], views: dict[str, exp.Query],
-            variables: Mapping[str, str], memory: MemoryTables, boundary: Boundary) -> None:
+            variables: Mapping[str, str], memory: MemoryTables, boundary: Boundary,
+            udfs: UdfRegistry | None) -> None:
     kind = (statement.args.get("kind") or "").upper()
     target = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
     name = target.name.lower()
@@ -187,15 +190,36 @@ def _create(statement: exp.Create, text: SourceText, offset: int,
     if kind == "TABLE" and is_memory_table(statement):
         memory.declared[name] = memory_table_from_create(statement, text, offset)
         return
-    if kind == "VIEW":
+    derived = kind == "TABLE" and statement.args.get("expression") is not None
+    if kind == "VIEW" or derived:
+        # CREATE TABLE t AS <query> is a view; either query may be parenthesized.
         query = statement.expression
+        while isinstance(query, exp.Subquery) and not query.alias:
+            query = query.this
         if not isinstance(query, exp.Query):
-            raise text.error("CREATE VIEW needs AS <query>", statement, offset)
+            raise text.error(f"CREATE {kind} needs AS <query>", statement, offset)
+        if derived and (isinstance(statement.this, exp.Schema)
+                        or statement.args.get("properties") is not None):
+            raise text.error(f"CREATE TABLE {name} AS <query> takes its columns from the "
+                             "query: remove the column list and WITH options", target, offset)
         views[name] = query
     elif kind == "TABLE":
+        _translate_generated(statement, text, offset, udfs)
         tables[name] = table_from_create(statement, text, offset, variables, boundary)
     else:
         raise text.error(f"unsupported statement: CREATE {kind}", statement, offset)
+
+
+def _translate_generated(statement: exp.Create, text: SourceText, offset: int,
+                         udfs: UdfRegistry | None) -> None:
+    """Generated columns call the same functions as queries: translate them (in place)
+    into their Spark form, so an unknown function is a planning error here."""
+    schema = statement.this
+    for item in schema.expressions if isinstance(schema, exp.Schema) else ():
+        computed = generated_expression(item) if isinstance(item, exp.ColumnDef) else None
+        is_metadata = isinstance(computed, exp.Anonymous) and computed.name.lower() == "metadata"
+        if computed is not None and not is_metadata:  # metadata('k') is METADATA FROM 'k'
+            translate_functions(computed, text, offset, udfs)
 
 
 def _check_inputs(statements: list[tuple[int, exp.Expr]], tables: Mapping[str, Table],
@@ -239,7 +263,7 @@ def _insert(statement: exp.Insert, text: SourceText, offset: int, tables: dict[s
 
 def _check_updating_sink(query: QueryPlan, table: Table, target: exp.Expr, text: SourceText,
                          offset: int) -> None:
-    """SQL.md 6: updating rows go to a debezium_json sink (or one without a format)."""
+    """docs/sql/updating.md: updating rows go to a debezium_json sink (or one without a format)."""
     sink_format = (table.config.options.get("format") or "").strip().lower() or None
     if query.updating and sink_format not in (None, DEBEZIUM_JSON):
         raise text.error(

@@ -14,7 +14,7 @@ from sqlglot import exp
 
 from spate.engine.planner.context import STREAM_META, QueryContext, is_nested, own_nodes
 from spate.engine.planner.dialect import written_name
-from spate.engine.planner.functions import UdafRows
+from spate.engine.planner.functions import UdafRows, written_call_name
 from spate.engine.planner.plan import (
     EVENT_TIME,
     WINDOW_COLUMN,
@@ -46,7 +46,7 @@ _AGGREGATES: dict[type[exp.Expr], str] = {
     # the value of the group's earliest (latest) row by event time
     exp.FirstValue: "first_value",
     exp.LastValue: "last_value",
-    # approx_* are exact (SQL.md allows it)
+    # approx_* are exact (as docs/sql/functions.md says)
     exp.ApproxDistinct: "count_distinct",
 }
 #: Aggregates of (y, x) pairs, kept as co-moments
@@ -55,11 +55,13 @@ _PAIRED: tuple[type[exp.Func], ...] = (
     exp.RegrR2, exp.RegrAvgx, exp.RegrAvgy, exp.RegrSxx, exp.RegrSyy, exp.RegrSxy)
 #: Aggregates sqlglot reads as anonymous calls: name -> function
 _ANONYMOUS = {"MEAN": "avg", "APPROX_MEDIAN": "median"}
+#: Written WITHIN GROUP (ORDER BY x) or as a call: approx_percentile_cont(x, p[, centroids])
+_PERCENTILE = "APPROX_PERCENTILE_CONT"
 #: Named in the error for an aggregate not supported yet.
 _SUPPORTED = ("count, count(DISTINCT ...), sum, avg, min, max, stddev, stddev_samp, "
               "stddev_pop, var, var_samp, var_pop, bit_and, bit_or, bit_xor, bool_and, "
               "bool_or, array_agg, median, approx_median, approx_distinct, "
-              "approx_percentile_cont(p) WITHIN GROUP (ORDER BY x), first_value, "
+              "approx_percentile_cont(p) WITHIN GROUP (ORDER BY x) or (x, p), first_value, "
               "last_value, corr, covar, covar_samp, covar_pop, regr_slope, regr_intercept, "
               "regr_count, regr_r2, regr_avgx, regr_avgy, regr_sxx, regr_syy, regr_sxy)")
 
@@ -79,7 +81,8 @@ def is_aggregate_call(node: exp.Expr) -> bool:
     if isinstance(node.parent, exp.Window) and node.arg_key == "this":
         return False
     return isinstance(node, exp.AggFunc | exp.WithinGroup) or (
-        isinstance(node, exp.Anonymous) and node.name.upper() in _ANONYMOUS)
+        isinstance(node, exp.Anonymous) and (node.name.upper() in _ANONYMOUS or (
+            node.name.upper() == _PERCENTILE and not isinstance(node.parent, exp.WithinGroup))))
 
 
 def check_window_calls(select: exp.Select, ctx: QueryContext) -> None:
@@ -105,7 +108,11 @@ def aggregate_stream(select: exp.Select, source: Stream, ctx: QueryContext) -> S
         raise ctx.error("a windowed aggregate cannot read updating rows (a non-windowed "
                         "aggregate or a debezium_json source)", window_node)
     spec = _spec(window_node, source, ctx)
-    if source.window is not None and (source.window != spec or spec.kind != "tumble"):
+    if source.window is not None and source.window.kind != "tumble":
+        raise ctx.error(f"re-aggregating the output of a {source.window.kind.upper()} window is "
+                        "not supported yet; re-aggregate TUMBLE output, or aggregate the "
+                        "source rows in the window directly", window_node)
+    if source.window is not None and source.window != spec:
         raise ctx.error("re-aggregating windowed output must use the same TUMBLE window "
                         f"as its input ({source.window.describe()})", window_node)
     names = {item.alias_or_name.lower() for item in select.expressions
@@ -296,6 +303,11 @@ def _aggregate_kind(node: exp.Expr, ctx: QueryContext,
                             "aggregates; use it in a windowed one (GROUP BY TUMBLE, HOP or "
                             "SESSION)", call)
         return "udaf_rows", node.this
+    if isinstance(node, exp.Anonymous) and node.name.upper() == _PERCENTILE:
+        if not 2 <= len(node.expressions) <= 3:
+            raise ctx.error("approx_percentile_cont(x, p[, centroids]) takes 2 or 3 arguments",
+                            node)
+        return "percentile_cont", node.expressions[0]
     if isinstance(node, exp.Anonymous):  # MEAN, APPROX_MEDIAN
         if len(node.expressions) != 1:
             raise ctx.error(f"{node.name.upper()} takes one argument", node)
@@ -315,6 +327,10 @@ def _aggregate_kind(node: exp.Expr, ctx: QueryContext,
         return "count", inner
     for kind, name in _AGGREGATES.items():
         if isinstance(node, kind):
+            if isinstance(node, exp.Func) and isinstance(node.this, exp.Distinct):
+                name = written_call_name(node, ctx.text) or node.sql_name().lower()
+                raise ctx.error(f"{name}(DISTINCT ...) is not supported "
+                                "yet; of the aggregates only count takes DISTINCT", node)
             if isinstance(node, exp.LogicalAnd | exp.LogicalOr):
                 return name, exp.cast(node.this.copy(), exp.DataType.Type.BOOLEAN)
             return name, node.this
@@ -347,9 +363,19 @@ def _ordered_argument(node: exp.WithinGroup, ctx: QueryContext) -> exp.Expr:
 
 
 def _fraction(node: exp.Expr, ctx: QueryContext) -> float:
-    """The p of ``approx_percentile_cont(p)``: a literal from 0 to 1."""
-    arguments = node.this.expressions if isinstance(node, exp.WithinGroup) else []
-    literal = arguments[0] if len(arguments) == 1 else None
+    """The p of ``approx_percentile_cont(p) WITHIN GROUP (...)`` or of
+    ``approx_percentile_cont(x, p[, centroids])``: a literal from 0 to 1. (The result is
+    exact, so the number of centroids, a bound on the error, needs no use.)"""
+    if isinstance(node, exp.WithinGroup):
+        arguments = node.this.expressions if len(node.this.expressions) == 1 else []
+    else:
+        arguments = node.expressions[1:2] if isinstance(node, exp.Anonymous) else []
+        centroids = node.expressions[2:] if isinstance(node, exp.Anonymous) else []
+        if centroids and not (isinstance(centroids[0], exp.Literal)
+                              and centroids[0].name.isdigit()):
+            raise ctx.error("approx_percentile_cont(): centroids must be a positive integer",
+                            centroids[0])
+    literal = arguments[0] if arguments else None
     if not isinstance(literal, exp.Literal) or literal.is_string or \
             not 0 <= float(literal.name) <= 1:
         raise ctx.error("approx_percentile_cont(p) takes one number p from 0 to 1", node)

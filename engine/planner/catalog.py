@@ -14,14 +14,22 @@ from sqlglot import exp
 from spate.engine.connectors import CONNECTORS, ColumnDef, Connector, ConnectorError, TableConfig
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
 from spate.engine.connectors.lookup import LOOKUP, LookupConnector
+from spate.engine.planner.dialect import MetadataColumnConstraint
 from spate.engine.planner.errors import PlanningError
 from spate.engine.planner.positions import SourceText
 from spate.engine.planner.types import UnsupportedTypeError, spark_type
 
-#: Default lateness when a table declares no watermark (SQL.md section 2).
+#: Default lateness when a table declares no watermark (docs/sql/ddl.md).
 DEFAULT_WATERMARK_DELAY_SQL = "INTERVAL 1 SECOND"
 DEFAULT_IDLE_MICROS = 300_000_000
 DEBEZIUM_JSON = "debezium_json"
+#: Connectors and formats of Arroyo's dialect that Spate has not implemented yet:
+#: refused as such rather than as unknown names.
+NOT_YET_CONNECTORS = frozenset({
+    "kafka", "confluent", "redpanda", "kinesis", "filesystem", "delta", "iceberg", "fluvio",
+    "mqtt", "nats", "rabbitmq", "polling_http", "sse", "websocket", "webhook", "mysql",
+})
+NOT_YET_FORMATS = frozenset({"avro", "parquet", "protobuf", "raw_bytes"})
 _ENV_REF = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
@@ -117,10 +125,6 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
     table_node = schema.this if isinstance(schema, exp.Schema) else schema
     name = table_node.name.lower()
     properties = node.args.get("properties")
-    if node.args.get("expression") is not None:
-        raise text.error(
-            f"CREATE TABLE {name} AS <query> is not supported yet; use CREATE VIEW", node, fallback
-        )
     if properties is None:
         raise text.error(
             f"table {name} has neither a WITH (connector = ...) clause nor columns: give it a "
@@ -129,24 +133,17 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
     temporary = any(isinstance(p, exp.TemporaryProperty) for p in properties.expressions)
     options, option_nodes = _options(properties, text, fallback, variables)
     connector_name = options.pop("connector", None)
-    if connector_name is None:
-        what = (f"lookup table {name} needs WITH (connector = {_lookup_connectors()}, ...)"
-                if temporary else f"table {name} needs a 'connector' option")
-        raise text.error(what, properties, fallback)
-    connector = CONNECTORS.get(connector_name)
-    if connector is None:
-        known = ", ".join(sorted(CONNECTORS))
-        raise text.error(
-            f"unknown connector '{connector_name}'; known connectors: {known}",
-            option_nodes.get("connector"), fallback,
-        )
-    columns, generated_nodes, watermark, primary_key = _columns(schema, text, fallback)
+    connector = _connector(name, connector_name, temporary, options, option_nodes, text,
+                           properties, fallback)
+    assert connector_name is not None  # _connector raised otherwise
+    columns, generated_nodes, watermark, primary_key, metadata = _columns(schema, text, fallback)
     _check_lookup_declaration(name, connector, temporary, options, option_nodes, text, node,
                               fallback)
     if temporary:
         _check_lookup_columns(name, generated_nodes, watermark, text, fallback)
     role = LOOKUP if temporary else _role(connector, options)
     _check_primary_key(primary_key, role, options, text, fallback)
+    _check_metadata(metadata, connector_name, role, primary_key, options, text, fallback)
     if role == "source" and _is_debezium(options) and generated_nodes:
         expression = next(iter(generated_nodes.values())).this  # inside the CAST to its type
         raise text.error(f"table {name}: a debezium_json source cannot have generated "
@@ -198,6 +195,36 @@ def _located(error: ConnectorError, name: str, node: exp.Create,
     return text.error_at(f"table {name}: {error}", offset)
 
 
+def _connector(name: str, connector_name: str | None, temporary: bool,
+               options: Mapping[str, str], option_nodes: Mapping[str, exp.Expr],
+               text: SourceText, properties: exp.Expr, fallback: int) -> Connector:
+    """The table's connector, once its name and format are ones Spate implements."""
+    if connector_name is None:
+        if "connection" in options:  # a connection saved by name in Arroyo's console
+            value_at = text.offset_of(option_nodes["connection"], fallback)
+            raise text.error_at(f"option 'connection' (a saved connection, by name) is not "
+                                f"supported yet: give table {name} WITH (connector = ..., ...) "
+                                "and its options", text.option_key_before(value_at, value_at))
+        what = (f"lookup table {name} needs WITH (connector = {_lookup_connectors()}, ...)"
+                if temporary else f"table {name} needs a 'connector' option")
+        raise text.error(what, properties, fallback)
+    connector = CONNECTORS.get(connector_name)
+    known = ", ".join(sorted(CONNECTORS))
+    if connector is None:
+        if connector_name.lower() in NOT_YET_CONNECTORS:
+            message = (f"connector '{connector_name}' is not supported yet; Spate's "
+                       f"connectors: {known}")
+        else:
+            message = f"unknown connector '{connector_name}'; known connectors: {known}"
+        raise text.error(message, option_nodes.get("connector"), fallback)
+    chosen_format = (options.get("format") or "").strip().lower()
+    if chosen_format in NOT_YET_FORMATS:
+        raise text.error(f"format '{chosen_format}' is not supported yet; Spate reads and "
+                         "writes 'json', 'debezium_json' and 'raw_string'",
+                         option_nodes.get("format"), fallback)
+    return connector
+
+
 def _lookup_connectors() -> str:
     names = sorted(n for n, c in CONNECTORS.items() if isinstance(c, LookupConnector))
     return " or ".join(f"'{n}'" for n in names)
@@ -213,6 +240,11 @@ def _check_lookup_declaration(name: str, connector: Connector, temporary: bool,
         raise text.error(
             f"connector '{connector.name}' cannot serve lookup table {name}: lookup tables "
             f"use connector {_lookup_connectors()}", option_nodes.get("connector"), fallback)
+    if not temporary and declared in ("source", "sink") and is_lookup_connector:
+        raise text.error(
+            f"a {connector.name} {declared} is not supported yet: connector "
+            f"'{connector.name}' serves lookup tables, declared with CREATE TEMPORARY TABLE "
+            f"{name} (...)", option_nodes.get("type"), fallback)
     if not temporary and (is_lookup_connector or declared == LOOKUP):
         raise text.error(
             f"connector '{connector.name}' serves lookup tables, which are declared with "
@@ -295,15 +327,17 @@ def _substitute(value: str, variables: Mapping[str, str], node: exp.Expr, text: 
 def _columns(
     schema: exp.Expr, text: SourceText, fallback: int
 ) -> tuple[list[ColumnDef], dict[str, exp.Expr], exp.WatermarkColumnConstraint | None,
-           dict[str, exp.Expr]]:
-    """Physical columns, generated columns, the WATERMARK and the PRIMARY KEY columns
-    (name -> its constraint node, for locating errors)."""
+           dict[str, exp.Expr], dict[str, exp.Literal]]:
+    """Physical columns, generated columns, the WATERMARK, the PRIMARY KEY columns
+    (name -> its constraint node, for locating errors) and the metadata columns
+    (name -> the key literal of ``METADATA FROM 'key'``)."""
     columns: list[ColumnDef] = []
     generated: dict[str, exp.Expr] = {}
     primary_key: dict[str, exp.Expr] = {}
+    metadata: dict[str, exp.Literal] = {}
     watermark = None
     if not isinstance(schema, exp.Schema):
-        return columns, generated, None, primary_key
+        return columns, generated, None, primary_key, metadata
     for item in schema.expressions:
         if isinstance(item, exp.WatermarkColumnConstraint):
             if watermark is not None:
@@ -313,6 +347,12 @@ def _columns(
         if not isinstance(item, exp.ColumnDef):
             raise text.error(f"unsupported table element {item.sql()}", item, fallback)
         _check_constraints(item, text, fallback)
+        identifier = item.this
+        if isinstance(identifier, exp.Identifier) and identifier.quoted \
+                and identifier.name != identifier.name.lower():
+            raise text.error(f"case-sensitive column names (\"{identifier.name}\") are not "
+                             "supported yet: Spate folds names to lower case, so the column "
+                             "would not match its field", identifier, fallback)
         kind = item.args.get("kind")
         if not isinstance(kind, exp.DataType):
             raise text.error(f"column '{item.name}' needs a type", item, fallback)
@@ -320,8 +360,12 @@ def _columns(
             column_type = spark_type(kind)
         except UnsupportedTypeError as error:
             raise text.error(str(error), error.node, fallback) from error
-        computed = _generated_expression(item)
+        computed = generated_expression(item)
         name = item.name.lower()
+        key_literal = _metadata_key(item, computed)
+        if key_literal is not None:  # a connector field, not an expression
+            metadata[name] = key_literal
+            computed = None
         key = next((c for c in item.constraints
                     if isinstance(c.kind, exp.PrimaryKeyColumnConstraint)), None)
         if key is not None:
@@ -334,7 +378,41 @@ def _columns(
             continue
         not_null = any(isinstance(c.kind, exp.NotNullColumnConstraint) for c in item.constraints)
         columns.append(ColumnDef(name, column_type, nullable=not not_null))
-    return columns, generated, watermark, primary_key
+    return columns, generated, watermark, primary_key, metadata
+
+
+def _metadata_key(item: exp.ColumnDef, computed: exp.Expr | None) -> exp.Literal | None:
+    """The key of ``METADATA FROM 'key'``, or of its legacy form
+    ``GENERATED ALWAYS AS (metadata('key'))``."""
+    for constraint in item.constraints:
+        if isinstance(constraint.kind, MetadataColumnConstraint):
+            literal = constraint.kind.this
+            return literal if isinstance(literal, exp.Literal) else None
+    if isinstance(computed, exp.Anonymous) and computed.name.lower() == "metadata" \
+            and len(computed.expressions) == 1 and isinstance(computed.expressions[0],
+                                                              exp.Literal):
+        literal = computed.expressions[0]
+        return literal if literal.is_string else None
+    return None
+
+
+def _check_metadata(metadata: dict[str, exp.Literal], connector: str, role: str,
+                    primary_key: dict[str, exp.Expr], options: Mapping[str, str],
+                    text: SourceText, fallback: int) -> None:
+    """Metadata columns: a redis lookup table's key is its one PRIMARY KEY column
+    (which the lookup fills with the key it fetched); no other connector exposes any."""
+    for column, literal in metadata.items():
+        key = str(literal.name)
+        if connector != "redis" or role != LOOKUP:
+            raise text.error(f"METADATA FROM '{key}' is not supported yet: connector "
+                             f"'{connector}' exposes no metadata", literal, fallback)
+        if key != "key":
+            raise text.error(f"unknown metadata '{key}' for a redis lookup table; it has "
+                             "only METADATA FROM 'key'", literal, fallback)
+        if list(primary_key) != [column] or options.get("key.prefix"):
+            raise text.error(f"METADATA FROM 'key' must be the table's only PRIMARY KEY "
+                             f"column ({column} TEXT METADATA FROM 'key' PRIMARY KEY), "
+                             "without a 'key.prefix' option", literal, fallback)
 
 
 def _check_primary_key(primary_key: dict[str, exp.Expr], role: str, options: dict[str, str],
@@ -349,7 +427,7 @@ def _check_primary_key(primary_key: dict[str, exp.Expr], role: str, options: dic
                      "lookup tables", next(iter(primary_key.values())), fallback)
 
 
-def _generated_expression(item: exp.ColumnDef) -> exp.Expr | None:
+def generated_expression(item: exp.ColumnDef) -> exp.Expr | None:
     """The expression of ``GENERATED ALWAYS AS (expr) [STORED]`` (sqlglot reads the form
     without STORED as an identity column carrying the expression)."""
     for constraint in item.constraints:
@@ -364,7 +442,7 @@ def _generated_expression(item: exp.ColumnDef) -> exp.Expr | None:
 
 def _check_constraints(item: exp.ColumnDef, text: SourceText, fallback: int) -> None:
     allowed = (exp.NotNullColumnConstraint, exp.ComputedColumnConstraint,
-               exp.PrimaryKeyColumnConstraint)
+               exp.PrimaryKeyColumnConstraint, MetadataColumnConstraint)
     for constraint in item.constraints:
         generated = isinstance(constraint.kind, exp.GeneratedAsIdentityColumnConstraint) and \
             constraint.kind.args.get("expression") is not None

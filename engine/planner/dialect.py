@@ -4,9 +4,30 @@ Arroyo-compatible dialect needs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.dialects.risingwave import RisingWave
 from sqlglot.tokenizer_core import TokenType
+
+
+class MetadataColumnConstraint(exp.Expression, exp.ColumnConstraintKind):
+    """``col type METADATA FROM 'key'``: the column holds a connector's metadata field."""
+
+    arg_types = {"this": True}
+
+
+def _strftime_aware(name: str, builder: Callable[..., exp.Expr]) -> Callable[..., exp.Expr]:
+    """``to_timestamp``/``to_char`` as sqlglot reads them (a PostgreSQL format), unless a
+    format is strftime-style (``%Y``) or there are several: then the call is kept for
+    the function library, which converts strftime formats itself."""
+    def build(args: list[exp.Expr], dialect: Dialect) -> exp.Expr:
+        strftime = any(isinstance(f, exp.Literal) and "%" in str(f.name) for f in args[1:])
+        if len(args) > 2 or strftime:
+            return exp.Anonymous(this=name, expressions=args)
+        return builder(args, dialect)
+    return build
 
 
 class Spate(RisingWave):
@@ -24,11 +45,24 @@ class Spate(RisingWave):
         # var(x) is var_samp(x), as in DataFusion
         # and covar(y, x) covar_samp(y, x)
         FUNCTIONS = {**RisingWave.Parser.FUNCTIONS, "VAR": exp.Variance.from_arg_list,
-                     "COVAR": exp.CovarSamp.from_arg_list}
+                     "COVAR": exp.CovarSamp.from_arg_list,
+                     **{name: _strftime_aware(name, RisingWave.Parser.FUNCTIONS[name])
+                        for name in ("TO_TIMESTAMP", "TO_CHAR")}}
         # ``x -> ...`` inside a call is the JSON operator, as anywhere else: the
         # dialect has no lambdas (sqlglot would read length(j -> 'a') as one).
         LAMBDAS = {k: v for k, v in RisingWave.Parser.LAMBDAS.items()
                    if k not in (TokenType.ARROW, TokenType.FARROW)}
+        CONSTRAINT_PARSERS = {
+            **RisingWave.Parser.CONSTRAINT_PARSERS,
+            "METADATA": lambda self: self._match(TokenType.FROM) and self.expression(
+                MetadataColumnConstraint(this=self._parse_string())),
+        }
+
+    class Generator(RisingWave.Generator):  # type: ignore[misc,valid-type]
+        TRANSFORMS = {
+            **RisingWave.Generator.TRANSFORMS,
+            MetadataColumnConstraint: lambda self, e: f"METADATA FROM {self.sql(e, 'this')}",
+        }
 
 
 def written_name(item: exp.Expr) -> str:

@@ -17,6 +17,7 @@ from spate.engine.planner.function_base import (
     string_literal,
 )
 from spate.engine.planner.plan import EVENT_TIME
+from spate.engine.planner.time_formats import TimeFormatError, spark_pattern
 from spate.engine.planner.windows import IntervalError, interval_micros
 
 # -- time ------------------------------------------------------------------------------------
@@ -39,6 +40,60 @@ def _to_timestamp(node: exp.Func, ctx: Translation) -> exp.Expr:
     # One argument: text (ISO 8601) or seconds since the epoch; a cast reads both.
     if isinstance(node, exp.UnixToTime):
         return exp.cast(node.this, exp.DataType.build("timestamp"))
+    if isinstance(node, exp.Anonymous):  # strftime formats, tried in order
+        return _parse_time(node, ctx, "to_timestamp")
+    return node
+
+
+def _parse_time(node: exp.Func, ctx: Translation, name: str) -> exp.Expr:
+    """``f(text, format, ...)``: the first format that reads the text (else NULL)."""
+    value, *formats = arity(node, ctx, name, 2, 16)
+    attempts = [call("TRY_TO_TIMESTAMP", value.copy(),
+                     exp.Literal.string(_pattern(f, ctx, name, parsing=True)))
+                for f in formats]
+    return attempts[0] if len(attempts) == 1 else exp.Coalesce(this=attempts[0],
+                                                               expressions=attempts[1:])
+
+
+def _pattern(node: exp.Expr, ctx: Translation, name: str, *, parsing: bool) -> str:
+    text = string_literal(node, ctx, f"{name}()'s format")
+    try:
+        return spark_pattern(text, parsing=parsing)
+    except TimeFormatError as error:
+        raise ctx.error(f"{name}(): {error}", node) from error
+
+
+def _to_char(node: exp.Func, ctx: Translation) -> exp.Expr:
+    """``to_char(ts, '%d-%m-%Y')`` (``date_format``); a PostgreSQL format is sqlglot's."""
+    if isinstance(node, exp.TimeToStr):
+        return node
+    value, fmt = arity(node, ctx, "to_char", 2, 2)
+    return call("DATE_FORMAT", value, exp.Literal.string(_pattern(fmt, ctx, "to_char",
+                                                                  parsing=False)))
+
+
+def _date_part(node: exp.Func, ctx: Translation) -> exp.Expr:
+    """``extract(field FROM ts)`` / ``date_part('field', ts)``, with PostgreSQL's fields:
+    ``dow`` counts from Sunday = 0, ``epoch`` and the sub-second fields are numbers of
+    seconds, milli-, micro- or nanoseconds (with the seconds' fraction)."""
+    if not isinstance(node, exp.Extract):  # datepart('field', ts)
+        field, value = arity(node, ctx, "datepart", 2, 2)
+        name = string_literal(field, ctx, "datepart()'s field")
+        node = exp.Extract(this=exp.var(name.upper()), expression=value)
+    field_name = node.this.name.lower() if isinstance(node.this, exp.Expr) else ""
+    value = node.expression
+    seconds = exp.Extract(this=exp.var("SECOND"), expression=value.copy())
+    scaled = {"millisecond": 1_000, "milliseconds": 1_000, "microsecond": 1_000_000,
+              "microseconds": 1_000_000, "nanosecond": 1_000_000_000,
+              "nanoseconds": 1_000_000_000}
+    if field_name == "dow":  # Spark counts from Sunday = 1
+        return exp.Sub(this=node.copy(), expression=exp.Literal.number(1))
+    if field_name == "epoch":
+        return exp.Div(this=exp.cast(call("UNIX_MICROS", value), exp.DataType.build("double")),
+                       expression=exp.Literal.number(1_000_000))
+    if field_name in scaled:
+        return exp.cast(exp.Mul(this=seconds, expression=exp.Literal.number(scaled[field_name])),
+                        exp.DataType.build("double"))
     return node
 
 
@@ -48,17 +103,20 @@ def _from_unixtime(node: exp.Func, ctx: Translation) -> exp.Expr:
 
 
 def _date_bin(node: exp.Func, ctx: Translation) -> exp.Expr:
-    if node.args.get("unit") is not None:
-        raise ctx.error("date_bin() with an origin is not supported; bins start at "
-                        "1970-01-01T00:00:00", node)
+    """The start of the bin of ``width`` holding the time; bins start at ``origin``
+    (default 1970-01-01T00:00:00) and every ``width`` from it."""
     try:
         width_us = interval_micros(node.this)
     except IntervalError as error:
         raise ctx.error(f"date_bin(): {error}", node.this) from error
     micros = call("UNIX_MICROS", node.expression)
-    # pmod keeps the arithmetic exact in integers and floors times before 1970 too.
+    origin = node.args.get("unit")  # sqlglot's name for the third argument
+    if isinstance(origin, exp.Expr):
+        micros = exp.Sub(this=micros, expression=call("UNIX_MICROS", origin.copy()))
+    # pmod keeps the arithmetic exact in integers and floors times before the origin too.
     offset = call("PMOD", micros.copy(), exp.Literal.number(width_us))
-    return call("TIMESTAMP_MICROS", exp.Sub(this=micros, expression=offset))
+    start = exp.Sub(this=call("UNIX_MICROS", node.expression.copy()), expression=offset)
+    return call("TIMESTAMP_MICROS", start)
 
 
 def _current_date(node: exp.Func, ctx: Translation) -> exp.Expr:
@@ -66,12 +124,30 @@ def _current_date(node: exp.Func, ctx: Translation) -> exp.Expr:
     return exp.cast(_now(node, ctx), exp.DataType.build("date"))
 
 
-def _from_epoch(spark_name: str, name: str) -> Translator:
-    """``to_timestamp_seconds(x)`` and kin: a number since the epoch as a timestamp."""
+def _from_epoch(spark_name: str, name: str, unit: str) -> Translator:
+    """``to_timestamp_seconds(x)`` and kin: a number since the epoch as a timestamp; text
+    (a literal, or with strftime formats) is parsed, then truncated to ``unit``."""
     def translate(node: exp.Func, ctx: Translation) -> exp.Expr:
-        (value,) = arity(node, ctx, name, 1, 1)
-        return call(spark_name, value)
+        args = arity(node, ctx, name, 1, 16)
+        value = args[0]
+        if len(args) > 1:
+            parsed = _parse_time(node, ctx, name)
+        elif isinstance(value, exp.Literal) and value.is_string:
+            parsed = exp.cast(value, exp.DataType.build("timestamp"))
+        elif spark_name == "TIMESTAMP_NANOS":  # Spark keeps microseconds: floor the rest
+            micros = exp.IntDiv(this=exp.Paren(this=exp.Sub(this=value, expression=call(
+                "PMOD", value.copy(), exp.Literal.number(1000)))),
+                expression=exp.Literal.number(1000))
+            return call("TIMESTAMP_MICROS", micros)
+        else:
+            return call(spark_name, value)
+        return call("DATE_TRUNC", exp.Literal.string(unit), parsed)
     return translate
+
+
+def _current_time(node: exp.Func, ctx: Translation) -> exp.Expr:
+    # TIME is text in Spate: the time of day of now().
+    return call("DATE_FORMAT", _now(node, ctx), exp.Literal.string("HH:mm:ss.SSSSSS"))
 
 
 # -- math ------------------------------------------------------------------------------------
@@ -108,13 +184,97 @@ def _to_hex(node: exp.Func, ctx: Translation) -> exp.Expr:
 # -- regex ---------------------------------------------------------------------------------
 
 
+#: Flags of the regex functions -> Java's inline flags.
+_REGEX_FLAGS = {"i": "i", "m": "m", "s": "s"}
+
+
+def _flagged(pattern: exp.Expr, flags: exp.Expr | None, ctx: Translation, name: str,
+             allowed: str = "") -> exp.Expr:
+    """``pattern`` with ``flags`` (a literal such as 'i') as an inline ``(?i)`` prefix;
+    letters in ``allowed`` are accepted and handled by the caller. A literal pattern's
+    named groups ``(?P<name>...)`` are written as Java's ``(?<name>...)``."""
+    if isinstance(pattern, exp.Literal) and pattern.is_string:
+        pattern = exp.Literal.string(str(pattern.name).replace("(?P<", "(?<"))
+    if flags is None:
+        return pattern
+    letters = string_literal(flags, ctx, f"{name}()'s flags")
+    unknown = sorted(set(letters) - set(_REGEX_FLAGS) - set(allowed))
+    if unknown:
+        raise ctx.error(f"{name}(): flag '{unknown[0]}' is not supported yet (supported: "
+                        f"{', '.join(sorted({*_REGEX_FLAGS, *allowed}))})", flags)
+    inline = "".join(sorted({_REGEX_FLAGS[f] for f in letters if f in _REGEX_FLAGS}))
+    if not inline:
+        return pattern
+    prefix = exp.Literal.string(f"(?{inline})")
+    if isinstance(pattern, exp.Literal) and pattern.is_string:
+        return exp.Literal.string(prefix.name + str(pattern.name))
+    return call("CONCAT", prefix, pattern)
+
+
+def _regexp_like(node: exp.Func, ctx: Translation) -> exp.Expr:
+    subject, pattern, *flags = arity(node, ctx, "regexp_like", 2, 3)
+    return exp.RegexpLike(this=subject, expression=_flagged(
+        pattern, flags[0] if flags else None, ctx, "regexp_like"))
+
+
+def _java_replacement(text: str, shift: int = 0) -> str:
+    """A replacement in the dialect's syntax (``\\1`` or ``$1``/``${1}`` for a group, other
+    text literal) in Java's (``$1``; backslash and a literal ``$`` escaped), each group
+    number raised by ``shift`` (for a pattern wrapped in groups of its own)."""
+    out: list[str] = []
+    index = 0
+    while index < len(text):
+        char = text[index]
+        following = text[index + 1] if index + 1 < len(text) else ""
+        braced = re.match(r"\$\{(\d+)\}", text[index:]) if char == "$" else None
+        if char in "\\$" and following.isdigit():
+            out.append(f"${int(following) + shift}")
+            index += 2
+        elif braced:
+            out.append(f"${{{int(braced.group(1)) + shift}}}")
+            index += braced.end()
+        elif char == "\\":
+            out.append("\\\\")
+            index += 1
+        elif char == "$" and following == "$":
+            out.append("\\$")
+            index += 2
+        else:
+            out.append(char)
+            index += 1
+    return "".join(out)
+
+
+#: Wraps a pattern so that only its first match is replaced: the text before it
+#: is group 1, put back by the replacement.
+_FIRST_MATCH = "^([\\s\\S]*?)(?:{pattern})"
+
+
+def _regexp_replace(node: exp.Func, ctx: Translation) -> exp.Expr:
+    """The first match is replaced; with flag 'g', every match."""
+    subject, pattern, replacement, *flags = arity(node, ctx, "regexp_replace", 3, 4)
+    every = bool(flags) and "g" in string_literal(flags[0], ctx, "regexp_replace()'s flags")
+    pattern = _flagged(pattern, flags[0] if flags else None, ctx, "regexp_replace",
+                       allowed="g")
+    if every:
+        if isinstance(replacement, exp.Literal) and replacement.is_string:
+            replacement = exp.Literal.string(_java_replacement(str(replacement.name)))
+        return call("REGEXP_REPLACE", subject, pattern, replacement)
+    regex = string_literal(pattern, ctx, "regexp_replace()'s pattern")
+    text = string_literal(replacement, ctx, "regexp_replace()'s replacement (without flag 'g')")
+    return call("REGEXP_REPLACE", subject,
+                exp.Literal.string(_FIRST_MATCH.format(pattern=regex)),
+                exp.Literal.string("$1" + _java_replacement(text, shift=1)))
+
+
 def _regexp_match(node: exp.Func, ctx: Translation) -> exp.Expr:
-    subject, pattern = arity(node, ctx, "regexp_match", 2, 2)
+    subject, pattern, *flags = arity(node, ctx, "regexp_match", 2, 3)
     regex = string_literal(pattern, ctx, "regexp_match()'s pattern")
     try:
         groups = re.compile(regex).groups
     except re.error as error:
         raise ctx.error(f"regexp_match(): invalid pattern: {error}", pattern) from error
+    pattern = _flagged(pattern, flags[0] if flags else None, ctx, "regexp_match")
     parts = [call("REGEXP_EXTRACT", subject.copy(), pattern.copy(), exp.Literal.number(i))
              for i in range(1, groups + 1) or [0]]
     matched = exp.RegexpLike(this=subject.copy(), expression=pattern.copy())
@@ -130,18 +290,36 @@ def _array_size(node: exp.Func, ctx: Translation) -> exp.Expr:
     return call("ARRAY_SIZE", array)
 
 
+def _struct(node: exp.Func, ctx: Translation) -> exp.Expr:
+    """``struct(a, b AS name)``: fields named c0, c1, ... unless named with AS."""
+    values = node.expressions if isinstance(node, exp.Struct | exp.Anonymous) else []
+    pairs: list[exp.Expr] = []
+    for index, value in enumerate(values):
+        name = f"c{index}"
+        if isinstance(value, exp.PropertyEQ | exp.Alias):
+            name = value.alias if isinstance(value, exp.Alias) else value.this.name
+            value = value.this if isinstance(value, exp.Alias) else value.expression
+        pairs.extend([exp.Literal.string(name), value])
+    return call("NAMED_STRUCT", *pairs)
+
+
+def _iszero(node: exp.Func, ctx: Translation) -> exp.Expr:
+    (value,) = arity(node, ctx, "iszero", 1, 1)
+    return exp.EQ(this=value, expression=exp.Literal.number(0))
+
+
+def _element(node: exp.Func, ctx: Translation) -> exp.Expr:
+    """The element at a 1-based index (negative: from the end); index 0 is NULL."""
+    array, index = arity(node, ctx, "array_element", 2, 2)
+    zero = exp.EQ(this=index.copy(), expression=exp.Literal.number(0))
+    return exp.Case(ifs=[exp.If(this=zero, true=exp.null())],
+                    default=call("ELEMENT_AT", array, index))
+
+
 def _get_field(node: exp.Func, ctx: Translation) -> exp.Expr:
     struct, key = arity(node, ctx, "get_field", 2, 2)
     name = string_literal(key, ctx, "get_field()'s field name")
     return exp.Dot(this=struct, expression=exp.to_identifier(name, quoted=True))
-
-
-def _array_slice(node: exp.Func, ctx: Translation) -> exp.Expr:
-    """``array_slice(a, begin, end)``: elements begin..end, 1-based and inclusive."""
-    array, begin, end = arity(node, ctx, "array_slice", 3, 3)
-    length = exp.Add(this=exp.Sub(this=end, expression=begin.copy()),
-                     expression=exp.Literal.number(1))
-    return call("SLICE", array, begin, call("GREATEST", length, exp.Literal.number(0)))
 
 
 def _range(inclusive: bool) -> Translator:
@@ -168,11 +346,9 @@ def _range(inclusive: bool) -> Translator:
     return translate
 
 
-def _string_to_array(node: exp.Func, ctx: Translation) -> exp.Expr:
-    """``string_to_array(s, delimiter)``: split at a literal delimiter (not a regex)."""
-    value, delimiter = arity(node, ctx, "string_to_array", 2, 2)
-    text = string_literal(delimiter, ctx, "string_to_array()'s delimiter")
-    return call("SPLIT", value, exp.Literal.string(re.escape(text)))
+def _prepend(node: exp.Func, ctx: Translation) -> exp.Expr:
+    value, array = arity(node, ctx, "array_prepend", 2, 2)
+    return call("ARRAY_PREPEND", array, value)
 
 
 def _array_has_all(node: exp.Func, ctx: Translation) -> exp.Expr:
@@ -201,7 +377,7 @@ def _digest(node: exp.Func, ctx: Translation) -> exp.Expr:
     value, algorithm = arity(node, ctx, "digest", 2, 2)
     chosen = string_literal(algorithm, ctx, "digest()'s algorithm").lower()
     if chosen not in _DIGESTS:
-        raise ctx.error(f"digest() algorithm '{chosen}' is not supported; use one of "
+        raise ctx.error(f"digest() algorithm '{chosen}' is not supported yet; use one of "
                         f"{', '.join(sorted(_DIGESTS))}", algorithm)
     spark_name, *bits = _DIGESTS[chosen]
     return call(str(spark_name), value, *(exp.Literal.number(b) for b in bits))
@@ -240,11 +416,15 @@ def _arrow_cast(node: exp.Func, ctx: Translation) -> exp.Expr:
     spark_type = _ARROW_TYPES.get(re.sub(r"\s+", " ", wanted.strip().lower()))
     if spark_type is None:
         known = ", ".join(sorted({k.split("(")[0] for k in _ARROW_TYPES}))
-        raise ctx.error(f"arrow_cast() cannot cast to '{wanted}'; supported Arrow types: "
-                        f"{known}", arrow)
+        raise ctx.error(f"arrow_cast() cannot cast to '{wanted}': it is not supported yet; "
+                        f"supported Arrow types: {known}", arrow)
     return exp.cast(value, exp.DataType.build(spark_type, dialect="spark"))
 
 
+
+_DATE_PART_NOTE = ("dow counts from Sunday = 0; epoch, millisecond, microsecond and "
+                   "nanosecond count seconds (with their fraction) in that unit")
+_EPOCH_NOTE = "text is parsed (optionally with strftime formats), then truncated to the unit"
 
 LIBRARY: tuple[Function, ...] = (
     # math
@@ -285,6 +465,7 @@ LIBRARY: tuple[Function, ...] = (
     Function("atanh", "math", "atanh(x)"),
     Function("factorial", "math", "factorial(n)", note="0 to 20; NULL beyond"),
     Function("isnan", "math", "isnan(x)"),
+    Function("iszero", "math", "x = 0", _iszero),
     Function("nanvl", "math", "nanvl(x, y)"),
     Function("random", "math", "rand()", rename("RAND"),
              note="a new value per row and per run (not replayed alike)"),
@@ -312,6 +493,8 @@ LIBRARY: tuple[Function, ...] = (
     Function("initcap", "string", "initcap(s)"),
     Function("starts_with", "string", "startswith(s, prefix)"),
     Function("strpos", "string", "locate(sub, s)"),
+    Function("position", "string", "locate(sub, s)", note="position(sub IN s)"),
+    Function("overlay", "string", "overlay(s PLACING r FROM start [FOR count])"),
     Function("repeat", "string", "repeat(s, n)"),
     Function("character_length", "string", "length(s)", rename("LENGTH")),
     Function("octet_length", "string", "octet_length(s)"),
@@ -330,13 +513,16 @@ LIBRARY: tuple[Function, ...] = (
     Function("substring_index", "string", "substring_index(s, delimiter, n)"),
     Function("uuid", "string", "uuid()", note="a new value per row and per run"),
     # regex
-    Function("regexp_like", "regex", "s RLIKE pattern", note="Java regular expressions"),
+    Function("regexp_like", "regex", "s RLIKE '(?flags)' || pattern", _regexp_like,
+             "Java regular expressions; flags i, m, s"),
     Function("regexp_match", "regex",
              "CASE WHEN s RLIKE p THEN array(regexp_extract(s, p, 1), ...) END",
              _regexp_match, "pattern must be a literal; the array holds the first match's "
-             "groups (the whole match when it has none)"),
-    Function("regexp_replace", "regex", "regexp_replace(s, pattern, replacement)",
-             note="every match is replaced, as in Spark"),
+             "groups (the whole match when it has none); flags i, m, s"),
+    Function("regexp_replace", "regex", "regexp_replace(s, '(?flags)' || pattern, replacement)",
+             _regexp_replace, "the first match is replaced, every match with flag 'g'; flags "
+             "i, m, s; \\1 or $1 in the replacement is the first group; without 'g' the "
+             "pattern and replacement must be literals"),
     # conditional
     Function("coalesce", "conditional", "coalesce(a, b, ...)"),
     Function("nullif", "conditional", "nullif(a, b)"),
@@ -356,12 +542,17 @@ LIBRARY: tuple[Function, ...] = (
     Function("date_trunc", "time", "date_trunc(unit, ts)"),
     Function("date_bin", "time", "timestamp_micros(unix_micros(ts) - pmod(unix_micros(ts), "
              "width_us))", _date_bin, "the interval must be a fixed-length literal; bins "
-             "start at the epoch (no origin argument)"),
-    Function("extract", "time", "extract(field FROM ts)"),
-    Function("date_part", "time", "extract(field FROM ts)"),
-    Function("to_timestamp", "time", "CAST(x AS TIMESTAMP) / to_timestamp(s, format)",
-             _to_timestamp, "one argument: ISO 8601 text or seconds since the epoch; two: "
-             "text and a PostgreSQL format"),
+             "start at the optional origin, by default the epoch"),
+    Function("extract", "time", "extract(field FROM ts)", _date_part, _DATE_PART_NOTE),
+    Function("date_part", "time", "extract(field FROM ts)", _date_part, _DATE_PART_NOTE),
+    Function("to_timestamp", "time", "CAST(x AS TIMESTAMP) / try_to_timestamp(s, pattern)",
+             _to_timestamp, "one argument: ISO 8601 text or seconds since the epoch; more: "
+             "text and strftime formats (%Y-%m-%d), tried in order (NULL if none reads "
+             "it), or one PostgreSQL format (YYYY-MM-DD)"),
+    Function("to_char", "time", "date_format(ts, pattern)", _to_char,
+             "a strftime format (%d-%m-%Y) or a PostgreSQL one (DD-MM-YYYY)"),
+    Function("date_format", "time", "date_format(ts, pattern)", _to_char,
+             "a strftime format, as to_char"),
     Function("from_unixtime", "time", "timestamp_seconds(x)", _from_unixtime),
     Function("unix_seconds", "time", "unix_seconds(ts)", note="whole seconds since the epoch"),
     Function("unix_millis", "time", "unix_millis(ts)", note="milliseconds since the epoch"),
@@ -369,12 +560,21 @@ LIBRARY: tuple[Function, ...] = (
     Function("to_unixtime", "time", "unix_seconds(ts)", rename("UNIX_SECONDS"),
              "whole seconds since the epoch"),
     Function("to_timestamp_seconds", "time", "timestamp_seconds(x)",
-             _from_epoch("TIMESTAMP_SECONDS", "to_timestamp_seconds")),
+             _from_epoch("TIMESTAMP_SECONDS", "to_timestamp_seconds", "SECOND"),
+             _EPOCH_NOTE),
     Function("to_timestamp_millis", "time", "timestamp_millis(x)",
-             _from_epoch("TIMESTAMP_MILLIS", "to_timestamp_millis")),
+             _from_epoch("TIMESTAMP_MILLIS", "to_timestamp_millis", "MILLISECOND"),
+             _EPOCH_NOTE),
     Function("to_timestamp_micros", "time", "timestamp_micros(x)",
-             _from_epoch("TIMESTAMP_MICROS", "to_timestamp_micros")),
-    Function("datepart", "time", "extract(field FROM ts)", rename("DATE_PART")),
+             _from_epoch("TIMESTAMP_MICROS", "to_timestamp_micros", "MICROSECOND"),
+             _EPOCH_NOTE),
+    Function("to_timestamp_nanos", "time", "timestamp_micros((x - pmod(x, 1000)) div 1000)",
+             _from_epoch("TIMESTAMP_NANOS", "to_timestamp_nanos", "MICROSECOND"),
+             "timestamps keep microseconds: the nanoseconds below are dropped; "
+             + _EPOCH_NOTE),
+    Function("current_time", "time", "date_format(<pipeline start>, 'HH:mm:ss.SSSSSS')",
+             _current_time, "the time of day of now(), as TIME text"),
+    Function("datepart", "time", "extract(field FROM ts)", _date_part, "same as date_part"),
     Function("datetrunc", "time", "date_trunc(unit, ts)", rename("DATE_TRUNC")),
     Function("current_date", "time", "CAST('<pipeline start>' AS DATE)", _current_date,
              "the date of now()"),
@@ -389,32 +589,28 @@ LIBRARY: tuple[Function, ...] = (
     Function("array_concat", "array", "concat(a, b)"),
     Function("array_has", "array", "array_contains(arr, x)"),
     Function("array_contains", "array", "array_contains(arr, x)"),
-    Function("array_position", "array", "array_position(arr, x)"),
-    Function("array_remove", "array", "array_remove(arr, x)"),
     Function("array_distinct", "array", "array_distinct(arr)"),
-    Function("array_length", "array", "array_size(arr)", _array_size),
     Function("cardinality", "array", "array_size(arr)", _array_size),
     Function("make_list", "array", "array(a, ...)", rename("ARRAY")),
     Function("array_cat", "array", "concat(a, b)", rename("CONCAT")),
     Function("array_push_back", "array", "array_append(arr, x)", rename("ARRAY_APPEND")),
-    Function("array_push_front", "array", "array_prepend(arr, x)", rename("ARRAY_PREPEND")),
-    Function("array_element", "array", "element_at(arr, i)", rename("ELEMENT_AT"), "1-based"),
-    Function("array_extract", "array", "element_at(arr, i)", rename("ELEMENT_AT"), "1-based"),
-    Function("array_indexof", "array", "array_position(arr, x)", rename("ARRAY_POSITION")),
+    Function("array_push_front", "array", "array_prepend(arr, x)", _prepend,
+             "the element first, as array_prepend(x, arr)"),
+    Function("array_element", "array", "element_at(arr, i)", _element,
+             "1-based; negative counts from the end; 0 is NULL"),
+    Function("array_extract", "array", "element_at(arr, i)", _element,
+             "1-based; negative counts from the end; 0 is NULL"),
     Function("array_has_any", "array", "arrays_overlap(a, b)", rename("ARRAYS_OVERLAP")),
     Function("array_has_all", "array", "array_size(array_except(b, a)) = 0", _array_has_all),
     Function("array_join", "array", "array_join(arr, delimiter)"),
     Function("array_to_string", "array", "array_join(arr, delimiter)", rename("ARRAY_JOIN")),
     Function("array_max", "array", "array_max(arr)"),
     Function("array_min", "array", "array_min(arr)"),
-    Function("array_sort", "array", "array_sort(arr)", note="ascending, NULLs last"),
     Function("array_reverse", "array", "reverse(arr)", rename("REVERSE")),
     Function("array_union", "array", "array_union(a, b)", note="without duplicates"),
     Function("array_intersect", "array", "array_intersect(a, b)"),
     Function("array_except", "array", "array_except(a, b)"),
     Function("array_repeat", "array", "array_repeat(x, n)"),
-    Function("array_slice", "array", "slice(arr, begin, end - begin + 1)", _array_slice,
-             "1-based, end included"),
     Function("array_empty", "array", "array_size(arr) = 0", _array_empty),
     Function("empty", "array", "array_size(arr) = 0", _array_empty),
     Function("flatten", "array", "flatten(arr)"),
@@ -422,19 +618,36 @@ LIBRARY: tuple[Function, ...] = (
              "stop excluded"),
     Function("generate_series", "array", "sequence(start, stop, step)", _range(True),
              "stop included"),
-    Function("string_to_array", "array", "split(s, <quoted delimiter>)", _string_to_array,
-             "the delimiter is a literal, not a pattern"),
     Function("list_append", "array", "array_append(arr, x)", rename("ARRAY_APPEND")),
-    Function("list_prepend", "array", "array_prepend(arr, x)", rename("ARRAY_PREPEND")),
+    Function("list_prepend", "array", "array_prepend(arr, x)", _prepend,
+             "the element first, as array_prepend(x, arr)"),
+    Function("list_push_front", "array", "array_prepend(arr, x)", _prepend,
+             "the element first, as array_prepend(x, arr)"),
+    Function("list_push_back", "array", "array_append(arr, x)", rename("ARRAY_APPEND")),
+    Function("list_cat", "array", "concat(a, b)", rename("CONCAT")),
+    Function("list_element", "array", "element_at(arr, i)", _element,
+             "1-based; negative counts from the end; 0 is NULL"),
+    Function("list_extract", "array", "element_at(arr, i)", _element,
+             "1-based; negative counts from the end; 0 is NULL"),
+    Function("list_empty", "array", "array_size(arr) = 0", _array_empty),
+    Function("list_except", "array", "array_except(a, b)", rename("ARRAY_EXCEPT")),
+    Function("list_has_all", "array", "array_size(array_except(b, a)) = 0", _array_has_all),
+    Function("list_has_any", "array", "arrays_overlap(a, b)", rename("ARRAYS_OVERLAP")),
+    Function("list_intersect", "array", "array_intersect(a, b)", rename("ARRAY_INTERSECT")),
+    Function("list_join", "array", "array_join(arr, delimiter)", rename("ARRAY_JOIN")),
+    Function("list_to_string", "array", "array_join(arr, delimiter)", rename("ARRAY_JOIN")),
+    Function("list_repeat", "array", "array_repeat(x, n)", rename("ARRAY_REPEAT")),
+    Function("list_reverse", "array", "reverse(arr)", rename("REVERSE")),
+    Function("list_union", "array", "array_union(a, b)", rename("ARRAY_UNION"),
+             "without duplicates"),
     Function("list_concat", "array", "concat(a, b)", rename("CONCAT")),
     Function("list_has", "array", "array_contains(arr, x)", rename("ARRAY_CONTAINS")),
-    Function("list_length", "array", "array_size(arr)", _array_size),
     Function("list_distinct", "array", "array_distinct(arr)", rename("ARRAY_DISTINCT")),
-    Function("list_position", "array", "array_position(arr, x)", rename("ARRAY_POSITION")),
     # struct
-    Function("struct", "struct", "struct(a, ...)"),
+    Function("struct", "struct", "named_struct('c0', a, ...)", _struct,
+             "fields c0, c1, ... unless named: struct(a AS name, ...)"),
     Function("named_struct", "struct", "named_struct('name', value, ...)"),
-    Function("row", "struct", "struct(a, ...)", rename("STRUCT")),
+    Function("row", "struct", "named_struct('c0', a, ...)", _struct, "same as struct"),
     Function("get_field", "struct", "s.`name`", _get_field, "field name must be a literal"),
     # hash
     Function("md5", "hash", "md5(x)", note="hex text"),

@@ -25,6 +25,7 @@ from pyspark.sql import types as T
 from sqlglot import exp
 from sqlglot.tokenizer_core import TokenType
 
+from spate.engine.planner.array_functions import ARRAY_FUNCTIONS, array_slice
 from spate.engine.planner.dialect import Spate, written_name
 from spate.engine.planner.errors import PlanningError
 from spate.engine.planner.function_base import Function, Translation, args_of
@@ -41,14 +42,30 @@ DOCS_PATH = "engine/planner/FUNCTIONS.md"
 
 
 #: The one table: the library's functions and the JSON ones, by the name a query writes.
-FUNCTIONS: dict[str, Function] = {f.name: f for f in (*LIBRARY, *JSON_FUNCTIONS)}
+FUNCTIONS: dict[str, Function] = {f.name: f for f in (*LIBRARY, *ARRAY_FUNCTIONS,
+                                                       *JSON_FUNCTIONS)}
+
+#: Functions of the dialect Spate has not implemented yet, and why or what to use instead.
+NOT_YET: dict[str, str] = {
+    "array_dims": "it depends on nested array types",
+    "array_ndims": "it depends on nested array types",
+    "list_dims": "it depends on nested array types",
+    "list_ndims": "it depends on nested array types",
+    "array_fill": "use array_repeat(x, n)",
+    "arrow_typeof": "Spark types are not Arrow's",
+    "gcd": "Spark has no native gcd",
+    "lcm": "Spark has no native lcm",
+    "approx_percentile_cont_with_weight": "use approx_percentile_cont(x, p) without weights",
+    "wallclock": "now() is the pipeline's start; row_time() a row's event time",
+}
 
 #: Calls written as syntax carry no name position: their name comes from the node type.
 _SYNTAX_NAMES: dict[type[exp.Func], str] = {
     exp.Floor: "floor", exp.Ceil: "ceil", exp.Trim: "trim", exp.Initcap: "initcap",
     exp.Substring: "substring", exp.Extract: "extract", exp.Decode: "decode",
     exp.CurrentTimestamp: "current_timestamp", exp.JSONExtract: "->",
-    exp.JSONExtractScalar: "->>", exp.JSONBContainsTopKey: "?",
+    exp.JSONExtractScalar: "->>", exp.JSONBContainsTopKey: "?", exp.StrPosition: "position",
+    exp.Overlay: "overlay",
 }
 #: Expression syntax that parses into function nodes but is not a function call.
 #: (sqlglot models AND/OR/XOR as functions too: exp.Connector.)
@@ -77,7 +94,7 @@ def translate_functions(query: exp.Expr, text: SourceText, fallback: int,
     names = _unaliased_names(query)
     calls = [node for node in query.walk() if isinstance(node, exp.Func)]
     for node in reversed(calls):  # innermost first: a rewrite sees translated arguments
-        name = _written_name(node, text)
+        name = written_call_name(node, text)
         if udfs is not None and name is not None and name in udfs.functions:
             _udf_call(node, udfs.functions[name], ctx, udfs)
             continue
@@ -93,7 +110,39 @@ def translate_functions(query: exp.Expr, text: SourceText, fallback: int,
             if replacement is not node:
                 node.replace(replacement)
     _keep_names(names)
+    _spark_cast_types(query)
+    _array_slices(query)
     return query
+
+
+def _array_slices(query: exp.Expr) -> None:
+    """``arr[begin:end]`` (1-based, both included, either may be left out) as
+    ``array_slice``; Spark has no slice syntax."""
+    for bracket in list(query.find_all(exp.Bracket)):
+        (index,) = bracket.expressions if len(bracket.expressions) == 1 else (None,)
+        if isinstance(index, exp.Slice):
+            begin = index.this if isinstance(index.this, exp.Expr) else exp.Literal.number(1)
+            end = index.expression if isinstance(index.expression, exp.Expr) else \
+                exp.Literal.number(-1)
+            bracket.replace(array_slice(bracket.this, begin, end))
+
+
+#: Types a CAST may name that Spark has no type of that name for (as column types map them).
+_CAST_TYPES = {
+    exp.DataType.Type.UTINYINT: "SMALLINT", exp.DataType.Type.USMALLINT: "INT",
+    exp.DataType.Type.UINT: "BIGINT", exp.DataType.Type.UBIGINT: "DECIMAL(20, 0)",
+    exp.DataType.Type.JSON: "STRING", exp.DataType.Type.JSONB: "STRING",
+}
+
+
+def _spark_cast_types(query: exp.Expr) -> None:
+    """``CAST(x AS INT UNSIGNED)``, ``x::JSON`` and the like: the Spark type Spate uses
+    for the column type of that name."""
+    for cast in list(query.find_all(exp.Cast)):  # TryCast is a Cast too
+        for node in list(cast.to.find_all(exp.DataType)):
+            spark_name = _CAST_TYPES.get(node.this)
+            if spark_name is not None:
+                node.replace(exp.DataType.build(spark_name, dialect="spark"))
 
 
 def _unaliased_names(query: exp.Expr) -> list[tuple[exp.Select, int, str]]:
@@ -113,7 +162,7 @@ def _keep_names(names: list[tuple[exp.Select, int, str]]) -> None:
             item.replace(exp.alias_(item.copy(), name, quoted=True))
 
 
-def _written_name(node: exp.Func, text: SourceText) -> str | None:
+def written_call_name(node: exp.Func, text: SourceText) -> str | None:
     """The function name as the query wrote it (lower case), when it can be known."""
     start, end = node.meta.get("start"), node.meta.get("end")
     if isinstance(start, int) and isinstance(end, int):
@@ -125,6 +174,8 @@ def _written_name(node: exp.Func, text: SourceText) -> str | None:
 
 def _unknown(node: exp.Func, name: str, ctx: Translation,
              udfs: UdfRegistry | None) -> PlanningError:
+    if name in NOT_YET:
+        return _at_name(node, f"function '{name}' is not supported yet ({NOT_YET[name]})", ctx)
     known = [*FUNCTIONS, *(s.name for s in udfs or ())]
     close = difflib.get_close_matches(name, known, n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
@@ -143,7 +194,7 @@ def _at_name(node: exp.Func, message: str, ctx: Translation) -> PlanningError:
 
 # -- UDFs ----------------------------------------------------------------------------------
 
-#: Aggregates (SQL.md section 4) and OVER functions (section 7) sqlglot may not know:
+#: Aggregates and OVER functions (docs/sql/functions.md) sqlglot may not know:
 #: names a UDF cannot take, besides the function table's and the parser's own.
 _RESERVED_NAMES = frozenset({
     "count", "sum", "avg", "mean", "min", "max", "median", "bit_and", "bit_or", "bit_xor",
@@ -157,7 +208,7 @@ _RESERVED_NAMES = frozenset({
 
 
 def check_udf_names(udfs: UdfRegistry) -> None:
-    """A UDF may not take a built-in function's name (SQL.md section 10), nor a
+    """A UDF may not take a built-in function's name (docs/udfs.md), nor a
     SQL keyword's: a call of it would not reach the UDF."""
     parser = Spate.Parser
     for signature in udfs:
@@ -275,6 +326,10 @@ def markdown() -> str:
     for function in sorted(FUNCTIONS.values(), key=lambda f: (f.family, f.name)):
         cells = (f"`{function.name}`", function.family, f"`{function.spark}`", function.note)
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    lines += ["", "## Not supported yet", "",
+              "A call of one of these is a planning error saying so.", "",
+              "| Function | Why, or what to use instead |", "|---|---|"]
+    lines += [f"| `{name}` | {reason} |" for name, reason in sorted(NOT_YET.items())]
     return "\n".join(lines) + "\n"
 
 

@@ -1,4 +1,4 @@
-"""Joins (SQL.md section 5): which kind a JOIN is, and the planning of windowed ones.
+"""Joins (docs/sql/joins.md): which kind a JOIN is, and the planning of windowed ones.
 
 * **Windowed**: both sides are windowed over the same TUMBLE or HOP.  Every
   window's rows reach the join in the epoch whose watermark closed it (the
@@ -32,7 +32,7 @@ def check_join_shapes(select: exp.Select, ctx: QueryContext) -> None:
             raise ctx.clause_error(f"{kind or join.args['method'].upper()} JOIN is not "
                                    "supported; write JOIN ... ON <condition>", join.this)
         if join.args.get("using"):
-            raise ctx.clause_error("JOIN ... USING is not supported; write ON a.k = b.k",
+            raise ctx.clause_error("JOIN ... USING is not supported yet; write ON a.k = b.k",
                                    join.this)
         if join.args.get("on") is None:
             raise ctx.clause_error("a JOIN needs an ON condition", join.this)
@@ -77,7 +77,8 @@ def _windowed_join_stream(scopes: list[Scope], joins: list[exp.Join],
                 f"'{scopes[0].name}' has {first.describe()}, '{scope.name}' "
                 f"{window.describe()}", join.this)
     if first.kind == "session":
-        raise ctx.clause_error("SESSION windows cannot be joined; use TUMBLE or HOP",
+        raise ctx.clause_error("SESSION windows cannot be joined (a windowed join of "
+                               "SESSION windows is not supported yet); use TUMBLE or HOP",
                                joins[0].this)
     for scope, node in zip(scopes, [joins[0].this, *(j.this for j in joins)], strict=True):
         if not scope.stream.window_columns:

@@ -127,7 +127,7 @@ def _json_path_call(name: str, as_array: bool) -> Translator:
         document, path = arity(node, ctx, name, 2, 2)
         text = string_literal(path, ctx, f"{name}()'s JSONPath")
         if not text.startswith("$") or "*" in text or ".." in text:
-            raise ctx.error(f"{name}(): JSONPath '{text}' is not supported; use a path "
+            raise ctx.error(f"{name}(): JSONPath '{text}' is not supported yet; use a path "
                             "from '$' of .field and [index] steps, without wildcards", path)
         value = call("GET_JSON_OBJECT", document, path.copy())
         if not as_array:

@@ -1,4 +1,4 @@
-"""Lookup joins (SQL.md 5, Lookup): the rules of a JOIN against a lookup table, and
+"""Lookup joins (docs/sql/joins.md): the rules of a JOIN against a lookup table, and
 its operator.
 
 A lookup table (``CREATE TEMPORARY TABLE``) is the right side of an INNER or

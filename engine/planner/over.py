@@ -1,5 +1,5 @@
 """SQL window functions, ``f(...) OVER (PARTITION BY <window> [ORDER BY ...])``
-(SQL.md section 7): the top-N-per-window pattern.
+(docs/sql/windows.md): the top-N-per-window pattern.
 
 The input must be TUMBLE/HOP-windowed and PARTITION BY must hold its window
 column.  All rows of a window reach this SELECT in one epoch (the one whose
@@ -21,7 +21,7 @@ def over_calls(select: exp.Select) -> list[exp.Window]:
 
 def check_over(select: exp.Select, scopes: list[Scope], source: Stream,
                ctx: QueryContext) -> None:
-    """The rules of SQL.md section 7 for a SELECT using OVER; raises located errors."""
+    """The rules of docs/sql/windows.md for a SELECT using OVER; raises located errors."""
     calls = over_calls(select)
     if not calls:
         return

@@ -14,9 +14,9 @@ from spate.engine.udf.signatures import UdfRegistry
 EVENT_TIME = "_spate_event_time"
 WATERMARK = "_spate_watermark"
 WINDOW_COLUMN = "__window"
-#: SQL.md 1.4: idle updating state lives 24 hours unless ``SET updating_ttl`` says otherwise.
+#: Idle updating state lives 24 hours unless ``SET updating_ttl`` says otherwise (docs/sql/ddl.md).
 DEFAULT_UPDATING_TTL_US = 24 * 3600 * 1_000_000
-#: Updating rows (SQL.md section 6) carry two hidden columns.  ``RETRACT`` is
+#: Updating rows (docs/sql/updating.md) carry two hidden columns.  ``RETRACT`` is
 #: true when the row withdraws a row sent earlier, false when it adds one;
 #: ``ROW_KEY`` (a string) identifies the updated row (its group key or primary
 #: key), so a withdrawal and an addition of one key in one epoch are an update.

@@ -42,8 +42,14 @@ from spate.engine.planner.fields import (
     table_types,
     types_of,
 )
-from spate.engine.planner.functions import translate_functions
-from spate.engine.planner.joins import join_stream, joined_event_time, joins_of, plan_windowed_join
+from spate.engine.planner.functions import translate_functions, written_call_name
+from spate.engine.planner.joins import (
+    check_join_shapes,
+    join_stream,
+    joined_event_time,
+    joins_of,
+    plan_windowed_join,
+)
 from spate.engine.planner.lookup import plan_lookup_joins
 from spate.engine.planner.over import check_over
 from spate.engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY, QueryPlan, Stream
@@ -57,6 +63,7 @@ from spate.engine.planner.updating import (
     union_as_distinct,
 )
 from spate.engine.planner.updating_join import plan_updating_join
+from spate.engine.planner.windows import WINDOW_FUNCTIONS
 from spate.engine.udf import UdfRegistry
 
 _UNSUPPORTED = {
@@ -127,6 +134,16 @@ def _reject_unsupported(query: exp.Expr, ctx: QueryContext) -> None:
         for kind, message in _UNSUPPORTED.items():
             if isinstance(node, kind):
                 raise ctx.clause_error(message, node)
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Func):
+            _reject_table_function(node.this, ctx)
+        if isinstance(node, exp.Order) and isinstance(node.parent, exp.AggFunc):
+            name = written_call_name(node.parent, ctx.text) or node.parent.sql_name().lower()
+            raise ctx.error(f"ordering inside an aggregate ({name}(x ORDER BY y)) is not "
+                            "supported yet", node.parent)
+        if isinstance(node, exp.Filter):
+            raise ctx.error_at_keyword("an aggregate's FILTER (WHERE ...) is not supported "
+                                       "yet; use CASE WHEN inside the aggregate",
+                                       node.expression, ("FILTER", "(", "WHERE"))
         if isinstance(node, exp.Order) and not isinstance(node.parent,
                                                           exp.Window | exp.WithinGroup):
             raise ctx.clause_error("ORDER BY is not supported in a streaming query", node)
@@ -223,6 +240,8 @@ def _resolve(select: exp.Select, ctx: QueryContext, top: bool = False) -> list[s
         if name and name in names[:position]:
             raise ctx.error(f"'{name}' appears twice in FROM/JOIN; give each an alias",
                             items[position])
+    if len(scopes) > 1:  # a join's shape before its columns (USING names them unqualified)
+        check_join_shapes(select, ctx)
     if len(scopes) > 1 and select.find(exp.Explode):
         raise ctx.error("UNNEST cannot be used in a SELECT with a JOIN; unnest in a subquery",
                         select.find(exp.Explode))
@@ -265,6 +284,17 @@ def _scope(item: exp.Expr, ctx: QueryContext, joined: bool) -> Scope:
         return Scope((item.alias or "").lower(), tuple(columns), stream_of(item.this),
                      types=types_of(item.this))
     raise ctx.error("unsupported FROM clause", item)
+
+
+def _reject_table_function(call: exp.Func, ctx: QueryContext) -> None:
+    """A function call as a FROM item: a window's table-valued form, or any other."""
+    name = call.name.upper() if isinstance(call, exp.Anonymous) else ""
+    if name in WINDOW_FUNCTIONS:
+        raise ctx.error(f"the table-valued form of {name} (FROM {name}(table, column, ...)) "
+                        f"is not supported yet; window in GROUP BY instead: SELECT ... FROM "
+                        f"table GROUP BY {name}(...)", call)
+    raise ctx.error_at_keyword("table functions in FROM are not supported yet; read a table, "
+                               "a view or a subquery", call, ("FROM", "JOIN"))
 
 
 def _source_table(table: exp.Table, ctx: QueryContext, joined: bool) -> Table:

@@ -1,6 +1,6 @@
 """``INSERT INTO`` a sink with declared columns: the query's columns become the sink's.
 
-SQL maps a query onto a table's columns by position (SQL.md 1.4): the first
+SQL maps a query onto a table's columns by position (docs/sql/queries.md): the first
 SELECT item fills the first declared column, and so on, whatever the items
 are called, each value cast to its column's declared type (a TEXT column
 given a number writes a string). So ``INSERT INTO out SELECT count(*) …``

@@ -1,4 +1,4 @@
-"""SQL column types (SQL.md section 8) to Spark types."""
+"""SQL column types (docs/sql/types.md) to Spark types."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ _SCALARS: dict[Any, T.DataType] = {  # keys: exp.DataType.Type members
     DType.SMALLINT: T.ShortType(),
     DType.INT: T.IntegerType(),
     DType.BIGINT: T.LongType(),
+    DType.UTINYINT: T.ShortType(),
+    DType.USMALLINT: T.IntegerType(),
     DType.UINT: T.LongType(),
     DType.UBIGINT: T.DecimalType(20, 0),
     DType.FLOAT: T.FloatType(),

@@ -1,4 +1,4 @@
-"""Planning of updating (non-windowed) joins, SQL.md section 5.
+"""Planning of updating (non-windowed) joins, docs/sql/joins.md.
 
 ``a [INNER | LEFT | RIGHT | FULL] JOIN b ON a.k = b.k [AND ...]`` over two
 append-only inputs becomes an :class:`UpdatingJoin` operator.  Each side's

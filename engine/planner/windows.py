@@ -55,6 +55,13 @@ def interval_micros(node: exp.Expr) -> int:
     return int(total)
 
 
+def _as_interval(node: exp.Expr) -> exp.Expr:
+    """A string literal argument (``TUMBLE('5 seconds')``) read as the interval it spells."""
+    if isinstance(node, exp.Literal) and node.is_string:
+        return exp.Interval(this=exp.Literal.string(node.name))
+    return node
+
+
 def window_spec(call: exp.Anonymous, text: SourceText, fallback: int) -> WindowSpec:
     """The :class:`WindowSpec` of a TUMBLE/HOP/SESSION call; raises PlanningError."""
     name = call.name.upper()
@@ -63,7 +70,7 @@ def window_spec(call: exp.Anonymous, text: SourceText, fallback: int) -> WindowS
     if len(arguments) != expected:
         raise text.error(f"{name} takes {expected} interval argument(s)", call, fallback)
     try:
-        micros = [interval_micros(a) for a in arguments]
+        micros = [interval_micros(_as_interval(a)) for a in arguments]
     except IntervalError as error:
         raise text.error(f"{name}: {error}", call, fallback) from error
     if name == "TUMBLE":

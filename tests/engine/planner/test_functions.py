@@ -68,11 +68,14 @@ def test_strings(source: Any) -> None:
 def test_regex_and_conditional(source: Any) -> None:
     row = run(source, "regexp_like(a, 'W[a-z]+') AS ok, regexp_match(a, '(\\w+), (\\w+)') AS m, "
                       "regexp_match(a, 'o') AS whole, regexp_match(a, 'zz') AS none, "
-                      "regexp_replace(a, '[aeiou]', '_') AS rep, coalesce(NULL, a) AS co, "
+                      "regexp_replace(a, '[aeiou]', '_') AS rep, "
+                      "regexp_replace(a, '[aeiou]', '_', 'g') AS g_rep, "
+                      "regexp_replace(a, '(l+)(o)', '<\\2\\1>') AS grp, coalesce(NULL, a) AS co, "
                       "nullif(n, 1700000000) AS ni, nvl(NULL, 'd') AS nv, "
                       "greatest(1, 5, 3) AS g, least(1, 5, 3) AS le")
     assert row == {"ok": True, "m": ["Hello", "World"], "whole": ["o"], "none": None,
-                   "rep": "  H_ll_, W_rld ", "co": "  Hello, World ", "ni": None,
+                   "rep": "  H_llo, World ", "g_rep": "  H_ll_, W_rld ",
+                   "grp": "  He<oll>, World ", "co": "  Hello, World ", "ni": None,
                    "nv": "d", "g": 5, "le": 1}
 
 

@@ -1,0 +1,6 @@
+-- expect: 4:42: METADATA FROM 'partition' is not supported yet: connector 'single_file' exposes no metadata
+CREATE TABLE clicks (
+  page TEXT,
+  part INT GENERATED ALWAYS AS (metadata('partition')) STORED
+) WITH (connector = 'single_file', path = 'clicks.jsonl', type = 'source', format = 'json');
+SELECT page, part FROM clicks;
