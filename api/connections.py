@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spate.api.errors import BadRequestError
+from spate.engine.connectors import CONNECTOR_OPTIONS
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
-from spate.engine.connectors.metadata import CONNECTOR_OPTIONS, is_secret_option
+from spate.engine.connectors.metadata import is_secret_option
 from spate.engine.planner.catalog import Table
 from spate.engine.planner.external import (
     FieldDefinition,

@@ -6,6 +6,8 @@ connector name of docs/sql/connectors.md to its implementation.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -21,34 +23,49 @@ from spate.engine.connectors.base import (
     ConnectorError,
     Sink,
     TableConfig,
+    registered,
 )
-from spate.engine.connectors.impulse import ImpulseConnector, ImpulseDataSource
-from spate.engine.connectors.nexmark import NexmarkConnector, NexmarkDataSource
-from spate.engine.connectors.postgres_lookup import PostgresLookupConnector
-from spate.engine.connectors.preview import PreviewConnector
-from spate.engine.connectors.redis_lookup import RedisLookupConnector
-from spate.engine.connectors.single_file import SingleFileConnector
-from spate.engine.connectors.single_file_reader import SingleFileDataSource
-from spate.engine.connectors.sinks import BlackholeConnector, StdoutConnector
+from spate.engine.connectors.metadata import OptionSpec
+from spate.engine.connectors.streaming import SpateDataSource
 
-CONNECTORS: Mapping[str, Connector] = MappingProxyType({
-    connector.name: connector
-    for connector in (SingleFileConnector(), ImpulseConnector(), NexmarkConnector(),
-                      StdoutConnector(), BlackholeConnector(), PreviewConnector(),
-                      RedisLookupConnector(), PostgresLookupConnector())
+
+def _import_connector_modules() -> None:
+    """Import every module of this package: each connector registers itself
+    (``@register``), so adding one is adding its module."""
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+
+
+_import_connector_modules()
+
+#: Every connector by name (``preview`` included: the planner's implicit sink).
+CONNECTORS: Mapping[str, Connector] = MappingProxyType(dict(sorted(registered().items())))
+
+#: Declarable connectors → their options by name.
+CONNECTOR_OPTIONS: Mapping[str, Mapping[str, OptionSpec]] = MappingProxyType({
+    name: MappingProxyType({spec.name: spec for spec in connector.options})
+    for name, connector in CONNECTORS.items() if connector.declarable
 })
-
-_DATA_SOURCES = (SingleFileDataSource, ImpulseDataSource, NexmarkDataSource)
 
 
 def register_data_sources(spark: SparkSession) -> None:
-    """Register Spate's Python data sources with ``spark`` (safe to call again)."""
-    for source in _DATA_SOURCES:
+    """Register Spate's Python data sources (every :class:`SpateDataSource` a
+    connector module defines) with ``spark``; safe to call again."""
+    for source in _data_sources(SpateDataSource):
         spark.dataSource.register(source)
+
+
+def _data_sources(base: type[SpateDataSource]) -> list[type[SpateDataSource]]:
+    found = []
+    for cls in base.__subclasses__():
+        found.append(cls)
+        found.extend(_data_sources(cls))
+    return found
 
 
 __all__ = [
     "CONNECTORS",
+    "CONNECTOR_OPTIONS",
     "HIDDEN_COLUMNS",
     "HIDDEN_CONTROL",
     "HIDDEN_PARTITION",

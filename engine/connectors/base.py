@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -19,6 +19,9 @@ from spate.engine.connectors.boundary import UNCONFINED, Boundary
 
 # ConnectorError is re-exported: connectors import it from here with the contract.
 from spate.engine.connectors.errors import ConnectorError as ConnectorError
+
+if TYPE_CHECKING:
+    from spate.engine.connectors.metadata import OptionSpec
 
 #: INT: index of the source partition (reader) that produced the row.
 HIDDEN_PARTITION = "_spate_partition"
@@ -108,10 +111,19 @@ class Sink(ABC):
 
 
 class Connector(ABC):
-    """One connector: option validation, a streaming source, a sink factory."""
+    """One connector: option validation, a streaming source, a sink factory.
+
+    A connector module declares its class with :func:`register`, which is all
+    it takes for the planner, the API and Spark to know it (see the checklist
+    in this package's README)."""
 
     name: str
     roles: frozenset[str]
+    #: Every WITH option it knows (:class:`~.metadata.OptionSpec`), for settings kept
+    #: outside the SQL (the API's connection profiles), and their secrets.
+    options: ClassVar[tuple[OptionSpec, ...]] = ()
+    #: Whether a CREATE TABLE may name it (the implicit preview sink may not).
+    declarable: ClassVar[bool] = True
 
     @abstractmethod
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
@@ -169,3 +181,22 @@ def check_fixed_columns(table: TableConfig, fixed: tuple[ColumnDef, ...]) -> tup
             f"connector '{table.connector}' has the fixed schema ({wanted}); declare exactly "
             "these columns or none")
     return fixed
+
+
+_REGISTERED: dict[str, Connector] = {}
+
+C = TypeVar("C", bound=type[Connector])
+
+
+def register(cls: C) -> C:
+    """Class decorator: make a connector known by its ``name``."""
+    connector = cls()
+    if connector.name in _REGISTERED:
+        raise ValueError(f"two connectors are named '{connector.name}'")
+    _REGISTERED[connector.name] = connector
+    return cls
+
+
+def registered() -> dict[str, Connector]:
+    """The connectors registered so far, by name."""
+    return dict(_REGISTERED)

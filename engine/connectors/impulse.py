@@ -30,9 +30,11 @@ from spate.engine.connectors.base import (
     Connector,
     TableConfig,
     check_fixed_columns,
+    register,
     stream_schema,
 )
 from spate.engine.connectors.formats import reject_format_options
+from spate.engine.connectors.metadata import SOURCE_TIME, SOURCES, TYPE, specs
 from spate.engine.connectors.options import OptionReader, check_role, check_source_options
 from spate.engine.connectors.streaming import (
     SpateDataSource,
@@ -75,11 +77,14 @@ def _parse(table: TableConfig) -> ImpulseSettings:
     return settings
 
 
+@register
 class ImpulseConnector(Connector):
     """``impulse``: a rate-limited counter source, bounded by ``message_count``."""
 
     name = "impulse"
     roles = frozenset({SOURCE})
+    options = (*TYPE, *SOURCE_TIME,
+               *specs(SOURCES, "event_rate", "event_time_interval", "message_count"))
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         _parse(table)

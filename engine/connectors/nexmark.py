@@ -31,9 +31,11 @@ from spate.engine.connectors.base import (
     Connector,
     TableConfig,
     check_fixed_columns,
+    register,
     stream_schema,
 )
 from spate.engine.connectors.formats import reject_format_options
+from spate.engine.connectors.metadata import SOURCE_TIME, SOURCES, TYPE, specs
 from spate.engine.connectors.nexmark_gen import NEXMARK_TYPES, generate
 from spate.engine.connectors.options import OptionReader, check_role, check_source_options
 from spate.engine.connectors.streaming import (
@@ -98,11 +100,15 @@ def _default_batch(total_events: int | None, rate_limited: bool) -> int:
     return min(DEFAULT_MAX_EVENTS_PER_BATCH, max(1, math.ceil(total_events / _REPLAY_EPOCHS)))
 
 
+@register
 class NexmarkConnector(Connector):
     """``nexmark``: the benchmark's person / auction / bid event stream."""
 
     name = "nexmark"
     roles = frozenset({SOURCE})
+    options = (*TYPE, *SOURCE_TIME,
+               *specs(SOURCES, "event_rate", "runtime", "rate_limited", "max_events_per_batch",
+                      "nexmark.base_time_ms"))
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         _parse(table)

@@ -20,7 +20,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pyspark.sql import types as T
 
-from spate.engine.connectors.base import ConnectorError, TableConfig
+from spate.engine.connectors.base import ConnectorError, TableConfig, register
 from spate.engine.connectors.egress import EgressPolicy, unreachable
 from spate.engine.connectors.lookup import (
     Key,
@@ -29,6 +29,7 @@ from spate.engine.connectors.lookup import (
     check_lookup_table,
     read_cache_settings,
 )
+from spate.engine.connectors.metadata import LOOKUP_ROLES, LOOKUP_TABLE, specs
 from spate.engine.connectors.options import OptionReader
 
 _SIMPLE_TYPES: dict[type[T.DataType], str] = {
@@ -118,8 +119,10 @@ def read_settings(table: TableConfig) -> PostgresLookupSettings:
     return settings
 
 
+@register
 class PostgresLookupConnector(LookupConnector):
     name = "postgres"
+    options = (*LOOKUP_TABLE, *specs(LOOKUP_ROLES, "url", "table", "query"))
 
     def read_settings(self, table: TableConfig) -> PostgresLookupSettings:
         return read_settings(table)

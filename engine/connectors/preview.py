@@ -23,6 +23,7 @@ from spate.engine.connectors.base import (
     ConnectorError,
     Sink,
     TableConfig,
+    register,
 )
 from spate.engine.connectors.changes import change_rows
 
@@ -70,11 +71,13 @@ class PreviewSink(Sink):
         self._queue.put(END_OF_STREAM)
 
 
+@register
 class PreviewConnector(Connector):
     """``preview``: created by the engine for bare SELECTs, never declared."""
 
     name = "preview"
     roles = frozenset({SINK})
+    declarable = False
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         raise ConnectorError(

@@ -23,7 +23,7 @@ from pyspark.sql import types as T
 from redis.connection import parse_url
 
 from spate.engine.connectors.arrow_batches import arrow_schema
-from spate.engine.connectors.base import ColumnDef, ConnectorError, TableConfig
+from spate.engine.connectors.base import ColumnDef, ConnectorError, TableConfig, register
 from spate.engine.connectors.decoders import RecordDecoder, parse_rfc3339
 from spate.engine.connectors.egress import unreachable
 from spate.engine.connectors.formats import FormatSpec, check_columns, parse_format
@@ -34,6 +34,7 @@ from spate.engine.connectors.lookup import (
     check_lookup_table,
     read_cache_settings,
 )
+from spate.engine.connectors.metadata import LOOKUP_ROLES, LOOKUP_TABLE, specs
 from spate.engine.connectors.options import OptionReader
 
 STRING_VALUES = "string"
@@ -144,8 +145,13 @@ def _check_hash_columns(options: OptionReader, values: tuple[ColumnDef, ...]) ->
                                  option="value.type")
 
 
+@register
 class RedisLookupConnector(LookupConnector):
     name = "redis"
+    options = (*LOOKUP_TABLE,
+               *specs(LOOKUP_ROLES, "address", "key.prefix", "key.separator", "value.type",
+                      "format", "json.timestamp_format", "json.decimal_encoding",
+                      "json.unstructured", "framing"))
 
     def read_settings(self, table: TableConfig) -> RedisLookupSettings:
         return read_settings(table)

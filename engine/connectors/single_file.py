@@ -16,6 +16,7 @@ from spate.engine.connectors.base import (
     ConnectorError,
     Sink,
     TableConfig,
+    register,
 )
 from spate.engine.connectors.file_sink import SingleFileSink
 from spate.engine.connectors.formats import (
@@ -26,6 +27,15 @@ from spate.engine.connectors.formats import (
     single_value_columns,
     source_schema,
     with_row_key,
+)
+from spate.engine.connectors.metadata import (
+    BOTH,
+    FORMAT,
+    FORMAT_SOURCE,
+    SOURCE_TIME,
+    SOURCES,
+    TYPE,
+    specs,
 )
 from spate.engine.connectors.options import (
     OptionReader,
@@ -50,11 +60,14 @@ class _FileTable:
     max_lines_per_batch: int
 
 
+@register
 class SingleFileConnector(Connector):
     """Newline-delimited records in one local file."""
 
     name = "single_file"
     roles = frozenset({SOURCE, SINK})
+    options = (*TYPE, *specs(BOTH, "path", "wait_for_control"), *FORMAT, *FORMAT_SOURCE,
+               *SOURCE_TIME, *specs(SOURCES, "max_lines_per_batch"))
 
     def _parse(self, table: TableConfig) -> _FileTable:
         options = OptionReader(table)

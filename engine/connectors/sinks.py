@@ -8,7 +8,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from spate.engine.connectors.base import SINK, ColumnDef, Connector, Sink, TableConfig
+from spate.engine.connectors.base import SINK, ColumnDef, Connector, Sink, TableConfig, register
 from spate.engine.connectors.formats import (
     FormatSpec,
     check_columns,
@@ -17,6 +17,7 @@ from spate.engine.connectors.formats import (
     parse_format,
     reject_format_options,
 )
+from spate.engine.connectors.metadata import FORMAT, TYPE
 from spate.engine.connectors.options import OptionReader, check_role, reject_source_options
 
 
@@ -54,11 +55,13 @@ class BlackholeSink(Sink):
         """Nothing to release."""
 
 
+@register
 class StdoutConnector(Connector):
     """``stdout``: a sink with a required ``format``."""
 
     name = "stdout"
     roles = frozenset({SINK})
+    options = (*TYPE, *FORMAT)
 
     def _parse(self, table: TableConfig) -> FormatSpec:
         options = OptionReader(table)
@@ -79,11 +82,13 @@ class StdoutConnector(Connector):
         return StdoutSink(spec)
 
 
+@register
 class BlackholeConnector(Connector):
     """``blackhole``: a sink without options."""
 
     name = "blackhole"
     roles = frozenset({SINK})
+    options = TYPE
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         options = OptionReader(table)

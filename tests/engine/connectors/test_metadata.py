@@ -5,8 +5,14 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import types as T
 
-from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
-from spate.engine.connectors.metadata import CONNECTOR_OPTIONS, is_secret_option
+from spate.engine.connectors import (
+    CONNECTOR_OPTIONS,
+    CONNECTORS,
+    ColumnDef,
+    ConnectorError,
+    TableConfig,
+)
+from spate.engine.connectors.metadata import is_secret_option
 from spate.engine.planner.catalog import DEFAULT_IDLE_MICROS
 
 #: A valid table of each connector and role, to which one option at a time is added.
