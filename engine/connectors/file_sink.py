@@ -23,8 +23,11 @@ log = logging.getLogger(__name__)
 class SingleFileSink(Sink):
     """Appends newline-delimited records to ``path``; marker ``{"bytes": length}``."""
 
-    def __init__(self, path: str, spec: FormatSpec, table: str) -> None:
+    def __init__(self, path: str, spec: FormatSpec, table: str,
+                 shown_path: str | None = None) -> None:
         self.path = path
+        #: the file as the SQL named it: what errors show (not the server's layout)
+        self.shown_path = shown_path or path
         self.spec = spec
         self.table = table
         self._file: IO[bytes] | None = None
@@ -39,7 +42,7 @@ class SingleFileSink(Sink):
         if size < length:
             handle.close()
             raise ConnectorError(
-                f"single_file sink '{self.table}': {self.path} holds {size} bytes but "
+                f"single_file sink '{self.table}': {self.shown_path} holds {size} bytes but "
                 f"{length} were committed; it was changed outside Spate. Restore the file "
                 "or start the pipeline afresh", option="path")
         handle.truncate(length)

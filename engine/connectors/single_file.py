@@ -120,6 +120,8 @@ class SingleFileConnector(Connector):
         settings = {
             "table": table.name,
             "path": path,
+            # errors name the file as the SQL did, not where it lives on the server
+            "shown_path": parsed.given_path,
             "format": parsed.spec.to_dict(),
             "max_lines_per_batch": parsed.max_lines_per_batch,
             # a PRIMARY KEY column (debezium_json) must have a value, as a NOT NULL one
@@ -138,4 +140,4 @@ class SingleFileConnector(Connector):
         if parsed.role != SINK:
             return super().create_sink(table, schema)
         check_sink_schema(parsed.spec, schema)
-        return SingleFileSink(parsed.path, parsed.spec, table.name)
+        return SingleFileSink(parsed.path, parsed.spec, table.name, parsed.given_path)

@@ -46,14 +46,17 @@ class SingleFileDataSource(SpateDataSource):
         return SingleFileStreamReader(self.settings(), schema)
 
 
-def scan_lines(path: str, start_byte: int, limit: int | None) -> tuple[int, int, bool]:
-    """From ``start_byte``, up to ``limit`` lines: ``(lines, end_byte, at_eof)``.
+def scan_lines(path: str, start_byte: int, limit: int | None,
+               shown_path: str | None = None) -> tuple[int, int, bool]:
+    """From ``start_byte``, up to ``limit`` lines: ``(lines, end_byte, at_eof)``;
+    errors name the file ``shown_path`` (as the SQL wrote it) when given.
 
     A last line without a terminator counts once the end of the file is reached.
     """
     size = os.path.getsize(path)
     if size < start_byte:
-        raise ConnectorError(f"{path} shrank below byte {start_byte} while being read; a "
+        raise ConnectorError(f"{shown_path or path} shrank below byte {start_byte} while "
+                             "being read; a "
                              "source file must not be modified while a pipeline reads it",
                              option="path")
     lines, position, line_end = 0, start_byte, start_byte
@@ -81,6 +84,7 @@ class SingleFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def __init__(self, settings: dict[str, Any], schema: T.StructType) -> None:
         self.settings = settings
         self.path: str = settings["path"]
+        self.shown_path: str = settings.get("shown_path", self.path)
         self.schema = schema
         self.max_lines: int = settings["max_lines_per_batch"]
 
@@ -98,9 +102,9 @@ class SingleFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             return start
         if not os.path.isfile(self.path):
             raise ConnectorError(f"single_file source '{self.settings['table']}': file "
-                                 f"{self.path} does not exist (any more)", option="path")
+                                 f"{self.shown_path} does not exist (any more)", option="path")
         lines, end_byte, at_eof = scan_lines(self.path, start["byte"],
-                                             max_rows(limit, self.max_lines))
+                                             max_rows(limit, self.max_lines), self.shown_path)
         return {"line": start["line"] + lines, "byte": end_byte, "eof": at_eof}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
@@ -121,6 +125,7 @@ class _RangeReader:
 
     def __init__(self, settings: dict[str, Any], schema: T.StructType) -> None:
         self.path: str = settings["path"]
+        self.shown_path: str = settings.get("shown_path", self.path)
         self.table: str = settings["table"]
         self.spec = FormatSpec(**settings["format"])
         self.arrow_schema = arrow_schema(schema)
@@ -135,7 +140,7 @@ class _RangeReader:
         expected = end["line"] - start["line"]
         if len(starts) != expected:
             raise ConnectorError(
-                f"single_file source '{self.table}': {self.path} changed while being read "
+                f"single_file source '{self.table}': {self.shown_path} changed while being read "
                 f"(expected {expected} lines from byte {start['byte']}, found {len(starts)}); "
                 "a source file must not be modified while a pipeline reads it", option="path")
         ingested = np.full(1, time.time_ns() // 1000, dtype=np.int64)
@@ -159,7 +164,7 @@ class _RangeReader:
             return len(bad)
         index, problem = bad[0]
         raise ConnectorError(
-            f"single_file source '{self.table}': bad record in {self.path} at line "
+            f"single_file source '{self.table}': bad record in {self.shown_path} at line "
             f"{first_line + index + 1}: {problem}. Fix the record, or set bad_data = 'drop' "
             "to skip undecodable records", option="bad_data")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from spate.engine.connectors import (
     TableConfig,
     register_data_sources,
 )
+from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.single_file_reader import SingleFileDataSource, SingleFileStreamReader
 from tests.engine.connectors.support import make_table, run_stream
 
@@ -93,6 +95,15 @@ def test_bad_data_fail_names_path_and_line(tmp_path: Path) -> None:
     assert str(path) in str(caught.value)
     assert "line 6" in str(caught.value)
     assert "bad_data = 'drop'" in str(caught.value)
+
+
+def test_a_tenants_error_names_the_file_as_its_sql_did(tmp_path: Path) -> None:
+    _write_json(tmp_path / "bad.jsonl", 4, bad={2: "{broken"})
+    table = replace(_table(Path("bad.jsonl")), boundary=Boundary(storage_root=str(tmp_path)))
+    with pytest.raises(ConnectorError) as caught:
+        _read_all(_reader(table), ReadAllAvailable())
+    assert "bad record in bad.jsonl at line 3" in str(caught.value)
+    assert str(tmp_path) not in str(caught.value)
 
 
 def test_bad_data_drop_reports_the_count(tmp_path: Path) -> None:
