@@ -6,6 +6,7 @@ Planning never starts Spark: bad SQL is reported before any cluster work.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -40,6 +41,8 @@ __all__ = ["PREVIEW_SINK", "PipelinePlan", "PlanningError", "plan_pipeline"]
 
 PREVIEW_SINK = "preview"
 _SET_VARIABLES = ("updating_ttl",)
+#: A part of a bare dotted option key (``json.unstructured``).
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None, *,
@@ -154,7 +157,7 @@ def _statements(sql: str, text: SourceText) -> list[tuple[int, exp.Expr]]:
         if not chunk:
             continue
         try:
-            parsed = dialect.parser().parse(chunk, sql)
+            parsed = dialect.parser().parse(_quote_dotted_option_keys(chunk), sql)
         except ParseError as error:
             raise _located_parse_error(error, text, chunk[0].start) from error
         for statement in parsed:
@@ -164,6 +167,51 @@ def _statements(sql: str, text: SourceText) -> list[tuple[int, exp.Expr]]:
                                      None, chunk[0].start)
                 result.append((chunk[0].start, statement))
     return result
+
+
+def _quote_dotted_option_keys(chunk: list[Token]) -> list[Token]:
+    """``CREATE TABLE … WITH (json.unstructured = true)``: sqlglot reads a bare dotted
+    option key as a path, or not at all when a part is a keyword (``key.prefix``), so
+    each becomes the one string token of its quoted form (``'json.unstructured'``)."""
+    if not chunk or chunk[0].token_type != TokenType.CREATE:
+        return chunk
+    result: list[Token] = []
+    depth, in_options, index = 0, False, 0
+    while index < len(chunk):
+        token = chunk[index]
+        if token.token_type == TokenType.L_PAREN:
+            depth += 1
+            in_options = in_options or (depth == 1 and result[-1].token_type == TokenType.WITH)
+        elif token.token_type == TokenType.R_PAREN:
+            in_options = in_options and depth != 1
+            depth -= 1
+        elif in_options and depth == 1 and result[-1].token_type in (TokenType.L_PAREN,
+                                                                      TokenType.COMMA):
+            end = _dotted_key_end(chunk, index)
+            if end is not None:
+                last = chunk[end - 1]
+                result.append(Token(TokenType.STRING, "".join(t.text for t in chunk[index:end]),
+                                    last.line, last.col, token.start, last.end))
+                index = end
+                continue
+        result.append(token)
+        index += 1
+    return result
+
+
+def _dotted_key_end(chunk: list[Token], start: int) -> int | None:
+    """Index of the ``=`` after ``word.word[.word…]`` starting at ``start``, if there is one."""
+    index, parts = start, 0
+    while index < len(chunk) and _WORD.fullmatch(chunk[index].text) \
+            and chunk[index].token_type != TokenType.STRING:
+        parts += 1
+        following = chunk[index + 1] if index + 1 < len(chunk) else None
+        if following is not None and following.token_type == TokenType.EQ:
+            return index + 1 if parts > 1 else None
+        if following is None or following.token_type != TokenType.DOT:
+            return None
+        index += 2
+    return None
 
 
 def _located_parse_error(error: ParseError, text: SourceText, fallback: int) -> PlanningError:

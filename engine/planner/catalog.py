@@ -3,9 +3,10 @@ event time and watermark."""
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import types as T
@@ -106,7 +107,7 @@ def memory_table_from_create(node: exp.Create, text: SourceText, fallback: int) 
         try:
             spark_type(kind)
         except UnsupportedTypeError as error:
-            raise text.error(str(error), error.node, fallback) from error
+            raise _type_error(error, item, text, fallback) from error
         if any(c == item.name.lower() for c, _ in columns):
             raise text.error(f"column '{item.name.lower()}' is declared twice", item, fallback)
         columns.append((item.name.lower(), kind))
@@ -142,6 +143,8 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
     if temporary:
         _check_lookup_columns(name, generated_nodes, watermark, text, fallback)
     role = LOOKUP if temporary else _role(connector, options)
+    if role == "sink":
+        _check_sink_columns(name, generated_nodes, watermark, text, fallback)
     _check_primary_key(primary_key, role, options, text, fallback)
     _check_metadata(metadata, connector_name, role, primary_key, options, text, fallback)
     if role == "source" and _is_debezium(options) and generated_nodes:
@@ -160,9 +163,13 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
                          columns=tuple(physical), primary_key=keys, boundary=boundary)
     if role == LOOKUP:  # fetched by key, never streamed: no event time
         return Table(name=name, config=config, columns=tuple(physical))
+    _check_generated_references(name, generated_nodes, physical, text, fallback)
     generated = {col: expr.sql(dialect="spark") for col, expr in generated_nodes.items()}
-    event_time_sql, watermark_sql = _event_time(name, options, physical, generated, watermark,
-                                                text, fallback, option_nodes)
+    types = {c.name: c.spark_type for c in physical}
+    types.update((col, spark_type(cast.to)) for col, cast in generated_nodes.items()
+                 if isinstance(cast, exp.Cast))
+    event_time_sql, watermark_sql = _event_time(name, options, types, watermark, text,
+                                                fallback, option_nodes)
     return Table(
         name=name, config=config, columns=tuple(physical), generated=generated,
         event_time_sql=event_time_sql, watermark_sql=watermark_sql,
@@ -209,11 +216,16 @@ def _connector(name: str, connector_name: str | None, temporary: bool,
                 if temporary else f"table {name} needs a 'connector' option")
         raise text.error(what, properties, fallback)
     connector = CONNECTORS.get(connector_name)
-    known = ", ".join(sorted(CONNECTORS))
+    declarable = connector is None or connector.declarable  # not the engine's preview sink
+    connector = connector if declarable else None
+    known = ", ".join(sorted(name for name, c in CONNECTORS.items() if c.declarable))
     if connector is None:
         if connector_name.lower() in NOT_YET_CONNECTORS:
             message = (f"connector '{connector_name}' is not supported yet; Spate's "
                        f"connectors: {known}")
+        elif not declarable:
+            message = (f"unknown connector '{connector_name}' (the engine attaches it to a "
+                       f"bare SELECT; it cannot be declared); known connectors: {known}")
         else:
             message = f"unknown connector '{connector_name}'; known connectors: {known}"
         raise text.error(message, option_nodes.get("connector"), fallback)
@@ -266,6 +278,49 @@ def _check_lookup_columns(name: str, generated: dict[str, exp.Expr],
         expression = next(iter(generated.values())).this  # inside the CAST to its type
         raise text.error(f"lookup table {name} cannot have generated columns", expression,
                          fallback)
+
+
+def _check_sink_columns(name: str, generated: dict[str, exp.Expr],
+                        watermark: exp.WatermarkColumnConstraint | None, text: SourceText,
+                        fallback: int) -> None:
+    """A sink writes the rows its INSERT INTO gives: nothing computes columns or event
+    time on the way out."""
+    if watermark is not None:
+        column_at = text.offset_of(watermark, fallback)
+        raise text.error_at(f"table {name}: a sink cannot have a WATERMARK (event time and "
+                            "watermarks belong to sources): remove it",
+                            text.keyword_before(column_at, ("WATERMARK", "FOR"), column_at))
+    if generated:
+        expression = next(iter(generated.values())).this  # inside the CAST to its type
+        raise text.error(f"table {name}: a sink cannot have generated columns: compute the "
+                         "value in the query that inserts into it", expression, fallback)
+
+
+def _check_generated_references(name: str, generated: dict[str, exp.Expr],
+                                physical: Sequence[ColumnDef], text: SourceText,
+                                fallback: int) -> None:
+    """A generated column is computed from the row as read: every column it names
+    must be one of the table's physical columns."""
+    known = [c.name for c in physical]
+    for expression in generated.values():
+        bound = {str(p.name).lower() for lam in expression.find_all(exp.Lambda)
+                 for p in lam.expressions}
+        for column in expression.find_all(exp.Column):
+            parts = [str(part.name).lower() for part in column.parts]
+            if not parts or parts[0] in known or parts[0] in bound:
+                continue
+            if len(parts) > 1 and parts[0] == name and parts[1] in known:
+                column.set("table", None)  # the row is read unnamed: table.column is column
+                continue
+            if parts[0] in generated:
+                problem = (f"generated column '{parts[0]}' cannot be used by another one: "
+                           "generated columns are computed from the physical columns")
+            else:
+                close = difflib.get_close_matches(parts[0], known, n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                problem = f"unknown column '{parts[0]}' in a generated column{hint}"
+            raise text.error(f"table {name}: {problem}; its columns: {', '.join(known)}",
+                             column, fallback)
 
 
 def _role(connector: Connector, options: dict[str, str]) -> str:
@@ -359,7 +414,7 @@ def _columns(
         try:
             column_type = spark_type(kind)
         except UnsupportedTypeError as error:
-            raise text.error(str(error), error.node, fallback) from error
+            raise _type_error(error, item, text, fallback) from error
         computed = generated_expression(item)
         name = item.name.lower()
         key_literal = _metadata_key(item, computed)
@@ -453,45 +508,80 @@ def _check_constraints(item: exp.ColumnDef, text: SourceText, fallback: int) -> 
 def _event_time(
     name: str,
     options: dict[str, str],
-    physical: tuple[ColumnDef, ...],
-    generated: dict[str, str],
+    types: Mapping[str, T.DataType],
     watermark: exp.WatermarkColumnConstraint | None,
     text: SourceText,
     fallback: int,
     option_nodes: dict[str, exp.Expr],
 ) -> tuple[str | None, str | None]:
-    """Spark SQL for the event time and the per-row watermark of a source."""
-    types = {c.name: c.spark_type for c in physical}
-    known = set(types) | set(generated)
-    event_time: str | None
+    """Spark SQL for the event time and the per-row watermark of a source, from
+    ``WATERMARK FOR`` or else the ``event_time_field`` / ``watermark_field`` options
+    (``types``: every column's type, generated ones included)."""
     if watermark is not None:
         column = watermark.this.name.lower()
-        if column not in known:
-            raise text.error(f"WATERMARK FOR names unknown column '{column}'", watermark, fallback)
-        if column in types and not isinstance(types[column], T.TimestampType):
-            raise text.error(f"WATERMARK FOR column '{column}' must be a TIMESTAMP",
-                             watermark, fallback)
-        event_time = f"`{column}`"
+        for option in ("event_time_field", "watermark_field"):
+            if option in options:
+                raise text.error_at(
+                    f"table {name}: option '{option}' conflicts with WATERMARK FOR {column}, "
+                    "which sets both event time and watermark: remove the option",
+                    _option_key_at(option_nodes[option], text, fallback))
+        _check_timestamp_column("WATERMARK FOR", column, types, watermark, text, fallback)
+        column_sql = f"`{column}`"
         expression = watermark.args.get("expression")
         if not isinstance(expression, exp.Expr):  # WATERMARK FOR col (no AS)
-            return event_time, event_time
-        return event_time, expression.sql(dialect="spark")
-    field_name = options.get("event_time_field")
-    if field_name is not None:
-        if field_name.lower() not in known:
-            raise text.error(f"event_time_field names unknown column '{field_name}'",
-                             option_nodes.get("event_time_field"), fallback)
-        event_time = f"`{field_name.lower()}`"
-    else:
-        event_time = None
-    mark_field = options.get("watermark_field")
-    if mark_field is not None:
-        if mark_field.lower() not in known:
-            raise text.error(f"watermark_field names unknown column '{mark_field}'",
-                             option_nodes.get("watermark_field"), fallback)
-        return event_time, f"`{mark_field.lower()}`"
+            return column_sql, column_sql
+        return column_sql, expression.sql(dialect="spark")
+    event_time = _field_option("event_time_field", options, types, text, fallback,
+                               option_nodes)
+    mark = _field_option("watermark_field", options, types, text, fallback, option_nodes)
+    if mark is not None:
+        return event_time, mark
     base = event_time or "`_spate_timestamp`"
     return event_time, f"{base} - {DEFAULT_WATERMARK_DELAY_SQL}"
+
+
+def _field_option(option: str, options: Mapping[str, str], types: Mapping[str, T.DataType],
+                  text: SourceText, fallback: int,
+                  option_nodes: Mapping[str, exp.Expr]) -> str | None:
+    """The column an ``event_time_field`` or ``watermark_field`` option names, quoted."""
+    field_name = options.get(option)
+    if field_name is None:
+        return None
+    prop = option_nodes[option]
+    value = prop.args.get("value")
+    where = value if isinstance(value, exp.Expr) else prop
+    _check_timestamp_column(option, field_name.lower(), types, where, text, fallback)
+    return f"`{field_name.lower()}`"
+
+
+def _check_timestamp_column(what: str, column: str, types: Mapping[str, T.DataType],
+                            node: exp.Expr, text: SourceText, fallback: int) -> None:
+    """Event time and watermarks are TIMESTAMPs: ``column`` must be one."""
+    if column not in types:
+        close = difflib.get_close_matches(column, list(types), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise text.error(f"{what} names unknown column '{column}'{hint}", node, fallback)
+    if not isinstance(types[column], T.TimestampType):
+        raise text.error(f"{what} column '{column}' must be a TIMESTAMP (it is "
+                         f"{types[column].simpleString()}): use a generated TIMESTAMP column "
+                         "computed from it", node, fallback)
+
+
+def _option_key_at(prop: exp.Expr, text: SourceText, fallback: int) -> int:
+    """Offset of the key of option ``prop`` (sqlglot positions only its value, or a
+    quoted or dotted key)."""
+    value = prop.args.get("value")
+    value_at = text.offset_of(value if isinstance(value, exp.Expr) else prop, fallback)
+    return text.option_key_before(value_at, text.offset_of(prop, fallback))
+
+
+def _type_error(error: UnsupportedTypeError, item: exp.ColumnDef, text: SourceText,
+                fallback: int) -> PlanningError:
+    """An unsupported column type, at the type: sqlglot positions no type node, but the
+    type is the token after the column's name."""
+    name_at = text.offset_of(item.this, fallback)
+    type_at = next((t.start for t in text.tokens if t.start > name_at), name_at)
+    return text.error_at(str(error), type_at)
 
 
 def _int_option(options: dict[str, str], key: str, default: int) -> int:
