@@ -1,13 +1,17 @@
 """A small HTTP client for the Spate API, used by the ``spate`` client commands.
 
 It sends the API key as a bearer token, turns the API's one error shape into
-:class:`ClientError`, and walks paginated listings. It never prints or logs
-the key.
+:class:`ClientError`, walks paginated listings, polls a resource until it
+settles and reads Server-Sent Events streams. It never prints or logs the key.
+It imports nothing of the server, so the client commands start quickly.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -15,6 +19,8 @@ import httpx
 API_PREFIX = "/api/v1"
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 TIMEOUT_S = 30.0
+#: How long a stream may stay silent; the API sends a keep-alive every 10 s.
+STREAM_READ_TIMEOUT_S = 60.0
 
 
 class ClientError(Exception):
@@ -56,8 +62,7 @@ class SpateClient:
             response = self._http.request(method, API_PREFIX + path, json=json, params=params,
                                           headers=self._headers)
         except httpx.HTTPError as error:
-            raise ClientError(f"cannot reach the Spate server at {self.server}: {error}; "
-                              "start one with 'spate serve' or set SPATE_SERVER") from None
+            raise self._unreachable(error) from None
         if response.status_code >= 400:
             raise _error_of(response)
         if response.status_code == 204 or not response.content:
@@ -86,6 +91,56 @@ class SpateClient:
             cursor = page.get("next_cursor")
             if not cursor:
                 return
+
+    def poll(self, path: str, settled: Callable[[Any], bool], timeout_s: float,
+             interval_s: float = 1.0,
+             on_each: Callable[[Any], None] | None = None) -> tuple[Any, bool]:
+        """GET ``path`` until ``settled(body)`` or ``timeout_s`` passes:
+        (the last body, whether it settled). ``on_each`` sees every body read."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            body = self.get(path)
+            if on_each is not None:
+                on_each(body)
+            if settled(body):
+                return body, True
+            if time.monotonic() + interval_s > deadline:
+                return body, False
+            time.sleep(interval_s)
+
+    @contextmanager
+    def events(self, path: str, body: Any) -> Iterator[Iterator[tuple[str, Any]]]:
+        """POST ``body`` and read the answer as Server-Sent Events: (event, parsed data)
+        pairs as they arrive. Leaving the block closes the connection."""
+        timeout = httpx.Timeout(TIMEOUT_S, read=STREAM_READ_TIMEOUT_S)
+        try:
+            with self._http.stream("POST", API_PREFIX + path, json=body, headers=self._headers,
+                                   timeout=timeout) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise _error_of(response)
+                yield self._sse(response)
+        except httpx.HTTPError as error:
+            raise self._unreachable(error) from None
+
+    @staticmethod
+    def _sse(response: httpx.Response) -> Iterator[tuple[str, Any]]:
+        """The events of an SSE body; comments (keep-alives) are skipped."""
+        name = "message"
+        data: list[str] = []
+        for line in response.iter_lines():
+            if line == "":
+                if data:
+                    yield name, json.loads("\n".join(data))
+                name, data = "message", []
+            elif line.startswith("event:"):
+                name = line.removeprefix("event:").strip()
+            elif line.startswith("data:"):
+                data.append(line.removeprefix("data:").removeprefix(" "))
+
+    def _unreachable(self, error: httpx.HTTPError) -> ClientError:
+        return ClientError(f"cannot reach the Spate server at {self.server}: {error}; "
+                           "start one with 'spate serve' or set SPATE_SERVER")
 
 
 def _error_of(response: httpx.Response) -> ClientError:

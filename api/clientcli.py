@@ -2,18 +2,27 @@
 
 The server comes from ``--server`` or ``SPATE_SERVER``, the key from
 ``--api-key`` or ``SPATE_API_KEY`` (prefer the variable: a key on the command
-line lands in shell history). Output is a short table, or the API's JSON with
-``--json``. A refused request prints the server's message and exits 1.
+line lands in shell history); both are read only when a command calls the
+server, so ``--help`` needs neither. Output is a short table, or the API's
+JSON with ``--json``. A refused request prints one ``error:`` line (the
+server's message, with CLI commands where the API names its own verbs) and
+exits 1; invalid SQL prints ``FILE:LINE:COLUMN: error: …`` per problem and
+exits 2, as ``spate run`` does. The lifecycle commands wait for the job they
+asked for (``--no-wait`` returns at once) and print its state.
+
+This module imports nothing of the server: see :mod:`spate.api.cli`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Concatenate, NoReturn, ParamSpec, TypeVar
 
 import click
 import httpx
@@ -21,42 +30,114 @@ import httpx
 from spate.api.client import DEFAULT_SERVER, ClientError, SpateClient
 
 EXIT_REFUSED = 1
+EXIT_INVALID_SQL = 2
+#: Ctrl-C, as a shell reports a process ended by SIGINT.
+EXIT_INTERRUPTED = 130
 STOP_MODES = ("checkpoint", "graceful", "immediate", "force")
+#: How long the lifecycle commands wait for the job by default; Spark can take a while.
+DEFAULT_WAIT_S = 300
+#: Job states a lifecycle command stops waiting at.
+SETTLED_STATES = frozenset({"running", "finished", "failed", "stopped"})
+ENDED_STATES = frozenset({"finished", "failed", "stopped"})
 
+P = ParamSpec("P")
+R = TypeVar("R")
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: The API's hints name HTTP verbs and query parameters; the CLI says which command
+#: does it. (pattern of the API's message, replacement), applied in order.
+CLI_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^pipeline '(?P<name>[^']+)' is running \((?P<job>[^)]*)\): stop it first "
+                r"\(PATCH stop\).*$"),
+     r"pipeline '\g<name>' is running (\g<job>): stop it first with 'spate pipelines stop "
+     r"\g<name>', or kill its job and delete it with 'spate pipelines delete \g<name> --force'"),
+    (re.compile(r"^a pipeline named '(?P<name>[^']+)' already exists; PUT .*$"),
+     r"a pipeline named '\g<name>' already exists; choose another name, or delete it first "
+     r"with 'spate pipelines delete \g<name>'"),
+    (re.compile(r"^pipeline '(?P<name>[^']+)' not found$"),
+     r"pipeline '\g<name>' not found; 'spate pipelines list' shows the tenant's pipelines"),
+    (re.compile(r"^invalid or revoked API key$"),
+     "invalid or revoked API key; check SPATE_API_KEY (or --api-key)"),
+    (re.compile(r"create another admin key before revoking it$"),
+     "create another admin key first ('spate keys create NAME --role admin')"),
+    (re.compile(r"is revoked; create a new key instead$"),
+     "is revoked; create a new key instead ('spate keys create NAME')"),
+)
+NO_KEY = ("no API key: set SPATE_API_KEY (or pass --api-key before the command); "
+          "'spate serve' writes its admin key to the file its banner names")
+
+
+def cli_message(error: ClientError) -> str:
+    """The one line the CLI prints for a refusal: the API's message in CLI terms."""
+    message = error.message
+    for pattern, replacement in CLI_HINTS:
+        message = pattern.sub(replacement, message)
+    fields = [f"{str(d['location']).removeprefix('body.')}: {d['message']}"
+              for d in error.details if "location" in d and "message" in d]
+    return f"{message}: {'; '.join(fields)}" if fields else message
+
+
+def _fail(error: ClientError, sql_file: Path | None = None) -> NoReturn:
+    located = [d for d in error.details if {"line", "column", "message"} <= d.keys()]
+    if error.code == "invalid_sql" and sql_file is not None and located:
+        for diagnostic in located:
+            click.echo(f"{sql_file}:{diagnostic['line']}:{diagnostic['column']}: error: "
+                       f"{diagnostic['message']}", err=True)
+        sys.exit(EXIT_INVALID_SQL)
+    click.echo(f"error: {cli_message(error)}", err=True)
+    sys.exit(EXIT_REFUSED)
+
+
+# -- connection --------------------------------------------------------------------
+
+
+@dataclass
+class Connection:
+    """Where a group's commands send their calls; the client is opened on first use."""
+
+    server: str
+    api_key: str | None
+    #: an ``httpx.Client`` to use instead of a new one (tests hand in an app's client)
+    http: httpx.Client | None = None
+
+    def open(self, ctx: click.Context) -> SpateClient:
+        if not self.api_key:
+            raise ClientError(NO_KEY)
+        return ctx.with_resource(SpateClient(self.server, self.api_key, self.http))
 
 
 def _connection_options(group: F) -> F:
-    group = click.option("--api-key", envvar="SPATE_API_KEY", required=True,
-                         help="API key (or SPATE_API_KEY).")(group)
+    group = click.option("--api-key", envvar="SPATE_API_KEY", show_envvar=False,
+                         help="API key (better: the SPATE_API_KEY variable).")(group)
     group = click.option("--server", envvar="SPATE_SERVER", default=DEFAULT_SERVER,
                          show_default=True, help="Spate server URL (or SPATE_SERVER).")(group)
     return group
 
 
-def _open_client(ctx: click.Context, server: str, api_key: str) -> None:
-    """Open the group's client; tests hand in an ``httpx.Client`` as ``obj['http']``."""
-    http = ctx.obj.get("http") if isinstance(ctx.obj, dict) else None
-    assert http is None or isinstance(http, httpx.Client)
-    ctx.obj = ctx.with_resource(SpateClient(server, api_key, http))
+def _connect(ctx: click.Context, server: str, api_key: str | None) -> None:
+    injected = ctx.obj.get("http") if isinstance(ctx.obj, dict) else None
+    assert injected is None or isinstance(injected, httpx.Client)
+    ctx.obj = Connection(server, api_key, injected)
 
 
-def _refusals_exit(command: F) -> F:
-    """Turn a :class:`ClientError` into its message on stderr and exit status 1."""
+def with_client(command: Callable[Concatenate[SpateClient, P], R]) -> Callable[P, R]:
+    """Hand the command a client; turn a refusal into its error line and exit status."""
 
     @wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        ctx = click.get_current_context()
+        connection = ctx.find_object(Connection)
+        assert connection is not None, "a client command runs under a group that connects"
         try:
-            return command(*args, **kwargs)
+            return command(connection.open(ctx), *args, **kwargs)
         except ClientError as error:
-            click.echo(f"error: {error.message}", err=True)
-            for detail in error.details:
-                where = (f"line {detail['line']}, column {detail['column']}: "
-                         if "line" in detail and "column" in detail else "")
-                click.echo(f"  {where}{detail.get('message', detail)}", err=True)
-            sys.exit(EXIT_REFUSED)
+            sql_file = kwargs.get("sql_file")
+            _fail(error, sql_file if isinstance(sql_file, Path) else None)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
+
+
+# -- output ------------------------------------------------------------------------
 
 
 def _show(value: Any, as_json: bool, rows: Iterable[tuple[Any, ...]],
@@ -72,9 +153,8 @@ def _show(value: Any, as_json: bool, rows: Iterable[tuple[Any, ...]],
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the API's JSON.")
-pass_client = click.make_pass_decorator(SpateClient)
-
-# -- pipelines ---------------------------------------------------------------------
+sql_file_argument = click.argument(
+    "sql_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 
 _PIPELINE_HEADER = ("NAME", "DESIRED", "JOB STATE", "PARALLELISM", "LAST EPOCH", "VERSION")
 
@@ -92,41 +172,146 @@ def _show_pipeline(pipeline: dict[str, Any], as_json: bool) -> None:
         click.echo(f"failure: {job['failure_message']}")
 
 
+# -- waiting for a job -------------------------------------------------------------
+
+JobCheck = Callable[[dict[str, Any] | None], bool]
+
+
+def wait_options(command: F) -> F:
+    command = click.option("--timeout", "timeout_s", type=click.IntRange(1),
+                           default=DEFAULT_WAIT_S, show_default=True,
+                           help="Seconds to wait for the job.")(command)
+    command = click.option("--wait/--no-wait", default=True, show_default=True,
+                           help="Wait for the job to get there, then print its state.")(
+        command)
+    return command
+
+
+def _settled_job(stale_job_id: str | None = None, parallelism: int | None = None) -> JobCheck:
+    """A job that is running or has ended, other than ``stale_job_id``, at ``parallelism``."""
+
+    def check(job: dict[str, Any] | None) -> bool:
+        return (job is not None and job["state"] in SETTLED_STATES
+                and job["id"] != stale_job_id
+                and (parallelism is None or job["parallelism"] == parallelism))
+
+    return check
+
+
+def _ended_job(job: dict[str, Any] | None) -> bool:
+    return job is None or job["state"] in ENDED_STATES
+
+
+def _finish(client: SpateClient, answer: dict[str, Any], job_check: JobCheck | None,
+            wait: bool, timeout_s: int, as_json: bool) -> None:
+    """Print the pipeline once its job passes ``job_check`` (None: nothing to wait for)."""
+    if not wait or job_check is None:
+        _show_pipeline(answer, as_json)
+        return
+    name = answer["name"]
+    seen: list[tuple[str, str] | None] = []
+
+    def report(pipeline: dict[str, Any]) -> None:
+        """Each change of the job (or its state) after the first look, on stderr."""
+        job = pipeline.get("job")
+        now = (job["id"], job["state"]) if job is not None else None
+        if seen and now is not None and now != seen[-1]:
+            click.echo(f"{name}: job {now[0]} {now[1]}", err=True)
+        seen.append(now)
+
+    pipeline, settled = client.poll(f"/pipelines/{name}", lambda p: job_check(p.get("job")),
+                                    timeout_s, on_each=report)
+    job = pipeline.get("job")
+    if not settled:
+        state = f"its job {job['id']} is {job['state']}" if job else "it has no job yet"
+        raise ClientError(f"gave up waiting after {timeout_s} s: pipeline '{name}' {state}; "
+                          f"the server carries on: follow it with 'spate pipelines get {name}'")
+    _show(pipeline, as_json, [_pipeline_row(pipeline)], _PIPELINE_HEADER)
+    if job is not None and job["state"] == "failed":
+        raise ClientError(f"pipeline '{name}': job {job['id']} failed: "
+                          f"{job.get('failure_message') or 'no reason given'}")
+
+
+# -- pipelines ---------------------------------------------------------------------
+
+
 @click.group("pipelines")
 @_connection_options
 @click.pass_context
-def pipelines(ctx: click.Context, server: str, api_key: str) -> None:
+def pipelines(ctx: click.Context, server: str, api_key: str | None) -> None:
     """Create, list and control pipelines on a Spate server."""
-    _open_client(ctx, server, api_key)
+    _connect(ctx, server, api_key)
 
 
 @pipelines.command("create")
 @click.argument("name")
-@click.argument("sql_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@sql_file_argument
 @click.option("--parallelism", "-p", type=click.IntRange(1, 128), default=1, show_default=True)
 @click.option("--checkpoint-interval-ms", type=click.IntRange(1), default=None)
 @click.option("--description", default="")
 @click.option("--stopped", is_flag=True, help="Create without starting it.")
+@wait_options
 @json_option
-@pass_client
-@_refusals_exit
+@with_client
 def create_pipeline(client: SpateClient, name: str, sql_file: Path, parallelism: int,
                     checkpoint_interval_ms: int | None, description: str, stopped: bool,
-                    as_json: bool) -> None:
-    """Create pipeline NAME from SQL_FILE (and start it, unless --stopped)."""
+                    wait: bool, timeout_s: int, as_json: bool) -> None:
+    """Create pipeline NAME from SQL_FILE and start it (unless --stopped)."""
     body: dict[str, Any] = {"name": name, "sql": sql_file.read_text(),
                             "parallelism": parallelism, "description": description}
     if stopped:
         body["stopped"] = True
     if checkpoint_interval_ms is not None:
         body["checkpoint_interval_ms"] = checkpoint_interval_ms
-    _show_pipeline(client.post("/pipelines", body), as_json)
+    created = client.post("/pipelines", body)
+    _finish(client, created, None if stopped else _settled_job(), wait, timeout_s, as_json)
+
+
+@pipelines.command("validate")
+@sql_file_argument
+@click.option("--explain", is_flag=True, help="Print the whole plan.")
+@json_option
+@with_client
+def validate_pipeline(client: SpateClient, sql_file: Path, explain: bool,
+                      as_json: bool) -> None:
+    """Plan SQL_FILE on the server without storing or running it."""
+    answer = client.post("/pipelines/validate", {"sql": sql_file.read_text()})
+    if as_json:
+        click.echo(json.dumps(answer, indent=2, sort_keys=True))
+    if not answer["valid"]:
+        _fail(ClientError("invalid SQL", code="invalid_sql", details=answer["diagnostics"]),
+              sql_file)
+    if not as_json:
+        click.echo(f"{sql_file}: OK")
+        for line in plan_summary(answer["plan"]):
+            click.echo(f"  {line}")
+        if explain:
+            click.echo("\n" + answer["plan"]["explain"])
+
+
+def plan_summary(plan: dict[str, Any]) -> list[str]:
+    """A few lines naming a plan's sources, stateful operators and sinks."""
+
+    def labels(*kinds: str) -> str:
+        found = [_node_label(node) for node in plan["nodes"] if node["kind"] in kinds]
+        return ", ".join(found) or "none"
+
+    return [f"sources:   {labels('source')}",
+            f"operators: {labels('window_aggregate', 'operator')}",
+            f"sinks:     {labels('sink')}",
+            "bounded: it finishes when its input ends" if plan["bounded"]
+            else "unbounded: it runs until it is stopped"]
+
+
+def _node_label(node: dict[str, Any]) -> str:
+    connector = node.get("detail", {}).get("connector")
+    label = str(node["label"])
+    return f"{label} ({connector})" if connector and connector != label else label
 
 
 @pipelines.command("list")
 @json_option
-@pass_client
-@_refusals_exit
+@with_client
 def list_pipelines(client: SpateClient, as_json: bool) -> None:
     """The tenant's pipelines and their jobs' states."""
     items = list(client.items("/pipelines"))
@@ -136,8 +321,7 @@ def list_pipelines(client: SpateClient, as_json: bool) -> None:
 @pipelines.command("get")
 @click.argument("name")
 @json_option
-@pass_client
-@_refusals_exit
+@with_client
 def get_pipeline(client: SpateClient, name: str, as_json: bool) -> None:
     """One pipeline, with its current job."""
     _show_pipeline(client.get(f"/pipelines/{name}"), as_json)
@@ -149,55 +333,71 @@ def get_pipeline(client: SpateClient, name: str, as_json: bool) -> None:
               show_default=True, help="checkpoint: after the epoch in progress commits; "
               "graceful: the same, with a time limit; immediate: abandon the epoch in "
               "progress (it is replayed on restart); force: kill the job.")
+@wait_options
 @json_option
-@pass_client
-@_refusals_exit
-def stop_pipeline(client: SpateClient, name: str, mode: str, as_json: bool) -> None:
-    """Stop pipeline NAME."""
-    _show_pipeline(client.patch(f"/pipelines/{name}", {"stop": mode}), as_json)
+@with_client
+def stop_pipeline(client: SpateClient, name: str, mode: str, wait: bool, timeout_s: int,
+                  as_json: bool) -> None:
+    """Stop pipeline NAME (and wait until its job has stopped)."""
+    answer = client.patch(f"/pipelines/{name}", {"stop": mode})
+    _finish(client, answer, _ended_job, wait, timeout_s, as_json)
 
 
 @pipelines.command("start")
 @click.argument("name")
+@wait_options
 @json_option
-@pass_client
-@_refusals_exit
-def start_pipeline(client: SpateClient, name: str, as_json: bool) -> None:
-    """Run a stopped pipeline NAME again, from its last checkpoint."""
-    _show_pipeline(client.patch(f"/pipelines/{name}", {"stop": "none"}), as_json)
+@with_client
+def start_pipeline(client: SpateClient, name: str, wait: bool, timeout_s: int,
+                   as_json: bool) -> None:
+    """Run a stopped pipeline NAME again, from its last checkpoint, and wait for its job."""
+    answer = client.patch(f"/pipelines/{name}", {"stop": "none"})
+    job = answer.get("job")
+    # An ended (or ending) job is the previous run: wait for the next one.
+    stale = job["id"] if job is not None and job["state"] in {*ENDED_STATES, "stopping"} \
+        else None
+    _finish(client, answer, _settled_job(stale), wait, timeout_s, as_json)
 
 
 @pipelines.command("restart")
 @click.argument("name")
 @click.option("--without-state", is_flag=True,
               help="Drop the pipeline's state and start from the beginning of its input.")
+@wait_options
 @json_option
-@pass_client
-@_refusals_exit
-def restart_pipeline(client: SpateClient, name: str, without_state: bool,
-                     as_json: bool) -> None:
-    """Replace pipeline NAME's job with a new one."""
-    body = {"with_state": not without_state}
-    _show_pipeline(client.post(f"/pipelines/{name}/restart", body), as_json)
+@with_client
+def restart_pipeline(client: SpateClient, name: str, without_state: bool, wait: bool,
+                     timeout_s: int, as_json: bool) -> None:
+    """Replace pipeline NAME's job with a new one, and wait for it."""
+    answer = client.post(f"/pipelines/{name}/restart", {"with_state": not without_state})
+    job = answer.get("job")
+    _finish(client, answer, _settled_job(job["id"] if job else None), wait, timeout_s,
+            as_json)
 
 
 @pipelines.command("rescale")
 @click.argument("name")
 @click.argument("parallelism", type=click.IntRange(1, 128))
+@wait_options
 @json_option
-@pass_client
-@_refusals_exit
-def rescale_pipeline(client: SpateClient, name: str, parallelism: int, as_json: bool) -> None:
-    """Run pipeline NAME at PARALLELISM; its state moves by key group."""
-    body = {"parallelism": parallelism}
-    _show_pipeline(client.post(f"/pipelines/{name}/rescale", body), as_json)
+@with_client
+def rescale_pipeline(client: SpateClient, name: str, parallelism: int, wait: bool,
+                     timeout_s: int, as_json: bool) -> None:
+    """Run pipeline NAME at PARALLELISM (its state moves by key group), and wait for the
+    job at that parallelism."""
+    answer = client.post(f"/pipelines/{name}/rescale", {"parallelism": parallelism})
+    running = answer["desired_state"] == "running"
+    if not running and not as_json:
+        click.echo(f"{name} is stopped: it runs at parallelism {parallelism} when started "
+                   f"('spate pipelines start {name}')", err=True)
+    _finish(client, answer, _settled_job(parallelism=parallelism) if running else None,
+            wait, timeout_s, as_json)
 
 
 @pipelines.command("delete")
 @click.argument("name")
 @click.option("--force", is_flag=True, help="Kill a running job first.")
-@pass_client
-@_refusals_exit
+@with_client
 def delete_pipeline(client: SpateClient, name: str, force: bool) -> None:
     """Delete pipeline NAME and its versions."""
     client.delete(f"/pipelines/{name}", **({"force": "true"} if force else {}))
@@ -207,14 +407,103 @@ def delete_pipeline(client: SpateClient, name: str, force: bool) -> None:
 @pipelines.command("jobs")
 @click.argument("name")
 @json_option
-@pass_client
-@_refusals_exit
+@with_client
 def list_jobs(client: SpateClient, name: str, as_json: bool) -> None:
     """Pipeline NAME's jobs (runs), oldest first."""
     items = list(client.items(f"/pipelines/{name}/jobs"))
     rows = [(j["id"], j.get("state"), j.get("parallelism"), j.get("last_epoch"),
              j.get("failure_message")) for j in items]
     _show(items, as_json, rows, ("JOB", "STATE", "PARALLELISM", "LAST EPOCH", "FAILURE"))
+
+
+# -- preview -----------------------------------------------------------------------
+
+#: Why a preview ended (the ``end`` event's ``reason``), and whether that is a success.
+END_REASONS = {
+    "limit": ("the row limit was reached", True),
+    "finished": ("the input ended", True),
+    "stopped": ("the preview job was stopped", True),
+    "timeout": ("it timed out", False),
+    "failed": ("the preview job failed", False),
+    "gone": ("the preview job disappeared", False),
+}
+
+
+class RowPrinter:
+    """Rows as a table that grows as they arrive; a header whenever the columns change."""
+
+    MAX_WIDTH = 40
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.columns: list[str] = []
+        self.widths: list[int] = []
+
+    def show(self, rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            if self.as_json:
+                click.echo(json.dumps(row, default=str))
+                continue
+            if list(row) != self.columns:
+                self._header(list(row), rows)
+            click.echo("  ".join(_cell(row[c]).ljust(w)
+                                 for c, w in zip(self.columns, self.widths, strict=True))
+                       .rstrip())
+
+    def _header(self, columns: list[str], batch: list[dict[str, Any]]) -> None:
+        self.columns = columns
+        self.widths = [min(self.MAX_WIDTH, max([len(c), *(len(_cell(r.get(c)))
+                                                          for r in batch)]))
+                       for c in columns]
+        click.echo("  ".join(c.upper().ljust(w)
+                             for c, w in zip(columns, self.widths, strict=True)).rstrip())
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, dict | list):
+        return json.dumps(value, default=str)
+    return str(value)
+
+
+@pipelines.command("preview")
+@sql_file_argument
+@click.option("--limit", "-n", type=click.IntRange(1, 10_000), default=100, show_default=True,
+              help="Stop after this many rows.")
+@click.option("--parallelism", "-p", type=click.IntRange(1, 8), default=1, show_default=True)
+@click.option("--timeout", "timeout_s", type=click.IntRange(1, 3600), default=300,
+              show_default=True, help="Stop after this many seconds.")
+@click.option("--json", "as_json", is_flag=True, help="Print each row as a JSON line.")
+@with_client
+def preview_pipeline(client: SpateClient, sql_file: Path, limit: int, parallelism: int,
+                     timeout_s: int, as_json: bool) -> None:
+    """Run SQL_FILE as a throwaway job and print its rows as they come (Ctrl-C stops it).
+
+    Nothing is stored and no sink is written: the rows the queries would write
+    are shown instead."""
+    body = {"sql": sql_file.read_text(), "limit": limit, "parallelism": parallelism,
+            "timeout_s": timeout_s}
+    printer = RowPrinter(as_json)
+    reason = "gone"
+    try:
+        with client.events("/pipelines/preview", body) as events:
+            for event, data in events:
+                if event == "status":
+                    click.echo(f"preview job {data['job_id']}: {data['state']}", err=True)
+                elif event == "rows":
+                    printer.show(data)
+                elif event == "error":
+                    click.echo(f"error: {data['message']}", err=True)
+                elif event == "end":
+                    reason = data["reason"]
+                    why, _ = END_REASONS.get(reason, (reason, False))
+                    click.echo(f"preview ended: {data['rows']} rows; {why}", err=True)
+    except KeyboardInterrupt:
+        click.echo("preview stopped (Ctrl-C); the server stops its job", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    if not END_REASONS.get(reason, ("", False))[1]:
+        sys.exit(EXIT_REFUSED)
 
 
 # -- keys --------------------------------------------------------------------------
@@ -237,9 +526,9 @@ def _show_new_key(key: dict[str, Any], as_json: bool) -> None:
 @click.group("keys")
 @_connection_options
 @click.pass_context
-def keys(ctx: click.Context, server: str, api_key: str) -> None:
+def keys(ctx: click.Context, server: str, api_key: str | None) -> None:
     """Manage the tenant's API keys (needs an admin key)."""
-    _open_client(ctx, server, api_key)
+    _connect(ctx, server, api_key)
 
 
 @keys.command("create")
@@ -247,8 +536,7 @@ def keys(ctx: click.Context, server: str, api_key: str) -> None:
 @click.option("--role", type=click.Choice(("admin", "developer", "viewer")),
               default="developer", show_default=True)
 @json_option
-@pass_client
-@_refusals_exit
+@with_client
 def create_key(client: SpateClient, name: str, role: str, as_json: bool) -> None:
     """Create a key named NAME; its secret is printed once."""
     _show_new_key(client.post("/api-keys", {"name": name, "role": role}), as_json)
@@ -257,8 +545,7 @@ def create_key(client: SpateClient, name: str, role: str, as_json: bool) -> None
 @keys.command("list")
 @click.option("--include-revoked", is_flag=True)
 @json_option
-@pass_client
-@_refusals_exit
+@with_client
 def list_keys(client: SpateClient, include_revoked: bool, as_json: bool) -> None:
     """The tenant's keys, by prefix."""
     items = list(client.items("/api-keys", include_revoked=include_revoked or None))
@@ -267,8 +554,7 @@ def list_keys(client: SpateClient, include_revoked: bool, as_json: bool) -> None
 
 @keys.command("revoke")
 @click.argument("key_id")
-@pass_client
-@_refusals_exit
+@with_client
 def revoke_key(client: SpateClient, key_id: str) -> None:
     """Revoke key KEY_ID; it stops working at once."""
     client.delete(f"/api-keys/{key_id}")
@@ -278,8 +564,7 @@ def revoke_key(client: SpateClient, key_id: str) -> None:
 @keys.command("rotate")
 @click.argument("key_id")
 @json_option
-@pass_client
-@_refusals_exit
+@with_client
 def rotate_key(client: SpateClient, key_id: str, as_json: bool) -> None:
     """Give key KEY_ID a new secret (printed once); the old one stops working."""
     _show_new_key(client.post(f"/api-keys/{key_id}/rotate"), as_json)

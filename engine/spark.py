@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -26,6 +28,9 @@ _BASE_CONF = {
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
     "spark.python.worker.reuse": "true",
     "spark.sql.ansi.enabled": "false",
+    # Text no format reads is NULL, as the dialect says, rather than an "upgrade"
+    # exception about Spark 2's parser reading it differently.
+    "spark.sql.legacy.timeParserPolicy": "CORRECTED",
 }
 
 
@@ -38,6 +43,55 @@ _DRIVER_LAUNCH_CONF = {
     "spark.driver.memory": "2g",
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}",
 }
+
+
+#: Lines the JVM prints on stderr at every start that Spate drops.  Spark's launcher
+#: (``JavaModuleOptions``) always adds ``--add-modules=jdk.incubator.vector`` to the
+#: driver's command, and the JVM then warns about the incubator module; no setting
+#: turns either off, so the driver's stderr is filtered (see :func:`_quiet_jvm_start`).
+JVM_BANNER_PREFIXES = (b"WARNING: Using incubator modules:",)
+
+
+@contextmanager
+def _quiet_jvm_start() -> Iterator[None]:
+    """Run the block with this process's stderr going through a filter that drops
+    :data:`JVM_BANNER_PREFIXES` lines.
+
+    A JVM started in the block inherits the filter's pipe as its stderr and keeps
+    it: everything else it prints is passed on, for as long as it runs. Once no
+    process holds the pipe, the filter's thread ends.
+    """
+    try:
+        original = os.dup(2)
+    except OSError:  # no stderr to filter
+        yield
+        return
+    read_end, write_end = os.pipe()
+    threading.Thread(target=_pass_on, args=(read_end, original), daemon=True,
+                     name="spark-stderr").start()
+    sys.stderr.flush()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(original, 2)
+
+
+def _pass_on(read_end: int, target: int) -> None:
+    """Copy lines from ``read_end`` to ``target``, less the JVM's banner lines. The
+    pipe is drained to its end even when ``target`` fails, so the JVM never blocks
+    on a full pipe."""
+    writable = True
+    with os.fdopen(read_end, "rb") as lines, os.fdopen(target, "wb", buffering=0) as out:
+        for line in lines:
+            if not writable or line.startswith(JVM_BANNER_PREFIXES):
+                continue
+            try:
+                out.write(line)
+            except OSError:
+                writable = False
 
 
 def build_spark(master: str | None = "local[2]", app_name: str = "spate",
@@ -61,7 +115,11 @@ def build_spark(master: str | None = "local[2]", app_name: str = "spate",
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    if master is None:
+        spark = builder.getOrCreate()  # spark-submit's JVM: it has started already
+    else:
+        with _quiet_jvm_start():
+            spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     # PySpark logs each failed SQL call as a JSON line with the whole Java stack; the
     # pipeline reports the failure once, in one line of its own.

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
 from spate.api.cli import main
+from spate.api.clientcli import keys, pipelines
+from tests.api.job_rows import insert_job, update_job
 from tests.api.support import TenantKeys, TestClient, new_tenant, pipeline_sql
+
+#: How the API (not the CLI) says what to do; none of it may reach the terminal.
+API_VERBS = ("PATCH", "PUT /", "POST /", "DELETE /", "?force", "stop=")
 
 
 @pytest.fixture
@@ -63,17 +70,18 @@ def test_pipeline_commands_drive_the_desired_state(client: TestClient, tenant: T
     assert created.exit_code == 0, created.output
     assert json.loads(created.stdout)["desired_state"] == "stopped"
 
-    started = spate(client, developer, "pipelines", "start", "clicks", "--json")
+    # No scheduler runs here: the controls only record the desired state.
+    started = spate(client, developer, "pipelines", "start", "clicks", "--no-wait", "--json")
     assert json.loads(started.stdout)["desired_state"] == "running"
     stopped = spate(client, developer, "pipelines", "stop", "clicks", "--mode", "immediate",
-                    "--json")
+                    "--no-wait", "--json")
     body = json.loads(stopped.stdout)
     assert (body["desired_state"], body["stop_mode"]) == ("stopped", "immediate")
 
     rescaled = spate(client, developer, "pipelines", "rescale", "clicks", "3", "--json")
-    assert json.loads(rescaled.stdout)["parallelism"] == 3
+    assert json.loads(rescaled.stdout)["parallelism"] == 3  # stopped: nothing to wait for
     restarted = spate(client, developer, "pipelines", "restart", "clicks", "--without-state",
-                      "--json")
+                      "--no-wait", "--json")
     assert restarted.exit_code == 0, restarted.output
     assert json.loads(restarted.stdout)["desired_state"] == "running"
 
@@ -83,14 +91,15 @@ def test_pipeline_commands_drive_the_desired_state(client: TestClient, tenant: T
     assert spate(client, developer, "pipelines", "get", "clicks").exit_code == 0
 
 
-def test_bad_sql_prints_the_located_diagnostic(client: TestClient, tenant: TenantKeys,
-                                               tmp_path: Path) -> None:
+def test_bad_sql_prints_the_located_diagnostic_once(client: TestClient, tenant: TenantKeys,
+                                                    tmp_path: Path) -> None:
     sql_file = tmp_path / "bad.sql"
     sql_file.write_text("CREATE TABLE t WITH (connector = 'impulse');\nSELEC 1;\n")
     result = spate(client, tenant.keys["developer"], "pipelines", "create", "bad",
                    str(sql_file))
-    assert result.exit_code == 1
-    assert "line 2, column" in result.stderr
+    assert result.exit_code == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"{sql_file}:2:7: error: syntax error")
 
 
 def test_a_viewer_is_refused_and_told_why(client: TestClient, tenant: TenantKeys,
@@ -107,3 +116,145 @@ def test_an_unreachable_server_is_a_clear_error() -> None:
     assert result.exit_code == 1
     assert "cannot reach the Spate server at http://127.0.0.1:9" in result.stderr
     assert "spate_x_y" not in result.output
+
+
+def _one_error_line(result: Result) -> str:
+    """The refusal's only line, checked to speak CLI, not HTTP."""
+    assert result.exit_code == 1, result.output
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: ")
+    assert not any(verb in line for verb in API_VERBS), line
+    return line
+
+
+def test_refusals_name_cli_commands_not_api_verbs(client: TestClient, tenant: TenantKeys,
+                                                   tmp_path: Path) -> None:
+    developer = tenant.keys["developer"]
+    sql_file = tmp_path / "p.sql"
+    sql_file.write_text(pipeline_sql())
+    created = spate(client, developer, "pipelines", "create", "busy", str(sql_file),
+                    "--stopped", "--json")
+    assert created.exit_code == 0, created.output
+    insert_job(client.app, tenant.id, json.loads(created.stdout)["id"], state="running")
+
+    busy = _one_error_line(spate(client, developer, "pipelines", "delete", "busy"))
+    assert "spate pipelines stop busy" in busy
+    assert "spate pipelines delete busy --force" in busy
+
+    again = _one_error_line(spate(client, developer, "pipelines", "create", "busy",
+                                  str(sql_file), "--stopped"))
+    assert "already exists" in again and "spate pipelines delete busy" in again
+
+    missing = _one_error_line(spate(client, developer, "pipelines", "get", "nope"))
+    assert "pipeline 'nope' not found" in missing and "spate pipelines list" in missing
+
+    last_admin = _one_error_line(spate(client, tenant.keys["admin"], "keys", "revoke",
+                                       tenant.key_ids["admin"]))
+    assert "spate keys create NAME --role admin" in last_admin
+
+    wrong_key = _one_error_line(spate(client, "spate_not_a_key", "pipelines", "list"))
+    assert "SPATE_API_KEY" in wrong_key
+
+
+def test_schema_refusals_fit_on_one_line(client: TestClient, tenant: TenantKeys,
+                                         tmp_path: Path) -> None:
+    sql_file = tmp_path / "p.sql"
+    sql_file.write_text(pipeline_sql())
+    line = _one_error_line(spate(client, tenant.keys["developer"], "pipelines", "create",
+                                 "Not A Name", str(sql_file), "--stopped"))
+    assert "the request does not match the schema: name: " in line
+
+
+def test_help_needs_no_key_or_server() -> None:
+    for group in (pipelines, keys):
+        for command in ["", *group.commands]:
+            args = [group.name or "", *([command] if command else []), "--help"]
+            result = CliRunner().invoke(main, args, prog_name="spate", env={
+                "SPATE_API_KEY": None, "SPATE_SERVER": "http://127.0.0.1:9"})
+            assert result.exit_code == 0, (args, result.output)
+            assert result.stdout.startswith(f"Usage: spate {' '.join(args[:-1])}")
+
+
+def test_a_missing_key_is_one_clear_line() -> None:
+    result = CliRunner().invoke(main, ["pipelines", "list"], env={"SPATE_API_KEY": None})
+    line = _one_error_line(result)
+    assert "no API key" in line and "SPATE_API_KEY" in line
+
+
+def test_validate_prints_ok_and_the_plan_summary(client: TestClient, tenant: TenantKeys,
+                                                 tmp_path: Path) -> None:
+    sql_file = tmp_path / "ok.sql"
+    sql_file.write_text(pipeline_sql())
+    result = spate(client, tenant.keys["viewer"], "pipelines", "validate", str(sql_file))
+    assert result.exit_code == 0, result.output
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    assert lines[0] == f"{sql_file}: OK"
+    assert "sources:   src (impulse)" in lines and "sinks:     out (blackhole)" in lines
+    assert lines[-1] == "bounded: it finishes when its input ends"
+    assert result.stderr == ""
+
+    explained = spate(client, tenant.keys["viewer"], "pipelines", "validate", str(sql_file),
+                      "--explain")
+    assert "Pipeline plan" in explained.stdout and "[spark]" in explained.stdout
+    # Nothing was stored.
+    assert spate(client, tenant.keys["viewer"], "pipelines", "list").stdout.count("\n") == 1
+
+
+def test_validate_locates_each_problem_and_exits_2(client: TestClient, tenant: TenantKeys,
+                                                   tmp_path: Path) -> None:
+    sql_file = tmp_path / "typo.sql"
+    sql_file.write_text("CREATE TABLE src WITH (connector = 'impulse', event_rate = '1');\n"
+                        "SELECT countr FROM src;\n")
+    result = spate(client, tenant.keys["viewer"], "pipelines", "validate", str(sql_file))
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"{sql_file}:2:8: error: ") and "countr" in line
+
+    as_json = spate(client, tenant.keys["viewer"], "pipelines", "validate", str(sql_file),
+                    "--json")
+    assert as_json.exit_code == 2 and json.loads(as_json.stdout)["valid"] is False
+
+
+def test_start_waits_for_the_new_job_and_prints_it(client: TestClient, tenant: TenantKeys,
+                                                   tmp_path: Path) -> None:
+    """The test plays the scheduler: once the pipeline should run, it records a new job
+    (starting, then running) as the scheduler does."""
+    developer = tenant.keys["developer"]
+    sql_file = tmp_path / "p.sql"
+    sql_file.write_text(pipeline_sql())
+    pipeline = json.loads(spate(client, developer, "pipelines", "create", "waits",
+                                str(sql_file), "--stopped", "--json").stdout)
+    old_job = insert_job(client.app, tenant.id, pipeline["id"], state="stopped")
+
+    def scheduler() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            body = client.get("/api/v1/pipelines/waits", headers=tenant.auth()).json()
+            if body["desired_state"] == "running":
+                new_job = insert_job(client.app, tenant.id, pipeline["id"], state="starting")
+                time.sleep(1.5)
+                update_job(client.app, new_job, state="running")
+                return
+            time.sleep(0.05)
+
+    playing = threading.Thread(target=scheduler)
+    playing.start()
+    started = spate(client, developer, "pipelines", "start", "waits", "--json")
+    playing.join()
+    assert started.exit_code == 0, started.output
+    job = json.loads(started.stdout)["job"]
+    assert job["id"] != old_job and job["state"] == "running"
+    assert f"waits: job {job['id']} running" in started.stderr
+
+
+def test_a_wait_that_runs_out_says_where_to_look(client: TestClient, tenant: TenantKeys,
+                                                 tmp_path: Path) -> None:
+    developer = tenant.keys["developer"]
+    sql_file = tmp_path / "p.sql"
+    sql_file.write_text(pipeline_sql())
+    assert spate(client, developer, "pipelines", "create", "slow", str(sql_file),
+                 "--stopped").exit_code == 0
+    line = _one_error_line(spate(client, developer, "pipelines", "start", "slow",
+                                 "--timeout", "1"))
+    assert "after 1 s" in line and "spate pipelines get slow" in line

@@ -112,6 +112,22 @@ def test_preview_of_updating_rows_prints_changes(tmp_path: Path) -> None:
         {"op": "u", "parity": 0, "n": 2}]
 
 
+@pytest.mark.spark
+def test_a_run_prints_no_jvm_or_spark_start_up_banner(tmp_path: Path) -> None:
+    pipeline = tmp_path / "small.sql"
+    pipeline.write_text("CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '100', "
+                        "message_count = '3');\n"
+                        "CREATE TABLE out WITH (connector = 'stdout', format = 'json');\n"
+                        "INSERT INTO out SELECT counter FROM ticks;\n")
+    result = _spate(str(pipeline), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 3
+    for banner in ("WARNING: Using incubator modules", "Setting default log level",
+                   "To adjust logging level"):
+        assert banner not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("finished: ")
+
+
 def _wait_for_lines(path: Path, count: int, process: subprocess.Popen[str],
                     timeout_s: float = 300.0) -> None:
     """Wait for output (a patient deadline: Spark starts slowly on a loaded machine)."""
