@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sqlglot
+from pyspark.sql import types as T
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
@@ -110,7 +111,7 @@ def table_from_definition(definition: TableDefinition,
         raise TableDefinitionError(f"table {name}: {error}", option=error.option) from error
     config = TableConfig(name=name, connector=definition.connector, role=role,
                          options=options, columns=tuple(physical), boundary=boundary)
-    event_time_sql, watermark_sql = _event_time(options, {c.name for c in physical})
+    event_time_sql, watermark_sql = _event_time(options, {c.name: c.spark_type for c in physical})
     return Table(name=name, config=config, columns=tuple(physical),
                  event_time_sql=event_time_sql, watermark_sql=watermark_sql,
                  idle_micros=int(options.get("idle_micros", DEFAULT_IDLE_MICROS)),
@@ -158,13 +159,20 @@ def _check_unique(names: list[str]) -> None:
         seen.add(name)
 
 
-def _event_time(options: Mapping[str, str], known: set[str]) -> tuple[str | None, str]:
+def _event_time(options: Mapping[str, str],
+                known: Mapping[str, T.DataType]) -> tuple[str | None, str]:
     """Event time and watermark SQL from the options, as for CREATE TABLE without WATERMARK."""
     event_time: str | None = None
     for key in ("event_time_field", "watermark_field"):
         column = options.get(key)
-        if column is not None and column.lower() not in known:
+        if column is None:
+            continue
+        if column.lower() not in known:
             raise TableDefinitionError(f"{key} names unknown field '{column}'", option=key)
+        kind = known[column.lower()]
+        if not isinstance(kind, T.TimestampType):
+            raise TableDefinitionError(f"{key} names field '{column}', which must be a "
+                                       f"TIMESTAMP (it is {kind.simpleString()})", option=key)
     if "event_time_field" in options:
         event_time = f"`{options['event_time_field'].lower()}`"
     if "watermark_field" in options:

@@ -88,6 +88,11 @@ def test_unknown_option_and_bad_fields_are_named() -> None:
                                               {**ORDERS.options, "event_time_field": "when"},
                                               ORDERS.fields))
     assert caught.value.option == "event_time_field"
+    with pytest.raises(TableDefinitionError, match="must be a TIMESTAMP") as caught:
+        table_from_definition(TableDefinition("t", "single_file",
+                                              {**ORDERS.options, "event_time_field": "price"},
+                                              ORDERS.fields))
+    assert caught.value.option == "event_time_field"
 
 
 def test_definitions_round_trip_through_json_values() -> None:
