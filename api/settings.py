@@ -20,6 +20,7 @@ from pydantic_settings import (
 
 from spate.api.crypto import check_fernet_key
 from spate.engine.connectors.egress import AllowRule
+from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
 
 CONFIG_FILE = Path("spate.toml")
 DEFAULT_DATABASE_URL = "sqlite:///.spate/spate.db"
@@ -96,7 +97,7 @@ class Settings(BaseSettings):
         "A job silent this long is taken for dead and restarted"))] = 60.0
     update_flush_interval_ms: Annotated[int, Field(ge=0, le=3_600_000, description=(
         "pipeline.update-aggregate-flush-interval: how often updating aggregates emit "
-        "their changes (0: every epoch)"))] = 1000
+        "their changes (0: every epoch)"))] = DEFAULT_FLUSH_INTERVAL_MS
     stop_timeout_s: Annotated[float, Field(gt=0, le=86400, description=(
         "A job asked to stop that is still alive after this long is killed"))] = 120.0
     # -- the tenant boundary (see docs/security.md) --------------------------------
