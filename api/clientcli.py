@@ -156,13 +156,15 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print the AP
 sql_file_argument = click.argument(
     "sql_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 
-_PIPELINE_HEADER = ("NAME", "DESIRED", "JOB STATE", "PARALLELISM", "LAST EPOCH", "VERSION")
+_PIPELINE_HEADER = ("NAME", "DESIRED", "JOB STATE", "PARALLELISM", "LAST EPOCH", "VERSION",
+                    "CLUSTER")
 
 
 def _pipeline_row(pipeline: dict[str, Any]) -> tuple[Any, ...]:
     job = pipeline.get("job") or {}
     return (pipeline["name"], pipeline.get("desired_state"), job.get("state"),
-            pipeline.get("parallelism"), job.get("last_epoch"), pipeline.get("version"))
+            pipeline.get("parallelism"), job.get("last_epoch"), pipeline.get("version"),
+            job.get("cluster") or pipeline.get("cluster"))
 
 
 def _show_pipeline(pipeline: dict[str, Any], as_json: bool) -> None:
@@ -187,13 +189,16 @@ def wait_options(command: F) -> F:
     return command
 
 
-def _settled_job(stale_job_id: str | None = None, parallelism: int | None = None) -> JobCheck:
-    """A job that is running or has ended, other than ``stale_job_id``, at ``parallelism``."""
+def _settled_job(stale_job_id: str | None = None, parallelism: int | None = None,
+                 cluster: str | None = None) -> JobCheck:
+    """A job that is running or has ended, other than ``stale_job_id``, at ``parallelism``,
+    on ``cluster``."""
 
     def check(job: dict[str, Any] | None) -> bool:
         return (job is not None and job["state"] in SETTLED_STATES
                 and job["id"] != stale_job_id
-                and (parallelism is None or job["parallelism"] == parallelism))
+                and (parallelism is None or job["parallelism"] == parallelism)
+                and (cluster is None or job.get("cluster") == cluster))
 
     return check
 
@@ -394,6 +399,27 @@ def rescale_pipeline(client: SpateClient, name: str, parallelism: int, wait: boo
             wait, timeout_s, as_json)
 
 
+@pipelines.command("move")
+@click.argument("name")
+@click.option("--cluster", required=True,
+              help="The Spark cluster to run it on (one the server's deployment names).")
+@wait_options
+@json_option
+@with_client
+def move_pipeline(client: SpateClient, name: str, cluster: str, wait: bool, timeout_s: int,
+                  as_json: bool) -> None:
+    """Run pipeline NAME on another Spark cluster, and wait for its job there.
+
+    The running job stops after an epoch commits and a new one resumes from the
+    pipeline's state on CLUSTER; a stopped pipeline starts there."""
+    answer = client.post(f"/pipelines/{name}/move", {"cluster": cluster})
+    job = answer.get("job")
+    # A job elsewhere, or one that stopped, gives way to a new job on the cluster.
+    stale = job["id"] if job is not None and (
+        job.get("cluster") != cluster or job["state"] in {"stopped", "stopping"}) else None
+    _finish(client, answer, _settled_job(stale, cluster=cluster), wait, timeout_s, as_json)
+
+
 @pipelines.command("delete")
 @click.argument("name")
 @click.option("--force", is_flag=True, help="Kill a running job first.")
@@ -411,9 +437,10 @@ def delete_pipeline(client: SpateClient, name: str, force: bool) -> None:
 def list_jobs(client: SpateClient, name: str, as_json: bool) -> None:
     """Pipeline NAME's jobs (runs), oldest first."""
     items = list(client.items(f"/pipelines/{name}/jobs"))
-    rows = [(j["id"], j.get("state"), j.get("parallelism"), j.get("last_epoch"),
-             j.get("failure_message")) for j in items]
-    _show(items, as_json, rows, ("JOB", "STATE", "PARALLELISM", "LAST EPOCH", "FAILURE"))
+    rows = [(j["id"], j.get("state"), j.get("parallelism"), j.get("cluster"),
+             j.get("last_epoch"), j.get("failure_message")) for j in items]
+    _show(items, as_json, rows, ("JOB", "STATE", "PARALLELISM", "CLUSTER", "LAST EPOCH",
+                                 "FAILURE"))
 
 
 # -- preview -----------------------------------------------------------------------

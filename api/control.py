@@ -103,7 +103,8 @@ class SqlControlStore(ControlStore):
 
     # -- writing --------------------------------------------------------------
 
-    def create_run_job(self, pipeline_id: str, backend: str, message: str) -> JobView | None:
+    def create_run_job(self, pipeline_id: str, backend: str, message: str,
+                       default_cluster: str | None = None) -> JobView | None:
         with self._session() as session:
             locked = session.execute(
                 update(Pipeline).where(Pipeline.id == pipeline_id)
@@ -121,7 +122,8 @@ class SqlControlStore(ControlStore):
                       pipeline_version=pipeline.current_version, kind="run", state="created",
                       parallelism=pipeline.parallelism,
                       checkpoint_interval_ms=pipeline.checkpoint_interval_ms,
-                      restart_generation=pipeline.restart_generation, backend=backend)
+                      restart_generation=pipeline.restart_generation, backend=backend,
+                      cluster=pipeline.cluster or default_cluster)
             session.add(job)
             session.flush()
             session.add(JobEvent(tenant_id=job.tenant_id, job_id=job.id, state="created",
@@ -282,7 +284,8 @@ def _pipeline_view(row: Pipeline) -> PipelineView:
         id=row.id, tenant_id=row.tenant_id, desired_state=row.desired_state,
         stop_mode=row.stop_mode, restart_generation=row.restart_generation,
         restart_with_state=row.restart_with_state, parallelism=row.parallelism,
-        checkpoint_interval_ms=row.checkpoint_interval_ms, current_version=row.current_version)
+        checkpoint_interval_ms=row.checkpoint_interval_ms, current_version=row.current_version,
+        cluster=row.cluster)
 
 
 def _job_view(session: Session, job: Job) -> JobView:
@@ -305,5 +308,5 @@ def _job_view(session: Session, job: Job) -> JobView:
         channel_cursor=job.channel_cursor, attempt=job.attempt,
         next_attempt_at=job.next_attempt_at, heartbeat_at=job.heartbeat_at,
         last_epoch=job.last_epoch, created_at=job.created_at, updated_at=job.updated_at,
-        sql=sql, state_since=state_since, last_error=last_error)
+        sql=sql, state_since=state_since, last_error=last_error, cluster=job.cluster)
 

@@ -152,6 +152,8 @@ class Pipeline(TenantOwned, Base):
     restart_generation: Mapped[int] = mapped_column(Integer, default=0)
     #: Whether the latest restart request keeps the pipeline's state.
     restart_with_state: Mapped[bool] = mapped_column(Boolean, default=True)
+    #: The Spark cluster its latest move asked for; None: never moved (the default cluster).
+    cluster: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
 
     versions: Mapped[list[PipelineVersion]] = relationship(
         back_populates="pipeline", cascade="all, delete-orphan", passive_deletes=True,
@@ -237,6 +239,9 @@ class Job(TenantOwned, Base):
     stop_mode: Mapped[str | None] = mapped_column(String(16))
     #: The cluster backend running it (local, standalone, kubernetes).
     backend: Mapped[str] = mapped_column(String(16))
+    #: The named Spark cluster it runs on; None for previews and rows from before clusters
+    #: had names (the default cluster).
+    cluster: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
     #: What the backend needs to find the running process again (pid, app id, …).
     handle: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     channel_url: Mapped[str | None] = mapped_column(String(1000))

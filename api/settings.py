@@ -21,6 +21,8 @@ from pydantic_settings import (
 from spate.api.crypto import check_fernet_key
 from spate.engine.connectors.egress import AllowRule
 from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
+from spate.scheduler.config import cluster_masters, parse_clusters
+from spate.scheduler.errors import ConfigurationError
 
 CONFIG_FILE = Path("spate.toml")
 DEFAULT_DATABASE_URL = "sqlite:///.spate/spate.db"
@@ -83,8 +85,15 @@ class Settings(BaseSettings):
     )
     spark_master: str | None = Field(
         default=None, description="local backend: local[N] (default local[2]); standalone: "
-                                  "spark://host:port (required)",
+                                  "spark://host:port of the default cluster (required unless "
+                                  "SPATE_SPARK_CLUSTERS names clusters)",
     )
+    spark_clusters: str = Field(
+        default="", max_length=10_000,
+        description="standalone: comma-separated named clusters pipelines can run on and "
+                    "move between, name=spark://host:port (a=spark://h1:7077,b=spark://h2:7077); "
+                    "the default cluster is the one whose master is SPATE_SPARK_MASTER "
+                    "('default' if none is), else the first named")
     restart_budget: Annotated[int, Field(ge=0, le=1000, description=(
         "Automatic restarts of a job whose process died, before it is failed"))] = 3
     restart_backoff_s: Annotated[float, Field(ge=0, le=3600, description=(
@@ -191,6 +200,15 @@ class Settings(BaseSettings):
             raise ValueError("redis_url must start with redis://, rediss:// or unix://")
         return value
 
+    @field_validator("spark_clusters")
+    @classmethod
+    def _cluster_entries(cls, value: str) -> str:
+        try:
+            parse_clusters(value)
+        except ConfigurationError as error:
+            raise ValueError(str(error)) from None
+        return value
+
     @field_validator("egress_allow")
     @classmethod
     def _egress_entries(cls, value: str) -> str:
@@ -212,6 +230,11 @@ class Settings(BaseSettings):
         if value is not None:
             check_fernet_key(value.get_secret_value())
         return value
+
+
+def known_clusters(settings: Settings) -> dict[str, str | None]:
+    """The Spark clusters the settings name, by name, the default first."""
+    return cluster_masters(settings.spark_master, parse_clusters(settings.spark_clusters))
 
 
 def egress_entries(value: str) -> list[str]:

@@ -28,7 +28,7 @@ from spate.engine.connectors.egress import Endpoint
 from spate.scheduler.app import create_celery, register_tasks
 from spate.scheduler.backends import create_backend
 from spate.scheduler.client import SchedulerClient
-from spate.scheduler.config import KubernetesConfig, SchedulerConfig
+from spate.scheduler.config import KubernetesConfig, SchedulerConfig, parse_clusters
 from spate.scheduler.errors import SchedulerError
 from spate.scheduler.sandbox.unit import sandbox_problem
 from spate.scheduler.service import Scheduler
@@ -49,6 +49,7 @@ def scheduler_config(settings: Settings) -> SchedulerConfig:
     return SchedulerConfig(
         data_dir=settings.data_dir, state_url=settings.state_url,
         cluster_backend=settings.cluster_backend, spark_master=settings.spark_master,
+        spark_clusters=parse_clusters(settings.spark_clusters),
         restart_budget=settings.restart_budget, restart_backoff_s=settings.restart_backoff_s,
         restart_backoff_max_s=settings.restart_backoff_max_s,
         reconcile_interval_s=settings.reconcile_interval_s,

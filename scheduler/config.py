@@ -7,6 +7,7 @@ job process started in another directory sees the same files.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -14,6 +15,12 @@ from spate.engine.connectors.egress import Endpoint
 from spate.scheduler.errors import ConfigurationError
 
 BACKENDS = ("local", "standalone", "kubernetes")
+#: The name of the cluster ``spark_master`` points at when ``spark_clusters`` does not name it.
+DEFAULT_CLUSTER = "default"
+#: What a cluster's name may be (it becomes a folder name and a word in messages).
+CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+#: The folder, under a tenant's checkpoint folder, of checkpoints on non-default clusters.
+CLUSTERS_FOLDER = "clusters"
 
 
 @dataclass(frozen=True)
@@ -47,8 +54,12 @@ class SchedulerConfig:
     state_url: str = "sqlite:///.spate/state.db"
     cluster_backend: str = "local"
     #: Spark master for ``local`` jobs (default ``local[2]``) or the standalone
-    #: master (``spark://host:port``, required for ``standalone``).
+    #: master (``spark://host:port``; for ``standalone`` it or ``spark_clusters`` is needed).
     spark_master: str | None = None
+    #: Named standalone clusters a pipeline can run on and move between (name → master).
+    #: The default cluster is the one whose master is ``spark_master`` (``default`` when
+    #: none is), or the first named when ``spark_master`` is unset.
+    spark_clusters: dict[str, str] = field(default_factory=dict)
     restart_budget: int = 3
     restart_backoff_s: float = 2.0
     restart_backoff_max_s: float = 60.0
@@ -85,10 +96,7 @@ class SchedulerConfig:
         if self.cluster_backend not in BACKENDS:
             raise ConfigurationError(f"unknown cluster backend {self.cluster_backend!r}; use "
                                      f"one of {', '.join(BACKENDS)}")
-        if self.cluster_backend == "standalone" and not (
-                self.spark_master or "").startswith("spark://"):
-            raise ConfigurationError("the standalone backend needs SPATE_SPARK_MASTER set to "
-                                     "the cluster's master, spark://host:port")
+        check_clusters(self.cluster_backend, self.spark_master, self.spark_clusters)
         if self.restart_budget < 0 or self.restart_backoff_s < 0:
             raise ConfigurationError("restart_budget and restart_backoff_s must be >= 0")
 
@@ -105,8 +113,42 @@ class SchedulerConfig:
     def jobs_dir(self) -> Path:
         return self.data_dir / "jobs"
 
+    @property
+    def clusters(self) -> dict[str, str | None]:
+        """Every Spark cluster a job may run on: name → master, the default first."""
+        return cluster_masters(self.spark_master, self.spark_clusters)
+
+    @property
+    def default_cluster(self) -> str:
+        """The cluster of a pipeline that was never moved."""
+        return next(iter(self.clusters))
+
+    def cluster_master(self, cluster: str | None) -> str | None:
+        """The master of ``cluster`` (None: the default cluster's)."""
+        clusters = self.clusters
+        name = cluster or self.default_cluster
+        if name not in clusters:
+            raise ConfigurationError(
+                f"Spark cluster '{name}' is not configured (known clusters: "
+                f"{', '.join(clusters)}); move the pipeline to one of them, or add it to "
+                "SPATE_SPARK_CLUSTERS")
+        return clusters[name]
+
     def checkpoint_dir(self, tenant_id: str, pipeline_id: str) -> Path:
         return self.tenant_checkpoint_dir(tenant_id) / pipeline_id
+
+    def cluster_checkpoint_dir(self, tenant_id: str, pipeline_id: str,
+                               cluster: str | None) -> Path:
+        """Where a job of ``pipeline_id`` on ``cluster`` keeps its Spark checkpoint.
+
+        Jobs on the default cluster use the pipeline's own folder (as before
+        clusters had names); a job on another cluster uses
+        ``<tenant>/clusters/<cluster>/<pipeline>``, so no cluster ever resumes
+        from another cluster's offsets.
+        """
+        if cluster is None or cluster == self.default_cluster:
+            return self.checkpoint_dir(tenant_id, pipeline_id)
+        return self.tenant_checkpoint_dir(tenant_id) / CLUSTERS_FOLDER / cluster / pipeline_id
 
     def tenant_checkpoint_dir(self, tenant_id: str) -> Path:
         root = self.checkpoint_root or self.data_dir / "checkpoints"
@@ -115,6 +157,60 @@ class SchedulerConfig:
     def storage_root(self, tenant_id: str) -> Path:
         """Where the tenant's file paths resolve."""
         return (self.tenant_storage or self.data_dir / "tenants") / tenant_id
+
+
+def parse_clusters(text: str) -> dict[str, str]:
+    """``name=master,name=master`` (SPATE_SPARK_CLUSTERS) as a dict, in the order given."""
+    clusters: dict[str, str] = {}
+    for entry in (part.strip() for part in text.split(",")):
+        if not entry:
+            continue
+        name, equals, master = (part.strip() for part in entry.partition("="))
+        if not equals or not master or not CLUSTER_NAME.match(name):
+            raise ConfigurationError(
+                f"Spark cluster '{entry}' is not name=master (a name is lower-case letters, "
+                "digits, - and _, starting with a letter), e.g. a=spark://host:7077")
+        if name in clusters:
+            raise ConfigurationError(f"Spark cluster '{name}' is named twice")
+        clusters[name] = master
+    return clusters
+
+
+def cluster_masters(spark_master: str | None,
+                    spark_clusters: dict[str, str]) -> dict[str, str | None]:
+    """Every cluster by name, the default first: the named one whose master is
+    ``spark_master``, else ``default`` for ``spark_master`` (when set, or when nothing
+    is named), else the first named."""
+    for name, master in spark_clusters.items():
+        if master == spark_master:
+            return {name: master, **spark_clusters}
+    if spark_master is not None or not spark_clusters:
+        return {DEFAULT_CLUSTER: spark_master, **spark_clusters}
+    return dict(spark_clusters)
+
+
+def check_clusters(backend: str, spark_master: str | None,
+                   spark_clusters: dict[str, str]) -> None:
+    """Refuse masters and names that do not fit ``backend``."""
+    if spark_clusters and backend != "standalone":
+        raise ConfigurationError("SPATE_SPARK_CLUSTERS names standalone clusters: set "
+                                 "SPATE_CLUSTER_BACKEND=standalone, or leave it unset")
+    if backend != "standalone":
+        return
+    if spark_master is None and not spark_clusters:
+        raise ConfigurationError("the standalone backend needs SPATE_SPARK_MASTER set to "
+                                 "the cluster's master, spark://host:port (or "
+                                 "SPATE_SPARK_CLUSTERS naming clusters)")
+    masters = ([spark_master] if spark_master is not None else []) + list(
+        spark_clusters.values())
+    for master in masters:
+        if not master.startswith("spark://"):
+            raise ConfigurationError(f"the standalone backend needs spark://host:port "
+                                     f"masters; '{master}' is not one")
+    if DEFAULT_CLUSTER in spark_clusters and spark_master not in (
+            None, spark_clusters[DEFAULT_CLUSTER]):
+        raise ConfigurationError(f"SPATE_SPARK_CLUSTERS names a cluster '{DEFAULT_CLUSTER}' "
+                                 "with another master than SPATE_SPARK_MASTER's; rename it")
 
 
 def absolute_sqlite_url(url: str) -> str:

@@ -9,9 +9,12 @@ Rules, in short:
 - A pipeline that wants to run gets a job when it has none that is not over,
   unless its newest job finished or failed and no restart was asked since
   (a finished bounded pipeline stays finished; a failed one waits for a restart).
-- A job started before the pipeline's latest restart request, or at another
-  parallelism or checkpoint interval, is stopped in ``checkpoint`` mode and
-  replaced once it is over (a restart or a rescale is a new job).
+- A job started before the pipeline's latest restart request, on another
+  cluster than the one the pipeline was moved to, or at another parallelism or
+  checkpoint interval, is stopped in ``checkpoint`` mode and replaced once it
+  is over (a restart, a move or a rescale is a new job). A pipeline whose
+  newest job finished or failed on another cluster than the one it was moved
+  to starts there.
 - A job whose process died (gone, or silent longer than the heartbeat
   timeout) waits ``backoff * 2**attempt`` seconds (capped) and is started
   again from its last committed epoch, at most ``budget`` times; then it fails
@@ -224,7 +227,8 @@ def decide_pipeline(pipeline: PipelineView, jobs: list[JobView]) -> list[Pipelin
     if latest.restart_generation < pipeline.restart_generation:
         return [StartJob("a restart was requested")]
     if latest.state in (FINISHED, FAILED):
-        return []
+        moved = move_reason(pipeline, latest)
+        return [StartJob(moved)] if moved else []
     return [StartJob(replacement_reason(pipeline, latest) or "the pipeline was started again")]
 
 
@@ -232,11 +236,25 @@ def replacement_reason(pipeline: PipelineView, job: JobView) -> str | None:
     """Why ``job`` no longer matches ``pipeline`` and must give way to a new job."""
     if job.restart_generation < pipeline.restart_generation:
         return "a restart was requested"
+    moved = move_reason(pipeline, job)
+    if moved:
+        return moved
     if job.parallelism != pipeline.parallelism:
         return f"rescale from parallelism {job.parallelism} to {pipeline.parallelism}"
     if job.checkpoint_interval_ms != pipeline.checkpoint_interval_ms:
         return "the checkpoint interval changed"
     return None
+
+
+def move_reason(pipeline: PipelineView, job: JobView) -> str | None:
+    """Why ``job`` is on the wrong cluster, if it is: the pipeline was moved elsewhere.
+
+    A pipeline never moved (``cluster`` None) runs wherever its jobs run; the
+    service gives jobs from before clusters had names the default cluster's name.
+    """
+    if pipeline.cluster is None or job.cluster == pipeline.cluster:
+        return None
+    return f"move from cluster {job.cluster} to {pipeline.cluster}"
 
 
 def stop_needed(current: str | None, wanted: str) -> bool:

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from spate.engine.job.channel import ChannelError, open_channel
+from spate.engine.job.spec import JobSpec
 from spate.scheduler.backends.base import ClusterBackend
 from spate.scheduler.backends.process import log_tail
 from spate.scheduler.config import SchedulerConfig
@@ -50,8 +53,9 @@ from spate.scheduler.store import (
     STOPPING,
     ControlStore,
     JobView,
+    PipelineView,
 )
-from spate.scheduler.workspace import Workspace
+from spate.scheduler.workspace import Workspace, state_pipeline_id
 from spate.statestore import StateStoreError, open_store
 
 log = logging.getLogger(__name__)
@@ -96,18 +100,37 @@ class Scheduler:
         for job in self.store.pipeline_jobs(pipeline_id):
             if not job.terminal:
                 self.reconcile_job(job.id)
-        for action in decide_pipeline(pipeline, self.store.pipeline_jobs(pipeline_id)):
+        wanted, jobs = self._on_clusters(pipeline, self.store.pipeline_jobs(pipeline_id))
+        for action in decide_pipeline(wanted, jobs):
             if isinstance(action, StopJob):
                 log.info("stopping job %s (%s): %s", action.job_id, action.mode, action.reason)
                 if self.store.request_stop(action.job_id, action.mode) is not None:
                     self.reconcile_job(action.job_id)
             elif isinstance(action, StartJob):
                 created = self.store.create_run_job(pipeline_id, self.backend.name,
-                                                    action.reason)
+                                                    action.reason, self.config.default_cluster)
                 if created is not None:
                     log.info("created job %s for pipeline %s: %s", created.id, pipeline_id,
                              action.reason)
                     self.reconcile_job(created.id)
+
+    def _on_clusters(self, pipeline: PipelineView, jobs: list[JobView]
+                     ) -> tuple[PipelineView, list[JobView]]:
+        """The views with cluster names compared as the decisions need them.
+
+        A job from before clusters had names ran on the default cluster. A
+        pipeline moved to a cluster this deployment no longer has is not moved
+        (its running job is kept, and logged); a new job of it fails to start,
+        naming the clusters there are.
+        """
+        default = self.config.default_cluster
+        jobs = [job if job.cluster else replace(job, cluster=default) for job in jobs]
+        if pipeline.cluster is not None and pipeline.cluster not in self.config.clusters:
+            log.warning("pipeline %s was moved to cluster %r, which is not configured "
+                        "(known: %s)", pipeline.id, pipeline.cluster,
+                        ", ".join(self.config.clusters))
+            pipeline = replace(pipeline, cluster=None)
+        return pipeline, jobs
 
     def reconcile_job(self, job_id: str) -> JobView | None:
         """Read the job's events, check its process and do what it needs; the job after."""
@@ -248,15 +271,16 @@ class Scheduler:
         if claimed is None:
             return None
         try:
-            if isinstance(action, Submit) and self._starts_without_state(claimed):
-                self.workspace.drop_state(claimed)
+            if isinstance(action, Submit):
+                self._prepare_checkpoint(claimed)
             unit = None
             if self.config.sandbox and self.backend.runs_here:
                 unit = self.workspace.compute_unit(
                     claimed, self.store.tenant_number(claimed.tenant_id))
             else:
                 self.workspace.tenants.make_folders(claimed.tenant_id)
-            spec = self.workspace.spec(claimed, self.store.job_tables(claimed.tenant_id), unit)
+            spec = self._placed(claimed, self.workspace.spec(
+                claimed, self.store.job_tables(claimed.tenant_id), unit))
             files = self.workspace.write_spec(claimed, spec, unit)
             handle = self.backend.submit(spec, files.spec, files.log, claimed.attempt, unit)
         except (SchedulerError, StateStoreError, OSError) as error:
@@ -266,12 +290,36 @@ class Scheduler:
                                          failure_message=message, ended_at=self.clock())
         return self.store.update(job.id, {STARTING, RUNNING}, handle=handle)
 
-    def _starts_without_state(self, job: JobView) -> bool:
+    def _placed(self, job: JobView, spec: JobSpec) -> JobSpec:
+        """``spec`` on the job's cluster, with that cluster's checkpoint folder."""
+        cluster = job.cluster or self.config.default_cluster
+        self.config.cluster_master(cluster)  # an unknown cluster fails the start, named
+        return replace(spec, cluster=cluster, checkpoint_dir=str(self._checkpoint_dir(job)))
+
+    def _checkpoint_dir(self, job: JobView, cluster: str | None = None) -> Path:
+        return self.config.cluster_checkpoint_dir(job.tenant_id, state_pipeline_id(job),
+                                                  cluster or job.cluster)
+
+    def _prepare_checkpoint(self, job: JobView) -> None:
+        """Before a job's first launch: drop state for a restart without it, and give a
+        job that moved to another cluster a new checkpoint folder there (one left from an
+        earlier stay on that cluster holds offsets the state store has moved past)."""
         if job.pipeline_id is None:
-            return False
+            return
         older = [j for j in self.store.pipeline_jobs(job.pipeline_id) if j.id != job.id]
-        return starts_without_state(job, older[0] if older else None,
-                                    self.store.pipeline(job.pipeline_id))
+        previous = older[0] if older else None
+        if starts_without_state(job, previous, self.store.pipeline(job.pipeline_id)):
+            self.workspace.drop_state(job)
+            for cluster in self.config.clusters:
+                self.backend.remove_checkpoint(str(self._checkpoint_dir(job, cluster)))
+        elif previous is not None and self._moved(previous, job):
+            log.info("job %s moved from cluster %s to %s: new checkpoint folder", job.id,
+                     previous.cluster, job.cluster)
+            self.backend.remove_checkpoint(str(self._checkpoint_dir(job)))
+
+    def _moved(self, previous: JobView, job: JobView) -> bool:
+        default = self.config.default_cluster
+        return (previous.cluster or default) != (job.cluster or default)
 
     def _ask_to_stop(self, job: JobView, mode: str) -> JobView | None:
         try:

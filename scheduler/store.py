@@ -45,6 +45,8 @@ class PipelineView:
     parallelism: int
     checkpoint_interval_ms: int | None
     current_version: int
+    #: The Spark cluster its latest move asked for; None: never moved (the default cluster).
+    cluster: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,8 @@ class JobView:
     state_since: datetime | None = None
     #: The newest error the job reported, if any.
     last_error: str | None = None
+    #: The Spark cluster it runs on; None: the default cluster (a preview, an older row).
+    cluster: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -152,8 +156,10 @@ class ControlStore(ABC):
     # -- writing --------------------------------------------------------------
 
     @abstractmethod
-    def create_run_job(self, pipeline_id: str, backend: str, message: str) -> JobView | None:
-        """A new ``created`` job at the pipeline's current settings.
+    def create_run_job(self, pipeline_id: str, backend: str, message: str,
+                       default_cluster: str | None = None) -> JobView | None:
+        """A new ``created`` job at the pipeline's current settings, on the cluster the
+        pipeline asks for (``default_cluster`` when it was never moved).
 
         None when the pipeline is gone or already has a job that is not over
         (checked under a lock on the pipeline, so two workers never create two).

@@ -14,6 +14,8 @@ cache (:mod:`spate.statestore.cache`).
 
 from __future__ import annotations
 
+import pickle
+import threading
 from collections.abc import Callable
 
 from spate.statestore.base.store import (
@@ -49,13 +51,14 @@ from spate.statestore.keys import (
 )
 
 __all__ = [
-    "DEFAULT_KEY_GROUPS", "BackendUnavailableError", "CacheStats", "CorruptValueError",
+    "DEFAULT_KEY_GROUPS", "BackendUnavailableError", "CacheStats", "CachedPipelineState",
+    "CorruptValueError",
     "EmbeddedStoreNotShareableError", "EpochMetadata", "EpochNotBegunError",
     "EpochUnavailableError", "EpochWriter", "GcReport", "IncompleteEpochError",
     "KeyGroupOutOfRangeError", "OperatorInfo", "OutOfOrderEpochError", "PipelineInfo",
     "PipelineState", "StateCache", "StateStore", "StateStoreError", "UnknownStoreUrlError",
     "UserKey", "key_group_of", "open_store", "owner_of", "pack_key", "process_cache",
-    "split_key_groups", "unpack_key",
+    "ship", "split_key_groups", "task_pipeline", "unpack_key",
 ]
 
 
@@ -107,7 +110,8 @@ class _CachedStore(StateStore):
         self.url = inner.url
 
     def pipeline(self, tenant: str, pipeline: str) -> PipelineState:
-        return CachedPipelineState(self.inner.pipeline(tenant, pipeline), self.cache)
+        return CachedPipelineState(self.inner.pipeline(tenant, pipeline), self.cache,
+                                   origin=self)
 
     def pipelines(self, tenant: str | None = None) -> list[tuple[str, str]]:
         return self.inner.pipelines(tenant)
@@ -122,3 +126,44 @@ class _CachedStore(StateStore):
 
 def _with_process_cache(inner: StateStore) -> StateStore:
     return _CachedStore(inner, process_cache())
+
+
+# -- stores in Spark tasks ------------------------------------------------------------
+
+_opened: dict[bytes, _CachedStore] = {}
+_task_states: dict[tuple[bytes, str, str, str], CachedPipelineState] = {}
+_opened_lock = threading.Lock()
+
+
+def ship(state: PipelineState) -> bytes:
+    """The store of ``state`` as bytes a Spark task turns back into it (:func:`task_pipeline`).
+
+    The bytes hold the store's credentials: keep them out of logs and messages.
+    """
+    origin = getattr(state, "origin", None)
+    if not isinstance(origin, _CachedStore):
+        raise TypeError("only a pipeline state from open_store(...).pipeline() can be shipped")
+    return pickle.dumps(origin)
+
+
+def task_pipeline(shipped: bytes, tenant: str, pipeline: str, run: str) -> CachedPipelineState:
+    """One pipeline's state in a Spark task's process, opened once per process.
+
+    Tasks of every epoch reuse the connection and the process cache; ``run``
+    names the pipeline's run, so a restarted run never reads what an earlier
+    one cached.
+    """
+    with _opened_lock:
+        key = (shipped, tenant, pipeline, run)
+        state = _task_states.get(key)
+        if state is None:
+            store = _opened.get(shipped)
+            if store is None:
+                loaded = pickle.loads(shipped)
+                if not isinstance(loaded, _CachedStore):
+                    raise TypeError("task_pipeline needs a store opened by open_store")
+                store = _opened[shipped] = loaded
+            state = CachedPipelineState(store.inner.pipeline(tenant, pipeline), store.cache,
+                                        run=run)
+            _task_states[key] = state
+        return state

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -56,6 +56,8 @@ class CacheStats:
     entries: int
     bytes: int
     max_bytes: int
+    #: bytes of state values read from the backend on misses
+    remote_bytes: int = 0
 
 
 @dataclass
@@ -63,6 +65,15 @@ class _Entry:
     epoch: int
     contents: GroupContents
     size: int
+
+
+@dataclass(frozen=True)
+class _Expected:
+    """A commit this process staged but another process publishes (see ``expect``)."""
+
+    from_epoch: int
+    to_epoch: int
+    changes: Mapping[UserKey, bytes | None]
 
 
 def _entry_size(key: UserKey, value: bytes) -> int:
@@ -95,22 +106,61 @@ class StateCache:
     def __init__(self, max_bytes: int | None = None) -> None:
         self.max_bytes = cache_bytes_from_env() if max_bytes is None else max_bytes
         self._entries: OrderedDict[Slot, _Entry] = OrderedDict()
+        self._expected: dict[Slot, _Expected] = {}
         self._lock = threading.Lock()
         self._bytes = 0
         self._hits = 0
         self._misses = 0
         self._evictions = 0
+        self._remote_bytes = 0
 
     def get(self, slot: Slot, epoch: int) -> GroupContents | None:
-        """The group as of ``epoch`` if cached with that tag (counts a hit or a miss)."""
+        """The group as of ``epoch`` if cached with that tag (counts a hit or a miss).
+
+        A group this process wrote for ``epoch`` (:meth:`expect`) is brought up to
+        ``epoch`` on the first read that asks for it, which is how a Spark task's
+        cache learns that the driver published its writes.
+        """
         with self._lock:
             entry = self._entries.get(slot)
+            expected = self._expected.pop(slot, None)
+            if entry is not None and entry.epoch != epoch and expected is not None \
+                    and (expected.from_epoch, expected.to_epoch) == (entry.epoch, epoch):
+                self._apply(slot, entry, epoch, expected.changes)
+                entry = self._entries.get(slot)
             if entry is None or entry.epoch != epoch:
                 self._misses += 1
                 return None
             self._entries.move_to_end(slot)
             self._hits += 1
             return entry.contents
+
+    def record_remote(self, size: int) -> None:
+        """Count ``size`` bytes read from the backend."""
+        with self._lock:
+            self._remote_bytes += size
+
+    def expect(self, slot: Slot, from_epoch: int, to_epoch: int,
+               changes: Mapping[UserKey, bytes | None]) -> None:
+        """Remember that ``changes`` turn the group cached at ``from_epoch`` into ``to_epoch``.
+
+        For a writer whose epoch another process publishes: this process cannot
+        know when (or whether) that happens, so the group is advanced lazily, by
+        the first read as of ``to_epoch``.  A read as of any other epoch drops the
+        expectation.  The writes of an epoch are a function of its input and the
+        state before it, so whichever task attempt's writes were published, they
+        are these.
+        """
+        with self._lock:
+            if slot not in self._entries:
+                return
+            earlier = self._expected.get(slot)
+            merged = dict(changes)
+            if earlier is not None and (earlier.from_epoch, earlier.to_epoch) == (
+                    from_epoch, to_epoch):
+                # several writers of the range in one epoch (one per stateful step)
+                merged = {**earlier.changes, **changes}
+            self._expected[slot] = _Expected(from_epoch, to_epoch, merged)
 
     def put(self, slot: Slot, epoch: int, contents: Mapping[UserKey, bytes]) -> GroupContents:
         """Cache ``contents`` as the group at ``epoch``; returns the read-only cached view."""
@@ -133,21 +183,25 @@ class StateCache:
             if entry.epoch != from_epoch:
                 self._drop(slot)
                 return
-            if not changes:
-                entry.epoch = to_epoch
-                return
-            # Copy on write (readers may hold the old view); the size is adjusted by
-            # the changed keys only, so a commit costs what it changed, not the group.
-            updated = dict(entry.contents)
-            size = entry.size
-            for key, value in changes.items():
-                previous = updated.pop(key, None)
-                if previous is not None:
-                    size -= _entry_size(key, previous)
-                if value is not None:
-                    updated[key] = value
-                    size += _entry_size(key, value)
-            self._store(slot, _Entry(to_epoch, MappingProxyType(updated), size))
+            self._apply(slot, entry, to_epoch, changes)
+
+    def _apply(self, slot: Slot, entry: _Entry, to_epoch: int,
+               changes: Mapping[UserKey, bytes | None]) -> None:
+        if not changes:
+            entry.epoch = to_epoch
+            return
+        # Copy on write (readers may hold the old view); the size is adjusted by
+        # the changed keys only, so a commit costs what it changed, not the group.
+        updated = dict(entry.contents)
+        size = entry.size
+        for key, value in changes.items():
+            previous = updated.pop(key, None)
+            if previous is not None:
+                size -= _entry_size(key, previous)
+            if value is not None:
+                updated[key] = value
+                size += _entry_size(key, value)
+        self._store(slot, _Entry(to_epoch, MappingProxyType(updated), size))
 
     def slots(self, scope: str) -> list[Slot]:
         with self._lock:
@@ -166,7 +220,7 @@ class StateCache:
     def stats(self) -> CacheStats:
         with self._lock:
             return CacheStats(self._hits, self._misses, self._evictions, len(self._entries),
-                              self._bytes, self.max_bytes)
+                              self._bytes, self.max_bytes, self._remote_bytes)
 
     def _store(self, slot: Slot, entry: _Entry) -> None:
         self._drop(slot)
@@ -180,6 +234,7 @@ class StateCache:
             self._evictions += 1
 
     def _drop(self, slot: Slot) -> None:
+        self._expected.pop(slot, None)
         entry = self._entries.pop(slot, None)
         if entry is not None:
             self._bytes -= entry.size
@@ -201,12 +256,14 @@ def process_cache() -> StateCache:
 class _RecordingWriter(EpochWriter):
     """Forwards to the backend's writer and remembers what it staged, per group."""
 
-    def __init__(self, inner: EpochWriter) -> None:
+    def __init__(self, inner: EpochWriter,
+                 on_commit: Callable[[_RecordingWriter], None] | None = None) -> None:
         self.inner = inner
         self.epoch = inner.epoch
         self.key_groups = inner.key_groups
         self.changes: dict[tuple[str, int], dict[UserKey, bytes | None]] = {}
         self.committed = False
+        self._on_commit = on_commit
 
     def put(self, operator: str, key_group: int, user_key: UserKey, value: bytes) -> None:
         self.inner.put(operator, key_group, user_key, value)
@@ -219,22 +276,34 @@ class _RecordingWriter(EpochWriter):
     def commit(self) -> None:
         self.inner.commit()
         self.committed = True
+        if self._on_commit is not None:
+            self._on_commit(self)
 
 
 class CachedPipelineState(PipelineState):
     """A backend's pipeline state behind the local cache."""
 
-    def __init__(self, inner: PipelineState, cache: StateCache) -> None:
+    def __init__(self, inner: PipelineState, cache: StateCache, run: str = "",
+                 origin: object = None) -> None:
         self.inner = inner
         self.cache = cache
+        #: the store (from ``open_store``) this state belongs to, for shipping to tasks
+        self.origin = origin
         self.tenant = inner.tenant
         self.pipeline = inner.pipeline
+        #: set by a Spark task: its cache entries belong to one run of the pipeline
+        self.run = run
         # epoch being written -> (epoch it builds on, this process's writers)
         self._open: dict[int, tuple[int, list[_RecordingWriter]]] = {}
 
     @property
     def store_url(self) -> str:
         return self.inner.store_url
+
+    @property
+    def scope_id(self) -> str:
+        scope = super().scope_id
+        return f"{scope}|{self.run}" if self.run else scope
 
     def _resolve(self, epoch: int | None) -> int:
         if epoch is not None:
@@ -259,7 +328,34 @@ class CachedPipelineState(PipelineState):
             return cached
         if tag == NO_EPOCH:
             return self.cache.put(slot, tag, {})
-        return self.cache.put(slot, tag, self.inner.read_group(operator, key_group, epoch=tag))
+        contents = self.inner.read_group(operator, key_group, epoch=tag)
+        self.cache.record_remote(sum(len(v) for v in contents.values()))
+        return self.cache.put(slot, tag, contents)
+
+    def read_range(self, operator: str, key_groups: range, *,
+                   epoch: int | None = None) -> dict[int, GroupContents]:
+        """Every group of ``key_groups``: cached ones locally, the rest in one scan."""
+        tag = self._resolve(epoch)
+        groups: dict[int, GroupContents] = {}
+        missing = []
+        for group in key_groups:
+            cached = self.cache.get((self.scope_id, operator, group), tag)
+            if cached is None:
+                missing.append(group)
+            else:
+                groups[group] = cached
+        if not missing:
+            return groups
+        scanned: dict[int, dict[UserKey, bytes]] = {group: {} for group in missing}
+        if tag != NO_EPOCH:
+            for group, key, value in self.inner.scan(operator, range(missing[0], missing[-1] + 1),
+                                                     epoch=tag):
+                if group in scanned:
+                    scanned[group][key] = value
+            self.cache.record_remote(sum(len(v) for g in scanned.values() for v in g.values()))
+        for group, contents in scanned.items():
+            groups[group] = self.cache.put((self.scope_id, operator, group), tag, contents)
+        return groups
 
     def get(self, operator: str, key_group: int, user_key: UserKey, *,
             epoch: int | None = None) -> bytes | None:
@@ -291,6 +387,30 @@ class CachedPipelineState(PipelineState):
         recording = _RecordingWriter(inner)
         opened[1].append(recording)
         return recording
+
+    def task_writer(self, epoch: int, key_groups: range, previous: int | None,
+                    owns: str | None) -> EpochWriter:
+        """A writer for a Spark task: another process (the driver) begins and publishes
+        ``epoch``, which builds on ``previous``; the cache learns of the publish lazily
+        (:meth:`StateCache.expect`).
+
+        ``owns`` names the operator (and its ``<owns>/…`` sub-operators) that only
+        this writer writes in ``epoch`` for its range: only those groups can be
+        brought forward locally, as other tasks, in other processes, may write
+        the rest.  None: nothing is brought forward.
+        """
+        base = NO_EPOCH if previous is None else previous
+
+        def expect(writer: _RecordingWriter) -> None:
+            if owns is None:
+                return
+            for slot in self.cache.slots(self.scope_id):
+                if slot[2] in writer.key_groups and (
+                        slot[1] == owns or slot[1].startswith(f"{owns}/")):
+                    changes = writer.changes.get((slot[1], slot[2]), {})
+                    self.cache.expect(slot, base, epoch, changes)
+
+        return _RecordingWriter(self.inner.writer(epoch, key_groups), on_commit=expect)
 
     def commit_epoch(self, epoch: int, metadata: EpochMetadata) -> None:
         self.inner.commit_epoch(epoch, metadata)

@@ -1,6 +1,6 @@
 """A tenant's pipelines, their immutable SQL versions and their desired state.
 
-Desired state (run or stop, and how; restarts; parallelism) is only recorded
+Desired state (run or stop, and how; restarts; parallelism; cluster) is only recorded
 here; the scheduler makes it true and records jobs, which this repository
 reads to show a pipeline's current run and to refuse deleting a running one.
 """
@@ -131,6 +131,21 @@ class PipelineRepository(TenantRepository):
         with transaction(self.session, f"pipeline '{name}' changed concurrently; retry"):
             pipeline.restart_generation += 1
             pipeline.restart_with_state = with_state
+            pipeline.desired_state = DESIRED_RUNNING
+            pipeline.stop_mode = None
+            pipeline.updated_at = utc_now()
+        return pipeline
+
+    def move(self, name: str, cluster: str) -> Pipeline:
+        """Record that the pipeline runs on ``cluster`` from now on; the pipeline runs.
+
+        The scheduler stops a job running elsewhere after an epoch commits and
+        starts one on ``cluster``, as it does for a rescale; a stopped pipeline,
+        or one whose last job ended elsewhere, starts there.
+        """
+        pipeline = self.get(name)
+        with transaction(self.session, f"pipeline '{name}' changed concurrently; retry"):
+            pipeline.cluster = cluster
             pipeline.desired_state = DESIRED_RUNNING
             pipeline.stop_mode = None
             pipeline.updated_at = utc_now()

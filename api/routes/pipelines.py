@@ -1,11 +1,11 @@
 """/pipelines: create from SQL, list, get, change settings, delete; lifecycle controls
-(stop, restart, rescale); SQL versions; validation.
+(stop, restart, rescale, move); SQL versions; validation.
 
 SQL is planned before anything is stored, so a stored version always plans.
 Versions are immutable: a SQL change adds a version and makes it current.
 
 Lifecycle controls only record the desired state (``desired_state``,
-``stop_mode``, ``restart_generation``, ``parallelism``) and poke the scheduler,
+``stop_mode``, ``restart_generation``, ``parallelism``, ``cluster``) and poke the scheduler,
 which makes it true and records jobs; a pipeline's ``job`` shows how far it got.
 A new pipeline is started unless it is created with ``"stopped": true``.
 Deleting a pipeline whose latest job is still active is a 409 (stop it first);
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Response, status
+from fastapi import APIRouter, Path, Query, Request, Response, status
 from pydantic import AfterValidator, AwareDatetime
 
 from spate.api.deps import (
@@ -27,8 +27,9 @@ from spate.api.deps import (
     PipelinesWrite,
     Planner,
     ViewerCaller,
+    app_state,
 )
-from spate.api.errors import ERROR_RESPONSES
+from spate.api.errors import ERROR_RESPONSES, BadRequestError
 from spate.api.models import DESIRED_RUNNING, DESIRED_STOPPED, Pipeline
 from spate.api.pagination import DEFAULT_LIMIT, CursorQuery, LimitQuery, Page, decode_cursor
 from spate.api.repositories.pipelines import (
@@ -40,6 +41,7 @@ from spate.api.schemas.common import NAME_PATTERN
 from spate.api.schemas.pipelines import (
     Diagnostic,
     PipelineCreate,
+    PipelineMove,
     PipelinePublic,
     PipelineRescale,
     PipelineRestart,
@@ -52,6 +54,7 @@ from spate.api.schemas.pipelines import (
     PlanGraph,
     not_reserved,
 )
+from spate.api.settings import known_clusters
 
 router = APIRouter(prefix="/pipelines", tags=["pipelines"], responses=ERROR_RESPONSES)
 #: How long ``DELETE ?force=true`` waits for a running job to be killed.
@@ -160,6 +163,24 @@ def rescale_pipeline(name: NamePath, body: PipelineRescale, pipelines: Pipelines
     new parallelism (its state moves by key group); a stopped pipeline uses it when it
     next starts. The scheduler does it (202)."""
     pipeline = pipelines.update(name, {"parallelism": body.parallelism})
+    notify.pipeline_changed(pipeline.id)
+    return _public(pipelines, pipeline)
+
+
+@router.post("/{name}/move", response_model=PipelinePublic,
+             status_code=status.HTTP_202_ACCEPTED)
+def move_pipeline(name: NamePath, body: PipelineMove, pipelines: PipelinesWrite,
+                  notify: Notifier, request: Request) -> PipelinePublic:
+    """Run the pipeline on the Spark cluster ``cluster`` (state stays in the state store):
+    a running job stops after an epoch commits and a new one resumes on that cluster; a
+    stopped pipeline, or one whose last job ended on another cluster, starts there. An
+    unknown cluster is a 400 listing the known ones. The scheduler does it (202)."""
+    pipelines.get(name)  # an unknown pipeline is a 404 before the cluster is judged
+    clusters = list(known_clusters(app_state(request).settings))
+    if body.cluster not in clusters:
+        raise BadRequestError(f"unknown cluster '{body.cluster}'; known clusters: "
+                              f"{', '.join(clusters)}", details=[{"known_clusters": clusters}])
+    pipeline = pipelines.move(name, body.cluster)
     notify.pipeline_changed(pipeline.id)
     return _public(pipelines, pipeline)
 

@@ -22,6 +22,8 @@ class JobSummary(BaseModel):
     id: str
     state: JobState
     parallelism: int
+    cluster: str | None = Field(description="the Spark cluster it runs on; null: the "
+                                            "deployment's default cluster")
     started_at: datetime | None
     last_epoch: int | None
     failure_message: str | None
@@ -32,7 +34,7 @@ class JobSummary(BaseModel):
     def of(cls, job: Job) -> JobSummary:
         figures = parse_epoch_figures(job.metrics)
         return cls(id=job.id, state=job.state,  # type: ignore[arg-type]
-                   parallelism=job.parallelism, started_at=job.started_at,
+                   parallelism=job.parallelism, cluster=job.cluster, started_at=job.started_at,
                    last_epoch=job.last_epoch, failure_message=job.failure_message,
                    rows_in_per_s=figures.rows_in_per_s, rows_out_per_s=figures.rows_out_per_s)
 
@@ -51,6 +53,8 @@ class JobPublic(BaseModel):
     restart_generation: int
     stop_mode: str | None = Field(description="how a stop was asked for, once it was")
     backend: str
+    cluster: str | None = Field(description="the Spark cluster it runs on; null: the "
+                                            "deployment's default cluster")
     attempt: int = Field(description="automatic restarts after a crash so far")
     failure_message: str | None
     last_epoch: int | None
@@ -68,7 +72,8 @@ class JobPublic(BaseModel):
             state=job.state, parallelism=job.parallelism,  # type: ignore[arg-type]
             checkpoint_interval_ms=job.checkpoint_interval_ms,
             restart_generation=job.restart_generation, stop_mode=job.stop_mode,
-            backend=job.backend, attempt=job.attempt, failure_message=job.failure_message,
+            backend=job.backend, cluster=job.cluster, attempt=job.attempt,
+            failure_message=job.failure_message,
             last_epoch=job.last_epoch, heartbeat_at=job.heartbeat_at, created_at=job.created_at,
             started_at=job.started_at, ended_at=job.ended_at, updated_at=job.updated_at)
 

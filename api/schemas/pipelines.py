@@ -1,5 +1,5 @@
 """Bodies of the pipelines resource: settings, lifecycle controls (stop, restart,
-rescale), versions, SQL validation and preview."""
+rescale, move), versions, SQL validation and preview."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from spate.api.models import DESCRIPTION_LENGTH, Job, Pipeline
+from spate.api.models import DESCRIPTION_LENGTH, NAME_LENGTH, Job, Pipeline
 from spate.api.schemas.common import Name
 from spate.api.schemas.jobs import JobSummary
 
@@ -108,6 +108,15 @@ class PipelineRescale(BaseModel):
     parallelism: Parallelism
 
 
+class PipelineMove(BaseModel):
+    """Run the pipeline on another Spark cluster; its state stays in the state store."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cluster: str = Field(min_length=1, max_length=NAME_LENGTH,
+                         description="the name of one of the deployment's Spark clusters")
+
+
 class PipelinePublic(BaseModel):
     id: str
     name: str
@@ -121,6 +130,9 @@ class PipelinePublic(BaseModel):
     stop_mode: Literal["checkpoint", "graceful", "immediate", "force"] | None = Field(
         description="how the latest stop was asked for (null while the pipeline should run)")
     restart_generation: int = Field(description="how many restarts were asked for")
+    cluster: str | None = Field(
+        description="the Spark cluster the pipeline was last moved to; null: never moved "
+                    "(it runs on the deployment's default cluster)")
     job: JobSummary | None = Field(description="the current (latest) run; null before the "
                                                "scheduler first starts the pipeline")
     created_at: datetime
@@ -135,7 +147,7 @@ class PipelinePublic(BaseModel):
                    version=pipeline.current_version, sql=pipeline.current.sql,
                    desired_state=pipeline.desired_state,  # type: ignore[arg-type]
                    stop_mode=pipeline.stop_mode,  # type: ignore[arg-type]
-                   restart_generation=pipeline.restart_generation,
+                   restart_generation=pipeline.restart_generation, cluster=pipeline.cluster,
                    job=JobSummary.of(job) if job is not None else None,
                    created_at=pipeline.created_at, updated_at=pipeline.updated_at)
 

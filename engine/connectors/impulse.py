@@ -4,7 +4,8 @@ With parallelism ``p`` there are ``p`` subtasks (partitions), each emitting
 ``counter = 0, 1, ...`` at ``event_rate / p`` rows per second (``event_rate`` is
 the total, as in Arroyo). Offsets are ``{"start_ns", "counter", "eof"}``: the
 wall-clock start recorded in the initial offset, and the per-subtask count
-emitted so far, so a restart from a checkpoint regenerates the same rows.
+emitted so far, so a restart from a checkpoint (or from the offset a state
+store kept) regenerates the same rows.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from spate.engine.connectors.options import OptionReader, check_role, check_sour
 from spate.engine.connectors.streaming import (
     SpateDataSource,
     default_limit,
+    initial_offset,
     load_stream,
     max_rows,
     source_options,
@@ -114,21 +116,27 @@ class ImpulseDataSource(SpateDataSource):
         return SOURCE_NAME
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
-        return ImpulseStreamReader(ImpulseSettings(**self.settings()), schema)
+        return ImpulseStreamReader(ImpulseSettings(**self.settings()), schema,
+                                   self.start_offset())
 
 
 class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets count rows per subtask; all subtasks advance together."""
 
-    def __init__(self, settings: ImpulseSettings, schema: T.StructType) -> None:
+    def __init__(self, settings: ImpulseSettings, schema: T.StructType,
+                 start: dict[str, Any] | None = None) -> None:
         self.settings = settings
         self.schema = schema
+        #: the offset a resumed pipeline starts at (from its state store); None: the start
+        self.start = start
         self._frozen_now_ns: int | None = None
         #: the wall clock (ns); replaceable in tests
         self.clock_ns: Callable[[], int] = time.time_ns
 
     def initialOffset(self) -> dict[str, Any]:
-        return {"start_ns": self.clock_ns(), "counter": 0, "eof": False}
+        return initial_offset(
+            self.start, lambda: {"start_ns": self.clock_ns(), "counter": 0, "eof": False},
+            self.settings.table)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return default_limit(MAX_ROWS_PER_BATCH)

@@ -6,6 +6,7 @@ events emitted. Event ``i`` happens at ``base + i * 1e9 / event_rate`` ns; a
 batch's index range is dealt to the ``parallelism`` partitions round-robin
 (event ``i`` to partition ``i mod p``), so every partition's event times span the
 whole batch and the pipeline watermark is not held back by one of them.
+A pipeline resuming from its state store starts at the offset stored there.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from spate.engine.connectors.options import OptionReader, check_role, check_sour
 from spate.engine.connectors.streaming import (
     SpateDataSource,
     default_limit,
+    initial_offset,
     load_stream,
     max_rows,
     source_options,
@@ -138,20 +140,27 @@ class NexmarkDataSource(SpateDataSource):
         return SOURCE_NAME
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
-        return NexmarkStreamReader(NexmarkSettings(**self.settings()), schema)
+        return NexmarkStreamReader(NexmarkSettings(**self.settings()), schema,
+                                   self.start_offset())
 
 
 class NexmarkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Admits event index ranges; generation happens in ``read`` on executors."""
 
-    def __init__(self, settings: NexmarkSettings, schema: T.StructType) -> None:
+    def __init__(self, settings: NexmarkSettings, schema: T.StructType,
+                 start: dict[str, Any] | None = None) -> None:
         self.settings = settings
         self.schema = schema
+        #: the offset a resumed pipeline starts at (from its state store); None: the start
+        self.start = start
         self._frozen_now_ns: int | None = None
         #: the wall clock (ns); replaceable in tests
         self.clock_ns: Callable[[], int] = time.time_ns
 
     def initialOffset(self) -> dict[str, Any]:
+        return initial_offset(self.start, self._fresh_offset, self.settings.table)
+
+    def _fresh_offset(self) -> dict[str, Any]:
         now_ns = self.clock_ns()
         base_ms = self.settings.base_time_ms
         base_ns = now_ns if base_ms is None else base_ms * 1_000_000

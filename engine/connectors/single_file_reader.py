@@ -4,7 +4,8 @@ Offsets are ``{"line", "byte", "eof"}``: the count of lines consumed, the byte
 position after them, and whether that position is the end of the file. A batch
 covers at most ``max_lines_per_batch`` lines; the batch whose end offset is the
 end of file carries the one ``eof`` control row. Reading a range is a pure
-function of the offsets and the file, so Spark replays batches identically.
+function of the offsets and the file, so Spark replays batches identically,
+and a pipeline resuming from the offset its state store kept goes on at that byte.
 """
 
 from __future__ import annotations
@@ -25,7 +26,12 @@ from spate.engine.connectors.arrow_batches import arrow_schema, control_batch, d
 from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, CONTROL_EOF, ConnectorError
 from spate.engine.connectors.decoders import RecordDecoder, split_lines
 from spate.engine.connectors.formats import FormatSpec
-from spate.engine.connectors.streaming import SpateDataSource, default_limit, max_rows
+from spate.engine.connectors.streaming import (
+    SpateDataSource,
+    default_limit,
+    initial_offset,
+    max_rows,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +49,7 @@ class SingleFileDataSource(SpateDataSource):
         return SOURCE_NAME
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
-        return SingleFileStreamReader(self.settings(), schema)
+        return SingleFileStreamReader(self.settings(), schema, self.start_offset())
 
 
 def scan_lines(path: str, start_byte: int, limit: int | None,
@@ -81,15 +87,19 @@ def scan_lines(path: str, start_byte: int, limit: int | None,
 class SingleFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """One reader over one file, in line ranges."""
 
-    def __init__(self, settings: dict[str, Any], schema: T.StructType) -> None:
+    def __init__(self, settings: dict[str, Any], schema: T.StructType,
+                 start: dict[str, Any] | None = None) -> None:
         self.settings = settings
         self.path: str = settings["path"]
         self.shown_path: str = settings.get("shown_path", self.path)
         self.schema = schema
         self.max_lines: int = settings["max_lines_per_batch"]
+        #: the offset a resumed pipeline starts at (from its state store); None: the start
+        self.start = start
 
     def initialOffset(self) -> dict[str, Any]:
-        return {"line": 0, "byte": 0, "eof": False}
+        return initial_offset(self.start, lambda: {"line": 0, "byte": 0, "eof": False},
+                              self.settings["table"])
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return default_limit(self.max_lines)

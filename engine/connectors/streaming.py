@@ -1,12 +1,17 @@
 """Plumbing between connectors and PySpark's Python streaming data sources.
 
 The driver validates a table once, then ships the parsed settings to the data
-source as one JSON option; readers never re-parse user options.
+source as one JSON option; readers never re-parse user options.  A source
+opened inside :func:`starting_at` also carries the offset it starts at (a
+pipeline resuming from its state store), which its ``initialOffset`` returns.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -14,9 +19,16 @@ from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from spate.engine.connectors.errors import ConnectorError
+
 #: The single reader option carrying a source's settings as JSON.
 CONFIG_OPTION = "spate_config"
 _SCHEMA_KEY = "stream_schema"
+_START_KEY = "start_offset"
+
+#: Source table name -> the offset it starts at, while :func:`starting_at` is active.
+_START_OFFSETS: ContextVar[Mapping[str, Any] | None] = ContextVar("spate_start_offsets",
+                                                                  default=None)
 
 
 class SpateDataSource(DataSource):
@@ -26,7 +38,13 @@ class SpateDataSource(DataSource):
         """The connector's settings, as :func:`load_stream` shipped them."""
         payload: dict[str, Any] = json.loads(self.options[CONFIG_OPTION])
         payload.pop(_SCHEMA_KEY, None)
+        payload.pop(_START_KEY, None)
         return payload
+
+    def start_offset(self) -> dict[str, Any] | None:
+        """The offset the source resumes at (:func:`starting_at`); None: its beginning."""
+        start: dict[str, Any] | None = json.loads(self.options[CONFIG_OPTION]).get(_START_KEY)
+        return start
 
     def schema(self) -> T.StructType:
         payload = json.loads(self.options[CONFIG_OPTION])
@@ -40,10 +58,53 @@ def source_options(schema: T.StructType, settings: dict[str, Any]) -> dict[str, 
     return {CONFIG_OPTION: json.dumps(payload)}
 
 
+@contextmanager
+def starting_at(offsets: Mapping[str, Any]) -> Iterator[None]:
+    """Sources opened by :func:`load_stream` inside start at ``offsets[their table]``.
+
+    A table ``offsets`` does not name starts at its beginning.  Spark asks a
+    source for its initial offset only when its checkpoint has none.
+    """
+    token = _START_OFFSETS.set(offsets)
+    try:
+        yield
+    finally:
+        _START_OFFSETS.reset(token)
+
+
 def load_stream(spark: SparkSession, source_name: str, options: dict[str, str]) -> DataFrame:
     """A streaming DataFrame over data source ``source_name`` with :func:`source_options`."""
-    schema = T.StructType.fromJson(json.loads(options[CONFIG_OPTION])[_SCHEMA_KEY])
+    payload = json.loads(options[CONFIG_OPTION])
+    schema = T.StructType.fromJson(payload[_SCHEMA_KEY])
+    start = (_START_OFFSETS.get() or {}).get(payload.get("table"))
+    if start is not None:
+        options = with_start_offset(options, start)
     return spark.readStream.format(source_name).schema(schema).options(**options).load()
+
+
+def with_start_offset(options: dict[str, str], offset: dict[str, Any]) -> dict[str, str]:
+    """:func:`source_options` of a source that starts at ``offset``."""
+    payload = json.loads(options[CONFIG_OPTION])
+    return dict(options, **{CONFIG_OPTION: json.dumps(payload | {_START_KEY: offset})})
+
+
+def initial_offset(start: dict[str, Any] | None, fresh: Callable[[], dict[str, Any]],
+                   table: str) -> dict[str, Any]:
+    """A reader's ``initialOffset``: ``start`` when resuming, else ``fresh()``.
+
+    ``start`` must have the fields of the connector's offsets: an offset stored
+    by another connector (the table was redefined) is refused.
+    """
+    offset = fresh()
+    if start is None:
+        return offset
+    if set(start) != set(offset):
+        raise ConnectorError(
+            f"source '{table}' cannot resume at its stored offset {json.dumps(start)}: it is "
+            f"not an offset of this connector (fields {', '.join(sorted(offset))}); the table "
+            "was redefined since the state was written. Drop the pipeline's state to start "
+            "afresh")
+    return dict(start)
 
 
 def max_rows(limit: ReadLimit, default: int | None) -> int | None:

@@ -39,6 +39,9 @@ class JobSpec:
     #: Spark master for a job that builds its own session (``local[2]``); a job
     #: launched by spark-submit uses the session spark-submit configured.
     spark_master: str | None = "local[2]"
+    #: The deployment's name of the Spark cluster the job runs on (None: its default), which
+    #: the backend submits it to; the job itself only reports it.
+    cluster: str | None = None
     #: A preview stops after this many rows.
     preview_row_limit: int = 1000
     spark_conf: dict[str, str] = field(default_factory=dict)

@@ -251,6 +251,8 @@ class LookupJoinStep(OperatorStep):
     starts with empty caches, as a moved one would).
     """
 
+    uses_state = False
+
     def __init__(self, spec: LookupJoin, state: PipelineState, num_key_groups: int) -> None:
         del state, num_key_groups
         self.spec = spec

@@ -3,9 +3,11 @@
 Every micro-batch is an epoch.  In ``foreachBatch`` the runner exposes the
 batch's sources to the queries, runs each query (native Spark SQL; window
 operators over statestore), writes every sink, and commits the epoch:
-operator state, watermarks, sink markers and counters become visible together.
-A batch whose id is already committed is a replay and is skipped; sinks are
-reopened at the last committed marker, so output is exactly-once.
+operator state, watermarks, sink markers, counters and the sources' end
+offsets become visible together.  A batch whose epoch (its id plus a base kept
+with the state, :mod:`spate.engine.runtime.offsets`) is already committed is a
+replay and is skipped; sinks are reopened at the last committed marker, so
+output is exactly-once.
 
 Two ways to stop: :meth:`PipelineRunner.request_stop` lets the epoch in
 progress commit first; :meth:`PipelineRunner.stop_now` abandons it (its Spark
@@ -19,7 +21,7 @@ of state the epoch's writers staged.
 from __future__ import annotations
 
 import logging
-import os
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -27,8 +29,10 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from pyspark.sql.streaming.query import StreamingQuery
 
 from spate.engine.connectors import Sink
@@ -36,19 +40,21 @@ from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
 from spate.engine.planner.plan import PipelinePlan, QueryPlan, WindowAggregate
 from spate.engine.runtime.errors import PipelineFailedError
 from spate.engine.runtime.failures import root_message
+from spate.engine.runtime.offsets import BatchEpochs, CheckpointFolder, StoredPosition, resume
 from spate.engine.runtime.sinks import open_sinks
-from spate.engine.runtime.sources import EpochSources, SourceMetricColumns, observed, source_stream
+from spate.engine.runtime.sources import (
+    EpochSources,
+    SourceMetricColumns,
+    expand_views,
+    observed,
+    source_stream,
+)
 from spate.engine.runtime.step_kinds import make_step
 from spate.engine.runtime.steps import EpochContext, OperatorStep
+from spate.engine.runtime.tasks import RangeWork, TaskEpoch, TaskRouting, TaskStats, run_ranges
 from spate.engine.runtime.watermarks import END_OF_TIME, WatermarkTracker
 from spate.engine.udf import register_udfs
-from spate.statestore import (
-    DEFAULT_KEY_GROUPS,
-    EpochWriter,
-    PipelineState,
-    UserKey,
-    split_key_groups,
-)
+from spate.statestore import DEFAULT_KEY_GROUPS, PipelineState, ship, split_key_groups
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +106,13 @@ class EpochReport:
     started_s: float = 0.0
     #: Wall-clock time of the commit, as stored in the epoch's metadata.
     committed_at_ms: int = 0
-    #: Bytes of state values the epoch's writers staged (deletions count 0).
+    #: Bytes of state values the epoch's tasks staged (deletions count 0).
     state_bytes: int = 0
+    #: The tasks' state reads: key groups served by their process caches, those
+    #: read from the store, and the bytes those reads returned.
+    cache_hits: int = 0
+    cache_misses: int = 0
+    remote_bytes: int = 0
     operators: list[OperatorReport] = field(default_factory=list)
 
 
@@ -125,32 +136,15 @@ class _Epoch:
 
     number: int
     sources: EpochSources
-    writers: list[EpochWriter]
     watermark_before: int
     watermark_after: int | None = None
     rows_late: int = 0
     #: window query index -> (rows into its pre-aggregation, late rows)
     window_rows: dict[int, tuple[int, int]] = field(default_factory=dict)
-
-
-class _MeteredWriter(EpochWriter):
-    """Forwards to the store's writer and counts the bytes of the values it stages."""
-
-    def __init__(self, inner: EpochWriter) -> None:
-        self.inner = inner
-        self.epoch = inner.epoch
-        self.key_groups = inner.key_groups
-        self.staged_bytes = 0
-
-    def put(self, operator: str, key_group: int, user_key: UserKey, value: bytes) -> None:
-        self.inner.put(operator, key_group, user_key, value)
-        self.staged_bytes += len(value)
-
-    def delete(self, operator: str, key_group: int, user_key: UserKey) -> None:
-        self.inner.delete(operator, key_group, user_key)
-
-    def commit(self) -> None:
-        self.inner.commit()
+    #: what the epoch's state tasks did, summed
+    tasks: list[TaskStats] = field(default_factory=list)
+    #: DataFrames persisted for the epoch, released at its end
+    persisted: list[DataFrame] = field(default_factory=list)
 
 
 class PipelineRunner:
@@ -168,7 +162,11 @@ class PipelineRunner:
             q.index: [make_step(o, state, options.num_key_groups) for o in q.operators]
             for q in plan.queries
         }
-        self.stateful = any(self.steps.values())
+        self.stateful = any(step.uses_state for steps in self.steps.values() for step in steps)
+        #: names this run: the tasks' process caches are scoped to it
+        self._run_id = secrets.token_hex(8)
+        self._shipped_state = ship(state) if self.stateful else b""
+        self._routing: TaskRouting | None = None
         self._metric_columns = SourceMetricColumns(plan.sources, options.parallelism,
                                                    watermarks=self.stateful)
         self._lock = threading.Lock()
@@ -185,6 +183,9 @@ class PipelineRunner:
         self.sinks: dict[str, Sink] = {}
         self._sink_markers: dict[str, Any] = dict(metadata.get("sinks", {}))
         self.counters: dict[str, int] = dict(metadata.get("counters", {}))
+        self._stored_position = StoredPosition.from_metadata(metadata)
+        #: batch ids -> epochs and each epoch's offsets (set by ``_check_checkpoint``)
+        self._batches: BatchEpochs | None = None
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -215,7 +216,9 @@ class PipelineRunner:
             register_udfs(self.spark, self.plan.udfs)
         self.sinks = open_sinks(self.plan, self._sink_markers, self.options.sink_overrides,
                                 f"{self.state.tenant}/{self.state.pipeline}")
-        stream = source_stream(self.spark, self.plan.sources, self.options.parallelism)
+        assert self._batches is not None
+        stream = source_stream(self.spark, self.plan.sources, self.options.parallelism,
+                               self._batches.start_offsets)
         writer = stream.writeStream.foreachBatch(self._epoch).option(
             "checkpointLocation", self.options.checkpoint_dir)
         if self.options.trigger_interval:
@@ -257,21 +260,15 @@ class PipelineRunner:
             pass
 
     def _check_checkpoint(self) -> None:
-        """The Spark checkpoint and the state store must describe the same run."""
-        commits = os.path.join(self.options.checkpoint_dir, "commits")
-        has_commits = os.path.isdir(commits) and bool(os.listdir(commits))
-        has_offsets = os.path.isdir(os.path.join(self.options.checkpoint_dir, "offsets"))
-        if self._last_committed is not None and not has_offsets:
-            raise PipelineFailedError(
-                f"the state store holds epoch {self._last_committed} of pipeline "
-                f"'{self.state.pipeline}' but checkpoint {self.options.checkpoint_dir} is "
-                "missing: resume with the same --checkpoint, or drop the pipeline's state "
-                "to start afresh")
-        if self._last_committed is None and has_commits:
-            raise PipelineFailedError(
-                f"checkpoint {self.options.checkpoint_dir} belongs to a run whose state is "
-                f"not in the state store ({self.state.store_url}): resume with the same "
-                "--state, or delete the checkpoint to start afresh")
+        """Where this run starts: the state store's offsets, or the checkpoint of its run.
+
+        A missing or empty checkpoint resumes from the store; one of another
+        run is refused (:func:`spate.engine.runtime.offsets.resume`).
+        """
+        self._batches = resume(
+            CheckpointFolder(self.options.checkpoint_dir), [t.name for t in self.plan.sources],
+            self._last_committed, self._stored_position, self.state.pipeline,
+            self.state.store_url)
 
     # -- one epoch ----------------------------------------------------------------
 
@@ -281,8 +278,10 @@ class PipelineRunner:
                 # Raising (not returning) keeps Spark from marking the batch done,
                 # so the next run replays it.
                 raise _StopRequestedError("pipeline is stopping")
-            if self._last_committed is not None and batch_id <= self._last_committed:
-                log.info("skipping replayed epoch", extra={"epoch": batch_id})
+            assert self._batches is not None
+            number = self._batches.epoch(batch_id)
+            if self._last_committed is not None and number <= self._last_committed:
+                log.info("skipping replayed epoch", extra={"epoch": number})
                 return
             started = time.monotonic()
             # One query reads the batch once; several would each re-read the source.
@@ -290,11 +289,11 @@ class PipelineRunner:
             if not single_pass:
                 batch.persist()
             try:
-                report = self._run_epoch(batch, batch_id, single_pass, started)
+                report = self._run_epoch(batch, number, single_pass, started)
             except Exception:
                 if self._abandon.is_set():
                     log.info("epoch abandoned by an immediate stop; the next run replays it",
-                             extra={"epoch": batch_id})
+                             extra={"epoch": number})
                     # Its cancelled Spark jobs fail with whole JVM stack traces, which
                     # Spark would then parse at length; what happened fits in a line.
                     raise _StopRequestedError("epoch abandoned by an immediate stop") from None
@@ -313,20 +312,21 @@ class PipelineRunner:
                                observe=single_pass)
         ranges = self.ranges if self.stateful else []
         self.state.begin_epoch(number, ranges)
-        writers = [_MeteredWriter(self.state.writer(number, r)) for r in ranges]
-        epoch = _Epoch(number, sources, list(writers), self.watermarks.value)
-        outputs: dict[str, list[tuple[int, DataFrame]]] = {}
-        for query in self.plan.queries:
+        epoch = _Epoch(number, sources, self.watermarks.value)
+        try:
+            outputs: dict[str, list[tuple[int, DataFrame]]] = {}
+            for query in self.plan.queries:
+                self._check_abandoned()
+                frame = self._run_query(query, epoch)
+                if frame is not None:
+                    outputs.setdefault(query.sink, []).append((query.index, frame))
             self._check_abandoned()
-            frame = self._run_query(query, epoch)
-            if frame is not None:
-                outputs.setdefault(query.sink, []).append((query.index, frame))
-        self._check_abandoned()
-        rows_by_query = self._write_sinks(number, outputs)
+            rows_by_query = self._write_sinks(number, outputs)
+        finally:
+            for frame in epoch.persisted:
+                frame.unpersist()
         watermark = self._watermark_after(epoch)
-        self._check_abandoned()
-        for writer in writers:
-            writer.commit()
+        tasks = TaskStats.total(epoch.tasks)
         metrics = sources.metrics()
         rows_in = sum(m.rows for m in metrics.values())
         dropped = sum(m.dropped for m in metrics.values())
@@ -338,8 +338,9 @@ class PipelineRunner:
         return EpochReport(
             number, rows_in, rows_out, epoch.rows_late, dropped, watermark,
             time.monotonic() - started, self.finished, started_s=started,
-            committed_at_ms=committed_at_ms,
-            state_bytes=sum(w.staged_bytes for w in writers),
+            committed_at_ms=committed_at_ms, state_bytes=tasks.state_bytes,
+            cache_hits=tasks.cache_hits, cache_misses=tasks.cache_misses,
+            remote_bytes=tasks.remote_bytes,
             operators=self._operator_reports({n: m.rows for n, m in metrics.items()},
                                              epoch, rows_by_query))
 
@@ -386,9 +387,12 @@ class PipelineRunner:
     def _run_query(self, query: QueryPlan, epoch: _Epoch) -> DataFrame | None:
         """The rows ``query`` sends to its sink this epoch (None: nothing)."""
         spark = epoch.sources.spark
-        context = EpochContext(spark, epoch.number, epoch.writers, self._last_committed,
-                               epoch.watermark_before, lambda: self._watermark_after(epoch),
-                               self.options.update_flush_interval_ms)
+        context = EpochContext(
+            spark, epoch.number, self._last_committed, epoch.watermark_before,
+            lambda: self._watermark_after(epoch),
+            lambda frame, work, schema, owns, clock_ms=None: self._run_ranges(
+                epoch, frame, work, schema, owns, clock_ms),
+            self.options.update_flush_interval_ms)
         produced = False
         rows_in = rows_late = 0
         for operator, step in zip(query.operators, self.steps[query.index], strict=True):
@@ -404,6 +408,30 @@ class PipelineRunner:
             if not produced and not query.reads_sources:
                 return None
         return spark.sql(query.output_sql)
+
+    def _run_ranges(self, epoch: _Epoch, frame: DataFrame, work: RangeWork,
+                    schema: T.StructType, owns: str | None,
+                    clock_ms: int | None) -> tuple[DataFrame, TaskStats]:
+        """Run a step's per-range ``work`` over ``frame`` in one Spark task per range.
+
+        ``frame`` (the step's native pre-aggregation) is computed and kept first:
+        that pass over the sources also yields their watermarks, which the
+        tasks need to fire.
+        """
+        prepared = expand_views(frame).persist(StorageLevel.MEMORY_AND_DISK)
+        epoch.persisted.append(prepared)
+        prepared.count()
+        if self._routing is None:
+            self._routing = TaskRouting(epoch.sources.spark, self.ranges)
+        task_epoch = TaskEpoch(
+            self._shipped_state, self.state.tenant, self.state.pipeline, self._run_id,
+            epoch.number, self._last_committed,
+            tuple((r.start, r.stop) for r in self.ranges), epoch.watermark_before,
+            self._watermark_after(epoch), clock_ms, self.options.update_flush_interval_ms)
+        output, stats = run_ranges(prepared, work, task_epoch, schema, self._routing, owns)
+        epoch.persisted.append(output)
+        epoch.tasks.append(stats)
+        return output, stats
 
     def _write_sinks(self, epoch: int, outputs: dict[str, list[tuple[int, DataFrame]]]
                      ) -> dict[int, int]:
@@ -427,13 +455,16 @@ class PipelineRunner:
         return rows_by_query
 
     def _commit(self, epoch: int) -> int:
-        """Commit ``epoch`` with its metadata; return its commit time (ms)."""
+        """Commit ``epoch`` with its metadata (sources' end offsets included, so the
+        state alone can resume the pipeline); return its commit time (ms)."""
         finished = self.watermarks.all_done
         committed_at_ms = time.time_ns() // 10**6
+        assert self._batches is not None
         self.state.commit_epoch(epoch, {
             "watermarks": self.watermarks.to_stored(), "sinks": self._sink_markers,
             "counters": self.counters, "finished": finished,
             "parallelism": self.options.parallelism, "committed_at_ms": committed_at_ms,
+            **self._batches.metadata(epoch),
         })
         self._last_committed = epoch
         self.finished = finished

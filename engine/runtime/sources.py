@@ -15,6 +15,7 @@ the batch, by one aggregate job over the cached batch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from pyspark.sql import functions as F
 
 from spate.engine.connectors import CONNECTORS, HIDDEN_CONTROL, HIDDEN_PARTITION, HIDDEN_TIMESTAMP
 from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, CONTROL_EOF
+from spate.engine.connectors.streaming import starting_at
 from spate.engine.planner.catalog import DEFAULT_WATERMARK_DELAY_SQL, Table
 from spate.engine.planner.plan import EVENT_TIME, WATERMARK
 
@@ -40,10 +42,20 @@ class SourceMetrics:
     dropped: int = 0
 
 
-def source_stream(spark: SparkSession, sources: list[Table], parallelism: int) -> DataFrame:
-    """One streaming DataFrame over every source of the pipeline."""
-    frames = [CONNECTORS[t.config.connector].read_stream(spark, t.config, parallelism)
-              for t in sources]
+def source_stream(spark: SparkSession, sources: list[Table], parallelism: int,
+                  start_offsets: Mapping[str, Any] | None = None) -> DataFrame:
+    """One streaming DataFrame over every source of the pipeline.
+
+    The sources are unioned in the order of ``sources``, which is the order
+    Spark logs their offsets in (:mod:`spate.engine.runtime.offsets`).  A
+    source named in ``start_offsets`` starts at that offset when Spark's
+    checkpoint has none for it (a pipeline resuming from its state store).
+    """
+    starts = {t.config.name: start_offsets[t.name] for t in sources
+              if start_offsets is not None and t.name in start_offsets}
+    with starting_at(starts):
+        frames = [CONNECTORS[t.config.connector].read_stream(spark, t.config, parallelism)
+                  for t in sources]
     if len(frames) == 1:
         return frames[0]
     packed = [F.struct(*(F.col(f"`{c}`") for c in frame.columns)) for frame in frames]

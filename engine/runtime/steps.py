@@ -15,11 +15,17 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 
 from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
-from spate.statestore import EpochWriter
+
+if TYPE_CHECKING:
+    from spate.engine.runtime.tasks import TaskStats
+
+#: ``run_ranges(frame, work, output schema, owns, clock_ms=None)``: see :class:`EpochContext`.
+RunRanges = Callable[..., "tuple[DataFrame, TaskStats]"]
 
 
 @dataclass
@@ -28,13 +34,18 @@ class EpochContext:
 
     spark: SparkSession
     number: int
-    writers: list[EpochWriter]
     #: the last committed epoch: state is read as of it (None: a first run)
     previous_epoch: int | None
     #: the pipeline watermark (µs) at the end of the previous epoch
     watermark_before: int
     #: the watermark at the end of this epoch (computed once, on first call)
     watermark_after: Callable[[], int]
+    #: runs a step's per-range work in Spark tasks (:func:`spate.engine.runtime.tasks.run_ranges`):
+    #: ``run_ranges(frame with a __kg column, work, output schema, owns, clock_ms=None)``
+    #: returns the output rows and the tasks' stats (``owns``: the operator id whose
+    #: state the work writes, None if it only reads); the epoch's end releases what it
+    #: persisted
+    run_ranges: RunRanges
     #: pipeline.update-aggregate-flush-interval (``RunOptions``)
     update_flush_interval_ms: int = DEFAULT_FLUSH_INTERVAL_MS
 
@@ -53,6 +64,9 @@ class StepOutput:
 
 class OperatorStep(ABC):
     """Runs one operator of a query, epoch after epoch."""
+
+    #: whether the step keeps state in the store (its tasks then write every range)
+    uses_state = True
 
     @abstractmethod
     def run(self, epoch: EpochContext) -> StepOutput:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from spate.engine.operators.aggregates import BAGS, COMOMENTS, MOMENTS, bit_counts
 from spate.engine.operators.updating import (
@@ -48,10 +49,15 @@ from spate.engine.planner.updating import UpdatingAggregate
 from spate.engine.runtime import values
 from spate.engine.runtime.group_entries import GroupEntries
 from spate.engine.runtime.partials import COMOMENTS_SQL, MOMENTS_SQL, TIMED_SQL
-from spate.engine.runtime.sources import expand_views
 from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput
+from spate.engine.runtime.tasks import (
+    TaskEpoch,
+    TaskStats,
+    arrow_schema_to_spark,
+    spark_schema_to_arrow,
+)
 from spate.engine.runtime.watermarks import END_OF_TIME
-from spate.statestore import EpochWriter, PipelineState
+from spate.statestore import CachedPipelineState, EpochWriter, PipelineState
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 _NEVER = 2**63
@@ -84,18 +90,68 @@ class _Changes:
 
 
 class UpdatingAggregateStep(OperatorStep):
-    """A GROUP BY without a window in a query."""
+    """A GROUP BY without a window in a query: native signed partials, then the merge,
+    flush and expiry in one Spark task per key-group range."""
 
     def __init__(self, spec: UpdatingAggregate, state: PipelineState,
                  num_key_groups: int) -> None:
         self.spec = spec
         self.state = state
+        self.operator = UpdatingAggregateOperator(spec, num_key_groups)
+        self._clock: tuple[int | None, int] = (None, 0)
+
+    def partial_sql(self) -> str:
+        return self.operator.partial_sql()
+
+    def run(self, epoch: EpochContext) -> StepOutput:
+        partials = epoch.spark.sql(self.operator.partial_sql())
+        arrow = spark_schema_to_arrow(partials.schema)
+        schema = arrow_schema_to_spark(self.operator.output_schema(arrow))
+        frame, stats = epoch.run_ranges(partials, _UpdatingRange(self.operator, arrow), schema,
+                                        self.spec.operator_id, clock_ms=self._clock_ms(epoch))
+        return StepOutput(frame, rows=stats.rows_out, rows_in=stats.rows_in)
+
+    def _clock_ms(self, epoch: EpochContext) -> int | None:
+        """The commit time of the previous epoch (None before the first commit)."""
+        previous = epoch.previous_epoch
+        if previous is None:
+            return None
+        if epoch.update_flush_interval_ms <= 0:
+            return 0
+        if self._clock[0] != previous:
+            metadata = self.state.epoch_metadata(previous)
+            self._clock = (previous, int(metadata.get("committed_at_ms", 0)))
+        return self._clock[1]
+
+
+@dataclass(frozen=True)
+class _UpdatingRange:
+    """An updating aggregate's work on one key-group range, run in a Spark task."""
+
+    operator: UpdatingAggregateOperator
+    partial_schema: pa.Schema
+
+    def __call__(self, partials: pa.Table, state: CachedPipelineState, writer: EpochWriter,
+                 epoch: TaskEpoch, stats: TaskStats) -> pa.Table:
+        by_group = self.operator.rows_by_group(partials)
+        changes = _Changes()
+        for group in writer.key_groups:
+            self.operator.process_group(group, by_group.get(group, []), state, writer, epoch,
+                                        changes)
+        stats.rows_in = int(pc.sum(partials.column("__count")).as_py() or 0)
+        return self.operator.output(self.partial_schema, changes)
+
+
+class UpdatingAggregateOperator:
+    """An updating aggregate's native SQL and its per-key-group logic."""
+
+    def __init__(self, spec: UpdatingAggregate, num_key_groups: int) -> None:
+        self.spec = spec
         self.num_key_groups = num_key_groups
         self.accumulators = [make_accumulator(a.function, spec.updating_input, a.fraction)
                              for a in spec.aggregates]
         self.records_name = spec.operator_id
         self.flush_name = f"{spec.operator_id}/flush"
-        self._clock: tuple[int | None, int] = (None, 0)
 
     # -- SQL --------------------------------------------------------------------------
 
@@ -149,36 +205,9 @@ class UpdatingAggregateStep(OperatorStep):
         # multisets over updating input, bit_and and bit_or count bits
         return [f"collect_list(IF({a} IS NULL, NULL, named_struct('v', {a}, 's', {sign})))"]
 
-    # -- one epoch --------------------------------------------------------------------
+    # -- one key group of one epoch ----------------------------------------------------
 
-    def run(self, epoch: EpochContext) -> StepOutput:
-        partials = expand_views(epoch.spark.sql(self.partial_sql())).toArrow()
-        by_group = self._rows_by_group(partials)
-        watermark = epoch.watermark_after()
-        clock_ms = self._clock_ms(epoch)
-        changes = _Changes()
-        for writer in epoch.writers:
-            for group in writer.key_groups:
-                self._process_group(group, by_group.get(group, []), writer, epoch,
-                                    (clock_ms, watermark), changes)
-        table = self._output(partials.schema, changes)
-        rows_in = sum(partials.column("__count").to_pylist())
-        return StepOutput(epoch.spark.createDataFrame(table), rows=table.num_rows,
-                          rows_in=rows_in)
-
-    def _clock_ms(self, epoch: EpochContext) -> int | None:
-        """The commit time of the previous epoch (None before the first commit)."""
-        previous = epoch.previous_epoch
-        if previous is None:
-            return None
-        if epoch.update_flush_interval_ms <= 0:
-            return 0
-        if self._clock[0] != previous:
-            metadata = self.state.epoch_metadata(previous)
-            self._clock = (previous, int(metadata.get("committed_at_ms", 0)))
-        return self._clock[1]
-
-    def _rows_by_group(self, partials: pa.Table) -> dict[int, list[_KeyRow]]:
+    def rows_by_group(self, partials: pa.Table) -> dict[int, list[_KeyRow]]:
         keys = [values.to_python(partials.column(k)) for k in self.spec.key_columns]
         columns = [partials.column("__rows").to_pylist()]
         for i, call in enumerate(self.spec.aggregates):
@@ -218,24 +247,23 @@ class UpdatingAggregateStep(OperatorStep):
             return values.to_python(first)
         return _signed_values(first.combine_chunks())
 
-    def _process_group(self, group: int, rows: list[_KeyRow], writer: EpochWriter,
-                       epoch: EpochContext, clock: tuple[int | None, int],
-                       changes: _Changes) -> None:
-        clock_ms, watermark = clock
+    def process_group(self, group: int, rows: list[_KeyRow], store: PipelineState,
+                      writer: EpochWriter, epoch: TaskEpoch, changes: _Changes) -> None:
+        clock_ms, watermark = epoch.clock_ms, epoch.watermark_after
         finishing = watermark >= END_OF_TIME
-        meta = GroupEntries(self.state.read_group(self.flush_name, group,
-                                                  epoch=epoch.previous_epoch))
+        meta = GroupEntries(store.read_group(self.flush_name, group,
+                                             epoch=epoch.previous_epoch))
         stored_meta = meta.get(())
         last_flush, pending_keys, oldest = stored_meta or [None, [], _NEVER]
         pending = set(pending_keys)
         due = bool(pending or rows) and (finishing or flush_due(
-            last_flush, clock_ms, epoch.update_flush_interval_ms))
+            last_flush, clock_ms, epoch.flush_interval_ms))
         horizon = watermark - self.spec.ttl_us
         expiring = not finishing and oldest <= horizon
         if not rows and not due and not expiring:
             return
-        records = GroupEntries(self.state.read_group(self.records_name, group,
-                                                     epoch=epoch.previous_epoch))
+        records = GroupEntries(store.read_group(self.records_name, group,
+                                                epoch=epoch.previous_epoch))
         states: dict[str, KeyState] = {}
         for row in rows:
             state = self._state(records, states, row.row_key, row.key)
@@ -304,12 +332,20 @@ class UpdatingAggregateStep(OperatorStep):
 
     # -- output -----------------------------------------------------------------------
 
-    def _output(self, partial_schema: pa.Schema, changes: _Changes) -> pa.Table:
+    def output_schema(self, partial_schema: pa.Schema) -> pa.Schema:
         """Keys ``k<i>``, aggregates ``agg<i>``, then RETRACT, ROW_KEY and event time."""
         fields = [pa.field(k, plain_type(partial_schema.field(k).type))
                   for k in self.spec.key_columns]
         fields += [pa.field(call.output, self._result_type(call.function, partial_schema, i))
                    for i, call in enumerate(self.spec.aggregates)]
+        fields += [pa.field(RETRACT, pa.bool_()), pa.field(ROW_KEY, pa.string()),
+                   pa.field(EVENT_TIME, TIMESTAMP)]
+        return pa.schema(fields)
+
+    def output(self, partial_schema: pa.Schema, changes: _Changes) -> pa.Table:
+        """The changed rows, as :meth:`output_schema` says."""
+        schema = self.output_schema(partial_schema)
+        fields = list(schema)[:-3]
         rows = changes.rows
         columns = [values.from_python([r[1][i] for r in rows], f.type)
                    for i, f in enumerate(fields[:len(self.spec.key_columns)])]
@@ -318,9 +354,7 @@ class UpdatingAggregateStep(OperatorStep):
         columns += [pa.array([r[3] for r in rows], pa.bool_()),
                     pa.array([r[0] for r in rows], pa.string()),
                     values.from_python([r[4] for r in rows], TIMESTAMP)]
-        fields += [pa.field(RETRACT, pa.bool_()), pa.field(ROW_KEY, pa.string()),
-                   pa.field(EVENT_TIME, TIMESTAMP)]
-        return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+        return pa.Table.from_arrays(columns, schema=schema)
 
     def _result_type(self, function: str, partial_schema: pa.Schema, i: int) -> pa.DataType:
         if function in ("count_star", "count", "count_distinct", "regr_count"):

@@ -11,10 +11,14 @@ State layout in the store (per key group):
 * operator ``<id>/panes``: the pane partials of TUMBLE/HOP, one entry per
   ``(*key, chunk)`` holding up to :data:`PANES_PER_CHUNK` consecutive panes.
 
+* operator ``<id>/timers``: per key group, one entry ``()`` holding the
+  earliest window end buffered in the group, so a task reads a group's keys
+  only when the epoch touches them or a window of the group is due.
+
+The merge runs in Spark tasks, one per key-group range (:mod:`.tasks`).
 Reads go through ``PipelineState.read_group``, which the statestore serves
-from its bounded per-process cache when warm, so this module keeps no copy of
-the state between epochs — only the earliest window end per key group, to
-skip groups with nothing to do.
+from the task process's bounded cache when warm, so this module keeps no copy
+of the state between epochs.
 """
 
 from __future__ import annotations
@@ -34,9 +38,16 @@ from spate.engine.runtime import values
 from spate.engine.runtime.group_entries import GroupEntries
 from spate.engine.runtime.output import fired_table, output_schema
 from spate.engine.runtime.partials import PARTIAL_SQL
-from spate.engine.runtime.sources import expand_views
 from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput
-from spate.statestore import EpochWriter, PipelineState, UserKey
+from spate.engine.runtime.tasks import (
+    KEY_GROUP,
+    TaskEpoch,
+    TaskStats,
+    arrow_schema_to_spark,
+    spark_schema_to_arrow,
+)
+from spate.statestore import CachedPipelineState, EpochWriter, PipelineState, UserKey
+from spate.statestore.encoding import decode, encode
 
 #: Consecutive panes of a key kept in one state entry.
 PANES_PER_CHUNK = 64
@@ -45,11 +56,6 @@ _NEVER = 2**63
 #: (key, pane start or event time, pane partial)
 PaneRow = tuple[tuple[Any, ...], int, Partial]
 FiredRow = tuple[tuple[Any, ...], Fired]
-
-
-@dataclass
-class OperatorStats:
-    rows_late: int = 0
 
 
 class _KeyPanes:
@@ -92,12 +98,11 @@ class _KeyPanes:
 
 
 class WindowOperatorRunner:
-    """One windowed aggregate of a pipeline, across epochs."""
+    """One windowed aggregate of a pipeline: its native SQL, and one key-group range's
+    merge and firing for one epoch."""
 
-    def __init__(self, spec: WindowAggregate, state: PipelineState,
-                 num_key_groups: int) -> None:
+    def __init__(self, spec: WindowAggregate, num_key_groups: int) -> None:
         self.spec = spec
-        self.state = state
         self.num_key_groups = num_key_groups
         self.aggregates = [make_aggregate(a.function, a.fraction) for a in spec.aggregates]
         window = spec.window
@@ -106,9 +111,8 @@ class WindowOperatorRunner:
         self.sessions = SessionWindow(window.gap_us, self.aggregates)
         self.records_name = spec.operator_id
         self.panes_name = f"{spec.operator_id}/panes"
+        self.timers_name = f"{spec.operator_id}/timers"
         self.chunk_us = PANES_PER_CHUNK * max(window.slide_us, 1)
-        #: key group -> earliest window end it holds, as committed; absent: not known
-        self._next_fire: dict[int, int] = {}
 
     # -- SQL --------------------------------------------------------------------
 
@@ -124,34 +128,41 @@ class WindowOperatorRunner:
                 parts.append(f"{template.format(a=f'`{call.argument}`')} AS `p{i}_{j}`")
         hashed = f"xxhash64({', '.join(keys)})" if keys else "0"
         selected = [*keys, f"{pane} AS `__pane`",
-                    f"CAST(pmod({hashed}, {self.num_key_groups}) AS INT) AS `__kg`", *parts]
+                    f"CAST(pmod({hashed}, {self.num_key_groups}) AS INT) AS `{KEY_GROUP}`",
+                    *parts]
         return (f"SELECT {', '.join(selected)} FROM ({source_sql}) "
                 f"WHERE `{EVENT_TIME}` IS NOT NULL GROUP BY {', '.join([*keys, '`__pane`'])}")
 
-    # -- one epoch ----------------------------------------------------------------
+    # -- one range of one epoch ---------------------------------------------------
 
-    def process(self, partials: pa.Table, writers: list[EpochWriter], previous_epoch: int | None,
-                watermark_before: int, watermark_after: int,
-                ) -> tuple[list[FiredRow], OperatorStats]:
-        """Merge partials, fire closed windows, stage changed state into ``writers``."""
-        stats = OperatorStats()
+    def process(self, partials: pa.Table, state: CachedPipelineState, writer: EpochWriter,
+                epoch: TaskEpoch, stats: TaskStats) -> list[FiredRow]:
+        """Merge one range's partials, fire closed windows, stage changed state."""
         rows_by_group = self._rows_by_group(partials)
+        timers = state.read_range(self.timers_name, writer.key_groups,
+                                  epoch=epoch.previous_epoch)
         fired: list[FiredRow] = []
-        for writer in writers:
-            for group in writer.key_groups:
-                new_rows = rows_by_group.get(group, [])
-                due = self._next_fire.get(group, -_NEVER) <= watermark_after
-                if new_rows or due:
-                    self._process_group(group, new_rows, due, writer, previous_epoch,
-                                        (watermark_before, watermark_after), fired, stats)
+        for group in writer.key_groups:
+            stored = timers[group].get(())
+            next_fire = _NEVER if stored is None else decode(stored)
+            new_rows = rows_by_group.get(group, [])
+            due = next_fire <= epoch.watermark_after
+            if new_rows or due:
+                earliest = self._process_group(group, new_rows, due, next_fire, state, writer,
+                                               epoch, fired, stats)
+                if earliest != next_fire:
+                    if earliest == _NEVER:
+                        writer.delete(self.timers_name, group, ())
+                    else:
+                        writer.put(self.timers_name, group, (), encode(earliest))
         fired.sort(key=lambda item: (item[1].end_us, item[1].start_us, repr(item[0])))
-        return fired, stats
+        return fired
 
     def _rows_by_group(self, partials: pa.Table) -> dict[int, list[PaneRow]]:
         key_count = len(self.spec.key_columns)
         keys = [values.to_python(partials.column(i)) for i in range(key_count)]
         panes = partials.column("__pane").to_pylist()
-        groups = partials.column("__kg").to_pylist()
+        groups = partials.column(KEY_GROUP).to_pylist()
         rows = partials.column("__rows").to_pylist()
         columns = []
         for i, call in enumerate(self.spec.aggregates):
@@ -168,45 +179,46 @@ class WindowOperatorRunner:
             by_group[group].append((key, panes[index], partial))
         return by_group
 
-    def _process_group(self, group: int, new_rows: list[PaneRow], due: bool,
-                       writer: EpochWriter, previous_epoch: int | None,
-                       watermarks: tuple[int, int], fired: list[FiredRow],
-                       stats: OperatorStats) -> None:
-        records = GroupEntries(self.state.read_group(self.records_name, group,
-                                                 epoch=previous_epoch))
+    def _process_group(self, group: int, new_rows: list[PaneRow], due: bool, next_fire: int,
+                       state: PipelineState, writer: EpochWriter, epoch: TaskEpoch,
+                       fired: list[FiredRow], stats: TaskStats) -> int:
+        """Merge and fire one group; returns its earliest buffered window end."""
+        previous = epoch.previous_epoch
+        watermarks = (epoch.watermark_before, epoch.watermark_after)
+        records = GroupEntries(state.read_group(self.records_name, group, epoch=previous))
         panes = None if self.session else GroupEntries(
-            self.state.read_group(self.panes_name, group, epoch=previous_epoch))
+            state.read_group(self.panes_name, group, epoch=previous))
         states: dict[tuple[Any, ...], Any] = {}
         touched: set[tuple[Any, ...]] = set()
         for key, pane, partial in new_rows:
             touched.add(key)
-            state = self._state(records, states, key)
+            key_state = self._state(records, states, key)
             if self.session:
-                accepted = self.sessions.add(state, pane, partial, watermarks[0])
+                accepted = self.sessions.add(key_state, pane, partial, watermarks[0])
             else:
                 accepted = not self.sliding.is_late(pane, watermarks[0])
                 if accepted:
                     assert panes is not None
                     key_panes = _KeyPanes(panes, key, self.chunk_us)
-                    self.sliding.add_pane(state, key_panes, pane, partial, watermarks[0])
+                    self.sliding.add_pane(key_state, key_panes, pane, partial, watermarks[0])
             if not accepted:
                 stats.rows_late += partial[0]
-        earliest = self._next_fire.get(group, _NEVER)
+        earliest = next_fire
         if due:
             for key in list(records.keys()):
                 self._state(records, states, key)
             earliest = _NEVER
-        for key, state in states.items():
-            if self._next_end(state) <= watermarks[1]:
+        for key, key_state in states.items():
+            if self._next_end(key_state) <= watermarks[1]:
                 touched.add(key)
-                fired.extend((key, f) for f in self._fire(key, state, panes, watermarks[1]))
-            earliest = min(earliest, self._next_end(state))
+                fired.extend((key, f) for f in self._fire(key, key_state, panes, watermarks[1]))
+            earliest = min(earliest, self._next_end(key_state))
         for key in touched:
             records.put(key, self._stored(states[key]))
         records.flush(writer, self.records_name, group)
         if panes is not None:
             panes.flush(writer, self.panes_name, group)
-        self._next_fire[group] = earliest
+        return earliest
 
     def _fire(self, key: tuple[Any, ...], state: Any, panes: GroupEntries | None,
               watermark: int) -> list[Fired]:
@@ -273,20 +285,37 @@ def _struct_rows(column: pa.ChunkedArray) -> list[list[list[Any]]]:
     return result
 
 
+@dataclass(frozen=True)
+class _WindowRange:
+    """A window operator's work on one key-group range, run in a Spark task."""
+
+    spec: WindowAggregate
+    num_key_groups: int
+    schema: pa.Schema
+
+    def __call__(self, partials: pa.Table, state: CachedPipelineState, writer: EpochWriter,
+                 epoch: TaskEpoch, stats: TaskStats) -> pa.Table:
+        runner = WindowOperatorRunner(self.spec, self.num_key_groups)
+        fired = runner.process(partials, state, writer, epoch, stats)
+        stats.rows_in = int(pc.sum(partials.column("__rows")).as_py() or 0)
+        return fired_table(self.schema, len(self.spec.key_columns), fired)
+
+
 class WindowStep(OperatorStep):
-    """A window aggregate in a query: native partials, state merge, fired windows."""
+    """A window aggregate in a query: native partials, then the merge into state and the
+    firing in one Spark task per key-group range."""
 
     def __init__(self, spec: WindowAggregate, state: PipelineState, num_key_groups: int) -> None:
+        del state  # tasks open the pipeline's state themselves
         self.spec = spec
-        self.runner = WindowOperatorRunner(spec, state, num_key_groups)
+        self.num_key_groups = num_key_groups
+        self.runner = WindowOperatorRunner(spec, num_key_groups)
 
     def run(self, epoch: EpochContext) -> StepOutput:
-        partial_sql = self.runner.partial_sql(self.spec.input_sql)
-        partials = expand_views(epoch.spark.sql(partial_sql)).toArrow()
-        fired, stats = self.runner.process(partials, epoch.writers, epoch.previous_epoch,
-                                           epoch.watermark_before, epoch.watermark_after())
-        schema = output_schema(self.spec, partials.schema)
-        table = fired_table(schema, len(self.spec.key_columns), fired)
-        rows_in = pc.sum(partials.column("__rows")).as_py() or 0
-        return StepOutput(epoch.spark.createDataFrame(table), rows=len(fired),
-                          rows_in=int(rows_in), rows_late=stats.rows_late)
+        partials = epoch.spark.sql(self.runner.partial_sql(self.spec.input_sql))
+        schema = output_schema(self.spec, spark_schema_to_arrow(partials.schema))
+        work = _WindowRange(self.spec, self.num_key_groups, schema)
+        frame, stats = epoch.run_ranges(partials, work, arrow_schema_to_spark(schema),
+                                        self.spec.operator_id)
+        return StepOutput(frame, rows=stats.rows_out, rows_in=stats.rows_in,
+                          rows_late=stats.rows_late)

@@ -8,7 +8,9 @@ the executors as a zip (``--py-files``, see :mod:`.packaging`); the workers
 need a Python with Spate's dependencies at the path ``spark.pyspark.python``
 names (the worker's own interpreter path, by default). State must be in a
 remote store (PostgreSQL, FoundationDB): the job refuses SQLite state on a
-cluster, and that failure is what the job row shows.
+cluster, and that failure is what the job row shows. A deployment may name
+several clusters (``SchedulerConfig.spark_clusters``): each job goes to the
+master of the cluster its spec names, and its handle records which.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def conf_arguments(conf: dict[str, str]) -> list[str]:
 
 
 class StandaloneBackend(ClusterBackend):
-    """Jobs as spark-submit processes against ``spark://host:port``."""
+    """Jobs as spark-submit processes against the ``spark://host:port`` of their cluster."""
 
     name = "standalone"
 
@@ -64,7 +66,7 @@ class StandaloneBackend(ClusterBackend):
             "spark.executor.cores": "1",
             **self.config.spark_conf, **spec.spark_conf,
         }
-        return [str(spark_submit()), "--master", str(self.config.spark_master),
+        return [str(spark_submit()), "--master", str(self.config.cluster_master(spec.cluster)),
                 "--deploy-mode", "client", "--name", f"spate-{spec.job_id}",
                 "--py-files", str(py_files),
                 "--driver-java-options", f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}",
@@ -77,14 +79,19 @@ class StandaloneBackend(ClusterBackend):
             env = job_environment({"SPARK_HOME": str(SPARK_HOME)})
             handle = process.launch(self.command(spec, spec_path, py_files), env,
                                     spec_path.parent, log_path)
-            return {**handle, "master": self.config.spark_master}
+            return {**handle, **self._placement(spec)}
         # The driver runs in the tenant's unit, which sees its job folder, not the server's
         # artifacts: the zip goes along in the job folder.
         shipped = shutil.copy(py_files, spec_path.parent / py_files.name)
         command = self.command(spec, spec_path, Path(shipped))
         sandboxed, env = unit.command(command, {"SPARK_HOME": str(SPARK_HOME)})
         handle = process.launch(sandboxed, env, spec_path.parent, log_path)
-        return {**handle, "master": self.config.spark_master, "unit": unit.handle()}
+        return {**handle, **self._placement(spec), "unit": unit.handle()}
+
+    def _placement(self, spec: JobSpec) -> dict[str, Any]:
+        """The cluster the job was submitted to, for its handle."""
+        return {"master": self.config.cluster_master(spec.cluster),
+                "cluster": spec.cluster or self.config.default_cluster}
 
     def is_alive(self, handle: dict[str, Any]) -> bool | None:
         return process.is_alive(handle)

@@ -278,26 +278,33 @@ class FdbPipelineState(PipelineState):
         tr.set(self.layout.registry_key, b"")
         return True
 
-    def _clear_staged(self, log: KeyRange, guard: Callable[[Any], bool]) -> None:
-        """Remove the versions the log entries in ``log`` name, page by page, while
-        ``guard(tr)`` holds."""
-        while self.client.run(self._clear_page, log, guard):
-            pass
+    def _clear_staged(self, log: KeyRange, guard: Callable[[Any], bool],
+                      operators: set[str] | None = None) -> None:
+        """Remove the versions the log entries in ``log`` name (of ``operators`` only,
+        when given), page by page, while ``guard(tr)`` holds."""
+        begin: bytes | None = log[0]
+        while begin is not None:
+            begin = self.client.run(self._clear_page, (begin, log[1]), guard, operators)
 
-    def _clear_page(self, tr: Any, log: KeyRange, guard: Callable[[Any], bool]) -> bool:
+    def _clear_page(self, tr: Any, log: KeyRange, guard: Callable[[Any], bool],
+                    operators: set[str] | None) -> bytes | None:
+        """Clear one page; returns where the next page begins (None: done)."""
         if not guard(tr):
-            return False
-        cleared = spent = 0
+            return None
+        spent = 0
+        last = None
         for item in tr.get_range(log[0], log[1], limit=LOG_PAGE_KEYS):
+            last = item.key
             entry = self.layout.parse_log_key(item.key)
+            if operators is not None and entry.operator not in operators:
+                continue
             tr.clear_range(*self.layout.version_range(entry.operator, entry.key_group,
                                                       entry.user_key, entry.epoch))
             tr.clear(item.key)
-            cleared += 1
             spent += 3 * len(item.key)
             if spent >= BATCH_BYTES:
                 break
-        return cleared > 0
+        return None if last is None else last + b"\x00"
 
     def writer(self, epoch: int, key_groups: range) -> EpochWriter:
         return BufferedEpochWriter(epoch, key_groups, self.write_versions,
@@ -311,7 +318,9 @@ class FdbPipelineState(PipelineState):
             return  # a replayed epoch's writes are already durable
         guard = partial(self._owns, epoch, key_groups, attempt)
         # A crashed or retried attempt of this range may have staged part of its writes.
-        self._clear_staged(self.layout.log_of_range(epoch, key_groups), guard)
+        # Only its operators' (several steps may each write the range in one epoch).
+        operators = {operator for operator, _, _ in rows}
+        self._clear_staged(self.layout.log_of_range(epoch, key_groups), guard, operators)
         for batch in batches(self._mutations(epoch, rows), _set_cost):
             if not self.client.run(self._write_batch, batch, guard):
                 return

@@ -130,6 +130,10 @@ class PostgresStateStore(RelationalStateStore):
         with self.lock:
             self._connection.close()
 
+    # Shipped to another process (a Spark task) as its URL, credentials included.
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PostgresStateStore, (self._dsn,))
+
 
 def _unavailable(url: str, error: psycopg.OperationalError) -> BackendUnavailableError:
     reason = str(error).strip().splitlines()[-1] if str(error).strip() else repr(error)

@@ -91,6 +91,8 @@ OPERATIONS = [
               {"with_state": False}),
     Operation("POST", "/pipelines/{pipeline}/rescale", "developer", "target",
               {"parallelism": 3}),
+    Operation("POST", "/pipelines/{pipeline}/move", "developer", "target",
+              {"cluster": "default"}),
     Operation("GET", "/pipelines/{pipeline}/jobs", "viewer", "target"),
     # A preview runs in the caller's tenant; no scheduler runs here, so it times out.
     Operation("POST", "/pipelines/preview", "developer", "stateless",

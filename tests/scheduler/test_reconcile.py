@@ -163,6 +163,39 @@ def test_restart_and_rescale_replace_the_job_after_a_checkpoint_stop(
     assert decide_pipeline(wanted, [job(state="stopped")]) == [StartJob(reason)]
 
 
+def test_a_move_replaces_the_job_after_a_checkpoint_stop_and_starts_it_on_the_cluster(
+        ) -> None:
+    moved = pipeline(cluster="b")
+    reason = "move from cluster a to b"
+    assert decide_pipeline(moved, [job(cluster="a")]) == [StopJob("j1", "checkpoint", reason)]
+    assert decide_pipeline(moved, [job(cluster="a", stop_mode="checkpoint",
+                                       state="stopping")]) == []
+    assert decide_pipeline(moved, [job(cluster="a", state="stopped")]) == [StartJob(reason)]
+    # Once the job runs there, nothing more is needed.
+    assert decide_pipeline(moved, [job("j2", cluster="b"), job(cluster="a", state="stopped")
+                                   ]) == []
+
+
+def test_a_pipeline_never_moved_stays_wherever_its_job_runs() -> None:
+    assert decide_pipeline(pipeline(), [job(cluster="b")]) == []
+    assert decide_pipeline(pipeline(), [job(cluster="b", state="finished")]) == []
+
+
+def test_a_pipeline_that_ended_elsewhere_starts_on_the_cluster_it_was_moved_to() -> None:
+    for state in ("finished", "failed"):
+        assert decide_pipeline(pipeline(cluster="b"), [job(cluster="a", state=state)]) == [
+            StartJob("move from cluster a to b")]
+        # Ended on the cluster it was moved to: it stays so until a restart.
+        assert decide_pipeline(pipeline(cluster="b"), [job(cluster="b", state=state)]) == []
+
+
+def test_a_stopped_pipeline_is_not_moved_while_it_stops() -> None:
+    stopped = pipeline(cluster="b", desired_state="stopped", stop_mode="checkpoint")
+    assert decide_pipeline(stopped, [job(cluster="a", state="stopped")]) == []
+    assert decide_pipeline(stopped, [job(cluster="a")]) == [
+        StopJob("j1", "checkpoint", "the pipeline was stopped")]
+
+
 def test_an_extra_live_job_is_stopped() -> None:
     actions = decide_pipeline(pipeline(), [job("j2"), job("j1")])
     assert actions == [StopJob("j1", "checkpoint", "a newer job of the pipeline runs")]
@@ -187,12 +220,14 @@ def test_only_the_first_launch_after_a_restart_without_state_drops_state() -> No
 
 @given(st.lists(st.sampled_from(["created", "starting", "running", "stopping", "restarting",
                                  "stopped", "finished", "failed"]), max_size=4),
-       st.sampled_from(["running", "stopped"]), st.integers(0, 2), st.integers(1, 3))
+       st.sampled_from(["running", "stopped"]), st.integers(0, 2), st.integers(1, 3),
+       st.sampled_from([None, "a", "b"]))
 def test_a_pipeline_never_gets_a_second_live_job(states: list[str], desired: str,
-                                                 generation: int, parallelism: int) -> None:
-    jobs = [job(f"j{9 - i}", state=s) for i, s in enumerate(states)]
+                                                 generation: int, parallelism: int,
+                                                 cluster: str | None) -> None:
+    jobs = [job(f"j{9 - i}", state=s, cluster="a") for i, s in enumerate(states)]
     actions = decide_pipeline(pipeline(desired_state=desired, restart_generation=generation,
-                                       parallelism=parallelism), jobs)
+                                       parallelism=parallelism, cluster=cluster), jobs)
     live = [j for j in jobs if not j.terminal]
     starts = [a for a in actions if isinstance(a, StartJob)]
     assert len(starts) <= 1

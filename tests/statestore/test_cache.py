@@ -58,3 +58,47 @@ def test_advance_keeps_the_byte_count_exact() -> None:
     fresh = StateCache(max_bytes=100_000)
     fresh.put(("s", "op", 0), 2, {("b",): b"z" * 5, ("c",): b"w"})
     assert advanced == fresh.stats().bytes
+
+
+def test_an_expected_publish_advances_the_group_on_the_first_read_of_that_epoch() -> None:
+    cache = StateCache(max_bytes=10_000)
+    slot = ("scope", "op", 3)
+    cache.put(slot, 4, {("a",): b"1", ("b",): b"2"})
+    # two writers of the range in epoch 5 (two stateful steps): their changes merge
+    cache.expect(slot, 4, 5, {("a",): b"9"})
+    cache.expect(slot, 4, 5, {("b",): None})
+    assert cache.get(slot, 5) == {("a",): b"9"}
+    assert cache.stats().hits == 1
+
+
+def test_an_expectation_of_another_epoch_is_not_applied() -> None:
+    cache = StateCache(max_bytes=10_000)
+    slot = ("scope", "op", 3)
+    cache.put(slot, 4, {("a",): b"1"})
+    cache.expect(slot, 4, 5, {("a",): b"9"})
+    # epoch 5 was published by another process's attempt and 6 already followed
+    assert cache.get(slot, 6) is None
+    assert cache.get(slot, 5) is None  # the expectation went with the first read
+    assert cache.get(slot, 4) == {("a",): b"1"}
+
+
+def test_a_task_reads_through_its_process_store_and_learns_of_the_publish(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from spate.statestore import open_store, ship, task_pipeline
+
+    store = open_store(f"sqlite:///{tmp_path / 'state.db'}")
+    driver = store.pipeline("t", "p")
+    shipped = ship(driver)
+    task = task_pipeline(shipped, "t", "p", "run-1")
+    assert task_pipeline(shipped, "t", "p", "run-1") is task  # opened once per process
+    for epoch, value in enumerate((b"x", b"y")):
+        driver.begin_epoch(epoch, [range(0, 4)])
+        assert task.read_group("op", 2, epoch=epoch - 1 if epoch else None).get(("k",)) \
+            == (None if epoch == 0 else b"x")
+        writer = task.task_writer(epoch, range(0, 4), epoch - 1 if epoch else None, "op")
+        writer.put("op", 2, ("k",), value)
+        writer.commit()
+        driver.commit_epoch(epoch, {})
+    misses = task.cache.stats().misses
+    assert task.read_group("op", 2, epoch=1) == {("k",): b"y"}
+    assert task.cache.stats().misses == misses, "the task's own write was served locally"
+    store.close()

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spate.engine.planner.plan import AggregateCall, WindowAggregate, WindowSpec
+from spate.engine.runtime.tasks import TaskEpoch, TaskStats
 from spate.engine.runtime.watermarks import END_OF_TIME, NO_WATERMARK
 from spate.engine.runtime.window_step import PANES_PER_CHUNK, WindowOperatorRunner
 from spate.statestore import open_store, split_key_groups
@@ -71,24 +72,27 @@ def test_operator_over_the_store_equals_brute_force(rows, slide, factor, epochs,
     with open_store(f"sqlite:///{path}") as store:
         state = store.pipeline("t", "p")
         ranges = split_key_groups(GROUPS, parallelism)
-        runner = WindowOperatorRunner(_spec(slide, width), state, GROUPS)
+        runner = WindowOperatorRunner(_spec(slide, width), GROUPS)
         watermark, fired = NO_WATERMARK, []
         for epoch, chunk in enumerate(chunks):
             after = END_OF_TIME if epoch == len(chunks) - 1 else max(r[1] for r in chunk)
             state.begin_epoch(epoch, ranges)
-            writers = [state.writer(epoch, r) for r in ranges]
-            results, stats = runner.process(_partials(chunk, slide), writers,
-                                            epoch - 1 if epoch else None, watermark, after)
-            for writer in writers:
+            task_epoch = TaskEpoch(b"", "t", "p", "run", epoch, epoch - 1 if epoch else None,
+                                   tuple((r.start, r.stop) for r in ranges), watermark, after)
+            stats = TaskStats()
+            for key_groups in ranges:  # each range as its own task would
+                writer = state.writer(epoch, key_groups)
+                results = runner.process(_partials(chunk, slide), state, writer, task_epoch,
+                                         stats)
                 writer.commit()
+                fired.extend((key[0], f.start_us, *f.values) for key, f in results)
             state.commit_epoch(epoch, {})
             assert stats.rows_late == 0
-            fired.extend((key[0], f.start_us, *f.values) for key, f in results)
             watermark = after
         got = set(fired)
         assert len(got) == len(fired), "a window fired twice"
         assert got == _brute_force(ordered, slide, width)
-        for name in (runner.records_name, runner.panes_name):
+        for name in (runner.records_name, runner.panes_name, runner.timers_name):
             assert not list(state.scan(name, range(GROUPS))), f"{name} left state behind"
 
 

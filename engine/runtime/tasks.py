@@ -1,0 +1,249 @@
+"""Runs a stateful step's per-epoch work inside Spark tasks, one task per key-group range.
+
+The driver never sees an operator's input or state.  Per epoch, a step hands
+this module a DataFrame with a key-group column (``__kg``) and a function of
+one range's rows (:data:`RangeWork`).  The rows are shuffled so that task
+``i`` receives exactly the key groups of range ``i`` (``split_key_groups``),
+plus one *tick* row, so that every range runs every epoch even with no input:
+its timers may fire, and the state store's manifest wants every range's
+writer committed.  Inside the task the function reads the range's state
+through the process-local cache, stages its writes with the range's writer,
+commits the writer, and returns its output rows as Arrow batches.
+
+The output is persisted and materialised by one small job that also
+collects each task's :class:`TaskStats`, so the stateful work runs exactly
+once per epoch whatever reads the output afterwards (several queries, a
+sink, a preview's limit).  It stays a distributed DataFrame for the next
+operator and the sinks.
+
+Retried and speculative attempts are harmless: a range's writes are a
+function of the epoch's input and the state before it, a range's last
+committed attempt wins in the store, and only the driver publishes the epoch.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from functools import reduce
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema, to_arrow_type
+
+from spate.statestore import CachedPipelineState, EpochWriter, UserKey, task_pipeline
+
+#: The key-group column every step's input carries.
+KEY_GROUP = "__kg"
+_TASK = "__spate_task"
+_ROUTE = "__spate_route"
+_STATS = "__spate_stats"
+
+
+@dataclass(frozen=True)
+class TaskEpoch:
+    """What a task knows of the epoch in progress; shipped with its function."""
+
+    #: the pipeline's store (:func:`spate.statestore.ship`; holds credentials)
+    store: bytes = field(repr=False)
+    tenant: str
+    pipeline: str
+    #: this run of the pipeline: tasks' caches are scoped to it
+    run: str
+    number: int
+    #: the last committed epoch (None: a first run); state is read as of it
+    previous_epoch: int | None
+    #: ``(start, stop)`` of each task's key groups
+    ranges: tuple[tuple[int, int], ...]
+    watermark_before: int
+    watermark_after: int
+    #: updating aggregates: the previous epoch's commit time and the flush interval
+    clock_ms: int | None = None
+    flush_interval_ms: int = 0
+
+    def state(self) -> CachedPipelineState:
+        """The pipeline's state in this task's process (opened once per process)."""
+        return task_pipeline(self.store, self.tenant, self.pipeline, self.run)
+
+
+@dataclass
+class TaskStats:
+    """What one task did in one epoch (summed over tasks for the epoch's report)."""
+
+    rows_in: int = 0
+    rows_late: int = 0
+    rows_out: int = 0
+    #: bytes of state values staged (deletions count 0)
+    state_bytes: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    #: bytes of state read from the store (cache misses)
+    remote_bytes: int = 0
+    #: wall time of the task's stateful work
+    seconds: float = 0.0
+
+    @classmethod
+    def total(cls, stats: list[TaskStats]) -> TaskStats:
+        summed = cls()
+        for one in stats:
+            for name, value in asdict(one).items():
+                setattr(summed, name, getattr(summed, name) + value)
+        return summed
+
+
+#: One range's work: (its rows, its state, its writer, the epoch, its stats to fill)
+#: -> its output rows.  Must be picklable (a module-level function or a dataclass).
+RangeWork = Callable[[pa.Table, CachedPipelineState, EpochWriter, TaskEpoch, TaskStats], pa.Table]
+
+
+class MeteredWriter(EpochWriter):
+    """Forwards to the range's writer and counts the bytes of the values it stages."""
+
+    def __init__(self, inner: EpochWriter, stats: TaskStats) -> None:
+        self.inner = inner
+        self.epoch = inner.epoch
+        self.key_groups = inner.key_groups
+        self.stats = stats
+
+    def put(self, operator: str, key_group: int, user_key: UserKey, value: bytes) -> None:
+        self.inner.put(operator, key_group, user_key, value)
+        self.stats.state_bytes += len(value)
+
+    def delete(self, operator: str, key_group: int, user_key: UserKey) -> None:
+        self.inner.delete(operator, key_group, user_key)
+
+    def commit(self) -> None:
+        self.inner.commit()
+
+
+class TaskRouting:
+    """Places task ``i``'s rows in shuffle partition ``i``.
+
+    Spark hash-partitions a shuffle by ``pmod(hash(column), partitions)``; the
+    route of task ``i`` is the smallest integer that hashes to ``i``, found
+    once per run by a tiny Spark job (Spark's own hash, not a copy of it).
+    """
+
+    def __init__(self, spark: SparkSession, ranges: list[range]) -> None:
+        self.ranges = ranges
+        tasks = len(ranges)
+        candidates = spark.range(0, 64 * tasks + 64).select(
+            F.col("id").cast("int").alias("v"))
+        found = candidates.select("v", F.expr(f"pmod(hash(v), {tasks})").alias("p")) \
+            .groupBy("p").agg(F.min("v").alias("v")).collect()
+        routes = {int(row["p"]): int(row["v"]) for row in found}
+        missing = [i for i in range(tasks) if i not in routes]
+        if missing:
+            raise RuntimeError(f"no shuffle route found for tasks {missing}")
+        self.routes = [routes[i] for i in range(tasks)]
+
+    def task_of(self, key_group: Column) -> Column:
+        """The task whose range holds ``key_group``."""
+        expression = F.lit(len(self.ranges) - 1)
+        for task in range(len(self.ranges) - 2, -1, -1):
+            expression = F.when(key_group < self.ranges[task].stop, F.lit(task)) \
+                .otherwise(expression)
+        return expression.cast("int")
+
+    def route(self, task: Column) -> Column:
+        return F.element_at(F.array(*(F.lit(r).cast("int") for r in self.routes)), task + 1)
+
+
+def run_ranges(frame: DataFrame, work: RangeWork, epoch: TaskEpoch, output: T.StructType,
+               routing: TaskRouting, owns: str | None) -> tuple[DataFrame, TaskStats]:
+    """Run ``work`` on each range's rows of ``frame`` in its own task.
+
+    ``owns``: the operator whose state only ``work`` writes this epoch (see
+    ``CachedPipelineState.task_writer``); None for work that only reads.
+
+    Returns the output rows (persisted: unpersist them once the epoch is written)
+    and the tasks' summed stats.
+    """
+    spark = frame.sparkSession
+    tasks = len(routing.ranges)
+    ticks = spark.range(tasks).select(F.col("id").cast("int").alias(_TASK))
+    rows = frame.withColumn(_TASK, routing.task_of(F.col(KEY_GROUP)))
+    routed = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), [rows, ticks])
+    routed = routed.withColumn(_ROUTE, routing.route(F.col(_TASK))).repartition(tasks, _ROUTE)
+    with_stats = T.StructType([*(f for f in output.fields), T.StructField(_STATS, T.StringType())])
+    ran = routed.mapInArrow(_RangeTask(work, epoch, with_stats, owns), with_stats) \
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    # This job runs every task once; the rows' readers then read the cached output.
+    collected = ran.where(F.col(_STATS).isNotNull()).select(_STATS).collect()
+    stats = TaskStats.total([TaskStats(**json.loads(row[0])) for row in collected])
+    if len(collected) != tasks:
+        ran.unpersist()
+        raise RuntimeError(f"{len(collected)} of {tasks} state tasks reported")
+    return ran.where(F.col(_STATS).isNull()).drop(_STATS), stats
+
+
+def unpersist_later(frames: list[DataFrame], frame: DataFrame) -> DataFrame:
+    """Record ``frame`` for unpersisting at the epoch's end; returns it."""
+    frames.append(frame)
+    return frame
+
+
+def spark_schema_to_arrow(schema: T.StructType) -> pa.Schema:
+    """The Arrow schema a task sees for Spark ``schema`` (timestamps in UTC)."""
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def arrow_schema_to_spark(schema: pa.Schema) -> T.StructType:
+    """The Spark schema of Arrow ``schema``, every field nullable (tasks add stats rows)."""
+    converted = from_arrow_schema(schema)
+    return T.StructType([T.StructField(f.name, f.dataType, True) for f in converted.fields])
+
+
+@dataclass(frozen=True)
+class _RangeTask:
+    """The function ``mapInArrow`` runs in each task (picklable)."""
+
+    work: RangeWork
+    epoch: TaskEpoch
+    output: T.StructType
+    owns: str | None
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        collected = list(batches)
+        if not collected:
+            return
+        table = pa.Table.from_batches(collected)
+        task = table.column(_TASK)[0].as_py()
+        rows = table.filter(pc.is_valid(table.column(KEY_GROUP))).drop_columns([_TASK, _ROUTE])
+        start, stop = self.epoch.ranges[task]
+        state = self.epoch.state()
+        before = state.cache.stats()
+        started = time.monotonic()
+        stats = TaskStats()
+        writer = MeteredWriter(
+            state.task_writer(self.epoch.number, range(start, stop), self.epoch.previous_epoch,
+                              self.owns),
+            stats)
+        result = self.work(rows, state, writer, self.epoch, stats)
+        writer.commit()
+        after = state.cache.stats()
+        stats.rows_out = result.num_rows
+        stats.cache_hits = after.hits - before.hits
+        stats.cache_misses = after.misses - before.misses
+        stats.remote_bytes = after.remote_bytes - before.remote_bytes
+        stats.seconds = time.monotonic() - started
+        yield from self._with_stats(result).to_batches()
+        yield self._stats_row(stats)
+
+    def _with_stats(self, result: pa.Table) -> pa.Table:
+        return result.append_column(_STATS, pa.nulls(result.num_rows, pa.string()))
+
+    def _stats_row(self, stats: TaskStats) -> pa.RecordBatch:
+        arrays = [pa.nulls(1, _arrow_type(f.dataType)) for f in self.output.fields[:-1]]
+        arrays.append(pa.array([json.dumps(asdict(stats))], pa.string()))
+        return pa.RecordBatch.from_arrays(arrays, names=[f.name for f in self.output.fields])
+
+
+def _arrow_type(kind: T.DataType) -> pa.DataType:
+    return to_arrow_type(kind, timezone="UTC")
