@@ -183,12 +183,6 @@ def run_ranges(frame: DataFrame, work: RangeWork, epoch: TaskEpoch, output: T.St
     return ran.where(F.col(_STATS).isNull()).drop(_STATS), stats
 
 
-def unpersist_later(frames: list[DataFrame], frame: DataFrame) -> DataFrame:
-    """Record ``frame`` for unpersisting at the epoch's end; returns it."""
-    frames.append(frame)
-    return frame
-
-
 def spark_schema_to_arrow(schema: T.StructType) -> pa.Schema:
     """The Arrow schema a task sees for Spark ``schema`` (timestamps in UTC)."""
     return to_arrow_schema(schema, timezone="UTC")

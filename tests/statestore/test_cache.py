@@ -102,3 +102,26 @@ def test_a_task_reads_through_its_process_store_and_learns_of_the_publish(tmp_pa
     assert task.read_group("op", 2, epoch=1) == {("k",): b"y"}
     assert task.cache.stats().misses == misses, "the task's own write was served locally"
     store.close()
+
+
+def test_a_task_writer_brings_forward_only_the_operator_it_owns(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Another step's task, maybe in another process, may write the other operators."""
+    from spate.statestore import open_store, ship, task_pipeline
+
+    store = open_store(f"sqlite:///{tmp_path / 'state.db'}")
+    driver = store.pipeline("t", "p")
+    task = task_pipeline(ship(driver), "t", "p", "run-2")
+    driver.begin_epoch(0, [range(0, 4)])
+    for operator in ("op", "op/timers", "other"):
+        task.read_group(operator, 1, epoch=None)
+    writer = task.task_writer(0, range(0, 4), None, "op")
+    writer.put("op", 1, ("k",), b"v")
+    writer.commit()
+    driver.commit_epoch(0, {})
+    misses = task.cache.stats().misses
+    assert task.read_group("op", 1, epoch=0) == {("k",): b"v"}
+    assert task.read_group("op/timers", 1, epoch=0) == {}
+    assert task.cache.stats().misses == misses
+    task.read_group("other", 1, epoch=0)
+    assert task.cache.stats().misses == misses + 1, "a group it does not own is read again"
+    store.close()
