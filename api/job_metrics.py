@@ -5,6 +5,7 @@ The scheduler stores the job process's latest ``epoch`` event in
 
     {"epoch": 12, "rows_in": 800, "rows_out": 20, "duration_ms": 950,
      "watermark_us": 1763856000000000, "busy_ratio": 0.4, "state_bytes": 5120,
+     "cache_hits": 16, "cache_misses": 0, "remote_bytes": 0,
      "rows_in_per_s": 820.5, "rows_out_per_s": 20.5,
      "operators": [{"operator": "source:bids", "kind": "source", "rows_out": 800}, ...]}
 
@@ -50,6 +51,9 @@ class EpochFigures:
     watermark_us: int | None = None
     busy_ratio: float | None = None
     state_bytes: int | None = None
+    cache_hits: int | None = None
+    cache_misses: int | None = None
+    remote_bytes: int | None = None
     operators: tuple[OperatorFigures, ...] = ()
 
     def watermark_lag_s(self, now: datetime) -> float | None:
@@ -76,6 +80,9 @@ def parse_epoch_figures(metrics: Any) -> EpochFigures:
         watermark_us=_integer(metrics.get("watermark_us")),
         busy_ratio=_number(metrics.get("busy_ratio")),
         state_bytes=_integer(metrics.get("state_bytes")),
+        cache_hits=_integer(metrics.get("cache_hits")),
+        cache_misses=_integer(metrics.get("cache_misses")),
+        remote_bytes=_integer(metrics.get("remote_bytes")),
         operators=_operators(metrics.get("operators")),
     )
 

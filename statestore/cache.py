@@ -1,10 +1,13 @@
 """The per-process local cache in front of every backend.
 
-The cache holds whole key groups (``{user key: value}``) of one operator,
-each tagged with the epoch it reflects.  A read as of epoch N is a hit only
-when the cached group is tagged N, so a cache never serves data another
-process has since replaced: a commit elsewhere moves the last committed
-epoch, and the next read asks for the new epoch and misses.
+The cache holds key groups (``{user key: value}``) of one operator, each
+tagged with the epoch it reflects.  A group is cached whole (after a group
+read) or in part (after point reads: the keys read, present or absent), so a
+task that touches a few keys of a group reads only those from the store.  A
+read as of epoch N is a hit only when the cached group is tagged N, so a
+cache never serves data another process has since replaced: a commit
+elsewhere moves the last committed epoch, and the next read asks for the new
+epoch and misses.
 
 :class:`CachedPipelineState` wraps a backend's :class:`PipelineState`.  When
 this process publishes an epoch, it re-tags the cached groups its own writers
@@ -48,7 +51,10 @@ GroupContents = Mapping[UserKey, bytes]
 
 @dataclass(frozen=True)
 class CacheStats:
-    """Counters for metrics: reads served locally vs from the backend."""
+    """Counters for metrics: reads served locally vs from the backend.
+
+    A read is one key group (a group read) or one key (a point read).
+    """
 
     hits: int
     misses: int
@@ -63,8 +69,13 @@ class CacheStats:
 @dataclass
 class _Entry:
     epoch: int
+    #: the live keys known (all of the group's when ``complete``)
     contents: GroupContents
     size: int
+    #: False: only the keys in ``contents`` and ``absent`` are known
+    complete: bool = True
+    #: keys known to hold nothing (point reads that found none, deletions)
+    absent: frozenset[UserKey] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -115,25 +126,55 @@ class StateCache:
         self._remote_bytes = 0
 
     def get(self, slot: Slot, epoch: int) -> GroupContents | None:
-        """The group as of ``epoch`` if cached with that tag (counts a hit or a miss).
+        """The whole group as of ``epoch`` if cached whole with that tag (counts a hit or
+        a miss).
 
         A group this process wrote for ``epoch`` (:meth:`expect`) is brought up to
         ``epoch`` on the first read that asks for it, which is how a Spark task's
         cache learns that the driver published its writes.
         """
         with self._lock:
-            entry = self._entries.get(slot)
-            expected = self._expected.pop(slot, None)
-            if entry is not None and entry.epoch != epoch and expected is not None \
-                    and (expected.from_epoch, expected.to_epoch) == (entry.epoch, epoch):
-                self._apply(slot, entry, epoch, expected.changes)
-                entry = self._entries.get(slot)
-            if entry is None or entry.epoch != epoch:
+            entry = self._current(slot, epoch)
+            if entry is None or not entry.complete:
                 self._misses += 1
                 return None
             self._entries.move_to_end(slot)
             self._hits += 1
             return entry.contents
+
+    def get_keys(self, slot: Slot, epoch: int, keys: Sequence[UserKey]
+                 ) -> tuple[dict[UserKey, bytes | None], list[UserKey]]:
+        """``(known, unknown)``: the values of ``keys`` the cache knows as of ``epoch``
+        (None: known absent), and the keys it does not know (one hit or miss per key)."""
+        with self._lock:
+            entry = self._current(slot, epoch)
+            if entry is None:
+                self._misses += len(keys)
+                return {}, list(keys)
+            self._entries.move_to_end(slot)
+            known: dict[UserKey, bytes | None] = {}
+            unknown: list[UserKey] = []
+            for key in keys:
+                value = entry.contents.get(key)
+                if value is not None or entry.complete or key in entry.absent:
+                    known[key] = value
+                else:
+                    unknown.append(key)
+            self._hits += len(known)
+            self._misses += len(unknown)
+            return known, unknown
+
+    def _current(self, slot: Slot, epoch: int) -> _Entry | None:
+        """The entry of ``slot`` at ``epoch`` (applying an expected publish), or None."""
+        entry = self._entries.get(slot)
+        expected = self._expected.pop(slot, None)
+        if entry is not None and entry.epoch != epoch and expected is not None \
+                and (expected.from_epoch, expected.to_epoch) == (entry.epoch, epoch):
+            self._apply(slot, entry, epoch, expected.changes)
+            entry = self._entries.get(slot)
+        if entry is None or entry.epoch != epoch:
+            return None
+        return entry
 
     def record_remote(self, size: int) -> None:
         """Count ``size`` bytes read from the backend."""
@@ -163,11 +204,21 @@ class StateCache:
             self._expected[slot] = _Expected(from_epoch, to_epoch, merged)
 
     def put(self, slot: Slot, epoch: int, contents: Mapping[UserKey, bytes]) -> GroupContents:
-        """Cache ``contents`` as the group at ``epoch``; returns the read-only cached view."""
+        """Cache ``contents`` as the whole group at ``epoch``; returns the read-only view."""
         frozen: GroupContents = MappingProxyType(dict(contents))
         with self._lock:
             self._store(slot, _Entry(epoch, frozen, _size_of(frozen)))
         return frozen
+
+    def put_keys(self, slot: Slot, epoch: int, found: Mapping[UserKey, bytes | None]) -> None:
+        """Add point reads of the group at ``epoch`` (None: the key holds nothing)."""
+        with self._lock:
+            entry = self._entries.get(slot)
+            if entry is not None and entry.epoch == epoch and entry.complete:
+                return  # already known whole
+            if entry is None or entry.epoch != epoch:
+                entry = _Entry(epoch, MappingProxyType({}), 0, complete=False)
+            self._apply(slot, entry, epoch, found)
 
     def advance(self, slot: Slot, from_epoch: int, to_epoch: int,
                 changes: Mapping[UserKey, bytes | None]) -> None:
@@ -193,15 +244,23 @@ class StateCache:
         # Copy on write (readers may hold the old view); the size is adjusted by
         # the changed keys only, so a commit costs what it changed, not the group.
         updated = dict(entry.contents)
+        absent = set(entry.absent)
         size = entry.size
         for key, value in changes.items():
             previous = updated.pop(key, None)
             if previous is not None:
                 size -= _entry_size(key, previous)
+            elif key in absent:
+                absent.discard(key)
+                size -= _entry_size(key, b"")
             if value is not None:
                 updated[key] = value
                 size += _entry_size(key, value)
-        self._store(slot, _Entry(to_epoch, MappingProxyType(updated), size))
+            elif not entry.complete:  # a partial group must remember what it knows is gone
+                absent.add(key)
+                size += _entry_size(key, b"")
+        self._store(slot, _Entry(to_epoch, MappingProxyType(updated), size, entry.complete,
+                                 frozenset(absent)))
 
     def slots(self, scope: str) -> list[Slot]:
         with self._lock:
@@ -359,12 +418,24 @@ class CachedPipelineState(PipelineState):
 
     def get(self, operator: str, key_group: int, user_key: UserKey, *,
             epoch: int | None = None) -> bytes | None:
-        return self.read_group(operator, key_group, epoch=epoch).get(tuple(user_key))
+        return self.get_many(operator, key_group, [user_key], epoch=epoch)[0]
 
     def get_many(self, operator: str, key_group: int, user_keys: Sequence[UserKey], *,
                  epoch: int | None = None) -> list[bytes | None]:
-        group = self.read_group(operator, key_group, epoch=epoch)
-        return [group.get(tuple(k)) for k in user_keys]
+        """Point reads: the keys the cache does not know are read in one batch, and kept."""
+        tag = self._resolve(epoch)
+        keys = [tuple(k) for k in user_keys]
+        slot = (self.scope_id, operator, key_group)
+        known, unknown = self.cache.get_keys(slot, tag, keys)
+        if unknown:
+            wanted = list(dict.fromkeys(unknown))
+            fetched = ([None] * len(wanted) if tag == NO_EPOCH else
+                       self.inner.get_many(operator, key_group, wanted, epoch=tag))
+            found = dict(zip(wanted, fetched, strict=True))
+            self.cache.record_remote(sum(len(v) for v in fetched if v is not None))
+            self.cache.put_keys(slot, tag, found)
+            known.update(found)
+        return [known[k] for k in keys]
 
     def scan(self, operator: str, key_groups: range, prefix: UserKey = (), *,
              epoch: int | None = None) -> Iterator[tuple[int, UserKey, bytes]]:

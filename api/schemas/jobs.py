@@ -133,6 +133,12 @@ class JobMetrics(BaseModel):
     watermark_us: int | None = Field(description="event time the job has completed (µs)")
     watermark_lag_s: float | None = Field(description="now minus the watermark, in seconds")
     state_bytes: int | None = Field(description="bytes of state the latest epoch wrote")
+    state_cache_hits: int | None = Field(
+        description="state reads of the latest epoch served by the tasks' local caches")
+    state_cache_misses: int | None = Field(
+        description="state reads of the latest epoch that went to the state store")
+    state_remote_bytes: int | None = Field(
+        description="bytes the latest epoch read from the state store")
     operators: list[OperatorMetrics]
 
     @classmethod
@@ -144,7 +150,8 @@ class JobMetrics(BaseModel):
             rows_in_per_s=figures.rows_in_per_s, rows_out_per_s=figures.rows_out_per_s,
             duration_ms=figures.duration_ms, backpressure=figures.busy_ratio,
             watermark_us=figures.watermark_us, watermark_lag_s=figures.watermark_lag_s(now),
-            state_bytes=figures.state_bytes,
+            state_bytes=figures.state_bytes, state_cache_hits=figures.cache_hits,
+            state_cache_misses=figures.cache_misses, state_remote_bytes=figures.remote_bytes,
             operators=[OperatorMetrics(operator=o.operator, kind=o.kind, rows_in=o.rows_in,
                                        rows_out=o.rows_out) for o in figures.operators])
 

@@ -5,6 +5,7 @@ An ``epoch`` event, one per committed epoch::
     {"type": "epoch", "epoch": 7, "committed_at_ms": 1763856000123,
      "duration_ms": 412, "rows_in": 800, "rows_out": 20, "rows_late": 0,
      "rows_dropped": 0, "watermark_us": 1763855999000000, "state_bytes": 5120,
+     "cache_hits": 16, "cache_misses": 0, "remote_bytes": 0,
      "busy_ratio": 0.41, "finished": false,
      "operators": [{"operator": "source:bids", "kind": "source", "rows_out": 800},
                    {"operator": "per_auction", "kind": "window",
@@ -15,6 +16,11 @@ An ``epoch`` event, one per committed epoch::
   it is the end-of-time sentinel (``2**62``) and ``finished`` is true.
 - ``state_bytes``: bytes of state values the epoch's writers staged in the
   state store (deletions count 0).
+- ``cache_hits``, ``cache_misses``, ``remote_bytes``: the state reads of the
+  epoch's tasks — served by their process caches, or read from the store
+  (a read is a key group or, for point reads, a key), and the bytes those
+  store reads returned.  A warm job reads nothing remote; the first epoch
+  after a move or rescale shows what it cost.
 - ``busy_ratio``: a micro-batch engine's backpressure signal — the epoch's
   duration divided by the wall time between the end of the previous epoch
   of this run and the end of this one (for the first epoch, since the
@@ -82,6 +88,9 @@ class EpochEvents:
             "rows_dropped": report.rows_dropped,
             "watermark_us": None if report.watermark_us <= NO_WATERMARK else report.watermark_us,
             "state_bytes": report.state_bytes,
+            "cache_hits": report.cache_hits,
+            "cache_misses": report.cache_misses,
+            "remote_bytes": report.remote_bytes,
             "busy_ratio": self._busy_ratio(report.duration_s, ended_s),
             "finished": report.finished,
             "operators": [operator.to_dict() for operator in report.operators],

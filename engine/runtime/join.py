@@ -170,8 +170,8 @@ class _ReadSide:
         stored_columns = [f.name for f in self.schema if f.name not in (_NEW, KEY_GROUP)]
         parts = []
         for group in sorted(touched):
-            stored = GroupEntries(state.read_group(self.side.state_name, group,
-                                                   epoch=epoch.previous_epoch))
+            stored = GroupEntries.keyed(state, self.side.state_name, group,
+                                        epoch.previous_epoch, [(k,) for k in touched[group]])
             for key in sorted(touched[group]):
                 value = stored.get((key,))
                 if value is not None:
@@ -290,9 +290,9 @@ class _JoinRange:
             kept = table.drop_columns([_NEW, KEY_GROUP])
             for (group, key), picked_rows in sorted(rows_of.items()):
                 slot = (side.state_name, group)
-                if slot not in entries:
-                    entries[slot] = GroupEntries(state.read_group(
-                        side.state_name, group, epoch=epoch.previous_epoch))
+                if slot not in entries:  # only written: nothing to read before
+                    entries[slot] = GroupEntries.keyed(
+                        state, side.state_name, group, epoch.previous_epoch)
                 seen = max((t for t in (times[r] for r in picked_rows) if t is not None),
                            default=0)
                 entries[slot].put((key,), [seen, _to_ipc(kept.take(pa.array(picked_rows)))])
@@ -316,8 +316,8 @@ class _JoinRange:
             for side in self.sides:
                 slot = (side.state_name, group)
                 if slot not in entries:
-                    entries[slot] = GroupEntries(state.read_group(
-                        side.state_name, group, epoch=epoch.previous_epoch))
+                    entries[slot] = GroupEntries.whole(
+                        state, side.state_name, group, epoch.previous_epoch)
                 stored = entries[slot]
                 for key in list(stored.keys()):
                     value = stored.get(key)

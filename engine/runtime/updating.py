@@ -251,8 +251,7 @@ class UpdatingAggregateOperator:
                       writer: EpochWriter, epoch: TaskEpoch, changes: _Changes) -> None:
         clock_ms, watermark = epoch.clock_ms, epoch.watermark_after
         finishing = watermark >= END_OF_TIME
-        meta = GroupEntries(store.read_group(self.flush_name, group,
-                                             epoch=epoch.previous_epoch))
+        meta = GroupEntries.whole(store, self.flush_name, group, epoch.previous_epoch)
         stored_meta = meta.get(())
         last_flush, pending_keys, oldest = stored_meta or [None, [], _NEVER]
         pending = set(pending_keys)
@@ -262,8 +261,12 @@ class UpdatingAggregateOperator:
         expiring = not finishing and oldest <= horizon
         if not rows and not due and not expiring:
             return
-        records = GroupEntries(store.read_group(self.records_name, group,
-                                                epoch=epoch.previous_epoch))
+        # Expiry walks every key; otherwise only the keys with rows or a pending flush
+        # are read.
+        records = (GroupEntries.whole(store, self.records_name, group, epoch.previous_epoch)
+                   if expiring else GroupEntries.keyed(
+                       store, self.records_name, group, epoch.previous_epoch,
+                       [(k,) for k in sorted({*pending, *(row.row_key for row in rows)})]))
         states: dict[str, KeyState] = {}
         for row in rows:
             state = self._state(records, states, row.row_key, row.key)

@@ -16,9 +16,11 @@ State layout in the store (per key group):
   only when the epoch touches them or a window of the group is due.
 
 The merge runs in Spark tasks, one per key-group range (:mod:`.tasks`).
-Reads go through ``PipelineState.read_group``, which the statestore serves
-from the task process's bounded cache when warm, so this module keeps no copy
-of the state between epochs.
+A group whose timer is due is read whole (every buffered key may fire); in
+any other group only the keys with new rows (and their pane chunks) are read,
+in one batch, so a cold task pays for what its epoch touches.  Reads go
+through the statestore's process-local cache, so this module keeps no copy of
+the state between epochs.
 """
 
 from __future__ import annotations
@@ -185,9 +187,16 @@ class WindowOperatorRunner:
         """Merge and fire one group; returns its earliest buffered window end."""
         previous = epoch.previous_epoch
         watermarks = (epoch.watermark_before, epoch.watermark_after)
-        records = GroupEntries(state.read_group(self.records_name, group, epoch=previous))
-        panes = None if self.session else GroupEntries(
-            state.read_group(self.panes_name, group, epoch=previous))
+        if due:  # every buffered key may fire: the group is read whole
+            records = GroupEntries.whole(state, self.records_name, group, previous)
+            panes = None if self.session else GroupEntries.whole(
+                state, self.panes_name, group, previous)
+        else:  # only the keys with new rows are read
+            records = GroupEntries.keyed(state, self.records_name, group, previous,
+                                         (key for key, _, _ in new_rows))
+            panes = None if self.session else GroupEntries.keyed(
+                state, self.panes_name, group, previous,
+                ((*key, pane // self.chunk_us) for key, pane, _ in new_rows))
         states: dict[tuple[Any, ...], Any] = {}
         touched: set[tuple[Any, ...]] = set()
         for key, pane, partial in new_rows:

@@ -117,6 +117,7 @@ def test_metrics_read_the_latest_epoch(client: TestClient, tenant: TenantKeys) -
     job_id = insert_job(client.app, tenant.id, pipeline_id, metrics={
         "epoch": 9, "rows_in": 400, "rows_out": 40, "duration_ms": 200,
         "watermark_us": watermark_us, "busy_ratio": 0.75, "state_bytes": 2048,
+        "cache_hits": 12, "cache_misses": 3, "remote_bytes": 4096,
         "rows_in_per_s": 350.0, "rows_out_per_s": 35.0,
         "operators": [{"operator": "source:src", "kind": "source", "rows_out": 400},
                       {"operator": "q0", "kind": "window", "rows_in": 400, "rows_out": 40},
@@ -126,6 +127,8 @@ def test_metrics_read_the_latest_epoch(client: TestClient, tenant: TenantKeys) -
     assert (metrics["epoch"], metrics["rows_in"], metrics["rows_out"]) == (9, 400, 40)
     assert (metrics["rows_in_per_s"], metrics["rows_out_per_s"]) == (350.0, 35.0)
     assert (metrics["backpressure"], metrics["state_bytes"]) == (0.75, 2048)
+    assert (metrics["state_cache_hits"], metrics["state_cache_misses"],
+            metrics["state_remote_bytes"]) == (12, 3, 4096)
     assert 29 <= metrics["watermark_lag_s"] <= 60
     assert metrics["operators"] == [
         {"operator": "source:src", "kind": "source", "rows_in": None, "rows_out": 400},
@@ -146,7 +149,7 @@ def test_unreadable_metrics_are_nulls_not_errors(client: TestClient, tenant: Ten
     body = response.json()
     assert body["operators"] == []
     assert all(body[k] is None for k in ("epoch", "rows_in", "rows_in_per_s", "backpressure",
-                                         "watermark_lag_s", "state_bytes"))
+                                         "watermark_lag_s", "state_bytes", "state_remote_bytes"))
 
 
 def test_rates_fall_back_to_rows_over_the_epoch_duration(client: TestClient,

@@ -125,3 +125,50 @@ def test_a_task_writer_brings_forward_only_the_operator_it_owns(tmp_path) -> Non
     task.read_group("other", 1, epoch=0)
     assert task.cache.stats().misses == misses + 1, "a group it does not own is read again"
     store.close()
+
+
+def test_point_reads_cache_the_keys_read_and_a_group_read_makes_the_group_whole() -> None:
+    cache = StateCache(max_bytes=10_000)
+    slot = ("s", "op", 0)
+    assert cache.get_keys(slot, 3, [("a",)]) == ({}, [("a",)])
+    cache.put_keys(slot, 3, {("a",): b"1", ("b",): None})
+    known, unknown = cache.get_keys(slot, 3, [("a",), ("b",), ("c",)])
+    assert (known, unknown) == ({("a",): b"1", ("b",): None}, [("c",)])
+    assert cache.get(slot, 3) is None, "a group known in part is no whole-group hit"
+    cache.put(slot, 3, {("a",): b"1", ("c",): b"3"})
+    assert cache.get_keys(slot, 3, [("b",), ("c",)]) == ({("b",): None, ("c",): b"3"}, [])
+
+
+def test_a_partly_known_group_advances_and_remembers_deletions() -> None:
+    cache = StateCache(max_bytes=10_000)
+    slot = ("s", "op", 0)
+    cache.put_keys(slot, 1, {("a",): b"1", ("b",): b"2"})
+    cache.advance(slot, 1, 2, {("a",): None, ("c",): b"3"})
+    assert cache.get_keys(slot, 2, [("a",), ("b",), ("c",), ("d",)]) == (
+        {("a",): None, ("b",): b"2", ("c",): b"3"}, [("d",)])
+    fresh = StateCache(max_bytes=10_000)
+    fresh.put_keys(slot, 2, {("a",): None, ("b",): b"2", ("c",): b"3"})
+    assert cache.stats().bytes == fresh.stats().bytes
+
+
+def test_point_reads_go_to_the_store_only_for_keys_not_known(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from spate.statestore import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'state.db'}", cache=StateCache(10**7))
+    state = store.pipeline("t", "p")
+    state.begin_epoch(0, [range(0, 4)])
+    writer = state.writer(0, range(0, 4))
+    for i in range(100):
+        writer.put("op", 1, (f"k{i}",), b"v" * 100)
+    writer.commit()
+    state.commit_epoch(0, {})
+    reader = open_store(f"sqlite:///{tmp_path / 'state.db'}", cache=StateCache(10**7))
+    cold = reader.pipeline("t", "p")
+    assert cold.get_many("op", 1, [("k1",), ("k2",), ("nope",)], epoch=0) == [
+        b"v" * 100, b"v" * 100, None]
+    assert cold.cache.stats().remote_bytes == 200, "two values read, not the group's hundred"
+    assert cold.get_many("op", 1, [("k2",), ("nope",)], epoch=0) == [b"v" * 100, None]
+    assert cold.cache.stats().remote_bytes == 200
+    assert len(cold.read_group("op", 1, epoch=0)) == 100
+    store.close()
+    reader.close()

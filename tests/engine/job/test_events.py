@@ -12,6 +12,7 @@ def _report(epoch: int, started_s: float, duration_s: float,
     return EpochReport(epoch, rows_in=10, rows_out=2, rows_late=1, rows_dropped=0,
                        watermark_us=watermark_us, duration_s=duration_s, finished=False,
                        started_s=started_s, committed_at_ms=123, state_bytes=456,
+                       cache_hits=5, cache_misses=2, remote_bytes=789,
                        operators=[OperatorReport("source:s", "source", rows_out=10),
                                   OperatorReport("q", "window", 10, 2, 1)])
 
@@ -31,7 +32,8 @@ def test_epoch_event_fields() -> None:
     assert event == {
         "type": "epoch", "epoch": 7, "committed_at_ms": 123, "duration_ms": 250,
         "rows_in": 10, "rows_out": 2, "rows_late": 1, "rows_dropped": 0,
-        "watermark_us": 1_000_000, "state_bytes": 456, "busy_ratio": 1.0, "finished": False,
+        "watermark_us": 1_000_000, "state_bytes": 456, "cache_hits": 5, "cache_misses": 2,
+        "remote_bytes": 789, "busy_ratio": 1.0, "finished": False,
         "operators": [{"operator": "source:s", "kind": "source", "rows_out": 10},
                       {"operator": "q", "kind": "window", "rows_in": 10, "rows_out": 2,
                        "rows_late": 1}]}

@@ -97,6 +97,40 @@ def test_operator_over_the_store_equals_brute_force(rows, slide, factor, epochs,
 
 
 
+def test_a_cold_task_reads_only_the_keys_its_epoch_touches(tmp_path: Path) -> None:
+    """After a move or rescale a task's cache is empty: an epoch touching 5 of 4,000
+    keys (no window due) reads those keys' entries from the store, not the groups'."""
+    from spate.statestore import StateCache
+
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    spec = _spec(1_000, 10**9)  # the watermark stays before every window end: none fires
+    ranges = split_key_groups(GROUPS, 1)
+    bounds = tuple((r.start, r.stop) for r in ranges)
+
+    def run_epoch(epoch: int, rows: list[tuple[int, int, int]], cache: StateCache) -> int:
+        with open_store(url, cache=cache) as store:
+            state = store.pipeline("t", "p")
+            state.begin_epoch(epoch, ranges)
+            writer = state.writer(epoch, ranges[0])
+            task_epoch = TaskEpoch(b"", "t", "p", "run", epoch, epoch - 1 if epoch else None,
+                                   bounds, NO_WATERMARK, 100)
+            fired = WindowOperatorRunner(spec, GROUPS).process(
+                _partials(rows, 1_000), state, writer, task_epoch, TaskStats())
+            writer.commit()
+            state.commit_epoch(epoch, {})
+            assert fired == []
+            return cache.stats().remote_bytes
+
+    run_epoch(0, [(key, 500, key) for key in range(4_000)], StateCache(10**8))
+    with open_store(url) as store:
+        state = store.pipeline("t", "p")
+        stored = sum(len(v) for name in ("q0_window", "q0_window/panes")
+                     for _, _, v in state.scan(name, range(GROUPS), epoch=0))
+    read = run_epoch(1, [(key, 700, 1) for key in (3, 77, 1_001, 2_002, 3_999)],
+                     StateCache(10**8))
+    assert 0 < read < stored / 100, f"read {read} bytes of {stored} for 5 keys"
+
+
 def test_a_python_error_in_an_epoch_is_reported_by_its_last_line() -> None:
     from spate.engine.runtime.failures import root_message as _root_message
 
