@@ -24,6 +24,7 @@ from typing import Any
 
 from spate.api.schemas.pipelines import Diagnostic, PlanEdge, PlanGraph, PlanNode
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
+from spate.engine.explain import QueryNames, explain_plan, window_name
 from spate.engine.planner import PREVIEW_SINK, PipelinePlan, PlanningError, plan_pipeline
 from spate.engine.planner.catalog import Table
 from spate.engine.planner.external import TableDefinition, table_from_definition
@@ -124,8 +125,9 @@ def plan_graph(plan: PipelinePlan) -> PlanGraph:
     sinks: set[str] = set()
     for query in plan.queries:
         chain: list[PlanNode] = []
+        names = QueryNames.of(query)
         for operator in query.operators:
-            chain.extend(_operator_nodes(query.index, operator))
+            chain.extend(_operator_nodes(query.index, operator, names))
         chain.append(PlanNode(
             id=f"q{query.index}:project", kind="projection", label=f"query {query.index}",
             runs_on="spark",
@@ -143,24 +145,24 @@ def plan_graph(plan: PipelinePlan) -> PlanGraph:
             connector = table.config.connector if table is not None else PREVIEW_SINK
             nodes.append(PlanNode(id=sink_id, kind="sink", label=query.sink, runs_on="spate",
                                   detail={"connector": connector}))
-    return PlanGraph(bounded=plan.bounded, nodes=nodes, edges=edges, explain=plan.explain())
+    return PlanGraph(bounded=plan.bounded, nodes=nodes, edges=edges, explain=explain_plan(plan))
 
 
-def _operator_nodes(index: int, operator: Operator) -> list[PlanNode]:
+def _operator_nodes(index: int, operator: Operator, names: QueryNames) -> list[PlanNode]:
     """The graph nodes of one Spate operator of query ``index``."""
     if not isinstance(operator, WindowAggregate):
         return [PlanNode(id=f"q{index}:{operator.operator_id}", kind="operator",
-                         label=operator.describe(), runs_on="spate", detail={})]
+                         label=names.describe(operator), runs_on="spate", detail={})]
     return [
         PlanNode(
             id=f"q{index}:pre_aggregate", kind="pre_aggregate",
-            label=f"panes by {', '.join(operator.key_columns) or '(no keys)'}",
+            label=f"pre-aggregate by {names.key_names(operator)}",
             runs_on="spark",
             detail={"sql": operator.input_sql, "keys": list(operator.key_columns)},
         ),
         PlanNode(
             id=f"q{index}:{operator.operator_id}", kind="window_aggregate",
-            label=operator.window.describe(), runs_on="spate",
+            label=window_name(operator.window), runs_on="spate",
             detail={"window": operator.window.kind,
                     "width_us": operator.window.width_us,
                     "slide_us": operator.window.slide_us,

@@ -20,7 +20,7 @@ from pydantic_settings import (
 
 from spate.api.crypto import check_fernet_key
 from spate.engine.connectors.egress import AllowRule
-from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
+from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS, DEFAULT_STATE_URL
 from spate.scheduler.config import cluster_masters, parse_clusters
 from spate.scheduler.errors import ConfigurationError
 
@@ -72,7 +72,7 @@ class Settings(BaseSettings):
     scheduler_queue: str = Field(default="spate", min_length=1, max_length=100,
                                  description="Celery queue the scheduler's tasks go to")
     state_url: str = Field(
-        default="sqlite:///.spate/state.db",
+        default=DEFAULT_STATE_URL,
         description="State store jobs use: sqlite:///path (one machine), postgresql://…, fdb://",
     )
     data_dir: Path = Field(

@@ -17,7 +17,8 @@ import click
 from spate.engine.connectors import ConnectorError
 from spate.engine.connectors.formats import JSON, FormatSpec
 from spate.engine.connectors.sinks import StdoutSink
-from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
+from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS, DEFAULT_STATE_URL
+from spate.engine.explain import explain_plan
 from spate.engine.planner import PREVIEW_SINK, PipelinePlan, PlanningError, plan_pipeline
 from spate.engine.runtime.errors import PipelineFailedError
 from spate.engine.runtime.failures import locate_in_sql
@@ -30,7 +31,6 @@ log = logging.getLogger(__name__)
 
 EXIT_PLANNING_ERROR = 2
 EXIT_RUNTIME_ERROR = 1
-DEFAULT_STATE_URL = "sqlite:///.spate/state.db"
 
 
 @click.command("run")
@@ -67,7 +67,7 @@ def run(sql_file: Path, parallelism: int, state_url: str, checkpoint_dir: Path |
     except UdfDefinitionError as error:
         _udf_error(error)
     if explain:
-        click.echo(plan.explain())
+        click.echo(explain_plan(plan))
         return
     # py4j logs every Python error raised inside a Spark callback; Spate reports it once.
     logging.getLogger("py4j").setLevel(logging.CRITICAL)

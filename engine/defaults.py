@@ -1,5 +1,6 @@
-"""Defaults shared by the planner, the runtime and the job protocol, each
-defined once here so that the job protocol needs no planner import."""
+"""Defaults shared by the planner, the runtime, the job protocol, the scheduler
+and the API, each defined once here (the job protocol needs no planner import,
+and no layer restates another's default)."""
 
 from __future__ import annotations
 
@@ -7,3 +8,11 @@ from __future__ import annotations
 #: processing time) an updating aggregate writes its changed groups; 0 means
 #: every epoch.
 DEFAULT_FLUSH_INTERVAL_MS = 1000
+
+#: Default of a source's ``idle_micros`` (docs/sql/ddl.md): after this much wall-clock
+#: time (µs) without rows, a source partition stops holding the watermark back.
+DEFAULT_IDLE_MICROS = 300_000_000
+
+#: The state store ``spate run``, ``spate serve`` and the scheduler use unless told
+#: otherwise: a SQLite file in ``.spate/`` under the working directory.
+DEFAULT_STATE_URL = "sqlite:///.spate/state.db"

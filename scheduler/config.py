@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from spate.engine.connectors.egress import Endpoint
+from spate.engine.defaults import DEFAULT_STATE_URL
 from spate.scheduler.errors import ConfigurationError
 
 BACKENDS = ("local", "standalone", "kubernetes")
@@ -51,7 +52,7 @@ class SchedulerConfig:
     """Deployment settings of the scheduler."""
 
     data_dir: Path = Path(".spate")
-    state_url: str = "sqlite:///.spate/state.db"
+    state_url: str = DEFAULT_STATE_URL
     cluster_backend: str = "local"
     #: Spark master for ``local`` jobs (default ``local[2]``) or the standalone
     #: master (``spark://host:port``; for ``standalone`` it or ``spark_clusters`` is needed).

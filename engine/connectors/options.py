@@ -11,12 +11,11 @@ import math
 from collections.abc import Iterable
 
 from spate.engine.connectors.base import SINK, SOURCE, ConnectorError, TableConfig
+from spate.engine.defaults import DEFAULT_IDLE_MICROS
 
 _TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
 _FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
 
-#: Source options the planner interprets; connectors only check their types.
-DEFAULT_IDLE_MICROS = 300_000_000
 #: Options of Arroyo's dialect that Spate does not implement yet: refused as such
 #: rather than as unknown names (a pipeline written for Arroyo may carry them).
 NOT_YET_OPTIONS = frozenset({

@@ -15,6 +15,7 @@ from sqlglot import exp
 from spate.engine.connectors import CONNECTORS, ColumnDef, Connector, ConnectorError, TableConfig
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
 from spate.engine.connectors.lookup import LOOKUP, LookupConnector
+from spate.engine.defaults import DEFAULT_IDLE_MICROS as DEFAULT_IDLE_MICROS
 from spate.engine.planner.dialect import MetadataColumnConstraint
 from spate.engine.planner.errors import PlanningError
 from spate.engine.planner.positions import SourceText
@@ -22,7 +23,6 @@ from spate.engine.planner.types import UnsupportedTypeError, spark_type
 
 #: Default lateness when a table declares no watermark (docs/sql/ddl.md).
 DEFAULT_WATERMARK_DELAY_SQL = "INTERVAL 1 SECOND"
-DEFAULT_IDLE_MICROS = 300_000_000
 DEBEZIUM_JSON = "debezium_json"
 #: Connectors and formats of Arroyo's dialect that Spate has not implemented yet:
 #: refused as such rather than as unknown names.

@@ -1,11 +1,17 @@
-"""Every pipeline in examples/ plans: the files the documentation names are real pipelines."""
+"""Every pipeline in examples/ plans: the files the documentation names are real
+pipelines. What the pages show ``spate run`` printing for them is what it prints:
+the quick start's rows (a Spark run) and ``--explain``'s plans."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from spate.engine.explain import explain_plan
 from spate.engine.planner import plan_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,3 +31,53 @@ def test_the_example_plans_as_a_pipeline_that_runs_on_its_own(example: Path) -> 
     for query in plan.queries:
         assert query.sink in plan.tables, f"{example.name}: query {query.index} writes nowhere"
     assert plan.sources, f"{example.name} reads no source"
+
+
+def fenced_text(page: Path, first_line: str) -> list[str]:
+    """The lines of the fenced block of ``page`` whose first line is ``first_line``
+    (without that line)."""
+    blocks = re.findall(r"^```\w*\n(.*?)^```", page.read_text(encoding="utf-8"),
+                        re.MULTILINE | re.DOTALL)
+    found = [block.splitlines()[1:] for block in blocks if block.startswith(first_line + "\n")]
+    assert len(found) == 1, f"{page.name}: one block should start with {first_line!r}"
+    return found[0]
+
+
+def quick_start_output() -> tuple[list[list[str]], str]:
+    """What the README's quick start shows ``spate run`` printing: its JSON lines, in
+    runs of consecutive lines (a ``…`` line between two runs), and the ``finished:`` line."""
+    shown = fenced_text(ROOT / "README.md", "Obtaining file:///…")
+    runs: list[list[str]] = [[]]
+    for line in shown:
+        if line == "…" and runs[-1]:
+            runs.append([])
+        elif line.startswith("{"):
+            runs[-1].append(line)
+    finished = [line for line in shown if line.startswith("finished: ")]
+    assert len(finished) == 1 and runs[0], "the README's quick start shows no output"
+    return runs, finished[0]
+
+
+@pytest.mark.parametrize(("page", "example"), [("README.md", "quickstart.sql"),
+                                               ("docs/running.md", "clicks.sql")])
+def test_the_explain_a_page_shows_is_what_spate_run_prints(page: str, example: str) -> None:
+    shown = fenced_text(ROOT / page, f"$ spate run --explain examples/{example}")
+    plan = plan_pipeline((ROOT / "examples" / example).read_text(), check_inputs=False)
+    assert shown == explain_plan(plan).splitlines()
+
+
+@pytest.mark.spark
+def test_the_quick_start_prints_what_the_readme_shows(tmp_path: Path) -> None:
+    runs, finished = quick_start_output()
+    result = subprocess.run(
+        [sys.executable, "-m", "spate.api.cli", "run", str(ROOT / "examples" / "quickstart.sql")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    printed = result.stdout.splitlines()
+    assert printed[:len(runs[0])] == runs[0], "the first lines differ from the README's"
+    assert printed[-len(runs[-1]):] == runs[-1], "the last lines differ from the README's"
+    position = 0
+    for line in (line for run in runs for line in run):  # every line shown, in order
+        assert line in printed[position:], f"{line} is not printed (in this order)"
+        position = printed.index(line, position) + 1
+    assert result.stderr.strip().splitlines()[-1] == finished

@@ -13,7 +13,7 @@ from spate.engine.connectors import (
     TableConfig,
 )
 from spate.engine.connectors.metadata import is_secret_option
-from spate.engine.planner.catalog import DEFAULT_IDLE_MICROS
+from spate.engine.defaults import DEFAULT_IDLE_MICROS
 
 #: A valid table of each connector and role, to which one option at a time is added.
 BASES = {
