@@ -41,6 +41,8 @@ from spate.scheduler.reconcile import (
     decide_pipeline,
     starts_without_state,
 )
+from spate.scheduler.sandbox.cgroups import CgroupError
+from spate.scheduler.sandbox.unit import ComputeUnit
 from spate.scheduler.store import (
     CREATED,
     FAILED,
@@ -270,10 +272,10 @@ class Scheduler:
                 attempt=action.attempt, next_attempt_at=None)
         if claimed is None:
             return None
+        unit = None
         try:
             if isinstance(action, Submit):
                 self._prepare_checkpoint(claimed)
-            unit = None
             if self.config.sandbox and self.backend.runs_here:
                 unit = self.workspace.compute_unit(
                     claimed, self.store.tenant_number(claimed.tenant_id))
@@ -283,12 +285,26 @@ class Scheduler:
                 claimed, self.store.job_tables(claimed.tenant_id), unit))
             files = self.workspace.write_spec(claimed, spec, unit)
             handle = self.backend.submit(spec, files.spec, files.log, claimed.attempt, unit)
+        except CgroupError as error:
+            # The host's fault, not the pipeline's: the operator has to act.
+            log.error("job %s: its compute unit's control groups failed: %s", job.id, error)
+            return self._fail_start(job, unit, (
+                f"could not start the job: its sandbox's CPU and memory limits could not be "
+                f"set ({error}). This is a problem of the server, not of the pipeline: ask "
+                "the operator to check the host's cpu and memory cgroups (docs/security.md, "
+                "'The compute unit'), then start the pipeline again"))
         except (SchedulerError, StateStoreError, OSError) as error:
-            message = f"could not start the job: {error}"
-            self.store.add_error(job.id, message)
-            return self.store.transition(job.id, {STARTING}, FAILED, message,
-                                         failure_message=message, ended_at=self.clock())
+            return self._fail_start(job, unit, f"could not start the job: {error}")
         return self.store.update(job.id, {STARTING, RUNNING}, handle=handle)
+
+    def _fail_start(self, job: JobView, unit: ComputeUnit | None,
+                    message: str) -> JobView | None:
+        """A start that failed: the unit made for it goes, the job fails with ``message``."""
+        if unit is not None:
+            unit.remove()
+        self.store.add_error(job.id, message)
+        return self.store.transition(job.id, {STARTING}, FAILED, message,
+                                     failure_message=message, ended_at=self.clock())
 
     def _placed(self, job: JobView, spec: JobSpec) -> JobSpec:
         """``spec`` on the job's cluster, with that cluster's checkpoint folder."""

@@ -2,7 +2,11 @@
 
 ``<data_dir>/jobs/<job_id>/`` holds ``spec.json`` (until the job has read it:
 it carries the job's secrets), the ``file://`` channel (``events.jsonl``,
-``stop``) of jobs whose driver runs here, and ``job.log``. Spark checkpoints
+``stop``) of jobs whose driver runs here, and ``job.log``. A sandboxed job's
+folder is its tenant user's, so what this process writes there is written
+without following links (:mod:`spate.engine.job.nofollow`); the ``/etc/passwd``
+and ``/etc/group`` its sandbox binds are kept out of it, in
+``<data_dir>/identities/<job_id>/``. Spark checkpoints
 live under ``<checkpoint_root>/<tenant>/<pipeline_id>``, where the pipeline id
 is the state store's: a pipeline's own id for runs (so every job of a
 pipeline resumes the same state) and ``preview-<job id>`` for previews
@@ -21,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spate.engine.job.nofollow import create_new, open_regular
 from spate.engine.job.spec import PREVIEW, RUN, JobSpec
 from spate.scheduler.backends.base import ClusterBackend
 from spate.scheduler.config import SchedulerConfig
@@ -91,18 +96,30 @@ class Workspace:
                    ) -> JobFiles:
         """Write ``spec`` into the job's directory (again for every attempt), readable only
         by the job's own user (the unit's, or this process's); the job removes it once read.
+        A unit's job also gets its ``job.log``, its user's.
+
+        The unit's user owns the folder and may have planted links in it: the spec
+        is a new file (a link under its name is removed, not followed) and the log is
+        opened without following one, each given to the user through its descriptor.
         """
         files = self.files(job.id)
         files.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        files.spec.unlink(missing_ok=True)
-        descriptor = os.open(files.spec, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as spec_file:
+        owner = None if unit is None else unit.user.uid
+        with os.fdopen(create_new(files.spec, 0o600, owner), "w") as spec_file:
             spec_file.write(spec.to_json())
-        if unit is not None:
-            os.chown(files.spec, unit.user.uid, unit.user.uid)
-            files.log.touch(mode=0o600)
-            os.chown(files.log, unit.user.uid, unit.user.uid)
+        if owner is not None:
+            log = open_regular(files.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600,
+                               owners=(owner, os.geteuid()))
+            try:
+                os.fchown(log, owner, owner)
+            finally:
+                os.close(log)
         return files
+
+    def identity_dir(self, job_id: str) -> Path:
+        """Where the sandbox of ``job_id`` keeps its ``/etc/passwd`` and ``/etc/group``:
+        a folder of this process's, out of the job's reach."""
+        return self.config.data_dir / "identities" / job_id
 
     def compute_unit(self, job: JobView, tenant_number: int) -> ComputeUnit:
         """The sandbox of ``job``'s next attempt: the tenant's user and folders, limits from
@@ -114,17 +131,22 @@ class Workspace:
         memory_mb = (self.config.job_memory_mb
                      + self.config.job_memory_per_task_mb * job.parallelism)
         limits = Limits(cpu_cores=job.parallelism + 1, memory_bytes=memory_mb * 1024 * 1024)
+        folders = UnitFolders(self.files(job.id).directory, space.folders,
+                              self.identity_dir(job.id))
         unit = ComputeUnit(f"{job.id}-a{job.attempt}", TenantUser(uid, f"spate-t{tenant_number}"),
-                           UnitFolders(self.files(job.id).directory, space.folders),
-                           limits, self._cgroups)
-        unit.prepare()
+                           folders, limits, self._cgroups)
+        try:
+            unit.prepare()
+        except BaseException:
+            unit.remove()  # the groups made before the failure
+            raise
         return unit
 
     def scrub(self, job: JobView) -> None:
-        """Remove what an ended job no longer needs and should not leave: its spec."""
-        files = self.files(job.id)
-        files.spec.unlink(missing_ok=True)
-        shutil.rmtree(files.directory / ".sandbox", ignore_errors=True)
+        """Remove what an ended job no longer needs and should not leave: its spec and its
+        sandbox's identity files."""
+        self.files(job.id).spec.unlink(missing_ok=True)  # a link is removed, not followed
+        shutil.rmtree(self.identity_dir(job.id), ignore_errors=True)
 
     def spec(self, job: JobView, tables: Iterable[dict[str, Any]] = (),
              unit: ComputeUnit | None = None) -> JobSpec:

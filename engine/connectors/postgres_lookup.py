@@ -180,12 +180,19 @@ class PostgresLookup(LookupSource):
     def _connect_confined(self, egress: EgressPolicy,
                           extra: dict[str, str]) -> psycopg.Connection[Any]:
         """Connect to an address the egress policy allowed, checked now (so a name
-        cannot be pointed elsewhere after planning); every failure reads the same."""
+        cannot be pointed elsewhere after planning); every failure reads the same.
+
+        The port and database checked are written into the connection string, so
+        libpq's defaults from the job's environment (``PGPORT``, ``PGDATABASE``)
+        cannot connect elsewhere than what was checked.
+        """
         parts = conninfo_to_dict(self.settings.url)
         host, port = confined_destination(parts)
-        addresses = egress.resolve(host, port, _database(parts, extra.get("user")),
-                                   option="url")
-        conninfo = make_conninfo(self.settings.url, **extra, hostaddr=addresses[0],
+        database = _database(parts, extra.get("user"))
+        addresses = egress.resolve(host, port, database, option="url")
+        pinned = {"hostaddr": addresses[0], "port": str(port),
+                  **({"dbname": database} if database is not None else {})}
+        conninfo = make_conninfo(self.settings.url, **extra, **pinned,
                                  connect_timeout=str(_CONNECT_TIMEOUT_S))
         try:
             return psycopg.connect(conninfo, autocommit=True)

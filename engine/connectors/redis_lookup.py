@@ -5,7 +5,9 @@ composite key joined by ``key.separator``). Its other columns are either one
 string value decoded with ``format`` (``value.type = 'string'``, fetched with one
 MGET per batch of keys) or the fields of a hash named like the columns
 (``value.type = 'hash'``, one pipelined EXISTS + HMGET per key). Options are
-documented in this package's README.
+documented in this package's README. Under a tenant's egress policy the address
+is read strictly and the client built from its checked parts
+(:mod:`.redis_destination`).
 """
 
 from __future__ import annotations
@@ -14,13 +16,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 import numpy as np
 import pyarrow as pa
 import redis
 from pyspark.sql import types as T
-from redis.connection import parse_url
 
 from spate.engine.connectors.arrow_batches import arrow_schema
 from spate.engine.connectors.base import ColumnDef, ConnectorError, TableConfig, register
@@ -36,6 +37,7 @@ from spate.engine.connectors.lookup import (
 )
 from spate.engine.connectors.metadata import LOOKUP_ROLES, LOOKUP_TABLE, specs
 from spate.engine.connectors.options import OptionReader
+from spate.engine.connectors.redis_destination import confined_client, confined_destination
 
 STRING_VALUES = "string"
 HASH_VALUES = "hash"
@@ -84,8 +86,9 @@ def read_settings(table: TableConfig) -> RedisLookupSettings:
         key_prefix=options.string("key.prefix", "") or "",
         key_separator=options.string("key.separator", ":") or ":")
     if table.boundary.egress is not None:
-        host, port, database = confined_destination(address)
-        table.boundary.egress.check_literal(host, port, database, option="address")
+        destination = confined_destination(address)
+        table.boundary.egress.check_literal(destination.host, destination.port,
+                                            str(destination.db), option="address")
     for column in table.columns:
         if column.name in table.primary_key and not isinstance(column.spark_type, _KEY_TYPES):
             raise ConnectorError(f"PRIMARY KEY column '{column.name}' is "
@@ -117,19 +120,6 @@ def _credentials(options: OptionReader, address: str) -> dict[str, str]:
                                  f"'{key}'; keep one", option=key)
         credentials[key] = value
     return credentials
-
-
-def confined_destination(address: str) -> tuple[str, int, str]:
-    """Host, port and database number of a Redis URL a tenant's job may connect to
-    (never a socket on the job's own machine)."""
-    parts = urlsplit(address)
-    if parts.scheme.lower() == "unix" or not parts.hostname:
-        raise ConnectorError("option 'address' must name a network host "
-                             "('redis://host:6379/0'); local sockets cannot be used here",
-                             option="address")
-    database = parts.path.strip("/") or "0"
-    query_db = [v for k, v in parse_qsl(parts.query) if k == "db"]
-    return parts.hostname, parts.port or 6379, query_db[-1] if query_db else database
 
 
 def _check_hash_columns(options: OptionReader, values: tuple[ColumnDef, ...]) -> None:
@@ -177,22 +167,19 @@ class RedisLookup(LookupSource):
                         else None)
 
     def _client(self) -> redis.Redis:
-        timeouts = {"socket_timeout": TIMEOUT_S, "socket_connect_timeout": TIMEOUT_S}
         egress = self.table.boundary.egress
-        if egress is None:
-            return redis.Redis.from_url(self.settings.address, **timeouts,
+        if egress is None:  # `spate run`: one trusted user, any URL redis-py takes
+            return redis.Redis.from_url(self.settings.address, socket_timeout=TIMEOUT_S,
+                                        socket_connect_timeout=TIMEOUT_S,
                                         **self.settings.credentials)
-        # Under an egress policy the name is resolved and checked now, and a plain
-        # connection goes to the checked address (TLS verifies the name itself).
-        host, port, database = confined_destination(self.settings.address)
-        addresses = egress.resolve(host, port, database, option="address")
-        # from_url lets the URL win over keywords: build the pool from its parts.
-        options = parse_url(self.settings.address)  # type: ignore[no-untyped-call]
-        if not self.settings.address.startswith("rediss:"):
-            options["host"] = addresses[0]
-        self._destination = (host, port)
-        pool = redis.ConnectionPool(**{**options, **timeouts, **self.settings.credentials})
-        return redis.Redis(connection_pool=pool)
+        # Under an egress policy the name is resolved and checked now, and the client,
+        # built from the checked parts alone, connects to the checked address.
+        destination = confined_destination(self.settings.address)
+        addresses = egress.resolve(destination.host, destination.port, str(destination.db),
+                                   option="address")
+        self._destination = (destination.host, destination.port)
+        return confined_client(destination, addresses[0], TIMEOUT_S,
+                               self.settings.credentials)
 
     def redis_key(self, key: Key) -> str:
         """The Redis key of a PRIMARY KEY value."""
@@ -207,7 +194,7 @@ class RedisLookup(LookupSource):
                 found, values = self._fetch_hashes(names)
             else:
                 found, values = self._fetch_strings(names)
-        except (redis.ConnectionError, redis.AuthenticationError) as error:
+        except (redis.ConnectionError, redis.TimeoutError) as error:
             if self._destination is not None:  # a tenant learns nothing about the server
                 raise unreachable(f"lookup table '{self.table.name}'",
                                   *self._destination) from None

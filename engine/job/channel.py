@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -26,6 +27,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import redis
+
+from spate.engine.job.nofollow import open_regular
 
 #: ``status``: the job's state changed (``state``: running, stopped, finished or
 #: failed; ``message``). ``epoch``: an epoch committed (see
@@ -137,30 +140,40 @@ class FileJobChannel(JobChannel):
         offset = int(cursor) if cursor else 0
         events: list[dict[str, Any]] = []
         try:
-            with self.events_path.open("rb") as file:
-                file.seek(offset)
-                while len(events) < limit:
-                    line = file.readline()
-                    if not line.endswith(b"\n"):  # nothing more, or a line still being written
-                        break
-                    offset += len(line)
-                    events.append(json.loads(line))
+            # Read by the scheduler and the API, in a folder the job's user writes.
+            descriptor = open_regular(self.events_path, os.O_RDONLY)
         except FileNotFoundError:
             return [], cursor
+        except OSError as error:
+            raise ChannelError(f"cannot read the job's events: {error.strerror}") from None
+        with os.fdopen(descriptor, "rb") as file:
+            file.seek(offset)
+            while len(events) < limit:
+                line = file.readline()
+                if not line.endswith(b"\n"):  # nothing more, or a line still being written
+                    break
+                offset += len(line)
+                events.append(json.loads(line))
         return events, str(offset)
 
     def request_stop(self, mode: str) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        temporary = self.stop_path.with_suffix(".tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        text = _check_mode(mode).encode()
         try:
-            # Readable by the job whoever writes it (a sandboxed job runs as another user);
-            # the job's folder itself is the job's own and closed to everyone else.
-            os.fchmod(fd, 0o644)
-            os.write(fd, _check_mode(mode).encode())
-        finally:
-            os.close(fd)
-        temporary.replace(self.stop_path)  # atomic: the job reads all of it or nothing
+            self.directory.mkdir(parents=True, exist_ok=True)
+            # A new file under a name the job cannot guess (mkstemp: O_EXCL, O_NOFOLLOW),
+            # so nothing the job's user planted in its folder is written through.
+            fd, temporary = tempfile.mkstemp(prefix=".stop-", dir=self.directory)
+            try:
+                # Readable by the job whoever writes it (a sandboxed job runs as another
+                # user); the job's folder itself is the job's own and closed to others.
+                os.fchmod(fd, 0o644)
+                os.write(fd, text)
+            finally:
+                os.close(fd)
+            # Atomic, and a link named 'stop' is replaced, not followed.
+            os.replace(temporary, self.stop_path)
+        except OSError as error:
+            raise ChannelError(f"cannot ask the job to stop: {error.strerror}") from None
 
     def delete(self) -> None:
         for path in (self.events_path, self.stop_path):

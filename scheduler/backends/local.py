@@ -51,7 +51,7 @@ class LocalBackend(ClusterBackend):
         if unit is None:
             return process.launch(command, job_environment(), spec_path.parent, log_path)
         sandboxed, env = unit.command(command, {"SPARK_LOCAL_IP": "127.0.0.1"})
-        return {**process.launch(sandboxed, env, spec_path.parent, log_path),
+        return {**process.launch(sandboxed, env, spec_path.parent, log_path, unit.user.uid),
                 "unit": unit.handle()}
 
     def is_alive(self, handle: dict[str, Any]) -> bool | None:

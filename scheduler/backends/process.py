@@ -4,7 +4,8 @@ A handle records the host, the pid and the process's creation time: a pid
 that now belongs to another process (same pid, other creation time) is not
 ours, so it is neither reported alive nor killed. Each job process leads its
 own session, so killing its process group takes its children (the JVM and
-Python workers) with it.
+Python workers) with it. A job's log is in its folder, which a sandboxed job's
+user owns: it is opened without following links (:mod:`spate.engine.job.nofollow`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 import psutil
 
+from spate.engine.job.nofollow import open_regular
 from spate.scheduler.errors import SubmitError
 
 log = logging.getLogger(__name__)
@@ -31,10 +33,22 @@ _CREATE_TIME_TOLERANCE_S = 0.05
 
 
 def launch(command: Sequence[str], env: Mapping[str, str], cwd: Path,
-           log_path: Path) -> dict[str, Any]:
-    """Start ``command`` in its own session, output appended to ``log_path``; its handle."""
+           log_path: Path, log_owner: int | None = None) -> dict[str, Any]:
+    """Start ``command`` in its own session, output appended to ``log_path``; its handle.
+
+    ``log_owner``: the user the log must already belong to (a sandboxed job's, whose
+    folder it is in; None: the log is created here if missing). A link or anything
+    but that user's regular file under the log's name is refused, never written to.
+    """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as output:
+    flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT if log_owner is None else 0)
+    try:
+        descriptor = open_regular(log_path, flags, 0o600,
+                                  None if log_owner is None else (log_owner,))
+    except OSError as error:
+        raise SubmitError(f"cannot open the job's log {log_path.name}: "
+                          f"{error.strerror or error}") from None
+    with os.fdopen(descriptor, "ab") as output:
         try:
             process = subprocess.Popen(
                 list(command), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
@@ -48,7 +62,7 @@ def launch(command: Sequence[str], env: Mapping[str, str], cwd: Path,
     except psutil.NoSuchProcess:
         create_time = 0.0  # already gone: is_alive reports it dead
     return {"host": socket.gethostname(), "pid": process.pid, "create_time": create_time,
-            "submitted_at": time.time(), "log": str(log_path)}
+            "submitted_at": time.time(), "log": str(log_path), "log_owner": log_owner}
 
 
 def is_alive(handle: Mapping[str, Any]) -> bool | None:
@@ -81,17 +95,21 @@ def kill(handle: Mapping[str, Any]) -> None:
 
 
 def log_tail(handle: Mapping[str, Any], lines: int = 5) -> str:
-    """The last lines of the process's output, for a death notice."""
+    """The last lines of the process's output, for a death notice (which its tenant
+    reads: a link or anything but the job's own regular file reads as nothing)."""
     path = handle.get("log")
     if not path:
         return ""
+    owner = handle.get("log_owner")
     try:
-        with open(path, "rb") as file:
-            file.seek(0, os.SEEK_END)
-            file.seek(max(0, file.tell() - 4096))
-            text = file.read().decode(errors="replace")
+        descriptor = open_regular(path, os.O_RDONLY,
+                                  owners=None if owner is None else (int(owner),))
     except OSError:
         return ""
+    with os.fdopen(descriptor, "rb") as file:
+        file.seek(0, os.SEEK_END)
+        file.seek(max(0, file.tell() - 4096))
+        text = file.read().decode(errors="replace")
     return "\n".join(text.strip().splitlines()[-lines:])
 
 

@@ -15,6 +15,7 @@ master of the cluster its spec names, and its handle records which.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any
 import pyspark
 
 from spate import engine
+from spate.engine.job.nofollow import create_new
 from spate.engine.job.spec import JobSpec
 from spate.scheduler.backends import process
 from spate.scheduler.backends.base import ClusterBackend
@@ -81,11 +83,14 @@ class StandaloneBackend(ClusterBackend):
                                     spec_path.parent, log_path)
             return {**handle, **self._placement(spec)}
         # The driver runs in the tenant's unit, which sees its job folder, not the server's
-        # artifacts: the zip goes along in the job folder.
-        shipped = shutil.copy(py_files, spec_path.parent / py_files.name)
-        command = self.command(spec, spec_path, Path(shipped))
+        # artifacts: the zip goes along in the job folder (a new file: the folder is the
+        # tenant's user's, and a link it planted under the zip's name is not followed).
+        shipped = spec_path.parent / py_files.name
+        with py_files.open("rb") as source, os.fdopen(create_new(shipped, 0o644), "wb") as copy:
+            shutil.copyfileobj(source, copy)
+        command = self.command(spec, spec_path, shipped)
         sandboxed, env = unit.command(command, {"SPARK_HOME": str(SPARK_HOME)})
-        handle = process.launch(sandboxed, env, spec_path.parent, log_path)
+        handle = process.launch(sandboxed, env, spec_path.parent, log_path, unit.user.uid)
         return {**handle, **self._placement(spec), "unit": unit.handle()}
 
     def _placement(self, spec: JobSpec) -> dict[str, Any]:

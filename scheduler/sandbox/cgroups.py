@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from spate.scheduler.errors import SchedulerError
+
 log = logging.getLogger(__name__)
 
 #: The CFS period quotas are expressed in.
@@ -27,7 +29,7 @@ _GROUP_PARENT = "spate"
 _REMOVE_WAIT_S = 5.0
 
 
-class CgroupError(RuntimeError):
+class CgroupError(SchedulerError):
     """The host's control groups cannot be used as needed; says what is missing."""
 
 

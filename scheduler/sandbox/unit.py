@@ -47,6 +47,9 @@ class UnitFolders:
     job_dir: Path
     #: the tenant's storage root, state folder and checkpoint folder
     tenant_dirs: tuple[Path, ...]
+    #: where the unit's ``/etc/passwd`` and ``/etc/group`` are written: a folder of the
+    #: server's, never one the tenant writes (bubblewrap, as root, binds what it names)
+    identity_dir: Path
 
 
 class ComputeUnit:
@@ -65,14 +68,13 @@ class ComputeUnit:
         for folder in (self.folders.job_dir, *self.folders.tenant_dirs):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             _own(folder, self.user.uid)
-        identity = self.folders.job_dir / ".sandbox"
-        identity.mkdir(exist_ok=True, mode=0o755)
-        (identity / "passwd").write_text(
-            f"root:x:0:0:root:/root:/usr/sbin/nologin\n"
-            f"{self.user.name}:x:{self.user.uid}:{self.user.uid}::/tmp:/usr/sbin/nologin\n")
-        (identity / "group").write_text(f"root:x:0:\n{self.user.name}:x:{self.user.uid}:\n")
-        for file in ("passwd", "group"):
-            (identity / file).chmod(0o644)
+        identity = self.folders.identity_dir
+        identity.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _write_identity(identity / "passwd",
+                        f"root:x:0:0:root:/root:/usr/sbin/nologin\n{self.user.name}:x:"
+                        f"{self.user.uid}:{self.user.uid}::/tmp:/usr/sbin/nologin\n")
+        _write_identity(identity / "group",
+                        f"root:x:0:\n{self.user.name}:x:{self.user.uid}:\n")
         self.cgroups.create(self.limits)
 
     def command(self, argv: Sequence[str], environment: Mapping[str, str]) -> tuple[
@@ -84,7 +86,7 @@ class ComputeUnit:
                    LOGNAME=self.user.name, HADOOP_USER_NAME=self.user.name,
                    PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
         env.update(environment)
-        identity = self.folders.job_dir / ".sandbox"
+        identity = self.folders.identity_dir
         writable = [str(self.folders.job_dir), *(str(d) for d in self.folders.tenant_dirs)]
         sandboxed = bubblewrap.command(
             argv, uid=self.user.uid, gid=self.user.uid, writable=writable,
@@ -155,11 +157,20 @@ def sandbox_problem() -> str | None:
 
 def _own(path: Path, uid: int) -> None:
     """Give ``path`` to ``uid`` (0700); a folder some other user owned so far (written
-    before sandboxing was on) is given over with everything in it."""
+    before sandboxing was on) is given over with everything in it, links themselves
+    and never what they point at."""
     stat = path.stat()
     if stat.st_uid != uid or stat.st_gid != uid:
         for folder, _dirs, files in os.walk(path):
-            os.chown(folder, uid, uid)
+            os.chown(folder, uid, uid, follow_symlinks=False)
             for name in files:
                 os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
     path.chmod(0o700)
+
+
+def _write_identity(path: Path, text: str) -> None:
+    """A file the sandbox binds at ``/etc``: root's, readable by the tenant's user."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(descriptor, "w") as file:
+        os.fchmod(descriptor, 0o644)
+        file.write(text)

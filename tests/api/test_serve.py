@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -31,3 +34,22 @@ def test_serve_prints_a_working_key_and_a_restart_revokes_it(tmp_path: Path) -> 
     finally:
         assert second.stop() == 0, second.log()
     assert old_key not in second.log() and second.admin_key not in second.log()
+
+
+def test_serve_refuses_to_start_where_it_cannot_sandbox(tmp_path: Path) -> None:
+    # No bubblewrap on the PATH (or, run as another user than root: no root): this
+    # host cannot sandbox tenants' jobs, and the default asks for the sandbox.
+    no_tools = tmp_path / "bin"
+    no_tools.mkdir()
+    env = {**os.environ, "PATH": str(no_tools), "SPATE_SANDBOX": "required",
+           "SPATE_DATA_DIR": str(tmp_path / "data")}
+    done = subprocess.run([sys.executable, "-m", "spate.api.cli", "serve", "--port", "0"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 2, done.stderr
+    assert "error: this host cannot sandbox tenants' jobs" in done.stderr
+    if os.geteuid() == 0:
+        assert "bubblewrap (bwrap) is not installed" in done.stderr
+    assert "SPATE_SANDBOX=off" in done.stderr  # what to do instead
+    assert "serving" not in done.stdout
+    assert not (tmp_path / "data" / "admin.key").exists()  # no key was issued

@@ -71,7 +71,8 @@ def host(tmp_path: Path) -> dict[str, Path]:
 def unit(host: dict[str, Path]) -> Iterator[ComputeUnit]:
     created = ComputeUnit(f"test-{os.getpid()}-{host['data'].parent.name}",
                           TenantUser(2_100_001, "spate-t1"),
-                          UnitFolders(host["job_a"], (host["tenant_a"],)),
+                          UnitFolders(host["job_a"], (host["tenant_a"],),
+                                      host["data"] / "identities" / "job_a"),
                           Limits(cpu_cores=1.5, memory_bytes=512 * 1024 * 1024), find_cgroups())
     created.prepare()
     yield created

@@ -17,6 +17,7 @@ from spate.api.models import Job, Pipeline
 from spate.scheduler.backends import create_backend
 from spate.scheduler.backends.process import is_alive
 from spate.scheduler.config import SchedulerConfig
+from spate.scheduler.sandbox.cgroups import CgroupError, find_cgroups
 from spate.scheduler.service import Scheduler
 from spate.statestore import open_store
 from tests.scheduler.harness import new_pipeline
@@ -145,3 +146,68 @@ def test_a_preview_that_ends_leaves_no_state(scheduler: Scheduler) -> None:
     stopped = scheduler.stop(preview_id, "force")
     assert stopped is not None and stopped.state == "stopped"
     assert last_epoch(scheduler.workspace.tenants.state_url(scope[0]), *scope) is None
+
+
+def _stale_memory_group(name: str) -> Path | None:
+    """Where a stale v1 memory group named ``name`` can be planted (None: not on a host
+    with v1 memory and swap accounting, writable)."""
+    try:
+        host = find_cgroups()
+    except (CgroupError, OSError):
+        return None
+    memory = host.mounts.get("memory")
+    if host.version != 1 or memory is None or not (memory / "memory.memsw.limit_in_bytes").exists():
+        return None
+    return memory / "spate" / name
+
+
+def test_a_cgroup_failure_fails_the_start_and_says_what_to_do(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'control.db'}"
+    migrate.upgrade(url)
+    database = create_database(url)
+    config = SchedulerConfig(data_dir=tmp_path / "data", sandbox=True,
+                             state_url=f"sqlite:///{tmp_path / 'state.db'}").resolved()
+    scheduler = Scheduler(SqlControlStore(database), create_backend(config), config)
+    try:
+        pipeline = add_pipeline(scheduler, desired_state="stopped")
+        job = scheduler.store.create_run_job(pipeline.id, "local", "a run")
+        assert job is not None
+        stale = _stale_memory_group(f"{job.id}-a0")
+        if stale is None:
+            pytest.skip("needs writable v1 memory cgroups with swap accounting")
+        # A group left over under the unit's name, its memory+swap limit below the job's
+        # memory: the kernel refuses the job's memory limit (EINVAL), a real cgroup failure.
+        stale.mkdir(parents=True)
+        try:
+            for limit in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"):
+                (stale / limit).write_text(str(64 * 1024 * 1024))
+            after = scheduler.reconcile_job(job.id)
+        finally:
+            if stale.exists():
+                stale.rmdir()
+        assert after is not None and after.state == "failed" and after.handle is None
+        with database.sessions() as session:
+            message = session.scalar(select(Job.failure_message).where(Job.id == job.id))
+        assert message is not None and message == after.last_error
+        assert "CPU and memory limits could not be set" in message
+        assert "ask the operator to check the host's cpu and memory cgroups" in message
+        assert not any(path.exists() for path in
+                       find_cgroups().job(f"{job.id}-a0").paths)  # nothing left behind
+    finally:
+        database.dispose()
+
+
+def test_an_ended_jobs_spec_and_identity_files_are_scrubbed(scheduler: Scheduler) -> None:
+    pipeline = add_pipeline(scheduler, desired_state="stopped")
+    job = scheduler.store.create_run_job(pipeline.id, "local", "a run")
+    assert job is not None
+    workspace = scheduler.workspace
+    files = workspace.write_spec(job, workspace.spec(job))
+    identity = workspace.identity_dir(job.id)
+    identity.mkdir(parents=True)
+    (identity / "passwd").write_text("x")
+    assert files.spec.exists()
+    # The job never started: stopping it ends it, and ending it scrubs its folder.
+    stopped = scheduler.stop(job.id, "force")
+    assert stopped is not None and stopped.state == "stopped"
+    assert not files.spec.exists() and not identity.exists()
