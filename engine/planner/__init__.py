@@ -287,7 +287,10 @@ def _insert(statement: exp.Insert, text: SourceText, offset: int, tables: dict[s
     """The plan of an INSERT INTO a sink; None for one into a memory table."""
     target = statement.this
     if isinstance(target, exp.Schema):
-        raise text.error("INSERT INTO with a column list is not supported", target, offset)
+        raise text.error(
+            "INSERT INTO with a column list is not supported yet: the query's columns go to "
+            "the table's declared columns by position; drop the list and SELECT one value "
+            "per declared column, in their order", target, offset)
     name = target.name.lower()
     if name in views:
         raise text.error(f"cannot INSERT INTO view '{name}'", target, offset)
@@ -301,7 +304,8 @@ def _insert(statement: exp.Insert, text: SourceText, offset: int, tables: dict[s
     if not isinstance(query, exp.Query):
         raise text.error("INSERT INTO needs a SELECT", statement, offset)
     planned = plan_query(query, name, index, tables, views, text, offset,
-                         memory=memory.written, unwritten=memory.unwritten, udfs=udfs)
+                         memory=memory.written, unwritten=memory.unwritten, udfs=udfs,
+                         declared=table.columns if table is not None else ())
     if table is not None:
         _check_updating_sink(planned, table, target, text, offset)
         return conform_to_sink(planned, table, statement, text, offset)

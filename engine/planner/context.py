@@ -4,7 +4,7 @@ so far."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from pyspark.sql import types as T
@@ -87,6 +87,16 @@ def stream_of(node: exp.Expr) -> Stream:
                       window_columns=left.window_columns & right.window_columns)
     stream = node.meta.get(STREAM_META)
     return stream if isinstance(stream, Stream) else Stream()
+
+
+def branches(query: exp.Expr) -> Iterator[exp.Select]:
+    """The SELECTs a query is made of: itself, or each branch of its UNION ALLs."""
+    if isinstance(query, exp.Select):
+        yield query
+    elif isinstance(query, exp.Union | exp.Subquery):
+        yield from branches(query.this)
+        if isinstance(query, exp.Union):
+            yield from branches(query.expression)
 
 
 def scopes_of(select: exp.Select) -> list[Scope]:

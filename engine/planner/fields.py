@@ -1,12 +1,15 @@
 """Struct fields, checked at planning: ``bid.prize`` is an error before Spark starts.
 
 A column reference is a path: ``bid.price`` is the field ``price`` of the
-column ``bid``, ``n.bid.price`` the same through the FROM item ``n``. The
-planner knows the types of source columns, and follows them through
-subqueries, views and CTEs where a column is passed on as it is (a plain
-reference, an alias of one, a cast, a window's ``start``/``end`` struct), so
-every field of such a path is checked against its struct, with a did-you-mean.
-Where a type is not known (a computed value) the path is left to Spark.
+column ``bid``, ``n.bid.price`` the same through the FROM item ``n``; a path
+may also index an array or a map (``xs[1].q``, ``tags['k']``) or name a
+struct's field in brackets (``info['c']``). The planner knows the types of
+source columns, and follows them through subqueries, views and CTEs where a
+column is passed on as it is (a plain reference, an alias of one, a cast, a
+window's ``start``/``end`` struct, see :mod:`.item_types`), so every field of
+such a path is checked against its struct, with a did-you-mean, and every
+index against an array or a map. Where a type is not known (a computed
+value) the path is left to Spark.
 """
 
 from __future__ import annotations
@@ -18,17 +21,12 @@ from pyspark.sql import types as T
 from sqlglot import exp
 
 from spate.engine.planner.catalog import Table
+from spate.engine.planner.dialect import Spate
 from spate.engine.planner.errors import PlanningError
 from spate.engine.planner.positions import SourceText
-from spate.engine.planner.types import UnsupportedTypeError, spark_type
-from spate.engine.planner.windows import WINDOW_FUNCTIONS
 
 #: ``select.meta`` key: the known types of a SELECT's output columns, by name.
 TYPES_META = "spate_types"
-#: The type of a window column (TUMBLE, HOP, SESSION): its start and end.
-WINDOW_TYPE = T.StructType([T.StructField("start", T.TimestampType(), False),
-                            T.StructField("end", T.TimestampType(), False)])
-
 ColumnTypes = Mapping[str, T.DataType]
 
 
@@ -50,37 +48,27 @@ def field_type(column_type: T.DataType | None, column: str, fields: list[str],
     current = column_type
     walked = column
     for name in fields:
-        if current is None:
-            return None
-        if not isinstance(current, T.StructType):
-            raise _at_field(f"'{walked}' is {current.simpleString()}, not a struct: it has no "
-                            f"field '{name}'", node, name, text, fallback)
-        match = next((f for f in current.fields if f.name.lower() == name), None)
-        if match is None:
-            known = [f.name for f in current.fields]
-            close = difflib.get_close_matches(name, [k.lower() for k in known], n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
-            raise _at_field(f"no field '{name}' in '{walked}'{hint}; its fields: "
-                            f"{', '.join(known)}", node, name, text, fallback)
-        current = match.dataType
+        current = _field(current, walked, name, node, text, fallback)
         walked = f"{walked}.{name}"
     return current
 
 
-def item_type(item: exp.Expr, resolve: ColumnResolver) -> T.DataType | None:
-    """The type of a SELECT item when it is evident: a passed-on column (or a field of
-    one), a cast, a window call; None for anything computed."""
-    body = item.this if isinstance(item, exp.Alias) else item
-    if isinstance(body, exp.Column) and not isinstance(body.this, exp.Star):
-        return resolve(body)
-    if isinstance(body, exp.Cast) and isinstance(body.to, exp.DataType):
-        try:
-            return spark_type(body.to)
-        except UnsupportedTypeError:
-            return None
-    if isinstance(body, exp.Anonymous) and str(body.name).upper() in WINDOW_FUNCTIONS:
-        return WINDOW_TYPE
-    return None
+def _field(struct: T.DataType | None, walked: str, name: str, node: exp.Expr,
+           text: SourceText, fallback: int) -> T.DataType | None:
+    """The type of the field ``name`` of ``walked`` (of type ``struct``)."""
+    if struct is None or isinstance(struct, T.NullType):
+        return None
+    if not isinstance(struct, T.StructType):
+        raise _at_field(f"'{walked}' is {struct.simpleString()}, not a struct: it has no "
+                        f"field '{name}'", node, name, text, fallback)
+    match = next((f for f in struct.fields if f.name.lower() == name), None)
+    if match is None:
+        known = [f.name for f in struct.fields]
+        close = difflib.get_close_matches(name, [k.lower() for k in known], n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise _at_field(f"no field '{name}' in '{walked}'{hint}; its fields: "
+                        f"{', '.join(known)}", node, name, text, fallback)
+    return match.dataType
 
 
 def types_of(query: exp.Expr) -> dict[str, T.DataType]:
@@ -114,6 +102,50 @@ class ColumnResolver:
                 return None  # unknown or ambiguous: the name checks report those
             owner = owners[0]
         return field_type(owner.get(column), column, fields, node, self.text, self.fallback)
+
+    def path_type(self, node: exp.Expr) -> T.DataType | None:
+        """The type of a path over a column (``a.xs[1].q``, ``info['c']``, ``(s).f``), each
+        step checked where the type before it is known; None for anything else."""
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+            return self(node)
+        if isinstance(node, exp.Paren):
+            return self.path_type(node.this)
+        if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Identifier):
+            name = str(node.expression.name).lower()
+            return _field(self.path_type(node.this), _written(node.this), name, node,
+                          self.text, self.fallback)
+        if isinstance(node, exp.Bracket) and len(node.expressions) == 1:
+            return self._element(node, node.expressions[0])
+        return None
+
+    def _element(self, node: exp.Bracket, key: exp.Expr) -> T.DataType | None:
+        """The type of ``base[key]``: an array's element, a map's value, a struct's field."""
+        base = self.path_type(node.this)
+        walked = _written(node.this)
+        if isinstance(base, T.ArrayType):
+            return base.elementType
+        if isinstance(base, T.MapType):
+            return base.valueType
+        if isinstance(base, T.StructType):
+            if not (isinstance(key, exp.Literal) and key.is_string):
+                first = base.fields[0].name if base.fields else "field"
+                raise self.text.error(
+                    f"'{walked}' is a struct: name its field ({walked}.{first} or "
+                    f"{walked}['{first}']), not a position", node, self.fallback)
+            name = str(key.name).lower()
+            return _field(base, walked, name, key, self.text, self.fallback)
+        if base is None or isinstance(base, T.NullType):
+            return None
+        # An index the dialect turned 0-based is a new literal, without a position.
+        where = key if self.text.offset_of(key, -1) >= 0 else node
+        raise self.text.error(
+            f"'{walked}' is {base.simpleString()}: only an array, a map or a struct can be "
+            "indexed with [...]", where, self.fallback)
+
+
+def _written(node: exp.Expr) -> str:
+    """A path as the query wrote it (``a.xs[1]``), for messages."""
+    return node.sql(dialect=Spate)
 
 
 def _at_field(message: str, node: exp.Expr, name: str, text: SourceText,

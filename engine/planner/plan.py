@@ -160,24 +160,3 @@ class PipelinePlan:
     @property
     def bounded(self) -> bool:
         return all(t.bounded for t in self.sources)
-
-    def explain(self) -> str:
-        """The logical graph, marking native Spark parts and Spate operators."""
-        lines = ["Pipeline plan", "", "Sources:"]
-        for table in self.sources:
-            kind = "bounded" if table.bounded else "unbounded"
-            event_time = table.event_time_sql or "connector clock"
-            lines.append(f"  {table.name}: {table.config.connector} ({kind}); event time "
-                         f"{event_time}; watermark {table.watermark_sql}")
-        for query in self.queries:
-            lines += ["", f"Query {query.index} -> sink {query.sink}"]
-            lines.append(f"  read        {', '.join(query.sources)}")
-            for operator in query.operators:
-                lines.extend(f"  [spark]     {sql}" for sql in operator.native_inputs())
-                if isinstance(operator, WindowAggregate):
-                    keys = ", ".join(operator.key_columns) or "(no keys)"
-                    lines.append(f"  [spark]     partial aggregation into panes by {keys}")
-                lines.append(f"  [spate]     {operator.describe()}")
-            lines.append(f"  [spark]     {query.output_sql}")
-            lines.append(f"  write       {query.sink}")
-        return "\n".join(lines)

@@ -75,6 +75,38 @@ class SourceText:
                 return tokens[index].start
         return None
 
+    def word_before(self, offset: int, word: str, fallback: int) -> int:
+        """Offset of the last ``word`` token that starts at or before ``offset`` (a
+        keyword sqlglot keeps no position for: ``EXISTS`` before its subquery)."""
+        starts = [t.start for t in self.tokens if t.start <= offset and _first_word(t) == word]
+        return starts[-1] if starts else fallback
+
+    def trailing_comma(self, inside: int, word: str, enders: tuple[str, ...]) -> int | None:
+        """Offset of a comma that ends the ``word`` clause holding ``inside`` (the ``,``
+        of ``GROUP BY zone,;``), if there is one. The clause runs from the last ``word``
+        token before ``inside`` to the first of ``enders``, a ``;``, the ``)`` closing
+        its subquery or the end of the text."""
+        tokens = self.tokens
+        index = self._token_index(inside) - 1
+        while index >= 0 and _first_word(tokens[index]) != word:
+            index -= 1
+        if index < 0:
+            return None
+        depth, last = 0, None
+        for token in tokens[index + 1:]:
+            if token.token_type == TokenType.L_PAREN:
+                depth += 1
+            elif token.token_type == TokenType.R_PAREN:
+                if depth == 0:
+                    break
+                depth -= 1
+            elif depth == 0 and (token.token_type == TokenType.SEMICOLON
+                                 or (_first_word(token) in enders
+                                     and token.token_type not in _NAMES)):
+                break
+            last = token
+        return last.start if last is not None and last.token_type == TokenType.COMMA else None
+
     def option_key_before(self, value_offset: int, fallback: int) -> int:
         """Offset of ``key`` in ``key = value`` given the offset of ``value``."""
         index = self._token_index(value_offset) - 1
@@ -96,6 +128,10 @@ class SourceText:
         """A :class:`PlanningError` at a character offset."""
         line, column = self.line_col(offset)
         return PlanningError(message, line, column)
+
+
+#: Tokens that name something: ``window`` is a column's name, never the WINDOW clause.
+_NAMES = (TokenType.VAR, TokenType.IDENTIFIER, TokenType.STRING)
 
 
 def _first_word(token: Token) -> str:

@@ -13,10 +13,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Sequence
 
 from sqlglot import exp
 
+from spate.engine.connectors.base import ColumnDef
 from spate.engine.planner.aggregates import (
     aggregate_stream,
     check_window_calls,
@@ -29,6 +30,7 @@ from spate.engine.planner.context import (
     STREAM_META,
     QueryContext,
     Scope,
+    branches,
     own_nodes,
     scopes_of,
     stream_of,
@@ -38,11 +40,11 @@ from spate.engine.planner.fields import (
     TYPES_META,
     ColumnResolver,
     column_path,
-    item_type,
     table_types,
     types_of,
 )
 from spate.engine.planner.functions import translate_functions, written_call_name
+from spate.engine.planner.item_types import item_type
 from spate.engine.planner.joins import (
     check_join_shapes,
     join_stream,
@@ -55,6 +57,7 @@ from spate.engine.planner.over import check_over
 from spate.engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY, QueryPlan, Stream
 from spate.engine.planner.positions import SourceText
 from spate.engine.planner.scopes import inline_names, view_scope
+from spate.engine.planner.sink_columns import check_sink_types
 from spate.engine.planner.unnest import check_unnest_placement, rewrite_unnest
 from spate.engine.planner.updating import (
     check_distinct,
@@ -70,15 +73,27 @@ _UNSUPPORTED = {
     exp.Except: "EXCEPT is not supported",
     exp.Intersect: "INTERSECT is not supported",
     exp.Unnest: "UNNEST is only allowed in the SELECT list",
-    exp.Exists: "subquery expressions (EXISTS) are not supported",
     exp.Limit: "LIMIT is not supported in a streaming query",
     exp.Lateral: "LATERAL is not supported",
 }
 #: Why a scalar subquery (``WHERE x > (SELECT …)``, one in the SELECT list) is refused.
 _SCALAR_SUBQUERY = (
     "scalar subqueries are not supported yet: in a streaming query the subquery's value "
-    "changes as its input arrives, so it is a join; join the subquery's aggregate instead "
-    "(... JOIN (SELECT key, max(x) AS top FROM t GROUP BY key) AS s ON s.key = ...)")
+    "changes as its input arrives, which makes it a join with an updating aggregate, and "
+    "joins of updating rows are not supported yet either; compare within a window instead: "
+    "aggregate both sides over the same TUMBLE or HOP window and join them on the window "
+    "(... JOIN (SELECT TUMBLE(INTERVAL '10' SECOND) AS w, max(x) AS top FROM t GROUP BY 1) "
+    "AS s ON s.w = ...)")
+#: Why ``x IN (SELECT …)`` and ``EXISTS (SELECT …)`` are refused.
+_IN_SUBQUERY = (
+    "IN (SELECT ...) is not supported yet: in a streaming query the subquery's rows keep "
+    "changing as its input arrives, so it is a join; join the subquery's rows on the value "
+    "instead (... JOIN (SELECT k FROM t WHERE ...) AS s ON s.k = x: a row then repeats once "
+    "per match), or list the values: x IN ('a', 'b')")
+_EXISTS = (
+    "EXISTS (SELECT ...) is not supported yet: in a streaming query the subquery's rows keep "
+    "changing as its input arrives, so it is a join; join the subquery's table on its "
+    "condition instead (... JOIN t AS s ON s.k = x.k: a row then repeats once per match)")
 #: Keywords that end a clause (an empty GROUP BY is followed by one of them).
 _CLAUSE_ENDERS = ("HAVING", "WINDOW", "ORDER", "LIMIT", "UNION", ")")
 #: ``select.meta`` key: the stream a SELECT reads (its FROM item, or its joined items).
@@ -99,12 +114,14 @@ def plan_query(
     memory: dict[str, exp.Query] | None = None,
     unwritten: frozenset[str] = frozenset(),
     udfs: UdfRegistry | None = None,
+    declared: Sequence[ColumnDef] = (),
 ) -> QueryPlan:
     """Plan ``query`` writing into ``sink``; raises located PlanningErrors.
 
     ``memory`` holds the written memory tables (their writing queries),
     ``unwritten`` the declared memory tables no INSERT INTO has written yet,
-    ``udfs`` the pipeline's Python UDFs.
+    ``udfs`` the pipeline's Python UDFs, ``declared`` the sink's declared columns
+    (each value of the query must cast to its column's type).
     """
     ctx = QueryContext(text, fallback, tables, view_scope(views, memory or {}, unwritten),
                        index)
@@ -112,6 +129,8 @@ def plan_query(
     _reject_unsupported(query, ctx)
     translate_functions(query, text, fallback, udfs)
     output_columns = _resolve_query(query, ctx, top=True)
+    if declared:
+        check_sink_types(query, sink, declared, text, fallback)
     stream = stream_of(query)
     if stream.updating:
         _keep_change_columns(query)
@@ -150,15 +169,29 @@ def _reject_unsupported(query: exp.Expr, ctx: QueryContext) -> None:
         if isinstance(node, exp.Distinct) and isinstance(node.parent, exp.Select):
             check_distinct(node.parent, ctx)
         if isinstance(node, exp.In) and node.args.get("query") is not None:
-            raise ctx.error("subquery expressions (IN (SELECT ...)) are not supported", node)
+            raise ctx.error(_IN_SUBQUERY, node)
+        if isinstance(node, exp.Exists):
+            offset = ctx.text.offset_of(node, ctx.fallback)
+            raise ctx.text.error_at(_EXISTS, ctx.text.word_before(offset, "EXISTS", offset))
         if isinstance(node, exp.Subquery) and not isinstance(node.parent, exp.From | exp.Join):
             raise ctx.error_at_keyword(_SCALAR_SUBQUERY, node, ("SELECT",))
-        if isinstance(node, exp.Group) and not node.expressions:
-            start = ctx.text.offset_of(node.parent, ctx.fallback)
-            at = ctx.text.empty_clause(start, "GROUP", _CLAUSE_ENDERS)
-            raise ctx.text.error_at("syntax error: GROUP BY needs at least one expression "
-                                    "(a column, an ordinal or a window call)",
-                                    at if at is not None else start)
+        if isinstance(node, exp.Group):
+            _check_group_by_syntax(node, ctx)
+
+
+def _check_group_by_syntax(group: exp.Group, ctx: QueryContext) -> None:
+    """What sqlglot reads past: an empty ``GROUP BY;`` and a trailing ``GROUP BY zone,;``."""
+    if not group.expressions:
+        start = ctx.text.offset_of(group.parent, ctx.fallback)
+        at = ctx.text.empty_clause(start, "GROUP", _CLAUSE_ENDERS)
+        raise ctx.text.error_at("syntax error: GROUP BY needs at least one expression "
+                                "(a column, an ordinal or a window call)",
+                                at if at is not None else start)
+    comma = ctx.text.trailing_comma(ctx.text.offset_of(group, ctx.fallback), "GROUP",
+                                    _CLAUSE_ENDERS)
+    if comma is not None:
+        raise ctx.text.error_at("syntax error: GROUP BY ends with a comma; remove it or add "
+                                "the expression that should follow", comma)
 
 
 # -- planning the operators ------------------------------------------------------------
@@ -242,9 +275,11 @@ def _resolve(select: exp.Select, ctx: QueryContext, top: bool = False) -> list[s
                             items[position])
     if len(scopes) > 1:  # a join's shape before its columns (USING names them unqualified)
         check_join_shapes(select, ctx)
-    if len(scopes) > 1 and select.find(exp.Explode):
-        raise ctx.error("UNNEST cannot be used in a SELECT with a JOIN; unnest in a subquery",
-                        select.find(exp.Explode))
+    if len(scopes) > 1:  # its own UNNEST: one in a joined subquery or view is fine
+        unnest = next((n for n in own_nodes(select) if isinstance(n, exp.Explode)), None)
+        if unnest is not None:
+            raise ctx.error("UNNEST cannot be used in a SELECT with a JOIN; unnest in a "
+                            "subquery or a view, and join that", unnest)
     _expand_star(select, scopes, ctx)
     if select.args.get("distinct"):
         distinct_as_group_by(select)
@@ -263,11 +298,12 @@ def _resolve(select: exp.Select, ctx: QueryContext, top: bool = False) -> list[s
     select.meta[SCOPES_META] = tuple(scopes)
     select.meta[_INPUT_META] = source
     select.meta[STREAM_META] = stream
+    names = _output_names(select, ctx, top)
     select.meta[TYPES_META] = {
         item.alias_or_name.lower(): kind for item in select.expressions
         if isinstance(item, exp.Alias | exp.Column)
         and (kind := item_type(item, resolve)) is not None}
-    return _output_names(select, ctx, top)
+    return names
 
 
 def _scope(item: exp.Expr, ctx: QueryContext, joined: bool) -> Scope:
@@ -315,22 +351,12 @@ def _source_table(table: exp.Table, ctx: QueryContext, joined: bool) -> Table:
     return entry
 
 
-def _branches(query: exp.Expr) -> Iterator[exp.Select]:
-    """The SELECTs a query is made of: itself, or each branch of its UNION ALLs."""
-    if isinstance(query, exp.Select):
-        yield query
-    elif isinstance(query, exp.Union | exp.Subquery):
-        yield from _branches(query.this)
-        if isinstance(query, exp.Union):
-            yield from _branches(query.expression)
-
-
 def _carry_hidden_columns_up(query: exp.Expr) -> None:
     """Every un-aggregated SELECT of a FROM subquery (each UNION ALL branch) passes its
     rows' event time, and the change columns of updating rows, up to its reader.
     (An aggregating SELECT is replaced by its operator's output, which carries them.)"""
     updating = stream_of(query).updating
-    for select in _branches(query):
+    for select in branches(query):
         if not is_aggregating(select):
             _carry_hidden_columns(select, updating)
 
@@ -348,7 +374,7 @@ def _carry_hidden_columns(select: exp.Select, updating: bool) -> None:
 
 def _keep_change_columns(query: exp.Expr) -> None:
     """An updating query's own SELECTs hand the change columns to the sink."""
-    for select in _branches(query):
+    for select in branches(query):
         if not is_aggregating(select) and len(scopes_of(select)) == 1:
             _append_change_columns(select)
 
@@ -415,12 +441,14 @@ def _check_columns(select: exp.Select, scopes: list[Scope], aliases: set[str],
 
 
 def _check_fields(select: exp.Select, resolve: ColumnResolver) -> None:
-    """Every struct field a column path of ``select`` names must exist (where the
-    column's type is known)."""
+    """Every struct field a path of ``select`` names must exist, and every ``[...]``
+    index an array, a map or a struct (where the column's type is known)."""
     for node in own_nodes(select):
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star) \
                 and len(column_path(node)) > 1:
             resolve(node)
+        elif isinstance(node, exp.Dot | exp.Bracket):
+            resolve.path_type(node)
 
 
 def _passed_window_columns(select: exp.Select, scopes: list[Scope]) -> frozenset[str]:

@@ -20,8 +20,11 @@ from spate.engine.udf import failure_message
 _ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*\] .*")
 #: What Spark appends to a message: its SQLSTATE and the position in its own SQL.
 _SPARK_SUFFIX = re.compile(r"(\s*SQLSTATE: \w+)?(;\s*line \d+ pos \d+)?;?\s*$")
-#: Fragments Spark quotes: "array_max(bid)", `price`.
-_QUOTED = re.compile(r'"([^"\n]{3,200})"|`([^`\n]{2,200})`')
+#: Fragments Spark quotes: "array_max(bid)", `price`. Every quoted span is matched, however
+#: short, so a one-letter name (`c` in `a`, `b`) never pairs the quotes around its neighbours.
+_QUOTED = re.compile(r'"([^"\n]{1,200})"|`([^`\n]{1,200})`')
+#: The shortest fragment worth looking for: shorter ones appear anywhere.
+_MIN_DOUBLE_QUOTED, _MIN_BACKTICKED = 3, 2
 
 
 def connector_error_names() -> list[str]:
@@ -64,7 +67,9 @@ def locate_in_sql(sql: str, message: str) -> tuple[int, int] | None:
     """Line and column (1-based) in ``sql`` of an expression ``message`` quotes, when one
     is found there; the longest quoted fragment that appears wins. Spark quotes types in
     capitals (``"ARRAY"``), so only fragments with a lower-case letter are expressions."""
-    fragments = sorted({a or b for a, b in _QUOTED.findall(message)}, key=len, reverse=True)
+    fragments = sorted({a or b for a, b in _QUOTED.findall(message)
+                        if len(a) >= _MIN_DOUBLE_QUOTED or len(b) >= _MIN_BACKTICKED},
+                       key=len, reverse=True)
     lowered = sql.lower()
     for fragment in fragments:
         if not re.search(r"[a-z]", fragment):

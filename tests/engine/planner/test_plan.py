@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from spate.engine.explain import explain_plan
 from spate.engine.planner import plan_pipeline
 
 SOURCE = """
@@ -30,7 +31,8 @@ SELECT auction, w.end AS closed_at, views FROM (
     assert agg.output_view in query.output_sql
     assert query.output_columns == ("auction", "closed_at", "views")
     assert plan.tables["bids"].watermark_sql is not None
-    assert "[spate]" in plan.explain() and "[spark]" in plan.explain()
+    explained = explain_plan(plan)
+    assert "[spate]" in explained and "[spark]" in explained
 
 
 def test_stateless_query_has_no_operator_and_expands_star() -> None:

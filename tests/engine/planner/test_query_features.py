@@ -3,7 +3,11 @@ all of them stay native Spark SQL in front of the window operator."""
 
 from __future__ import annotations
 
-from spate.engine.planner import plan_pipeline
+import pytest
+
+from spate.engine.planner import PlanningError, plan_pipeline
+from spate.engine.planner.plan import WindowAggregate
+from spate.engine.planner.updating_join import UpdatingJoin
 
 SOURCES = """
 CREATE TABLE a (page TEXT, tags TEXT[], ts TIMESTAMP NOT NULL, WATERMARK FOR ts)
@@ -86,3 +90,42 @@ def test_unnest_feeds_a_window_aggregate() -> None:
                          "GROUP BY 1, 2);")
     aggregate = plan.queries[0].aggregate
     assert aggregate is not None and "EXPLODE(`tags`)" in aggregate.input_sql
+
+
+def test_unnest_in_a_view_can_be_joined() -> None:
+    plan = plan_pipeline(SOURCES + """
+CREATE VIEW tagged AS SELECT page, UNNEST(tags) AS tag FROM a;
+INSERT INTO out SELECT t.tag, b.page FROM tagged AS t JOIN b ON t.page = b.page;""")
+    (join,) = plan.queries[0].operators
+    assert isinstance(join, UpdatingJoin)
+    assert "EXPLODE(`tags`)" in join.left_sql and "EXPLODE" not in join.right_sql
+    assert plan.queries[0].output_columns == ("tag", "page")
+
+
+def test_unnest_in_a_subquery_of_a_windowed_join() -> None:
+    plan = plan_pipeline(SOURCES + """
+INSERT INTO out SELECT x.page, x.n, y.n AS m
+FROM (SELECT UNNEST(tags) AS page, TUMBLE(INTERVAL '1' SECOND) AS w, count(*) AS n
+      FROM a GROUP BY 1, 2) AS x
+JOIN (""" + WINDOWED.format("b") + ") AS y ON x.page = y.page;")
+    first, second = plan.queries[0].operators
+    assert isinstance(first, WindowAggregate) and isinstance(second, WindowAggregate)
+    assert ["EXPLODE(`tags`)" in o.input_sql for o in (first, second)].count(True) == 1
+
+
+def test_unnest_in_the_joining_select_itself_is_refused() -> None:
+    with pytest.raises(PlanningError, match="UNNEST cannot be used in a SELECT with a JOIN"):
+        plan_pipeline(SOURCES + "INSERT INTO out SELECT UNNEST(a.tags) AS tag "
+                      "FROM a JOIN b ON a.page = b.page;")
+
+
+def test_group_by_may_end_with_a_column_named_window() -> None:
+    # ``window`` is a name here, not the WINDOW clause: the comma before it ends nothing.
+    plan = plan_pipeline(SOURCES + "INSERT INTO out SELECT page, n FROM (SELECT page, "
+                         "TUMBLE(INTERVAL '1' SECOND) AS window, count(*) AS n FROM a "
+                         "GROUP BY page, window);")
+    assert plan.queries[0].aggregate is not None
+    with pytest.raises(PlanningError, match="GROUP BY ends with a comma"):
+        plan_pipeline(SOURCES + "INSERT INTO out SELECT page, n FROM (SELECT page, "
+                      "TUMBLE(INTERVAL '1' SECOND) AS window, count(*) AS n FROM a "
+                      "GROUP BY page, window, );")

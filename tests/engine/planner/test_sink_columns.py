@@ -79,3 +79,34 @@ def test_primary_key_on_an_append_source_still_means_nothing() -> None:
         plan_pipeline("CREATE TABLE s (id BIGINT PRIMARY KEY) WITH (connector = "
                       "'single_file', path = 'x', format = 'json', type = 'source');\n"
                       "SELECT id FROM s;")
+
+
+@pytest.mark.parametrize(("columns", "insert"), [
+    # a number into TEXT is written as a string
+    ("a TEXT, b BIGINT", "INSERT INTO out SELECT driver AS d, driver FROM rides;"),
+    ("a TEXT, b BIGINT", "INSERT INTO out SELECT zone, '12' FROM rides;"),  # reads as one
+    ("a DOUBLE, b BIGINT", "INSERT INTO out SELECT fare, ts FROM rides;"),  # its seconds
+    ("a TEXT, b TEXT", "INSERT INTO out SELECT struct(driver, zone), array_agg(fare) "
+                       "FROM rides GROUP BY TUMBLE(INTERVAL '1' MINUTE), driver, zone;"),
+    ("a TEXT, b BIGINT", "INSERT INTO out SELECT zone, NULL FROM rides;"),
+])
+def test_casts_spark_makes_are_planned(columns: str, insert: str) -> None:
+    plan = plan_pipeline(SOURCE + sink(columns) + insert)
+    assert plan.queries[0].output_columns == ("a", "b")
+
+
+def test_a_struct_goes_field_by_field_into_a_struct_column() -> None:
+    plan = plan_pipeline(SOURCE + sink("s STRUCT<d BIGINT, z TEXT>, f DOUBLE[]")
+                         + "INSERT INTO out SELECT struct(driver, zone), ARRAY[fare] "
+                           "FROM rides;")
+    assert "CAST(" in plan.queries[0].output_sql
+
+
+def test_a_view_column_of_another_kind_is_found_in_every_branch() -> None:
+    with pytest.raises(PlanningError) as caught:
+        plan_pipeline(SOURCE + sink("a TEXT, b BIGINT")
+                      + "CREATE VIEW packed AS SELECT zone, struct(driver, fare) AS d FROM rides;\n"
+                        "INSERT INTO out SELECT zone, driver FROM rides\n"
+                        "UNION ALL SELECT zone, d FROM packed;")
+    assert (caught.value.line, caught.value.column) == (7, 24)
+    assert "column 2 is a struct" in caught.value.message

@@ -43,3 +43,12 @@ def test_the_quoted_expression_is_found_in_the_pipeline() -> None:
            "SELECT bid.price,\n       ARRAY_MAX( bid ) AS m FROM nexmark;\n")
     assert locate_in_sql(sql, root_message(Exception(ANALYSIS))) == (3, 8)
     assert locate_in_sql(sql, 'Cannot resolve "nothing_like_it(x)"') is None
+
+
+def test_one_letter_names_are_not_paired_with_their_neighbours_quotes() -> None:
+    sql = ("CREATE TABLE a (id BIGINT, info STRUCT<a BIGINT, b TEXT>)\n"
+           "WITH (connector = 'single_file', path = 'in.jsonl', format = 'json');\n"
+           "SELECT s.c FROM (SELECT info AS s FROM a);\n")
+    # Read pairwise from the first backtick, "` in `" would be a fragment, found in "BIGINT".
+    assert locate_in_sql(sql, "[FIELD_NOT_FOUND] No such struct field `c` in `a`, `b`.") is None
+    assert locate_in_sql(sql, "No such struct field `cc` in `info`, `b`.") == (1, 28)
