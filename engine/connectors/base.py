@@ -110,6 +110,16 @@ class Sink(ABC):
         """Release the sink's resources."""
 
 
+@dataclass(frozen=True)
+class BatchFacts:
+    """What a source's offsets say about one batch (:meth:`Connector.batch_facts`)."""
+
+    #: data rows the batch holds (control rows not counted)
+    rows: int
+    #: the input ended in this batch or before it
+    finished: bool
+
+
 class Connector(ABC):
     """One connector: option validation, a streaming source, a sink factory.
 
@@ -143,6 +153,15 @@ class Connector(ABC):
         """Source partitions (readers) at ``parallelism``: rows carry their index."""
         del table, parallelism
         return 1
+
+    def batch_facts(self, table: TableConfig, parallelism: int, start: Any | None,
+                    end: Any) -> BatchFacts | None:
+        """A batch's data rows and whether the input ended, from its offsets alone
+        (``start`` None: the source's beginning).  None: only its rows can tell (bad
+        records dropped, lines that are not rows), and the runner counts them as they
+        pass, which costs a little per row."""
+        del table, parallelism, start, end
+        return None
 
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         """A streaming DataFrame: physical columns then :data:`HIDDEN_COLUMNS`."""

@@ -27,6 +27,7 @@ from spate.engine.connectors.arrow_batches import arrow_schema, control_batch, d
 from spate.engine.connectors.base import (
     CONTROL_EOF,
     SOURCE,
+    BatchFacts,
     ColumnDef,
     Connector,
     TableConfig,
@@ -103,6 +104,14 @@ class ImpulseConnector(Connector):
     def partition_count(self, table: TableConfig, parallelism: int) -> int:
         del table
         return max(1, parallelism)
+
+    def batch_facts(self, table: TableConfig, parallelism: int, start: Any | None,
+                    end: Any) -> BatchFacts:
+        """Each subtask emits every counter from ``start`` to ``end``."""
+        del table
+        first = 0 if start is None else int(start["counter"])
+        return BatchFacts(rows=(int(end["counter"]) - first) * max(1, parallelism),
+                          finished=bool(end["eof"]))
 
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         return load_stream(spark, SOURCE_NAME, self.reader_options(table, parallelism))

@@ -28,6 +28,7 @@ from spate.engine.connectors.arrow_batches import arrow_schema, control_batch, d
 from spate.engine.connectors.base import (
     CONTROL_EOF,
     SOURCE,
+    BatchFacts,
     ColumnDef,
     Connector,
     TableConfig,
@@ -127,6 +128,13 @@ class NexmarkConnector(Connector):
     def partition_count(self, table: TableConfig, parallelism: int) -> int:
         del table
         return max(1, parallelism)
+
+    def batch_facts(self, table: TableConfig, parallelism: int, start: Any | None,
+                    end: Any) -> BatchFacts:
+        """Every event from ``start`` to ``end`` is a data row (offsets count events)."""
+        del table, parallelism
+        first = 0 if start is None else int(start["next"])
+        return BatchFacts(rows=int(end["next"]) - first, finished=bool(end["eof"]))
 
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         return load_stream(spark, SOURCE_NAME, self.reader_options(table, parallelism))

@@ -141,6 +141,15 @@ class BatchEpochs:
     def epoch(self, batch_id: int) -> int:
         return batch_id + self.base
 
+    def batch_offsets(self, epoch: int) -> dict[str, tuple[Any | None, Any]]:
+        """Per source with an offset: ``(start, end)`` of ``epoch``'s batch (start None:
+        the source's beginning)."""
+        batch = epoch - self.base
+        end = self.folder.end_offsets(batch, self.sources)
+        start = (self.folder.end_offsets(batch - 1, self.sources) if batch > 0
+                 else self.start_offsets)
+        return {name: (start.get(name), offset) for name, offset in end.items()}
+
     def metadata(self, epoch: int) -> dict[str, Any]:
         """The entries ``epoch``'s commit stores: its end offsets, the base, the checkpoint."""
         if self._query_id is None:

@@ -35,7 +35,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.query import StreamingQuery
 
-from spate.engine.connectors import Sink
+from spate.engine.connectors import CONNECTORS, Sink
+from spate.engine.connectors.base import BatchFacts
 from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
 from spate.engine.planner.plan import PipelinePlan, QueryPlan, WindowAggregate
 from spate.engine.runtime.errors import PipelineFailedError
@@ -309,7 +310,7 @@ class PipelineRunner:
     def _run_epoch(self, batch: DataFrame, number: int, single_pass: bool,
                    started: float) -> EpochReport:
         sources = EpochSources(self.plan.sources, batch, self._metric_columns, number,
-                               observe=single_pass)
+                               observe=single_pass, known=self._offset_facts(number))
         ranges = self.ranges if self.stateful else []
         self.state.begin_epoch(number, ranges)
         epoch = _Epoch(number, sources, self.watermarks.value)
@@ -343,6 +344,26 @@ class PipelineRunner:
             remote_bytes=tasks.remote_bytes,
             operators=self._operator_reports({n: m.rows for n, m in metrics.items()},
                                              epoch, rows_by_query))
+
+    def _offset_facts(self, number: int) -> dict[str, BatchFacts]:
+        """The sources whose rows and end of input this epoch's offsets tell, so that
+        nothing need count them row by row.  Not when stateful operators need the
+        sources' watermarks, which only the rows give."""
+        if self.stateful:
+            return {}
+        assert self._batches is not None
+        offsets = self._batches.batch_offsets(number)
+        known = {}
+        for table in self.plan.sources:
+            start, end = offsets.get(table.name, (None, None))
+            if end is None:  # nothing read yet
+                facts: BatchFacts | None = BatchFacts(rows=0, finished=False)
+            else:
+                facts = CONNECTORS[table.config.connector].batch_facts(
+                    table.config, self.options.parallelism, start, end)
+            if facts is not None:
+                known[table.name] = facts
+        return known
 
     def _check_abandoned(self) -> None:
         if self._abandon.is_set():

@@ -7,10 +7,14 @@ exposed to the queries' SQL as a temporary view of its data rows, with the
 row's event time and watermark computed natively.
 
 What the runner needs from a batch (rows in, per-partition watermarks,
-end-of-input and dropped-record control rows) is computed by Spark aggregate
-expressions, either observed during the epoch's single pass over the batch
-(:class:`pyspark.sql.Observation`, no extra job) or, when several queries read
-the batch, by one aggregate job over the cached batch.
+end-of-input and dropped-record control rows) comes from the source's offsets
+where its connector can tell (:meth:`~spate.engine.connectors.base.Connector.
+batch_facts`: generators count their rows by offset) and no watermark is
+needed; otherwise it is computed by Spark aggregate expressions, either
+observed during the epoch's single pass over the batch
+(:class:`pyspark.sql.Observation`, no extra job, but evaluated row by row) or,
+when several queries read the batch, by one aggregate job over the cached
+batch.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from spate.engine.connectors import CONNECTORS, HIDDEN_CONTROL, HIDDEN_PARTITION, HIDDEN_TIMESTAMP
-from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, CONTROL_EOF
+from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, CONTROL_EOF, BatchFacts
 from spate.engine.connectors.streaming import starting_at
 from spate.engine.planner.catalog import DEFAULT_WATERMARK_DELAY_SQL, Table
 from spate.engine.planner.plan import EVENT_TIME, WATERMARK
@@ -78,11 +82,14 @@ class EpochSources:
     """The sources of one epoch's batch: views for the queries, and their metrics."""
 
     def __init__(self, sources: list[Table], batch: DataFrame, metrics: SourceMetricColumns,
-                 epoch: int, observe: bool) -> None:
+                 epoch: int, observe: bool, known: Mapping[str, BatchFacts] | None = None
+                 ) -> None:
+        """``known``: sources whose metrics their offsets gave (nothing is counted)."""
         # The batch lives in the streaming query's own session: views go there.
         self.spark = batch.sparkSession
         self.sources = sources
         self._columns = metrics
+        self._known = dict(known or {})
         self._observations: dict[str, Observation] = {}
         self._metrics: dict[str, SourceMetrics] | None = None
         self._frames: dict[str, DataFrame] = {}
@@ -90,7 +97,7 @@ class EpochSources:
             raw = batch if len(sources) == 1 else \
                 batch.where(F.col(_SOURCE_TAG) == i).select(f"__s{i}.*")
             frame = _with_event_time(raw, table)
-            if observe:
+            if observe and table.name not in self._known:
                 observation = Observation(f"spate_in_{table.name}_{epoch}")
                 frame = frame.observe(observation, *metrics.columns[table.name])
                 self._observations[table.name] = observation
@@ -106,6 +113,11 @@ class EpochSources:
         if self._metrics is None:
             self._metrics = {}
             for table in self.sources:
+                facts = self._known.get(table.name)
+                if facts is not None:
+                    self._metrics[table.name] = SourceMetrics(rows=facts.rows,
+                                                              finished=facts.finished)
+                    continue
                 observation = self._observations.get(table.name)
                 row = observed(observation) if observation is not None else None
                 if row is None:

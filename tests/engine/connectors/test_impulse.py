@@ -59,6 +59,23 @@ def test_bounded_by_message_count_per_subtask() -> None:
     assert [r[HIDDEN_CONTROL] for r in rows if r[HIDDEN_CONTROL]] == ["eof"]
 
 
+def test_offsets_tell_a_batchs_rows_and_its_end() -> None:
+    """What the runner takes instead of counting rows (Connector.batch_facts)."""
+    table = make_table("impulse", event_rate=1e9, message_count=7)
+    reader = _reader(3, event_rate=1e9, message_count=7)
+    start = reader.initialOffset()
+    reader.clock_ns = lambda: START_NS + 10**9
+    middle = reader.latestOffset(start, ReadMaxRows(6))
+    end = reader.latestOffset(middle, ReadAllAvailable())
+    for first, last in ((None, middle), (middle, end)):
+        rows = _rows(reader, first or start, last)
+        facts = CONNECTORS["impulse"].batch_facts(table, 3, first, last)
+        assert facts is not None
+        assert facts.rows == sum(1 for r in rows if r[HIDDEN_CONTROL] is None)
+        assert facts.finished == any(r[HIDDEN_CONTROL] == "eof" for r in rows)
+    assert facts.finished
+
+
 def test_event_times() -> None:
     spaced = _reader(1, event_rate=100, event_time_interval=1_000_000, message_count=3)
     start = spaced.initialOffset()

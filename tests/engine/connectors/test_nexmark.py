@@ -131,6 +131,24 @@ def test_unlimited_bounded_source_ends_with_one_eof() -> None:
     assert all(row[HIDDEN_PARTITION] == index for index, row in rows)
 
 
+def test_offsets_tell_a_batchs_rows_and_its_end() -> None:
+    """What the runner takes instead of counting rows (Connector.batch_facts)."""
+    options = {"event_rate": 100, "runtime": 2.5, "rate_limited": False}
+    table = make_table("nexmark", nexmark__base_time_ms=BASE_NS // 10**6, **options)
+    reader = _reader(2, **options)
+    start = reader.initialOffset()
+    middle = reader.latestOffset(start, ReadMaxRows(90))
+    end = reader.latestOffset(middle, ReadAllAvailable())
+    for first, last in ((None, middle), (middle, end)):
+        rows = [row for partition in reader.partitions(first or start, last)
+                for batch in reader.read(partition) for row in batch.to_pylist()]
+        facts = CONNECTORS["nexmark"].batch_facts(table, 2, first, last)
+        assert facts is not None
+        assert facts.rows == sum(1 for r in rows if r[HIDDEN_CONTROL] is None)
+        assert facts.finished == any(r[HIDDEN_CONTROL] == "eof" for r in rows)
+    assert facts.finished and facts.rows == 160
+
+
 def _canonical(rows: list[dict[str, Any]]) -> Counter[str]:
     return Counter(json.dumps({k: v for k, v in row.items() if k != HIDDEN_PARTITION},
                               sort_keys=True, default=str) for row in rows)
