@@ -39,6 +39,7 @@ from spate.engine.connectors import CONNECTORS, Sink
 from spate.engine.connectors.base import BatchFacts
 from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
 from spate.engine.planner.plan import PipelinePlan, QueryPlan, WindowAggregate
+from spate.engine.planner.updating_join import UpdatingJoin
 from spate.engine.runtime.errors import PipelineFailedError
 from spate.engine.runtime.failures import root_message
 from spate.engine.runtime.offsets import BatchEpochs, CheckpointFolder, StoredPosition, resume
@@ -164,6 +165,9 @@ class PipelineRunner:
             for q in plan.queries
         }
         self.stateful = any(step.uses_state for steps in self.steps.values() for step in steps)
+        #: whether one pass reads each batch; otherwise the batch is kept in memory, as
+        #: each further pass would read (regenerate, re-decode) the source again
+        self._single_pass = _reads_batch_once(plan)
         #: names this run: the tasks' process caches are scoped to it
         self._run_id = secrets.token_hex(8)
         self._shipped_state = ship(state) if self.stateful else b""
@@ -285,8 +289,7 @@ class PipelineRunner:
                 log.info("skipping replayed epoch", extra={"epoch": number})
                 return
             started = time.monotonic()
-            # One query reads the batch once; several would each re-read the source.
-            single_pass = len(self.plan.queries) == 1
+            single_pass = self._single_pass
             if not single_pass:
                 batch.persist()
             try:
@@ -435,13 +438,16 @@ class PipelineRunner:
                     clock_ms: int | None) -> tuple[DataFrame, TaskStats]:
         """Run a step's per-range ``work`` over ``frame`` in one Spark task per range.
 
-        ``frame`` (the step's native pre-aggregation) is computed and kept first:
-        that pass over the sources also yields their watermarks, which the
-        tasks need to fire.
+        The epoch's first stateful step computes and keeps ``frame`` (its native
+        pre-aggregation) first: that pass over the sources also yields their
+        watermarks, which the tasks need to fire.  Later steps know the
+        watermark already, and their input is computed by the tasks' own job.
         """
-        prepared = expand_views(frame).persist(StorageLevel.MEMORY_AND_DISK)
-        epoch.persisted.append(prepared)
-        prepared.count()
+        prepared = frame
+        if epoch.watermark_after is None:
+            prepared = expand_views(frame).persist(StorageLevel.MEMORY_AND_DISK)
+            epoch.persisted.append(prepared)
+            prepared.count()
         if self._routing is None:
             self._routing = TaskRouting(epoch.sources.spark, self.ranges)
         task_epoch = TaskEpoch(
@@ -498,6 +504,16 @@ class PipelineRunner:
     def _count(self, **amounts: int) -> None:
         for name, amount in amounts.items():
             self.counters[name] = self.counters.get(name, 0) + amount
+
+
+def _reads_batch_once(plan: PipelinePlan) -> bool:
+    """One query whose sources one pass reads: no operator, or one that is not a join
+    (an updating join reads its two sides, and the new keys of each, apart)."""
+    if len(plan.queries) != 1:
+        return False
+    operators = plan.queries[0].operators
+    return len(operators) == 0 or (len(operators) == 1
+                                   and not isinstance(operators[0], UpdatingJoin))
 
 
 def _query_names(plan: PipelinePlan) -> dict[int, str]:

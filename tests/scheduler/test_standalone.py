@@ -38,10 +38,15 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_daemon(args: list[str], log_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+def start_daemon(args: list[str], log_path: Path, env: dict[str, str],
+                 cpus: str | None = None) -> subprocess.Popen[bytes]:
+    """``spark-class ARGS`` in a session of its own; ``cpus``: the CPUs it may use."""
+    command = [str(SPARK_HOME / "bin" / "spark-class"), *args]
+    if cpus is not None:
+        command = ["taskset", "-c", cpus, *command]
     with log_path.open("ab") as log:
-        return subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args], env=env,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
 
 
 def master_status(ui_port: int) -> dict[str, Any]:
