@@ -159,6 +159,8 @@ def stop_jobs(settings: Settings, database: Database, wait_s: float) -> None:
     for job_id in live:
         log.warning("job %s did not stop within %s s; killing it", job_id, wait_s)
         scheduler.stop(job_id, "force")
+    if scheduler.backend.applications is not None:  # the tenants' applications go too
+        scheduler.backend.applications.stop_all()
 
 
 def _ended(scheduler: Scheduler, job_id: str) -> bool:

@@ -132,6 +132,20 @@ class Settings(BaseSettings):
         "Memory limit of a sandboxed job, plus job_memory_per_task_mb per task"))] = 2048
     job_memory_per_task_mb: Annotated[int, Field(ge=0, le=1_048_576, description=(
         "Memory a sandboxed job gets per task of its parallelism"))] = 512
+    # -- tenants' warm applications (see docs/deployment.md) ---------------------------
+    applications: Literal["on", "off"] = Field(
+        default="on",
+        description="on: with the local backend, a tenant's pipelines and previews run as "
+                    "queries of one warm Spark application of that tenant, started on its "
+                    "first job and gone when idle; off: every job starts its own")
+    application_max_parallelism: Annotated[int, Field(ge=1, le=128, description=(
+        "A job of a higher parallelism gets an application of its own"))] = 4
+    application_idle_exit_s: Annotated[float, Field(ge=1, le=86400, description=(
+        "An application with no job left exits after this long"))] = 60.0
+    application_memory_mb: Annotated[int, Field(ge=512, le=1_048_576, description=(
+        "Memory limit of a tenant's sandboxed application"))] = 4096
+    application_cpu_cores: Annotated[float, Field(gt=0, le=1024, description=(
+        "CPU cores a tenant's sandboxed application may use"))] = 2.0
     plan_timeout_s: Annotated[float, Field(gt=0, le=600, description=(
         "Time budget of planning one request's SQL (a plan over it is a 422)"))] = 10.0
     plan_memory_mb: Annotated[int, Field(ge=64, le=65_536, description=(

@@ -59,6 +59,11 @@ def scheduler_config(settings: Settings) -> SchedulerConfig:
         sandbox=settings.sandbox == "required", tenant_storage=settings.tenant_storage,
         sandbox_uid_base=settings.sandbox_uid_base, job_memory_mb=settings.job_memory_mb,
         job_memory_per_task_mb=settings.job_memory_per_task_mb,
+        applications=settings.applications == "on",
+        application_max_parallelism=settings.application_max_parallelism,
+        application_idle_exit_s=settings.application_idle_exit_s,
+        application_memory_mb=settings.application_memory_mb,
+        application_cpu_cores=settings.application_cpu_cores,
         egress_allow=tuple(egress_entries(settings.egress_allow)),
         control_plane=control_plane_endpoints(settings),
         # Only a PostgreSQL state store has per-tenant roles whose passwords derive from it.

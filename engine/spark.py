@@ -127,3 +127,21 @@ def build_spark(master: str | None = "local[2]", app_name: str = "spate",
     register_data_sources(spark)
     log.info("spark session ready", extra={"master": spark.sparkContext.master})
     return spark
+
+
+def hosted_session(application: SparkSession, conf: Mapping[str, str] | None = None
+                   ) -> SparkSession:
+    """A session of its own in ``application``'s Spark application (its SparkContext):
+    its own temporary views, UDFs and SQL settings, so pipelines and previews sharing a
+    warm application never see each other's names.  Settings that only a new JVM
+    can take (the driver's memory) are ignored."""
+    session = application.newSession()
+    for key, value in {**_BASE_CONF, **(conf or {})}.items():
+        if key in _DRIVER_LAUNCH_CONF or key.startswith(("spark.driver.", "spark.executor.")):
+            continue
+        try:
+            session.conf.set(key, value)
+        except Exception:  # noqa: BLE001 - a static setting: the application's value holds
+            log.debug("setting %s kept at the application's value", key)
+    register_data_sources(session)
+    return session

@@ -93,6 +93,18 @@ class SchedulerConfig:
     #: Derives each tenant's state-store password (PostgreSQL); keep it secret.
     state_role_secret: bytes = field(default=b"", repr=False)
 
+    # -- tenants' warm applications (see scheduler/applications.py) ------------------
+    #: Run a tenant's jobs as queries of one warm Spark application of that tenant
+    #: (local backend); False: every job starts its own.
+    applications: bool = False
+    #: A job of a parallelism above this gets an application of its own.
+    application_max_parallelism: int = 4
+    #: Seconds an application with no job waits before it exits.
+    application_idle_exit_s: float = 60.0
+    #: An application's memory limit (its sandbox's) and CPU cores.
+    application_memory_mb: int = 4096
+    application_cpu_cores: float = 2.0
+
     def __post_init__(self) -> None:
         if self.cluster_backend not in BACKENDS:
             raise ConfigurationError(f"unknown cluster backend {self.cluster_backend!r}; use "

@@ -10,14 +10,19 @@ changes are compare-and-set in the store, so the loser of a race does nothing.
 from __future__ import annotations
 
 import logging
+import os
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from spate.engine.host.folder import HostConfig, HostFolder
 from spate.engine.job.channel import ChannelError, open_channel
+from spate.engine.job.nofollow import open_regular
 from spate.engine.job.spec import JobSpec
+from spate.scheduler.backends.applications import APPLICATION
 from spate.scheduler.backends.base import ClusterBackend
 from spate.scheduler.backends.process import log_tail
 from spate.scheduler.config import SchedulerConfig
@@ -276,6 +281,9 @@ class Scheduler:
         try:
             if isinstance(action, Submit):
                 self._prepare_checkpoint(claimed)
+            if self.workspace.hosted(claimed):
+                handle = self._place(claimed)
+                return self.store.update(job.id, {STARTING, RUNNING}, handle=handle)
             if self.config.sandbox and self.backend.runs_here:
                 unit = self.workspace.compute_unit(
                     claimed, self.store.tenant_number(claimed.tenant_id))
@@ -296,6 +304,42 @@ class Scheduler:
         except (SchedulerError, StateStoreError, OSError) as error:
             return self._fail_start(job, unit, f"could not start the job: {error}")
         return self.store.update(job.id, {STARTING, RUNNING}, handle=handle)
+
+    def _place(self, job: JobView) -> dict[str, Any]:
+        """Give ``job`` to its tenant's warm application, starting one if the tenant has
+        none running; the job's handle."""
+        applications = self.backend.applications
+        assert applications is not None
+        tenant = job.tenant_id
+        number = self.store.tenant_number(tenant) if self.config.sandbox else None
+        uid = None if number is None else self.config.sandbox_uid_base + number
+        folder = applications.prepare(tenant, uid)
+        if number is None:
+            self.workspace.tenants.make_folders(tenant)
+        job_dir = applications.job_dir(tenant, job.id, uid)
+        if uid is not None:  # the application's log, its user's
+            os.close(open_regular(folder.log, os.O_WRONLY | os.O_CREAT, 0o600, (uid, 0)))
+            os.lchown(folder.log, uid, uid)
+
+        def start(folder: HostFolder) -> dict[str, Any]:
+            unit = (self.workspace.application_unit(tenant, number) if number is not None
+                    else None)
+            try:
+                return self.backend.launch_application(folder, unit)
+            except BaseException:
+                if unit is not None:
+                    unit.remove()
+                raise
+
+        config = HostConfig(tenant, self.backend.spark_master() or "local[2]",
+                            dict(self.config.spark_conf), self.config.application_idle_exit_s)
+        application = applications.ensure(tenant, config, start)
+        spec = self._placed(job, self.workspace.spec(job, self.store.job_tables(tenant)))
+        applications.place(tenant, spec, uid)
+        log.info("job %s placed in the application of tenant %s (%s)", job.id, tenant,
+                 job_dir)
+        return {APPLICATION: tenant, "job": job.id, "process": application,
+                "submitted_at": time.time(), "log": str(folder.log), "log_owner": uid}
 
     def _fail_start(self, job: JobView, unit: ComputeUnit | None,
                     message: str) -> JobView | None:

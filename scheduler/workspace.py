@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import shutil
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,11 +84,26 @@ class Workspace:
         self.tenants = Tenants(config)
         self._cgroups: CgroupHost | None = None
 
+    def hosted(self, job: JobView) -> bool:
+        """Whether ``job`` runs in its tenant's warm application: the backend hosts jobs,
+        and the job is not one that needs an application of its own."""
+        return (self.backend.applications is not None
+                and job.parallelism <= self.config.application_max_parallelism)
+
     def files(self, job_id: str) -> JobFiles:
+        """The folder of a job with a process of its own."""
         return JobFiles(self.config.jobs_dir / job_id)
 
+    def job_files(self, job: JobView) -> JobFiles:
+        """The folder of ``job``: its own, or in its tenant's application's folder."""
+        applications = self.backend.applications
+        if applications is not None and self.hosted(job):
+            return JobFiles(applications.folder(job.tenant_id).job_dir(job.id))
+        return self.files(job.id)
+
     def channel_url(self, job: JobView) -> str:
-        return job.channel_url or self.backend.channel_url(self.files(job.id).directory, job.id)
+        return job.channel_url or self.backend.channel_url(self.job_files(job).directory,
+                                                           job.id)
 
     def checkpoint_dir(self, job: JobView) -> Path:
         return self.config.checkpoint_dir(job.tenant_id, state_pipeline_id(job))
@@ -102,7 +118,7 @@ class Workspace:
         is a new file (a link under its name is removed, not followed) and the log is
         opened without following one, each given to the user through its descriptor.
         """
-        files = self.files(job.id)
+        files = self.job_files(job)
         files.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         owner = None if unit is None else unit.user.uid
         with os.fdopen(create_new(files.spec, 0o600, owner), "w") as spec_file:
@@ -131,7 +147,7 @@ class Workspace:
         memory_mb = (self.config.job_memory_mb
                      + self.config.job_memory_per_task_mb * job.parallelism)
         limits = Limits(cpu_cores=job.parallelism + 1, memory_bytes=memory_mb * 1024 * 1024)
-        folders = UnitFolders(self.files(job.id).directory, space.folders,
+        folders = UnitFolders(self.job_files(job).directory, space.folders,
                               self.identity_dir(job.id))
         unit = ComputeUnit(f"{job.id}-a{job.attempt}", TenantUser(uid, f"spate-t{tenant_number}"),
                            folders, limits, self._cgroups)
@@ -142,10 +158,35 @@ class Workspace:
             raise
         return unit
 
+    def application_unit(self, tenant_id: str, tenant_number: int) -> ComputeUnit:
+        """The sandbox of the tenant's warm application: the tenant's user and folders,
+        its application folder to read, its hosted jobs' folders to write in, and the
+        application's limits."""
+        applications = self.backend.applications
+        assert applications is not None, "the backend hosts no applications"
+        if self._cgroups is None:
+            self._cgroups = find_cgroups()
+        folder = applications.folder(tenant_id)
+        limits = Limits(cpu_cores=self.config.application_cpu_cores,
+                        memory_bytes=self.config.application_memory_mb * 1024 * 1024)
+        folders = UnitFolders(folder.run, self.tenants.space(tenant_id).folders,
+                              self.config.data_dir / "identities" / f"app-{tenant_id}",
+                              readable=(folder.path,), shared=(folder.jobs,))
+        uid = self.config.sandbox_uid_base + tenant_number
+        unit = ComputeUnit(f"app-{tenant_id}-{os.getpid()}-{time.time_ns()}",
+                           TenantUser(uid, f"spate-t{tenant_number}"), folders, limits,
+                           self._cgroups)
+        try:
+            unit.prepare()
+        except BaseException:
+            unit.remove()
+            raise
+        return unit
+
     def scrub(self, job: JobView) -> None:
         """Remove what an ended job no longer needs and should not leave: its spec and its
         sandbox's identity files."""
-        self.files(job.id).spec.unlink(missing_ok=True)  # a link is removed, not followed
+        self.job_files(job).spec.unlink(missing_ok=True)  # a link is removed, not followed
         shutil.rmtree(self.identity_dir(job.id), ignore_errors=True)
 
     def spec(self, job: JobView, tables: Iterable[dict[str, Any]] = (),

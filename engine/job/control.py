@@ -48,9 +48,12 @@ class Stoppable(Protocol):
 class JobControl:
     """Heartbeat and stop-request threads for one job; use as a context manager."""
 
-    def __init__(self, channel: JobChannel, graceful_timeout_s: float = GRACEFUL_TIMEOUT_S
-                 ) -> None:
+    def __init__(self, channel: JobChannel, graceful_timeout_s: float = GRACEFUL_TIMEOUT_S,
+                 own_process: bool = True) -> None:
+        """``own_process``: the job is its process's only one, so SIGTERM stops it (a
+        job hosted in a tenant's application is stopped through its channel alone)."""
         self.channel = channel
+        self.own_process = own_process
         self.graceful_timeout_s = graceful_timeout_s
         #: The most urgent stop mode asked for so far (None: keep running).
         self.stop_mode: str | None = None
@@ -64,7 +67,9 @@ class JobControl:
                          threading.Thread(target=self._poll, name="job-stop-poll", daemon=True)]
 
     def __enter__(self) -> JobControl:
-        self._previous_sigterm = signal.signal(signal.SIGTERM, lambda *_: self._on_sigterm())
+        if self.own_process:
+            self._previous_sigterm = signal.signal(signal.SIGTERM,
+                                                   lambda *_: self._on_sigterm())
         for thread in self._threads:
             thread.start()
         return self
@@ -73,7 +78,8 @@ class JobControl:
         self._closed.set()
         if self._fallback is not None:
             self._fallback.cancel()
-        signal.signal(signal.SIGTERM, self._previous_sigterm)
+        if self.own_process:
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
         for thread in self._threads:
             thread.join(timeout=STOP_POLL_S * 4)
 

@@ -43,6 +43,8 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyspark.sql import SparkSession
+
 from spate.engine.connectors import ConnectorError, Sink
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.job.channel import ChannelError, JobChannel, open_channel
@@ -57,7 +59,7 @@ from spate.engine.planner.external import TableDefinition, tables_from_definitio
 from spate.engine.runtime.errors import PipelineFailedError
 from spate.engine.runtime.failures import locate_in_sql
 from spate.engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
-from spate.engine.spark import build_spark
+from spate.engine.spark import build_spark, hosted_session
 from spate.engine.udf import UdfDefinitionError, UdfError, load_udfs
 from spate.statestore import DEFAULT_KEY_GROUPS, StateStoreError, open_store
 
@@ -82,15 +84,22 @@ class Outcome:
 class Job:
     """One run of one spec, publishing on ``channel``."""
 
-    def __init__(self, spec: JobSpec, channel: JobChannel) -> None:
+    def __init__(self, spec: JobSpec, channel: JobChannel,
+                 application: SparkSession | None = None) -> None:
+        """``application``: the tenant's warm Spark application hosting this job as one
+        of its queries (:mod:`spate.engine.host`); None: the job starts its own."""
         self.spec = spec
         self.channel = channel
+        self.application = application
         self.epochs = EpochEvents()
         self.preview: PreviewRows | None = None
+        #: the job's stop control while it runs (a host applies kills through it)
+        self.control: JobControl | None = None
 
     def run(self) -> int:
         """Run to the end; publish the final status; return the exit code."""
-        with JobControl(self.channel) as control:
+        with JobControl(self.channel, own_process=self.application is None) as control:
+            self.control = control
             try:
                 outcome = self._run(control)
             except Exception as error:  # every failure is reported, then the exit code says so
@@ -108,8 +117,9 @@ class Job:
         store = open_store(self.spec.state_url)
         try:
             state = store.pipeline(self.spec.tenant_id, self.spec.pipeline_id)
-            spark = build_spark(self.spec.spark_master, f"spate-{self.spec.job_id}",
-                                self.spec.spark_conf)
+            spark = (build_spark(self.spec.spark_master, f"spate-{self.spec.job_id}",
+                                 self.spec.spark_conf) if self.application is None
+                     else hosted_session(self.application, self.spec.spark_conf))
             runner = PipelineRunner(plan, spark, state, self._options(plan, control))
             control.attach(runner)
             if control.stop_mode is not None:
@@ -199,7 +209,7 @@ def _failure_message(error: Exception, sql: str) -> str:
     return f"line {where[0]}, column {where[1]}: {line}" if where else line
 
 
-def _configure_logging() -> None:
+def configure_logging() -> None:
     level = getattr(logging, os.environ.get("SPATE_LOG", "INFO").upper(), logging.INFO)
     logging.basicConfig(level=level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -214,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     secrets, so the scheduler's copy lives only until the job has it in memory.
     """
     args = sys.argv[1:] if argv is None else argv
-    _configure_logging()
+    configure_logging()
     consume = bool(args) and args[0] == "--consume"
     if consume:
         args = args[1:]

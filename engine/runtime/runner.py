@@ -191,6 +191,7 @@ class PipelineRunner:
         self._stored_position = StoredPosition.from_metadata(metadata)
         #: batch ids -> epochs and each epoch's offsets (set by ``_check_checkpoint``)
         self._batches: BatchEpochs | None = None
+        self._query: StreamingQuery | None = None
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -208,8 +209,11 @@ class PipelineRunner:
         self._abandon.set()
         self._stopping = True
         self._stop_requested.set()
-        # One Spark application runs one pipeline, so every running job is this epoch's.
-        self.spark.sparkContext.cancelAllJobs()
+        # Spark runs a streaming query's jobs in a job group named by its run id: only
+        # this pipeline's jobs are cancelled, whatever else the application hosts.
+        query = self._query
+        if query is not None:
+            self.spark.sparkContext.cancelJobGroup(str(query.runId))
 
     def run(self) -> bool:
         """Run until bounded input is exhausted or a stop is requested; True if finished."""
@@ -228,7 +232,8 @@ class PipelineRunner:
             "checkpointLocation", self.options.checkpoint_dir)
         if self.options.trigger_interval:
             writer = writer.trigger(processingTime=self.options.trigger_interval)
-        query = writer.queryName(f"spate-{self.state.pipeline}").start()
+        query = writer.queryName(f"spate-{self.state.pipeline}-{self._run_id}").start()
+        self._query = query
         try:
             if self.options.on_start is not None:
                 self.options.on_start()

@@ -5,11 +5,16 @@ from __future__ import annotations
 import shutil
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from spate.engine.host.folder import HostFolder
 from spate.engine.job.spec import JobSpec
 from spate.scheduler.config import SchedulerConfig
+from spate.scheduler.errors import SubmitError
 from spate.scheduler.sandbox.unit import ComputeUnit
+
+if TYPE_CHECKING:  # the applications module imports this package
+    from spate.scheduler.backends.applications import Applications
 
 
 class ClusterBackend(ABC):
@@ -28,6 +33,9 @@ class ClusterBackend(ABC):
 
     #: Whether jobs' processes run on this machine, where a compute unit can hold them.
     runs_here = False
+    #: Tenants' warm applications, when the backend hosts jobs in them (None: every job
+    #: is a process of its own).
+    applications: Applications | None = None
 
     @abstractmethod
     def submit(self, spec: JobSpec, spec_path: Path, log_path: Path, attempt: int,
@@ -42,6 +50,13 @@ class ClusterBackend(ABC):
     @abstractmethod
     def kill(self, handle: dict[str, Any]) -> None:
         """Kill the process at once (harmless when it is already gone)."""
+
+    def launch_application(self, folder: HostFolder, unit: ComputeUnit | None
+                           ) -> dict[str, Any]:
+        """Start a tenant's application (:mod:`spate.engine.host`) on ``folder``, inside
+        ``unit`` when there is one; its process handle."""
+        del folder, unit
+        raise SubmitError(f"the {self.name} backend does not host tenants' applications")
 
     def exit_reason(self, handle: dict[str, Any]) -> str | None:
         """Why a dead job's process died, when the backend can tell (a memory limit)."""

@@ -16,9 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from spate.engine.host.folder import HostFolder
 from spate.engine.job.spec import JobSpec
 from spate.scheduler.backends import process
+from spate.scheduler.backends.applications import APPLICATION, Applications
 from spate.scheduler.backends.base import ClusterBackend
+from spate.scheduler.config import SchedulerConfig
 from spate.scheduler.sandbox.unit import ComputeUnit, exit_reason, release
 
 DEFAULT_LOCAL_MASTER = "local[2]"
@@ -40,10 +43,16 @@ def job_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 class LocalBackend(ClusterBackend):
-    """Job processes on this machine, watched through their pid."""
+    """Job processes on this machine, watched through their pid; or, with
+    ``applications`` on, jobs hosted in their tenants' warm applications."""
 
     name = "local"
     runs_here = True
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        super().__init__(config)
+        if config.applications:
+            self.applications = Applications(config.data_dir / "applications")
 
     def submit(self, spec: JobSpec, spec_path: Path, log_path: Path, attempt: int,
                unit: ComputeUnit | None = None) -> dict[str, Any]:
@@ -54,18 +63,37 @@ class LocalBackend(ClusterBackend):
         return {**process.launch(sandboxed, env, spec_path.parent, log_path, unit.user.uid),
                 "unit": unit.handle()}
 
+    def launch_application(self, folder: HostFolder, unit: ComputeUnit | None
+                           ) -> dict[str, Any]:
+        command = [sys.executable, "-m", "spate.engine.host.main", str(folder.path)]
+        if unit is None:
+            return process.launch(command, job_environment(), folder.run, folder.log)
+        sandboxed, env = unit.command(command, {"SPARK_LOCAL_IP": "127.0.0.1"})
+        return {**process.launch(sandboxed, env, folder.run, folder.log, unit.user.uid),
+                "unit": unit.handle()}
+
     def is_alive(self, handle: dict[str, Any]) -> bool | None:
+        if self.applications is not None and APPLICATION in handle:
+            return self.applications.is_alive(handle)
         return process.is_alive(handle)
 
     def kill(self, handle: dict[str, Any]) -> None:
+        if APPLICATION in handle:  # only the job goes: its neighbours keep running
+            if self.applications is not None:
+                self.applications.kill(handle)
+            return
         process.kill(handle)
         self.release(handle)
 
     def exit_reason(self, handle: dict[str, Any]) -> str | None:
-        return exit_reason(handle["unit"]) if "unit" in handle else None
+        unit = handle.get("process", handle).get("unit")
+        return exit_reason(unit) if unit is not None else None
 
     def release(self, handle: dict[str, Any]) -> None:
-        if "unit" in handle:
+        if APPLICATION in handle:
+            if self.applications is not None:
+                self.applications.release(handle)
+        elif "unit" in handle:
             release(handle["unit"])
 
     def spark_master(self) -> str | None:

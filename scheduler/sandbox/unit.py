@@ -50,6 +50,11 @@ class UnitFolders:
     #: where the unit's ``/etc/passwd`` and ``/etc/group`` are written: a folder of the
     #: server's, never one the tenant writes (bubblewrap, as root, binds what it names)
     identity_dir: Path
+    #: folders of the server's the unit may read (a tenant application's folder)
+    readable: tuple[Path, ...] = ()
+    #: folders of the server's bound writable as they are (not given to the tenant's
+    #: user: what the user may write inside them is what it owns there)
+    shared: tuple[Path, ...] = ()
 
 
 class ComputeUnit:
@@ -87,10 +92,12 @@ class ComputeUnit:
                    PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
         env.update(environment)
         identity = self.folders.identity_dir
-        writable = [str(self.folders.job_dir), *(str(d) for d in self.folders.tenant_dirs)]
+        writable = [str(self.folders.job_dir), *(str(d) for d in self.folders.tenant_dirs),
+                    *(str(d) for d in self.folders.shared)]
+        readable = [*bubblewrap.runtime_paths(), *(str(d) for d in self.folders.readable)]
         sandboxed = bubblewrap.command(
             argv, uid=self.user.uid, gid=self.user.uid, writable=writable,
-            readable=bubblewrap.runtime_paths(), environment=env,
+            readable=readable, environment=env,
             working_dir=str(self.folders.job_dir),
             files={"/etc/passwd": str(identity / "passwd"),
                    "/etc/group": str(identity / "group")})

@@ -27,7 +27,7 @@ from tests.benchmarks.test_scaling import two_workers  # noqa: F401  (a fixture)
 from tests.benchmarks.workloads import save_result
 from tests.conftest import ThrowawayPostgres
 
-pytestmark = [pytest.mark.benchmark, pytest.mark.spark]
+pytestmark = [pytest.mark.benchmark, pytest.mark.spark, pytest.mark.timeout(7200)]
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 

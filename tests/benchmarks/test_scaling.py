@@ -41,7 +41,7 @@ from tests.scheduler.test_standalone import alive_workers, free_port, start_daem
 matplotlib.use("Agg")
 from matplotlib import pyplot as plt  # noqa: E402  (after choosing the file backend)
 
-pytestmark = [pytest.mark.benchmark, pytest.mark.spark]
+pytestmark = [pytest.mark.benchmark, pytest.mark.spark, pytest.mark.timeout(7200)]
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 #: Events per run: each Spate run takes tens of seconds on one core.
@@ -69,9 +69,11 @@ def run_job(master: str, engine: str, query: str, cores: int, state_url: str,
     return result
 
 
-def measure(master_of: dict[int, str], state_url: str,
+def measure(master_of: dict[int, str], state_url: str, key: str,
             conf_of: dict[int, dict[str, str]] | None = None) -> list[dict[str, Any]]:
-    rows = []
+    """Run every query on both engines with 1 and 2 cores; the rows are saved under
+    ``key`` as they come (a long run cut short keeps what it measured)."""
+    rows: list[dict[str, Any]] = []
     for query, spec in QUERIES.items():
         for engine in ("spate", "native"):
             if engine == "native" and spec.native is None:
@@ -89,12 +91,13 @@ def measure(master_of: dict[int, str], state_url: str,
                     str(c): runs[c]["driver_cpu_s"] / runs[c]["epochs_s"] for c in CORES}
             print(f"  -> {query} {engine}: 2 cores / 1 core = x{row['scaling']:.2f}", flush=True)
             rows.append(row)
+            save_result(key, rows)
     return rows
 
 
 def test_scaling_on_local_spark(tmp_path: Path) -> None:
-    rows = measure({c: f"local[{c}]" for c in CORES}, "sqlite:///{work}/state.db")
-    save_result("scaling_local", rows)
+    rows = measure({c: f"local[{c}]" for c in CORES}, "sqlite:///{work}/state.db",
+                   "scaling_local")
     _plot(rows, "local", "local[1] vs local[2], SQLite state")
 
 
@@ -135,8 +138,7 @@ def test_scaling_on_a_standalone_cluster(two_workers: str,
     state_url = throwaway_postgres.create()
     conf = {c: {"spark.cores.max": str(c), "spark.executor.cores": "1",
                 "spark.executor.memory": "2g"} for c in CORES}
-    rows = measure({c: two_workers for c in CORES}, state_url, conf)
-    save_result("scaling_standalone", rows)
+    rows = measure({c: two_workers for c in CORES}, state_url, "scaling_standalone", conf)
     _plot(rows, "standalone", "standalone, 1 vs 2 workers of 1 core, PostgreSQL state")
 
 

@@ -71,7 +71,7 @@ def running_scheduler(data_dir: Path, redis_url: str, redis_prefix: str, control
     finally:
         worker.stop()
         for handle in harness.handles():
-            kill(handle)
+            kill(handle.get("process", handle))  # a hosted job's: its application's
         database.dispose()
 
 

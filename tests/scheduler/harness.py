@@ -49,17 +49,22 @@ def expected_bids(event_rate: int, runtime_s: int) -> int:
     return int(bids.sum())
 
 
-def new_pipeline(database: Database, sql: str = "SELECT 1", **settings: Any) -> Pipeline:
-    """A new tenant's pipeline at version 1 (desired state as given, default running)."""
+def new_pipeline(database: Database, sql: str = "SELECT 1", tenant_id: str | None = None,
+                 **settings: Any) -> Pipeline:
+    """A pipeline at version 1 (desired state as given, default running) of a new tenant,
+    or of ``tenant_id``."""
     with database.sessions() as session, session.begin():
-        tenant = Tenant(name=f"t-{secrets.token_hex(6)}")
-        session.add(tenant)
-        session.flush()
-        pipeline = Pipeline(tenant_id=tenant.id, name="p", **settings)
+        name = "p" if tenant_id is None else f"p-{secrets.token_hex(4)}"
+        if tenant_id is None:
+            tenant = Tenant(name=f"t-{secrets.token_hex(6)}")
+            session.add(tenant)
+            session.flush()
+            tenant_id = tenant.id
+        pipeline = Pipeline(tenant_id=tenant_id, name=name, **settings)
         session.add(pipeline)
         session.flush()
         session.add(PipelineVersion(
-            tenant_id=tenant.id, pipeline_id=pipeline.id, version=1, sql=sql,
+            tenant_id=tenant_id, pipeline_id=pipeline.id, version=1, sql=sql,
             sql_sha256=hashlib.sha256(sql.encode()).hexdigest()))
         return pipeline
 
@@ -73,11 +78,20 @@ class Harness:
     client: SchedulerClient
     worker: EmbeddedWorker
 
-    def add_pipeline(self, sql: str, parallelism: int = 1, **settings: Any) -> str:
-        """A new pipeline that wants to run, and the API's poke about it."""
-        pipeline_id = new_pipeline(self.database, sql, parallelism=parallelism, **settings).id
+    def add_pipeline(self, sql: str, parallelism: int = 1, tenant_id: str | None = None,
+                     **settings: Any) -> str:
+        """A new pipeline that wants to run (of a new tenant, or of ``tenant_id``), and the
+        API's poke about it."""
+        pipeline_id = new_pipeline(self.database, sql, tenant_id, parallelism=parallelism,
+                                   **settings).id
         self.client.pipeline_changed(pipeline_id)
         return pipeline_id
+
+    def tenant_of(self, pipeline_id: str) -> str:
+        with self.database.sessions() as session:
+            pipeline = session.get(Pipeline, pipeline_id)
+            assert pipeline is not None
+            return pipeline.tenant_id
 
     def output(self, pipeline_id: str, name: str) -> Path:
         """Where a file the pipeline's SQL names ``name`` is: in its tenant's storage root."""

@@ -219,14 +219,16 @@ def test_a_job_runs_as_the_tenant_with_nothing_of_the_server_and_its_allowed_loo
             wait_for("looked-up rows", lambda: out.exists() and marker in out.read_text(),
                      timeout_s=300)
             job = http.get("/pipelines/sandboxed", headers=hosted.a.auth()).json()["job"]
-            process = _job_process(job["id"])
+            # The job is a query of its tenant's warm application: that process runs it.
+            process = _application_process(hosted.a.id)
             uid = process.uids().real
             assert uid not in (0, os.getuid())
             assert out.stat().st_uid == uid  # written by the tenant's user, in its root
             environment = process.environ()
             assert not [key for key in environment if key.startswith("SPATE_")]
             assert PLATFORM_KEY_MARK not in str(environment)
-            job_dir = hosted.data_dir / "jobs" / job["id"]
+            job_dir = hosted.data_dir / "applications" / hosted.a.id / "jobs" / job["id"]
+            assert job_dir.is_dir()
             assert not (job_dir / "spec.json").exists()  # read and removed at start
             assert stat.S_IMODE(job_dir.stat().st_mode) == 0o700
         finally:
@@ -239,16 +241,17 @@ def test_a_job_runs_as_the_tenant_with_nothing_of_the_server_and_its_allowed_loo
 PLATFORM_KEY_MARK = "pk-"
 
 
-def _job_process(job_id: str) -> psutil.Process:
+def _application_process(tenant_id: str) -> psutil.Process:
+    """The Python process of the tenant's warm application (not its launchers)."""
     def find() -> psutil.Process | None:
         for process in psutil.process_iter(["cmdline"]):
             command = " ".join(process.info["cmdline"] or [])
-            if "spate.engine.job.main" in command and job_id in command \
+            if "spate.engine.host.main" in command and tenant_id in command \
                     and "setpriv" not in command and "bwrap" not in command:
                 return process
         return None
 
-    found = wait_for(f"the process of job {job_id}", find, timeout_s=60)
+    found = wait_for(f"the application of tenant {tenant_id}", find, timeout_s=60)
     assert isinstance(found, psutil.Process)
     return found
 

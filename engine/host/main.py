@@ -1,0 +1,185 @@
+"""A tenant's warm Spark application: one process, one SparkContext, hosting that tenant's
+pipelines and previews, each its own streaming query in a session of its own.
+
+``python -m spate.engine.host.main FOLDER`` (the layout: :mod:`.folder`).
+
+Starting a Spark application costs a JVM, a driver and Python workers: seconds
+of CPU and hundreds of MB.  A tenant's application starts once, on its first
+job, and each further job — a pipeline, a preview — is a thread running
+:class:`~spate.engine.job.main.Job` in a new session of the same application
+(``SparkSession.newSession()``: its own temporary views, UDFs and SQL
+settings).  So a preview starts in about the time its plan and first epoch
+take.  Every job keeps its own channel, state, offsets and epochs, exactly as
+in a process of its own, and its own failure domain: a job that fails ends
+alone (its error published on its channel), and a stuck one is abandoned alone
+(its streaming query's jobs are cancelled by job group).
+
+The application picks new jobs up from ``inbox/``, abandons those named in
+``kill/``, writes ``status.json`` every :data:`POLL_S`, and exits after
+``idle_exit_s`` without jobs (a tenant with nothing to run holds no JVM), or
+when ``stop`` appears (every job stops after its epoch in progress commits).
+
+Exit status: 0 after a stop or idling out, 1 when the application could not start.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from spate.engine.host.folder import ENDED, RUNNING, HostConfig, HostFolder, HostStatus
+from spate.engine.job.channel import ChannelError, open_channel
+from spate.engine.job.main import EXIT_FAILED, Job, configure_logging
+from spate.engine.job.spec import JobSpec
+from spate.engine.spark import build_spark
+
+log = logging.getLogger("spate.engine.host")
+
+#: How often the application looks for new jobs and kills, and rewrites its status.
+POLL_S = 0.2
+#: How often ``status.json`` is rewritten (the scheduler's liveness signal).
+STATUS_EVERY_S = 1.0
+#: How long a stopping application waits for its jobs to commit and end.
+STOP_WAIT_S = 60.0
+
+
+@dataclass
+class HostedJob:
+    """One job running in the application."""
+
+    job: Job
+    thread: threading.Thread
+    exit_code: int | None = None
+
+
+@dataclass
+class Host:
+    """The application's loop over its folder."""
+
+    folder: HostFolder
+    config: HostConfig
+    jobs: dict[str, HostedJob] = field(default_factory=dict)
+    #: job ids of tickets read (a ticket may outlive its reading: see :meth:`_take`)
+    taken: set[str] = field(default_factory=set)
+
+    def run(self) -> int:
+        spark = build_spark(self.config.spark_master, f"spate-app-{self.config.tenant_id}",
+                            self.config.spark_conf)
+        log.info("application ready", extra={"tenant": self.config.tenant_id})
+        idle_since = time.monotonic()
+        written = 0.0
+        try:
+            while not self.folder.stop.exists():
+                self._take(spark)
+                self._kill()
+                if any(hosted.exit_code is None for hosted in self.jobs.values()):
+                    idle_since = time.monotonic()
+                elif time.monotonic() - idle_since > self.config.idle_exit_s:
+                    log.info("no job for %.0f s: exiting", self.config.idle_exit_s)
+                    break
+                if time.monotonic() - written >= STATUS_EVERY_S:
+                    self._write_status(stopping=False)
+                    written = time.monotonic()
+                time.sleep(POLL_S)
+            self._stop_all()
+        finally:
+            self._write_status(stopping=True)
+            spark.stop()
+        return 0
+
+    def _take(self, spark: SparkSession) -> None:
+        """Start every job whose ticket is new.
+
+        The inbox is the scheduler's (the application may not remove tickets):
+        a ticket is read once, remembered, and removed by the scheduler once the
+        status shows the job.
+        """
+        try:
+            names = sorted(os.listdir(self.folder.inbox))
+        except OSError:
+            return
+        for name in names:
+            job_id = name.removesuffix(".json")
+            if not name.endswith(".json") or job_id in self.taken:
+                continue
+            self.taken.add(job_id)
+            try:
+                spec = JobSpec.from_json((self.folder.inbox / name).read_text())
+                channel = open_channel(spec.channel_url)
+            except (OSError, ValueError, TypeError, ChannelError) as error:
+                log.error("cannot start job %s: %s", job_id, error)
+                continue
+            job = Job(spec, channel, application=spark)
+            thread = threading.Thread(target=self._run_job, args=(job_id,),
+                                      name=f"job-{job_id}", daemon=True)
+            self.jobs[job_id] = HostedJob(job, thread)
+            thread.start()
+            log.info("job started", extra={"job": job_id, "kind": spec.kind})
+        self._write_status(stopping=False)
+
+    def _run_job(self, job_id: str) -> None:
+        hosted = self.jobs[job_id]
+        try:
+            hosted.exit_code = hosted.job.run()
+        except BaseException:  # a job's failure is its own: the application goes on
+            log.exception("job %s ended abnormally", job_id)
+            hosted.exit_code = EXIT_FAILED
+        finally:
+            hosted.job.channel.close()
+            log.info("job ended", extra={"job": job_id, "exit": hosted.exit_code})
+
+    def _kill(self) -> None:
+        """Abandon the jobs named in ``kill/``: their epoch in progress never commits."""
+        try:
+            names = os.listdir(self.folder.kills)
+        except OSError:
+            return
+        for job_id in names:
+            hosted = self.jobs.get(job_id)
+            if hosted is not None and hosted.exit_code is None and hosted.job.control:
+                hosted.job.control.request("immediate")
+
+    def _stop_all(self) -> None:
+        """Every job stops after its epoch in progress commits (as SIGTERM does a job)."""
+        running = [h for h in self.jobs.values() if h.exit_code is None]
+        for hosted in running:
+            if hosted.job.control is not None:
+                hosted.job.control.request("checkpoint")
+        deadline = time.monotonic() + STOP_WAIT_S
+        for hosted in running:
+            hosted.thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _write_status(self, stopping: bool) -> None:
+        jobs = {job_id: RUNNING if hosted.exit_code is None else ENDED
+                for job_id, hosted in self.jobs.items()}
+        try:
+            self.folder.write_status(HostStatus(self.config.launch_id, time.time_ns() // 10**6,
+                                                jobs, stopping))
+        except OSError as error:
+            log.warning("cannot write the application's status: %s", error)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    configure_logging()
+    if len(args) != 1:
+        log.error("usage: python -m spate.engine.host.main FOLDER")
+        return EXIT_FAILED
+    folder = HostFolder(Path(args[0]))
+    try:
+        config = HostConfig.from_json(folder.config.read_text())
+    except (OSError, ValueError, TypeError) as error:
+        log.error("cannot start the application from %s: %s", folder.path, error)
+        return EXIT_FAILED
+    return Host(folder, config).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""Tenants' warm Spark applications on this machine: started on a tenant's first job,
+given its further jobs, asked to drop one, stopped.
+
+One application per tenant (never shared by two), running
+``python -m spate.engine.host.main <folder>`` in that tenant's compute unit;
+each job placed on it runs as one of its streaming queries
+(:mod:`spate.engine.host`).  The scheduler and the application talk through the
+application's folder (:mod:`spate.engine.host.folder`): tickets in, kills in,
+status out.  A job's handle names the application's process, so a job is alive
+while its application runs and says it runs the job (or has its ticket yet to
+take).
+
+Several workers may place jobs at once: starting an application holds a lock
+file per tenant, and the process record (``<root>/<tenant>.json``, the
+scheduler's own file) says which process is the tenant's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from spate.engine.host.folder import ENDED, HostConfig, HostFolder
+from spate.engine.job.nofollow import create_new
+from spate.engine.job.spec import JobSpec
+from spate.scheduler.backends import process
+
+log = logging.getLogger(__name__)
+
+#: A handle's key naming the tenant whose application runs the job.
+APPLICATION = "application"
+#: An application that has not written its status for this long cannot be vouched for.
+STATUS_STALE_S = 30.0
+
+
+class Applications:
+    """The tenants' applications under one folder (``<data_dir>/applications``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def folder(self, tenant_id: str) -> HostFolder:
+        return HostFolder(self.root / tenant_id)
+
+    def prepare(self, tenant_id: str, uid: int | None) -> HostFolder:
+        """The tenant's application folder, laid out: the scheduler's folders (where the
+        tenant can plant nothing) and the tenant user's ``run/``."""
+        folder = self.folder(tenant_id)
+        for path in (self.root, folder.path, folder.inbox, folder.kills, folder.jobs):
+            path.mkdir(parents=True, exist_ok=True, mode=0o755)
+            os.chmod(path, 0o755)
+        folder.run.mkdir(exist_ok=True, mode=0o700)
+        if uid is not None:
+            os.lchown(folder.run, uid, uid)
+        return folder
+
+    def job_dir(self, tenant_id: str, job_id: str, uid: int | None) -> Path:
+        """A hosted job's folder (its channel), the tenant user's."""
+        path = self.folder(tenant_id).job_dir(job_id)
+        path.mkdir(exist_ok=True, mode=0o700)
+        if uid is not None:
+            os.lchown(path, uid, uid)
+        return path
+
+    def ensure(self, tenant_id: str, config: HostConfig,
+               start: Callable[[HostFolder], dict[str, Any]]) -> dict[str, Any]:
+        """The process handle of the tenant's running application, started with
+        ``start(folder)`` (which launches it) when there is none."""
+        with self._locked(tenant_id):
+            record = self._record(tenant_id)
+            if record is not None and process.is_alive(record) and not self._stopping(
+                    tenant_id):
+                return record
+            folder = self.folder(tenant_id)
+            folder.stop.unlink(missing_ok=True)
+            for stale in (*_entries(folder.inbox), *_entries(folder.kills)):
+                stale.unlink(missing_ok=True)
+            folder.status.unlink(missing_ok=True)  # a link there is removed, not followed
+            launch_id = secrets.token_hex(8)
+            _write(folder.config, replace(config, launch_id=launch_id).to_json())
+            handle = {**start(folder), "launch_id": launch_id}
+            _write(self.root / f"{tenant_id}.json", json.dumps(handle))
+            log.info("started the application of tenant %s (pid %s)", tenant_id,
+                     handle.get("pid"))
+            return handle
+
+    def place(self, tenant_id: str, spec: JobSpec, owner: int | None) -> None:
+        """Give the application ``spec``; the ticket is the tenant user's, owner-only."""
+        ticket = self.folder(tenant_id).ticket(spec.job_id)
+        with os.fdopen(create_new(ticket, 0o600, owner), "w") as out:
+            out.write(spec.to_json())
+
+    def is_alive(self, handle: dict[str, Any]) -> bool | None:
+        """Whether the hosted job in ``handle`` runs: its application runs and runs it
+        (or has its ticket yet to take); None when the application has gone quiet."""
+        tenant_id, job_id = str(handle[APPLICATION]), str(handle["job"])
+        application = handle["process"]
+        alive = process.is_alive(application)
+        if not alive:
+            return alive
+        folder = self.folder(tenant_id)
+        status = folder.read_status(handle.get("log_owner"))
+        if status is None or status.launch_id != application.get("launch_id"):
+            return True if folder.ticket(job_id).exists() else None
+        if time.time() * 1000 - status.written_ms > STATUS_STALE_S * 1000:
+            return None
+        state = status.jobs.get(job_id)
+        if state is not None:
+            folder.ticket(job_id).unlink(missing_ok=True)  # taken: its secrets go
+            return state != ENDED
+        return folder.ticket(job_id).exists()
+
+    def kill(self, handle: dict[str, Any]) -> None:
+        """Abandon the hosted job: its application cancels its query's Spark jobs."""
+        folder = self.folder(str(handle[APPLICATION]))
+        job_id = str(handle["job"])
+        folder.ticket(job_id).unlink(missing_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.close(create_new(folder.kills / job_id, 0o644))
+
+    def release(self, handle: dict[str, Any]) -> None:
+        """Forget an ended hosted job's ticket and kill mark."""
+        folder = self.folder(str(handle[APPLICATION]))
+        job_id = str(handle["job"])
+        folder.ticket(job_id).unlink(missing_ok=True)
+        (folder.kills / job_id).unlink(missing_ok=True)
+
+    def stop_all(self) -> None:
+        """Ask every application to stop (each job after its epoch in progress commits)."""
+        for record in self.root.glob("*.json"):
+            folder = self.folder(record.stem)
+            if folder.path.is_dir():
+                with contextlib.suppress(OSError):
+                    os.close(create_new(folder.stop, 0o644))
+
+    def _stopping(self, tenant_id: str) -> bool:
+        folder = self.folder(tenant_id)
+        status = folder.read_status()
+        return folder.stop.exists() or (status is not None and status.stopping)
+
+    def _record(self, tenant_id: str) -> dict[str, Any] | None:
+        try:
+            return dict(json.loads((self.root / f"{tenant_id}.json").read_text()))
+        except (OSError, ValueError):
+            return None
+
+    @contextlib.contextmanager
+    def _locked(self, tenant_id: str) -> Iterator[None]:
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o755)
+        with open(self.root / f"{tenant_id}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _entries(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
+    except OSError:
+        return []
+
+
+def _write(path: Path, text: str) -> None:
+    """A file of the scheduler's that the application may read, replaced whole."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    with os.fdopen(create_new(temporary, 0o644), "w") as out:
+        os.fchmod(out.fileno(), 0o644)  # whatever the process's umask
+        out.write(text)
+    os.replace(temporary, path)

@@ -1,0 +1,98 @@
+"""How soon a tenant sees rows: a preview's first row, and a started pipeline's first
+output, with the tenant's application cold (not running) and warm (running).
+
+``SPATE_BENCHMARK=1 python -m pytest tests/benchmarks/test_serverless.py -s``
+
+A real ``spate serve`` on its defaults (tenants' warm applications on).  Cold:
+the tenant has no application, so the request pays for starting one (a JVM and
+Spark); warm: a pipeline of the tenant runs, so its application is up.  Times
+are from the request to the first ``rows`` event of the preview's stream, and
+from ``POST /pipelines`` to the first line in the pipeline's output file.
+Written to ``results.json`` under ``serverless``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.api.serving import ServeProcess, sse_events
+from tests.benchmarks.workloads import save_result
+
+pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(3600)]
+
+PREVIEW_SQL = """
+CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '100');
+SELECT counter, counter * 2 AS twice FROM ticks;
+"""
+WARM_RUNS = 5
+
+
+def pipeline_sql(name: str) -> str:
+    return f"""
+CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '100');
+CREATE TABLE out WITH (connector = 'single_file', path = '{name}.jsonl', format = 'json',
+    type = 'sink');
+INSERT INTO out SELECT counter FROM ticks;
+"""
+
+
+def first_preview_row_s(http: httpx.Client, headers: dict[str, str]) -> float:
+    started = time.perf_counter()
+    with http.stream("POST", "/pipelines/preview", headers=headers,
+                     json={"sql": PREVIEW_SQL, "limit": 1, "timeout_s": 300}) as response:
+        assert response.status_code == 200, response.read()
+        for name, data in sse_events(response):
+            assert name != "error", data
+            if name == "rows":
+                return time.perf_counter() - started
+    raise AssertionError("the preview ended without a row")
+
+
+def first_output_s(http: httpx.Client, headers: dict[str, str], storage: Path,
+                   name: str) -> float:
+    started = time.perf_counter()
+    response = http.post("/pipelines", headers=headers,
+                         json={"name": name, "sql": pipeline_sql(name)})
+    assert response.status_code == 201, response.text
+    output = storage / f"{name}.jsonl"
+    while time.perf_counter() - started < 300:
+        if output.exists() and output.stat().st_size > 0:
+            return time.perf_counter() - started
+        time.sleep(0.05)
+    raise AssertionError(f"pipeline {name} wrote nothing in 300 s")
+
+
+def _summary(values: list[float]) -> dict[str, Any]:
+    return {"runs_s": [round(v, 2) for v in values],
+            "median_s": round(statistics.median(values), 2), "max_s": round(max(values), 2)}
+
+
+def test_time_to_first_rows_cold_and_warm(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    serve = ServeProcess(tmp_path, {"SPATE_DATA_DIR": str(data),
+                                    "SPATE_RATE_LIMIT_PER_MINUTE": "0"})
+    try:
+        with httpx.Client(base_url=serve.url + "/api/v1", timeout=300) as http:
+            headers = {"Authorization": f"Bearer {serve.admin_key}"}
+            tenant = http.get("/me", headers=headers).json()["tenant_id"]
+            storage = data / "tenants" / tenant
+            cold_preview = first_preview_row_s(http, headers)
+            time.sleep(70)  # the application idles out (SPATE_APPLICATION_IDLE_EXIT_S = 60)
+            cold_start = first_output_s(http, headers, storage, "first")
+            warm_previews = [first_preview_row_s(http, headers) for _ in range(WARM_RUNS)]
+            warm_starts = [first_output_s(http, headers, storage, f"next{i}")
+                           for i in range(WARM_RUNS)]
+    finally:
+        serve.stop()
+    result = {"preview_first_row": {"cold_s": round(cold_preview, 2),
+                                    "warm": _summary(warm_previews)},
+              "pipeline_first_output": {"cold_s": round(cold_start, 2),
+                                        "warm": _summary(warm_starts)}}
+    print(result)
+    save_result("serverless", result)

@@ -1,0 +1,119 @@
+"""How the scheduler tells whether a job hosted in a tenant's application lives, from
+the application's process and its status file (no Spark: a stand-in process)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spate.engine.host.folder import ENDED, RUNNING, HostConfig, HostFolder, HostStatus
+from spate.engine.job.spec import JobSpec
+from spate.scheduler.backends import process
+from spate.scheduler.backends.applications import APPLICATION, STATUS_STALE_S, Applications
+
+
+@pytest.fixture
+def applications(tmp_path: Path) -> Applications:
+    return Applications(tmp_path / "applications")
+
+
+@pytest.fixture
+def stand_in(applications: Applications) -> Iterator[tuple[HostFolder, dict[str, Any]]]:
+    """The tenant's folder and a running process standing in for its application."""
+    folder = applications.prepare("t1", None)
+
+    def start(folder: HostFolder) -> dict[str, Any]:
+        return process.launch([sys.executable, "-c", "import time; time.sleep(60)"],
+                              dict(os.environ), folder.run, folder.log)
+
+    handle = applications.ensure("t1", HostConfig("t1", "local[1]"), start)
+    yield folder, handle
+    process.kill(handle)
+
+
+def _job(handle: dict[str, Any], job_id: str = "j1") -> dict[str, Any]:
+    return {APPLICATION: "t1", "job": job_id, "process": handle}
+
+
+def _status(folder: HostFolder, launch_id: str, jobs: dict[str, str],
+            age_s: float = 0) -> None:
+    written = int((time.time() - age_s) * 1000)
+    folder.write_status(HostStatus(launch_id, written, jobs))
+
+
+def _spec(job_id: str) -> JobSpec:
+    return JobSpec(job_id=job_id, tenant_id="t1", pipeline_id="p", sql="SELECT 1",
+                   state_url="sqlite:///x.db", checkpoint_dir="c", channel_url="file:///tmp/x")
+
+
+def test_a_placed_job_lives_until_its_application_says_it_ended(
+        applications: Applications, stand_in: tuple[HostFolder, dict[str, Any]]) -> None:
+    folder, handle = stand_in
+    applications.place("t1", _spec("j1"), None)
+    assert oct(os.stat(folder.ticket("j1")).st_mode & 0o777) == "0o600"
+    assert applications.is_alive(_job(handle)) is True, "a ticket not yet taken is alive"
+    _status(folder, handle["launch_id"], {"j1": RUNNING})
+    assert applications.is_alive(_job(handle)) is True
+    assert not folder.ticket("j1").exists(), "a taken ticket (the job's secrets) stays"
+    _status(folder, handle["launch_id"], {"j1": ENDED})
+    assert applications.is_alive(_job(handle)) is False
+    assert applications.is_alive(_job(handle, "never-placed")) is False
+
+
+def test_a_quiet_application_cannot_vouch_for_its_jobs(
+        applications: Applications, stand_in: tuple[HostFolder, dict[str, Any]]) -> None:
+    folder, handle = stand_in
+    _status(folder, handle["launch_id"], {"j1": RUNNING}, age_s=STATUS_STALE_S + 5)
+    assert applications.is_alive(_job(handle)) is None
+    _status(folder, "another", {"j1": RUNNING})  # another start's status
+    assert applications.is_alive(_job(handle)) is None
+
+
+def test_a_dead_application_takes_its_jobs_with_it(
+        applications: Applications, stand_in: tuple[HostFolder, dict[str, Any]]) -> None:
+    folder, handle = stand_in
+    _status(folder, handle["launch_id"], {"j1": RUNNING})
+    process.kill(handle)
+    deadline = time.monotonic() + 10
+    while process.is_alive(handle) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert applications.is_alive(_job(handle)) is False
+
+
+def test_one_application_per_tenant_until_it_stops(
+        applications: Applications, stand_in: tuple[HostFolder, dict[str, Any]]) -> None:
+    folder, handle = stand_in
+    started: list[int] = []
+
+    def start(folder: HostFolder) -> dict[str, Any]:
+        started.append(1)
+        return process.launch([sys.executable, "-c", "import time; time.sleep(60)"],
+                              dict(os.environ), folder.run, folder.log)
+
+    assert applications.ensure("t1", HostConfig("t1", "local[1]"), start) == handle
+    assert started == []
+    applications.stop_all()
+    assert folder.stop.exists()
+    replacement = applications.ensure("t1", HostConfig("t1", "local[1]"), start)
+    try:
+        assert started == [1] and replacement["pid"] != handle["pid"]
+        assert not folder.stop.exists(), "the new application would stop at once"
+    finally:
+        process.kill(replacement)
+
+
+def test_a_kill_mark_names_the_job_and_release_forgets_it(
+        applications: Applications, stand_in: tuple[HostFolder, dict[str, Any]]) -> None:
+    folder, handle = stand_in
+    applications.place("t1", _spec("j2"), None)
+    applications.kill(_job(handle, "j2"))
+    assert (folder.kills / "j2").exists() and not folder.ticket("j2").exists()
+    applications.kill(_job(handle, "j2"))  # twice is harmless
+    applications.release(_job(handle, "j2"))
+    assert not (folder.kills / "j2").exists()

@@ -1,0 +1,115 @@
+"""Tenants' warm applications, end to end on the local backend: a tenant's jobs run as
+queries of one Spark application of that tenant (never another tenant's), a query that
+fails or is stopped leaves its neighbours running, and an application with no job left
+exits by itself, the next job starting a new one."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+from spate.scheduler.sandbox.unit import sandbox_problem
+from tests.scheduler.conftest import running_scheduler
+from tests.scheduler.harness import Harness, expected_bids, impulse_sql, windowed_bids_sql
+
+pytestmark = pytest.mark.spark
+
+#: Short, so the idle test sees an application leave within the test.
+IDLE_EXIT_S = 4.0
+
+#: A source whose second line is not JSON: with bad_data = 'fail' its first epoch fails.
+BROKEN_SQL = """
+CREATE TABLE lines (n BIGINT) WITH (connector = 'single_file', path = 'broken.jsonl',
+    format = 'json', type = 'source');
+CREATE TABLE out WITH (connector = 'single_file', path = 'never.jsonl', format = 'json',
+    type = 'sink');
+INSERT INTO out SELECT n FROM lines;
+"""
+
+
+@pytest.fixture(scope="module")
+def hosted(tmp_path_factory: pytest.TempPathFactory, redis_url: str, redis_prefix: str,
+           control_url: str) -> Iterator[Harness]:
+    with running_scheduler(tmp_path_factory.mktemp("spate-apps"), redis_url, redis_prefix,
+                           control_url, sandbox=sandbox_problem() is None, applications=True,
+                           application_idle_exit_s=IDLE_EXIT_S) as running:
+        yield running
+
+
+def _application_pid(harness: Harness, pipeline_id: str) -> int:
+    job = harness.wait_for_job(pipeline_id, ("running",))
+    assert job.handle is not None and job.handle.get("application") == job.tenant_id, \
+        f"the job was not placed in its tenant's application: {job.handle}"
+    return int(job.handle["process"]["pid"])
+
+
+def test_a_tenants_jobs_share_its_application_and_fail_alone(hosted: Harness) -> None:
+    ticker = hosted.add_pipeline(impulse_sql("ticks.jsonl", event_rate=20))
+    tenant = hosted.tenant_of(ticker)
+    storage = hosted.output(ticker, "")
+    storage.mkdir(parents=True, exist_ok=True)
+    (storage / "broken.jsonl").write_text('{"n": 1}\nnot json\n')
+    bounded = hosted.add_pipeline(windowed_bids_sql("bids.jsonl", 400, 4, 400),
+                                  tenant_id=tenant)
+    broken = hosted.add_pipeline(BROKEN_SQL, tenant_id=tenant)
+    other = hosted.add_pipeline(impulse_sql("other.jsonl", event_rate=20))
+
+    application = _application_pid(hosted, ticker)
+    assert _application_pid(hosted, bounded) == application
+    assert _application_pid(hosted, other) != application, "two tenants shared an application"
+    assert psutil.Process(application).is_running()
+
+    failed = hosted.wait_for_job(broken, ("failed",))
+    assert "broken.jsonl" in (failed.failure_message or ""), failed.failure_message
+    hosted.wait_for_job(bounded, ("finished",))
+    rows = [json.loads(line) for line in
+            hosted.output(bounded, "bids.jsonl").read_text().splitlines()]
+    assert sum(row["n"] for row in rows) == expected_bids(400, 4)
+
+    # The failure and the finish left the ticker running in the same application.
+    before = len(hosted.output(ticker, "ticks.jsonl").read_text().splitlines())
+    hosted.wait_for("the ticker to write more rows", lambda: len(
+        hosted.output(ticker, "ticks.jsonl").read_text().splitlines()) > before + 20)
+    assert hosted.jobs(ticker)[-1].state == "running"
+    assert _application_pid(hosted, ticker) == application
+
+    hosted.change_pipeline(ticker, desired_state="stopped", stop_mode="checkpoint")
+    hosted.wait_for_job(ticker, ("stopped",))
+    assert hosted.jobs(other)[-1].state == "running", "a stop reached another tenant's job"
+    hosted.change_pipeline(other, desired_state="stopped", stop_mode="checkpoint")
+    hosted.wait_for_job(other, ("stopped",))
+
+
+def test_an_idle_application_exits_and_the_next_job_starts_another(hosted: Harness) -> None:
+    first = hosted.add_pipeline(windowed_bids_sql("a.jsonl", 200, 2, 200))
+    application = _application_pid(hosted, first)
+    hosted.wait_for_job(first, ("finished",))
+    hosted.wait_for("the idle application to exit",
+                    lambda: not psutil.pid_exists(application)
+                    or psutil.Process(application).status() == psutil.STATUS_ZOMBIE,
+                    timeout_s=IDLE_EXIT_S + 60)
+    second = hosted.add_pipeline(windowed_bids_sql("b.jsonl", 200, 2, 200),
+                                 tenant_id=hosted.tenant_of(first))
+    assert _application_pid(hosted, second) != application
+    hosted.wait_for_job(second, ("finished",))
+
+
+def test_a_job_ticket_with_secrets_is_the_tenants_alone_and_goes_once_taken(
+        hosted: Harness) -> None:
+    pipeline = hosted.add_pipeline(impulse_sql("t.jsonl", event_rate=5))
+    _application_pid(hosted, pipeline)
+    job = hosted.jobs(pipeline)[-1]
+    applications = hosted.scheduler.backend.applications
+    assert applications is not None
+    folder = applications.folder(job.tenant_id)
+    hosted.wait_for("the ticket to go", lambda: (
+        hosted.scheduler.backend.is_alive(job.handle or {})
+        and not folder.ticket(job.id).exists()))
+    for path in (folder.path, folder.inbox, folder.kills, folder.jobs):
+        assert os.stat(path).st_uid == os.geteuid(), f"{path} should stay the server's"
+    hosted.change_pipeline(pipeline, desired_state="stopped", stop_mode="checkpoint")
+    hosted.wait_for_job(pipeline, ("stopped",))
