@@ -37,8 +37,8 @@ STOP_MODES = ("checkpoint", "graceful", "immediate", "force")
 #: How long the lifecycle commands wait for the job by default; Spark can take a while.
 DEFAULT_WAIT_S = 300
 #: Job states a lifecycle command stops waiting at.
-SETTLED_STATES = frozenset({"running", "finished", "failed", "stopped"})
-ENDED_STATES = frozenset({"finished", "failed", "stopped"})
+SETTLED_STATES = frozenset({"running", "finished", "failed", "stopped", "idle"})
+ENDED_STATES = frozenset({"finished", "failed", "stopped", "idle"})
 
 P = ParamSpec("P")
 R = TypeVar("R")

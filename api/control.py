@@ -40,6 +40,7 @@ from spate.api.repositories.connections import job_tables
 from spate.scheduler.errors import JobConfigurationError
 from spate.scheduler.store import (
     FAILED,
+    IDLE,
     RUNNING,
     STARTING,
     ControlStore,
@@ -275,6 +276,8 @@ def _apply_status(session: Session, job: Job, batch: EventBatch) -> None:
         last_error = batch.errors[-1].message if batch.errors else None
         job.failure_message = status.message or last_error or "the job failed"
         message = job.failure_message
+    if status.state == IDLE:  # the scheduler resumes the pipeline then
+        job.next_attempt_at = status.wake_at
     session.add(JobEvent(tenant_id=job.tenant_id, job_id=job.id, state=status.state,
                          message=message))
 

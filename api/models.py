@@ -195,11 +195,13 @@ class PipelineVersion(TenantOwned, Base):
 #: A job's states. ``created`` → ``starting`` → ``running`` → ``stopping`` →
 #: ``stopped``; a bounded pipeline ends ``finished``; a job whose process died
 #: waits ``restarting`` for its backoff, and ends ``failed`` when its restart
-#: budget is spent or it cannot start.
+#: budget is spent or it cannot start; a job with no input for its idle period
+#: ends ``idle`` (``next_attempt_at``: when its input is due), and its pipeline
+#: resumes in a new job then.
 JOB_STATES = ("created", "starting", "running", "stopping", "restarting",
-              "stopped", "finished", "failed")
+              "stopped", "finished", "failed", "idle")
 #: States a job does not leave.
-JOB_TERMINAL_STATES = ("stopped", "finished", "failed")
+JOB_TERMINAL_STATES = ("stopped", "finished", "failed", "idle")
 JOB_KINDS = ("run", "preview")
 
 

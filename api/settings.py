@@ -146,6 +146,9 @@ class Settings(BaseSettings):
         "Memory limit of a tenant's sandboxed application"))] = 4096
     application_cpu_cores: Annotated[float, Field(gt=0, le=1024, description=(
         "CPU cores a tenant's sandboxed application may use"))] = 2.0
+    idle_stop_s: Annotated[float, Field(ge=0, le=86400, description=(
+        "Scale to zero: a pipeline with no input for this long stops after a commit and "
+        "resumes when its input is due (0: never)"))] = 60.0
     plan_timeout_s: Annotated[float, Field(gt=0, le=600, description=(
         "Time budget of planning one request's SQL (a plan over it is a 422)"))] = 10.0
     plan_memory_mb: Annotated[int, Field(ge=64, le=65_536, description=(

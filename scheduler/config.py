@@ -104,6 +104,8 @@ class SchedulerConfig:
     #: An application's memory limit (its sandbox's) and CPU cores.
     application_memory_mb: int = 4096
     application_cpu_cores: float = 2.0
+    #: A pipeline with no input for this long stops until input is due (None: never).
+    idle_stop_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.cluster_backend not in BACKENDS:

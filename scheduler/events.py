@@ -17,6 +17,7 @@ from typing import Any
 from spate.scheduler.store import (
     FAILED,
     FINISHED,
+    IDLE,
     RUNNING,
     STOPPED,
     CheckpointRecord,
@@ -28,7 +29,8 @@ from spate.scheduler.store import (
 log = logging.getLogger(__name__)
 
 #: A ``status`` event's ``state`` and the job state it means.
-STATUS_STATES = {"running": RUNNING, "stopped": STOPPED, "finished": FINISHED, "failed": FAILED}
+STATUS_STATES = {"running": RUNNING, "stopped": STOPPED, "finished": FINISHED, "failed": FAILED,
+                 "idle": IDLE}
 
 #: Epoch figures copied into the job's metrics as they are.
 _EPOCH_FIGURES = ("epoch", "duration_ms", "rows_in", "rows_out", "rows_late", "rows_dropped",
@@ -59,7 +61,10 @@ def fold_events(events: Iterable[dict[str, Any]]) -> EventBatch:
             if state is None:
                 log.warning("ignoring a status event with unknown state %r", event.get("state"))
                 continue
-            status = StatusChange(state=state, message=str(event.get("message") or ""))
+            wake_ms = event.get("wake_at_ms")
+            status = StatusChange(state=state, message=str(event.get("message") or ""),
+                                  wake_at=_from_ms(wake_ms)
+                                  if isinstance(wake_ms, int | float) else None)
     return EventBatch(checkpoints=checkpoints, errors=errors, heartbeat_at=heartbeat,
                       metrics=metrics, status=status)
 

@@ -31,6 +31,7 @@ from spate.scheduler.store import (
     DESIRED_STOPPED,
     FAILED,
     FINISHED,
+    IDLE,
     PREVIEW,
     RESTARTING,
     RUN,
@@ -204,8 +205,13 @@ class StartJob:
 PipelineAction = StopJob | StartJob
 
 
-def decide_pipeline(pipeline: PipelineView, jobs: list[JobView]) -> list[PipelineAction]:
-    """What ``pipeline`` needs, given its jobs (newest first; active ones and the newest ended)."""
+def decide_pipeline(pipeline: PipelineView, jobs: list[JobView],
+                    now: datetime | None = None) -> list[PipelineAction]:
+    """What ``pipeline`` needs, given its jobs (newest first; active ones and the newest ended).
+
+    An idle pipeline (its newest job ended ``idle``) resumes once ``now`` reaches the
+    time its input is due (None: the time is not known to have come).
+    """
     runs = [job for job in jobs if job.kind == RUN]
     active = [job for job in runs if not job.terminal]
     if pipeline.desired_state == DESIRED_STOPPED:
@@ -229,6 +235,11 @@ def decide_pipeline(pipeline: PipelineView, jobs: list[JobView]) -> list[Pipelin
     if latest.state in (FINISHED, FAILED):
         moved = move_reason(pipeline, latest)
         return [StartJob(moved)] if moved else []
+    if latest.state == IDLE:
+        due = latest.next_attempt_at
+        if due is not None and now is not None and now >= due:
+            return [StartJob("its input is due again: the idle pipeline resumes")]
+        return []
     return [StartJob(replacement_reason(pipeline, latest) or "the pipeline was started again")]
 
 

@@ -108,7 +108,7 @@ class Scheduler:
             if not job.terminal:
                 self.reconcile_job(job.id)
         wanted, jobs = self._on_clusters(pipeline, self.store.pipeline_jobs(pipeline_id))
-        for action in decide_pipeline(wanted, jobs):
+        for action in decide_pipeline(wanted, jobs, self.clock()):
             if isinstance(action, StopJob):
                 log.info("stopping job %s (%s): %s", action.job_id, action.mode, action.reason)
                 if self.store.request_stop(action.job_id, action.mode) is not None:

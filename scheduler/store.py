@@ -24,7 +24,9 @@ from typing import Any
 CREATED, STARTING, RUNNING, STOPPING, RESTARTING = (
     "created", "starting", "running", "stopping", "restarting")
 STOPPED, FINISHED, FAILED = "stopped", "finished", "failed"
-TERMINAL_STATES = frozenset({STOPPED, FINISHED, FAILED})
+#: A job that stopped for want of input; its pipeline resumes when input is due.
+IDLE = "idle"
+TERMINAL_STATES = frozenset({STOPPED, FINISHED, FAILED, IDLE})
 #: States in which a job's process may be running.
 PROCESS_STATES = frozenset({STARTING, RUNNING, STOPPING})
 
@@ -111,6 +113,8 @@ class StatusChange:
 
     state: str
     message: str
+    #: an idle job's: when its sources will have input again (None: not known)
+    wake_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -206,7 +206,8 @@ class Workspace:
             spark_master=self.backend.spark_master(), spark_conf=spark_conf,
             update_flush_interval_ms=self.config.update_flush_interval_ms,
             tables=named_tables(job.sql, tables),
-            boundary=self.tenants.boundary(job.tenant_id).to_dict())
+            boundary=self.tenants.boundary(job.tenant_id).to_dict(),
+            idle_stop_s=self.config.idle_stop_s if job.kind != PREVIEW else None)
 
     def drop_state(self, job: JobView) -> None:
         """Remove the job's pipeline state from the state store and its Spark checkpoint."""

@@ -12,7 +12,13 @@ from spate.api.job_metrics import EpochFigures, parse_epoch_figures
 from spate.api.models import Job
 
 JobState = Literal["created", "starting", "running", "stopping", "restarting", "stopped",
-                   "finished", "failed"]
+                   "finished", "failed", "idle"]
+RESUMES_AT = ("idle: when its sources have input again and a new job starts by itself; "
+              "null otherwise")
+
+
+def resumes_at(job: Job) -> datetime | None:
+    return job.next_attempt_at if job.state == "idle" else None
 JobKind = Literal["run", "preview"]
 
 
@@ -27,6 +33,7 @@ class JobSummary(BaseModel):
     started_at: datetime | None
     last_epoch: int | None
     failure_message: str | None
+    resumes_at: datetime | None = Field(description=RESUMES_AT)
     rows_in_per_s: float | None = Field(description="input rows per second, latest epoch")
     rows_out_per_s: float | None = Field(description="output rows per second, latest epoch")
 
@@ -36,7 +43,10 @@ class JobSummary(BaseModel):
         return cls(id=job.id, state=job.state,  # type: ignore[arg-type]
                    parallelism=job.parallelism, cluster=job.cluster, started_at=job.started_at,
                    last_epoch=job.last_epoch, failure_message=job.failure_message,
-                   rows_in_per_s=figures.rows_in_per_s, rows_out_per_s=figures.rows_out_per_s)
+                   resumes_at=resumes_at(job),
+                   # An idle job reads and writes nothing, whatever its last epoch did.
+                   rows_in_per_s=0.0 if job.state == "idle" else figures.rows_in_per_s,
+                   rows_out_per_s=0.0 if job.state == "idle" else figures.rows_out_per_s)
 
 
 class JobPublic(BaseModel):
@@ -57,6 +67,7 @@ class JobPublic(BaseModel):
                                             "deployment's default cluster")
     attempt: int = Field(description="automatic restarts after a crash so far")
     failure_message: str | None
+    resumes_at: datetime | None = Field(description=RESUMES_AT)
     last_epoch: int | None
     heartbeat_at: datetime | None
     created_at: datetime
@@ -73,7 +84,7 @@ class JobPublic(BaseModel):
             checkpoint_interval_ms=job.checkpoint_interval_ms,
             restart_generation=job.restart_generation, stop_mode=job.stop_mode,
             backend=job.backend, cluster=job.cluster, attempt=job.attempt,
-            failure_message=job.failure_message,
+            failure_message=job.failure_message, resumes_at=resumes_at(job),
             last_epoch=job.last_epoch, heartbeat_at=job.heartbeat_at, created_at=job.created_at,
             started_at=job.started_at, ended_at=job.ended_at, updated_at=job.updated_at)
 

@@ -163,6 +163,14 @@ class Connector(ABC):
         del table, parallelism, start, end
         return None
 
+    def next_input_ms(self, table: TableConfig, parallelism: int, offset: Any) -> int | None:
+        """When (wall clock, ms) a source read up to ``offset`` has new input, where its
+        offsets tell (a generator's schedule); None: only looking at the source can
+        tell, or it has ended.  A pipeline stops for want of input (scale to zero)
+        only when every source can say when it resumes."""
+        del table, parallelism, offset
+        return None
+
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         """A streaming DataFrame: physical columns then :data:`HIDDEN_COLUMNS`."""
         del spark, parallelism

@@ -113,6 +113,14 @@ class ImpulseConnector(Connector):
         return BatchFacts(rows=(int(end["counter"]) - first) * max(1, parallelism),
                           finished=bool(end["eof"]))
 
+    def next_input_ms(self, table: TableConfig, parallelism: int, offset: Any) -> int | None:
+        """Counter ``c`` of every subtask is due ``c`` intervals after the start."""
+        if offset.get("eof"):
+            return None
+        per_subtask = _parse(table).event_rate / max(1, parallelism)
+        due_ns = int(offset["start_ns"]) + int(offset["counter"]) * 1e9 / per_subtask
+        return int(due_ns // 1_000_000)
+
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         return load_stream(spark, SOURCE_NAME, self.reader_options(table, parallelism))
 

@@ -136,6 +136,18 @@ class NexmarkConnector(Connector):
         first = 0 if start is None else int(start["next"])
         return BatchFacts(rows=int(end["next"]) - first, finished=bool(end["eof"]))
 
+    def next_input_ms(self, table: TableConfig, parallelism: int, offset: Any) -> int | None:
+        """Event ``n`` is due ``n / event_rate`` seconds after the start (at once when
+        the stream is not rate-limited)."""
+        del parallelism
+        settings = _parse(table)
+        if offset.get("eof"):
+            return None
+        if not settings.rate_limited:
+            return int(offset["start_wall_ns"]) // 1_000_000
+        due_ns = int(offset["start_wall_ns"]) + int(offset["next"]) * 1e9 / settings.event_rate
+        return int(due_ns // 1_000_000)
+
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         return load_stream(spark, SOURCE_NAME, self.reader_options(table, parallelism))
 

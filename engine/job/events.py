@@ -43,11 +43,15 @@ from spate.engine.runtime.runner import EpochReport
 from spate.engine.runtime.watermarks import NO_WATERMARK
 
 
-def status_event(state: str, message: str | None = None) -> dict[str, Any]:
-    """``running``, ``stopped``, ``finished`` or ``failed`` (with a one-line message)."""
+def status_event(state: str, message: str | None = None,
+                 wake_at_ms: int | None = None) -> dict[str, Any]:
+    """``running``, ``stopped``, ``finished``, ``failed`` (with a one-line message) or
+    ``idle`` (with ``wake_at_ms``: when its input is due, wall clock)."""
     event: dict[str, Any] = {"type": "status", "state": state}
     if message:
         event["message"] = message
+    if wake_at_ms is not None:
+        event["wake_at_ms"] = wake_at_ms
     return event
 
 

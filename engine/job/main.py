@@ -18,9 +18,10 @@ Channel events (see :mod:`spate.engine.job.events` for their fields):
 
 - ``status`` ``running`` once the streaming query started, and at the end
   exactly one of ``finished`` (bounded input done, or a preview's row limit
-  reached), ``stopped`` (after a stop request) or ``failed`` (with a one-line
-  ``message`` the tenant can act on), preceded by an ``error`` event carrying
-  the traceback;
+  reached), ``stopped`` (after a stop request), ``idle`` (no input for the
+  spec's ``idle_stop_s``; ``wake_at_ms`` says when input is due) or ``failed``
+  (with a one-line ``message`` the tenant can act on), preceded by an
+  ``error`` event carrying the traceback;
 - ``epoch`` after each committed epoch; ``heartbeat`` every few seconds;
 - ``rows`` for previews (:mod:`spate.engine.job.preview`).
 
@@ -79,6 +80,8 @@ class Outcome:
 
     state: str
     message: str
+    #: an idle run's: when its input is due (wall clock, ms)
+    wake_at_ms: int | None = None
 
 
 class Job:
@@ -105,7 +108,7 @@ class Job:
             except Exception as error:  # every failure is reported, then the exit code says so
                 self._fail(error)
                 return EXIT_FAILED
-        self._publish(status_event(outcome.state, outcome.message))
+        self._publish(status_event(outcome.state, outcome.message, outcome.wake_at_ms))
         log.info("job ended", extra={"job": self.spec.job_id, "state": outcome.state})
         return EXIT_OK
 
@@ -127,6 +130,10 @@ class Job:
             finished = runner.run()
         finally:
             store.close()
+        if runner.wake_at_ms is not None and control.stop_mode is None:
+            return Outcome("idle", f"no input for {self.spec.idle_stop_s:g} s: stopped after "
+                           "its last commit, to resume when its input is due",
+                           runner.wake_at_ms)
         return self._outcome(finished, control)
 
     def _plan(self) -> PipelinePlan:
@@ -157,7 +164,8 @@ class Job:
             parallelism=self.spec.parallelism, checkpoint_dir=self.spec.checkpoint_dir,
             trigger_interval=f"{interval} milliseconds" if interval else None,
             on_epoch=self._on_epoch, on_start=self._on_start, sink_overrides=overrides,
-            update_flush_interval_ms=self.spec.update_flush_interval_ms)
+            update_flush_interval_ms=self.spec.update_flush_interval_ms,
+            idle_stop_s=self.spec.idle_stop_s if self.spec.kind == RUN else None)
 
     def _outcome(self, finished: bool, control: JobControl) -> Outcome:
         if finished:

@@ -62,6 +62,9 @@ class JobSpec:
     #: What the tenant's tables may touch (:class:`~spate.engine.connectors.boundary.Boundary`
     #: as a dict); empty: unconfined, as ``spate run``.
     boundary: dict[str, Any] = field(default_factory=dict)
+    #: A run with no input for this long stops after a commit, when its sources can say
+    #: when input is due again, and ends ``idle`` (scale to zero); None: never.
+    idle_stop_s: float | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

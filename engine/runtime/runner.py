@@ -130,6 +130,9 @@ class RunOptions:
     sink_overrides: dict[str, Sink] = field(default_factory=dict)
     #: pipeline.update-aggregate-flush-interval: how often updating aggregates emit (ms)
     update_flush_interval_ms: int = DEFAULT_FLUSH_INTERVAL_MS
+    #: Stop after a commit when no input came for this long and every source can say
+    #: when input is due again (``PipelineRunner.wake_at_ms``); None: never
+    idle_stop_s: float | None = None
 
 
 @dataclass
@@ -192,6 +195,10 @@ class PipelineRunner:
         #: batch ids -> epochs and each epoch's offsets (set by ``_check_checkpoint``)
         self._batches: BatchEpochs | None = None
         self._query: StreamingQuery | None = None
+        #: ``time.monotonic()`` of the last epoch that read input (or of the start)
+        self._input_seen_s = time.monotonic()
+        #: set when the run stopped for want of input: when input is due (ms)
+        self.wake_at_ms: int | None = None
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -246,14 +253,52 @@ class PipelineRunner:
         return self.finished
 
     def _wait(self, query: StreamingQuery) -> None:
+        self._input_seen_s = time.monotonic()
         while query.isActive:  # False once the query failed: reported below
             # The last epoch sets the event too, so a finished run stops at once.
             if self._stop_requested.wait(0.05):
                 self._stop_query(query)
                 break
+            self._stop_if_idle()
         error = query.exception()
         if error is not None and not self._stopping and not self._abandon.is_set():
             raise PipelineFailedError(root_message(error)) from None
+
+    def _stop_if_idle(self) -> None:
+        """Scale to zero: no input for ``idle_stop_s`` and every source says when it has
+        more, so the run stops (its last epoch is committed) and says when to resume."""
+        idle_s = self.options.idle_stop_s
+        if idle_s is None or time.monotonic() - self._input_seen_s < idle_s:
+            return
+        if not self._lock.acquire(blocking=False):
+            return  # an epoch is in progress
+        try:
+            wake = self._next_input_ms()
+            if wake is None:
+                self._input_seen_s = time.monotonic()  # ask again after another period
+                return
+            self.wake_at_ms = wake
+            log.info("no input for %.0f s: stopping until input is due", idle_s,
+                     extra={"pipeline": self.state.pipeline, "wake_at_ms": wake})
+            self._stop_requested.set()
+        finally:
+            self._lock.release()
+
+    def _next_input_ms(self) -> int | None:
+        """When the sources have input again, by the offsets of the last committed epoch
+        (None: a source cannot tell, or nothing was committed yet)."""
+        if self._last_committed is None:
+            return None
+        offsets = StoredPosition.from_metadata(self.state.epoch_metadata()).offsets or {}
+        due = []
+        for table in self.plan.sources:
+            offset = offsets.get(table.name)
+            when = None if offset is None else CONNECTORS[table.config.connector].next_input_ms(
+                table.config, self.options.parallelism, offset)
+            if when is None:
+                return None
+            due.append(when)
+        return min(due) if due else None
 
     def _stop_query(self, query: StreamingQuery) -> None:
         """Stop after the epoch in progress commits, or at once if it is abandoned."""
@@ -310,6 +355,8 @@ class PipelineRunner:
             finally:
                 if not single_pass:
                     batch.unpersist()
+            if report.rows_in:
+                self._input_seen_s = time.monotonic()
             # Reported before the lock is released, so a stopping run has reported
             # every epoch it committed by the time ``run`` returns.
             if self.options.on_epoch is not None:

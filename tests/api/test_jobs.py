@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, get_args
 
 import pytest
 
 from spate.api.ids import new_id
+from spate.api.models import JOB_STATES
+from spate.api.schemas.jobs import JobState
 from tests.api.job_rows import insert_history, insert_job
 from tests.api.support import TenantKeys, TestClient, error_of, pipeline_sql
 
@@ -171,3 +174,32 @@ def test_another_tenants_job_is_a_404(client: TestClient,
         response = client.get(f"{V1}/jobs/{job_id}{suffix}", headers=other.auth())
         assert response.status_code == 404 and job_id in error_of(response)["message"]
     assert client.get(f"{V1}/jobs", headers=other.auth()).json()["items"] == []
+
+
+def test_an_idle_job_says_when_it_resumes(client: TestClient, tenant: TenantKeys) -> None:
+    quiet, busy = _pipeline(client, tenant, "quiet"), _pipeline(client, tenant, "busy")
+    due = datetime(2026, 11, 27, 12, 0, 5, tzinfo=UTC)
+    last_epoch = {"epoch": 4, "rows_in": 1, "rows_out": 1, "duration_ms": 150,
+                  "rows_in_per_s": 6.7, "rows_out_per_s": 6.7}
+    job_id = insert_job(client.app, tenant.id, quiet, state="idle", next_attempt_at=due,
+                        metrics=last_epoch)
+    other = insert_job(client.app, tenant.id, busy, state="restarting", next_attempt_at=due,
+                       metrics=last_epoch)  # a restart's backoff is not a resumption
+    viewer = tenant.auth("viewer")
+
+    job = client.get(f"{V1}/jobs/{job_id}", headers=viewer).json()
+    assert (job["state"], job["resumes_at"]) == ("idle", "2026-11-27T12:00:05Z")
+    assert client.get(f"{V1}/jobs/{other}", headers=viewer).json()["resumes_at"] is None
+    idle = client.get(f"{V1}/jobs", headers=viewer, params={"state": "idle"}).json()["items"]
+    assert [j["id"] for j in idle] == [job_id]
+    # Idle reads and writes nothing, whatever its last epoch's rate was.
+    summary = client.get(f"{V1}/pipelines/quiet", headers=viewer).json()["job"]
+    assert (summary["state"], summary["rows_in_per_s"], summary["rows_out_per_s"]) == (
+        "idle", 0.0, 0.0)
+    assert summary["resumes_at"] == "2026-11-27T12:00:05Z"
+    restarting = client.get(f"{V1}/pipelines/busy", headers=viewer).json()["job"]
+    assert restarting["rows_in_per_s"] == 6.7
+
+
+def test_the_apis_job_states_are_the_models() -> None:
+    assert set(get_args(JobState)) == set(JOB_STATES)

@@ -99,3 +99,26 @@ def test_cli_reports_invalid_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     result = CliRunner().invoke(main, ["db", "upgrade"])
     assert result.exit_code != 0
     assert "database_url must be sqlite" in result.output
+
+
+
+def _job_states_allowed(url: str) -> str:
+    database = create_database(url)
+    try:
+        checks = inspect(database.engine).get_check_constraints("jobs")
+        return next(c["sqltext"] for c in checks if c["name"] == "ck_jobs_state")
+    finally:
+        database.dispose()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_0006_replaces_the_job_state_check_with_one_that_takes_idle(
+        backend: str, fresh_database_url: Callable[[str], str]) -> None:
+    url = fresh_database_url(backend)
+    migrate.upgrade(url, "0005")
+    assert "'idle'" not in _job_states_allowed(url)
+    migrate.upgrade(url)
+    assert "'idle'" in _job_states_allowed(url)
+    assert "'running'" in _job_states_allowed(url)
+    migrate.downgrade(url, "0005")
+    assert "'idle'" not in _job_states_allowed(url)

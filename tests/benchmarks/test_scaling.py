@@ -11,8 +11,8 @@ epoch's work; the driver only begins, runs and commits
 epochs, so its CPU time should stay a small share of the epochs' wall time.
 Every run is a process of its own (:mod:`tests.benchmarks.scaling_job`): a
 SparkSession keeps its master for life.  Figures go to ``results.json`` under
-``scaling_local`` and ``scaling_standalone``, the plot to ``scaling.png``;
-nothing is asserted about speed.
+``scaling_local`` and ``scaling_standalone``, the plots to ``scaling_local.png``
+and ``scaling_standalone.png``; nothing is asserted about speed.
 
     SPATE_BENCHMARK=1 python -m pytest tests/benchmarks/test_scaling.py -s
 """
@@ -143,8 +143,9 @@ def test_scaling_on_a_standalone_cluster(two_workers: str,
 
 
 def _plot(rows: list[dict[str, Any]], name: str, title: str) -> None:
-    figure, axes = plt.subplots(figsize=(7, 4.2))
-    labels = [f"{r['query']}\n{r['engine']}" for r in rows]
+    figure, axes = plt.subplots(figsize=(8, 4.2))
+    labels = [f"{r['query']}\n{r['engine']}".replace("updating", "updating\n")
+              for r in rows]
     axes.bar(labels, [r["scaling"] for r in rows],
              color=["tab:blue" if r["engine"] == "spate" else "tab:gray" for r in rows])
     axes.axhline(1.0, color="black", linewidth=0.8)
@@ -152,6 +153,7 @@ def _plot(rows: list[dict[str, Any]], name: str, title: str) -> None:
     for index, row in enumerate(rows):
         axes.annotate(f"x{row['scaling']:.2f}", (index, row["scaling"]),
                       textcoords="offset points", xytext=(0, 4), ha="center", fontsize=8)
+    axes.set_ylim(0, 2.2)
     axes.set_ylabel("speed with 2 cores / speed with 1")
     axes.set_title(f"Scaling with executor cores ({title})", fontsize=10)
     figure.tight_layout()

@@ -9,7 +9,8 @@ API key whose secret shows once — screenshotting every page and failing on any
 console error. The others check connections (secrets never shown back, a
 table's columns inferred from a JSON sample), a stopped pipeline's readable
 graph, its edit into a new version and its deletion, and that every form is
-labelled and keyboard-operable. Only the main test runs a Spark job.
+labelled and keyboard-operable; and a pipeline with no input shows as idle with the time it
+resumes. The main test and the idle one run Spark jobs.
 """
 
 from __future__ import annotations
@@ -74,12 +75,18 @@ JSON_SAMPLE = (
     '"seller": {"id": 7}}\n'
     '{"auction": 1002, "price": 3, "bidder": null, "at": "2026-01-05T10:00:01Z", '
     '"seller": {"id": 8}}\n')
+# One row every 5 s: between rows the pipeline goes idle and says when it resumes.
+SLOW_TICKS_SQL = """CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '0.2');
+CREATE TABLE out WITH (connector = 'blackhole');
+INSERT INTO out SELECT counter FROM ticks;
+"""
 TIMEOUT_MS = 300_000  # Spark jobs start slowly on a loaded machine
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    process = ServeProcess(tmp_path_factory.mktemp("console-serve"), {})
+    # Three seconds without input make a pipeline idle (the slow-ticks test).
+    process = ServeProcess(tmp_path_factory.mktemp("console-serve"), {"SPATE_IDLE_STOP_S": "3"})
     try:
         yield process
     finally:
@@ -371,6 +378,23 @@ def test_a_stopped_pipelines_graph_edit_and_delete(server: ServeProcess, watch: 
     expect(page.get_by_role("status").filter(has_text=f"Pipeline {name} deleted.")).to_be_visible()
     expect(page.locator(f"tr[data-pipeline='{name}']")).to_have_count(0)
     assert server.http.get(f"/pipelines/{name}").status_code == 404
+
+
+def test_an_idle_pipeline_says_when_it_resumes(server: ServeProcess, watch: PageWatch) -> None:
+    page = watch.page
+    sign_in(page, server)
+    name = f"slow-{secrets.token_hex(3)}"
+    created = server.http.post("/pipelines", json={"name": name, "sql": SLOW_TICKS_SQL})
+    assert created.status_code == 201, created.text
+    row = page.locator(f"tr[data-pipeline='{name}']")
+    expect(row.locator(".state")).to_have_text("idle", timeout=TIMEOUT_MS)
+    expect(row).to_contain_text(re.compile(r"idle until \S"))
+    watch.rendered("pipelines-idle")
+    page.goto(f"{server.url}/pipelines/{name}")
+    expect(page.get_by_test_id("state")).to_contain_text(
+        re.compile(r"(idle until|running|starting)"), timeout=30_000)
+    stopped = server.http.patch(f"/pipelines/{name}", json={"stop": "immediate"})
+    assert stopped.status_code == 200, stopped.text
 
 
 def _tab_through(page: Page, steps: int) -> list[dict[str, object]]:

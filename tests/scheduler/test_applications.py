@@ -1,7 +1,8 @@
 """Tenants' warm applications, end to end on the local backend: a tenant's jobs run as
 queries of one Spark application of that tenant (never another tenant's), a query that
-fails or is stopped leaves its neighbours running, and an application with no job left
-exits by itself, the next job starting a new one."""
+fails or is stopped leaves its neighbours running, an application with no job left
+exits by itself, the next job starting a new one, and a pipeline without input goes
+idle and resumes by itself when its input is due, exactly once."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ pytestmark = pytest.mark.spark
 
 #: Short, so the idle test sees an application leave within the test.
 IDLE_EXIT_S = 4.0
+#: A pipeline with no input for this long stops until its input is due.
+IDLE_STOP_S = 3.0
 
 #: A source whose second line is not JSON: with bad_data = 'fail' its first epoch fails.
 BROKEN_SQL = """
@@ -36,7 +39,8 @@ def hosted(tmp_path_factory: pytest.TempPathFactory, redis_url: str, redis_prefi
            control_url: str) -> Iterator[Harness]:
     with running_scheduler(tmp_path_factory.mktemp("spate-apps"), redis_url, redis_prefix,
                            control_url, sandbox=sandbox_problem() is None, applications=True,
-                           application_idle_exit_s=IDLE_EXIT_S) as running:
+                           application_idle_exit_s=IDLE_EXIT_S,
+                           idle_stop_s=IDLE_STOP_S) as running:
         yield running
 
 
@@ -113,3 +117,31 @@ def test_a_job_ticket_with_secrets_is_the_tenants_alone_and_goes_once_taken(
         assert os.stat(path).st_uid == os.geteuid(), f"{path} should stay the server's"
     hosted.change_pipeline(pipeline, desired_state="stopped", stop_mode="checkpoint")
     hosted.wait_for_job(pipeline, ("stopped",))
+
+
+def test_a_pipeline_without_input_goes_idle_and_resumes_when_input_is_due(
+        hosted: Harness) -> None:
+    # One row every 5 s: after each, 3 s without input make the job idle until the next.
+    pipeline = hosted.add_pipeline(impulse_sql("slow.jsonl", event_rate=0.2))
+    out = hosted.output(pipeline, "slow.jsonl")
+
+    def counters() -> list[int]:
+        if not out.exists():
+            return []
+        return [json.loads(line)["counter"] for line in out.read_text().splitlines()]
+
+    hosted.wait_for("the job to go idle", lambda: any(
+        job.state == "idle" for job in hosted.jobs(pipeline)), timeout_s=120)
+    rows_when_idle = len(counters())
+    hosted.wait_for("a new job to write the next rows", lambda: (
+        len(hosted.jobs(pipeline)) >= 2 and len(counters()) > rows_when_idle),
+        timeout_s=120)
+    idle = next(job for job in hosted.jobs(pipeline) if job.state == "idle")
+    assert idle.next_attempt_at is not None and idle.ended_at is not None
+    assert [state for state, _ in hosted.history(idle.id)][-1] == "idle"
+    hosted.change_pipeline(pipeline, desired_state="stopped", stop_mode="checkpoint")
+    hosted.wait_for("no job of the pipeline to run", lambda: all(
+        job.state in ("idle", "stopped") for job in hosted.jobs(pipeline)))
+    seen = counters()
+    assert seen == list(range(len(seen))), f"rows lost or repeated across idle periods: {seen}"
+

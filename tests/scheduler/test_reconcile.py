@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
@@ -233,3 +233,16 @@ def test_a_pipeline_never_gets_a_second_live_job(states: list[str], desired: str
     assert len(starts) <= 1
     if live or desired == "stopped":
         assert not starts
+
+
+def test_an_idle_pipeline_resumes_when_its_input_is_due() -> None:
+    due = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    idle = job(state="idle", next_attempt_at=due)
+    assert decide_pipeline(pipeline(), [idle], due - timedelta(seconds=1)) == []
+    assert decide_pipeline(pipeline(), [idle]) == [], "no clock: not known to be due"
+    assert decide_pipeline(pipeline(), [idle], due) == [
+        StartJob("its input is due again: the idle pipeline resumes")]
+    assert decide_pipeline(pipeline(), [job(state="idle")], due) == [], "no wake time"
+    assert decide_pipeline(pipeline(restart_generation=1), [idle]) == [
+        StartJob("a restart was requested")], "a restart does not wait for input"
+    assert decide_pipeline(pipeline(desired_state="stopped"), [idle], due) == []

@@ -16,6 +16,8 @@ export interface Validation { valid: boolean; diagnostics: Diagnostic[]; plan: P
 export interface JobSummary {
   id: string; state: string; parallelism: number; started_at: string | null; last_epoch: number | null;
   failure_message: string | null; rows_in_per_s: number | null; rows_out_per_s: number | null;
+  /** When an idle job's pipeline resumes by itself (its sources have input again). */
+  resumes_at: string | null;
 }
 export interface Pipeline {
   id: string; name: string; description: string; parallelism: number; version: number; sql: string;

@@ -10,7 +10,7 @@ import { firstLine, formatBytes, formatRate, formatTime } from "../format";
 import { drawGraph, type GraphView } from "../graph";
 import { every } from "../poll";
 import { deletePanel, editPanel, jobIsActive, type Panel, versionRows } from "./pipelineActions";
-import { stateOf } from "./pipelines";
+import { idleUntil, stateOf } from "./pipelines";
 
 /** Watermarks at or past this mean "all input ended" (the engine's end of time). */
 const END_OF_TIME_US = 2 ** 62;
@@ -218,7 +218,7 @@ function showSummary(summary: HTMLElement, pipeline: Pipeline, metrics: JobMetri
     ? "input ended" : metrics?.watermark_lag_s !== null && metrics?.watermark_lag_s !== undefined
       ? `${metrics.watermark_lag_s.toFixed(1)} s` : "—";
   const items: [string, string, string][] = [
-    ["State", stateOf(pipeline), "state"],
+    ["State", stateOf(pipeline) + idleUntil(pipeline), "state"],
     ["Should be", pipeline.desired_state + (pipeline.stop_mode ? ` (${pipeline.stop_mode})` : ""), "desired"],
     ["Parallelism", String(pipeline.job?.parallelism ?? pipeline.parallelism), "parallelism"],
     ["Epoch", metrics?.epoch === null || metrics?.epoch === undefined ? "—" : String(metrics.epoch), "epoch"],

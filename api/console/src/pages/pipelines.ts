@@ -2,7 +2,7 @@
 
 import { get, type Page, type Pipeline } from "../api";
 import { h, replace } from "../dom";
-import { firstLine, formatRate } from "../format";
+import { firstLine, formatRate, formatTime } from "../format";
 import { every } from "../poll";
 
 export function stateOf(pipeline: Pipeline): string {
@@ -30,7 +30,8 @@ export function pipelinesPage(main: HTMLElement): () => void {
     const page = await get<Page<Pipeline>>("/pipelines?limit=100");
     replace(body, page.items.map((pipeline) => h("tr", { "data-pipeline": pipeline.name },
       h("th", { scope: "row" }, h("a", { href: `/pipelines/${encodeURIComponent(pipeline.name)}` }, pipeline.name)),
-      h("td", {}, h("span", { class: `state state-${stateOf(pipeline)}` }, stateOf(pipeline))),
+      h("td", {}, h("span", { class: `state state-${stateOf(pipeline)}` }, stateOf(pipeline)),
+        idleUntil(pipeline)),
       h("td", { class: "num" }, formatRate(pipeline.job?.rows_in_per_s)),
       h("td", { class: "num" }, formatRate(pipeline.job?.rows_out_per_s)),
       h("td", { class: "num" }, pipeline.parallelism),
@@ -38,6 +39,12 @@ export function pipelinesPage(main: HTMLElement): () => void {
     status.textContent = page.items.length === 0
       ? "No pipelines yet: write one with “New pipeline”." : "";
   });
+}
+
+/** An idle pipeline (no input, no compute) says when it resumes by itself. */
+export function idleUntil(pipeline: Pipeline): string {
+  const at = pipeline.job?.state === "idle" ? pipeline.job.resumes_at : null;
+  return at ? ` until ${formatTime(at)}` : "";
 }
 
 /** A failure's first line (the engine's located message); the whole text on hover. */
