@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,11 +30,16 @@ from typing import Any
 import matplotlib
 import pytest
 
-from spate.scheduler.backends.standalone import SPARK_HOME
 from tests.benchmarks.scaling_job import QUERIES
 from tests.benchmarks.workloads import RESULTS_DIR, save_result
 from tests.conftest import ThrowawayPostgres
-from tests.scheduler.test_standalone import alive_workers, free_port, start_daemon
+from tests.scheduler.test_standalone import (
+    kill_daemons,
+    spark_env,
+    start_master,
+    start_worker,
+    wait_for_workers,
+)
 
 matplotlib.use("Agg")
 from matplotlib import pyplot as plt  # noqa: E402  (after choosing the file backend)
@@ -105,32 +108,17 @@ def test_scaling_on_local_spark(tmp_path: Path) -> None:
 def two_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A standalone master with two 1-core workers; its ``spark://`` URL."""
     directory = tmp_path_factory.mktemp("scaling-cluster")
-    env = dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1",
-               SPARK_LOG_DIR=str(directory), SPARK_WORKER_DIR=str(directory / "work"))
-    port, ui_port = free_port(), free_port()
-    daemons = [start_daemon(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                             "--port", str(port), "--webui-port", str(ui_port)],
-                            directory / "master.log", env)]
+    env = spark_env(directory)
+    master_url, ui_port, master = start_master(directory / "master.log", env)
+    daemons = [master]
     try:
-        for index in range(2):
-            # Each worker, and the executor it launches, on a CPU of its own.
-            daemons.append(start_daemon(
-                ["org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
-                 "--cores", "1", "--memory", "3g", "--webui-port", str(free_port()),
-                 "--work-dir", str(directory / f"worker-{index}")],
-                directory / f"worker-{index}.log", env, cpus=str(index)))
-        deadline = time.monotonic() + 120
-        while alive_workers(ui_port) < 2:
-            assert time.monotonic() < deadline, "the Spark cluster did not come up"
-            time.sleep(0.5)
-        yield f"spark://127.0.0.1:{port}"
+        # Each worker, and the executor it launches, on a CPU of its own.
+        daemons += [start_worker(master_url, directory / f"worker-{index}", env, memory="3g",
+                                 cpus=str(index)) for index in range(2)]
+        wait_for_workers([ui_port], directory, each=2)
+        yield master_url
     finally:
-        for daemon in daemons:
-            try:
-                os.killpg(daemon.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            daemon.wait(30)
+        kill_daemons(daemons)
 
 
 def test_scaling_on_a_standalone_cluster(two_workers: str,

@@ -15,11 +15,8 @@ cluster's checkpoints go, and the master a job is submitted to.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
-import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,15 +34,21 @@ from spate.engine.connectors.base import stream_schema
 from spate.engine.connectors.nexmark import COLUMNS
 from spate.engine.connectors.nexmark_gen import generate
 from spate.engine.job.spec import JobSpec
-from spate.scheduler.backends.standalone import SPARK_HOME, StandaloneBackend
+from spate.scheduler.backends.standalone import StandaloneBackend
 from spate.scheduler.config import SchedulerConfig, cluster_masters, parse_clusters
 from spate.scheduler.errors import ConfigurationError
 from spate.statestore import open_store
 from tests.scheduler.conftest import running_scheduler
 from tests.scheduler.harness import NEXMARK_BASE_TIME_MS, Harness
-from tests.scheduler.test_standalone import alive_workers, free_port, master_status, start_daemon
+from tests.scheduler.test_standalone import (
+    kill_daemons,
+    master_status,
+    spark_env,
+    start_master,
+    start_worker,
+    wait_for_workers,
+)
 
-CLUSTER_START_TIMEOUT_S = 120
 #: A bounded stream, paced, long enough that the move lands while the job on a still runs;
 #: a few epochs are left for the job on b.
 EVENT_RATE, RUNTIME_S, BATCH = 500, 20, 2500
@@ -131,39 +134,18 @@ def two_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
     """Clusters ``a`` and ``b``: each a master and one 1-core worker, in folders of their
     own; every daemon is killed (by process group) at the end."""
     directory = tmp_path_factory.mktemp("spark-clusters")
-    env = dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1",
-               SPARK_LOG_DIR=str(directory))
     clusters: dict[str, Cluster] = {}
     daemons: list[subprocess.Popen[bytes]] = []
     try:
         for name in ("a", "b"):
-            port, ui_port = free_port(), free_port()
-            cluster = Cluster(name, f"spark://127.0.0.1:{port}", ui_port)
-            clusters[name] = cluster
-            daemons.append(start_daemon(
-                ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
-                 str(port), "--webui-port", str(ui_port)], directory / f"master-{name}.log",
-                dict(env, SPARK_WORKER_DIR=str(directory / f"work-{name}"))))
-            daemons.append(start_daemon(
-                ["org.apache.spark.deploy.worker.Worker", cluster.master_url, "--cores", "1",
-                 "--memory", "1g", "--webui-port", str(free_port()),
-                 "--work-dir", str(directory / f"work-{name}")],
-                directory / f"worker-{name}.log",
-                dict(env, SPARK_WORKER_DIR=str(directory / f"work-{name}"))))
-        deadline = time.monotonic() + CLUSTER_START_TIMEOUT_S
-        while any(alive_workers(c.ui_port) < 1 for c in clusters.values()):
-            if time.monotonic() > deadline:
-                logs = "\n".join(p.read_text()[-1500:] for p in directory.glob("*.log"))
-                raise AssertionError(f"the Spark clusters did not come up:\n{logs}")
-            time.sleep(0.5)
+            env = dict(spark_env(directory), SPARK_WORKER_DIR=str(directory / f"work-{name}"))
+            master_url, ui_port, master = start_master(directory / f"master-{name}.log", env)
+            clusters[name] = Cluster(name, master_url, ui_port)
+            daemons += [master, start_worker(master_url, directory / f"work-{name}", env)]
+        wait_for_workers([c.ui_port for c in clusters.values()], directory)
         yield clusters
     finally:
-        for daemon in daemons:
-            try:
-                os.killpg(daemon.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            daemon.wait(30)
+        kill_daemons(daemons)
 
 
 def bids_by_auction_sql(out: str) -> str:

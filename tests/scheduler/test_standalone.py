@@ -49,6 +49,50 @@ def start_daemon(args: list[str], log_path: Path, env: dict[str, str],
                                 start_new_session=True)
 
 
+def spark_env(directory: Path) -> dict[str, str]:
+    """The environment of a cluster's daemons, logging into ``directory``."""
+    return dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1",
+                SPARK_LOG_DIR=str(directory), SPARK_WORKER_DIR=str(directory / "work"))
+
+
+def start_master(log_path: Path, env: dict[str, str]
+                 ) -> tuple[str, int, subprocess.Popen[bytes]]:
+    """A standalone master on free ports: its URL, its web UI's port and its process."""
+    port, ui_port = free_port(), free_port()
+    daemon = start_daemon(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                           "--port", str(port), "--webui-port", str(ui_port)], log_path, env)
+    return f"spark://127.0.0.1:{port}", ui_port, daemon
+
+
+def start_worker(master_url: str, work_dir: Path, env: dict[str, str], memory: str = "1g",
+                 cpus: str | None = None) -> subprocess.Popen[bytes]:
+    """A 1-core worker of ``master_url``, logging beside ``work_dir``."""
+    return start_daemon(
+        ["org.apache.spark.deploy.worker.Worker", master_url, "--cores", "1",
+         "--memory", memory, "--webui-port", str(free_port()), "--work-dir", str(work_dir)],
+        work_dir.with_name(f"{work_dir.name}.log"), env, cpus=cpus)
+
+
+def wait_for_workers(ui_ports: list[int], directory: Path, each: int = 1) -> None:
+    """Until every master has ``each`` live workers; fails with the daemons' logs."""
+    deadline = time.monotonic() + CLUSTER_START_TIMEOUT_S
+    while any(alive_workers(port) < each for port in ui_ports):
+        if time.monotonic() > deadline:
+            logs = "\n".join(p.read_text()[-1500:] for p in directory.glob("*.log"))
+            raise AssertionError(f"the Spark cluster did not come up:\n{logs}")
+        time.sleep(0.5)
+
+
+def kill_daemons(daemons: list[subprocess.Popen[bytes]]) -> None:
+    """Kill each daemon's process group (a worker takes its executors with it)."""
+    for daemon in daemons:
+        try:
+            os.killpg(daemon.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        daemon.wait(30)
+
+
 def master_status(ui_port: int) -> dict[str, Any]:
     """The master's status page as JSON (workers, applications)."""
     try:
@@ -73,34 +117,16 @@ class SparkCluster:
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     """``spark://127.0.0.1:<port>`` of a running master with two 1-core workers."""
     directory = tmp_path_factory.mktemp("spark-cluster")
-    env = dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1",
-               SPARK_LOG_DIR=str(directory), SPARK_WORKER_DIR=str(directory / "work"))
-    port, ui_port = free_port(), free_port()
-    master_url = f"spark://127.0.0.1:{port}"
-    daemons = [start_daemon(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                             "--port", str(port), "--webui-port", str(ui_port)],
-                            directory / "master.log", env)]
+    env = spark_env(directory)
+    master_url, ui_port, master = start_master(directory / "master.log", env)
+    daemons = [master]
     try:
-        for index in range(2):
-            daemons.append(start_daemon(
-                ["org.apache.spark.deploy.worker.Worker", master_url, "--cores", "1",
-                 "--memory", "1g", "--webui-port", str(free_port()),
-                 "--work-dir", str(directory / f"worker-{index}")],
-                directory / f"worker-{index}.log", env))
-        deadline = time.monotonic() + CLUSTER_START_TIMEOUT_S
-        while alive_workers(ui_port) < 2:
-            if time.monotonic() > deadline:
-                logs = "\n".join(p.read_text()[-1500:] for p in directory.glob("*.log"))
-                raise AssertionError(f"the Spark cluster did not come up:\n{logs}")
-            time.sleep(0.5)
+        daemons += [start_worker(master_url, directory / f"worker-{index}", env)
+                    for index in range(2)]
+        wait_for_workers([ui_port], directory, each=2)
         yield SparkCluster(master_url, ui_port)
     finally:
-        for daemon in daemons:
-            try:
-                os.killpg(daemon.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            daemon.wait(30)
+        kill_daemons(daemons)
 
 
 def test_a_bounded_pipeline_runs_to_finished_on_the_cluster(

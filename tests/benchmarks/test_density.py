@@ -1,0 +1,150 @@
+"""Density: what 50 small pipelines of 5 tenants cost on one machine, and what idle ones
+cost after they scaled to zero.
+
+``SPATE_BENCHMARK=1 python -m pytest tests/benchmarks/test_density.py -s``
+
+A real ``spate serve`` on its defaults (each tenant's pipelines run as queries of
+that tenant's one warm application).  Five tenants start ten pipelines each:
+``impulse`` at 10 rows/s into ``blackhole``.  Once every job has committed
+epochs, the whole process tree of the server (API, scheduler, the tenants'
+applications: their sandboxes, Python drivers, JVMs and Python workers) is
+sampled for a minute: resident memory (RSS summed over processes, so shared
+pages count more than once: an upper bound) and CPU time over wall time.
+
+Then a sixth tenant starts ten pipelines whose source has a row only every
+100 s; with ``SPATE_IDLE_STOP_S = 5`` they go idle after their first row and the
+tenant's application exits ``SPATE_APPLICATION_IDLE_EXIT_S = 10`` s later.  The
+benchmark checks that no process of that tenant is left and samples the tree
+again.  Written to ``results.json`` under ``density``; nothing is asserted
+about speed or size.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from tests.api.serving import ServeProcess, wait_for
+from tests.benchmarks.workloads import save_result
+
+pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(3600)]
+
+PLATFORM_KEY = "density-platform-admin-key"
+TENANTS = 5
+PIPELINES_PER_TENANT = 10
+SAMPLE_S = 60.0
+
+
+def ticking_sql(rate: float) -> str:
+    return f"""
+CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '{rate}');
+CREATE TABLE out WITH (connector = 'blackhole');
+INSERT INTO out SELECT counter, subtask_index FROM ticks;
+"""
+
+
+@dataclass
+class Tree:
+    """The server's process tree at one moment."""
+
+    rss_bytes: int
+    cpu_s: float
+    processes: int
+    jvms: int
+    command_lines: list[str]
+
+
+def tree_of(pid: int) -> Tree:
+    root = psutil.Process(pid)
+    rss, cpu, jvms, lines = 0, 0.0, 0, []
+    members = [root, *root.children(recursive=True)]
+    for process in members:
+        try:
+            with process.oneshot():
+                rss += process.memory_info().rss
+                times = process.cpu_times()
+                cpu += times.user + times.system
+                line = " ".join(process.cmdline())
+        except psutil.NoSuchProcess:
+            continue
+        lines.append(line)
+        jvms += process.name() == "java"
+    return Tree(rss, cpu, len(members), jvms, lines)
+
+
+def sample(pid: int, seconds: float) -> dict[str, Any]:
+    """Memory at the end and CPU cores used on average over ``seconds``."""
+    before, started = tree_of(pid), time.monotonic()
+    time.sleep(seconds)
+    after, wall = tree_of(pid), time.monotonic() - started
+    return {"rss_gb": round(after.rss_bytes / 2**30, 2),
+            "cpu_cores": round(max(0.0, after.cpu_s - before.cpu_s) / wall, 2),
+            "processes": after.processes, "jvms": after.jvms}
+
+
+def new_tenant(http: httpx.Client, name: str) -> dict[str, str]:
+    created = http.post("/tenants", json={"name": name},
+                        headers={"Authorization": f"Bearer {PLATFORM_KEY}"})
+    assert created.status_code == 201, created.text
+    return {"Authorization": f"Bearer {created.json()['admin_key']['key']}"}
+
+
+def start_pipelines(http: httpx.Client, headers: dict[str, str], prefix: str,
+                    rate: float) -> list[str]:
+    names = [f"{prefix}-{i}" for i in range(PIPELINES_PER_TENANT)]
+    for name in names:
+        response = http.post("/pipelines", headers=headers,
+                             json={"name": name, "sql": ticking_sql(rate)})
+        assert response.status_code == 201, response.text
+    return names
+
+
+def jobs_in(http: httpx.Client, headers: dict[str, str]) -> list[dict[str, Any]]:
+    items = http.get("/pipelines", headers=headers, params={"limit": 100}).json()["items"]
+    return [item["job"] or {} for item in items]
+
+
+def test_fifty_small_pipelines_and_idle_ones(tmp_path: Path) -> None:
+    serve = ServeProcess(tmp_path, {"SPATE_DATA_DIR": str(tmp_path / "data"),
+                                    "SPATE_PLATFORM_ADMIN_KEY": PLATFORM_KEY,
+                                    "SPATE_RATE_LIMIT_PER_MINUTE": "0",
+                                    "SPATE_IDLE_STOP_S": "5",
+                                    "SPATE_APPLICATION_IDLE_EXIT_S": "10"})
+    pid = serve.process.pid
+    try:
+        with httpx.Client(base_url=serve.url + "/api/v1", timeout=120) as http:
+            quiet = sample(pid, 10)
+            tenants = [new_tenant(http, f"busy-{t}") for t in range(TENANTS)]
+            started = time.monotonic()
+            for index, headers in enumerate(tenants):
+                start_pipelines(http, headers, f"t{index}", 10)
+            wait_for("every job to commit epochs", lambda: all(
+                job.get("state") == "running" and (job.get("last_epoch") or 0) >= 2
+                for headers in tenants for job in jobs_in(http, headers)), timeout_s=1200)
+            all_running_s = time.monotonic() - started
+            busy = sample(pid, SAMPLE_S)
+
+            sleepy = new_tenant(http, "sleepy")
+            sleepy_id = http.get("/me", headers=sleepy).json()["tenant_id"]
+            start_pipelines(http, sleepy, "s", 0.01)
+            wait_for("the slow pipelines to go idle", lambda: all(
+                job.get("state") == "idle" for job in jobs_in(http, sleepy)), timeout_s=600)
+            wait_for("the idle tenant's application to exit", lambda: not any(
+                sleepy_id in line for line in tree_of(pid).command_lines), timeout_s=300)
+            with_idle = sample(pid, SAMPLE_S)
+            idle_jobs = sum(job.get("state") == "idle" for job in jobs_in(http, sleepy))
+    finally:
+        serve.stop()
+    result = {"tenants": TENANTS, "pipelines": TENANTS * PIPELINES_PER_TENANT,
+              "rows_per_s_each": 10, "seconds_until_all_running": round(all_running_s, 1),
+              "server_alone": quiet, "busy": busy,
+              "idle": {"pipelines": PIPELINES_PER_TENANT, "idle_jobs": idle_jobs,
+                       "tree_with_them": with_idle}}
+    print(result)
+    save_result("density", result)
