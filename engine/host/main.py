@@ -12,7 +12,10 @@ settings).  So a preview starts in about the time its plan and first epoch
 take.  Every job keeps its own channel, state, offsets and epochs, exactly as
 in a process of its own, and its own failure domain: a job that fails ends
 alone (its error published on its channel), and a stuck one is abandoned alone
-(its streaming query's jobs are cancelled by job group).
+(its streaming query's jobs are cancelled by job group).  Jobs start their
+queries two at a time (:mod:`spate.engine.job.turns`), so a tenant starting
+many pipelines at once does not starve Spark's Python workers of the seconds
+they have to connect back.
 
 The application picks new jobs up from ``inbox/``, abandons those named in
 ``kill/``, writes ``status.json`` every :data:`POLL_S`, and exits after
@@ -38,6 +41,7 @@ from spate.engine.host.folder import ENDED, RUNNING, HostConfig, HostFolder, Hos
 from spate.engine.job.channel import ChannelError, open_channel
 from spate.engine.job.main import EXIT_FAILED, Job, configure_logging
 from spate.engine.job.spec import JobSpec
+from spate.engine.job.turns import StartTurns
 from spate.engine.spark import build_spark
 
 log = logging.getLogger("spate.engine.host")
@@ -68,6 +72,8 @@ class Host:
     jobs: dict[str, HostedJob] = field(default_factory=dict)
     #: job ids of tickets read (a ticket may outlive its reading: see :meth:`_take`)
     taken: set[str] = field(default_factory=set)
+    #: jobs start their queries a few at a time (:mod:`spate.engine.job.turns`)
+    turns: StartTurns = field(default_factory=StartTurns)
 
     def run(self) -> int:
         spark = build_spark(self.config.spark_master, f"spate-app-{self.config.tenant_id}",
@@ -116,7 +122,7 @@ class Host:
             except (OSError, ValueError, TypeError, ChannelError) as error:
                 log.error("cannot start job %s: %s", job_id, error)
                 continue
-            job = Job(spec, channel, application=spark)
+            job = Job(spec, channel, application=spark, turns=self.turns)
             thread = threading.Thread(target=self._run_job, args=(job_id,),
                                       name=f"job-{job_id}", daemon=True)
             self.jobs[job_id] = HostedJob(job, thread)

@@ -55,6 +55,7 @@ from spate.engine.job.errors import JobError, JobRefusedError
 from spate.engine.job.events import EpochEvents, error_event, status_event
 from spate.engine.job.preview import PreviewRows, preview_sinks
 from spate.engine.job.spec import PREVIEW, RUN, JobSpec
+from spate.engine.job.turns import StartTurns, Turn
 from spate.engine.planner import PipelinePlan, PlanningError, plan_pipeline
 from spate.engine.planner.external import TableDefinition, tables_from_definitions
 from spate.engine.runtime.errors import PipelineFailedError
@@ -88,12 +89,16 @@ class Job:
     """One run of one spec, publishing on ``channel``."""
 
     def __init__(self, spec: JobSpec, channel: JobChannel,
-                 application: SparkSession | None = None) -> None:
+                 application: SparkSession | None = None,
+                 turns: StartTurns | None = None) -> None:
         """``application``: the tenant's warm Spark application hosting this job as one
-        of its queries (:mod:`spate.engine.host`); None: the job starts its own."""
+        of its queries (:mod:`spate.engine.host`); None: the job starts its own.
+        ``turns``: the application's turns to start a query (:mod:`.turns`)."""
         self.spec = spec
         self.channel = channel
         self.application = application
+        self.turns = turns
+        self._turn: Turn | None = None
         self.epochs = EpochEvents()
         self.preview: PreviewRows | None = None
         #: the job's stop control while it runs (a host applies kills through it)
@@ -125,10 +130,14 @@ class Job:
                      else hosted_session(self.application, self.spec.spark_conf))
             runner = PipelineRunner(plan, spark, state, self._options(plan, control))
             control.attach(runner)
+            if self.turns is not None:
+                self._turn = self.turns.take()
             if control.stop_mode is not None:
                 return Outcome("stopped", f"stopped ({control.stop_mode}) before it started")
             finished = runner.run()
         finally:
+            if self._turn is not None:
+                self._turn.done()
             store.close()
         if runner.wake_at_ms is not None and control.stop_mode is None:
             return Outcome("idle", f"no input for {self.spec.idle_stop_s:g} s: stopped after "
@@ -179,6 +188,8 @@ class Job:
         self._publish(status_event("running"))
 
     def _on_epoch(self, report: EpochReport) -> None:
+        if self._turn is not None:  # its query and workers are up: the next may start
+            self._turn.done()
         self._publish(self.epochs.event(report))
 
     def _fail(self, error: Exception) -> None:

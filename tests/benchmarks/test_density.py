@@ -21,6 +21,7 @@ about speed or size.
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,7 @@ from tests.benchmarks.workloads import save_result
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(3600)]
 
-PLATFORM_KEY = "density-platform-admin-key"
+PLATFORM_KEY = secrets.token_urlsafe(32)
 TENANTS = 5
 PIPELINES_PER_TENANT = 10
 SAMPLE_S = 60.0
