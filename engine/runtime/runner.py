@@ -265,8 +265,9 @@ class PipelineRunner:
             raise PipelineFailedError(root_message(error)) from None
 
     def _stop_if_idle(self) -> None:
-        """Scale to zero: no input for ``idle_stop_s`` and every source says when it has
-        more, so the run stops (its last epoch is committed) and says when to resume."""
+        """Scale to zero: no input for ``idle_stop_s``, and every source says when it has
+        more, no sooner than another ``idle_stop_s`` from now: the run stops (its last
+        epoch is committed) and says when to resume."""
         idle_s = self.options.idle_stop_s
         if idle_s is None or time.monotonic() - self._input_seen_s < idle_s:
             return
@@ -274,8 +275,10 @@ class PipelineRunner:
             return  # an epoch is in progress
         try:
             wake = self._next_input_ms()
-            if wake is None:
-                self._input_seen_s = time.monotonic()  # ask again after another period
+            if wake is None or wake < time.time() * 1000 + idle_s * 1000:
+                # Cannot tell, or input is due within another idle period (a slow or
+                # busy machine's trigger, not a quiet source): ask again after it.
+                self._input_seen_s = time.monotonic()
                 return
             self.wake_at_ms = wake
             log.info("no input for %.0f s: stopping until input is due", idle_s,

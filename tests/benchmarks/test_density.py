@@ -13,11 +13,11 @@ processes, so shared pages count more than once: an upper bound) and CPU time
 over wall time; the running and failed jobs are counted.
 
 Then those pipelines stop, and a sixth tenant starts ten pipelines whose
-source has a row only every 100 s; with ``SPATE_IDLE_STOP_S = 5`` they go idle after their first row and the
-tenant's application exits ``SPATE_APPLICATION_IDLE_EXIT_S = 10`` s later.  The
-benchmark checks that no process of that tenant is left and samples the tree
-again.  Written to ``results.json`` under ``density``; nothing is asserted
-about speed or size.
+source has a row only every 100 s; with ``SPATE_IDLE_STOP_S = 5`` they go idle
+after their first row and the tenant's application exits
+``SPATE_APPLICATION_IDLE_EXIT_S = 10`` s later.  The benchmark waits until no
+JVM is left and samples the server again.  Written to ``results.json`` under
+``density``; nothing is asserted about speed or size.
 """
 
 from __future__ import annotations
@@ -73,7 +73,12 @@ def tree_of(pid: int, workdir: Path) -> Tree:
                 tops.append(process)
         except psutil.Error:
             continue
-    members = {p.pid: p for top in tops for p in (top, *top.children(recursive=True))}
+    members: dict[int, psutil.Process] = {}
+    for top in tops:
+        try:
+            members.update((p.pid, p) for p in (top, *top.children(recursive=True)))
+        except psutil.Error:  # it ended meanwhile
+            continue
     rss, cpu, jvms, lines = 0, 0.0, 0, []
     for process in members.values():
         try:

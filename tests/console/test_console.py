@@ -75,8 +75,8 @@ JSON_SAMPLE = (
     '"seller": {"id": 7}}\n'
     '{"auction": 1002, "price": 3, "bidder": null, "at": "2026-01-05T10:00:01Z", '
     '"seller": {"id": 8}}\n')
-# One row every 5 s: between rows the pipeline goes idle and says when it resumes.
-SLOW_TICKS_SQL = """CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '0.2');
+# One row every 10 s: between rows the pipeline goes idle and says when it resumes.
+SLOW_TICKS_SQL = """CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '0.1');
 CREATE TABLE out WITH (connector = 'blackhole');
 INSERT INTO out SELECT counter FROM ticks;
 """

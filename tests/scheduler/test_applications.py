@@ -121,8 +121,9 @@ def test_a_job_ticket_with_secrets_is_the_tenants_alone_and_goes_once_taken(
 
 def test_a_pipeline_without_input_goes_idle_and_resumes_when_input_is_due(
         hosted: Harness) -> None:
-    # One row every 5 s: after each, 3 s without input make the job idle until the next.
-    pipeline = hosted.add_pipeline(impulse_sql("slow.jsonl", event_rate=0.2))
+    # One row every 10 s: after each, 3 s without input (and the next row 7 s away) make
+    # the job idle until the next.
+    pipeline = hosted.add_pipeline(impulse_sql("slow.jsonl", event_rate=0.1))
     out = hosted.output(pipeline, "slow.jsonl")
 
     def counters() -> list[int]:
