@@ -133,17 +133,12 @@ def run_spate(spark: SparkSession, name: str, rate: int) -> list[float]:
     store = open_store(f"sqlite:///{work / 'state.db'}")
     runner = PipelineRunner(plan_pipeline(sql), spark, store.pipeline("bench", "latency"),
                             RunOptions(parallelism=1, checkpoint_dir=str(work / "checkpoint")))
-    tail = Tail(out)
-    started = time.time()
     threading.Timer(RUN_S, runner.request_stop).start()
     try:
-        runner.run()
-        start_s = _stream_start_s(work / "checkpoint")
+        seen, start_s = _tailed(work, out, runner.run)
     finally:
-        tail.stop()
         store.close()
-        shutil.rmtree(work, ignore_errors=True)
-    return latencies(name, tail.seen, start_s or started, rate)
+    return latencies(name, seen, start_s, rate)
 
 
 def run_native(spark: SparkSession, name: str, rate: int) -> list[float]:
@@ -160,19 +155,33 @@ def run_native(spark: SparkSession, name: str, rate: int) -> list[float]:
         handle.flush()
         os.fsync(handle.fileno())
 
-    tail = Tail(out)
-    started = time.time()
-    query = (native_query(name, ticks).writeStream.outputMode("append").foreachBatch(write)
-             .option("checkpointLocation", str(work / "checkpoint")).start())
-    try:
+    def run() -> None:
+        query = (native_query(name, ticks).writeStream.outputMode("append")
+                 .foreachBatch(write).option("checkpointLocation", str(work / "checkpoint"))
+                 .start())
         time.sleep(RUN_S)
         query.stop()
+
+    try:
+        seen, start_s = _tailed(work, out, run)
+    finally:
+        handle.close()
+    return latencies(name, seen, start_s, rate)
+
+
+def _tailed(work: Path, out: Path, run: Callable[[], None]
+            ) -> tuple[list[tuple[float, dict[str, Any]]], float]:
+    """``run()`` while a :class:`Tail` watches ``out``: the rows seen and the stream's
+    start (from its checkpoint; else when ``run`` began).  ``work`` goes after."""
+    tail = Tail(out)
+    started = time.time()
+    try:
+        run()
         start_s = _stream_start_s(work / "checkpoint")
     finally:
         tail.stop()
-        handle.close()
         shutil.rmtree(work, ignore_errors=True)
-    return latencies(name, tail.seen, start_s or started, rate)
+    return tail.seen, start_s or started
 
 
 def _plain(row: dict[str, Any]) -> dict[str, Any]:
