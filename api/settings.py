@@ -20,7 +20,11 @@ from pydantic_settings import (
 
 from spate.api.crypto import check_fernet_key
 from spate.engine.connectors.egress import AllowRule
-from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS, DEFAULT_STATE_URL
+from spate.engine.defaults import (
+    DEFAULT_EPOCH_MAX_DELAY_MS,
+    DEFAULT_FLUSH_INTERVAL_MS,
+    DEFAULT_STATE_URL,
+)
 from spate.scheduler.config import cluster_masters, parse_clusters
 from spate.scheduler.errors import ConfigurationError
 
@@ -149,6 +153,10 @@ class Settings(BaseSettings):
     idle_stop_s: Annotated[float, Field(ge=0, le=86400, description=(
         "Scale to zero: a pipeline with no input for this long stops after a commit and "
         "resumes when its input is due (0: never)"))] = 60.0
+    epoch_max_delay_ms: Annotated[int, Field(ge=0, le=3_600_000, description=(
+        "Rate-adaptive epochs: after an epoch of few rows a pipeline waits for more, at most "
+        "this long (0: epochs back to back); a pipeline's checkpoint_interval_ms fixes its "
+        "trigger instead"))] = DEFAULT_EPOCH_MAX_DELAY_MS
     plan_timeout_s: Annotated[float, Field(gt=0, le=600, description=(
         "Time budget of planning one request's SQL (a plan over it is a 422)"))] = 10.0
     plan_memory_mb: Annotated[int, Field(ge=64, le=65_536, description=(

@@ -17,11 +17,16 @@ import click
 from spate.engine.connectors import ConnectorError
 from spate.engine.connectors.formats import JSON, FormatSpec
 from spate.engine.connectors.sinks import StdoutSink
-from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS, DEFAULT_STATE_URL
+from spate.engine.defaults import (
+    DEFAULT_EPOCH_MAX_DELAY_MS,
+    DEFAULT_FLUSH_INTERVAL_MS,
+    DEFAULT_STATE_URL,
+)
 from spate.engine.explain import explain_plan
 from spate.engine.planner import PREVIEW_SINK, PipelinePlan, PlanningError, plan_pipeline
 from spate.engine.runtime.errors import PipelineFailedError
 from spate.engine.runtime.failures import locate_in_sql
+from spate.engine.runtime.pacing import pacing_for
 from spate.engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
 from spate.engine.spark import build_spark
 from spate.engine.udf import UdfDefinitionError, UdfRegistry, load_udfs
@@ -52,10 +57,14 @@ EXIT_RUNTIME_ERROR = 1
               show_default=True, type=click.IntRange(min=0),
               help="pipeline.update-aggregate-flush-interval: how often updating (non-"
                    "windowed) aggregates emit their changes; 0: every epoch.")
+@click.option("--epoch-max-delay-ms", "max_delay_ms", default=DEFAULT_EPOCH_MAX_DELAY_MS,
+              show_default=True, type=click.IntRange(0, 3_600_000),
+              help="Rate-adaptive epochs: after an epoch of few rows, wait for more, at "
+                   "most this long; 0: epochs back to back (docs/running.md).")
 @click.option("--explain", is_flag=True, help="Print the plan and exit without running.")
 def run(sql_file: Path, parallelism: int, state_url: str, checkpoint_dir: Path | None,
         pipeline_id: str | None, tenant: str, master: str, udf_file: Path | None,
-        flush_ms: int, explain: bool) -> None:
+        flush_ms: int, max_delay_ms: int, explain: bool) -> None:
     """Run the pipeline in SQL_FILE until its input ends (or Ctrl-C / SIGTERM)."""
     plan_text = sql_file.read_text()
     try:
@@ -75,7 +84,8 @@ def run(sql_file: Path, parallelism: int, state_url: str, checkpoint_dir: Path |
     checkpoint_dir = checkpoint_dir or Path(".spate/checkpoints") / pipeline_id
     try:
         _run_plan(plan, state_url, checkpoint_dir, (tenant, pipeline_id), master,
-                  RunOptions(parallelism=parallelism, update_flush_interval_ms=flush_ms))
+                  RunOptions(parallelism=parallelism, update_flush_interval_ms=flush_ms,
+                             pacing=pacing_for(max_delay_ms)))
     except UdfDefinitionError as error:  # a name Spark itself already uses
         _udf_error(error)
     except (PipelineFailedError, ConnectorError, StateStoreError) as error:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from spate.engine.connectors.egress import Endpoint
-from spate.engine.defaults import DEFAULT_STATE_URL
+from spate.engine.defaults import DEFAULT_EPOCH_MAX_DELAY_MS, DEFAULT_STATE_URL
 from spate.scheduler.errors import ConfigurationError
 
 BACKENDS = ("local", "standalone", "kubernetes")
@@ -106,6 +106,8 @@ class SchedulerConfig:
     application_cpu_cores: float = 2.0
     #: A pipeline with no input for this long stops until input is due (None: never).
     idle_stop_s: float | None = None
+    #: Rate-adaptive epochs: the longest wait for more input (ms; 0: back to back).
+    epoch_max_delay_ms: int = DEFAULT_EPOCH_MAX_DELAY_MS
 
     def __post_init__(self) -> None:
         if self.cluster_backend not in BACKENDS:

@@ -207,7 +207,8 @@ class Workspace:
             update_flush_interval_ms=self.config.update_flush_interval_ms,
             tables=named_tables(job.sql, tables),
             boundary=self.tenants.boundary(job.tenant_id).to_dict(),
-            idle_stop_s=self.config.idle_stop_s if job.kind != PREVIEW else None)
+            idle_stop_s=self.config.idle_stop_s if job.kind != PREVIEW else None,
+            epoch_max_delay_ms=self.config.epoch_max_delay_ms)
 
     def drop_state(self, job: JobView) -> None:
         """Remove the job's pipeline state from the state store and its Spark checkpoint."""

@@ -46,6 +46,7 @@ from spate.engine.connectors.streaming import (
     max_rows,
     source_options,
 )
+from spate.engine.python_workers import settle
 
 SOURCE_NAME = "spate_impulse"
 #: Rows (over all subtasks) admitted per micro-batch unless Spark asks for all.
@@ -195,6 +196,7 @@ class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for k in range(self.settings.parallelism)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        settle()
         part = partition.value
         schema = arrow_schema(self.schema)
         counters = np.arange(part["first"], part["stop"], dtype=np.int64)

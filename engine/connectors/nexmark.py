@@ -48,6 +48,7 @@ from spate.engine.connectors.streaming import (
     max_rows,
     source_options,
 )
+from spate.engine.python_workers import settle
 
 SOURCE_NAME = "spate_nexmark"
 DEFAULT_MAX_EVENTS_PER_BATCH = 100_000
@@ -232,6 +233,7 @@ class NexmarkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for k in range(count)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        settle()
         part = partition.value
         schema = arrow_schema(self.schema)
         types = (schema.field(0).type, schema.field(1).type, schema.field(2).type)

@@ -32,6 +32,7 @@ from spate.engine.connectors.streaming import (
     initial_offset,
     max_rows,
 )
+from spate.engine.python_workers import settle
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,7 @@ class SingleFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return [InputPartition({"start": start, "end": end})]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        settle()
         start, end = partition.value["start"], partition.value["end"]
         reader = _RangeReader(self.settings, self.schema)
         yield from reader.read(start, end)

@@ -60,6 +60,7 @@ from spate.engine.planner import PipelinePlan, PlanningError, plan_pipeline
 from spate.engine.planner.external import TableDefinition, tables_from_definitions
 from spate.engine.runtime.errors import PipelineFailedError
 from spate.engine.runtime.failures import locate_in_sql
+from spate.engine.runtime.pacing import pacing_for
 from spate.engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
 from spate.engine.spark import build_spark, hosted_session
 from spate.engine.udf import UdfDefinitionError, UdfError, load_udfs
@@ -174,7 +175,9 @@ class Job:
             trigger_interval=f"{interval} milliseconds" if interval else None,
             on_epoch=self._on_epoch, on_start=self._on_start, sink_overrides=overrides,
             update_flush_interval_ms=self.spec.update_flush_interval_ms,
-            idle_stop_s=self.spec.idle_stop_s if self.spec.kind == RUN else None)
+            idle_stop_s=self.spec.idle_stop_s if self.spec.kind == RUN else None,
+            # A preview shows rows as they come: its epochs run back to back.
+            pacing=pacing_for(self.spec.epoch_max_delay_ms) if self.spec.kind == RUN else None)
 
     def _outcome(self, finished: bool, control: JobControl) -> Outcome:
         if finished:

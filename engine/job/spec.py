@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
+from spate.engine.defaults import DEFAULT_EPOCH_MAX_DELAY_MS, DEFAULT_FLUSH_INTERVAL_MS
 
 #: ``JobSpec.kind`` of a pipeline run.
 RUN = "run"
@@ -34,7 +34,7 @@ class JobSpec:
     channel_url: str
     parallelism: int = 1
     kind: str = RUN
-    #: Spark trigger interval in ms (None: start the next epoch as soon as one ends).
+    #: Spark trigger interval in ms (None: rate-adaptive epochs, ``epoch_max_delay_ms``).
     checkpoint_interval_ms: int | None = None
     #: Spark master for a job that builds its own session (``local[2]``); a job
     #: launched by spark-submit uses the session spark-submit configured.
@@ -65,6 +65,9 @@ class JobSpec:
     #: A run with no input for this long stops after a commit, when its sources can say
     #: when input is due again, and ends ``idle`` (scale to zero); None: never.
     idle_stop_s: float | None = None
+    #: Rate-adaptive epochs of a run with no ``checkpoint_interval_ms``: after an epoch of
+    #: few rows it waits for more, at most this long (ms; 0: back to back)
+    epoch_max_delay_ms: int = DEFAULT_EPOCH_MAX_DELAY_MS
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

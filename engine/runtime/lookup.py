@@ -33,6 +33,7 @@ from spate.engine.connectors import CONNECTORS, TableConfig
 from spate.engine.connectors.arrow_batches import arrow_schema
 from spate.engine.connectors.lookup import CacheSettings, Key, LookupConnector, LookupSource
 from spate.engine.planner.lookup import LookupJoin
+from spate.engine.python_workers import settle
 from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput
 from spate.statestore import PipelineState
 
@@ -231,6 +232,7 @@ def lookup_join(df: DataFrame, spec: LookupJoin, cache_id: Hashable) -> DataFram
     table, key_inputs, keep_unmatched = spec.table, spec.key_inputs, spec.keep_unmatched
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        settle()
         joiner = process_joiner(table, cache_id)
         for batch in batches:
             if batch.num_rows == 0:

@@ -43,6 +43,7 @@ from spate.engine.planner.updating_join import UpdatingJoin
 from spate.engine.runtime.errors import PipelineFailedError
 from spate.engine.runtime.failures import root_message
 from spate.engine.runtime.offsets import BatchEpochs, CheckpointFolder, StoredPosition, resume
+from spate.engine.runtime.pacing import EpochPacer, Pacing
 from spate.engine.runtime.sinks import open_sinks
 from spate.engine.runtime.sources import (
     EpochSources,
@@ -133,6 +134,9 @@ class RunOptions:
     #: Stop after a commit when no input came for this long and every source can say
     #: when input is due again (``PipelineRunner.wake_at_ms``); None: never
     idle_stop_s: float | None = None
+    #: Rate-adaptive epochs (:mod:`spate.engine.runtime.pacing`) when no trigger
+    #: interval is set and every source is unbounded; None: back to back
+    pacing: Pacing | None = None
 
 
 @dataclass
@@ -199,6 +203,7 @@ class PipelineRunner:
         self._input_seen_s = time.monotonic()
         #: set when the run stopped for want of input: when input is due (ms)
         self.wake_at_ms: int | None = None
+        self._pacer: EpochPacer | None = None
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -239,6 +244,9 @@ class PipelineRunner:
             "checkpointLocation", self.options.checkpoint_dir)
         if self.options.trigger_interval:
             writer = writer.trigger(processingTime=self.options.trigger_interval)
+        elif self.options.pacing is not None and not any(
+                CONNECTORS[t.config.connector].is_bounded(t.config) for t in self.plan.sources):
+            self._pacer = EpochPacer(self.options.pacing, time.monotonic())
         query = writer.queryName(f"spate-{self.state.pipeline}-{self._run_id}").start()
         self._query = query
         try:
@@ -256,7 +264,7 @@ class PipelineRunner:
         self._input_seen_s = time.monotonic()
         while query.isActive:  # False once the query failed: reported below
             # The last epoch sets the event too, so a finished run stops at once.
-            if self._stop_requested.wait(0.05):
+            if self._stop_requested.wait(0.25):
                 self._stop_query(query)
                 break
             self._stop_if_idle()
@@ -331,6 +339,14 @@ class PipelineRunner:
     # -- one epoch ----------------------------------------------------------------
 
     def _epoch(self, batch: DataFrame, batch_id: int) -> None:
+        report = self._locked_epoch(batch, batch_id)
+        if report is not None and self._pacer is not None:
+            # Waiting here holds the next trigger back; outside the lock, so a stop
+            # (which sets the event) ends the wait and finds no epoch in progress.
+            self._stop_requested.wait(self._pacer.wait_after(
+                report.rows_in, report.started_s, report.duration_s))
+
+    def _locked_epoch(self, batch: DataFrame, batch_id: int) -> EpochReport | None:
         with self._lock:
             if self._stopping or self._abandon.is_set():
                 # Raising (not returning) keeps Spark from marking the batch done,
@@ -340,7 +356,7 @@ class PipelineRunner:
             number = self._batches.epoch(batch_id)
             if self._last_committed is not None and number <= self._last_committed:
                 log.info("skipping replayed epoch", extra={"epoch": number})
-                return
+                return None
             started = time.monotonic()
             single_pass = self._single_pass
             if not single_pass:
@@ -364,6 +380,7 @@ class PipelineRunner:
             # every epoch it committed by the time ``run`` returns.
             if self.options.on_epoch is not None:
                 self.options.on_epoch(report)
+            return report
 
     def _run_epoch(self, batch: DataFrame, number: int, single_pass: bool,
                    started: float) -> EpochReport:

@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema, to_arrow_type
 
+from spate.engine.python_workers import settle
 from spate.statestore import CachedPipelineState, EpochWriter, UserKey, task_pipeline
 
 #: The key-group column every step's input carries.
@@ -204,6 +205,7 @@ class _RangeTask:
     owns: str | None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        settle()
         collected = list(batches)
         if not collected:
             return
