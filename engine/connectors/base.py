@@ -163,6 +163,13 @@ class Connector(ABC):
         del table, parallelism, start, end
         return None
 
+    def batch_limit(self, table: TableConfig) -> int | None:
+        """The most rows one batch of the source reads (None: all there is).  A batch
+        that big is followed at once by the next: there may be more waiting
+        (:mod:`spate.engine.runtime.pacing`)."""
+        del table
+        return None
+
     def next_input_ms(self, table: TableConfig, parallelism: int, offset: Any) -> int | None:
         """When (wall clock, ms) a source read up to ``offset`` has new input, where its
         offsets tell (a generator's schedule); None: only looking at the source can

@@ -114,6 +114,10 @@ class ImpulseConnector(Connector):
         return BatchFacts(rows=(int(end["counter"]) - first) * max(1, parallelism),
                           finished=bool(end["eof"]))
 
+    def batch_limit(self, table: TableConfig) -> int | None:
+        del table
+        return MAX_ROWS_PER_BATCH
+
     def next_input_ms(self, table: TableConfig, parallelism: int, offset: Any) -> int | None:
         """Counter ``c`` of every subtask is due ``c`` intervals after the start."""
         if offset.get("eof"):

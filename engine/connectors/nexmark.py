@@ -137,6 +137,9 @@ class NexmarkConnector(Connector):
         first = 0 if start is None else int(start["next"])
         return BatchFacts(rows=int(end["next"]) - first, finished=bool(end["eof"]))
 
+    def batch_limit(self, table: TableConfig) -> int | None:
+        return _parse(table).max_events_per_batch
+
     def next_input_ms(self, table: TableConfig, parallelism: int, offset: Any) -> int | None:
         """Event ``n`` is due ``n / event_rate`` seconds after the start (at once when
         the stream is not rate-limited)."""

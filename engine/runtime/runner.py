@@ -25,7 +25,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import Any
 
@@ -244,9 +244,8 @@ class PipelineRunner:
             "checkpointLocation", self.options.checkpoint_dir)
         if self.options.trigger_interval:
             writer = writer.trigger(processingTime=self.options.trigger_interval)
-        elif self.options.pacing is not None and not any(
-                CONNECTORS[t.config.connector].is_bounded(t.config) for t in self.plan.sources):
-            self._pacer = EpochPacer(self.options.pacing, time.monotonic())
+        elif self.options.pacing is not None:
+            self._pacer = _pacer(self.plan, self.options.pacing)
         query = writer.queryName(f"spate-{self.state.pipeline}-{self._run_id}").start()
         self._query = query
         try:
@@ -586,6 +585,17 @@ def _reads_batch_once(plan: PipelinePlan) -> bool:
     operators = plan.queries[0].operators
     return len(operators) == 0 or (len(operators) == 1
                                    and not isinstance(operators[0], UpdatingJoin))
+
+
+def _pacer(plan: PipelinePlan, pacing: Pacing) -> EpochPacer | None:
+    """Rate-adaptive epochs for ``plan``'s sources: none when one is bounded (its input
+    is all there), and an epoch as big as a source's batch limit counts as full."""
+    connectors = [(CONNECTORS[t.config.connector], t.config) for t in plan.sources]
+    if any(connector.is_bounded(config) for connector, config in connectors):
+        return None
+    limits = [connector.batch_limit(config) for connector, config in connectors]
+    full = min([pacing.min_rows, *(limit for limit in limits if limit is not None)])
+    return EpochPacer(replace(pacing, min_rows=full), time.monotonic())
 
 
 def _query_names(plan: PipelinePlan) -> dict[int, str]:

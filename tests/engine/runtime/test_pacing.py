@@ -96,3 +96,31 @@ def test_a_stop_ends_the_wait(spark: SparkSession, tmp_path: Path) -> None:
                                stop_after_s=5)
     assert counters  # the first epoch wrote, then the run waited for more rows ...
     assert took_s < 120  # ... and the stop did not sit out the ten-minute wait
+
+
+CAPPED = """
+CREATE TABLE nexmark WITH (connector = 'nexmark', event_rate = '1000',
+    rate_limited = 'false', max_events_per_batch = '10');
+CREATE TABLE out WITH (connector = 'blackhole');
+INSERT INTO out SELECT bid.auction FROM nexmark WHERE bid IS NOT NULL;
+"""
+
+
+@pytest.mark.spark
+def test_an_epoch_as_big_as_its_sources_batch_limit_is_followed_at_once(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """10 events per batch is all the source gives, with more waiting: no wait."""
+    store = open_store(f"sqlite:///{tmp_path / 'state.db'}")
+    reports: list[EpochReport] = []
+    runner = PipelineRunner(
+        plan_pipeline(CAPPED), spark, store.pipeline("t", "capped"),
+        RunOptions(checkpoint_dir=str(tmp_path / "checkpoint"), on_epoch=reports.append,
+                   pacing=Pacing(min_rows=100, max_delay_s=600)))
+    stopper = threading.Timer(15, runner.request_stop)
+    stopper.start()
+    try:
+        runner.run()
+    finally:
+        stopper.cancel()
+        store.close()
+    assert len(reports) >= 3 and all(r.rows_in == 10 for r in reports)
