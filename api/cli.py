@@ -26,6 +26,9 @@ class LazyCommand(NamedTuple):
 
 #: Every subcommand of ``spate``, by name.
 COMMANDS = {
+    "applications": LazyCommand("spate.api.appcli:applications",
+                                "List or drain the tenants' warm Spark applications on this "
+                                "machine."),
     "db": LazyCommand("spate.api.dbcli:db",
                       "Migrate the control-plane database (PostgreSQL or SQLite)."),
     "keys": LazyCommand("spate.api.clientcli:keys",

@@ -82,6 +82,11 @@ class SqlControlStore(ControlStore):
             return list(session.scalars(select(Job.id).where(
                 Job.kind == "preview", Job.state.not_in(JOB_TERMINAL_STATES)).order_by(Job.id)))
 
+    def starting_jobs(self) -> int:
+        with self._session() as session:
+            return int(session.scalar(select(func.count()).select_from(Job).where(
+                Job.state == STARTING)) or 0)
+
     def pipeline(self, pipeline_id: str) -> PipelineView | None:
         with self._session() as session:
             row = session.get(Pipeline, pipeline_id)

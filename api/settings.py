@@ -153,6 +153,9 @@ class Settings(BaseSettings):
     idle_stop_s: Annotated[float, Field(ge=0, le=86400, description=(
         "Scale to zero: a pipeline with no input for this long stops after a commit and "
         "resumes when its input is due (0: never)"))] = 60.0
+    max_starting_jobs: Annotated[int, Field(ge=0, le=10_000, description=(
+        "Admission control: jobs starting at once (their Spark query not running yet); "
+        "more wait their turn (0: no limit)"))] = 3
     epoch_max_delay_ms: Annotated[int, Field(ge=0, le=3_600_000, description=(
         "Rate-adaptive epochs: after an epoch of few rows a pipeline waits for more, at most "
         "this long (0: epochs back to back); a pipeline's checkpoint_interval_ms fixes its "

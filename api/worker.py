@@ -66,6 +66,7 @@ def scheduler_config(settings: Settings) -> SchedulerConfig:
         application_cpu_cores=settings.application_cpu_cores,
         idle_stop_s=settings.idle_stop_s or None,
         epoch_max_delay_ms=settings.epoch_max_delay_ms,
+        max_starting_jobs=settings.max_starting_jobs,
         egress_allow=tuple(egress_entries(settings.egress_allow)),
         control_plane=control_plane_endpoints(settings),
         # Only a PostgreSQL state store has per-tenant roles whose passwords derive from it.

@@ -106,6 +106,9 @@ class SchedulerConfig:
     application_cpu_cores: float = 2.0
     #: A pipeline with no input for this long stops until input is due (None: never).
     idle_stop_s: float | None = None
+    #: Admission control: at most this many jobs start at once (launched or placed, their
+    #: query not yet running); more wait in ``created``/``restarting`` (0: no limit).
+    max_starting_jobs: int = 0
     #: Rate-adaptive epochs: the longest wait for more input (ms; 0: back to back).
     epoch_max_delay_ms: int = DEFAULT_EPOCH_MAX_DELAY_MS
 

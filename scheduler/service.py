@@ -93,7 +93,13 @@ class Scheduler:
     # -- entry points (one per Celery task) -------------------------------------
 
     def reconcile_all(self) -> None:
-        """Reconcile every pipeline that needs it and every live preview."""
+        """Reconcile every pipeline that needs it and every live preview; drain the
+        tenants' applications started at another size than applications now get."""
+        applications = self.backend.applications
+        if applications is not None:
+            for tenant in applications.drain_resized(self._application_size()):
+                log.info("the application of tenant %s was started at another size: "
+                         "drained, its pipelines move to a new one", tenant)
         for pipeline_id in self.store.pipelines_to_reconcile():
             self._guarded(self.reconcile_pipeline, pipeline_id)
         for job_id in self.store.active_preview_ids():
@@ -265,7 +271,13 @@ class Scheduler:
         raise SchedulerError(f"unknown action {action!r}")
 
     def _launch(self, job: JobView, action: Submit | Resubmit) -> JobView | None:
-        """Claim the job for this worker, then launch its process."""
+        """Claim the job for this worker, then launch its process; unless it runs a
+        pipeline and as many jobs as ``max_starting_jobs`` are starting already: then it
+        waits for a later reconcile (previews, which a user waits for, never wait)."""
+        limit = self.config.max_starting_jobs
+        if limit and job.kind != PREVIEW and self.store.starting_jobs() >= limit:
+            log.debug("job %s waits: %d jobs are starting", job.id, limit)
+            return job
         if isinstance(action, Submit):
             claimed = self.store.transition(
                 job.id, {CREATED}, STARTING, "starting", started_at=self.clock(),
@@ -333,13 +345,18 @@ class Scheduler:
 
         config = HostConfig(tenant, self.backend.spark_master() or "local[2]",
                             dict(self.config.spark_conf), self.config.application_idle_exit_s)
-        application = applications.ensure(tenant, config, start)
+        application = applications.ensure(tenant, config, start, self._application_size())
         spec = self._placed(job, self.workspace.spec(job, self.store.job_tables(tenant)))
         applications.place(tenant, spec, uid)
         log.info("job %s placed in the application of tenant %s (%s)", job.id, tenant,
                  job_dir)
         return {APPLICATION: tenant, "job": job.id, "process": application,
                 "submitted_at": time.time(), "log": str(folder.log), "log_owner": uid}
+
+    def _application_size(self) -> dict[str, Any]:
+        """The size a tenant's application is started at (its compute unit's limits)."""
+        return {"memory_mb": self.config.application_memory_mb,
+                "cpu_cores": self.config.application_cpu_cores}
 
     def _fail_start(self, job: JobView, unit: ComputeUnit | None,
                     message: str) -> JobView | None:

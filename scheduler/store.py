@@ -146,6 +146,10 @@ class ControlStore(ABC):
         """Ids of preview jobs that are not over."""
 
     @abstractmethod
+    def starting_jobs(self) -> int:
+        """How many jobs are starting: launched or placed, their query not running yet."""
+
+    @abstractmethod
     def pipeline(self, pipeline_id: str) -> PipelineView | None:
         """The pipeline, or None once it is deleted."""
 

@@ -1,5 +1,5 @@
 """Tenants' warm Spark applications on this machine: started on a tenant's first job,
-given its further jobs, asked to drop one, stopped.
+given its further jobs, asked to drop one, drained, replaced at a new size, stopped.
 
 One application per tenant (never shared by two), running
 ``python -m spate.engine.host.main <folder>`` in that tenant's compute unit;
@@ -12,7 +12,18 @@ take).
 
 Several workers may place jobs at once: starting an application holds a lock
 file per tenant, and the process record (``<root>/<tenant>.json``, the
-scheduler's own file) says which process is the tenant's.
+scheduler's own file) says which process is the tenant's and at what size
+(memory and cores) it was started.
+
+Draining moves an application's pipelines to a new one: the application is
+asked to stop, so each of its queries stops after its epoch in progress commits
+and its job ends ``stopped``; the scheduler starts each pipeline again, and
+placing the first of them waits for the drained application to exit before
+starting the tenant's new one, where the pipelines resume from their committed
+state and offsets (nothing read twice or skipped).  An application whose size is
+not the one the scheduler now gives applications is drained the same way
+(:meth:`Applications.drain_resized`): a resize takes a new JVM, as a running
+driver's heap cannot grow.
 """
 
 from __future__ import annotations
@@ -40,6 +51,9 @@ log = logging.getLogger(__name__)
 APPLICATION = "application"
 #: An application that has not written its status for this long cannot be vouched for.
 STATUS_STALE_S = 30.0
+#: How long placing a job waits for a drained application to exit before killing it
+#: (its jobs' epochs in progress are then replayed by their next jobs).
+DRAIN_WAIT_S = 90.0
 
 
 class Applications:
@@ -72,14 +86,17 @@ class Applications:
         return path
 
     def ensure(self, tenant_id: str, config: HostConfig,
-               start: Callable[[HostFolder], dict[str, Any]]) -> dict[str, Any]:
-        """The process handle of the tenant's running application, started with
-        ``start(folder)`` (which launches it) when there is none."""
+               start: Callable[[HostFolder], dict[str, Any]],
+               size: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The process handle of the tenant's running application of ``size``, started
+        with ``start(folder)`` (which launches it) when there is none; one that is
+        draining, or of another size, is drained and awaited first."""
         with self._locked(tenant_id):
             record = self._record(tenant_id)
-            if record is not None and process.is_alive(record) and not self._stopping(
-                    tenant_id):
-                return record
+            if record is not None and process.is_alive(record):
+                if not self._stopping(tenant_id) and record.get("size") == size:
+                    return record
+                self._replace(tenant_id, record)
             folder = self.folder(tenant_id)
             folder.stop.unlink(missing_ok=True)
             for stale in (*_entries(folder.inbox), *_entries(folder.kills)):
@@ -87,11 +104,65 @@ class Applications:
             folder.status.unlink(missing_ok=True)  # a link there is removed, not followed
             launch_id = secrets.token_hex(8)
             _write(folder.config, replace(config, launch_id=launch_id).to_json())
-            handle = {**start(folder), "launch_id": launch_id}
+            handle = {**start(folder), "launch_id": launch_id, "size": size}
             _write(self.root / f"{tenant_id}.json", json.dumps(handle))
             log.info("started the application of tenant %s (pid %s)", tenant_id,
                      handle.get("pid"))
             return handle
+
+    def drain(self, tenant_id: str) -> bool:
+        """Ask the tenant's application to stop: each query stops after its epoch in
+        progress commits, and its pipeline starts again in a new application.  False
+        when the tenant has no application running."""
+        record = self._record(tenant_id)
+        if record is None or not process.is_alive(record):
+            return False
+        with contextlib.suppress(FileExistsError):
+            os.close(create_new(self.folder(tenant_id).stop, 0o644))
+        log.info("draining the application of tenant %s (pid %s)", tenant_id,
+                 record.get("pid"))
+        return True
+
+    def drain_resized(self, size: dict[str, Any]) -> list[str]:
+        """Drain every running application started at another size than ``size``; the
+        tenants whose application is drained."""
+        drained = []
+        for tenant_id in self.tenants():
+            record = self._record(tenant_id)
+            if record is not None and record.get("size") != size and not self._stopping(
+                    tenant_id) and self.drain(tenant_id):
+                drained.append(tenant_id)
+        return drained
+
+    def tenants(self) -> list[str]:
+        """The tenants with an application record (running or not)."""
+        return sorted(path.stem for path in self.root.glob("*.json"))
+
+    def describe(self, tenant_id: str) -> dict[str, Any] | None:
+        """The tenant's application as an operator sees it: process, size, state, jobs."""
+        record = self._record(tenant_id)
+        if record is None:
+            return None
+        alive = bool(process.is_alive(record))
+        status = self.folder(tenant_id).read_status()
+        current = status is not None and status.launch_id == record.get("launch_id")
+        jobs = status.jobs if status is not None and current else {}
+        return {"tenant": tenant_id, "pid": record.get("pid"), "size": record.get("size"),
+                "state": ("draining" if self._stopping(tenant_id) else "running")
+                if alive else "exited",
+                "jobs": sorted(job for job, state in jobs.items() if state != ENDED)}
+
+    def _replace(self, tenant_id: str, record: dict[str, Any]) -> None:
+        """Drain the tenant's application (if that is not under way) and wait for it to
+        exit; after :data:`DRAIN_WAIT_S` it is killed."""
+        self.drain(tenant_id)
+        deadline = time.monotonic() + DRAIN_WAIT_S
+        while process.is_alive(record) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if process.is_alive(record):
+            log.warning("the drained application of tenant %s did not exit in %.0f s: "
+                        "killing it", tenant_id, DRAIN_WAIT_S)
+            process.kill(record)
 
     def place(self, tenant_id: str, spec: JobSpec, owner: int | None) -> None:
         """Give the application ``spec``; the ticket is the tenant user's, owner-only."""

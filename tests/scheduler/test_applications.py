@@ -1,14 +1,16 @@
 """Tenants' warm applications, end to end on the local backend: a tenant's jobs run as
 queries of one Spark application of that tenant (never another tenant's), a query that
 fails or is stopped leaves its neighbours running, an application with no job left
-exits by itself, the next job starting a new one, and a pipeline without input goes
-idle and resumes by itself when its input is due, exactly once."""
+exits by itself, the next job starting a new one, a pipeline without input goes
+idle and resumes by itself when its input is due, exactly once, and a drained or
+resized application hands its pipelines to a new one, exactly once."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import psutil
 import pytest
@@ -146,3 +148,97 @@ def test_a_pipeline_without_input_goes_idle_and_resumes_when_input_is_due(
     seen = counters()
     assert seen == list(range(len(seen))), f"rows lost or repeated across idle periods: {seen}"
 
+
+
+def _counters(harness: Harness, pipeline: str, name: str) -> list[int]:
+    out = harness.output(pipeline, name)
+    if not out.exists():
+        return []
+    return [json.loads(line)["counter"] for line in out.read_text().splitlines()]
+
+
+def _moves_to_a_new_application(hosted: Harness, pipeline: str, name: str,
+                                drain: Callable[[], object]) -> int:
+    """Drain with ``drain()`` the application running ``pipeline`` and check that the
+    pipeline goes on, exactly once, in a new application; the new one's pid."""
+    application = _application_pid(hosted, pipeline)
+    hosted.wait_for("the first rows", lambda: len(_counters(hosted, pipeline, name)) > 10)
+    drain()
+    hosted.wait_for("the drained application to exit",
+                    lambda: not psutil.pid_exists(application)
+                    or psutil.Process(application).status() == psutil.STATUS_ZOMBIE,
+                    timeout_s=120)
+    hosted.wait_for("a job in a new application", lambda: (
+        hosted.jobs(pipeline)[-1].state == "running"
+        and _application_pid(hosted, pipeline) != application), timeout_s=120)
+    moved_at = len(_counters(hosted, pipeline, name))
+    hosted.wait_for("rows from the new application",
+                    lambda: len(_counters(hosted, pipeline, name)) > moved_at + 10,
+                    timeout_s=120)
+    new_application = _application_pid(hosted, pipeline)
+    assert [job.state for job in hosted.jobs(pipeline)][:-1] == ["stopped"], \
+        "the drained job should have stopped after a commit, not failed"
+    hosted.change_pipeline(pipeline, desired_state="stopped", stop_mode="checkpoint")
+    hosted.wait_for_job(pipeline, ("stopped",))
+    seen = sorted(_counters(hosted, pipeline, name))
+    assert seen == list(range(len(seen))), "rows lost or repeated across the move"
+    return new_application
+
+
+def test_a_drained_application_hands_its_pipelines_to_a_new_one_exactly_once(
+        hosted: Harness) -> None:
+    pipeline = hosted.add_pipeline(impulse_sql("drained.jsonl", event_rate=20))
+    applications = hosted.scheduler.backend.applications
+    assert applications is not None
+    tenant = hosted.tenant_of(pipeline)
+    _moves_to_a_new_application(hosted, pipeline, "drained.jsonl",
+                                lambda: applications.drain(tenant))
+
+
+def test_an_application_of_another_size_is_replaced_by_one_of_the_new_size(
+        hosted: Harness) -> None:
+    pipeline = hosted.add_pipeline(impulse_sql("resized.jsonl", event_rate=20))
+    applications = hosted.scheduler.backend.applications
+    assert applications is not None
+    tenant = hosted.tenant_of(pipeline)
+    scheduler = hosted.scheduler
+    old_config = scheduler.config
+    resized = replace(old_config, application_memory_mb=old_config.application_memory_mb + 512)
+
+    def resize() -> None:  # as an operator's new SPATE_APPLICATION_MEMORY_MB would
+        scheduler.config = scheduler.workspace.config = resized
+
+    try:
+        _moves_to_a_new_application(hosted, pipeline, "resized.jsonl", resize)
+    finally:
+        scheduler.config = scheduler.workspace.config = old_config
+    described = applications.describe(tenant)
+    assert described is not None and described["size"]["memory_mb"] == \
+        resized.application_memory_mb
+
+
+def test_admission_control_starts_pipelines_a_few_at_a_time(hosted: Harness) -> None:
+    scheduler = hosted.scheduler
+    old_config = scheduler.config
+    scheduler.config = replace(old_config, max_starting_jobs=1)
+    try:
+        first = hosted.add_pipeline(impulse_sql("a1.jsonl", event_rate=5))
+        tenant = hosted.tenant_of(first)
+        pipelines = [first, *(hosted.add_pipeline(impulse_sql(f"a{n}.jsonl", event_rate=5),
+                                                  tenant_id=tenant) for n in (2, 3))]
+        most_starting = 0
+
+        def all_running() -> bool:
+            nonlocal most_starting
+            most_starting = max(most_starting, hosted.store.starting_jobs())
+            return all(hosted.jobs(p) and hosted.jobs(p)[-1].state == "running"
+                       for p in pipelines)
+
+        hosted.wait_for("every pipeline to run", all_running, timeout_s=180)
+    finally:
+        scheduler.config = old_config
+    assert most_starting == 1, f"{most_starting} jobs were starting at once"
+    for pipeline in pipelines:
+        hosted.change_pipeline(pipeline, desired_state="stopped", stop_mode="checkpoint")
+    for pipeline in pipelines:
+        hosted.wait_for_job(pipeline, ("stopped",))
