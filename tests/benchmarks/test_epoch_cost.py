@@ -7,8 +7,9 @@ Every case reads 10 rows/s for a warm-up and then a measured window: Spate's
 ``impulse`` into ``blackhole``, and what a Spark user would write for the same,
 the built-in ``rate`` source into the ``noop`` sink.  CPU is that of the whole
 process tree (this process with its driver JVM and Spark's Python workers) over
-the window; all cases share one Spark application, one after another, so the
-JVM's compiler warm-up falls mostly on the first.  Written to ``results.json``
+the window, sampled every 0.5 s so a worker that ends keeps what it used.  All
+cases share one Spark application, one after another, so the JVM's compiler
+warm-up falls mostly on the first.  Written to ``results.json``
 under ``epoch_cost``; nothing is asserted.
 """
 
@@ -46,16 +47,34 @@ INSERT INTO out SELECT counter, subtask_index FROM ticks;
 """
 
 
-def tree_cpu_s() -> float:
-    me = psutil.Process()
-    total = 0.0
-    for process in (me, *me.children(recursive=True)):
-        try:
-            times = process.cpu_times()
-        except psutil.Error:
-            continue
-        total += times.user + times.system
-    return total
+class TreeCpu:
+    """CPU seconds of this process and its descendants, sampled every 0.5 s so that a
+    process that ends keeps the CPU it had used (its last sample)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[int, float], float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            self.sample()
+
+    def sample(self) -> float:
+        me = psutil.Process()
+        for process in (me, *me.children(recursive=True)):
+            try:
+                times = process.cpu_times()
+                key = (process.pid, process.create_time())
+            except psutil.Error:
+                continue
+            self._seen[key] = max(self._seen.get(key, 0.0), times.user + times.system)
+        return sum(self._seen.values())
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def measure(start: Callable[[], Callable[[], int]]) -> dict[str, float]:
@@ -63,11 +82,15 @@ def measure(start: Callable[[], Callable[[], int]]) -> dict[str, float]:
     CPU and epochs over the window after the warm-up."""
     epochs = start()
     time.sleep(WARM_S)
-    cpu, count, began = tree_cpu_s(), epochs(), time.monotonic()
-    time.sleep(MEASURE_S)
-    wall = time.monotonic() - began
-    ran = epochs() - count
-    cores = (tree_cpu_s() - cpu) / wall
+    tree = TreeCpu()
+    try:
+        cpu, count, began = tree.sample(), epochs(), time.monotonic()
+        time.sleep(MEASURE_S)
+        wall = time.monotonic() - began
+        ran = epochs() - count
+        cores = (tree.sample() - cpu) / wall
+    finally:
+        tree.stop()
     return {"cores": round(cores, 3), "epochs_per_s": round(ran / wall, 2),
             "cpu_ms_per_epoch": round(cores * wall / ran * 1000) if ran else None}
 
