@@ -46,8 +46,9 @@ def drain(tenants: tuple[str, ...], every: bool) -> None:
     found = _applications()
     if every == bool(tenants):
         raise click.UsageError("name the tenants to drain, or give --all")
-    for tenant in found.tenants() if every else tenants:
-        if found.drain(tenant):
+    known = found.tenants()
+    for tenant in known if every else tenants:
+        if tenant in known and found.drain(tenant):
             click.echo(f"draining the application of tenant {tenant}")
         elif not every:
             raise click.ClickException(f"tenant {tenant} has no application running")

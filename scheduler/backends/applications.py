@@ -117,8 +117,7 @@ class Applications:
         record = self._record(tenant_id)
         if record is None or not process.is_alive(record):
             return False
-        with contextlib.suppress(FileExistsError):
-            os.close(create_new(self.folder(tenant_id).stop, 0o644))
+        _ask_to_stop(self.folder(tenant_id))
         log.info("draining the application of tenant %s (pid %s)", tenant_id,
                  record.get("pid"))
         return True
@@ -211,7 +210,7 @@ class Applications:
             folder = self.folder(record.stem)
             if folder.path.is_dir():
                 with contextlib.suppress(OSError):
-                    os.close(create_new(folder.stop, 0o644))
+                    _ask_to_stop(folder)
 
     def _stopping(self, tenant_id: str) -> bool:
         folder = self.folder(tenant_id)
@@ -233,6 +232,12 @@ class Applications:
                 yield
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _ask_to_stop(folder: HostFolder) -> None:
+    """Create the application's ``stop`` file (once: it may be there already)."""
+    with contextlib.suppress(FileExistsError):
+        os.close(create_new(folder.stop, 0o644))
 
 
 def _entries(folder: Path) -> list[Path]:

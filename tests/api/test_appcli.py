@@ -56,3 +56,12 @@ def test_list_and_drain_a_running_application(data_dir: Path) -> None:
         drained.output
     assert (data_dir / "applications" / "t_live" / "stop").exists()
     assert json.loads(CliRunner().invoke(applications, ["list"]).output)["state"] == "draining"
+
+
+def test_drain_takes_only_the_names_of_known_applications(data_dir: Path) -> None:
+    _record(data_dir, "t_live", os.getpid())
+    # the same record named by a path: refused, as is every name not an application's
+    result = CliRunner().invoke(applications, ["drain", "../applications/t_live"])
+    assert result.exit_code == 1
+    assert "has no application running" in result.output
+    assert not (data_dir / "applications" / "t_live" / "stop").exists()

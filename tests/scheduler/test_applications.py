@@ -15,6 +15,7 @@ from dataclasses import replace
 import psutil
 import pytest
 
+from spate.scheduler.backends.applications import Applications
 from spate.scheduler.sandbox.unit import sandbox_problem
 from tests.scheduler.conftest import running_scheduler
 from tests.scheduler.harness import Harness, expected_bids, impulse_sql, windowed_bids_sql
@@ -121,17 +122,21 @@ def test_a_job_ticket_with_secrets_is_the_tenants_alone_and_goes_once_taken(
     hosted.wait_for_job(pipeline, ("stopped",))
 
 
+def _counters(harness: Harness, pipeline: str, name: str) -> list[int]:
+    out = harness.output(pipeline, name)
+    if not out.exists():
+        return []
+    return [json.loads(line)["counter"] for line in out.read_text().splitlines()]
+
+
 def test_a_pipeline_without_input_goes_idle_and_resumes_when_input_is_due(
         hosted: Harness) -> None:
     # One row every 10 s: after each, 3 s without input (and the next row 7 s away) make
     # the job idle until the next.
     pipeline = hosted.add_pipeline(impulse_sql("slow.jsonl", event_rate=0.1))
-    out = hosted.output(pipeline, "slow.jsonl")
 
     def counters() -> list[int]:
-        if not out.exists():
-            return []
-        return [json.loads(line)["counter"] for line in out.read_text().splitlines()]
+        return _counters(hosted, pipeline, "slow.jsonl")
 
     hosted.wait_for("the job to go idle", lambda: any(
         job.state == "idle" for job in hosted.jobs(pipeline)), timeout_s=120)
@@ -150,20 +155,17 @@ def test_a_pipeline_without_input_goes_idle_and_resumes_when_input_is_due(
 
 
 
-def _counters(harness: Harness, pipeline: str, name: str) -> list[int]:
-    out = harness.output(pipeline, name)
-    if not out.exists():
-        return []
-    return [json.loads(line)["counter"] for line in out.read_text().splitlines()]
-
-
-def _moves_to_a_new_application(hosted: Harness, pipeline: str, name: str,
-                                drain: Callable[[], object]) -> int:
-    """Drain with ``drain()`` the application running ``pipeline`` and check that the
-    pipeline goes on, exactly once, in a new application; the new one's pid."""
+def _moves_to_a_new_application(hosted: Harness, name: str,
+                                drain: Callable[[Applications, str], object]) -> Applications:
+    """Start a pipeline writing ``name``, drain its application with
+    ``drain(applications, tenant)`` and check that the pipeline goes on, exactly once,
+    in a new application; the tenants' applications."""
+    pipeline = hosted.add_pipeline(impulse_sql(name, event_rate=20))
+    applications = hosted.scheduler.backend.applications
+    assert applications is not None
     application = _application_pid(hosted, pipeline)
     hosted.wait_for("the first rows", lambda: len(_counters(hosted, pipeline, name)) > 10)
-    drain()
+    drain(applications, hosted.tenant_of(pipeline))
     hosted.wait_for("the drained application to exit",
                     lambda: not psutil.pid_exists(application)
                     or psutil.Process(application).status() == psutil.STATUS_ZOMBIE,
@@ -175,44 +177,39 @@ def _moves_to_a_new_application(hosted: Harness, pipeline: str, name: str,
     hosted.wait_for("rows from the new application",
                     lambda: len(_counters(hosted, pipeline, name)) > moved_at + 10,
                     timeout_s=120)
-    new_application = _application_pid(hosted, pipeline)
     assert [job.state for job in hosted.jobs(pipeline)][:-1] == ["stopped"], \
         "the drained job should have stopped after a commit, not failed"
     hosted.change_pipeline(pipeline, desired_state="stopped", stop_mode="checkpoint")
     hosted.wait_for_job(pipeline, ("stopped",))
     seen = sorted(_counters(hosted, pipeline, name))
     assert seen == list(range(len(seen))), "rows lost or repeated across the move"
-    return new_application
+    return applications
 
 
 def test_a_drained_application_hands_its_pipelines_to_a_new_one_exactly_once(
         hosted: Harness) -> None:
-    pipeline = hosted.add_pipeline(impulse_sql("drained.jsonl", event_rate=20))
-    applications = hosted.scheduler.backend.applications
-    assert applications is not None
-    tenant = hosted.tenant_of(pipeline)
-    _moves_to_a_new_application(hosted, pipeline, "drained.jsonl",
-                                lambda: applications.drain(tenant))
+    _moves_to_a_new_application(hosted, "drained.jsonl",
+                                lambda applications, tenant: applications.drain(tenant))
 
 
 def test_an_application_of_another_size_is_replaced_by_one_of_the_new_size(
         hosted: Harness) -> None:
-    pipeline = hosted.add_pipeline(impulse_sql("resized.jsonl", event_rate=20))
-    applications = hosted.scheduler.backend.applications
-    assert applications is not None
-    tenant = hosted.tenant_of(pipeline)
     scheduler = hosted.scheduler
     old_config = scheduler.config
     resized = replace(old_config, application_memory_mb=old_config.application_memory_mb + 512)
+    tenants: list[str] = []
 
-    def resize() -> None:  # as an operator's new SPATE_APPLICATION_MEMORY_MB would
+    def resize(applications: Applications, tenant: str) -> None:
+        # as an operator's new SPATE_APPLICATION_MEMORY_MB would
+        del applications
+        tenants.append(tenant)
         scheduler.config = scheduler.workspace.config = resized
 
     try:
-        _moves_to_a_new_application(hosted, pipeline, "resized.jsonl", resize)
+        applications = _moves_to_a_new_application(hosted, "resized.jsonl", resize)
     finally:
         scheduler.config = scheduler.workspace.config = old_config
-    described = applications.describe(tenant)
+    described = applications.describe(tenants[0])
     assert described is not None and described["size"]["memory_mb"] == \
         resized.application_memory_mb
 
