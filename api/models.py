@@ -18,6 +18,7 @@ from sqlalchemy import (
     CheckConstraint,
     DateTime,
     Dialect,
+    Float,
     ForeignKey,
     ForeignKeyConstraint,
     Integer,
@@ -89,6 +90,9 @@ class Tenant(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
     #: Numbers the tenant's sandbox user (uid = base + number); given on first job.
     sandbox_number: Mapped[int | None] = mapped_column(Integer, unique=True, default=None)
+    #: The tenant's plan: which set of the operator's quota limits applies (None: the
+    #: default plan; see :mod:`spate.api.quotas`).
+    plan: Mapped[str | None] = mapped_column(String(NAME_LENGTH), default=None)
 
 
 class TenantOwned:
@@ -362,3 +366,40 @@ class ConnectionTable(TenantOwned, Base):
     fields: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+
+
+class UsageRecord(TenantOwned, Base):
+    """What one job used of one dimension in one minute (see :mod:`spate.scheduler.metering`).
+
+    One row per (job, minute, dimension), added to as the meter reads more: the
+    meter's writes are compare-and-set on the unit's reading, and epoch counts are
+    added with the epoch's checkpoint row, so nothing is counted twice.
+    """
+
+    __tablename__ = "usage_records"
+    __table_args__ = (_job_child_key(),)
+
+    job_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    minute: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
+    dimension: Mapped[str] = mapped_column(String(32), primary_key=True)
+    #: The run's pipeline (None for a preview), kept so usage reads need no join.
+    pipeline_id: Mapped[str | None] = mapped_column(String(ID_LENGTH), index=True)
+    quantity: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class MeterReading(Base):
+    """The meter's last reading of one compute unit's cumulative counters.
+
+    Platform-level (a unit may outlive the jobs it hosted), so not tenant-owned;
+    ``unit`` names the unit's control groups, or its process where it has none.
+    """
+
+    __tablename__ = "meter_readings"
+
+    unit: Mapped[str] = mapped_column(String(200), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(
+        String(ID_LENGTH), ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    cpu_seconds: Mapped[float] = mapped_column(Float)
+    read_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    #: Set once the unit's processes are gone and its last reading is taken.
+    closed: Mapped[bool] = mapped_column(Boolean, default=False)

@@ -1,0 +1,61 @@
+"""Usage metering and plans: what each job used per minute, the meter's readings, and
+the plan each tenant is on.
+
+Revision ID: 0007
+Revises: 0006
+Create Date: 2026-11-27
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0007"
+down_revision = "0006"
+branch_labels = None
+depends_on = None
+
+ID = sa.String(length=26)
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("tenants") as batch:
+        batch.add_column(sa.Column("plan", sa.String(63), nullable=True))
+    op.create_table(
+        "usage_records",
+        sa.Column("tenant_id", ID, sa.ForeignKey(
+            "tenants.id", ondelete="CASCADE", name=op.f("fk_usage_records_tenant_id_tenants")),
+            nullable=False),
+        sa.Column("job_id", ID, nullable=False),
+        sa.Column("minute", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("dimension", sa.String(32), nullable=False),
+        sa.Column("pipeline_id", ID, nullable=True),
+        sa.Column("quantity", sa.Float(), nullable=False),
+        sa.PrimaryKeyConstraint("job_id", "minute", "dimension",
+                                name=op.f("pk_usage_records")),
+        sa.ForeignKeyConstraint(["tenant_id", "job_id"], ["jobs.tenant_id", "jobs.id"],
+                                ondelete="CASCADE",
+                                name=op.f("fk_usage_records_tenant_id_job_id_jobs")),
+    )
+    op.create_index(op.f("ix_usage_records_tenant_id"), "usage_records", ["tenant_id"])
+    op.create_index(op.f("ix_usage_records_pipeline_id"), "usage_records", ["pipeline_id"])
+    op.create_table(
+        "meter_readings",
+        sa.Column("unit", sa.String(200), nullable=False),
+        sa.Column("tenant_id", ID, sa.ForeignKey(
+            "tenants.id", ondelete="CASCADE", name=op.f("fk_meter_readings_tenant_id_tenants")),
+            nullable=False),
+        sa.Column("cpu_seconds", sa.Float(), nullable=False),
+        sa.Column("read_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("closed", sa.Boolean(), nullable=False),
+        sa.PrimaryKeyConstraint("unit", name=op.f("pk_meter_readings")),
+    )
+    op.create_index(op.f("ix_meter_readings_tenant_id"), "meter_readings", ["tenant_id"])
+
+
+def downgrade() -> None:
+    op.drop_table("meter_readings")
+    op.drop_table("usage_records")
+    with op.batch_alter_table("tenants") as batch:
+        batch.drop_column("plan")
