@@ -13,16 +13,21 @@ lock and SQLite into its write lock), so a pipeline never gets two live jobs.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import and_, func, or_, select, type_coerce, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from spate.api.crypto import SecretBox, SecretKeyMismatchError
 from spate.api.db import Database
+from spate.api.job_metrics import parse_epoch_figures
 from spate.api.models import (
     DESIRED_RUNNING,
     JOB_TERMINAL_STATES,
@@ -30,23 +35,31 @@ from spate.api.models import (
     JobCheckpoint,
     JobError,
     JobEvent,
+    MeterReading,
     Pipeline,
     PipelineVersion,
     Tenant,
+    UsageRecord,
     UTCDateTime,
     utc_now,
 )
 from spate.api.repositories.connections import job_tables
 from spate.scheduler.errors import JobConfigurationError
+from spate.scheduler.metering import EVENTS_IN, EVENTS_OUT
 from spate.scheduler.store import (
     FAILED,
     IDLE,
+    PROCESS_STATES,
     RUNNING,
     STARTING,
+    CheckpointRecord,
     ControlStore,
     EventBatch,
     JobView,
+    MeteredJob,
     PipelineView,
+    UnitReading,
+    UsageCharge,
 )
 
 _FORCE = "force"
@@ -218,6 +231,65 @@ class SqlControlStore(ControlStore):
         except SecretKeyMismatchError as error:
             raise JobConfigurationError(str(error)) from None
 
+    # -- metering -------------------------------------------------------------
+
+    def meter_units(self) -> list[UnitReading]:
+        with self._session() as session:
+            return [_unit_reading(row) for row in session.scalars(
+                select(MeterReading).where(MeterReading.closed.is_(False))
+                .order_by(MeterReading.unit))]
+
+    def metered_jobs(self, also: Collection[str] = ()) -> dict[str, MeteredJob]:
+        live = Job.state.in_(list(PROCESS_STATES))
+        wanted = or_(live, Job.id.in_(list(also))) if also else live
+        with self._session() as session:
+            return {job.id: MeteredJob(
+                id=job.id, tenant_id=job.tenant_id, pipeline_id=job.pipeline_id,
+                kind=job.kind, handle=job.handle, live=job.state in PROCESS_STATES,
+                state_bytes=parse_epoch_figures(job.metrics).state_bytes or 0)
+                for job in session.scalars(select(Job).where(wanted))}
+
+    def busy_ms(self, job_ids: Collection[str], after: datetime,
+                until: datetime) -> dict[str, int]:
+        if not job_ids:
+            return {}
+        with self._session() as session:
+            rows = session.execute(
+                select(JobCheckpoint.job_id, func.sum(JobCheckpoint.duration_ms))
+                .where(JobCheckpoint.job_id.in_(list(job_ids)),
+                       JobCheckpoint.committed_at > after, JobCheckpoint.committed_at <= until)
+                .group_by(JobCheckpoint.job_id))
+            return {job_id: int(total or 0) for job_id, total in rows}
+
+    def open_unit(self, baseline: UnitReading) -> UnitReading:
+        try:
+            with self._session() as session:
+                session.add(MeterReading(
+                    unit=baseline.unit, tenant_id=baseline.tenant_id, source=baseline.source,
+                    cpu_seconds=baseline.cpu_seconds, memory_bytes=baseline.memory_bytes,
+                    read_at=baseline.read_at, jobs=baseline.jobs, closed=False))
+        except IntegrityError:
+            pass  # another meter opened it first: its reading stands
+        with self._session() as session:
+            row = session.get(MeterReading, baseline.unit)
+            assert row is not None
+            return _unit_reading(row)
+
+    def charge_usage(self, previous: UnitReading, reading: UnitReading,
+                     charges: Collection[UsageCharge], closed: bool) -> bool:
+        with self._session() as session:
+            moved = session.execute(
+                update(MeterReading).where(MeterReading.unit == previous.unit,
+                                           MeterReading.read_at == previous.read_at,
+                                           MeterReading.closed.is_(False))
+                .values(cpu_seconds=reading.cpu_seconds, memory_bytes=reading.memory_bytes,
+                        read_at=reading.read_at, jobs=reading.jobs, closed=closed)
+                .execution_options(synchronize_session=False))
+            if moved.rowcount != 1:  # type: ignore[attr-defined]
+                return False
+            add_usage(session, charges)
+            return True
+
     def record_epoch(self, job_id: str, epoch: int) -> JobView | None:
         with self._session() as session:
             session.execute(
@@ -227,6 +299,44 @@ class SqlControlStore(ControlStore):
                 .execution_options(synchronize_session=False))
             job = session.get(Job, job_id)
             return None if job is None else _job_view(session, job)
+
+
+def _unit_reading(row: MeterReading) -> UnitReading:
+    return UnitReading(unit=row.unit, tenant_id=row.tenant_id, source=dict(row.source),
+                       cpu_seconds=row.cpu_seconds, memory_bytes=row.memory_bytes,
+                       read_at=row.read_at, jobs=list(row.jobs))
+
+
+def add_usage(session: Session, charges: Iterable[UsageCharge]) -> None:
+    """Add ``charges`` to the usage rows of their (job, minute, dimension), creating
+    the rows that do not exist (one upsert per charge, on PostgreSQL and SQLite)."""
+    totals: dict[tuple[str, datetime, str], UsageCharge] = {}
+    for charge in charges:
+        key = (charge.job_id, charge.minute, charge.dimension)
+        before = totals.get(key)
+        totals[key] = charge if before is None else replace(
+            before, quantity=before.quantity + charge.quantity)
+    if not totals:
+        return
+    insert = postgresql_insert if session.get_bind().dialect.name == "postgresql" \
+        else sqlite_insert
+    table = UsageRecord.__table__
+    for charge in totals.values():
+        statement = insert(UsageRecord).values(
+            tenant_id=charge.tenant_id, job_id=charge.job_id, minute=charge.minute,
+            dimension=charge.dimension, pipeline_id=charge.pipeline_id,
+            quantity=charge.quantity)
+        session.execute(statement.on_conflict_do_update(
+            index_elements=["job_id", "minute", "dimension"],
+            set_={"quantity": table.c.quantity + statement.excluded.quantity}))
+
+
+def _epoch_usage(job: Job, record: CheckpointRecord) -> list[UsageCharge]:
+    """The rows an epoch read and wrote, charged to the minute it committed in."""
+    minute = record.committed_at.astimezone(UTC).replace(second=0, microsecond=0)
+    return [UsageCharge(job.id, job.tenant_id, job.pipeline_id, minute, dimension, count)
+            for dimension, count in ((EVENTS_IN, record.rows_in), (EVENTS_OUT, record.rows_out))
+            if count > 0]
 
 
 def _update_job(session: Session, job_id: str, expected: Collection[str],
@@ -244,14 +354,17 @@ def _record_batch(session: Session, job: Job, batch: EventBatch) -> None:
     known = set(session.scalars(select(JobCheckpoint.epoch).where(
         JobCheckpoint.job_id == job.id,
         JobCheckpoint.epoch.in_([c.epoch for c in batch.checkpoints]))))
+    epoch_usage: list[UsageCharge] = []
     for record in batch.checkpoints:
         if record.epoch not in known:  # a replayed epoch event adds nothing
             known.add(record.epoch)
+            epoch_usage.extend(_epoch_usage(job, record))
             session.add(JobCheckpoint(
                 tenant_id=job.tenant_id, job_id=job.id, epoch=record.epoch,
                 committed_at=record.committed_at, duration_ms=record.duration_ms,
                 state_bytes=record.state_bytes, rows_in=record.rows_in,
                 rows_out=record.rows_out))
+    add_usage(session, epoch_usage)
     for error in batch.errors:
         session.add(JobError(tenant_id=job.tenant_id, job_id=job.id, at=error.at,
                              message=error.message, detail=error.detail))

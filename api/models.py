@@ -399,7 +399,13 @@ class MeterReading(Base):
     unit: Mapped[str] = mapped_column(String(200), primary_key=True)
     tenant_id: Mapped[str] = mapped_column(
         String(ID_LENGTH), ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    #: Where to read the unit again: the process handle of its application or job.
+    source: Mapped[dict[str, Any]] = mapped_column(JSON)
+    #: Cumulative CPU seconds and working-set memory at ``read_at``.
     cpu_seconds: Mapped[float] = mapped_column(Float)
+    memory_bytes: Mapped[int] = mapped_column(BigInteger)
     read_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    #: The jobs the unit hosted at ``read_at`` (their share of the next interval).
+    jobs: Mapped[list[str]] = mapped_column(JSON)
     #: Set once the unit's processes are gone and its last reading is taken.
     closed: Mapped[bool] = mapped_column(Boolean, default=False)

@@ -106,6 +106,9 @@ class Settings(BaseSettings):
         "Cap of the doubling restart wait"))] = 60.0
     reconcile_interval_s: Annotated[float, Field(gt=0, le=3600, description=(
         "Period of the scheduler's full reconcile"))] = 5.0
+    meter_interval_s: Annotated[float, Field(ge=1, le=3600, description=(
+        "Period of usage metering: how often each compute unit's CPU and memory are read "
+        "and charged to the jobs it runs (see docs/billing.md)"))] = 15.0
     heartbeat_timeout_s: Annotated[float, Field(gt=0, le=86400, description=(
         "A job silent this long is taken for dead and restarted"))] = 60.0
     update_flush_interval_ms: Annotated[int, Field(ge=0, le=3_600_000, description=(

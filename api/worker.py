@@ -53,6 +53,7 @@ def scheduler_config(settings: Settings) -> SchedulerConfig:
         restart_budget=settings.restart_budget, restart_backoff_s=settings.restart_backoff_s,
         restart_backoff_max_s=settings.restart_backoff_max_s,
         reconcile_interval_s=settings.reconcile_interval_s,
+        meter_interval_s=settings.meter_interval_s,
         heartbeat_timeout_s=settings.heartbeat_timeout_s,
         update_flush_interval_ms=settings.update_flush_interval_ms,
         stop_timeout_s=settings.stop_timeout_s, kubernetes=kubernetes,
@@ -106,6 +107,7 @@ def celery_app(settings: Settings) -> Celery:
         settings.broker_url, queue=settings.scheduler_queue,
         key_prefix=settings.redis_key_prefix if settings.broker_url else None,
         reconcile_interval_s=settings.reconcile_interval_s,
+        meter_interval_s=settings.meter_interval_s,
         beat_schedule_path=str(config.data_dir / "celerybeat-schedule"))
 
 

@@ -21,6 +21,8 @@ Tasks:
 - ``spate.stop(job_id, mode)`` — record the stop request and act on it.
 - ``spate.checkpoint(job_id)`` — record the newest epoch the state store
   committed for the job (see :meth:`Scheduler.checkpoint`).
+- ``spate.meter`` — every ``meter_interval_s`` (beat): read every compute unit
+  and charge its jobs' usage (:mod:`spate.scheduler.metering`).
 """
 
 from __future__ import annotations
@@ -44,11 +46,12 @@ STOP = "spate.stop"
 RESTART = "spate.restart"
 RESCALE = "spate.rescale"
 CHECKPOINT = "spate.checkpoint"
+METER = "spate.meter"
 
 
 def create_celery(broker_url: str | None = None, *, queue: str = DEFAULT_QUEUE,
                   key_prefix: str | None = None, reconcile_interval_s: float = 5.0,
-                  beat_schedule_path: str | None = None) -> Celery:
+                  meter_interval_s: float = 15.0, beat_schedule_path: str | None = None) -> Celery:
     """A Celery app on ``broker_url`` (None: the in-process memory transport).
 
     ``key_prefix`` prefixes every key the Redis transport writes (so several
@@ -72,7 +75,8 @@ def create_celery(broker_url: str | None = None, *, queue: str = DEFAULT_QUEUE,
         broker_connection_retry_on_startup=True,
         broker_transport_options=transport_options,
         beat_schedule={"reconcile-all": {"task": RECONCILE_ALL,
-                                         "schedule": reconcile_interval_s}},
+                                         "schedule": reconcile_interval_s},
+                       "meter": {"task": METER, "schedule": meter_interval_s}},
         enable_utc=True,
     )
     if beat_schedule_path:
@@ -98,6 +102,7 @@ def register_tasks(app: Celery, scheduler: Scheduler) -> None:
         START: reconcile_job,
         STOP: scheduler.stop,
         CHECKPOINT: scheduler.checkpoint,
+        METER: scheduler.meter_all,
     }
     for name, function in tasks.items():
         # Not shared: each app runs its own scheduler (a shared task joins every app).

@@ -65,6 +65,8 @@ class SchedulerConfig:
     restart_backoff_s: float = 2.0
     restart_backoff_max_s: float = 60.0
     reconcile_interval_s: float = 5.0
+    #: How often the meter reads the compute units (see scheduler/metering.py).
+    meter_interval_s: float = 15.0
     heartbeat_timeout_s: float = 60.0
     #: A job asked to stop that is still alive after this long is killed.
     stop_timeout_s: float = 120.0

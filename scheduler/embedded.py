@@ -2,8 +2,9 @@
 
 :func:`start_embedded_worker` runs a real worker (solo pool: one task at a
 time, in one thread) consuming the app's queue, plus a ticker thread that
-sends ``spate.reconcile_all`` every ``reconcile_interval_s`` (the periodic
-reconcile beat would otherwise do). With the memory transport the API's pokes
+sends the app's periodic tasks on their periods (``spate.reconcile_all`` every
+``reconcile_interval_s``, ``spate.meter`` every ``meter_interval_s``), as Celery
+beat would otherwise do. With the memory transport the API's pokes
 and the worker meet inside the process; with Redis it is an ordinary worker
 that happens to run in a thread.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 
 from celery import Celery
@@ -66,8 +68,10 @@ class EmbeddedWorker:
 def start_embedded_worker(app: Celery, reconcile_interval_s: float | None = None
                           ) -> EmbeddedWorker:
     """Start a worker for ``app`` (its tasks registered) in this process."""
-    interval_s = reconcile_interval_s or float(
-        app.conf.beat_schedule["reconcile-all"]["schedule"])
+    periods = {entry["task"]: float(entry["schedule"])
+               for entry in app.conf.beat_schedule.values()}
+    if reconcile_interval_s:
+        periods[RECONCILE_ALL] = reconcile_interval_s
     app.finalize()
     worker = _ThreadedWorkController(
         app=app, hostname=anon_nodename(hostname="spate-embedded"), concurrency=1, pool="solo",
@@ -81,7 +85,7 @@ def start_embedded_worker(app: Celery, reconcile_interval_s: float | None = None
         raise SchedulerError(f"the embedded worker did not start within {START_TIMEOUT_S} s "
                              "(is the broker reachable?)")
     stopping = threading.Event()
-    ticker = threading.Thread(target=_tick, args=(app, interval_s, stopping),
+    ticker = threading.Thread(target=_tick, args=(app, periods, stopping),
                               name="spate-reconcile-ticker", daemon=True)
     ticker.start()
     return EmbeddedWorker(app=app, worker=worker, thread=thread, ticker=ticker,
@@ -94,9 +98,16 @@ def _run(app: Celery, worker: WorkController) -> None:
     worker.start()
 
 
-def _tick(app: Celery, interval_s: float, stopping: threading.Event) -> None:
-    while not stopping.wait(interval_s):
-        try:
-            app.send_task(RECONCILE_ALL)
-        except Exception as error:  # the broker may blink; the next tick tries again
-            log.warning("could not send the periodic reconcile: %s", error)
+def _tick(app: Celery, periods: dict[str, float], stopping: threading.Event) -> None:
+    """Send each task in ``periods`` (task name -> seconds) once per its period."""
+    due = {task: time.monotonic() + period for task, period in periods.items()}
+    while not stopping.wait(max(0.0, min(due.values()) - time.monotonic())):
+        now = time.monotonic()
+        for task, at in due.items():
+            if at > now:
+                continue
+            due[task] = now + periods[task]
+            try:
+                app.send_task(task)
+            except Exception as error:  # the broker may blink; the next tick tries again
+                log.warning("could not send the periodic task %s: %s", task, error)

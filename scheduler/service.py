@@ -28,6 +28,7 @@ from spate.scheduler.backends.process import log_tail
 from spate.scheduler.config import SchedulerConfig
 from spate.scheduler.errors import SchedulerError
 from spate.scheduler.events import fold_events
+from spate.scheduler.metering import Meter
 from spate.scheduler.reconcile import (
     AskToStop,
     Cancel,
@@ -89,6 +90,7 @@ class Scheduler:
             backoff_max_s=config.restart_backoff_max_s,
             heartbeat_timeout_s=config.heartbeat_timeout_s, stop_timeout_s=config.stop_timeout_s)
         self.clock = clock
+        self.meter = Meter(store, clock)
 
     # -- entry points (one per Celery task) -------------------------------------
 
@@ -104,6 +106,10 @@ class Scheduler:
             self._guarded(self.reconcile_pipeline, pipeline_id)
         for job_id in self.store.active_preview_ids():
             self._guarded(self.reconcile_job, job_id)
+
+    def meter_all(self) -> None:
+        """Read every compute unit and charge its jobs (see :mod:`.metering`)."""
+        self.meter.sample()
 
     def reconcile_pipeline(self, pipeline_id: str) -> None:
         """Bring the pipeline's jobs in line with its desired state."""
@@ -423,6 +429,7 @@ class Scheduler:
         """Clean up after a job is over: its compute unit and spec go, and a preview's
         state and checkpoint."""
         if job.handle:
+            self.meter.settle(job.handle)  # its unit's last reading, before the unit goes
             self.backend.release(job.handle)
         self.workspace.scrub(job)
         if job.kind != PREVIEW:

@@ -132,6 +132,48 @@ class EventBatch:
         return max((c.epoch for c in self.checkpoints), default=None)
 
 
+@dataclass(frozen=True)
+class MeteredJob:
+    """A job as the meter sees it: whose it is, and where it runs."""
+
+    id: str
+    tenant_id: str
+    pipeline_id: str | None
+    kind: str
+    handle: dict[str, Any] | None
+    #: Whether its process may run (starting, running or stopping).
+    live: bool
+    #: The state it last reported holding (its latest epoch's figure).
+    state_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class UnitReading:
+    """The meter's reading of a compute unit's cumulative counters."""
+
+    unit: str
+    tenant_id: str
+    #: The process handle the unit is read from.
+    source: dict[str, Any]
+    cpu_seconds: float
+    memory_bytes: int
+    read_at: datetime
+    #: The jobs it hosted when read.
+    jobs: list[str]
+
+
+@dataclass(frozen=True)
+class UsageCharge:
+    """A quantity of one dimension that one job used in one minute."""
+
+    job_id: str
+    tenant_id: str
+    pipeline_id: str | None
+    minute: datetime
+    dimension: str
+    quantity: float
+
+
 class ControlStore(ABC):
     """The control-plane rows the scheduler works on, across tenants."""
 
@@ -218,3 +260,28 @@ class ControlStore(ABC):
     @abstractmethod
     def record_epoch(self, job_id: str, epoch: int) -> JobView | None:
         """Set the job's ``last_epoch`` to ``epoch`` if that is newer."""
+
+    # -- metering (see spate.scheduler.metering) --------------------------------
+
+    @abstractmethod
+    def meter_units(self) -> list[UnitReading]:
+        """The last reading of every unit not yet closed."""
+
+    @abstractmethod
+    def metered_jobs(self, also: Collection[str] = ()) -> dict[str, MeteredJob]:
+        """Every job whose process may run, and the jobs in ``also``, by id."""
+
+    @abstractmethod
+    def busy_ms(self, job_ids: Collection[str], after: datetime,
+                until: datetime) -> dict[str, int]:
+        """Per job, the durations of the epochs it committed in ``(after, until]``."""
+
+    @abstractmethod
+    def open_unit(self, baseline: UnitReading) -> UnitReading:
+        """Record a unit's first reading unless it has one; the unit's reading."""
+
+    @abstractmethod
+    def charge_usage(self, previous: UnitReading, reading: UnitReading,
+                     charges: Collection[UsageCharge], closed: bool) -> bool:
+        """Replace the unit's reading ``previous`` with ``reading`` and add ``charges``,
+        in one transaction, only while ``previous`` is still its reading; whether it was."""

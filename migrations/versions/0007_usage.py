@@ -46,8 +46,11 @@ def upgrade() -> None:
         sa.Column("tenant_id", ID, sa.ForeignKey(
             "tenants.id", ondelete="CASCADE", name=op.f("fk_meter_readings_tenant_id_tenants")),
             nullable=False),
+        sa.Column("source", sa.JSON(), nullable=False),
         sa.Column("cpu_seconds", sa.Float(), nullable=False),
+        sa.Column("memory_bytes", sa.BigInteger(), nullable=False),
         sa.Column("read_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("jobs", sa.JSON(), nullable=False),
         sa.Column("closed", sa.Boolean(), nullable=False),
         sa.PrimaryKeyConstraint("unit", name=op.f("pk_meter_readings")),
     )

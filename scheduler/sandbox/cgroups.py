@@ -50,6 +50,9 @@ class Usage:
     memory_peak_bytes: int
     #: processes the kernel killed for exceeding the memory limit
     oom_kills: int
+    #: memory in use less the page cache the kernel may drop at once (inactive files):
+    #: what the group's processes hold, and what metering charges for
+    working_set_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -171,15 +174,20 @@ class JobCgroups:
             cpu_ns = _read_int(self._v1("cpuacct") / "cpuacct.usage") \
                 if "cpuacct" in self.host.mounts else 0
             memory = self._v1("memory")
-            return Usage(cpu_seconds=cpu_ns / 1e9,
-                         memory_bytes=_read_int(memory / "memory.usage_in_bytes"),
+            in_use = _read_int(memory / "memory.usage_in_bytes")
+            inactive = _keyed(memory / "memory.stat", "total_inactive_file")
+            return Usage(cpu_seconds=cpu_ns / 1e9, memory_bytes=in_use,
                          memory_peak_bytes=_read_int(memory / "memory.max_usage_in_bytes"),
-                         oom_kills=_keyed(memory / "memory.oom_control", "oom_kill"))
+                         oom_kills=_keyed(memory / "memory.oom_control", "oom_kill"),
+                         working_set_bytes=max(0, in_use - inactive))
         group = self.host.mounts["unified"] / _GROUP_PARENT / self.name
+        in_use = _read_int(group / "memory.current")
+        inactive = _keyed(group / "memory.stat", "inactive_file")
         return Usage(cpu_seconds=_keyed(group / "cpu.stat", "usage_usec") / 1e6,
-                     memory_bytes=_read_int(group / "memory.current"),
+                     memory_bytes=in_use,
                      memory_peak_bytes=_read_int(group / "memory.peak"),
-                     oom_kills=_keyed(group / "memory.events", "oom_kill"))
+                     oom_kills=_keyed(group / "memory.events", "oom_kill"),
+                     working_set_bytes=max(0, in_use - inactive))
 
     def remove(self) -> None:
         """Kill what is left and remove the groups (a missing group is fine)."""

@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psycopg
 import pytest
+from sqlalchemy import make_url
 
 from spate.api import migrate
 from spate.api.control import SqlControlStore
@@ -33,6 +35,33 @@ from tests.scheduler.harness import Harness
 TEST_TIMINGS = {"restart_budget": 1, "restart_backoff_s": 0.5, "restart_backoff_max_s": 2.0,
                 "reconcile_interval_s": 1.0, "heartbeat_timeout_s": 90.0,
                 "stop_timeout_s": 60.0}
+
+
+def _admin(server_url: str) -> psycopg.Connection[tuple[object, ...]]:
+    url = make_url(server_url).set(drivername="postgresql")
+    return psycopg.connect(url.render_as_string(hide_password=False), autocommit=True)
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+          postgres_url: str) -> Iterator[SqlControlStore]:
+    """A store over a freshly migrated database (PostgreSQL: a throwaway database)."""
+    name = f"spate_scheduler_test_{secrets.token_hex(6)}"
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('control') / 'spate.db'}"
+    else:
+        with _admin(postgres_url) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        url = make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
+    migrate.upgrade(url)
+    database = create_database(url)
+    try:
+        yield SqlControlStore(database)
+    finally:
+        database.dispose()
+        if request.param == "postgresql":
+            with _admin(postgres_url) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +89,8 @@ def running_scheduler(data_dir: Path, redis_url: str, redis_prefix: str, control
     store = SqlControlStore(database)
     app = create_celery(redis_url, queue=f"{redis_prefix}{secrets.token_hex(4)}",
                         key_prefix=redis_prefix,
-                        reconcile_interval_s=config.reconcile_interval_s)
+                        reconcile_interval_s=config.reconcile_interval_s,
+                        meter_interval_s=config.meter_interval_s)
     scheduler = Scheduler(store, create_backend(config), config)
     register_tasks(app, scheduler)
     worker = start_embedded_worker(app)

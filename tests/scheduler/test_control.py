@@ -3,48 +3,15 @@ that keep two workers from acting twice on one job."""
 
 from __future__ import annotations
 
-import secrets
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
-import psycopg
-import pytest
-from sqlalchemy import make_url, select
+from sqlalchemy import select
 
-from spate.api import migrate
 from spate.api.control import SqlControlStore
-from spate.api.db import create_database
 from spate.api.models import Job, JobCheckpoint, JobEvent, Pipeline
 from spate.scheduler.store import CheckpointRecord, ErrorRecord, EventBatch, StatusChange
 from tests.scheduler.harness import new_pipeline
-
-
-def _admin(server_url: str) -> psycopg.Connection[tuple[object, ...]]:
-    url = make_url(server_url).set(drivername="postgresql")
-    return psycopg.connect(url.render_as_string(hide_password=False), autocommit=True)
-
-
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-          postgres_url: str) -> Iterator[SqlControlStore]:
-    """A store over a freshly migrated database (PostgreSQL: a throwaway database)."""
-    name = f"spate_scheduler_test_{secrets.token_hex(6)}"
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('control') / 'spate.db'}"
-    else:
-        with _admin(postgres_url) as admin:
-            admin.execute(f'CREATE DATABASE "{name}"')
-        url = make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
-    migrate.upgrade(url)
-    database = create_database(url)
-    try:
-        yield SqlControlStore(database)
-    finally:
-        database.dispose()
-        if request.param == "postgresql":
-            with _admin(postgres_url) as admin:
-                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def add_pipeline(store: SqlControlStore, **settings: object) -> str:
