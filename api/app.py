@@ -33,6 +33,7 @@ from spate.api.routes import (
     pipelines,
     preview,
     tenants,
+    usage,
 )
 from spate.api.routes.console import mount_console
 from spate.api.scheduling import Scheduler
@@ -98,7 +99,7 @@ def create_app(settings: Settings, *, scheduler: Scheduler | None = None) -> Fas
     app.add_middleware(InvalidTextMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
     for router in (tenants.router, api_keys.router, preview.router, pipelines.router,
-                   jobs.router, metrics.router):
+                   jobs.router, metrics.router, usage.router):
         app.include_router(router, prefix=API_PREFIX)
     app.include_router(metrics.platform_router)
     for router in (connections.profiles, connections.tables, connectors.router, me.router):

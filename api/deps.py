@@ -36,6 +36,7 @@ from spate.api.repositories.jobs import JobRepository
 from spate.api.repositories.metrics import PlatformMetricsRepository, TenantMetricsRepository
 from spate.api.repositories.pipelines import PipelineRepository
 from spate.api.repositories.tenants import PlatformRepository
+from spate.api.repositories.usage import UsageRepository
 from spate.api.scheduling import Scheduler, SchedulerNotifier
 from spate.api.security import Role, hash_token, parse_key_id, token_matches
 from spate.api.settings import Settings
@@ -232,6 +233,16 @@ def _platform_metrics(session: SessionDep, caller: CallerDep) -> PlatformMetrics
     return PlatformMetricsRepository(session)
 
 
+def _usage_read(session: SessionDep, caller: CallerDep) -> UsageRepository:
+    """A tenant's admin reads its tenant's usage; the platform admin reads every tenant's."""
+    if isinstance(caller, PlatformCaller):
+        return UsageRepository(session, None)
+    if not caller.role.allows(Role.ADMIN):
+        raise PermissionDeniedError("usage and costs need the admin role; the key is a "
+                                    f"{caller.role.value} key")
+    return UsageRepository(session, caller.tenant_id)
+
+
 def _notifier(request: Request) -> SchedulerNotifier:
     return SchedulerNotifier(app_state(request).scheduler)
 
@@ -244,6 +255,7 @@ JobsRead = Annotated[JobRepository, Depends(_jobs_read)]
 JobsWrite = Annotated[JobRepository, Depends(_jobs_write)]
 TenantMetrics = Annotated[TenantMetricsRepository, Depends(_tenant_metrics)]
 PlatformMetrics = Annotated[PlatformMetricsRepository, Depends(_platform_metrics)]
+UsageRead = Annotated[UsageRepository, Depends(_usage_read)]
 Notifier = Annotated[SchedulerNotifier, Depends(_notifier)]
 
 

@@ -373,11 +373,12 @@ class UsageRecord(TenantOwned, Base):
 
     One row per (job, minute, dimension), added to as the meter reads more: the
     meter's writes are compare-and-set on the unit's reading, and epoch counts are
-    added with the epoch's checkpoint row, so nothing is counted twice.
+    added with the epoch's checkpoint row, so nothing is counted twice. Usage is what
+    a bill is made of: it stays when its job or pipeline is deleted (only with its
+    tenant does it go).
     """
 
     __tablename__ = "usage_records"
-    __table_args__ = (_job_child_key(),)
 
     job_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
     minute: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)

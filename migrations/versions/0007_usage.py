@@ -34,9 +34,6 @@ def upgrade() -> None:
         sa.Column("quantity", sa.Float(), nullable=False),
         sa.PrimaryKeyConstraint("job_id", "minute", "dimension",
                                 name=op.f("pk_usage_records")),
-        sa.ForeignKeyConstraint(["tenant_id", "job_id"], ["jobs.tenant_id", "jobs.id"],
-                                ondelete="CASCADE",
-                                name=op.f("fk_usage_records_tenant_id_job_id_jobs")),
     )
     op.create_index(op.f("ix_usage_records_tenant_id"), "usage_records", ["tenant_id"])
     op.create_index(op.f("ix_usage_records_pipeline_id"), "usage_records", ["pipeline_id"])

@@ -1,0 +1,93 @@
+"""Reading usage: a tenant's (or, for the operator, every tenant's) usage records summed
+by period (minute or day), pipeline and dimension.
+
+Rows are written by the scheduler's meter (:mod:`spate.scheduler.metering`), one per
+job, minute and dimension; here they are only read. A preview's rows have no
+pipeline and are reported as such. Day buckets are computed in the database, so a
+month of minutes is summed there, not carried into Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import ColumnElement, func, select
+from sqlalchemy.orm import Session
+
+from spate.api.models import Pipeline, UsageRecord
+from spate.api.tenancy import scope_to_tenant
+
+MINUTE, DAY = "minute", "day"
+
+
+@dataclass(frozen=True)
+class UsageFilter:
+    start: datetime
+    end: datetime
+    granularity: str = DAY
+    pipeline_id: str | None = None
+    dimension: str | None = None
+    #: The operator's reads only: one tenant (None: every tenant).
+    tenant_id: str | None = None
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """One (period, pipeline, dimension) sum."""
+
+    tenant_id: str
+    period_start: datetime
+    pipeline_id: str | None
+    pipeline_name: str | None
+    dimension: str
+    quantity: float
+
+
+class UsageRepository:
+    """Usage records as a tenant (``tenant_id``) or the operator (None) may read them."""
+
+    def __init__(self, session: Session, tenant_id: str | None) -> None:
+        self.session = session if tenant_id is None else scope_to_tenant(session, tenant_id)
+        self.tenant_id = tenant_id
+
+    def summed(self, query: UsageFilter) -> list[UsageRow]:
+        period = _period(self.session, query.granularity)
+        conditions = [UsageRecord.minute >= query.start, UsageRecord.minute < query.end]
+        if query.pipeline_id is not None:
+            conditions.append(UsageRecord.pipeline_id == query.pipeline_id)
+        if query.dimension is not None:
+            conditions.append(UsageRecord.dimension == query.dimension)
+        if self.tenant_id is None and query.tenant_id is not None:
+            conditions.append(UsageRecord.tenant_id == query.tenant_id)
+        rows = self.session.execute(
+            select(UsageRecord.tenant_id, period, UsageRecord.pipeline_id,
+                   UsageRecord.dimension, func.sum(UsageRecord.quantity))
+            .where(*conditions)
+            .group_by(UsageRecord.tenant_id, period, UsageRecord.pipeline_id,
+                      UsageRecord.dimension)
+            .order_by(period, UsageRecord.tenant_id, UsageRecord.pipeline_id,
+                      UsageRecord.dimension)).all()
+        names = {pipeline_id: name for pipeline_id, name in self.session.execute(
+            select(Pipeline.id, Pipeline.name).where(
+                Pipeline.id.in_({row[2] for row in rows if row[2] is not None})))}
+        return [UsageRow(tenant_id=tenant, period_start=_as_time(start),
+                         pipeline_id=pipeline, pipeline_name=names.get(pipeline or ""),
+                         dimension=dimension, quantity=float(quantity or 0.0))
+                for tenant, start, pipeline, dimension, quantity in rows]
+
+
+def _period(session: Session, granularity: str) -> ColumnElement[object]:
+    """The start of the record's period, computed by the database."""
+    if granularity == MINUTE:
+        return UsageRecord.minute  # type: ignore[return-value]
+    if session.get_bind().dialect.name == "postgresql":
+        return func.date_trunc("day", func.timezone("UTC", UsageRecord.minute))
+    return func.strftime("%Y-%m-%d 00:00:00", UsageRecord.minute)
+
+
+def _as_time(value: object) -> datetime:
+    """A period start as the database returned it: a timestamp, or SQLite's text."""
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return datetime.fromisoformat(str(value)).replace(tzinfo=UTC)
