@@ -97,6 +97,10 @@ def stream_schema(columns: tuple[ColumnDef, ...]) -> T.StructType:
 class Sink(ABC):
     """An open sink the runner writes one epoch at a time, exactly once."""
 
+    #: Bytes the last :meth:`write_epoch` wrote to the destination, as the destination
+    #: stores them (None: the sink does not measure them); metered as ``bytes_out``.
+    epoch_bytes: int | None = None
+
     @abstractmethod
     def open(self, marker: Any | None) -> None:
         """Restore the output to the last committed epoch (``marker``); None: fresh start."""
@@ -161,6 +165,13 @@ class Connector(ABC):
         records dropped, lines that are not rows), and the runner counts them as they
         pass, which costs a little per row."""
         del table, parallelism, start, end
+        return None
+
+    def batch_bytes(self, table: TableConfig, start: Any | None, end: Any) -> int | None:
+        """The bytes a batch read from the source's system, from its offsets alone
+        (``start`` None: the source's beginning); metered as ``bytes_in``.  None: not
+        known (a generator reads nothing from outside)."""
+        del table, start, end
         return None
 
     def batch_limit(self, table: TableConfig) -> int | None:

@@ -53,6 +53,7 @@ class SingleFileSink(Sink):
         if self._file is None:
             raise ConnectorError(f"single_file sink '{self.table}' written before open()")
         data = encoded_lines(df, self.spec)
+        self.epoch_bytes = len(data)
         self._file.write(data)
         self._file.flush()
         os.fsync(self._file.fileno())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -129,6 +130,11 @@ class SingleFileConnector(Connector):
                          if not c.nullable or c.name in table.primary_key],
         }
         return source_options(source_schema(parsed.spec, parsed.columns), settings)
+
+    def batch_bytes(self, table: TableConfig, start: Any | None, end: Any) -> int | None:
+        """The file's bytes between the offsets (``{"line", "byte", "eof"}``)."""
+        del table
+        return max(0, int(end["byte"]) - (int(start["byte"]) if start else 0))
 
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         del parallelism  # one reader: a file is read in order

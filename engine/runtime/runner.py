@@ -36,7 +36,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.query import StreamingQuery
 
 from spate.engine.connectors import CONNECTORS, Sink
-from spate.engine.connectors.base import BatchFacts
+from spate.engine.connectors.base import BatchFacts, Connector
 from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
 from spate.engine.planner.plan import PipelinePlan, QueryPlan, WindowAggregate
 from spate.engine.planner.updating_join import UpdatingJoin
@@ -117,6 +117,10 @@ class EpochReport:
     cache_misses: int = 0
     remote_bytes: int = 0
     operators: list[OperatorReport] = field(default_factory=list)
+    #: Bytes the sources read from their systems and the sinks wrote to theirs, where
+    #: their connectors measure them (:meth:`Connector.batch_bytes`, ``Sink.epoch_bytes``).
+    bytes_in: int = 0
+    bytes_out: int = 0
 
 
 @dataclass
@@ -396,7 +400,7 @@ class PipelineRunner:
                 if frame is not None:
                     outputs.setdefault(query.sink, []).append((query.index, frame))
             self._check_abandoned()
-            rows_by_query = self._write_sinks(number, outputs)
+            rows_by_query, bytes_out = self._write_sinks(number, outputs)
         finally:
             for frame in epoch.persisted:
                 frame.unpersist()
@@ -415,7 +419,8 @@ class PipelineRunner:
             time.monotonic() - started, self.finished, started_s=started,
             committed_at_ms=committed_at_ms, state_bytes=tasks.state_bytes,
             cache_hits=tasks.cache_hits, cache_misses=tasks.cache_misses,
-            remote_bytes=tasks.remote_bytes,
+            remote_bytes=tasks.remote_bytes, bytes_in=self._bytes_read(number),
+            bytes_out=bytes_out,
             operators=self._operator_reports({n: m.rows for n, m in metrics.items()},
                                              epoch, rows_by_query))
 
@@ -532,9 +537,11 @@ class PipelineRunner:
         return output, stats
 
     def _write_sinks(self, epoch: int, outputs: dict[str, list[tuple[int, DataFrame]]]
-                     ) -> dict[int, int]:
-        """Write each sink's rows; return the rows each query sent (by query index)."""
+                     ) -> tuple[dict[int, int], int]:
+        """Write each sink's rows; return the rows each query sent (by query index) and
+        the bytes the sinks wrote (those that measure them)."""
         rows_by_query: dict[int, int] = {}
+        written = 0
         for sink_name, frames in outputs.items():
             # Counted per query while the sink's own write runs: no extra Spark job.
             counted: list[tuple[int, DataFrame, Observation]] = []
@@ -546,11 +553,32 @@ class PipelineRunner:
             # change columns: its rows get NULLs there, i.e. inserts without a key.
             union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True),
                            [frame for _, frame, _ in counted])
-            self._sink_markers[sink_name] = self.sinks[sink_name].write_epoch(epoch, union)
+            sink = self.sinks[sink_name]
+            sink.epoch_bytes = None
+            self._sink_markers[sink_name] = sink.write_epoch(epoch, union)
+            written += sink.epoch_bytes or 0
             for index, frame, observation in counted:
                 row = observed(observation)
                 rows_by_query[index] = int(row["rows"]) if row is not None else frame.count()
-        return rows_by_query
+        return rows_by_query, written
+
+    def _bytes_read(self, number: int) -> int:
+        """What this epoch's sources read from their systems, from their offsets (0
+        without reading them when no source's connector measures its bytes)."""
+        measured = [table for table in self.plan.sources
+                    if type(CONNECTORS[table.config.connector]).batch_bytes
+                    is not Connector.batch_bytes]
+        if not measured:
+            return 0
+        assert self._batches is not None
+        offsets = self._batches.batch_offsets(number)
+        total = 0
+        for table in measured:
+            start, end = offsets.get(table.name, (None, None))
+            if end is not None:
+                total += CONNECTORS[table.config.connector].batch_bytes(
+                    table.config, start, end) or 0
+        return total
 
     def _commit(self, epoch: int) -> int:
         """Commit ``epoch`` with its metadata (sources' end offsets included, so the

@@ -11,7 +11,8 @@ def test_epochs_become_checkpoints_and_the_latest_metrics_with_rates() -> None:
     events = [
         {"type": "status", "state": "running", "at_ms": 1_000},
         {"type": "epoch", "epoch": 0, "committed_at_ms": 2_000, "duration_ms": 500,
-         "rows_in": 100, "rows_out": 10, "state_bytes": 64, "at_ms": 2_001},
+         "rows_in": 100, "rows_out": 10, "state_bytes": 64, "bytes_in": 900,
+         "bytes_out": 80, "at_ms": 2_001},
         {"type": "heartbeat", "at_ms": 2_500},
         {"type": "epoch", "epoch": 1, "committed_at_ms": 3_000, "duration_ms": 250,
          "rows_in": 50, "rows_out": 5, "rows_late": 1, "operators": [{"id": "w"}],
@@ -21,6 +22,8 @@ def test_epochs_become_checkpoints_and_the_latest_metrics_with_rates() -> None:
     assert [c.epoch for c in batch.checkpoints] == [0, 1]
     assert batch.checkpoints[0].committed_at == datetime.fromtimestamp(2, UTC)
     assert batch.checkpoints[0].state_bytes == 64
+    assert (batch.checkpoints[0].bytes_in, batch.checkpoints[0].bytes_out) == (900, 80)
+    assert batch.checkpoints[1].bytes_in == 0  # not reported: not measured
     assert batch.last_epoch == 1
     assert batch.metrics is not None
     assert batch.metrics["rows_in_per_s"] == 200.0 and batch.metrics["rows_out_per_s"] == 20.0

@@ -33,7 +33,8 @@ def test_epoch_event_fields() -> None:
         "type": "epoch", "epoch": 7, "committed_at_ms": 123, "duration_ms": 250,
         "rows_in": 10, "rows_out": 2, "rows_late": 1, "rows_dropped": 0,
         "watermark_us": 1_000_000, "state_bytes": 456, "cache_hits": 5, "cache_misses": 2,
-        "remote_bytes": 789, "busy_ratio": 1.0, "finished": False,
+        "remote_bytes": 789, "bytes_in": 0, "bytes_out": 0, "busy_ratio": 1.0,
+        "finished": False,
         "operators": [{"operator": "source:s", "kind": "source", "rows_out": 10},
                       {"operator": "q", "kind": "window", "rows_in": 10, "rows_out": 2,
                        "rows_late": 1}]}

@@ -49,3 +49,24 @@ def test_rows_in_and_the_end_come_from_offsets_across_a_resume(spark: SparkSessi
                 per_source[operator.operator] = (per_source.get(operator.operator, 0)
                                                  + (operator.rows_out or 0))
     assert per_source == {"source:nexmark": 6_000, "source:ticks": 1_400}
+
+
+def test_bytes_read_and_written_are_the_files_bytes_across_a_resume(spark: SparkSession,
+                                                                    tmp_path: Path) -> None:
+    source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_text("".join(f'{{"n": {n}, "pad": "{"x" * (n % 7)}"}}\n' for n in range(2500)))
+    sql = f"""
+    CREATE TABLE lines (n BIGINT, pad TEXT) WITH (connector = 'single_file',
+        path = '{source}', format = 'json', type = 'source', max_lines_per_batch = '1000');
+    CREATE TABLE out WITH (connector = 'single_file', path = '{out}', format = 'json',
+        type = 'sink');
+    INSERT INTO out SELECT n FROM lines WHERE n % 2 = 0;
+    """
+    reports: list[EpochReport] = []
+    run_pipeline(spark, sql, tmp_path, reports=reports, stop_after_epochs=1)
+    assert not reports[-1].finished, "the first run should stop midway"
+    shutil.rmtree(tmp_path / "checkpoint")  # the second run starts from the stored offsets
+    run_pipeline(spark, sql, tmp_path, reports=reports)
+    assert reports[-1].finished and len(reports) >= 3
+    assert sum(report.bytes_in for report in reports) == source.stat().st_size
+    assert sum(report.bytes_out for report in reports) == out.stat().st_size > 0
