@@ -15,6 +15,7 @@ from alembic.runtime.migration import MigrationContext
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
+from spate.api.billing import PriceBook
 from spate.api.bodylimit import BodyLimitMiddleware
 from spate.api.crypto import SecretBox
 from spate.api.db import create_database
@@ -25,6 +26,7 @@ from spate.api.planning_pool import PlanningPool
 from spate.api.ratelimit import RateLimit, create_rate_limiter
 from spate.api.routes import (
     api_keys,
+    billing,
     connections,
     connectors,
     jobs,
@@ -32,12 +34,13 @@ from spate.api.routes import (
     metrics,
     pipelines,
     preview,
+    quotas,
     tenants,
     usage,
 )
 from spate.api.routes.console import mount_console
 from spate.api.scheduling import Scheduler
-from spate.api.settings import Settings
+from spate.api.settings import Settings, quota_plans
 from spate.api.textcheck import InvalidTextMiddleware
 from spate.api.worker import celery_app, scheduler_client, scheduler_config
 from spate.scheduler.tenants import Tenants
@@ -66,7 +69,8 @@ def create_app(settings: Settings, *, scheduler: Scheduler | None = None) -> Fas
                      platform_key_sha256=platform_key_sha256(settings), scheduler=scheduler,
                      secret_box=SecretBox(settings.secret_key, settings.data_dir),
                      planning=planning, tenants=Tenants(scheduler_config(settings)),
-                     auth_failures=auth_failures)
+                     auth_failures=auth_failures, plans=quota_plans(settings),
+                     price_book=PriceBook.parse(settings.price_book))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -99,10 +103,11 @@ def create_app(settings: Settings, *, scheduler: Scheduler | None = None) -> Fas
     app.add_middleware(InvalidTextMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
     for router in (tenants.router, api_keys.router, preview.router, pipelines.router,
-                   jobs.router, metrics.router, usage.router):
+                   jobs.router, metrics.router, usage.router, billing.router):
         app.include_router(router, prefix=API_PREFIX)
     app.include_router(metrics.platform_router)
-    for router in (connections.profiles, connections.tables, connectors.router, me.router):
+    for router in (connections.profiles, connections.tables, connectors.router, me.router,
+                   quotas.router):
         app.include_router(router, prefix=API_PREFIX)
     mount_console(app)  # last: the console's pages at / never shadow the API
     return app

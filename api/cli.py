@@ -35,6 +35,9 @@ COMMANDS = {
                         "Manage the tenant's API keys (needs an admin key)."),
     "pipelines": LazyCommand("spate.api.clientcli:pipelines",
                              "Create, list and control pipelines on a Spate server."),
+    "quotas": LazyCommand("spate.api.clientcli:quotas",
+                          "Show the tenant's plan: each limit, its value and the tenant's "
+                          "current use."),
     "run": LazyCommand("spate.engine.cli:run",
                        "Run the pipeline in SQL_FILE until its input ends (or Ctrl-C / "
                        "SIGTERM)."),

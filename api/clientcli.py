@@ -1,4 +1,5 @@
-"""``spate pipelines …`` and ``spate keys …``: client commands that talk to a server.
+"""``spate pipelines …``, ``spate keys …`` and ``spate quotas``: client commands that talk
+to a server.
 
 The server comes from ``--server`` or ``SPATE_SERVER``, the key from
 ``--api-key`` or ``SPATE_API_KEY`` (prefer the variable: a key on the command
@@ -531,6 +532,32 @@ def preview_pipeline(client: SpateClient, sql_file: Path, limit: int, parallelis
         sys.exit(EXIT_INTERRUPTED)
     if not END_REASONS.get(reason, ("", False))[1]:
         sys.exit(EXIT_REFUSED)
+
+
+# -- quotas ------------------------------------------------------------------------
+
+
+@click.command("quotas")
+@_connection_options
+@json_option
+@click.pass_context
+def quotas(ctx: click.Context, server: str, api_key: str | None, as_json: bool) -> None:
+    """Show the tenant's plan: each limit, its value and the tenant's current use.
+
+    A dash is a value without limit, or a use that is not counted (a source's
+    rate is checked per source, the request rate per request). Any key's role
+    may read it."""
+    _connect(ctx, server, api_key)
+    _show_quotas(as_json)
+
+
+@with_client
+def _show_quotas(client: SpateClient, as_json: bool) -> None:
+    answer = client.get("/quotas")
+    if not as_json:
+        click.echo(f"plan: {answer['plan']}")
+    rows = [(limit["limit"], limit["value"], limit["current"]) for limit in answer["limits"]]
+    _show(answer, as_json, rows, ("LIMIT", "VALUE", "CURRENT"))
 
 
 # -- keys --------------------------------------------------------------------------

@@ -25,12 +25,14 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from spate.api.billing import PriceBook
 from spate.api.crypto import SecretBox, SecretKeyMismatchError
 from spate.api.db import Database
-from spate.api.job_metrics import parse_epoch_figures
 from spate.api.models import (
     DESIRED_RUNNING,
+    DESIRED_STOPPED,
     JOB_TERMINAL_STATES,
+    Budget,
     Job,
     JobCheckpoint,
     JobError,
@@ -43,9 +45,10 @@ from spate.api.models import (
     UTCDateTime,
     utc_now,
 )
+from spate.api.repositories.billing import BillingRepository
 from spate.api.repositories.connections import job_tables
 from spate.scheduler.errors import JobConfigurationError
-from spate.scheduler.metering import EVENTS_IN, EVENTS_OUT
+from spate.scheduler.metering import BYTES_IN, BYTES_OUT, EVENTS_IN, EVENTS_OUT
 from spate.scheduler.store import (
     FAILED,
     IDLE,
@@ -70,10 +73,13 @@ _NUMBER_ATTEMPTS = 10
 class SqlControlStore(ControlStore):
     """Pipelines and jobs of every tenant, in the control-plane database."""
 
-    def __init__(self, database: Database, secret_box: SecretBox | None = None) -> None:
+    def __init__(self, database: Database, secret_box: SecretBox | None = None,
+                 price_book: PriceBook | None = None) -> None:
         self.database = database
         #: Opens connection tables' secrets for jobs (the API's key and data dir).
         self.secret_box = secret_box or SecretBox(None)
+        #: Prices usage for the tenants' budgets.
+        self.price_book = price_book or PriceBook.parse("")
 
     @contextmanager
     def _session(self) -> Iterator[Session]:
@@ -245,8 +251,7 @@ class SqlControlStore(ControlStore):
         with self._session() as session:
             return {job.id: MeteredJob(
                 id=job.id, tenant_id=job.tenant_id, pipeline_id=job.pipeline_id,
-                kind=job.kind, handle=job.handle, live=job.state in PROCESS_STATES,
-                state_bytes=parse_epoch_figures(job.metrics).state_bytes or 0)
+                kind=job.kind, handle=job.handle, live=job.state in PROCESS_STATES)
                 for job in session.scalars(select(Job).where(wanted))}
 
     def busy_ms(self, job_ids: Collection[str], after: datetime,
@@ -289,6 +294,26 @@ class SqlControlStore(ControlStore):
                 return False
             add_usage(session, charges)
             return True
+
+    def enforce_budgets(self) -> list[str]:
+        with self._session() as session:
+            tenants = list(session.scalars(select(Budget.tenant_id)))
+        stopped: list[str] = []
+        for tenant_id in tenants:
+            with self.database.sessions() as session:
+                if not BillingRepository(session, tenant_id, self.price_book).check_budget():
+                    continue
+            with self._session() as session:
+                running = list(session.scalars(select(Pipeline.id).where(
+                    Pipeline.tenant_id == tenant_id,
+                    Pipeline.desired_state == DESIRED_RUNNING)))
+                if running:
+                    session.execute(update(Pipeline).where(Pipeline.id.in_(running))
+                                    .values(desired_state=DESIRED_STOPPED,
+                                            stop_mode="checkpoint")
+                                    .execution_options(synchronize_session=False))
+            stopped.extend(running)
+        return stopped
 
     def record_epoch(self, job_id: str, epoch: int) -> JobView | None:
         with self._session() as session:
@@ -335,7 +360,8 @@ def _epoch_usage(job: Job, record: CheckpointRecord) -> list[UsageCharge]:
     """The rows an epoch read and wrote, charged to the minute it committed in."""
     minute = record.committed_at.astimezone(UTC).replace(second=0, microsecond=0)
     return [UsageCharge(job.id, job.tenant_id, job.pipeline_id, minute, dimension, count)
-            for dimension, count in ((EVENTS_IN, record.rows_in), (EVENTS_OUT, record.rows_out))
+            for dimension, count in ((EVENTS_IN, record.rows_in), (EVENTS_OUT, record.rows_out),
+                                     (BYTES_IN, record.bytes_in), (BYTES_OUT, record.bytes_out))
             if count > 0]
 
 

@@ -2,9 +2,10 @@
 
 Routes declare what they need with the ``Annotated`` aliases at the bottom
 (``PipelinesRead``, ``ApiKeysAdmin``, …); each alias authenticates the key,
-applies the tenant's rate limit, checks the role and hands over a repository
-already scoped to the key's tenant. This module is where a request becomes a
-tenant.
+applies the tenant's rate limit (its plan's), checks the role and hands over a
+repository already scoped to the key's tenant — the writing ones with the
+tenant's quotas, which admit what they write. This module is where a request
+becomes a tenant.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from spate.api.billing import PriceBook
 from spate.api.crypto import SecretBox
 from spate.api.db import Database
 from spate.api.errors import (
@@ -26,15 +28,18 @@ from spate.api.errors import (
     RateLimitedError,
     TooManyFailuresError,
 )
-from spate.api.planning import PlanAnswer, PlanRequest
+from spate.api.planning import PlanAnswer, PlannedSource, PlanRequest
 from spate.api.planning_pool import PlanningPool
-from spate.api.ratelimit import RateLimiter
+from spate.api.quotas import Plans, SourcePlanner
+from spate.api.ratelimit import RateLimit, RateLimiter
 from spate.api.repositories.api_keys import ApiKeyRepository
 from spate.api.repositories.auth import find_key
+from spate.api.repositories.billing import BillingRepository
 from spate.api.repositories.connections import ConnectionRepository
 from spate.api.repositories.jobs import JobRepository
 from spate.api.repositories.metrics import PlatformMetricsRepository, TenantMetricsRepository
 from spate.api.repositories.pipelines import PipelineRepository
+from spate.api.repositories.quotas import QuotaRepository
 from spate.api.repositories.tenants import PlatformRepository
 from spate.api.repositories.usage import UsageRepository
 from spate.api.scheduling import Scheduler, SchedulerNotifier
@@ -70,6 +75,10 @@ class AppState:
     tenants: Tenants | None = None
     #: Counts failed authentications per client address and per key id.
     auth_failures: RateLimiter | None = None
+    #: The operator's plans: each tenant's limits (see :mod:`spate.api.quotas`).
+    plans: Plans = field(default_factory=Plans)
+    #: The operator's price book (see :mod:`spate.api.billing`).
+    price_book: PriceBook = field(default_factory=lambda: PriceBook.parse(""))
 
     def boundary(self, tenant_id: str) -> Boundary:
         """What ``tenant_id``'s tables may touch (unconfined only in an app built without
@@ -84,6 +93,8 @@ class TenantCaller:
     tenant_id: str
     key_id: str
     role: Role
+    #: the tenant's plan as its row names it (None: the default plan)
+    plan: str | None = None
 
 
 @dataclass(frozen=True)
@@ -121,10 +132,21 @@ def current_key(
     caller = _throttled_authenticate(request, session, state, credentials.credentials)
     if state.rate_limiter is not None:
         bucket = "platform" if isinstance(caller, PlatformCaller) else f"tenant:{caller.tenant_id}"
-        retry_after_s = state.rate_limiter.acquire(bucket)
+        retry_after_s = state.rate_limiter.acquire(bucket, _request_limit(state, caller))
         if retry_after_s is not None:
             raise RateLimitedError(retry_after_s)
     return caller
+
+
+def _request_limit(state: AppState, caller: Caller) -> RateLimit | None:
+    """A tenant's rate is its plan's ``api_requests_per_minute``, its burst the server's
+    (at most a minute's worth); None: the limiter's own (the platform key's)."""
+    if isinstance(caller, PlatformCaller):
+        return None
+    per_minute = state.plans.plan(caller.plan).limits.api_requests_per_minute
+    if per_minute is None:
+        return None
+    return RateLimit(per_minute, min(state.settings.rate_limit_burst, per_minute))
 
 
 def _throttled_authenticate(request: Request, session: Session, state: AppState,
@@ -159,11 +181,13 @@ def _authenticate(session: Session, state: AppState, token: str) -> Caller:
             given_sha256, state.platform_key_sha256):
         return PlatformCaller()
     key_id = parse_key_id(token)
-    key = find_key(session, key_id) if key_id is not None else None
+    found = find_key(session, key_id) if key_id is not None else None
+    key = found.key if found is not None else None
     matches = token_matches(token, key.secret_sha256 if key else _NO_SUCH_KEY_SHA256)
-    if key is None or not matches or key.revoked_at is not None:
+    if found is None or key is None or not matches or key.revoked_at is not None:
         raise AuthenticationError("invalid or revoked API key")
-    return TenantCaller(tenant_id=key.tenant_id, key_id=key.id, role=Role(key.role))
+    return TenantCaller(tenant_id=key.tenant_id, key_id=key.id, role=Role(key.role),
+                        plan=found.plan)
 
 
 CallerDep = Annotated[Caller, Depends(current_key)]
@@ -196,12 +220,24 @@ DeveloperCaller = Annotated[TenantCaller, Depends(require_role(Role.DEVELOPER))]
 AdminCaller = Annotated[TenantCaller, Depends(require_role(Role.ADMIN))]
 
 
-def _pipelines_read(session: SessionDep, caller: ViewerCaller) -> PipelineRepository:
-    return PipelineRepository(session, caller.tenant_id)
+def _quotas(request: Request, session: SessionDep, caller: ViewerCaller) -> QuotaRepository:
+    state = app_state(request)
+    return QuotaRepository(session, caller.tenant_id, state.plans,
+                           _stored_sql_planner(state, session, caller.tenant_id),
+                           state.price_book)
 
 
-def _pipelines_write(session: SessionDep, caller: DeveloperCaller) -> PipelineRepository:
-    return PipelineRepository(session, caller.tenant_id)
+QuotasDep = Annotated[QuotaRepository, Depends(_quotas)]
+
+
+def _pipelines_read(session: SessionDep, caller: ViewerCaller,
+                    quotas: QuotasDep) -> PipelineRepository:
+    return PipelineRepository(session, caller.tenant_id, quotas)
+
+
+def _pipelines_write(session: SessionDep, caller: DeveloperCaller,
+                     quotas: QuotasDep) -> PipelineRepository:
+    return PipelineRepository(session, caller.tenant_id, quotas)
 
 
 def _api_keys_admin(session: SessionDep, caller: AdminCaller) -> ApiKeyRepository:
@@ -214,12 +250,22 @@ def _platform(session: SessionDep,
     return PlatformRepository(session)
 
 
+Platform = Annotated[PlatformRepository, Depends(_platform)]
+
+
 def _jobs_read(session: SessionDep, caller: ViewerCaller) -> JobRepository:
     return JobRepository(session, caller.tenant_id)
 
 
-def _jobs_write(session: SessionDep, caller: DeveloperCaller) -> JobRepository:
-    return JobRepository(session, caller.tenant_id)
+def _jobs_write(session: SessionDep, caller: DeveloperCaller,
+               quotas: QuotasDep) -> JobRepository:
+    return JobRepository(session, caller.tenant_id, quotas)
+
+
+def _platform_quotas(request: Request, session: SessionDep, platform: Platform,
+                     tenant_id: Annotated[str, Path(max_length=64)]) -> QuotaRepository:
+    platform.get_tenant(tenant_id)  # an unknown tenant is a 404
+    return QuotaRepository(session, tenant_id, app_state(request).plans)
 
 
 def _tenant_metrics(session: SessionDep, caller: ViewerCaller) -> TenantMetricsRepository:
@@ -243,6 +289,11 @@ def _usage_read(session: SessionDep, caller: CallerDep) -> UsageRepository:
     return UsageRepository(session, caller.tenant_id)
 
 
+def _billing(request: Request, session: SessionDep, caller: AdminCaller) -> BillingRepository:
+    """Invoices and budgets: the tenant's admin's."""
+    return BillingRepository(session, caller.tenant_id, app_state(request).price_book)
+
+
 def _notifier(request: Request) -> SchedulerNotifier:
     return SchedulerNotifier(app_state(request).scheduler)
 
@@ -250,13 +301,17 @@ def _notifier(request: Request) -> SchedulerNotifier:
 PipelinesRead = Annotated[PipelineRepository, Depends(_pipelines_read)]
 PipelinesWrite = Annotated[PipelineRepository, Depends(_pipelines_write)]
 ApiKeysAdmin = Annotated[ApiKeyRepository, Depends(_api_keys_admin)]
-Platform = Annotated[PlatformRepository, Depends(_platform)]
 JobsRead = Annotated[JobRepository, Depends(_jobs_read)]
 JobsWrite = Annotated[JobRepository, Depends(_jobs_write)]
 TenantMetrics = Annotated[TenantMetricsRepository, Depends(_tenant_metrics)]
 PlatformMetrics = Annotated[PlatformMetricsRepository, Depends(_platform_metrics)]
 UsageRead = Annotated[UsageRepository, Depends(_usage_read)]
+BillingAdmin = Annotated[BillingRepository, Depends(_billing)]
 Notifier = Annotated[SchedulerNotifier, Depends(_notifier)]
+#: The caller's tenant's plan and use (any role).
+QuotasRead = QuotasDep
+#: Another tenant's plan and use, for the platform key (path parameter ``tenant_id``).
+PlatformQuotas = Annotated[QuotaRepository, Depends(_platform_quotas)]
 
 
 def platform_key_sha256(settings: Settings) -> str | None:
@@ -273,11 +328,11 @@ def _connections_read(request: Request, session: SessionDep,
                                 state.boundary(caller.tenant_id))
 
 
-def _connections_write(request: Request, session: SessionDep,
-                       caller: DeveloperCaller) -> ConnectionRepository:
+def _connections_write(request: Request, session: SessionDep, caller: DeveloperCaller,
+                       quotas: QuotasDep) -> ConnectionRepository:
     state = app_state(request)
     return ConnectionRepository(session, caller.tenant_id, state.secret_box,
-                                state.boundary(caller.tenant_id))
+                                state.boundary(caller.tenant_id), quotas)
 
 
 ConnectionsRead = Annotated[ConnectionRepository, Depends(_connections_read)]
@@ -308,14 +363,30 @@ class TenantPlanner:
                            needs_sinks=needs_sinks)
 
 
-def _planner(request: Request, connections: ConnectionsRead,
-             caller: ViewerCaller) -> TenantPlanner:
-    state = app_state(request)
+def _tenant_planner(state: AppState, connections: ConnectionRepository,
+                    tenant_id: str) -> TenantPlanner:
     if state.planning is None:
         raise RuntimeError("the app was built without a planning pool")
-    return TenantPlanner(pool=state.planning, tenant_id=caller.tenant_id,
+    return TenantPlanner(pool=state.planning, tenant_id=tenant_id,
                          tables=tuple(connections.catalog_definitions()),
-                         boundary=state.boundary(caller.tenant_id).to_dict())
+                         boundary=state.boundary(tenant_id).to_dict())
+
+
+def _planner(request: Request, connections: ConnectionsRead,
+             caller: ViewerCaller) -> TenantPlanner:
+    return _tenant_planner(app_state(request), connections, caller.tenant_id)
+
+
+def _stored_sql_planner(state: AppState, session: Session, tenant_id: str) -> SourcePlanner:
+    """Plans a stored pipeline's SQL for the sources of a new job, only when one is asked
+    for (most requests need no plan, nor the tenant's tables read)."""
+
+    def sources(sql: str) -> tuple[PlannedSource, ...]:
+        connections = ConnectionRepository(session, tenant_id, state.secret_box,
+                                           state.boundary(tenant_id))
+        return _tenant_planner(state, connections, tenant_id).check(sql).sources
+
+    return sources
 
 
 #: Plans the caller's SQL over its connection tables (secrets as placeholders).

@@ -87,6 +87,34 @@ class RateLimitedError(ApiError):
                          headers={"Retry-After": str(retry_after_s)})
 
 
+class QuotaExceededError(ApiError):
+    """A request the tenant's plan has no room for (see :mod:`spate.api.quotas`).
+
+    403 when only the tenant (stopping or deleting something, lowering a
+    parallelism) or the operator (another plan) can make room; 429 with
+    ``Retry-After`` when what stands in the way are live previews, which end
+    by themselves.
+    """
+
+    status_code, code = 403, "quota_exceeded"
+
+    def __init__(self, message: str, details: Mapping[str, Any],
+                 retry_after_s: int | None = None) -> None:
+        headers = {"Retry-After": str(retry_after_s)} if retry_after_s is not None else None
+        super().__init__(message, [details], headers)
+        if retry_after_s is not None:
+            self.status_code = 429
+
+
+class BudgetExceededError(ApiError):
+    """New work refused: the tenant's budget is spent and its hard stop is on."""
+
+    status_code, code = 403, "budget_exceeded"
+
+    def __init__(self, message: str, details: Mapping[str, Any]) -> None:
+        super().__init__(message, [details])
+
+
 class TooManyFailuresError(ApiError):
     """A client or key id that failed to authenticate too often lately."""
 

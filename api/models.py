@@ -410,3 +410,38 @@ class MeterReading(Base):
     jobs: Mapped[list[str]] = mapped_column(JSON)
     #: Set once the unit's processes are gone and its last reading is taken.
     closed: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Invoice(TenantOwned, Base):
+    """A tenant's bill for one closed period (a calendar month, UTC), frozen when it
+    closed: later usage rows or price-book changes never alter it."""
+
+    __tablename__ = "invoices"
+
+    tenant_id: Mapped[str] = mapped_column(
+        String(ID_LENGTH), ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True)
+    #: ``YYYY-MM``
+    period: Mapped[str] = mapped_column(String(7), primary_key=True)
+    closed_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    currency: Mapped[str] = mapped_column(String(3))
+    total: Mapped[float] = mapped_column(Float)
+    #: The invoice as the API returns it (lines, price-book versions, totals).
+    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class Budget(TenantOwned, Base):
+    """A tenant's monthly budget: alert thresholds, an optional hard stop, and the alerts
+    raised so far."""
+
+    __tablename__ = "budgets"
+
+    tenant_id: Mapped[str] = mapped_column(
+        String(ID_LENGTH), ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True)
+    amount: Mapped[float] = mapped_column(Float)
+    #: Percentages of ``amount`` at which an alert is raised, ascending.
+    thresholds: Mapped[list[int]] = mapped_column(JSON)
+    #: Stop the tenant's pipelines (after a commit) once the period's cost reaches amount.
+    hard_stop: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: Alerts raised: ``{"period", "threshold", "cost", "at"}``, oldest first.
+    alerts: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)

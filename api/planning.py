@@ -60,11 +60,30 @@ class PlanRequest:
 
 
 @dataclass(frozen=True)
+class PlannedSource:
+    """A source table the planned SQL reads, as plain values: what the API's plan limits
+    look at (a generator's rate, :mod:`spate.api.quotas`)."""
+
+    name: str
+    connector: str
+    #: the table's WITH options (connection tables' secrets as placeholders)
+    options: dict[str, str]
+    bounded: bool
+
+    @classmethod
+    def of(cls, table: Table) -> PlannedSource:
+        return cls(name=table.name, connector=table.config.connector,
+                   options=dict(table.config.options), bounded=table.bounded)
+
+
+@dataclass(frozen=True)
 class PlanAnswer:
-    """The planner's answer, as plain values: diagnostics, and the graph if asked."""
+    """The planner's answer, as plain values: diagnostics, the graph if asked, and the
+    source tables of valid SQL."""
 
     diagnostics: list[dict[str, Any]]
     graph: dict[str, Any] | None = None
+    sources: tuple[PlannedSource, ...] = ()
 
     @property
     def valid(self) -> bool:
@@ -85,7 +104,9 @@ def plan_request(request: PlanRequest) -> PlanAnswer:
     graph = None
     if checked.plan is not None and request.graph:
         graph = plan_graph(checked.plan).model_dump()
-    return PlanAnswer([d.model_dump() for d in checked.diagnostics], graph)
+    sources = () if checked.plan is None else tuple(
+        PlannedSource.of(table) for table in checked.plan.sources)
+    return PlanAnswer([d.model_dump() for d in checked.diagnostics], graph, sources)
 
 
 def check_sql(sql: str, tables: Mapping[str, Table] | None = None,

@@ -18,7 +18,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from spate.api.job_metrics import parse_epoch_figures
 from spate.api.models import JOB_STATES
-from spate.api.repositories.metrics import PipelineFigures
+from spate.api.repositories.metrics import PipelineFigures, UsageFigure
 
 #: The media type of a scrape's body.
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -36,14 +36,17 @@ class SpateCollector:
     """The metric families of a set of pipelines (and, for the platform, its totals)."""
 
     def __init__(self, pipelines: Sequence[PipelineFigures], now: datetime,
-                 platform: PlatformTotals | None = None) -> None:
+                 platform: PlatformTotals | None = None,
+                 usage: Sequence[UsageFigure] = ()) -> None:
         self.pipelines = pipelines
+        self.usage = usage
         self.now = now
         self.platform = platform
         self.labels = ["tenant", "pipeline"] if platform is not None else ["pipeline"]
 
     def collect(self) -> Iterator[Metric]:
         yield from self._pipeline_families()
+        yield self._usage_family()
         if self.platform is not None:
             yield from self._platform_families(self.platform)
 
@@ -88,6 +91,24 @@ class SpateCollector:
             _add(state_bytes, key, latest.state_bytes)
         yield from (rows_in, rows_out, rate, desired, state, epoch, lag, backpressure,
                     state_bytes)
+
+    def _usage_family(self) -> Metric:
+        """Metered usage: per pipeline for a tenant's scrape (previews: ``pipeline=""``),
+        per tenant for the platform's."""
+        usage = CounterMetricFamily(
+            "spate_usage", "metered usage so far, in each dimension's base unit "
+            "(compute_unit_seconds, cpu_seconds, memory_gb_seconds, state_gb_seconds, "
+            "preview_seconds, events_in, events_out, bytes_in, bytes_out)",
+            labels=["tenant", "dimension"] if self.platform is not None
+            else ["pipeline", "dimension"])
+        totals: dict[tuple[str, str], float] = {}
+        for figure in self.usage:
+            key = (figure.tenant_id if self.platform is not None else figure.pipeline,
+                   figure.dimension)
+            totals[key] = totals.get(key, 0.0) + figure.quantity
+        for (owner, dimension), quantity in sorted(totals.items()):
+            usage.add_metric([owner, dimension], quantity)
+        return usage
 
     def _platform_families(self, platform: PlatformTotals) -> Iterator[Metric]:
         tenants = GaugeMetricFamily("spate_tenants", "tenants on the platform")

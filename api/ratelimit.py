@@ -1,11 +1,12 @@
 """Per-tenant request rate limits: a generic cell-rate algorithm (GCRA).
 
 Each bucket (a tenant, or the platform admin) may make ``burst`` requests at
-once and then ``per_minute`` requests a minute, evenly spaced. GCRA keeps one
-number per bucket — the theoretical arrival time of the next request — so it
-is exact without counting windows. With Redis the check is one Lua script run
-atomically on Redis's clock, shared by every API process; without Redis (the
-embedded mode) the same algorithm runs in process memory.
+once and then ``per_minute`` requests a minute, evenly spaced: the limiter's own
+limit, or the one a call passes (a tenant's plan's, :mod:`spate.api.quotas`).
+GCRA keeps one number per bucket — the theoretical arrival time of the next
+request — so it is exact without counting windows. With Redis the check is one
+Lua script run atomically on Redis's clock, shared by every API process; without
+Redis (the embedded mode) the same algorithm runs in process memory.
 
 When Redis cannot be reached the limiter lets requests through and logs: an
 outage of the limiter should not become an outage of the API.
@@ -72,10 +73,11 @@ class RateLimit:
 
 
 class RateLimiter(Protocol):
-    def acquire(self, bucket: str) -> int | None:
-        """None when the request may proceed, else seconds to wait (at least 1)."""
+    def acquire(self, bucket: str, limit: RateLimit | None = None) -> int | None:
+        """None when the request may proceed, else seconds to wait (at least 1);
+        ``limit`` replaces the limiter's own for this bucket."""
 
-    def blocked(self, bucket: str) -> int | None:
+    def blocked(self, bucket: str, limit: RateLimit | None = None) -> int | None:
         """Like :meth:`acquire`, but only asks: the bucket is left as it was."""
 
     def close(self) -> None:
@@ -105,18 +107,18 @@ class RedisRateLimiter:
     def key(self, bucket: str) -> str:
         return f"{self._key_prefix}ratelimit:{bucket}"
 
-    def acquire(self, bucket: str) -> int | None:
-        return self._run(self._script, bucket)
+    def acquire(self, bucket: str, limit: RateLimit | None = None) -> int | None:
+        return self._run(self._script, bucket, limit or self._limit)
 
-    def blocked(self, bucket: str) -> int | None:
-        return self._run(self._peek, bucket)
+    def blocked(self, bucket: str, limit: RateLimit | None = None) -> int | None:
+        return self._run(self._peek, bucket, limit or self._limit)
 
-    def _run(self, script: Any, bucket: str) -> int | None:
+    def _run(self, script: Any, bucket: str, limit: RateLimit) -> int | None:
         if time.monotonic() < self._skip_until:
             return None
         try:
             wait_ms = int(script(keys=[self.key(bucket)],
-                                 args=[self._limit.interval_ms, self._limit.burst]))
+                                 args=[limit.interval_ms, limit.burst]))
         except redis.RedisError as error:
             self._skip_until = time.monotonic() + _REDIS_BACKOFF_S
             logger.warning("rate limiter unavailable; allowing requests for %.0f s",
@@ -141,18 +143,18 @@ class MemoryRateLimiter:
         self._tat_ms: LRUCache[str, float] = LRUCache(MEMORY_BUCKETS)
         self._lock = threading.Lock()
 
-    def acquire(self, bucket: str) -> int | None:
-        return self._check(bucket, take=True)
+    def acquire(self, bucket: str, limit: RateLimit | None = None) -> int | None:
+        return self._check(bucket, limit or self._limit, take=True)
 
-    def blocked(self, bucket: str) -> int | None:
-        return self._check(bucket, take=False)
+    def blocked(self, bucket: str, limit: RateLimit | None = None) -> int | None:
+        return self._check(bucket, limit or self._limit, take=False)
 
-    def _check(self, bucket: str, take: bool) -> int | None:
+    def _check(self, bucket: str, limit: RateLimit, take: bool) -> int | None:
         now_ms = time.monotonic() * 1000.0
         with self._lock:
             tat = max(self._tat_ms.get(bucket, now_ms), now_ms)
-            next_tat = tat + self._limit.interval_ms
-            wait_ms = next_tat - self._limit.interval_ms * self._limit.burst - now_ms
+            next_tat = tat + limit.interval_ms
+            wait_ms = next_tat - limit.interval_ms * limit.burst - now_ms
             if wait_ms > 0:
                 return _retry_after_s(wait_ms)
             if take:

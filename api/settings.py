@@ -18,7 +18,20 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from spate.api.billing import PriceBook, PriceBookError
 from spate.api.crypto import check_fernet_key
+from spate.api.quotas import (
+    DEFAULT_LIMITS,
+    ComputeUnits,
+    EventsPerSecond,
+    Limits,
+    Parallelism,
+    PipelineCount,
+    Plans,
+    PreviewCount,
+    RunningCount,
+    parse_plans,
+)
 from spate.engine.connectors.egress import AllowRule
 from spate.engine.defaults import (
     DEFAULT_EPOCH_MAX_DELAY_MS,
@@ -58,7 +71,8 @@ class Settings(BaseSettings):
     platform_admin_key: SecretStr | None = Field(
         default=None, description="Key that creates tenants; unset: tenant creation is disabled",
     )
-    rate_limit_per_minute: Annotated[int, Field(ge=0, le=1_000_000)] = 600
+    rate_limit_per_minute: Annotated[int, Field(ge=0, le=1_000_000)] = (
+        DEFAULT_LIMITS.api_requests_per_minute or 0)
     rate_limit_burst: Annotated[int, Field(ge=1, le=100_000)] = 60
     max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
     secret_key: SecretStr | None = Field(
@@ -66,6 +80,35 @@ class Settings(BaseSettings):
         description="Fernet key encrypting connection secrets at rest; unset: a key is "
                     "generated on first use into the data directory's secret.key (mode 0600)",
     )
+
+    # -- tenants' plans: limits checked at admission (see api/quotas.py, docs/quotas.md) --
+    quota_pipelines: Annotated[PipelineCount, Field(description=(
+        "Default plan: pipelines a tenant may store"))] = DEFAULT_LIMITS.pipelines
+    quota_running_pipelines: Annotated[RunningCount, Field(description=(
+        "Default plan: a tenant's pipelines whose desired state is running (a finished or "
+        "failed one counts until it is stopped)"))] = DEFAULT_LIMITS.running_pipelines
+    quota_compute_units: Annotated[ComputeUnits, Field(description=(
+        "Default plan: compute units a tenant's running pipelines and live previews reserve "
+        "together, one per task (a pipeline's or preview's parallelism)"))] = (
+        DEFAULT_LIMITS.compute_units)
+    quota_parallelism: Annotated[Parallelism, Field(description=(
+        "Default plan: the most tasks one pipeline or preview may run with"))] = (
+        DEFAULT_LIMITS.parallelism)
+    quota_previews: Annotated[PreviewCount, Field(description=(
+        "Default plan: previews a tenant may stream at once (more are a 429 until one "
+        "ends)"))] = DEFAULT_LIMITS.previews
+    quota_source_rate: Annotated[EventsPerSecond, Field(description=(
+        "Default plan: events per second one generator source (impulse, nexmark) may "
+        "produce"))] = (
+        DEFAULT_LIMITS.source_rate)
+    plans: str = Field(
+        default="", max_length=100_000,
+        description="Named plans as a JSON object: plan name -> the limits it changes from "
+                    "the default plan, e.g. {\"pro\": {\"running_pipelines\": 100, "
+                    "\"compute_units\": 256, \"api_requests_per_minute\": 3000}}; limits: "
+                    "pipelines, running_pipelines, compute_units, parallelism, previews, "
+                    "source_rate, api_requests_per_minute. The platform admin puts a tenant "
+                    "on one with PATCH /api/v1/tenants/{id} (see docs/quotas.md)")
 
     # -- scheduler (see scheduler/ and api/worker.py) -----------------------------
     broker_url: str | None = Field(
@@ -109,6 +152,10 @@ class Settings(BaseSettings):
     meter_interval_s: Annotated[float, Field(ge=1, le=3600, description=(
         "Period of usage metering: how often each compute unit's CPU and memory are read "
         "and charged to the jobs it runs (see docs/billing.md)"))] = 15.0
+    price_book: str = Field(default="", description=(
+        "The price book, JSON: a list of versions {\"version\", \"effective_from\" (a "
+        "date), \"currency\", \"prices\": {dimension: price per billing unit}} "
+        "(docs/billing.md); empty: the built-in one"))
     heartbeat_timeout_s: Annotated[float, Field(gt=0, le=86400, description=(
         "A job silent this long is taken for dead and restarted"))] = 60.0
     update_flush_interval_ms: Annotated[int, Field(ge=0, le=3_600_000, description=(
@@ -247,6 +294,21 @@ class Settings(BaseSettings):
             AllowRule.parse(entry)  # a ValueError names the bad entry
         return value
 
+    @field_validator("plans")
+    @classmethod
+    def _plan_entries(cls, value: str) -> str:
+        parse_plans(value)  # a ValueError names the bad entry
+        return value
+
+    @field_validator("price_book")
+    @classmethod
+    def _valid_price_book(cls, value: str) -> str:
+        try:
+            PriceBook.parse(value)
+        except PriceBookError as error:
+            raise ValueError(str(error)) from None
+        return value
+
     @field_validator("platform_admin_key")
     @classmethod
     def _strong_platform_key(cls, value: SecretStr | None) -> SecretStr | None:
@@ -266,6 +328,17 @@ class Settings(BaseSettings):
 def known_clusters(settings: Settings) -> dict[str, str | None]:
     """The Spark clusters the settings name, by name, the default first."""
     return cluster_masters(settings.spark_master, parse_clusters(settings.spark_clusters))
+
+
+def quota_plans(settings: Settings) -> Plans:
+    """The operator's plans: the default one from the ``quota_*`` settings (its
+    request rate is ``SPATE_RATE_LIMIT_PER_MINUTE``; 0: none) and ``SPATE_PLANS``."""
+    default = Limits(
+        pipelines=settings.quota_pipelines, running_pipelines=settings.quota_running_pipelines,
+        compute_units=settings.quota_compute_units, parallelism=settings.quota_parallelism,
+        previews=settings.quota_previews, source_rate=settings.quota_source_rate,
+        api_requests_per_minute=settings.rate_limit_per_minute or None)
+    return Plans.build(default, parse_plans(settings.plans))
 
 
 def egress_entries(value: str) -> list[str]:

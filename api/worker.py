@@ -20,6 +20,7 @@ import click
 from celery import Celery
 from pydantic import ValidationError
 
+from spate.api.billing import PriceBook
 from spate.api.control import SqlControlStore
 from spate.api.crypto import SecretBox
 from spate.api.db import Database, create_database
@@ -123,7 +124,8 @@ def worker_app(settings: Settings, database: Database | None = None) -> Celery:
     config.data_dir.mkdir(parents=True, exist_ok=True)  # beat keeps its schedule there
     app = celery_app(settings)
     store = SqlControlStore(database or create_database(settings.database_url),
-                            SecretBox(settings.secret_key, settings.data_dir))
+                            SecretBox(settings.secret_key, settings.data_dir),
+                            PriceBook.parse(settings.price_book))
     register_tasks(app, Scheduler(store, create_backend(config), config))
     return app
 

@@ -90,7 +90,9 @@ def _checkpoint(event: dict[str, Any], at: datetime) -> CheckpointRecord | None:
                             duration_ms=_int(event.get("duration_ms")),
                             state_bytes=_int(event.get("state_bytes")),
                             rows_in=_int(event.get("rows_in")),
-                            rows_out=_int(event.get("rows_out")))
+                            rows_out=_int(event.get("rows_out")),
+                            bytes_in=_int(event.get("bytes_in")),
+                            bytes_out=_int(event.get("bytes_out")))
 
 
 def _event_time(event: dict[str, Any]) -> datetime:

@@ -18,9 +18,14 @@ dimension; an interval across a minute boundary is split by seconds):
 - ``compute_unit_seconds``: SCU × seconds, where a unit's SCU over an interval is
   max(vCPU used, memory GiB / 4); as every dimension takes the same share, a
   unit's compute units are the sum of its jobs' exactly.
-- ``state_gb_seconds``: the state the job last reported holding, GiB × seconds.
+- ``state_gb_seconds``: GiB × seconds of the state a run's pipeline holds, as the
+  state store accounts it (the live values of its last committed epoch,
+  :meth:`~spate.statestore.base.store.PipelineState.describe`), read at most every
+  :data:`STATE_SIZE_TTL_S` per pipeline. Charged while the pipeline runs.
 - ``preview_seconds``: wall seconds a preview ran.
-- ``events_in``/``events_out``: rows read and written, counted when an epoch's
+- ``events_in``/``events_out``: rows read and written, and ``bytes_in``/
+  ``bytes_out``: bytes the sources read from their systems and the sinks wrote to
+  theirs (where their connectors measure them), counted when an epoch's
   checkpoint is recorded (:mod:`spate.api.control`), so a replayed epoch or a
   duplicate event adds nothing.
 
@@ -44,6 +49,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -64,11 +70,15 @@ STATE_GB_SECONDS = "state_gb_seconds"
 PREVIEW_SECONDS = "preview_seconds"
 EVENTS_IN = "events_in"
 EVENTS_OUT = "events_out"
+BYTES_IN = "bytes_in"
+BYTES_OUT = "bytes_out"
 #: Every dimension, in the order the API lists them.
 DIMENSIONS = (COMPUTE_UNIT_SECONDS, CPU_SECONDS, MEMORY_GB_SECONDS, STATE_GB_SECONDS,
-              PREVIEW_SECONDS, EVENTS_IN, EVENTS_OUT)
+              PREVIEW_SECONDS, EVENTS_IN, EVENTS_OUT, BYTES_IN, BYTES_OUT)
 
 GIB = 1024 ** 3
+#: How long a pipeline's state size, once read from the state store, is used.
+STATE_SIZE_TTL_S = 300.0
 #: Memory per compute unit: an SCU is one vCPU or this much memory, whichever is more.
 GIB_PER_COMPUTE_UNIT = 4.0
 
@@ -149,9 +159,11 @@ def minute_spans(start: datetime, end: datetime) -> list[tuple[datetime, float]]
 
 
 def charges_for(jobs: Iterable[MeteredJob], busy_ms: dict[str, int], cpu_seconds: float,
-                memory_bytes: int, start: datetime, end: datetime) -> list[UsageCharge]:
+                memory_bytes: int, start: datetime, end: datetime,
+                state_bytes: dict[str, int] | None = None) -> list[UsageCharge]:
     """The interval ``(start, end]`` of one unit, which used ``cpu_seconds`` and held
-    ``memory_bytes``, charged to the ``jobs`` it hosted by their busy shares."""
+    ``memory_bytes``, charged to the ``jobs`` it hosted by their busy shares; a run
+    in ``state_bytes`` is also charged the state it holds in the state store."""
     hosted = list(jobs)
     spans = minute_spans(start, end)
     interval_s = sum(seconds for _minute, seconds in spans)
@@ -169,8 +181,8 @@ def charges_for(jobs: Iterable[MeteredJob], busy_ms: dict[str, int], cpu_seconds
                  COMPUTE_UNIT_SECONDS: max(cpu, memory / GIB_PER_COMPUTE_UNIT)}
         if job.kind == PREVIEW:
             whole[PREVIEW_SECONDS] = interval_s
-        elif job.state_bytes > 0:
-            whole[STATE_GB_SECONDS] = job.state_bytes / GIB * interval_s
+        elif (state_bytes or {}).get(job.id, 0) > 0:
+            whole[STATE_GB_SECONDS] = (state_bytes or {})[job.id] / GIB * interval_s
         for minute, seconds in spans:
             part = seconds / interval_s
             charges.extend(UsageCharge(job.id, job.tenant_id, job.pipeline_id, minute,
@@ -183,10 +195,15 @@ class Meter:
     """Reads the compute units and charges their jobs (see the module's description)."""
 
     def __init__(self, store: ControlStore, clock: Callable[[], datetime],
-                 read: Callable[[dict[str, Any]], Counters | None] = read_counters) -> None:
+                 read: Callable[[dict[str, Any]], Counters | None] = read_counters,
+                 state_size: Callable[[str, str], int] | None = None) -> None:
+        """``state_size(tenant, pipeline)``: the bytes the state store holds for a
+        pipeline (None: state is not metered)."""
         self.store = store
         self.clock = clock
         self.read = read
+        self.state_size = state_size
+        self._state_sizes: dict[tuple[str, str], tuple[float, int]] = {}
 
     def sample(self) -> int:
         """Read every unit with a live job, or with a reading not yet closed; the number
@@ -238,9 +255,11 @@ class Meter:
             counters = Counters(previous.cpu_seconds, previous.memory_bytes)
             alive = False
         busy = self.store.busy_ms(list(hosted), previous.read_at, now)
+        state = {job.id: self._state_bytes(job) for job in hosted.values()
+                 if job.kind != PREVIEW and job.pipeline_id is not None}
         charges = charges_for(hosted.values(), busy,
                               max(0.0, counters.cpu_seconds - previous.cpu_seconds),
-                              counters.memory_bytes, previous.read_at, now)
+                              counters.memory_bytes, previous.read_at, now, state)
         reading = UnitReading(unit=unit, tenant_id=previous.tenant_id, source=previous.source,
                               cpu_seconds=max(counters.cpu_seconds, previous.cpu_seconds),
                               memory_bytes=counters.memory_bytes, read_at=now,
@@ -250,6 +269,22 @@ class Meter:
         if not alive:
             self._release_application_groups(previous.source)
         return True
+
+    def _state_bytes(self, job: MeteredJob) -> int:
+        """What the job's pipeline holds in the state store (0 when unknown)."""
+        if self.state_size is None or job.pipeline_id is None:
+            return 0
+        key = (job.tenant_id, job.pipeline_id)
+        cached = self._state_sizes.get(key)
+        if cached is not None and time.monotonic() - cached[0] < STATE_SIZE_TTL_S:
+            return cached[1]
+        try:
+            size = self.state_size(*key)
+        except Exception as error:  # the store may be unreachable: charge the last size
+            log.warning("could not read the state size of %s/%s: %s", *key, error)
+            return cached[1] if cached is not None else 0
+        self._state_sizes[key] = (time.monotonic(), size)
+        return size
 
     def _first_reading(self, unit: str, tenant_id: str, source: dict[str, Any],
                        now: datetime) -> UnitReading:

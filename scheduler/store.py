@@ -98,6 +98,9 @@ class CheckpointRecord:
     state_bytes: int
     rows_in: int
     rows_out: int
+    #: bytes read from the sources' systems and written to the sinks' (where measured)
+    bytes_in: int = 0
+    bytes_out: int = 0
 
 
 @dataclass(frozen=True)
@@ -143,8 +146,6 @@ class MeteredJob:
     handle: dict[str, Any] | None
     #: Whether its process may run (starting, running or stopping).
     live: bool
-    #: The state it last reported holding (its latest epoch's figure).
-    state_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -285,3 +286,9 @@ class ControlStore(ABC):
                      charges: Collection[UsageCharge], closed: bool) -> bool:
         """Replace the unit's reading ``previous`` with ``reading`` and add ``charges``,
         in one transaction, only while ``previous`` is still its reading; whether it was."""
+
+    @abstractmethod
+    def enforce_budgets(self) -> list[str]:
+        """Raise the budget alerts the tenants' costs call for, and ask every running
+        pipeline of a tenant past a hard-stop budget to stop after a commit; the ids of
+        the pipelines asked to stop."""

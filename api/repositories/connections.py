@@ -2,7 +2,9 @@
 
 Plain options are stored as JSON; each secret option only as a Fernet token
 (:mod:`spate.api.crypto`). Reads for responses never decrypt; decrypting happens
-only for connectivity checks and when a job's tables are resolved.
+only for connectivity checks and when a job's tables are resolved. A generator
+table (``impulse``, ``nexmark``) stored or changed is held to the tenant's plan
+(``source_rate``): a job reading it resolves it again whenever it restarts.
 """
 
 from __future__ import annotations
@@ -27,7 +29,10 @@ from spate.api.crypto import SecretBox
 from spate.api.errors import BadRequestError, ConflictError, NotFoundError
 from spate.api.ids import new_id
 from spate.api.models import ConnectionProfile, ConnectionTable, utc_now
+from spate.api.planning import PlannedSource
+from spate.api.quotas import new_sources
 from spate.api.repositories.base import TenantRepository, page, transaction
+from spate.api.repositories.quotas import QuotaRepository
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
 from spate.engine.planner.catalog import Table
 from spate.engine.planner.external import TableDefinition
@@ -39,11 +44,14 @@ class ConnectionRepository(TenantRepository):
     """The connection profiles and tables of one tenant."""
 
     def __init__(self, session: Session, tenant_id: str, secret_box: SecretBox,
-                 boundary: Boundary = UNCONFINED) -> None:
+                 boundary: Boundary = UNCONFINED,
+                 quotas: QuotaRepository | None = None) -> None:
         super().__init__(session, tenant_id)
         self.box = secret_box
         #: what the tenant's tables may touch: checked whenever a table is validated
         self.boundary = boundary
+        #: admits the tables a write stores or changes (None: this repository only reads)
+        self.quotas = quotas
 
     # Profiles
 
@@ -82,14 +90,16 @@ class ConnectionRepository(TenantRepository):
         tokens = {k: v for k, v in profile.secrets.items() if k not in touched}
         plain.update(given.plain)
         tokens.update(self.box.encrypt_all(given.secret))
+        changed = []
         for table in self._tables_using(profile):
             options = {**plain, **placeholders(tokens), **self._own_options(table)}
             try:
-                self._table(table, options)
+                changed.append(self._table(table, options))
             except BadRequestError as error:
                 raise BadRequestError(f"the change would break connection table "
                                       f"'{table.name}': {error.message}",
                                       details=error.details) from error
+        self._admit(changed)
         with transaction(self.session, f"connection profile '{name}' changed concurrently"):
             profile.config, profile.secrets = plain, tokens
             profile.updated_at = utc_now()
@@ -123,8 +133,8 @@ class ConnectionRepository(TenantRepository):
             profile_id=profile.id if profile else None, config=options.plain,
             secrets={}, fields=fields, created_at=now, updated_at=now)
         base = self._profile_options(profile)
-        self._table(table, {**base, **options.plain, **placeholders(options.secret)},
-                    options.secret)
+        self._admit([self._table(table, {**base, **options.plain,
+                                         **placeholders(options.secret)}, options.secret)])
         table.secrets = self.box.encrypt_all(options.secret)
         with transaction(self.session, f"a connection table named '{name}' was created "
                                        "concurrently, or its profile was deleted"):
@@ -193,6 +203,13 @@ class ConnectionRepository(TenantRepository):
         return [self.definition(t, reveal=True) for t in tables]
 
     # Helpers
+
+    def _admit(self, tables: list[Table]) -> None:
+        """Hold the generator tables a write stores or changes to the tenant's plan."""
+        if self.quotas is None:
+            raise RuntimeError("storing connection tables needs the tenant's quotas")
+        self.quotas.admit(new_sources([PlannedSource.of(t) for t in tables
+                                       if t.role == "source"]))
 
     def _table(self, table: ConnectionTable, options: Mapping[str, str],
                secret_values: Mapping[str, str] | None = None) -> Table:

@@ -1,19 +1,20 @@
 """A tenant's jobs: runs of its pipelines and previews, with their state history,
 checkpoints and errors.
 
-The scheduler writes these rows; the API reads them, creates preview jobs and
-asks a preview to stop.
+The scheduler writes these rows; the API reads them, creates preview jobs (each
+admitted by the tenant's plan first) and asks a preview to stop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, select
+from sqlalchemy.orm import Session
 
-from spate.api.errors import ConflictError, NotFoundError
+from spate.api.errors import NotFoundError
 from spate.api.ids import new_id
 from spate.api.models import (
     JOB_TERMINAL_STATES,
@@ -24,7 +25,10 @@ from spate.api.models import (
     Pipeline,
     utc_now,
 )
+from spate.api.planning import PlannedSource
+from spate.api.quotas import new_preview
 from spate.api.repositories.base import TenantRepository, page, transaction
+from spate.api.repositories.quotas import QuotaRepository
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,13 @@ class JobFilter:
 
 
 class JobRepository(TenantRepository):
-    """The jobs of one tenant."""
+    """The jobs of one tenant; ``quotas`` admits previews (without it, the repository
+    reads jobs and stops them, and creates none)."""
+
+    def __init__(self, session: Session, tenant_id: str,
+                 quotas: QuotaRepository | None = None) -> None:
+        super().__init__(session, tenant_id)
+        self.quotas = quotas
 
     def list_jobs(self, where: JobFilter, after: str | None,
                   limit: int) -> tuple[list[Job], str | None]:
@@ -79,15 +89,13 @@ class JobRepository(TenantRepository):
         return self._children(JobError, job_id, after, limit)
 
     def create_preview(self, sql: str, parallelism: int, backend: str,
-                       max_streaming: int) -> Job:
-        """A preview job in state ``created``, for the scheduler to start; a 409 when
-        ``max_streaming`` previews of the tenant are still streaming (not yet asked to stop)."""
-        streaming = self.session.scalar(select(func.count()).select_from(Job).where(
-            Job.kind == "preview", Job.stop_mode.is_(None),
-            Job.state.not_in(JOB_TERMINAL_STATES))) or 0
-        if streaming >= max_streaming:
-            raise ConflictError(f"{streaming} previews are still running; close one (or let "
-                                f"it reach its limit) before starting another")
+                       sources: Sequence[PlannedSource]) -> Job:
+        """A preview job in state ``created``, for the scheduler to start, once the plan
+        admits it (``sources``: what its planned SQL reads); refused: 429 while live
+        previews stand in the way, else 403."""
+        if self.quotas is None:
+            raise RuntimeError("creating a preview needs the tenant's quotas")
+        self.quotas.admit(new_preview(parallelism, sources))
         now = utc_now()
         job = Job(id=new_id(), kind="preview", sql=sql, state="created",
                   parallelism=parallelism, restart_generation=0, backend=backend, attempt=0,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, lazyload
 
-from spate.api.models import Job, JobCheckpoint, Pipeline, Tenant
+from spate.api.models import Job, JobCheckpoint, Pipeline, Tenant, UsageRecord
 from spate.api.repositories.base import TenantRepository
 
 
@@ -53,11 +53,41 @@ def pipeline_figures(session: Session) -> list[PipelineFigures]:
     ) for p in pipelines]
 
 
+@dataclass(frozen=True)
+class UsageFigure:
+    """All-time usage of one dimension by one pipeline ("" for previews) of a tenant."""
+
+    tenant_id: str
+    pipeline: str
+    dimension: str
+    quantity: float
+
+
+def usage_figures(session: Session) -> list[UsageFigure]:
+    """Every usage total the session may see, per tenant, pipeline and dimension (a
+    deleted pipeline's usage counts under its id)."""
+    rows = session.execute(
+        select(UsageRecord.tenant_id, UsageRecord.pipeline_id, UsageRecord.dimension,
+               func.sum(UsageRecord.quantity))
+        .group_by(UsageRecord.tenant_id, UsageRecord.pipeline_id, UsageRecord.dimension)
+        .order_by(UsageRecord.tenant_id, UsageRecord.pipeline_id, UsageRecord.dimension)
+    ).all()
+    names = {pipeline_id: name for pipeline_id, name in session.execute(
+        select(Pipeline.id, Pipeline.name))}
+    return [UsageFigure(tenant_id=tenant, pipeline=names.get(pipeline, pipeline)
+                        if pipeline is not None else "", dimension=dimension,
+                        quantity=float(quantity or 0.0))
+            for tenant, pipeline, dimension, quantity in rows]
+
+
 class TenantMetricsRepository(TenantRepository):
     """One tenant's figures."""
 
     def pipelines(self) -> list[PipelineFigures]:
         return pipeline_figures(self.session)
+
+    def usage(self) -> list[UsageFigure]:
+        return usage_figures(self.session)
 
 
 class PlatformMetricsRepository:
@@ -68,6 +98,9 @@ class PlatformMetricsRepository:
 
     def pipelines(self) -> list[PipelineFigures]:
         return pipeline_figures(self.session)
+
+    def usage(self) -> list[UsageFigure]:
+        return usage_figures(self.session)
 
     def tenant_count(self) -> int:
         return int(self.session.scalar(select(func.count()).select_from(Tenant)) or 0)

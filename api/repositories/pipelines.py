@@ -3,19 +3,22 @@
 Desired state (run or stop, and how; restarts; parallelism; cluster) is only recorded
 here; the scheduler makes it true and records jobs, which this repository
 reads to show a pipeline's current run and to refuse deleting a running one.
+Every write that admits something — a new pipeline, new SQL, a new job — is
+checked against the tenant's plan first (:class:`~spate.api.repositories.quotas.
+QuotaRepository`), in the transaction that writes it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import lazyload
+from sqlalchemy.orm import Session, lazyload
 
 from spate.api.errors import ConflictError, NotFoundError
 from spate.api.ids import new_id
@@ -28,7 +31,10 @@ from spate.api.models import (
     PipelineVersion,
     utc_now,
 )
+from spate.api.planning import PlannedSource
+from spate.api.quotas import Demand, new_pipeline, new_sources, pipeline_change
 from spate.api.repositories.base import TenantRepository, page, transaction
+from spate.api.repositories.quotas import QuotaRepository
 
 #: Settings compared by PUT: an existing pipeline must match them to be returned.
 _SPEC_FIELDS = ("description", "parallelism", "checkpoint_interval_ms")
@@ -55,11 +61,16 @@ def desired_state_changes(stop: str) -> dict[str, Any]:
 
 
 class PipelineRepository(TenantRepository):
-    """The pipelines of one tenant."""
+    """The pipelines of one tenant; ``quotas`` admits what their writes ask for."""
+
+    def __init__(self, session: Session, tenant_id: str, quotas: QuotaRepository) -> None:
+        super().__init__(session, tenant_id)
+        self.quotas = quotas
 
     def create(self, name: str, sql: str, settings: dict[str, Any],
-               created_by_key_id: str | None) -> Pipeline:
-        """A new pipeline at version 1; an existing name is a 409."""
+               created_by_key_id: str | None, sources: Sequence[PlannedSource]) -> Pipeline:
+        """A new pipeline at version 1 (``sources``: what its planned SQL reads); an
+        existing name is a 409, a pipeline the plan has no room for a 403."""
         if self._find(name) is not None:
             raise ConflictError(f"a pipeline named '{name}' already exists; PUT "
                                 f"/pipelines/{name} creates it only when absent")
@@ -67,12 +78,15 @@ class PipelineRepository(TenantRepository):
         pipeline = Pipeline(id=new_id(), name=name, current_version=1, created_at=now,
                             updated_at=now, **settings)
         pipeline.versions.append(self._version(pipeline, 1, sql, created_by_key_id))
+        self.quotas.admit(new_pipeline(pipeline.parallelism,
+                                       pipeline.desired_state == DESIRED_RUNNING, sources))
         with transaction(self.session, f"a pipeline named '{name}' was created concurrently"):
             self.session.add(pipeline)
         return self.get(name)
 
     def create_or_get(self, name: str, sql: str, settings: dict[str, Any],
-                      created_by_key_id: str | None) -> tuple[Pipeline, bool]:
+                      created_by_key_id: str | None,
+                      sources: Sequence[PlannedSource]) -> tuple[Pipeline, bool]:
         """The pipeline ``name`` as given, creating it if absent: (pipeline, created).
 
         An existing pipeline with other SQL or settings is a 409 naming the
@@ -81,7 +95,7 @@ class PipelineRepository(TenantRepository):
         existing = self._find(name)
         if existing is None:
             try:
-                return self.create(name, sql, settings, created_by_key_id), True
+                return self.create(name, sql, settings, created_by_key_id, sources), True
             except ConflictError:
                 existing = self.get(name)  # created by a concurrent PUT
         differences = [field for field in _SPEC_FIELDS
@@ -116,8 +130,12 @@ class PipelineRepository(TenantRepository):
         return pipeline
 
     def update(self, name: str, changes: dict[str, Any]) -> Pipeline:
-        """Set settings and desired-state columns (see :func:`desired_state_changes`)."""
+        """Set settings and desired-state columns (see :func:`desired_state_changes`);
+        a start or a higher parallelism is admitted by the plan first."""
         pipeline = self.get(name)
+        self._admit(pipeline, running=changes.get("desired_state", pipeline.desired_state)
+                    == DESIRED_RUNNING,
+                    parallelism=changes.get("parallelism", pipeline.parallelism))
         with transaction(self.session, f"pipeline '{name}' changed concurrently; retry"):
             for field, value in changes.items():
                 setattr(pipeline, field, value)
@@ -128,6 +146,8 @@ class PipelineRepository(TenantRepository):
     def restart(self, name: str, with_state: bool) -> Pipeline:
         """Ask for a new job (the running one, if any, is replaced); the pipeline runs."""
         pipeline = self.get(name)
+        self._admit(pipeline, running=True, parallelism=pipeline.parallelism,
+                    replaces_job=True)
         with transaction(self.session, f"pipeline '{name}' changed concurrently; retry"):
             pipeline.restart_generation += 1
             pipeline.restart_with_state = with_state
@@ -144,6 +164,8 @@ class PipelineRepository(TenantRepository):
         or one whose last job ended elsewhere, starts there.
         """
         pipeline = self.get(name)
+        self._admit(pipeline, running=True, parallelism=pipeline.parallelism,
+                    replaces_job=cluster != pipeline.cluster)
         with transaction(self.session, f"pipeline '{name}' changed concurrently; retry"):
             pipeline.cluster = cluster
             pipeline.desired_state = DESIRED_RUNNING
@@ -202,15 +224,17 @@ class PipelineRepository(TenantRepository):
             Job.pipeline_id == pipeline_id, Job.state.not_in(JOB_TERMINAL_STATES),
         ).order_by(Job.id.desc()).limit(1)).first()
 
-    def add_version(self, name: str, sql: str,
-                    created_by_key_id: str | None) -> tuple[PipelineVersion, bool]:
-        """Make ``sql`` current as a new version: (version, created).
+    def add_version(self, name: str, sql: str, created_by_key_id: str | None,
+                    sources: Sequence[PlannedSource]) -> tuple[PipelineVersion, bool]:
+        """Make ``sql`` current as a new version: (version, created); ``sources``, what
+        it reads, are admitted by the plan first.
 
         SQL identical to the current version adds nothing and returns it.
         """
         pipeline = self.get(name)
         if pipeline.current.sql_sha256 == sql_sha256(sql):
             return pipeline.current, False
+        self.quotas.admit(new_sources(sources))
         number = pipeline.current_version + 1
         version = self._version(pipeline, number, sql, created_by_key_id)
         with transaction(self.session, f"pipeline '{name}' got a new version concurrently; "
@@ -234,6 +258,17 @@ class PipelineRepository(TenantRepository):
         if version is None:
             raise NotFoundError(f"pipeline '{name}' has no version {number}")
         return version
+
+    def _admit(self, pipeline: Pipeline, *, running: bool, parallelism: int,
+               replaces_job: bool = False) -> None:
+        """Admit the pipeline's new desired state; a new job's sources are those of its
+        current SQL, planned again (its connection tables may have changed)."""
+        demand: Demand = pipeline_change(pipeline.desired_state == DESIRED_RUNNING,
+                                         pipeline.parallelism, running, parallelism,
+                                         replaces_job)
+        if demand.new_job:
+            demand = replace(demand, sources=self.quotas.sources_of(pipeline.current.sql))
+        self.quotas.admit(demand)
 
     def _find(self, name: str) -> Pipeline | None:
         return self.session.scalars(select(Pipeline).where(Pipeline.name == name)).one_or_none()

@@ -34,6 +34,14 @@ class PlatformRepository:
     def list_tenants(self, after: str | None, limit: int) -> tuple[list[Tenant], str | None]:
         return page(self.session, select(Tenant), Tenant.id, after, limit)
 
+    def set_plan(self, tenant_id: str, plan: str | None) -> Tenant:
+        """Put the tenant on ``plan`` (None: the default plan); nothing it runs is
+        touched, a lower plan only refuses what it admits next."""
+        tenant = self.get_tenant(tenant_id)
+        with transaction(self.session, f"tenant '{tenant_id}' changed concurrently; retry"):
+            tenant.plan = plan
+        return tenant
+
     def get_tenant(self, tenant_id: str) -> Tenant:
         tenant = self.session.scalars(select(Tenant).where(Tenant.id == tenant_id)).one_or_none()
         if tenant is None:

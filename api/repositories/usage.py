@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
+from spate.api.billing import UsageSum
 from spate.api.models import Pipeline, UsageRecord
 from spate.api.tenancy import scope_to_tenant
 
@@ -51,6 +52,21 @@ class UsageRepository:
         self.session = session if tenant_id is None else scope_to_tenant(session, tenant_id)
         self.tenant_id = tenant_id
 
+    def totals(self, start: datetime, end: datetime) -> list[UsageSum]:
+        """Per pipeline (None: previews) and dimension, the usage in ``[start, end)``."""
+        rows = self.session.execute(
+            select(UsageRecord.pipeline_id, UsageRecord.dimension,
+                   func.sum(UsageRecord.quantity))
+            .where(UsageRecord.minute >= start, UsageRecord.minute < end)
+            .group_by(UsageRecord.pipeline_id, UsageRecord.dimension)).all()
+        names = self._names({pipeline for pipeline, _dimension, _quantity in rows})
+        return [UsageSum(pipeline, names.get(pipeline or ""), dimension, float(quantity or 0))
+                for pipeline, dimension, quantity in rows]
+
+    def first_minute(self) -> datetime | None:
+        """When the earliest usage the reader may see happened."""
+        return self.session.scalar(select(func.min(UsageRecord.minute)))
+
     def summed(self, query: UsageFilter) -> list[UsageRow]:
         period = _period(self.session, query.granularity)
         conditions = [UsageRecord.minute >= query.start, UsageRecord.minute < query.end]
@@ -68,13 +84,20 @@ class UsageRepository:
                       UsageRecord.dimension)
             .order_by(period, UsageRecord.tenant_id, UsageRecord.pipeline_id,
                       UsageRecord.dimension)).all()
-        names = {pipeline_id: name for pipeline_id, name in self.session.execute(
-            select(Pipeline.id, Pipeline.name).where(
-                Pipeline.id.in_({row[2] for row in rows if row[2] is not None})))}
+        names = self._names({row[2] for row in rows})
         return [UsageRow(tenant_id=tenant, period_start=_as_time(start),
                          pipeline_id=pipeline, pipeline_name=names.get(pipeline or ""),
                          dimension=dimension, quantity=float(quantity or 0.0))
                 for tenant, start, pipeline, dimension, quantity in rows]
+
+
+    def _names(self, pipeline_ids: set[str | None]) -> dict[str, str]:
+        """The names of those of ``pipeline_ids`` that still exist."""
+        wanted = {pipeline_id for pipeline_id in pipeline_ids if pipeline_id is not None}
+        if not wanted:
+            return {}
+        return {pipeline_id: name for pipeline_id, name in self.session.execute(
+            select(Pipeline.id, Pipeline.name).where(Pipeline.id.in_(wanted)))}
 
 
 def _period(session: Session, granularity: str) -> ColumnElement[object]:

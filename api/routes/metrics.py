@@ -29,7 +29,7 @@ platform_router = APIRouter(tags=["metrics"], responses=ERROR_RESPONSES)
 @router.get("/metrics", response_class=Response, responses=_EXPOSITION)
 def tenant_metrics(metrics: TenantMetrics, caller: ViewerCaller) -> Response:
     """The tenant's pipelines and their latest runs, for Prometheus."""
-    collector = SpateCollector(metrics.pipelines(), utc_now())
+    collector = SpateCollector(metrics.pipelines(), utc_now(), usage=metrics.usage())
     return Response(render(collector), media_type=CONTENT_TYPE)
 
 
@@ -37,5 +37,6 @@ def tenant_metrics(metrics: TenantMetrics, caller: ViewerCaller) -> Response:
 def platform_metrics(metrics: PlatformMetrics) -> Response:
     """Every tenant's pipelines (label ``tenant``: its id) and platform totals."""
     totals = PlatformTotals(tenants=metrics.tenant_count(), job_counts=metrics.job_counts())
-    collector = SpateCollector(metrics.pipelines(), utc_now(), platform=totals)
+    collector = SpateCollector(metrics.pipelines(), utc_now(), platform=totals,
+                               usage=metrics.usage())
     return Response(render(collector), media_type=CONTENT_TYPE)

@@ -4,6 +4,10 @@
 SQL is planned before anything is stored, so a stored version always plans.
 Versions are immutable: a SQL change adds a version and makes it current.
 
+Whatever a request would add — a pipeline, a running one, compute units, a
+parallelism, a generator's rate — is admitted by the tenant's plan in the
+repository (:mod:`spate.api.quotas`): a 403 ``quota_exceeded`` beyond it.
+
 Lifecycle controls only record the desired state (``desired_state``,
 ``stop_mode``, ``restart_generation``, ``parallelism``, ``cluster``) and poke the scheduler,
 which makes it true and records jobs; a pipeline's ``job`` shows how far it got.
@@ -82,8 +86,9 @@ def create_pipeline(body: PipelineCreate, pipelines: PipelinesWrite, caller: Dev
                     notify: Notifier, planner: Planner) -> PipelinePublic:
     """Create a pipeline at version 1 and start it (unless ``stopped``). Invalid SQL is a
     400 with located diagnostics."""
-    planner.require_valid(body.sql, needs_sinks=True)
-    pipeline = pipelines.create(body.name, body.sql, _settings(body), caller.key_id)
+    planned = planner.require_valid(body.sql, needs_sinks=True)
+    pipeline = pipelines.create(body.name, body.sql, _settings(body), caller.key_id,
+                                planned.sources)
     notify.pipeline_changed(pipeline.id)
     return _public(pipelines, pipeline)
 
@@ -96,8 +101,9 @@ def put_pipeline(name: NewNamePath, body: PipelineSpec, pipelines: PipelinesWrit
     """Create the pipeline ``name`` if absent (201) and start it (unless ``stopped``), or
     return it unchanged if it exists with the same SQL and settings (200); other SQL or
     settings are a 409. ``stopped`` is not compared: it only applies to a new pipeline."""
-    planner.require_valid(body.sql, needs_sinks=True)
-    pipeline, created = pipelines.create_or_get(name, body.sql, _settings(body), caller.key_id)
+    planned = planner.require_valid(body.sql, needs_sinks=True)
+    pipeline, created = pipelines.create_or_get(name, body.sql, _settings(body), caller.key_id,
+                                                planned.sources)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     if created:
         notify.pipeline_changed(pipeline.id)
@@ -211,8 +217,8 @@ def create_pipeline_version(name: NamePath, body: PipelineVersionCreate,
                             planner: Planner) -> PipelineVersionPublic:
     """Make new SQL current as the next version (201); the current SQL again is a 200.
     A running job keeps the SQL it started with until the pipeline is restarted."""
-    planner.require_valid(body.sql, needs_sinks=True)
-    version, created = pipelines.add_version(name, body.sql, caller.key_id)
+    planned = planner.require_valid(body.sql, needs_sinks=True)
+    version, created = pipelines.add_version(name, body.sql, caller.key_id, planned.sources)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     if created:
         notify.pipeline_changed(version.pipeline_id)

@@ -4,6 +4,8 @@ Previews run tenant code, so they need the developer role. The SQL is checked
 first (a 400 with located diagnostics, as when creating a pipeline); then a
 preview job is recorded for the scheduler and the answer is a
 ``text/event-stream`` of its progress and rows (see :mod:`spate.api.preview_stream`).
+The tenant's plan admits the preview first (:mod:`spate.api.quotas`): how many
+stream at once, their parallelism and compute units, their generators' rates.
 """
 
 from __future__ import annotations
@@ -29,8 +31,6 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 router = APIRouter(prefix="/pipelines", tags=["pipelines"])
-#: Previews a tenant may stream at once: each runs a Spark job.
-MAX_STREAMING_PREVIEWS = 4
 
 
 class EventStream(StreamingResponse):
@@ -45,11 +45,12 @@ def preview_pipeline(body: PreviewCreate, request: Request, caller: DeveloperCal
                      jobs: JobsWrite, notify: Notifier, planner: Planner) -> StreamingResponse:
     """Run SQL without storing it and stream its first ``limit`` rows as they come:
     events ``status``, ``rows``, ``error`` and, last, ``end``. Closing the connection
-    stops the preview job. A tenant streams at most four previews at once (409)."""
-    planner.require_valid(body.sql)
+    stops the preview job. A tenant streams as many previews at once as its plan allows
+    (429 beyond: they end by themselves)."""
+    planned = planner.require_valid(body.sql)
     settings = app_state(request).settings
     job = jobs.create_preview(body.sql, body.parallelism, settings.cluster_backend,
-                              MAX_STREAMING_PREVIEWS)
+                              planned.sources)
     notify.job_changed(job.id)
     stream = PreviewStream(
         database=app_state(request).database, tenant_id=caller.tenant_id, job_id=job.id,

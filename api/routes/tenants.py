@@ -1,4 +1,5 @@
-"""/tenants: creating and listing tenants, with the platform-admin key only."""
+"""/tenants: creating, listing and putting tenants on plans, with the platform-admin key
+only (the operator's own actions: no tenant's quota applies to them)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from fastapi import APIRouter, Request, status
 from spate.api.deps import Platform, app_state
 from spate.api.errors import ERROR_RESPONSES, ConflictError
 from spate.api.pagination import DEFAULT_LIMIT, CursorQuery, LimitQuery, Page, decode_cursor
+from spate.api.quotas import DEFAULT_PLAN
 from spate.api.schemas.api_keys import ApiKeyCreated
-from spate.api.schemas.tenants import TenantCreate, TenantCreated, TenantPublic
+from spate.api.schemas.tenants import TenantCreate, TenantCreated, TenantPublic, TenantUpdate
 
 router = APIRouter(prefix="/tenants", tags=["tenants"], responses=ERROR_RESPONSES)
 
@@ -38,3 +40,13 @@ def list_tenants(platform: Platform, limit: LimitQuery = DEFAULT_LIMIT,
 @router.get("/{tenant_id}", response_model=TenantPublic)
 def get_tenant(tenant_id: str, platform: Platform) -> TenantPublic:
     return TenantPublic.model_validate(platform.get_tenant(tenant_id))
+
+
+@router.patch("/{tenant_id}", response_model=TenantPublic)
+def update_tenant(tenant_id: str, body: TenantUpdate, platform: Platform,
+                  request: Request) -> TenantPublic:
+    """Put the tenant on another plan (a plan the server does not define is a 400). A lower
+    plan stops nothing: it refuses what the tenant would add next."""
+    plan = None if body.plan == DEFAULT_PLAN else body.plan
+    app_state(request).plans.require_known(plan)
+    return TenantPublic.model_validate(platform.set_plan(tenant_id, plan))

@@ -10,9 +10,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
-from spate.api.deps import UsageRead
+from spate.api.deps import UsageRead, app_state
 from spate.api.errors import ERROR_RESPONSES, BadRequestError
 from spate.api.models import utc_now
 from spate.api.repositories.usage import MINUTE, UsageFilter
@@ -26,6 +26,7 @@ MAX_MINUTE_SPAN = timedelta(days=2)
 
 @router.get("/usage", response_model=UsagePublic)
 def read_usage(
+    request: Request,
     usage: UsageRead,
     granularity: Annotated[Granularity, Query(description="sum by minute or by day")] = "day",
     start: Annotated[datetime | None, Query(
@@ -54,15 +55,20 @@ def read_usage(
     rows = usage.summed(UsageFilter(start=since, end=until, granularity=granularity,
                                     pipeline_id=pipeline_id, dimension=dimension,
                                     tenant_id=tenant_id))
+    book = app_state(request).price_book
     totals: dict[str, float] = {}
+    items = []
     for row in rows:
         totals[row.dimension] = totals.get(row.dimension, 0.0) + row.quantity
-    return UsagePublic(
-        granularity=granularity, start=since, end=until, totals=totals,
-        items=[UsageItem(period_start=row.period_start, tenant_id=row.tenant_id,
-                         pipeline_id=row.pipeline_id, pipeline_name=row.pipeline_name,
-                         dimension=row.dimension,  # type: ignore[arg-type]
-                         quantity=row.quantity) for row in rows])
+        items.append(UsageItem(
+            period_start=row.period_start, tenant_id=row.tenant_id,
+            pipeline_id=row.pipeline_id, pipeline_name=row.pipeline_name,
+            dimension=row.dimension,  # type: ignore[arg-type]
+            quantity=row.quantity,
+            cost=round(book.cost(row.dimension, row.quantity, row.period_start), 6)))
+    return UsagePublic(granularity=granularity, start=since, end=until, totals=totals,
+                       currency=book.currency,
+                       total_cost=round(sum(item.cost for item in items), 6), items=items)
 
 
 def _aware(value: datetime) -> datetime:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from spate.api.schemas.api_keys import ApiKeyCreated
-from spate.api.schemas.common import Name
+from spate.api.schemas.common import NAME_PATTERN, Name
 
 
 class TenantCreate(BaseModel):
@@ -16,12 +16,23 @@ class TenantCreate(BaseModel):
     name: Name
 
 
+class TenantUpdate(BaseModel):
+    """What the platform admin may change about a tenant: its plan."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    plan: str | None = Field(pattern=NAME_PATTERN, description=(
+        "one of the server's plans (SPATE_PLANS); null or 'default': the default plan. "
+        "Nothing running is stopped by a lower plan: it only refuses new admissions"))
+
+
 class TenantPublic(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     id: str
     name: str
     created_at: datetime
+    plan: str | None = Field(description="the tenant's plan; null: the default plan")
 
 
 class TenantCreated(BaseModel):

@@ -9,7 +9,8 @@ from pydantic import BaseModel, Field
 
 Granularity = Literal["minute", "day"]
 Dimension = Literal["compute_unit_seconds", "cpu_seconds", "memory_gb_seconds",
-                    "state_gb_seconds", "preview_seconds", "events_in", "events_out"]
+                    "state_gb_seconds", "preview_seconds", "events_in", "events_out",
+                    "bytes_in", "bytes_out"]
 
 #: What each dimension's quantity counts.
 DIMENSION_UNITS: dict[str, str] = {
@@ -20,6 +21,8 @@ DIMENSION_UNITS: dict[str, str] = {
     "preview_seconds": "seconds a preview ran",
     "events_in": "rows read from sources",
     "events_out": "rows written to sinks",
+    "bytes_in": "bytes sources read from their systems (where measured)",
+    "bytes_out": "bytes sinks wrote to their systems (where measured)",
 }
 
 
@@ -32,6 +35,7 @@ class UsageItem(BaseModel):
     pipeline_name: str | None = Field(description="None for previews and deleted pipelines")
     dimension: Dimension
     quantity: float
+    cost: float = Field(description="at the price-book version in effect then (0: unpriced)")
 
 
 class UsagePublic(BaseModel):
@@ -42,4 +46,6 @@ class UsagePublic(BaseModel):
     end: datetime
     items: list[UsageItem]
     totals: dict[str, float]
+    currency: str
+    total_cost: float
     units: dict[str, str] = Field(default_factory=lambda: dict(DIMENSION_UNITS))

@@ -47,6 +47,7 @@ PREFIX = "SPATE_"
 #: declaration order, to the next section's first field.
 SECTIONS = (
     ("database_url", "Control plane (API)"),
+    ("quota_pipelines", "Tenants' plans (quotas)"),
     ("broker_url", "Scheduler and jobs"),
     ("sandbox", "The tenant boundary"),
     ("k8s_api_server", "Kubernetes backend"),
@@ -56,7 +57,9 @@ SECTIONS = (
 #: A field with neither is an error: describe it there (preferably) or here.
 MEANINGS = {
     "redis_key_prefix": "Prefix of every key Spate writes to Redis",
-    "rate_limit_per_minute": "API requests a minute per tenant; 0 turns rate limits off",
+    "rate_limit_per_minute": "API requests a minute per tenant: the default plan's "
+                             "api_requests_per_minute (SPATE_PLANS may give a plan another); "
+                             "0 turns rate limits off for every plan",
     "rate_limit_burst": "API requests a tenant may make at once, before the per-minute "
                         "rate applies",
     "max_body_bytes": "Larger API request bodies are refused with 413",

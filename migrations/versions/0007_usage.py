@@ -1,5 +1,5 @@
-"""Usage metering and plans: what each job used per minute, the meter's readings, and
-the plan each tenant is on.
+"""Usage metering, billing and plans: what each job used per minute, the meter's
+readings, closed invoices, budgets, and the plan each tenant is on.
 
 Revision ID: 0007
 Revises: 0006
@@ -17,6 +17,12 @@ branch_labels = None
 depends_on = None
 
 ID = sa.String(length=26)
+
+
+def _tenant(table: str) -> sa.Column[str]:
+    return sa.Column("tenant_id", ID, sa.ForeignKey(
+        "tenants.id", ondelete="CASCADE", name=op.f(f"fk_{table}_tenant_id_tenants")),
+        nullable=False)
 
 
 def upgrade() -> None:
@@ -52,9 +58,31 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("unit", name=op.f("pk_meter_readings")),
     )
     op.create_index(op.f("ix_meter_readings_tenant_id"), "meter_readings", ["tenant_id"])
+    op.create_table(
+        "invoices",
+        _tenant("invoices"),
+        sa.Column("period", sa.String(7), nullable=False),
+        sa.Column("closed_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("currency", sa.String(3), nullable=False),
+        sa.Column("total", sa.Float(), nullable=False),
+        sa.Column("body", sa.JSON(), nullable=False),
+        sa.PrimaryKeyConstraint("tenant_id", "period", name=op.f("pk_invoices")),
+    )
+    op.create_table(
+        "budgets",
+        _tenant("budgets"),
+        sa.Column("amount", sa.Float(), nullable=False),
+        sa.Column("thresholds", sa.JSON(), nullable=False),
+        sa.Column("hard_stop", sa.Boolean(), nullable=False),
+        sa.Column("alerts", sa.JSON(), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("tenant_id", name=op.f("pk_budgets")),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("budgets")
+    op.drop_table("invoices")
     op.drop_table("meter_readings")
     op.drop_table("usage_records")
     with op.batch_alter_table("tenants") as batch:

@@ -9,9 +9,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from spate.api.control import add_usage
 from spate.api.db import Database
 from spate.api.ids import new_id
 from spate.api.models import Job, JobCheckpoint, JobError, JobEvent, Pipeline, utc_now
+from spate.scheduler.store import UsageCharge
 
 
 def database_of(app: Any) -> Database:
@@ -83,3 +85,15 @@ def insert_history(app: Any, tenant_id: str, job_id: str, *, checkpoints: int,
                              at=start + timedelta(seconds=60), message="source hiccup",
                              detail="Traceback: ..."))
         session.commit()
+
+
+def insert_usage(app: Any, tenant_id: str, pipeline_id: str | None,
+                 charges: list[tuple[datetime, str, float]], job_id: str | None = None) -> str:
+    """Usage rows of ``job_id`` or of a new job of ``pipeline_id`` (a preview when None),
+    as the meter writes them: ``(minute, dimension, quantity)`` each; the job's id."""
+    job_id = job_id or insert_job(app, tenant_id, pipeline_id)
+    with database_of(app).sessions() as session:
+        add_usage(session, [UsageCharge(job_id, tenant_id, pipeline_id, minute, dimension,
+                                        quantity) for minute, dimension, quantity in charges])
+        session.commit()
+    return job_id

@@ -258,3 +258,22 @@ def test_a_wait_that_runs_out_says_where_to_look(client: TestClient, tenant: Ten
     line = _one_error_line(spate(client, developer, "pipelines", "start", "slow",
                                  "--timeout", "1"))
     assert "after 1 s" in line and "spate pipelines get slow" in line
+
+
+def test_quotas_shows_each_limit_value_and_use(client: TestClient, tenant: TenantKeys,
+                                               tmp_path: Path) -> None:
+    sql_file = tmp_path / "p.sql"
+    sql_file.write_text(pipeline_sql())
+    assert spate(client, tenant.keys["developer"], "pipelines", "create", "two",
+                 str(sql_file), "-p", "2", "--no-wait").exit_code == 0
+    shown = spate(client, tenant.keys["viewer"], "quotas")
+    assert shown.exit_code == 0, shown.output
+    lines = [line.split() for line in shown.stdout.splitlines()]
+    assert lines[0] == ["plan:", "default"] and lines[1] == ["LIMIT", "VALUE", "CURRENT"]
+    rows = {row[0]: row[1:] for row in lines[2:]}
+    assert rows["running_pipelines"] == ["20", "1"] and rows["compute_units"] == ["32", "2"]
+    assert rows["source_rate"] == ["1000000", "-"]
+    as_json = json.loads(spate(client, tenant.keys["viewer"], "quotas", "--json").stdout)
+    assert as_json["plan"] == "default" and len(as_json["limits"]) == 7
+    refused = spate(client, "spate_x_y", "quotas")
+    assert refused.exit_code == 1 and "invalid or revoked" in refused.stderr

@@ -15,7 +15,8 @@ from tests.api.support import TestClient, error_of
 
 
 @pytest.mark.parametrize("path", ["/", "/sign-in", "/pipelines", "/pipelines/new",
-                                  "/pipelines/some-name", "/connections", "/keys"])
+                                  "/pipelines/some-name", "/connections", "/usage",
+                                  "/invoices", "/quotas", "/keys"])
 def test_each_console_page_is_the_app_shell(client: TestClient, path: str) -> None:
     response = client.get(path)
     assert response.status_code == 200

@@ -13,12 +13,13 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
 
-from tests.api.job_rows import insert_history, insert_job
+from tests.api.job_rows import insert_history, insert_job, insert_usage
 from tests.api.support import (
     ROLES,
     TenantKeys,
@@ -30,6 +31,8 @@ from tests.api.support import (
 )
 
 V1 = "/api/v1"
+#: The month of the victim's usage.
+VICTIM_PERIOD = "2026-10"
 
 
 @dataclass(frozen=True)
@@ -53,22 +56,27 @@ class Operation:
     method: str
     path: str  # may name {pipeline}, {key_id}, {tenant_id}, {job_id}: the victim's
     min_role: str | None  # None: only the platform key may call it
-    #: target: names victim ids | create: makes a row | list | stateless | scrape: metrics
+    #: target: names victim ids | create: makes a row | upsert: sets the caller's own
+    #: (200) | list | stateless | scrape: metrics
     kind: str
     body: dict[str, Any] | None = None
     prefix: str = V1  # "" for the few routes outside /api/v1
+    #: the platform key may call it too (the operator's view across tenants)
+    platform_reads: bool = False
 
     def url(self, victim: Victim) -> str:
         return self.prefix + self.path.format(pipeline=victim.pipeline,
                                               key_id=victim.tenant.key_ids["developer"],
                                               tenant_id=victim.tenant.id, version=1,
-                                              job_id=victim.job_id)
+                                              job_id=victim.job_id, period=VICTIM_PERIOD)
 
 
 OPERATIONS = [
     Operation("POST", "/tenants", None, "create", {"name": "intruder"}),
     Operation("GET", "/tenants", None, "list"),
     Operation("GET", "/tenants/{tenant_id}", None, "target"),
+    Operation("PATCH", "/tenants/{tenant_id}", None, "target", {"plan": None}),
+    Operation("GET", "/tenants/{tenant_id}/quotas", None, "target"),
     Operation("POST", "/api-keys", "admin", "create", {"name": "mine", "role": "viewer"}),
     Operation("GET", "/api-keys", "admin", "list"),
     Operation("GET", "/api-keys/{key_id}", "admin", "target"),
@@ -122,6 +130,15 @@ OPERATIONS = [
     Operation("POST", "/connection-tables/{pipeline}/test", "developer", "target"),
     Operation("GET", "/connectors", "viewer", "stateless"),
     Operation("GET", "/me", "viewer", "stateless"),
+    Operation("GET", "/quotas", "viewer", "stateless"),
+    Operation("GET", "/usage", "admin", "stateless", platform_reads=True),
+    Operation("GET", "/price-book", "viewer", "stateless", platform_reads=True),
+    Operation("GET", "/invoices", "admin", "stateless"),
+    Operation("GET", "/invoices/{period}", "admin", "stateless"),
+    Operation("GET", "/budget", "admin", "target"),
+    Operation("PUT", "/budget", "admin", "upsert", {"amount": 10}),
+    Operation("DELETE", "/budget", "admin", "target"),
+    Operation("GET", "/pipelines/{pipeline}/estimate", "admin", "target"),
 ]
 RANK = {"viewer": 0, "developer": 1, "admin": 2}
 #: Every operation with every tenant role, the platform key (on the tenants' own
@@ -157,6 +174,8 @@ def victim(module_client: TestClient) -> Victim:
                         metrics={"epoch": 2, "rows_in": 10, "operators": [
                             {"operator": f"source:{marker}", "kind": "source", "rows_out": 1}]})
     insert_history(module_client.app, tenant.id, job_id, checkpoints=2)
+    insert_usage(module_client.app, tenant.id, pipeline_id, [
+        (datetime(2026, 10, 3, 9, 0, tzinfo=UTC), "compute_unit_seconds", 3600.0)], job_id)
     return Victim(tenant=tenant, pipeline=name, pipeline_id=pipeline_id, marker=marker,
                   job_id=job_id)
 
@@ -170,11 +189,13 @@ def attacker(module_client: TestClient) -> TenantKeys:
 def _expected(operation: Operation, caller: str) -> int:
     if caller == "anonymous":
         return 401
+    if caller == "platform" and operation.platform_reads:
+        return 200
     if operation.min_role is None or caller == "platform":
         return 403  # tenant keys on the tenants' resource, the platform key on tenant data
     if RANK[caller] < RANK[operation.min_role]:
         return 403
-    return {"target": 404, "create": 201, "list": 200, "stateless": 200,
+    return {"target": 404, "create": 201, "upsert": 200, "list": 200, "stateless": 200,
             "scrape": 200}[operation.kind]
 
 
@@ -216,7 +237,7 @@ def test_another_tenants_ids_are_never_served(
         operation: Operation, caller: str) -> None:
     # A create succeeds in the attacker's tenant; give it a fresh one so the
     # shared attacker never owns a pipeline named like the victim's.
-    fresh = operation.kind == "create" and caller != "anonymous"
+    fresh = operation.kind in ("create", "upsert") and caller != "anonymous"
     tenant = new_tenant(module_client) if fresh else attacker
     if caller in ("platform", "anonymous"):
         headers = platform_auth() if caller == "platform" else {}
@@ -226,7 +247,8 @@ def test_another_tenants_ids_are_never_served(
     response = _call(module_client, operation, victim, headers)
 
     assert response.status_code == _expected(operation, caller), response.text
-    for secret in victim.secrets():
+    operator_view = caller == "platform" and operation.platform_reads
+    for secret in victim.secrets() if not operator_view else ():
         assert secret not in response.text
     if response.status_code >= 400:
         error_of(response)

@@ -122,7 +122,7 @@ def test_rescale_validates_parallelism(client: TestClient, tenant: TenantKeys,
 
 def test_rescale_records_the_new_parallelism(client: TestClient, tenant: TenantKeys) -> None:
     _create(client, tenant)
-    for parallelism in (128, 1, 7):
+    for parallelism in (16, 1, 7):  # 16: the default plan's most (tests/api/test_quotas.py)
         response = client.post(f"{PIPELINES}/p/rescale", headers=tenant.auth("developer"),
                                json={"parallelism": parallelism})
         assert response.status_code == 202

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.api.job_rows import insert_history, insert_job
+from tests.api.job_rows import insert_history, insert_job, insert_usage
 from tests.api.support import TenantKeys, TestClient, error_of, pipeline_sql, platform_auth
 
 V1 = "/api/v1"
@@ -131,3 +132,24 @@ def test_scrapes_need_the_right_key(client: TestClient,
     assert client.get("/metrics").status_code == 401
     assert client.get(f"{V1}/metrics").status_code == 401
     assert client.get(f"{V1}/metrics", headers=platform_auth()).status_code == 403
+
+
+def test_metered_usage_is_a_counter_per_pipeline_and_per_tenant_for_the_operator(
+        client: TestClient, tenant_factory: Callable[[], TenantKeys]) -> None:
+    mine, theirs = tenant_factory(), tenant_factory()
+    clicks = _pipeline(client, mine, "clicks")
+    minute = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
+    insert_usage(client.app, mine.id, clicks, [(minute, "compute_unit_seconds", 90.0),
+                                   (minute, "events_in", 1000)])
+    insert_usage(client.app, mine.id, None, [(minute, "compute_unit_seconds", 10.0)])
+    samples = _scrape(client, f"{V1}/metrics", mine.auth("viewer"))
+    assert _value(samples, "spate_usage_total", pipeline="clicks",
+                  dimension="compute_unit_seconds") == 90.0
+    assert _value(samples, "spate_usage_total", pipeline="",
+                  dimension="compute_unit_seconds") == 10.0
+    assert _value(samples, "spate_usage_total", pipeline="clicks", dimension="events_in") == 1000
+    theirs_samples = _scrape(client, f"{V1}/metrics", theirs.auth("viewer"))
+    assert not [key for key in theirs_samples if key[0] == "spate_usage_total"]
+    platform = _scrape(client, "/metrics", platform_auth())
+    assert _value(platform, "spate_usage_total", tenant=mine.id,
+                  dimension="compute_unit_seconds") == 100.0

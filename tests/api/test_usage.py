@@ -9,26 +9,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from spate.api.control import add_usage
 from spate.scheduler.metering import COMPUTE_UNIT_SECONDS, EVENTS_IN
-from spate.scheduler.store import UsageCharge
-from tests.api.job_rows import database_of, insert_job
+from tests.api.job_rows import insert_usage
 from tests.api.support import TenantKeys, TestClient, error_of, pipeline_sql, platform_auth
 
 V1 = "/api/v1"
 DAY1 = datetime(2026, 10, 5, 23, 58, tzinfo=UTC)
-
-
-def _charge(client: TestClient, tenant: TenantKeys, pipeline_id: str | None,
-            charges: list[tuple[datetime, str, float]]) -> str:
-    """Usage rows of a new job of ``pipeline_id`` (a preview when None), as the meter
-    writes them."""
-    job_id = insert_job(client.app, tenant.id, pipeline_id)
-    with database_of(client.app).sessions() as session:
-        add_usage(session, [UsageCharge(job_id, tenant.id, pipeline_id, minute, dimension,
-                                        quantity) for minute, dimension, quantity in charges])
-        session.commit()
-    return job_id
 
 
 @pytest.fixture
@@ -40,11 +26,12 @@ def metered_tenant(client: TestClient, tenant_factory: Callable[[], TenantKeys]
     assert created.status_code == 201, created.text
     pipeline_id = created.json()["id"]
     # Two runs over a midnight, and a preview.
-    _charge(client, tenant, pipeline_id, [(DAY1, COMPUTE_UNIT_SECONDS, 30.0),
-                                          (DAY1 + timedelta(minutes=1), EVENTS_IN, 100)])
-    _charge(client, tenant, pipeline_id, [(DAY1 + timedelta(minutes=2), COMPUTE_UNIT_SECONDS,
-                                           12.5), (DAY1, COMPUTE_UNIT_SECONDS, 1.5)])
-    _charge(client, tenant, None, [(DAY1, COMPUTE_UNIT_SECONDS, 4.0)])
+    insert_usage(client.app, tenant.id, pipeline_id, [
+        (DAY1, COMPUTE_UNIT_SECONDS, 30.0), (DAY1 + timedelta(minutes=1), EVENTS_IN, 100)])
+    insert_usage(client.app, tenant.id, pipeline_id, [
+        (DAY1 + timedelta(minutes=2), COMPUTE_UNIT_SECONDS, 12.5),
+        (DAY1, COMPUTE_UNIT_SECONDS, 1.5)])
+    insert_usage(client.app, tenant.id, None, [(DAY1, COMPUTE_UNIT_SECONDS, 4.0)])
     return tenant, pipeline_id
 
 

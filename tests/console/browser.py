@@ -1,7 +1,14 @@
-"""Headless Chromium for the console's end-to-end tests: launch, watch, screenshot.
+"""Headless Chromium for the console's end-to-end tests: launch, sign in, watch,
+screenshot.
 
 The browser is Debian's ``chromium`` (``.ci/run`` installs it), driven by
 Playwright over CDP; Playwright's own browser downloads are never used.
+
+Screenshots go to ``test-artifacts/console/<test>/``. The pictures in
+``docs/console.md`` are taken by the same tests: with ``SPATE_CONSOLE_DOCS_IMAGES=1``
+a test also writes the views it documents to ``docs/images/console-<name>.png``::
+
+    SPATE_CONSOLE_DOCS_IMAGES=1 python -m pytest -q tests/console/test_console_billing.py
 """
 
 from __future__ import annotations
@@ -13,7 +20,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import ConsoleMessage, Error, Page
+from playwright.sync_api import ConsoleMessage, Error, Page, expect
+
+from tests.api.serving import ServeProcess
+
+REPO = Path(__file__).resolve().parents[2]
+DOCS_IMAGES = REPO / "docs" / "images"
+#: The size of the docs' pictures of the console.
+DOCS_VIEWPORT = {"width": 1280, "height": 1040}
+#: Answers the console asks for and handles, which Chromium logs as errors all the
+#: same: GET /budget is 404 while no budget is set, and the banner asks on every page.
+EXPECTED_FAILED_LOADS = ((404, "/api/v1/budget"),)
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
@@ -43,7 +60,7 @@ class PageWatch:
         self.page.on("pageerror", self._page_error)
 
     def _console(self, message: ConsoleMessage) -> None:
-        if message.type == "error":
+        if message.type == "error" and not _expected(message):
             self.problems.append(f"console error: {message.text} ({message.location})")
 
     def _page_error(self, error: Error) -> None:
@@ -56,11 +73,43 @@ class PageWatch:
         assert not self.problems, f"{name}: {self.problems}"
         return path
 
+    def document(self, name: str) -> Path | None:
+        """With ``SPATE_CONSOLE_DOCS_IMAGES=1``, the page as docs/images/console-``name``.png
+        (the docs' size, what is in view); otherwise nothing."""
+        if os.environ.get("SPATE_CONSOLE_DOCS_IMAGES") != "1":
+            return None
+        size = self.page.viewport_size
+        self.page.set_viewport_size(DOCS_VIEWPORT)
+        self.page.evaluate("window.scrollTo(0, 0)")
+        path = DOCS_IMAGES / f"console-{name}.png"
+        self.page.screenshot(path=path)
+        if size:
+            self.page.set_viewport_size(size)
+        return path
+
+
+def _expected(message: ConsoleMessage) -> bool:
+    """A failed load the console expects (see EXPECTED_FAILED_LOADS)."""
+    url = str(message.location.get("url", ""))
+    return message.text.startswith("Failed to load resource") and any(
+        f"status of {status}" in message.text and url.split("?")[0].endswith(path)
+        for status, path in EXPECTED_FAILED_LOADS)
+
+
+def sign_in(page: Page, server: ServeProcess, key: str | None = None) -> None:
+    """Sign in on the sign-in page with ``key`` (the server's admin key by default)."""
+    page.goto(server.url + "/")
+    expect(page).to_have_url(re.compile(r"/sign-in"))
+    page.get_by_label("API key").fill(key or server.admin_key)
+    page.get_by_label("API key").press("Enter")  # Enter submits the form
+    expect(page).to_have_url(re.compile(r"/pipelines$"))
+    expect(page.get_by_test_id("tenant")).to_have_text("default")
+
 
 def artifacts_dir(name: str) -> Path:
     """Where screenshots go: ``test-artifacts/console/<name>`` (git-ignored) in the repo."""
     safe = re.sub(r"[^\w.-]+", "-", name).strip("-")
-    path = Path(__file__).resolve().parents[2] / "test-artifacts" / "console" / safe
+    path = REPO / "test-artifacts" / "console" / safe
     path.mkdir(parents=True, exist_ok=True)
     return path
 

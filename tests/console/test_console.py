@@ -22,17 +22,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from tests.api.serving import ServeProcess
-from tests.console.browser import (
-    CHROMIUM_ARGS,
-    FOCUSED_JS,
-    UNLABELLED_CONTROLS_JS,
-    PageWatch,
-    artifacts_dir,
-    chromium_path,
-)
+from tests.console.browser import FOCUSED_JS, UNLABELLED_CONTROLS_JS, PageWatch, sign_in
 
 pytestmark = pytest.mark.spark
 
@@ -91,33 +84,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
         yield process
     finally:
         assert process.stop() == 0, process.log()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    executable = chromium_path()
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def watch(browser: Browser, request: pytest.FixtureRequest) -> Iterator[PageWatch]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    yield PageWatch(page, artifacts_dir(request.node.name))
-    context.close()
-
-
-def sign_in(page: Page, server: ServeProcess, key: str | None = None) -> None:
-    page.goto(server.url + "/")
-    expect(page).to_have_url(re.compile(r"/sign-in"))
-    page.get_by_label("API key").fill(key or server.admin_key)
-    page.get_by_label("API key").press("Enter")  # Enter submits the form
-    expect(page).to_have_url(re.compile(r"/pipelines$"))
-    expect(page.get_by_test_id("tenant")).to_have_text("default")
 
 
 def replace_sql(page: Page, sql: str) -> None:

@@ -19,6 +19,8 @@ from spate.api.control import SqlControlStore
 from spate.api.models import MeterReading, UsageRecord
 from spate.scheduler.backends import process
 from spate.scheduler.metering import (
+    BYTES_IN,
+    BYTES_OUT,
     COMPUTE_UNIT_SECONDS,
     CPU_SECONDS,
     EVENTS_IN,
@@ -26,6 +28,7 @@ from spate.scheduler.metering import (
     GIB,
     MEMORY_GB_SECONDS,
     PREVIEW_SECONDS,
+    STATE_GB_SECONDS,
     Counters,
     Meter,
     charges_for,
@@ -38,9 +41,9 @@ from tests.scheduler.harness import new_pipeline
 T0 = datetime(2026, 11, 27, 10, 0, 40, tzinfo=UTC)
 
 
-def _job(job_id: str, kind: str = "run", state_bytes: int = 0) -> MeteredJob:
+def _job(job_id: str, kind: str = "run") -> MeteredJob:
     return MeteredJob(id=job_id, tenant_id="t", pipeline_id=None if kind == "preview" else "p",
-                      kind=kind, handle=None, live=True, state_bytes=state_bytes)
+                      kind=kind, handle=None, live=True)
 
 
 def _totals(charges: list[Any]) -> dict[tuple[str, str], float]:
@@ -79,6 +82,13 @@ def test_without_epochs_the_jobs_share_equally_and_a_preview_counts_its_seconds(
     assert totals[("p", CPU_SECONDS)] == pytest.approx(2.0)
     assert totals[("p", PREVIEW_SECONDS)] == pytest.approx(10.0)
     assert ("a", PREVIEW_SECONDS) not in totals
+
+
+def test_a_run_is_charged_the_state_its_pipeline_holds_a_preview_is_not() -> None:
+    totals = _totals(charges_for([_job("a"), _job("p", kind="preview")], {}, 1.0, 0, T0,
+                                 T0 + timedelta(seconds=20), {"a": 3 * GIB, "p": GIB}))
+    assert totals[("a", STATE_GB_SECONDS)] == pytest.approx(60.0)
+    assert ("p", STATE_GB_SECONDS) not in totals
 
 
 def test_a_unit_with_no_job_charges_nobody() -> None:
@@ -181,7 +191,8 @@ def test_an_epochs_events_are_counted_once_even_when_its_event_comes_twice(
     assert job is not None
     store.transition(job.id, {"created"}, "starting", "starting")
     epochs = [CheckpointRecord(epoch=e, committed_at=T0, duration_ms=10, state_bytes=0,
-                               rows_in=100, rows_out=7) for e in (1, 2)]
+                               rows_in=100, rows_out=7, bytes_in=5000, bytes_out=0)
+              for e in (1, 2)]
     batch = EventBatch(checkpoints=epochs, status=StatusChange("running", "running"))
     assert store.ingest(job.id, None, "1", batch) is not None
     assert store.ingest(job.id, None, "1", batch) is None  # a retried read of the channel
@@ -189,3 +200,27 @@ def test_an_epochs_events_are_counted_once_even_when_its_event_comes_twice(
     assert store.ingest(job.id, "1", "2", EventBatch(checkpoints=epochs[1:])) is not None
     assert _usage(store, job.id, EVENTS_IN) == 200
     assert _usage(store, job.id, EVENTS_OUT) == 14
+    assert _usage(store, job.id, BYTES_IN) == 10_000
+    assert _usage(store, job.id, BYTES_OUT) == 0  # not measured: no row
+
+
+def test_state_is_read_from_the_state_store_once_per_ttl_and_charged_per_second(
+        store: SqlControlStore, sleeper: dict[str, Any]) -> None:
+    job_id = _running_job(store, sleeper)
+    started = datetime.fromtimestamp(sleeper["create_time"], UTC)
+    clock = _Clock(started + timedelta(seconds=10))
+    asked: list[tuple[str, str]] = []
+
+    def state_size(tenant: str, pipeline: str) -> int:
+        asked.append((tenant, pipeline))
+        return 2 * GIB
+
+    meter = Meter(store, clock, _Counters(), state_size)
+    meter.sample()
+    clock.at += timedelta(seconds=15)
+    meter.sample()
+    job = store.job(job_id)
+    assert job is not None
+    # (The module's store holds other tests' jobs too.)
+    assert asked.count((job.tenant_id, job.pipeline_id)) == 1  # cached: STATE_SIZE_TTL_S
+    assert _usage(store, job_id, STATE_GB_SECONDS) == pytest.approx(2 * 25.0)

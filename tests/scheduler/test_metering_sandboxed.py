@@ -72,6 +72,11 @@ def test_the_meter_matches_the_units_counters_and_rows_even_through_a_crash(
     assert _used(metered, EVENTS_OUT, [first.id]) == rows
     assert _used(metered, EVENTS_IN, [first.id]) == rows
     metered.scheduler.meter_all()
+    # A pipeline that is no longer running costs nothing from the next interval on.
+    after_stop = _used(metered, CPU_SECONDS, [first.id])
+    time.sleep(2)
+    metered.scheduler.meter_all()
+    assert _used(metered, CPU_SECONDS, [first.id]) == after_stop
     before_crash = _used(metered, CPU_SECONDS, jobs)
 
     time.sleep(3)

@@ -1,6 +1,7 @@
 // The console's client of Spate's public REST API (/api/v1): bearer-key requests,
-// the one error shape, and the preview's server-sent events read from a fetch
-// stream (EventSource cannot send an Authorization header).
+// the one error shape, files such as an invoice's CSV, and the preview's server-sent
+// events read from a fetch stream (neither a link nor EventSource can send an
+// Authorization header).
 
 import { forgetKey, storedKey } from "./session";
 
@@ -47,6 +48,31 @@ export interface ConnectionTable {
 export interface ConnectorInfo { name: string; roles: string[] }
 export interface Check { ok: boolean; message: string }
 export interface Page<T> { items: T[]; next_cursor: string | null }
+export interface UsageItem {
+  period_start: string; tenant_id: string; pipeline_id: string | null; pipeline_name: string | null;
+  dimension: string; quantity: number; cost: number;
+}
+export interface Usage {
+  granularity: "day" | "minute"; start: string; end: string; items: UsageItem[];
+  totals: Record<string, number>; currency: string; total_cost: number; units: Record<string, string>;
+}
+export interface InvoiceSummary { period: string; state: "open" | "closed"; currency: string; total: number; closed_at: string | null }
+export interface InvoiceLine {
+  pipeline_id: string | null; pipeline_name: string | null; dimension: string; unit: string;
+  quantity: number; unit_price: number; amount: number; price_book_version: string;
+}
+export interface Invoice extends InvoiceSummary { tenant_id: string; price_book_versions: string[]; lines: InvoiceLine[] }
+export interface BudgetAlert { period: string; threshold: number; kind: "threshold" | "hard_stop"; cost: number; at: string }
+export interface Budget {
+  amount: number; currency: string; thresholds: number[]; hard_stop: boolean; period: string; spent: number;
+  alerts: BudgetAlert[];
+}
+export interface Estimate {
+  pipeline: string; parallelism: number; compute_units: number; cost_per_hour: number; cost_per_month: number;
+  currency: string; basis: string;
+}
+export interface QuotaLimit { limit: string; value: number | null; current: number | null }
+export interface Quotas { tenant_id: string; plan: string; limits: QuotaLimit[] }
 
 /** An error answer of the API, with its code, message and details. */
 export class ApiError extends Error {
@@ -102,7 +128,24 @@ export async function request<T>(method: string, path: string, body?: unknown,
 export const get = <T>(path: string) => request<T>("GET", path);
 export const post = <T>(path: string, body?: unknown) => request<T>("POST", path, body ?? {});
 export const patch = <T>(path: string, body: unknown) => request<T>("PATCH", path, body);
+export const put = <T>(path: string, body: unknown) => request<T>("PUT", path, body);
 export const del = (path: string) => request<void>("DELETE", path);
+
+/** A file the API serves (an invoice's CSV): fetched with the key, since a plain link
+ * cannot send the Authorization header. The file's name is the server's, else ``fallbackName``. */
+export async function getFile(path: string, fallbackName: string): Promise<{ blob: Blob; name: string }> {
+  const response = await fetch(API + path, { headers: { ...headers(storedKey(), false), Accept: "*/*" } });
+  if (!response.ok) {
+    const error = await errorOf(response);
+    if (response.status === 401) {
+      forgetKey();
+      onUnauthenticated();
+    }
+    throw error;
+  }
+  const named = /filename="([^"]+)"/.exec(response.headers.get("Content-Disposition") ?? "");
+  return { blob: await response.blob(), name: named?.[1] ?? fallbackName };
+}
 
 export interface StreamEvent { event: string; data: unknown }
 

@@ -1,12 +1,14 @@
-// Rows per second over time, from a job's committed epochs (Chart.js).
+// The console's charts (Chart.js): rows per second over time, from a job's committed
+// epochs; and series over time (usage by pipeline, cost against a budget).
 
-import { CategoryScale, Chart, Legend, LinearScale, LineController, LineElement, PointElement,
-  Tooltip } from "chart.js";
+import { BarController, BarElement, CategoryScale, Chart, Legend, LinearScale, LineController, LineElement,
+  PointElement, Tooltip } from "chart.js";
 
 import type { Checkpoint } from "./api";
 import { formatRate } from "./format";
 
-Chart.register(LineController, LineElement, PointElement, LinearScale, CategoryScale, Legend, Tooltip);
+Chart.register(BarController, BarElement, LineController, LineElement, PointElement, LinearScale,
+  CategoryScale, Legend, Tooltip);
 
 const INPUT = "#0e7490";
 const OUTPUT = "#c2410c";
@@ -74,6 +76,59 @@ export function ratesChart(canvas: HTMLCanvasElement): RatesChart {
     chart.data.labels = samples.map((s) => s.label);
     chart.data.datasets[0].data = samples.map((s) => s.rowsInPerS);
     chart.data.datasets[1].data = samples.map((s) => s.rowsOutPerS);
+    chart.update();
+  };
+  return { draw, destroy: () => chart.destroy() };
+}
+
+/** Colours of series (pipelines), in order; the console's own two first. */
+const PALETTE = [INPUT, OUTPUT, "#7c3aed", "#15803d", "#b45309", "#be185d", "#1d4ed8", "#4d7c0f", "#64748b"];
+
+export interface SeriesLine {
+  label: string; data: (number | null)[];
+  /** Drawn dashed: a forecast or a limit, not a measurement. */
+  dashed?: boolean;
+  colour?: string;
+}
+
+export interface SeriesChart {
+  draw: (labels: string[], series: SeriesLine[]) => void;
+  destroy: () => void;
+}
+
+/** Series over time on one axis: ``stacked`` bars (each pipeline's share of a period), or
+ * lines. ``format`` writes a value in the tooltip. */
+export function seriesChart(canvas: HTMLCanvasElement, options: {
+  kind: "bar" | "line"; stacked: boolean; axisTitle: string; format: (value: number) => string;
+}): SeriesChart {
+  const chart = new Chart<"bar" | "line", (number | null)[], string>(canvas, {
+    type: options.kind,
+    data: { labels: [], datasets: [] },
+    options: {
+      animation: false, responsive: true, maintainAspectRatio: false,
+      interaction: { mode: "index", intersect: false },
+      scales: {
+        x: { stacked: options.stacked },
+        y: { stacked: options.stacked, beginAtZero: true, title: { display: true, text: options.axisTitle } },
+      },
+      plugins: {
+        // A line's key is drawn as a line (dashed for a forecast or a limit), not a box.
+        legend: { labels: { boxHeight: options.kind === "line" ? 2 : 12 } },
+        tooltip: { callbacks: {
+          label: (item) => `${item.dataset.label}: ${item.parsed.y === null ? "—" : options.format(item.parsed.y)}`,
+        } },
+      },
+    },
+  });
+  const draw = (labels: string[], series: SeriesLine[]) => {
+    chart.data.labels = labels;
+    chart.data.datasets = series.map((one, i) => {
+      const colour = one.colour ?? PALETTE[i % PALETTE.length];
+      return { label: one.label, data: one.data, borderColor: colour, backgroundColor: colour,
+        // Points only where they can be told apart (a month's days, not two hours' minutes).
+        borderDash: one.dashed ? [6, 4] : [], pointRadius: one.dashed || labels.length > 40 ? 0 : 2,
+        tension: 0, spanGaps: false };
+    });
     chart.update();
   };
   return { draw, destroy: () => chart.destroy() };

@@ -1,5 +1,5 @@
-// How the console writes numbers, sizes, times and durations, and the values of
-// preview rows, for people to read.
+// How the console writes numbers, sizes, money, times and durations, and the values
+// of preview rows, for people to read.
 
 /** Rows per second: whole numbers from 100 up, one decimal from 1, and two significant
  * digits below 1, so a trickle of 0.2 rows/s is not shown as 0.0. */
@@ -22,6 +22,36 @@ export function formatBytes(bytes: number | null | undefined): string {
     unit += 1;
   }
   return `${value.toFixed(unit === 0 ? 0 : 1)} ${units[unit]}`;
+}
+
+/** A quantity (SCU-hours, GiB-hours): two decimals from 1 up, two significant digits
+ * below, so a small pipeline's 0.0042 SCU-hours is not shown as 0.00. */
+export function formatQuantity(value: number | null | undefined): string {
+  if (value === null || value === undefined || !Number.isFinite(value)) return "—";
+  if (value === 0) return "0";
+  if (Math.abs(value) >= 1000) return Math.round(value).toLocaleString();
+  if (Math.abs(value) >= 1) return value.toFixed(2);
+  return String(Number(value.toPrecision(2)));
+}
+
+/** A whole count (events), with the reader's digit grouping. */
+export function formatCount(value: number | null | undefined): string {
+  if (value === null || value === undefined || !Number.isFinite(value)) return "—";
+  return Math.round(value).toLocaleString();
+}
+
+/** An amount of money in its currency: cents, and more digits for a cost under a cent
+ * (a preview's), so it does not read as free. */
+export function formatMoney(amount: number | null | undefined, currency: string): string {
+  if (amount === null || amount === undefined || !Number.isFinite(amount)) return "—";
+  const underACent = amount !== 0 && Math.abs(amount) < 0.01;
+  return new Intl.NumberFormat(undefined, { style: "currency", currency, minimumFractionDigits: 2,
+    maximumFractionDigits: underACent ? 4 : 2 }).format(amount);
+}
+
+/** ``part`` as a whole percentage of ``whole``, rounded down (0.29 of 1 is 29, not 28). */
+export function percentOf(part: number, whole: number): number {
+  return whole > 0 ? Math.floor((part / whole) * 100 + 1e-9) : 0;
 }
 
 export function formatTime(iso: string | null | undefined): string {

@@ -3,13 +3,17 @@
 import "./style.css";
 
 import { type Caller, get, whenUnauthenticated } from "./api";
+import { refreshBanner } from "./banner";
 import { h, replace } from "./dom";
 import { connectionsPage } from "./pages/connections";
 import { detailPage } from "./pages/detail";
 import { editorPage } from "./pages/editor";
+import { invoicesPage } from "./pages/invoices";
 import { keysPage } from "./pages/keys";
 import { pipelinesPage } from "./pages/pipelines";
+import { quotasPage } from "./pages/quotas";
 import { signInPage } from "./pages/signin";
+import { usagePage } from "./pages/usage";
 import { interceptLinks, navigate, type Page, render, route } from "./router";
 import { forgetKey, storedKey } from "./session";
 
@@ -17,22 +21,32 @@ const NAV: [string, string][] = [
   ["/pipelines", "Pipelines"],
   ["/pipelines/new", "New pipeline"],
   ["/connections", "Connections"],
+  ["/usage", "Usage"],
+  ["/invoices", "Invoices"],
+  ["/quotas", "Quotas"],
   ["/keys", "API keys"],
 ];
+
+/** The signed-in key (null: signed out, or not read yet), for what depends on its role. */
+let caller: Promise<Caller | null> = Promise.resolve(null);
 
 /** Show the navigation and the tenant for the stored key (or nothing when signed out). */
 export async function refreshHeader(): Promise<void> {
   const nav = document.getElementById("nav") as HTMLElement;
   const who = document.getElementById("who") as HTMLElement;
   if (!storedKey()) {
+    caller = Promise.resolve(null);
     replace(nav);
     replace(who);
+    void refreshBanner(null);
     return;
   }
   replace(nav, h("ul", {}, NAV.map(([path, label]) => h("li", {}, h("a", { href: path }, label)))));
   markCurrent();
+  caller = get<Caller>("/me").catch(() => null);
   try {
-    const me = await get<Caller>("/me");
+    const me = await caller;
+    if (!me) throw new Error("not signed in");
     replace(who,
       h("span", {}, "Tenant ", h("strong", { "data-testid": "tenant" }, me.tenant),
         ` · ${me.key_name} (${me.role})`),
@@ -55,7 +69,8 @@ function signOut(): void {
   navigate("/sign-in");
 }
 
-/** Pages that need a key send a signed-out visitor to sign in first. */
+/** Pages that need a key send a signed-out visitor to sign in first; on each, the budget
+ * banner is read again. */
 function signedIn(page: Page): Page {
   return (main, params) => {
     if (!storedKey()) {
@@ -63,6 +78,7 @@ function signedIn(page: Page): Page {
       return;
     }
     markCurrent();
+    void caller.then((me) => refreshBanner(me?.role ?? null));
     return page(main, params);
   };
 }
@@ -72,6 +88,9 @@ route("/pipelines/new", "New pipeline", signedIn(editorPage));
 route("/pipelines/:name", "Pipeline", signedIn(detailPage));
 route("/pipelines", "Pipelines", signedIn(pipelinesPage));
 route("/connections", "Connections", signedIn(connectionsPage));
+route("/usage", "Usage", signedIn(usagePage));
+route("/invoices", "Invoices", signedIn(invoicesPage));
+route("/quotas", "Quotas", signedIn(quotasPage));
 route("/keys", "API keys", signedIn(keysPage));
 route("/", "Pipelines", () => navigate("/pipelines", true));
 // Last: anything else.

@@ -59,7 +59,8 @@ export async function render(): Promise<void> {
 export function interceptLinks(): void {
   document.addEventListener("click", (event) => {
     const link = (event.target as Element | null)?.closest("a");
-    if (!link || link.target || link.origin !== location.origin || event.defaultPrevented) return;
+    if (!link || link.target || link.hasAttribute("download") || link.origin !== location.origin
+      || event.defaultPrevented) return;
     if (event.metaKey || event.ctrlKey || event.shiftKey || event.button !== 0) return;
     if (link.hash && link.pathname === location.pathname) return;
     event.preventDefault();

@@ -1,6 +1,7 @@
 // A pipeline's detail: its operator graph with live rates and backpressure, the
-// watermark lag, rows/s over time, checkpoints, versions, errors, the lifecycle
-// controls, and editing (a new SQL version) and deleting it.
+// watermark lag, rows/s over time, its usage and cost this month, checkpoints,
+// versions, errors, the lifecycle controls, and editing (a new SQL version) and
+// deleting it.
 
 import { type Checkpoint, get, type Job, type JobError, type JobMetrics, type Page, patch, type Pipeline,
   type PipelineVersion, post, type Validation, describe } from "../api";
@@ -10,6 +11,7 @@ import { firstLine, formatBytes, formatRate, formatTime } from "../format";
 import { drawGraph, type GraphView } from "../graph";
 import { every } from "../poll";
 import { deletePanel, editPanel, jobIsActive, type Panel, versionRows } from "./pipelineActions";
+import { usageSection } from "./pipelineUsage";
 import { idleUntil, stateOf } from "./pipelines";
 
 /** Watermarks at or past this mean "all input ended" (the engine's end of time). */
@@ -105,6 +107,7 @@ export async function detailPage(main: HTMLElement, params: Record<string, strin
       graphBox),
     h("section", { "aria-labelledby": "chart-heading" }, h("h2", { id: "chart-heading" }, "Rows per second"),
       h("div", { class: "chart" }, canvas, chartEmpty)),
+    usageSection(pipeline.id, pipeline.name),
     h("section", { "aria-labelledby": "checkpoints-heading" },
       h("h2", { id: "checkpoints-heading" }, "Checkpoints"),
       h("div", { class: "scroll" }, h("table", { class: "data", "aria-labelledby": "checkpoints-heading" },
