@@ -31,6 +31,9 @@ COMMANDS = {
                                 "machine."),
     "db": LazyCommand("spate.api.dbcli:db",
                       "Migrate the control-plane database (PostgreSQL or SQLite)."),
+    "invoices": LazyCommand("spate.api.clientcli:invoices",
+                            "List the tenant's invoices, or show one month's (admin or "
+                            "billing key)."),
     "keys": LazyCommand("spate.api.clientcli:keys",
                         "Manage the tenant's API keys (needs an admin key)."),
     "pipelines": LazyCommand("spate.api.clientcli:pipelines",
@@ -46,6 +49,9 @@ COMMANDS = {
     "state": LazyCommand("spate.statestore.cli:state",
                          "Inspect or garbage-collect a state store (URL: sqlite:///…, "
                          "postgresql://…, fdb://…)."),
+    "usage": LazyCommand("spate.api.clientcli:usage",
+                         "Show what the tenant's pipelines used and cost (admin or billing "
+                         "key)."),
     "worker": LazyCommand("spate.api.worker:worker",
                           "Run a scheduler worker on SPATE_BROKER_URL: start, stop, restart "
                           "and watch jobs."),

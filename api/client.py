@@ -57,7 +57,8 @@ class SpateClient:
 
     def request(self, method: str, path: str, *, json: Any = None,
                 params: dict[str, Any] | None = None) -> Any:
-        """The decoded JSON body of a successful call (None for 204)."""
+        """The decoded JSON body of a successful call (None for 204; the text of a body
+        that is not JSON, such as an invoice's CSV)."""
         try:
             response = self._http.request(method, API_PREFIX + path, json=json, params=params,
                                           headers=self._headers)
@@ -67,6 +68,8 @@ class SpateClient:
             raise _error_of(response)
         if response.status_code == 204 or not response.content:
             return None
+        if not response.headers.get("content-type", "").startswith("application/json"):
+            return response.text
         return response.json()
 
     def get(self, path: str, **params: Any) -> Any:

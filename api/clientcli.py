@@ -1,5 +1,5 @@
-"""``spate pipelines …``, ``spate keys …`` and ``spate quotas``: client commands that talk
-to a server.
+"""``spate pipelines …``, ``spate keys …``, ``spate quotas``, ``spate usage`` and ``spate
+invoices``: client commands that talk to a server.
 
 The server comes from ``--server`` or ``SPATE_SERVER``, the key from
 ``--api-key`` or ``SPATE_API_KEY`` (prefer the variable: a key on the command
@@ -560,6 +560,79 @@ def _show_quotas(client: SpateClient, as_json: bool) -> None:
     _show(answer, as_json, rows, ("LIMIT", "VALUE", "CURRENT"))
 
 
+# -- usage and invoices --------------------------------------------------------------
+
+
+@click.command("usage")
+@_connection_options
+@click.option("--by", "granularity", type=click.Choice(("day", "minute")), default="day",
+              show_default=True, help="Sum by day or by minute (two days at most).")
+@click.option("--start", help="From (ISO time, UTC; default: the start of this month).")
+@click.option("--end", help="Until (ISO time, UTC; default: now).")
+@click.option("--pipeline-id", help="Only this pipeline (its id).")
+@json_option
+@click.pass_context
+def usage(ctx: click.Context, server: str, api_key: str | None, granularity: str,
+          start: str | None, end: str | None, pipeline_id: str | None,
+          as_json: bool) -> None:
+    """Show what the tenant's pipelines and previews used and cost, per period and
+    dimension (docs/billing.md). Needs an admin or billing key."""
+    _connect(ctx, server, api_key)
+    _show_usage(granularity, start, end, pipeline_id, as_json)
+
+
+@with_client
+def _show_usage(client: SpateClient, granularity: str, start: str | None, end: str | None,
+                pipeline_id: str | None, as_json: bool) -> None:
+    answer = client.get("/usage", granularity=granularity, start=start, end=end,
+                        pipeline_id=pipeline_id)
+    width = 16 if granularity == "minute" else 10
+    rows = [(item["period_start"][:width].replace("T", " "),
+             item["pipeline_name"] or ("(previews)" if item["pipeline_id"] is None
+                                       else item["pipeline_id"]),
+             item["dimension"], f"{item['quantity']:.6g}", f"{item['cost']:.4f}")
+            for item in answer["items"]]
+    _show(answer, as_json, rows, ("PERIOD", "PIPELINE", "DIMENSION", "QUANTITY", "COST"))
+    if not as_json:
+        click.echo(f"total: {answer['total_cost']:.2f} {answer['currency']}")
+
+
+@click.command("invoices")
+@_connection_options
+@click.argument("period", required=False)
+@click.option("--csv", "as_csv", is_flag=True, help="Print PERIOD's invoice as CSV.")
+@json_option
+@click.pass_context
+def invoices(ctx: click.Context, server: str, api_key: str | None, period: str | None,
+             as_csv: bool, as_json: bool) -> None:
+    """List the tenant's invoices, or show PERIOD's (YYYY-MM) lines. Needs an admin or
+    billing key."""
+    _connect(ctx, server, api_key)
+    _show_invoices(period, as_csv, as_json)
+
+
+@with_client
+def _show_invoices(client: SpateClient, period: str | None, as_csv: bool,
+                   as_json: bool) -> None:
+    if period is None:
+        listed = client.get("/invoices")
+        _show(listed, as_json, [(i["period"], i["state"], f"{i['total']:.2f}", i["currency"])
+                                for i in listed], ("PERIOD", "STATE", "TOTAL", "CURRENCY"))
+        return
+    if as_csv:
+        click.echo(client.get(f"/invoices/{period}", format="csv"), nl=False)
+        return
+    invoice = client.get(f"/invoices/{period}")
+    rows = [(line["pipeline_name"] or ("(previews)" if line["pipeline_id"] is None
+                                       else line["pipeline_id"]),
+             line["dimension"], f"{line['quantity']:.6g}", line["unit"],
+             f"{line['unit_price']:g}", f"{line['amount']:.4f}") for line in invoice["lines"]]
+    _show(invoice, as_json, rows, ("PIPELINE", "DIMENSION", "QUANTITY", "UNIT", "PRICE",
+                                   "AMOUNT"))
+    if not as_json:
+        click.echo(f"{invoice['state']}: {invoice['total']:.2f} {invoice['currency']}")
+
+
 # -- keys --------------------------------------------------------------------------
 
 _KEY_HEADER = ("ID", "NAME", "ROLE", "PREFIX", "CREATED", "REVOKED")
@@ -587,7 +660,7 @@ def keys(ctx: click.Context, server: str, api_key: str | None) -> None:
 
 @keys.command("create")
 @click.argument("name")
-@click.option("--role", type=click.Choice(("admin", "developer", "viewer")),
+@click.option("--role", type=click.Choice(("admin", "developer", "viewer", "billing")),
               default="developer", show_default=True)
 @json_option
 @with_client

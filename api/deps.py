@@ -201,7 +201,8 @@ def require_role(required: Role) -> Callable[[Caller], TenantCaller]:
             raise PermissionDeniedError("the platform-admin key only manages tenants; "
                                         "use one of the tenant's API keys")
         if not caller.role.allows(required):
-            raise PermissionDeniedError(f"this needs the {required.value} role; the key is "
+            roles = " or ".join(sorted(role.value for role in Role if role.allows(required)))
+            raise PermissionDeniedError(f"this needs the {roles} role; the key is "
                                         f"a {caller.role.value} key")
         return caller
 
@@ -218,6 +219,7 @@ def require_platform_admin(caller: CallerDep) -> PlatformCaller:
 ViewerCaller = Annotated[TenantCaller, Depends(require_role(Role.VIEWER))]
 DeveloperCaller = Annotated[TenantCaller, Depends(require_role(Role.DEVELOPER))]
 AdminCaller = Annotated[TenantCaller, Depends(require_role(Role.ADMIN))]
+BillingCaller = Annotated[TenantCaller, Depends(require_role(Role.BILLING))]
 
 
 def _quotas(request: Request, session: SessionDep, caller: ViewerCaller) -> QuotaRepository:
@@ -283,14 +285,15 @@ def _usage_read(session: SessionDep, caller: CallerDep) -> UsageRepository:
     """A tenant's admin reads its tenant's usage; the platform admin reads every tenant's."""
     if isinstance(caller, PlatformCaller):
         return UsageRepository(session, None)
-    if not caller.role.allows(Role.ADMIN):
-        raise PermissionDeniedError("usage and costs need the admin role; the key is a "
-                                    f"{caller.role.value} key")
+    if not caller.role.allows(Role.BILLING):
+        raise PermissionDeniedError("usage and costs need the admin or billing role; the key "
+                                    f"is a {caller.role.value} key")
     return UsageRepository(session, caller.tenant_id)
 
 
-def _billing(request: Request, session: SessionDep, caller: AdminCaller) -> BillingRepository:
-    """Invoices and budgets: the tenant's admin's."""
+def _billing(request: Request, session: SessionDep, caller: BillingCaller
+             ) -> BillingRepository:
+    """Invoices, budgets and estimates: the tenant's admin's and billing keys'."""
     return BillingRepository(session, caller.tenant_id, app_state(request).price_book)
 
 

@@ -34,18 +34,25 @@ VISIBLE_SECRET_CHARS = 4
 
 
 class Role(StrEnum):
-    """What a tenant key may do; each role includes the ones below it."""
+    """What a tenant key may do: admin includes developer, which includes viewer;
+    billing is a viewer that may also read usage and bills and set the budget (what a
+    finance team needs, without changing pipelines); admin includes billing too."""
 
     ADMIN = "admin"  # everything, including managing API keys
     DEVELOPER = "developer"  # create, change and delete pipelines
     VIEWER = "viewer"  # read only
-
-    @property
-    def rank(self) -> int:
-        return {Role.VIEWER: 0, Role.DEVELOPER: 1, Role.ADMIN: 2}[self]
+    BILLING = "billing"  # read only, plus usage, invoices and the budget
 
     def allows(self, required: Role) -> bool:
-        return self.rank >= required.rank
+        return required in _INCLUDED[self]
+
+
+_INCLUDED = {
+    Role.VIEWER: {Role.VIEWER},
+    Role.DEVELOPER: {Role.VIEWER, Role.DEVELOPER},
+    Role.BILLING: {Role.VIEWER, Role.BILLING},
+    Role.ADMIN: set(Role),
+}
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Usage metering, billing and plans: what each job used per minute, the meter's
-readings, closed invoices, budgets, and the plan each tenant is on.
+readings, closed invoices, budgets, the plan each tenant is on, and the billing role.
 
 Revision ID: 0007
 Revises: 0006
@@ -19,6 +19,23 @@ depends_on = None
 ID = sa.String(length=26)
 
 
+ROLES_BEFORE = ("admin", "developer", "viewer")
+ROLES_AFTER = (*ROLES_BEFORE, "billing")
+
+
+def _allow_roles(roles: tuple[str, ...]) -> None:
+    """Replace the API keys' role check (SQLite: by copying the table)."""
+    name = op.f("ck_api_keys_role")
+    check = f"role IN ({', '.join(repr(role) for role in roles)})"
+    if op.get_bind().dialect.name == "sqlite":
+        with op.batch_alter_table("api_keys", recreate="always") as batch:
+            batch.drop_constraint(name, type_="check")
+            batch.create_check_constraint(name, check)
+    else:
+        op.drop_constraint(name, "api_keys", type_="check")
+        op.create_check_constraint(name, "api_keys", check)
+
+
 def _tenant(table: str) -> sa.Column[str]:
     return sa.Column("tenant_id", ID, sa.ForeignKey(
         "tenants.id", ondelete="CASCADE", name=op.f(f"fk_{table}_tenant_id_tenants")),
@@ -26,6 +43,7 @@ def _tenant(table: str) -> sa.Column[str]:
 
 
 def upgrade() -> None:
+    _allow_roles(ROLES_AFTER)
     with op.batch_alter_table("tenants") as batch:
         batch.add_column(sa.Column("plan", sa.String(63), nullable=True))
     op.create_table(
@@ -87,3 +105,6 @@ def downgrade() -> None:
     op.drop_table("usage_records")
     with op.batch_alter_table("tenants") as batch:
         batch.drop_column("plan")
+    # Before this revision there are no bills to read: a billing key becomes a viewer.
+    op.execute("UPDATE api_keys SET role = 'viewer' WHERE role = 'billing'")
+    _allow_roles(ROLES_BEFORE)

@@ -231,3 +231,23 @@ def test_an_invalid_price_book_stops_the_server_at_start_with_the_reason() -> No
     with pytest.raises(ValidationError, match="no such priced dimension: gold"):
         Settings(price_book=json.dumps([{"version": "x", "effective_from": "2026-01-01",
                                          "currency": "USD", "prices": {"gold": 1}}]))
+
+
+def test_a_billing_key_reads_usage_and_bills_and_sets_the_budget_but_changes_nothing_else(
+        client: TestClient, tenant_factory: Callable[[], TenantKeys]) -> None:
+    tenant = tenant_factory()
+    _pipeline(client, tenant)
+    made = client.post(f"{V1}/api-keys", headers=tenant.auth(),
+                       json={"name": "finance", "role": "billing"})
+    assert made.status_code == 201, made.text
+    finance = {"Authorization": f"Bearer {made.json()['key']}"}
+    for path in ("/usage", "/invoices", "/pipelines", "/quotas", "/price-book",
+                 "/pipelines/clicks/estimate"):
+        assert client.get(f"{V1}{path}", headers=finance).status_code == 200, path
+    assert client.put(f"{V1}/budget", headers=finance, json={"amount": 50}).status_code == 200
+    refused = client.post(f"{V1}/pipelines", headers=finance,
+                          json={"name": "nope", "sql": pipeline_sql()})
+    assert refused.status_code == 403
+    assert "admin or developer role" in error_of(refused)["message"]
+    assert client.get(f"{V1}/api-keys", headers=finance).status_code == 403
+    assert client.delete(f"{V1}/pipelines/clicks", headers=finance).status_code == 403

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from click.testing import CliRunner, Result
 
 from spate.api.cli import main
 from spate.api.clientcli import keys, pipelines
-from tests.api.job_rows import insert_job, update_job
+from tests.api.job_rows import insert_job, insert_usage, update_job
 from tests.api.support import TenantKeys, TestClient, new_tenant, pipeline_sql
 
 #: How the API (not the CLI) says what to do; none of it may reach the terminal.
@@ -277,3 +278,28 @@ def test_quotas_shows_each_limit_value_and_use(client: TestClient, tenant: Tenan
     assert as_json["plan"] == "default" and len(as_json["limits"]) == 7
     refused = spate(client, "spate_x_y", "quotas")
     assert refused.exit_code == 1 and "invalid or revoked" in refused.stderr
+
+
+def test_usage_and_invoices_show_what_the_tenant_used_and_owes(client: TestClient,
+                                                               tenant: TenantKeys) -> None:
+    created = client.post("/api/v1/pipelines", headers=tenant.auth("developer"),
+                          json={"name": "clicks", "sql": pipeline_sql()})
+    assert created.status_code == 201, created.text
+    insert_usage(client.app, tenant.id, created.json()["id"], [
+        (datetime(2026, 10, 4, 12, 0, tzinfo=UTC), "compute_unit_seconds", 7200.0)])
+    admin = tenant.keys["admin"]
+    shown = spate(client, admin, "usage", "--start", "2026-10-01T00:00:00Z",
+                  "--end", "2026-11-01T00:00:00Z")
+    assert shown.exit_code == 0, shown.output
+    lines = [line.split() for line in shown.stdout.splitlines()]
+    assert lines[0] == ["PERIOD", "PIPELINE", "DIMENSION", "QUANTITY", "COST"]
+    assert lines[1] == ["2026-10-04", "clicks", "compute_unit_seconds", "7200", "0.2400"]
+    assert lines[-1] == ["total:", "0.24", "USD"]
+    listed = spate(client, admin, "invoices")
+    assert ["2026-10", "closed", "0.24", "USD"] in [line.split()
+                                                    for line in listed.stdout.splitlines()]
+    as_csv = spate(client, admin, "invoices", "2026-10", "--csv")
+    assert as_csv.exit_code == 0 and as_csv.stdout.startswith("period,pipeline_id,")
+    assert "2026-10,,,total,,,,0.24,USD," in as_csv.stdout
+    refused = spate(client, tenant.keys["developer"], "usage")
+    assert refused.exit_code == 1 and "admin or billing role" in refused.stderr

@@ -79,7 +79,7 @@ def test_only_the_tenants_admin_and_the_operator_read_usage(
     for role in ("developer", "viewer"):
         refused = client.get(f"{V1}/usage", headers=tenant.auth(role))
         assert refused.status_code == 403
-        assert "admin role" in error_of(refused)["message"]
+        assert "admin or billing role" in error_of(refused)["message"]
     other = tenant_factory()
     assert _usage(client, other.auth(), start="2026-10-01T00:00:00Z")["items"] == []
     operator = _usage(client, platform_auth(), start="2026-10-01T00:00:00Z",

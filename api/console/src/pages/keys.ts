@@ -12,6 +12,7 @@ export async function keysPage(main: HTMLElement): Promise<void> {
   const role = h("select", { name: "role" },
     h("option", { value: "viewer" }, "viewer: read only"),
     h("option", { value: "developer" }, "developer: pipelines and connections"),
+    h("option", { value: "billing" }, "billing: read only, plus usage, invoices and budget"),
     h("option", { value: "admin" }, "admin: everything, keys too"));
   const formError = h("p", { role: "alert", class: "error", hidden: true });
   const form = h("form", { class: "card", "aria-labelledby": "create-key-title" },
