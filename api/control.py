@@ -251,7 +251,8 @@ class SqlControlStore(ControlStore):
         with self._session() as session:
             return {job.id: MeteredJob(
                 id=job.id, tenant_id=job.tenant_id, pipeline_id=job.pipeline_id,
-                kind=job.kind, handle=job.handle, live=job.state in PROCESS_STATES)
+                kind=job.kind, handle=job.handle, live=job.state in PROCESS_STATES,
+                state_held_bytes=_held_bytes(job.metrics))
                 for job in session.scalars(select(Job).where(wanted))}
 
     def busy_ms(self, job_ids: Collection[str], after: datetime,
@@ -324,6 +325,12 @@ class SqlControlStore(ControlStore):
                 .execution_options(synchronize_session=False))
             job = session.get(Job, job_id)
             return None if job is None else _job_view(session, job)
+
+
+def _held_bytes(metrics: Any) -> int:
+    """The ``state_held_bytes`` a job's latest epoch reported (0 when absent or odd)."""
+    value = metrics.get("state_held_bytes") if isinstance(metrics, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _unit_reading(row: MeterReading) -> UnitReading:

@@ -20,8 +20,10 @@ dimension; an interval across a minute boundary is split by seconds):
   unit's compute units are the sum of its jobs' exactly.
 - ``state_gb_seconds``: GiB × seconds of the state a run's pipeline holds, as the
   state store accounts it (the live values of its last committed epoch,
-  :meth:`~spate.statestore.base.store.PipelineState.describe`), read at most every
-  :data:`STATE_SIZE_TTL_S` per pipeline. Charged while the pipeline runs.
+  :meth:`~spate.statestore.base.store.PipelineState.describe`), which the job
+  measures every few minutes and reports in its epoch events (the scheduler never
+  opens a tenant's state store: an embedded SQLite store is the job's). Charged
+  while the pipeline runs.
 - ``preview_seconds``: wall seconds a preview ran.
 - ``events_in``/``events_out``: rows read and written, and ``bytes_in``/
   ``bytes_out``: bytes the sources read from their systems and the sinks wrote to
@@ -49,7 +51,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -77,8 +78,6 @@ DIMENSIONS = (COMPUTE_UNIT_SECONDS, CPU_SECONDS, MEMORY_GB_SECONDS, STATE_GB_SEC
               PREVIEW_SECONDS, EVENTS_IN, EVENTS_OUT, BYTES_IN, BYTES_OUT)
 
 GIB = 1024 ** 3
-#: How long a pipeline's state size, once read from the state store, is used.
-STATE_SIZE_TTL_S = 300.0
 #: Memory per compute unit: an SCU is one vCPU or this much memory, whichever is more.
 GIB_PER_COMPUTE_UNIT = 4.0
 
@@ -195,15 +194,10 @@ class Meter:
     """Reads the compute units and charges their jobs (see the module's description)."""
 
     def __init__(self, store: ControlStore, clock: Callable[[], datetime],
-                 read: Callable[[dict[str, Any]], Counters | None] = read_counters,
-                 state_size: Callable[[str, str], int] | None = None) -> None:
-        """``state_size(tenant, pipeline)``: the bytes the state store holds for a
-        pipeline (None: state is not metered)."""
+                 read: Callable[[dict[str, Any]], Counters | None] = read_counters) -> None:
         self.store = store
         self.clock = clock
         self.read = read
-        self.state_size = state_size
-        self._state_sizes: dict[tuple[str, str], tuple[float, int]] = {}
 
     def sample(self) -> int:
         """Read every unit with a live job, or with a reading not yet closed; the number
@@ -255,7 +249,7 @@ class Meter:
             counters = Counters(previous.cpu_seconds, previous.memory_bytes)
             alive = False
         busy = self.store.busy_ms(list(hosted), previous.read_at, now)
-        state = {job.id: self._state_bytes(job) for job in hosted.values()
+        state = {job.id: job.state_held_bytes for job in hosted.values()
                  if job.kind != PREVIEW and job.pipeline_id is not None}
         charges = charges_for(hosted.values(), busy,
                               max(0.0, counters.cpu_seconds - previous.cpu_seconds),
@@ -269,22 +263,6 @@ class Meter:
         if not alive:
             self._release_application_groups(previous.source)
         return True
-
-    def _state_bytes(self, job: MeteredJob) -> int:
-        """What the job's pipeline holds in the state store (0 when unknown)."""
-        if self.state_size is None or job.pipeline_id is None:
-            return 0
-        key = (job.tenant_id, job.pipeline_id)
-        cached = self._state_sizes.get(key)
-        if cached is not None and time.monotonic() - cached[0] < STATE_SIZE_TTL_S:
-            return cached[1]
-        try:
-            size = self.state_size(*key)
-        except Exception as error:  # the store may be unreachable: charge the last size
-            log.warning("could not read the state size of %s/%s: %s", *key, error)
-            return cached[1] if cached is not None else 0
-        self._state_sizes[key] = (time.monotonic(), size)
-        return size
 
     def _first_reading(self, unit: str, tenant_id: str, source: dict[str, Any],
                        now: datetime) -> UnitReading:

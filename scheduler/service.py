@@ -90,7 +90,7 @@ class Scheduler:
             backoff_max_s=config.restart_backoff_max_s,
             heartbeat_timeout_s=config.heartbeat_timeout_s, stop_timeout_s=config.stop_timeout_s)
         self.clock = clock
-        self.meter = Meter(store, clock, state_size=self._state_size)
+        self.meter = Meter(store, clock)
 
     # -- entry points (one per Celery task) -------------------------------------
 
@@ -114,15 +114,6 @@ class Scheduler:
         for pipeline_id in self.store.enforce_budgets():
             log.info("pipeline %s stops: its tenant's budget is spent", pipeline_id)
             self._guarded(self.reconcile_pipeline, pipeline_id)
-
-    def _state_size(self, tenant_id: str, pipeline_id: str) -> int:
-        """The bytes of live state the state store holds for a pipeline."""
-        state = open_store(self.workspace.tenants.state_url(tenant_id))
-        try:
-            info = state.pipeline(tenant_id, pipeline_id).describe()
-        finally:
-            state.close()
-        return sum(operator.value_bytes for operator in info.operators)
 
     def reconcile_pipeline(self, pipeline_id: str) -> None:
         """Bring the pipeline's jobs in line with its desired state."""

@@ -146,6 +146,9 @@ class MeteredJob:
     handle: dict[str, Any] | None
     #: Whether its process may run (starting, running or stopping).
     live: bool
+    #: The live state its pipeline holds, as its latest epoch reported the state store's
+    #: accounting (0: none, or not reported).
+    state_held_bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,9 @@ log = logging.getLogger(__name__)
 
 #: Garbage-collect superseded state versions every this many epochs.
 GC_EVERY_EPOCHS = 10
+#: How often the state the pipeline holds is measured (the state store's own accounting,
+#: a scan of the live values): reported in epoch events, metered as state GiB-hours.
+STATE_SIZE_EVERY_S = 300.0
 
 
 #: ``OperatorReport.kind`` values.
@@ -121,6 +124,9 @@ class EpochReport:
     #: their connectors measure them (:meth:`Connector.batch_bytes`, ``Sink.epoch_bytes``).
     bytes_in: int = 0
     bytes_out: int = 0
+    #: The live state the store holds for the pipeline after the epoch (measured every
+    #: few minutes: :data:`STATE_SIZE_EVERY_S`).
+    state_held_bytes: int = 0
 
 
 @dataclass
@@ -191,6 +197,8 @@ class PipelineRunner:
         self._stopping = False
         self._query_names = _query_names(plan)
         self._last_committed = state.last_committed_epoch()
+        #: The live state held after the last measured commit, and when it was measured.
+        self._state_held: tuple[float, int] | None = None
         metadata = state.epoch_metadata() if self._last_committed is not None else {}
         self.finished = bool(metadata.get("finished"))
         self.watermarks = WatermarkTracker(
@@ -419,7 +427,8 @@ class PipelineRunner:
             time.monotonic() - started, self.finished, started_s=started,
             committed_at_ms=committed_at_ms, state_bytes=tasks.state_bytes,
             cache_hits=tasks.cache_hits, cache_misses=tasks.cache_misses,
-            remote_bytes=tasks.remote_bytes, bytes_in=self._bytes_read(number),
+            remote_bytes=tasks.remote_bytes, state_held_bytes=self._held_state_bytes(),
+            bytes_in=self._bytes_read(number),
             bytes_out=bytes_out,
             operators=self._operator_reports({n: m.rows for n, m in metrics.items()},
                                              epoch, rows_by_query))
@@ -599,6 +608,17 @@ class PipelineRunner:
         if epoch % GC_EVERY_EPOCHS == 0:
             self.state.gc()
         return committed_at_ms
+
+    def _held_state_bytes(self) -> int:
+        """The live state values the store holds for the pipeline, measured on the first
+        commit and then every :data:`STATE_SIZE_EVERY_S`."""
+        if not self.stateful:
+            return 0
+        now = time.monotonic()
+        if self._state_held is None or now - self._state_held[0] >= STATE_SIZE_EVERY_S:
+            held = sum(operator.value_bytes for operator in self.state.describe().operators)
+            self._state_held = (now, held)
+        return self._state_held[1]
 
     def _count(self, **amounts: int) -> None:
         for name, amount in amounts.items():

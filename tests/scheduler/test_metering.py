@@ -204,23 +204,14 @@ def test_an_epochs_events_are_counted_once_even_when_its_event_comes_twice(
     assert _usage(store, job.id, BYTES_OUT) == 0  # not measured: no row
 
 
-def test_state_is_read_from_the_state_store_once_per_ttl_and_charged_per_second(
+def test_a_run_is_charged_the_state_its_latest_epoch_reported_holding(
         store: SqlControlStore, sleeper: dict[str, Any]) -> None:
     job_id = _running_job(store, sleeper)
+    store.update(job_id, {"starting"}, metrics={"epoch": 3, "state_held_bytes": 2 * GIB})
     started = datetime.fromtimestamp(sleeper["create_time"], UTC)
     clock = _Clock(started + timedelta(seconds=10))
-    asked: list[tuple[str, str]] = []
-
-    def state_size(tenant: str, pipeline: str) -> int:
-        asked.append((tenant, pipeline))
-        return 2 * GIB
-
-    meter = Meter(store, clock, _Counters(), state_size)
+    meter = Meter(store, clock, _Counters())
     meter.sample()
     clock.at += timedelta(seconds=15)
     meter.sample()
-    job = store.job(job_id)
-    assert job is not None
-    # (The module's store holds other tests' jobs too.)
-    assert asked.count((job.tenant_id, job.pipeline_id)) == 1  # cached: STATE_SIZE_TTL_S
     assert _usage(store, job_id, STATE_GB_SECONDS) == pytest.approx(2 * 25.0)

@@ -48,6 +48,11 @@ def _used(harness: Harness, dimension: str, job_ids: list[str]) -> float:
             UsageRecord.job_id.in_(job_ids), UsageRecord.dimension == dimension)) or 0.0)
 
 
+def _lines(harness: Harness, pipeline: str, name: str) -> int:
+    out = harness.output(pipeline, name)
+    return len(out.read_text().splitlines()) if out.exists() else 0
+
+
 def test_the_meter_matches_the_units_counters_and_rows_even_through_a_crash(
         metered: Harness) -> None:
     stopped = metered.add_pipeline(impulse_sql("stopped.jsonl", event_rate=40))
@@ -61,14 +66,15 @@ def test_the_meter_matches_the_units_counters_and_rows_even_through_a_crash(
     groups = find_cgroups().job(application["unit"]["name"])
     jobs = [first.id, second.id]
 
+    for pipeline, name in ((stopped, "stopped.jsonl"), (crashed, "crashed.jsonl")):
+        metered.wait_for(f"{name} to get rows", lambda p=pipeline, n=name: _lines(metered, p, n))
     for _sample in range(4):
         time.sleep(2)
         metered.scheduler.meter_all()
     metered.change_pipeline(stopped, desired_state="stopped", stop_mode="checkpoint")
     metered.wait_for_job(stopped, ("stopped",))
     # Every row the stopped pipeline wrote was counted, once.
-    rows = len(metered.output(stopped, "stopped.jsonl").read_text().splitlines())
-    assert rows > 0
+    rows = _lines(metered, stopped, "stopped.jsonl")
     assert _used(metered, EVENTS_OUT, [first.id]) == rows
     assert _used(metered, EVENTS_IN, [first.id]) == rows
     metered.scheduler.meter_all()
@@ -86,6 +92,7 @@ def test_the_meter_matches_the_units_counters_and_rows_even_through_a_crash(
     metered.scheduler.meter_all()
 
     charged = _used(metered, CPU_SECONDS, jobs)
+    print(f"meter: {charged:.3f} CPU s charged, cgroup: {counted:.3f} s, {rows} rows counted")
     assert charged > before_crash, "the interval before the crash was lost"
     assert charged == pytest.approx(counted, rel=0.05)
     assert _used(metered, COMPUTE_UNIT_SECONDS, jobs) >= charged * 0.999
