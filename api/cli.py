@@ -32,8 +32,7 @@ COMMANDS = {
     "db": LazyCommand("spate.api.dbcli:db",
                       "Migrate the control-plane database (PostgreSQL or SQLite)."),
     "invoices": LazyCommand("spate.api.clientcli:invoices",
-                            "List the tenant's invoices, or show one month's (admin or "
-                            "billing key)."),
+                            "List the tenant's invoices, or show PERIOD's (YYYY-MM) lines."),
     "keys": LazyCommand("spate.api.clientcli:keys",
                         "Manage the tenant's API keys (needs an admin key)."),
     "pipelines": LazyCommand("spate.api.clientcli:pipelines",
@@ -50,8 +49,8 @@ COMMANDS = {
                          "Inspect or garbage-collect a state store (URL: sqlite:///…, "
                          "postgresql://…, fdb://…)."),
     "usage": LazyCommand("spate.api.clientcli:usage",
-                         "Show what the tenant's pipelines used and cost (admin or billing "
-                         "key)."),
+                         "Show what the tenant's pipelines and previews used and cost, per "
+                         "period and dimension (docs/billing.md)."),
     "worker": LazyCommand("spate.api.worker:worker",
                           "Run a scheduler worker on SPATE_BROKER_URL: start, stop, restart "
                           "and watch jobs."),
