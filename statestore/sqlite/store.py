@@ -13,6 +13,7 @@ from __future__ import annotations
 import socket
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -89,20 +90,39 @@ class SqliteStateStore(RelationalStateStore):
         return connection
 
     def _connect(self) -> sqlite3.Connection:
+        deadline = time.monotonic() + _BUSY_TIMEOUT_S
+        while True:
+            try:
+                return self._open()
+            except sqlite3.OperationalError as error:
+                # Two jobs of a tenant opening its new store at once race to switch it to
+                # WAL; SQLite answers "locked" at once (no busy handler) to avoid a deadlock
+                # between the two, so the loser retries until the winner is done.
+                if not _is_busy(error) or time.monotonic() > deadline:
+                    raise self._unavailable(error) from error
+                time.sleep(0.05)
+            except (sqlite3.Error, OSError) as error:
+                raise self._unavailable(error) from error
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S,
+                                     isolation_level=None, check_same_thread=False)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            connection = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S,
-                                         isolation_level=None, check_same_thread=False)
             connection.execute("PRAGMA journal_mode = WAL")
             # FULL: a commit survives power loss, not only a killed process.  The store
             # commits a few small transactions per epoch, so the fsync cost is small.
             connection.execute("PRAGMA synchronous = FULL")
             connection.executescript(_SCHEMA)
-        except (sqlite3.Error, OSError) as error:
-            raise BackendUnavailableError(
-                f"cannot open the embedded state store {self.path}: {error}; check that the "
-                f"directory is writable and the file is an SQLite database") from error
+        except BaseException:
+            connection.close()
+            raise
         return connection
+
+    def _unavailable(self, error: Exception) -> BackendUnavailableError:
+        return BackendUnavailableError(
+            f"cannot open the embedded state store {self.path}: {error}; check that the "
+            f"directory is writable and the file is an SQLite database")
 
     @contextmanager
     def transaction(self, write: bool) -> Iterator[Cursor]:
@@ -132,6 +152,11 @@ class SqliteStateStore(RelationalStateStore):
     # Shipped to another process (a Spark task) as its URL and the host it belongs to.
     def __reduce__(self) -> tuple[Any, ...]:
         return (_reopen, (self.url, self.origin_host))
+
+
+def _is_busy(error: sqlite3.OperationalError) -> bool:
+    message = str(error)
+    return "locked" in message or "busy" in message
 
 
 def _reopen(url: str, origin_host: str) -> SqliteStateStore:
