@@ -4,8 +4,10 @@ What a check can do depends on the connector: ``single_file`` looks at its
 path, resolved inside the tenant's storage root (a source's file must be
 readable, a sink's folder writable; a path outside the root is refused
 before anything is looked at, so a check tells nothing about the rest of the
-server); the generated sources and the stdout/blackhole sinks have nothing
-outside the process to reach, so their check is the validation itself. A
+server); a network connector connects to its system through the tenant's
+egress policy (``Connector.reach``); the generated sources and the
+stdout/blackhole sinks have nothing outside the process to reach, so their
+check is the validation itself. A
 check never raises and never returns a secret: every secret value is
 scrubbed from its message.
 """
@@ -16,10 +18,12 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from spate.api.connections import SECRET_PLACEHOLDER
-from spate.engine.connectors.base import ConnectorError
+from spate.engine.connectors import CONNECTORS
+from spate.engine.connectors.base import Connector, ConnectorError
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
 
 logger = logging.getLogger(__name__)
@@ -43,15 +47,24 @@ def check_options(connector: str, options: Mapping[str, str], role: str | None,
                   boundary: Boundary = UNCONFINED) -> CheckResult:
     """Reach what ``options`` point at, for a table of ``role`` (None: a profile, role
     unknown), within the tenant's ``boundary``."""
-    check = _CHECKS.get(connector)
-    if check is None:
-        return CheckResult(True, f"connector '{connector}' reaches nothing outside the job; "
-                                 "the options are valid")
+    check = _CHECKS.get(connector) or partial(_reach, CONNECTORS[connector])
     try:
         return check(options, role, boundary)
     except OSError as error:  # an unexpected filesystem answer is a failed check, not a 500
         logger.info("connection check failed", extra={"connector": connector})
         return CheckResult(False, f"check failed: {error.strerror or type(error).__name__}")
+
+
+def _reach(connector: Connector, options: Mapping[str, str], role: str | None,
+           boundary: Boundary) -> CheckResult:
+    try:
+        reached = connector.reach(options, role, boundary)
+    except ConnectorError as error:
+        return CheckResult(False, str(error))
+    if reached is None:
+        return CheckResult(True, f"connector '{connector.name}' reaches nothing outside the "
+                                 "job; the options are valid")
+    return CheckResult(True, reached)
 
 
 def _check_file(options: Mapping[str, str], role: str | None,

@@ -189,6 +189,16 @@ class Connector(ABC):
         del table, parallelism, offset
         return None
 
+    def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str | None:
+        """Connect to what ``options`` point at, for a table of ``role`` (None: a connection
+        profile, role unknown), through ``boundary``'s egress policy, and say what was
+        reached (the ``/test`` endpoints' answer).  None: the connector reaches nothing
+        outside the job.  Raise :class:`ConnectorError` when it cannot be reached; the
+        message must name no secret and be the same whatever made a refused address fail
+        (no scanning through it)."""
+        del options, role, boundary
+        return None
+
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         """A streaming DataFrame: physical columns then :data:`HIDDEN_COLUMNS`."""
         del spark, parallelism
