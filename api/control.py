@@ -129,7 +129,8 @@ class SqlControlStore(ControlStore):
     # -- writing --------------------------------------------------------------
 
     def create_run_job(self, pipeline_id: str, backend: str, message: str,
-                       default_cluster: str | None = None) -> JobView | None:
+                       default_cluster: str | None = None, watch: bool = False
+                       ) -> JobView | None:
         with self._session() as session:
             locked = session.execute(
                 update(Pipeline).where(Pipeline.id == pipeline_id)
@@ -148,7 +149,7 @@ class SqlControlStore(ControlStore):
                       parallelism=pipeline.parallelism,
                       checkpoint_interval_ms=pipeline.checkpoint_interval_ms,
                       restart_generation=pipeline.restart_generation, backend=backend,
-                      cluster=pipeline.cluster or default_cluster)
+                      cluster=pipeline.cluster or default_cluster, watch=watch)
             session.add(job)
             session.flush()
             session.add(JobEvent(tenant_id=job.tenant_id, job_id=job.id, state="created",
@@ -248,6 +249,8 @@ class SqlControlStore(ControlStore):
     def metered_jobs(self, also: Collection[str] = ()) -> dict[str, MeteredJob]:
         live = Job.state.in_(list(PROCESS_STATES))
         wanted = or_(live, Job.id.in_(list(also))) if also else live
+        # A watch job stands for an idle pipeline, whose time is not charged.
+        wanted = and_(wanted, Job.watch.is_(False))
         with self._session() as session:
             return {job.id: MeteredJob(
                 id=job.id, tenant_id=job.tenant_id, pipeline_id=job.pipeline_id,
@@ -462,5 +465,6 @@ def _job_view(session: Session, job: Job) -> JobView:
         channel_cursor=job.channel_cursor, attempt=job.attempt,
         next_attempt_at=job.next_attempt_at, heartbeat_at=job.heartbeat_at,
         last_epoch=job.last_epoch, created_at=job.created_at, updated_at=job.updated_at,
-        sql=sql, state_since=state_since, last_error=last_error, cluster=job.cluster)
+        sql=sql, state_since=state_since, last_error=last_error, cluster=job.cluster,
+        watch=job.watch)
 

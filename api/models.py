@@ -27,6 +27,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     event,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
@@ -236,6 +237,9 @@ class Job(TenantOwned, Base):
     #: A preview's SQL (a run's SQL is its pipeline version's).
     sql: Mapped[str | None] = mapped_column(Text)
     kind: Mapped[str] = mapped_column(String(16), default="run")
+    #: A run that watches an idle pipeline's sources, without Spark, until input arrives
+    #: (it ends ``idle``, due at once); its pipeline shows as idle meanwhile.
+    watch: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     state: Mapped[str] = mapped_column(String(16), default="created")
     parallelism: Mapped[int] = mapped_column(Integer)
     checkpoint_interval_ms: Mapped[int | None] = mapped_column(Integer)
@@ -265,6 +269,14 @@ class Job(TenantOwned, Base):
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+
+    @property
+    def shown_state(self) -> str:
+        """The state a tenant sees: a watch job that has not ended stands for its idle
+        pipeline, so it shows ``idle`` (a stop of it shows ``stopping``)."""
+        if self.watch and self.state in ("created", "starting", "running", "restarting"):
+            return "idle"
+        return self.state
 
 
 def _job_child_key() -> ForeignKeyConstraint:

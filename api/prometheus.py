@@ -81,7 +81,7 @@ class SpateCollector:
             if job is None:
                 continue
             for name in JOB_STATES:
-                state.add_metric([*key, name], 1 if job.state == name else 0)
+                state.add_metric([*key, name], 1 if job.shown_state == name else 0)
             latest = parse_epoch_figures(job.metrics)
             _add(rate, [*key, "in"], latest.rows_in_per_s)
             _add(rate, [*key, "out"], latest.rows_out_per_s)

@@ -19,6 +19,9 @@ Rules, in short:
   timeout) waits ``backoff * 2**attempt`` seconds (capped) and is started
   again from its last committed epoch, at most ``budget`` times; then it fails
   with its last error. Previews are never restarted.
+- A pipeline that went idle (no input for its idle period) starts again when its
+  input is due; when only its sources can tell, a watch job (no Spark) looks at
+  them and ends, due at once, when input arrives.
 """
 
 from __future__ import annotations
@@ -200,6 +203,8 @@ class StartJob:
     """Create a new job at the pipeline's current settings."""
 
     reason: str
+    #: a watch job: it runs no Spark and ends when the idle pipeline's input arrives
+    watch: bool = False
 
 
 PipelineAction = StopJob | StartJob
@@ -210,7 +215,9 @@ def decide_pipeline(pipeline: PipelineView, jobs: list[JobView],
     """What ``pipeline`` needs, given its jobs (newest first; active ones and the newest ended).
 
     An idle pipeline (its newest job ended ``idle``) resumes once ``now`` reaches the
-    time its input is due (None: the time is not known to have come).
+    time its input is due (None: the time is not known to have come); one whose input
+    time is not known gets a watch job, which ends idle and due at once when its input
+    arrives.
     """
     runs = [job for job in jobs if job.kind == RUN]
     active = [job for job in runs if not job.terminal]
@@ -237,7 +244,9 @@ def decide_pipeline(pipeline: PipelineView, jobs: list[JobView],
         return [StartJob(moved)] if moved else []
     if latest.state == IDLE:
         due = latest.next_attempt_at
-        if due is not None and now is not None and now >= due:
+        if due is None:  # only looking at its sources tells when input comes
+            return [StartJob("idle: a watcher looks for new input on its sources", watch=True)]
+        if now is not None and now >= due:
             return [StartJob("its input is due again: the idle pipeline resumes")]
         return []
     return [StartJob(replacement_reason(pipeline, latest) or "the pipeline was started again")]

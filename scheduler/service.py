@@ -131,7 +131,8 @@ class Scheduler:
                     self.reconcile_job(action.job_id)
             elif isinstance(action, StartJob):
                 created = self.store.create_run_job(pipeline_id, self.backend.name,
-                                                    action.reason, self.config.default_cluster)
+                                                    action.reason, self.config.default_cluster,
+                                                    watch=action.watch)
                 if created is not None:
                     log.info("created job %s for pipeline %s: %s", created.id, pipeline_id,
                              action.reason)

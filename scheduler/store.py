@@ -82,6 +82,8 @@ class JobView:
     last_error: str | None = None
     #: The Spark cluster it runs on; None: the default cluster (a preview, an older row).
     cluster: str | None = None
+    #: A run that watches an idle pipeline's sources without Spark (:mod:`spate.engine.job.watch`).
+    watch: bool = False
 
     @property
     def terminal(self) -> bool:
@@ -211,9 +213,11 @@ class ControlStore(ABC):
 
     @abstractmethod
     def create_run_job(self, pipeline_id: str, backend: str, message: str,
-                       default_cluster: str | None = None) -> JobView | None:
+                       default_cluster: str | None = None, watch: bool = False
+                       ) -> JobView | None:
         """A new ``created`` job at the pipeline's current settings, on the cluster the
-        pipeline asks for (``default_cluster`` when it was never moved).
+        pipeline asks for (``default_cluster`` when it was never moved); ``watch``: one
+        that watches the idle pipeline's sources until input arrives.
 
         None when the pipeline is gone or already has a job that is not over
         (checked under a lock on the pipeline, so two workers never create two).

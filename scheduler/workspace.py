@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from spate.engine.job.nofollow import create_new, open_regular
-from spate.engine.job.spec import PREVIEW, RUN, JobSpec
+from spate.engine.job.spec import PREVIEW, RUN, WATCH, JobSpec
 from spate.scheduler.backends.base import ClusterBackend
 from spate.scheduler.config import SchedulerConfig
 from spate.scheduler.sandbox.cgroups import CgroupHost, Limits, find_cgroups
@@ -87,7 +87,7 @@ class Workspace:
     def hosted(self, job: JobView) -> bool:
         """Whether ``job`` runs in its tenant's warm application: the backend hosts jobs,
         and the job is not one that needs an application of its own."""
-        return (self.backend.applications is not None
+        return (self.backend.applications is not None and not job.watch
                 and job.parallelism <= self.config.application_max_parallelism)
 
     def files(self, job_id: str) -> JobFiles:
@@ -201,7 +201,7 @@ class Workspace:
             job_id=job.id, tenant_id=job.tenant_id, pipeline_id=state_pipeline_id(job),
             sql=job.sql, state_url=self.tenants.state_url(job.tenant_id),
             checkpoint_dir=str(self.checkpoint_dir(job)), channel_url=self.channel_url(job),
-            parallelism=job.parallelism, kind=PREVIEW if job.kind == PREVIEW else RUN,
+            parallelism=job.parallelism, kind=_spec_kind(job),
             checkpoint_interval_ms=job.checkpoint_interval_ms,
             spark_master=self.backend.spark_master(), spark_conf=spark_conf,
             update_flush_interval_ms=self.config.update_flush_interval_ms,
@@ -224,3 +224,9 @@ class Workspace:
             store.close()
         self.backend.remove_checkpoint(str(self.checkpoint_dir(job)))
         log.info("dropped state and checkpoint of %s/%s", *scope)
+
+
+def _spec_kind(job: JobView) -> str:
+    if job.kind == PREVIEW:
+        return PREVIEW
+    return WATCH if job.watch else RUN

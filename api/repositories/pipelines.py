@@ -283,7 +283,7 @@ class PipelineRepository(TenantRepository):
 def _still_running(name: str, job: Job, forced: bool) -> str:
     if forced:
         return (f"pipeline '{name}' was asked to stop (force) but its job {job.id} is still "
-                f"{job.state}; retry the delete in a few seconds")
-    return (f"pipeline '{name}' is running (job {job.id} is {job.state}): stop it first "
+                f"{job.shown_state}; retry the delete in a few seconds")
+    return (f"pipeline '{name}' is running (job {job.id} is {job.shown_state}): stop it first "
             f"(PATCH stop) and delete it once the job has stopped, or delete with "
             f"?force=true to kill it")

@@ -18,7 +18,7 @@ RESUMES_AT = ("idle: when its sources have input again and a new job starts by i
 
 
 def resumes_at(job: Job) -> datetime | None:
-    return job.next_attempt_at if job.state == "idle" else None
+    return job.next_attempt_at if job.state == "idle" else None  # a watch job's: not known
 JobKind = Literal["run", "preview"]
 
 
@@ -40,13 +40,13 @@ class JobSummary(BaseModel):
     @classmethod
     def of(cls, job: Job) -> JobSummary:
         figures = parse_epoch_figures(job.metrics)
-        return cls(id=job.id, state=job.state,  # type: ignore[arg-type]
+        return cls(id=job.id, state=job.shown_state,  # type: ignore[arg-type]
                    parallelism=job.parallelism, cluster=job.cluster, started_at=job.started_at,
                    last_epoch=job.last_epoch, failure_message=job.failure_message,
                    resumes_at=resumes_at(job),
                    # An idle job reads and writes nothing, whatever its last epoch did.
-                   rows_in_per_s=0.0 if job.state == "idle" else figures.rows_in_per_s,
-                   rows_out_per_s=0.0 if job.state == "idle" else figures.rows_out_per_s)
+                   rows_in_per_s=0.0 if job.shown_state == "idle" else figures.rows_in_per_s,
+                   rows_out_per_s=0.0 if job.shown_state == "idle" else figures.rows_out_per_s)
 
 
 class JobPublic(BaseModel):
@@ -80,7 +80,7 @@ class JobPublic(BaseModel):
         return cls(
             id=job.id, kind=job.kind, pipeline=pipeline_name,  # type: ignore[arg-type]
             pipeline_id=job.pipeline_id, pipeline_version=job.pipeline_version,
-            state=job.state, parallelism=job.parallelism,  # type: ignore[arg-type]
+            state=job.shown_state, parallelism=job.parallelism,  # type: ignore[arg-type]
             checkpoint_interval_ms=job.checkpoint_interval_ms,
             restart_generation=job.restart_generation, stop_mode=job.stop_mode,
             backend=job.backend, cluster=job.cluster, attempt=job.attempt,
@@ -156,7 +156,7 @@ class JobMetrics(BaseModel):
     def of(cls, job: Job, now: datetime) -> JobMetrics:
         figures: EpochFigures = parse_epoch_figures(job.metrics)
         return cls(
-            job_id=job.id, state=job.state, epoch=figures.epoch,  # type: ignore[arg-type]
+            job_id=job.id, state=job.shown_state, epoch=figures.epoch,  # type: ignore[arg-type]
             rows_in=figures.rows_in, rows_out=figures.rows_out,
             rows_in_per_s=figures.rows_in_per_s, rows_out_per_s=figures.rows_out_per_s,
             duration_ms=figures.duration_ms, backpressure=figures.busy_ratio,

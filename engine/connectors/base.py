@@ -199,6 +199,17 @@ class Connector(ABC):
         del options, role, boundary
         return None
 
+    def has_input_after(self, table: TableConfig, parallelism: int, offset: Any) -> bool | None:
+        """Whether a source read up to ``offset`` has more input now, by asking its system
+        without Spark (a broker's end offsets, a stream's last id).  The runner asks it
+        before stopping an idle pipeline, and the idle pipeline's watcher
+        (:mod:`spate.engine.job.watch`) every few seconds after; None (the default): only
+        reading can tell, so a pipeline with this source never stops for want of input
+        unless :meth:`next_input_ms` says when it resumes.  May raise
+        :class:`ConnectorError` when the system cannot be reached."""
+        del table, parallelism, offset
+        return None
+
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         """A streaming DataFrame: physical columns then :data:`HIDDEN_COLUMNS`."""
         del spark, parallelism

@@ -19,11 +19,15 @@ Channel events (see :mod:`spate.engine.job.events` for their fields):
 - ``status`` ``running`` once the streaming query started, and at the end
   exactly one of ``finished`` (bounded input done, or a preview's row limit
   reached), ``stopped`` (after a stop request), ``idle`` (no input for the
-  spec's ``idle_stop_s``; ``wake_at_ms`` says when input is due) or ``failed``
+  spec's ``idle_stop_s``; ``wake_at_ms`` says when input is due, absent when a
+  watcher must look for it) or ``failed``
   (with a one-line ``message`` the tenant can act on), preceded by an
   ``error`` event carrying the traceback;
 - ``epoch`` after each committed epoch; ``heartbeat`` every few seconds;
 - ``rows`` for previews (:mod:`spate.engine.job.preview`).
+
+A ``watch`` spec runs no Spark: it watches the idle pipeline's sources
+(:mod:`spate.engine.job.watch`) and ends ``idle``, due at once, when input arrives.
 
 Stops (:mod:`spate.engine.job.control`): ``checkpoint`` and SIGTERM (sent to the
 job's process, not its group: the group holds Spark's JVM) commit the epoch
@@ -54,8 +58,9 @@ from spate.engine.job.control import JobControl
 from spate.engine.job.errors import JobError, JobRefusedError
 from spate.engine.job.events import EpochEvents, error_event, status_event
 from spate.engine.job.preview import PreviewRows, preview_sinks
-from spate.engine.job.spec import PREVIEW, RUN, JobSpec
+from spate.engine.job.spec import PREVIEW, RUN, WATCH, JobSpec
 from spate.engine.job.turns import StartTurns, Turn
+from spate.engine.job.watch import SourceWatcher
 from spate.engine.planner import PipelinePlan, PlanningError, plan_pipeline
 from spate.engine.planner.external import TableDefinition, tables_from_definitions
 from spate.engine.runtime.errors import PipelineFailedError
@@ -64,7 +69,7 @@ from spate.engine.runtime.pacing import pacing_for
 from spate.engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
 from spate.engine.spark import build_spark, hosted_session
 from spate.engine.udf import UdfDefinitionError, UdfError, load_udfs
-from spate.statestore import DEFAULT_KEY_GROUPS, StateStoreError, open_store
+from spate.statestore import DEFAULT_KEY_GROUPS, PipelineState, StateStoreError, open_store
 
 log = logging.getLogger("spate.engine.job")
 
@@ -126,6 +131,8 @@ class Job:
         store = open_store(self.spec.state_url)
         try:
             state = store.pipeline(self.spec.tenant_id, self.spec.pipeline_id)
+            if self.spec.kind == WATCH:
+                return self._watch(plan, state, control)
             spark = (build_spark(self.spec.spark_master, f"spate-{self.spec.job_id}",
                                  self.spec.spark_conf) if self.application is None
                      else hosted_session(self.application, self.spec.spark_conf))
@@ -140,11 +147,21 @@ class Job:
             if self._turn is not None:
                 self._turn.done()
             store.close()
-        if runner.wake_at_ms is not None and control.stop_mode is None:
+        if runner.idle and control.stop_mode is None:
+            then = ("a watcher looks for it" if runner.watch_sources
+                    else "to resume when its input is due")
             return Outcome("idle", f"no input for {self.spec.idle_stop_s:g} s: stopped after "
-                           "its last commit, to resume when its input is due",
-                           runner.wake_at_ms)
+                           f"its last commit; {then}", runner.wake_at_ms)
         return self._outcome(finished, control)
+
+    def _watch(self, plan: PipelinePlan, state: PipelineState, control: JobControl) -> Outcome:
+        """An idle pipeline's watch (no Spark): idle and due at once when input arrives."""
+        watcher = SourceWatcher(plan, state, self.spec.parallelism)
+        control.attach(watcher)
+        woken = watcher.run(on_start=lambda: self._publish(status_event("running")))
+        if woken.due_ms is None:
+            return Outcome("stopped", woken.message)
+        return Outcome("idle", woken.message, woken.due_ms)
 
     def _plan(self) -> PipelinePlan:
         spec = self.spec
@@ -211,8 +228,9 @@ class Job:
 
 
 def _check_spec(spec: JobSpec) -> None:
-    if spec.kind not in (RUN, PREVIEW):
-        raise JobRefusedError(f"unknown job kind {spec.kind!r}: use {RUN!r} or {PREVIEW!r}")
+    if spec.kind not in (RUN, PREVIEW, WATCH):
+        raise JobRefusedError(f"unknown job kind {spec.kind!r}: use {RUN!r}, {PREVIEW!r} "
+                              f"or {WATCH!r}")
     if not 1 <= spec.parallelism <= DEFAULT_KEY_GROUPS:
         raise JobRefusedError(f"parallelism {spec.parallelism} is out of range: use 1 to "
                               f"{DEFAULT_KEY_GROUPS} (a pipeline's number of key groups)")

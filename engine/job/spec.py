@@ -17,6 +17,10 @@ from spate.engine.defaults import DEFAULT_EPOCH_MAX_DELAY_MS, DEFAULT_FLUSH_INTE
 RUN = "run"
 #: ``JobSpec.kind`` of a preview: sinks are replaced by row events on the channel.
 PREVIEW = "preview"
+#: ``JobSpec.kind`` of a watcher: no Spark; it looks at an idle pipeline's sources
+#: from their committed offsets and ends ``idle``, due at once, when input arrives
+#: (:mod:`spate.engine.job.watch`).
+WATCH = "watch"
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.query import StreamingQuery
 
 from spate.engine.connectors import CONNECTORS, Sink
-from spate.engine.connectors.base import BatchFacts, Connector
+from spate.engine.connectors.base import BatchFacts, Connector, ConnectorError, TableConfig
 from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
 from spate.engine.planner.plan import PipelinePlan, QueryPlan, WindowAggregate
 from spate.engine.planner.updating_join import UpdatingJoin
@@ -213,8 +213,11 @@ class PipelineRunner:
         self._query: StreamingQuery | None = None
         #: ``time.monotonic()`` of the last epoch that read input (or of the start)
         self._input_seen_s = time.monotonic()
-        #: set when the run stopped for want of input: when input is due (ms)
+        #: whether the run stopped for want of input (scale to zero), and then: when
+        #: input is due (None: not known) and whether a watcher must look for it
+        self.idle = False
         self.wake_at_ms: int | None = None
+        self.watch_sources = False
         self._pacer: EpochPacer | None = None
 
     # -- lifecycle --------------------------------------------------------------
@@ -284,43 +287,57 @@ class PipelineRunner:
             raise PipelineFailedError(root_message(error)) from None
 
     def _stop_if_idle(self) -> None:
-        """Scale to zero: no input for ``idle_stop_s``, and every source says when it has
-        more, no sooner than another ``idle_stop_s`` from now: the run stops (its last
-        epoch is committed) and says when to resume."""
+        """Scale to zero: no input for ``idle_stop_s``, and every source either says when
+        it has more (no sooner than another ``idle_stop_s`` from now) or can be watched
+        for it without Spark: the run stops (its last epoch is committed) and says when
+        to resume, or that a watcher must look (:mod:`spate.engine.job.watch`)."""
         idle_s = self.options.idle_stop_s
         if idle_s is None or time.monotonic() - self._input_seen_s < idle_s:
             return
         if not self._lock.acquire(blocking=False):
             return  # an epoch is in progress
         try:
-            wake = self._next_input_ms()
-            if wake is None or wake < time.time() * 1000 + idle_s * 1000:
+            idle = self._idle_wake()
+            wake = None if idle is None else idle[1]
+            if idle is None or (wake is not None and wake < time.time() * 1000 + idle_s * 1000):
                 # Cannot tell, or input is due within another idle period (a slow or
                 # busy machine's trigger, not a quiet source): ask again after it.
                 self._input_seen_s = time.monotonic()
                 return
-            self.wake_at_ms = wake
+            self.idle, self.watch_sources, self.wake_at_ms = True, idle[0], wake
             log.info("no input for %.0f s: stopping until input is due", idle_s,
-                     extra={"pipeline": self.state.pipeline, "wake_at_ms": wake})
+                     extra={"pipeline": self.state.pipeline, "wake_at_ms": wake,
+                            "watch": self.watch_sources})
             self._stop_requested.set()
         finally:
             self._lock.release()
 
-    def _next_input_ms(self) -> int | None:
-        """When the sources have input again, by the offsets of the last committed epoch
-        (None: a source cannot tell, or nothing was committed yet)."""
+    def _idle_wake(self) -> tuple[bool, int | None] | None:
+        """Whether the pipeline may stop for want of input, by the offsets of its last
+        committed epoch.  None: it may not (nothing committed yet; a source cannot tell
+        when it has more, or has more now).  Else whether some source must be watched,
+        and when the earliest source with a schedule has input (None: none has one)."""
         if self._last_committed is None:
             return None
         offsets = StoredPosition.from_metadata(self.state.epoch_metadata()).offsets or {}
-        due = []
+        due: list[int] = []
+        watched = False
         for table in self.plan.sources:
             offset = offsets.get(table.name)
-            when = None if offset is None else CONNECTORS[table.config.connector].next_input_ms(
-                table.config, self.options.parallelism, offset)
-            if when is None:
+            if offset is None:
                 return None
-            due.append(when)
-        return min(due) if due else None
+            connector = CONNECTORS[table.config.connector]
+            when = connector.next_input_ms(table.config, self.options.parallelism, offset)
+            if when is not None:
+                due.append(when)
+            elif _has_input(connector, table.config, self.options.parallelism,
+                            offset) is False:
+                watched = True
+            else:
+                return None
+        if not due and not watched:
+            return None
+        return watched, min(due, default=None)
 
     def _stop_query(self, query: StreamingQuery) -> None:
         """Stop after the epoch in progress commits, or at once if it is abandoned."""
@@ -657,3 +674,15 @@ def _query_names(plan: PipelinePlan) -> dict[int, str]:
 
 class _StopRequestedError(Exception):
     """Raised inside a batch that starts after a stop was requested."""
+
+
+def _has_input(connector: Connector, table: TableConfig, parallelism: int,
+               offset: Any) -> bool | None:
+    """The source's answer to whether it has input past ``offset``; None when it cannot
+    tell, or cannot be reached now (the run goes on; it asks again after another idle
+    period)."""
+    try:
+        return connector.has_input_after(table, parallelism, offset)
+    except ConnectorError as error:
+        log.info("source %s cannot tell whether it has input: %s", table.name, error)
+        return None

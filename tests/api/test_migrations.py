@@ -102,6 +102,26 @@ def test_cli_reports_invalid_settings(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_0008_adds_the_watch_flag_false_for_existing_jobs(
+        backend: str, fresh_database_url: Callable[[str], str]) -> None:
+    url = fresh_database_url(backend)
+    migrate.upgrade(url, "0007")
+    database = create_database(url)
+    try:
+        assert "watch" not in {c["name"] for c in inspect(database.engine).get_columns("jobs")}
+    finally:
+        database.dispose()
+    migrate.upgrade(url)
+    database = create_database(url)
+    try:
+        columns = {c["name"]: c for c in inspect(database.engine).get_columns("jobs")}
+        assert columns["watch"]["nullable"] is False
+    finally:
+        database.dispose()
+    migrate.downgrade(url, "0007")
+
+
 def _job_states_allowed(url: str) -> str:
     database = create_database(url)
     try:

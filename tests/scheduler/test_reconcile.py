@@ -242,7 +242,21 @@ def test_an_idle_pipeline_resumes_when_its_input_is_due() -> None:
     assert decide_pipeline(pipeline(), [idle]) == [], "no clock: not known to be due"
     assert decide_pipeline(pipeline(), [idle], due) == [
         StartJob("its input is due again: the idle pipeline resumes")]
-    assert decide_pipeline(pipeline(), [job(state="idle")], due) == [], "no wake time"
     assert decide_pipeline(pipeline(restart_generation=1), [idle]) == [
         StartJob("a restart was requested")], "a restart does not wait for input"
     assert decide_pipeline(pipeline(desired_state="stopped"), [idle], due) == []
+
+
+def test_an_idle_pipeline_whose_sources_must_be_watched_gets_a_watch_job() -> None:
+    unknown = job("j1", state="idle")  # no wake time: only its sources can tell
+    watch = StartJob("idle: a watcher looks for new input on its sources", watch=True)
+    assert decide_pipeline(pipeline(), [unknown]) == [watch]
+    watching = job("j2", state="running", watch=True)
+    assert decide_pipeline(pipeline(), [watching, unknown]) == [], "one watcher at a time"
+    arrived = job("j2", state="idle", watch=True, next_attempt_at=datetime.now(UTC))
+    assert decide_pipeline(pipeline(), [arrived, unknown], datetime.now(UTC)) == [
+        StartJob("its input is due again: the idle pipeline resumes")], "the real job"
+    assert decide_pipeline(pipeline(desired_state="stopped"), [watching, unknown]) == [
+        StopJob("j2", "checkpoint", "the pipeline was stopped")]
+    assert decide_pipeline(pipeline(parallelism=4), [watching, unknown]) == [
+        StopJob("j2", "checkpoint", "rescale from parallelism 1 to 4")]
