@@ -12,12 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psycopg
 import pyarrow as pa
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pyspark.sql import types as T
 
 from spate.engine.connectors.base import ConnectorError, TableConfig, register
@@ -31,6 +28,10 @@ from spate.engine.connectors.lookup import (
 )
 from spate.engine.connectors.metadata import LOOKUP_ROLES, LOOKUP_TABLE, specs
 from spate.engine.connectors.options import OptionReader
+
+if TYPE_CHECKING:  # psycopg is imported where a connection is made: see the README
+    import psycopg
+    from psycopg import sql
 
 _SIMPLE_TYPES: dict[type[T.DataType], str] = {
     T.BooleanType: "boolean",
@@ -78,6 +79,8 @@ def postgres_type(data_type: T.DataType) -> str | None:
 
 def read_settings(table: TableConfig) -> PostgresLookupSettings:
     """Check every option of a postgres lookup table; raises :class:`ConnectorError`."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
     options = OptionReader(table)
     check_lookup_table(options)
     read_cache_settings(options)
@@ -142,6 +145,7 @@ class PostgresLookup(LookupSource):
         self._connection: psycopg.Connection[Any] | None = None
 
     def _statement(self) -> sql.Composed:
+        from psycopg import sql
         columns = sql.SQL(", ").join(
             sql.SQL("CAST({} AS {})").format(sql.Identifier(c.name),
                                              sql.SQL(postgres_type(c.spark_type) or ""))
@@ -164,6 +168,8 @@ class PostgresLookup(LookupSource):
             columns, source, sql.Identifier(_ALIAS), match)
 
     def _connect(self) -> psycopg.Connection[Any]:
+        import psycopg
+        from psycopg.conninfo import make_conninfo
         if self._connection is None or self._connection.closed:
             extra = {k: v for k, v in (("user", self.settings.username),
                                        ("password", self.settings.password)) if v is not None}
@@ -186,6 +192,8 @@ class PostgresLookup(LookupSource):
         libpq's defaults from the job's environment (``PGPORT``, ``PGDATABASE``)
         cannot connect elsewhere than what was checked.
         """
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
         parts = conninfo_to_dict(self.settings.url)
         host, port = confined_destination(parts)
         database = _database(parts, extra.get("user"))
@@ -200,6 +208,7 @@ class PostgresLookup(LookupSource):
             raise unreachable(f"lookup table '{self.table.name}'", host, port) from None
 
     def fetch(self, keys: Sequence[Key]) -> pa.Table:
+        import psycopg
         if not keys:
             return self.schema.empty_table()
         arrays = [[k[i] for k in keys] for i in range(len(self.key_columns))]
@@ -227,6 +236,7 @@ class PostgresLookup(LookupSource):
             seen.add(key)
 
     def _run(self, arrays: list[list[Any]]) -> list[tuple[Any, ...]]:
+        import psycopg
         for attempt in (1, 2):
             connection = self._connect()
             try:
@@ -238,6 +248,7 @@ class PostgresLookup(LookupSource):
         raise AssertionError("unreachable")
 
     def _redact(self, message: str) -> str:
+        from psycopg.conninfo import conninfo_to_dict
         secrets = [self.settings.password, conninfo_to_dict(self.settings.url).get("password")]
         for secret in secrets:
             if secret:
