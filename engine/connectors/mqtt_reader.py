@@ -1,0 +1,254 @@
+"""The ``mqtt`` source as a Python streaming data source: at-least-once.
+
+Spark keeps one stream reader alive in one process for the whole query; it
+holds the MQTT client.  The client subscribes in a persistent MQTT 5 session
+(a stable client id, ``clean_start`` false, a session kept 7 days) with
+manual acknowledgements: paho buffers each arriving message, and nothing is
+acknowledged when it arrives.
+
+Offsets are ``{"messages": n}``: how many messages were handed to batches so far,
+a count that only grows and is kept with each committed epoch.  ``latestOffset``
+numbers the buffered messages on from its start and admits them into the next
+batch; ``partitions`` puts the batch's payloads into its one partition, decoded on
+an executor.  A message is acknowledged (PUBACK) once its batch is behind the
+start Spark plans the next batch from, or is committed (``commit``): by then the
+engine has committed the epoch that holds it.  A crash or a stop before that
+leaves it unacknowledged, and the broker delivers it again to the session when the
+pipeline resumes: at-least-once (an epoch committed just before a stop may be
+delivered twice).  With ``qos = 0`` the broker neither keeps nor redelivers
+anything: at-most-once.  Event time is the arrival time at the reader.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import paho.mqtt.client as paho
+import pyarrow as pa
+from pyspark.sql import types as T
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit
+
+from spate.engine.connectors.arrow_batches import arrow_schema, control_batch, data_batch
+from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, ConnectorError
+from spate.engine.connectors.decoders import RecordDecoder
+from spate.engine.connectors.formats import RAW_STRING, FormatSpec
+from spate.engine.connectors.mqtt_client import BrokerSettings, close, connect, subscribe
+from spate.engine.connectors.streaming import (
+    SpateDataSource,
+    default_limit,
+    initial_offset,
+    max_rows,
+)
+from spate.engine.python_workers import settle
+
+log = logging.getLogger(__name__)
+
+SOURCE_NAME = "spate_mqtt"
+#: How long a batch replayed from Spark's checkpoint waits for the broker to
+#: deliver its messages again.
+REPLAY_WAIT_S = 10.0
+#: JSON whitespace for the line breaks inside a JSON message (records are lines).
+_LINE_BREAKS = bytes.maketrans(b"\r\n", b"  ")
+
+
+@dataclass(frozen=True)
+class Message:
+    """One received message: what acknowledging and decoding it need."""
+
+    mid: int
+    qos: int
+    topic: str
+    payload: bytes
+    arrival_us: int
+
+
+class MqttDataSource(SpateDataSource):
+    """Registered as ``spate_mqtt``; see :mod:`spate.engine.connectors.mqtt`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
+        return MqttStreamReader(self.settings(), schema, self.start_offset())
+
+
+class MqttStreamReader(DataSourceStreamReader):
+    """One subscription; batches are runs of the messages it received, in order."""
+
+    def __init__(self, settings: dict[str, Any], schema: T.StructType,
+                 start: dict[str, Any] | None = None) -> None:
+        self.settings = settings
+        self.schema = schema
+        self.table: str = settings["table"]
+        self.broker = BrokerSettings(**settings["broker"])
+        #: the offset a resumed pipeline starts at (from its state store); None: the start
+        self.start = start
+        self._client: paho.Client | None = None
+        self._lock = threading.Lock()
+        #: received, not yet in a batch
+        self._waiting: deque[Message] = deque()
+        #: in a batch, not yet acknowledged: (offset count after the message, message)
+        self._admitted: deque[tuple[int, Message]] = deque()
+        self._lost: str | None = None
+
+    def initialOffset(self) -> dict[str, Any]:
+        return initial_offset(self.start, lambda: {"messages": 0}, self.table)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return default_limit(self.settings["max_messages_per_batch"])
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        self._ensure_connected()
+        first = int(start["messages"])
+        self._acknowledge_through(first)  # Spark plans from here: the epochs before committed
+        with self._lock:
+            self._unadmit_after(first)
+            most = max_rows(limit, None)
+            count = len(self._waiting) if most is None else min(most, len(self._waiting))
+            for number in range(first + 1, first + count + 1):
+                self._admitted.append((number, self._waiting.popleft()))
+        return {"messages": first + count}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        first, last = int(start["messages"]), int(end["messages"])
+        if first == last:
+            return []
+        self._ensure_connected()
+        messages = self._batch(first, last)
+        if not messages:
+            return []
+        return [InputPartition((
+            [m.payload for m in messages], [m.topic for m in messages],
+            [m.arrival_us for m in messages]))]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        settle()
+        payloads, topics, arrivals = partition.value
+        yield from _BatchDecoder(self.settings, self.schema).decode(payloads, topics, arrivals)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self._acknowledge_through(int(end["messages"]))
+
+    def stop(self) -> None:
+        if self._client is not None:
+            close(self._client)
+            self._client = None
+
+    # -- the subscription ---------------------------------------------------------
+
+    def _ensure_connected(self) -> None:
+        if self._lost is not None:
+            raise ConnectorError(self._lost, option="url")
+        if self._client is not None:
+            return
+        what = f"mqtt source '{self.table}'"
+        client = connect(self.broker, self.settings["client_id"], what=what, persistent=True,
+                         manual_ack=True)
+        client.on_message = self._on_message
+        client.on_disconnect = self._on_disconnect
+        subscribe(client, self.broker, self.settings["topic"], self.settings["qos"], what)
+        self._client = client
+        log.info("mqtt source subscribed", extra={"table": self.table,
+                                                  "broker": self.broker.shown})
+
+    def _on_message(self, _client: paho.Client, _userdata: Any,
+                    message: paho.MQTTMessage) -> None:
+        received = Message(message.mid, message.qos, message.topic, bytes(message.payload),
+                           time.time_ns() // 1000)
+        with self._lock:
+            self._waiting.append(received)
+
+    def _on_disconnect(self, _client: paho.Client, _userdata: Any, _flags: Any,
+                       reason: Any, _properties: Any) -> None:
+        # Unacknowledged messages belong to the session; failing the query lets the
+        # resumed pipeline receive them again rather than guess what a reconnect kept.
+        self._lost = (f"mqtt source '{self.table}' lost its connection to the MQTT broker "
+                      f"{self.broker.shown} ({reason}); the pipeline resumes from its last "
+                      "committed epoch")
+
+    def _unadmit_after(self, count: int) -> None:
+        """Messages admitted into batches Spark never logged go back to the queue."""
+        while self._admitted and self._admitted[-1][0] > count:
+            self._waiting.appendleft(self._admitted.pop()[1])
+
+    def _batch(self, first: int, last: int) -> list[Message]:
+        """The messages numbered ``first + 1 .. last``.  A batch replayed from Spark's
+        checkpoint after a restart is made of the messages the broker delivers again."""
+        with self._lock:
+            held = [m for number, m in self._admitted if first < number <= last]
+        if held or (self._admitted and self._admitted[-1][0] > first):
+            return held
+        deadline = time.monotonic() + REPLAY_WAIT_S
+        while len(self._waiting) < last - first and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with self._lock:
+            count = min(last - first, len(self._waiting))
+            for number in range(first + 1, first + count + 1):
+                self._admitted.append((number, self._waiting.popleft()))
+            return [m for number, m in self._admitted if first < number <= last]
+
+    def _acknowledge_through(self, count: int) -> None:
+        client = self._client
+        with self._lock:
+            while self._admitted and self._admitted[0][0] <= count:
+                message = self._admitted.popleft()[1]
+                if client is not None and message.qos > 0:
+                    client.ack(message.mid, message.qos)
+
+
+class _BatchDecoder:
+    """Decodes one batch's payloads (one record each) into Arrow batches, on an executor."""
+
+    def __init__(self, settings: dict[str, Any], schema: T.StructType) -> None:
+        self.table: str = settings["table"]
+        self.spec = FormatSpec(**settings["format"])
+        self.arrow_schema = arrow_schema(schema)
+        required = set(settings["not_null"])
+        physical = pa.schema([f.with_nullable(f.name not in required)
+                              for f in list(self.arrow_schema)[: len(self.arrow_schema) - 3]])
+        self.decoder = RecordDecoder(physical, self.spec)
+
+    def decode(self, payloads: list[bytes], topics: list[str],
+               arrivals: list[int]) -> Iterator[pa.RecordBatch]:
+        if self.spec.kind != RAW_STRING:
+            payloads = [p.translate(_LINE_BREAKS) for p in payloads]
+        lengths = np.array([len(p) for p in payloads], dtype=np.int64)
+        starts = np.zeros(len(payloads), dtype=np.int64)
+        np.cumsum(lengths[:-1] + 1, out=starts[1:])
+        buf = np.frombuffer(b"\n".join(payloads) + b"\n", dtype=np.uint8)
+        decoded = self.decoder.decode(buf, starts, lengths)
+        dropped = self._handle_bad(decoded.bad, topics)
+        if decoded.num_rows:
+            stamps = _event_times(decoded.lines, arrivals, decoded.num_rows)
+            yield data_batch(self.arrow_schema, decoded.columns, 0, stamps)
+        if dropped:
+            log.warning("dropped bad records", extra={"table": self.table, "dropped": dropped})
+            yield control_batch(self.arrow_schema, 0, f"{CONTROL_DROPPED_PREFIX}{dropped}")
+
+    def _handle_bad(self, bad: list[tuple[int, str]], topics: list[str]) -> int:
+        if not bad:
+            return 0
+        if self.spec.bad_data == "drop":
+            return len(bad)
+        index, problem = bad[0]
+        raise ConnectorError(
+            f"mqtt source '{self.table}': bad record in a message on topic '{topics[index]}': "
+            f"{problem}. Fix the publisher, or set bad_data = 'drop' to skip undecodable "
+            "records", option="bad_data")
+
+
+def _event_times(lines: np.ndarray | None, arrivals: list[int], rows: int) -> pa.Array:
+    """Each row's arrival time (µs) where the decoder tells which message made the row;
+    otherwise the batch's latest arrival for every row."""
+    if lines is not None and len(lines) == rows:
+        return pa.array(np.asarray(arrivals, dtype=np.int64)[lines], pa.int64())
+    return pa.array(np.full(rows, max(arrivals), dtype=np.int64), pa.int64())
