@@ -55,12 +55,14 @@ class BrokerSettings:
 
 
 def connect(broker: BrokerSettings, client_id: str, *, what: str, persistent: bool,
-            manual_ack: bool = False) -> paho.Client:
+            manual_ack: bool = False, on_message: Any = None) -> paho.Client:
     """A client connected (CONNACK received) with its network loop running.
 
     ``persistent``: resume or create the session of ``client_id`` and keep it
     :data:`SESSION_EXPIRY_S` after disconnecting (sources); otherwise a clean
-    session that ends with the connection.  ``what`` starts error messages.
+    session that ends with the connection.  ``on_message`` is set before connecting:
+    a resumed session's messages arrive right after the CONNACK.  ``what`` starts
+    error messages.
     """
     address = _checked_address(broker)
     client = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id,
@@ -75,6 +77,7 @@ def connect(broker: BrokerSettings, client_id: str, *, what: str, persistent: bo
         connected.set()
 
     client.on_connect = on_connect
+    client.on_message = on_message
     try:
         client.connect(address, broker.port, keepalive=KEEPALIVE_S, clean_start=not persistent,
                        properties=_connect_properties(broker, persistent))
@@ -126,6 +129,7 @@ def _checked_address(broker: BrokerSettings) -> str:
 
 def _connect_properties(broker: BrokerSettings, persistent: bool) -> Properties:
     properties = Properties(PacketTypes.CONNECT)
+    properties.ReceiveMaximum = 65535
     if persistent:
         properties.SessionExpiryInterval = SESSION_EXPIRY_S
     if broker.max_packet_size is not None:

@@ -152,8 +152,7 @@ class MqttStreamReader(DataSourceStreamReader):
             return
         what = f"mqtt source '{self.table}'"
         client = connect(self.broker, self.settings["client_id"], what=what, persistent=True,
-                         manual_ack=True)
-        client.on_message = self._on_message
+                         manual_ack=True, on_message=self._on_message)
         client.on_disconnect = self._on_disconnect
         subscribe(client, self.broker, self.settings["topic"], self.settings["qos"], what)
         self._client = client
