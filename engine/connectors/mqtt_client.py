@@ -113,8 +113,12 @@ def subscribe(client: paho.Client, broker: BrokerSettings, topic: str, qos: int,
 
 
 def close(client: paho.Client) -> None:
-    """Disconnect cleanly (a persistent session stays on the broker)."""
-    client.disconnect()
+    """Disconnect cleanly (a persistent session stays on the broker), once every packet
+    queued before (acknowledgements) is written."""
+    written = threading.Event()
+    client.on_disconnect = lambda *_args: written.set()
+    if client.disconnect() == paho.MQTT_ERR_SUCCESS:
+        written.wait(CONNECT_TIMEOUT_S)
     client.loop_stop()
 
 

@@ -82,48 +82,40 @@ class MqttDataSource(SpateDataSource):
 
 
 class MqttStreamReader(DataSourceStreamReader):
-    """One subscription; batches are runs of the messages it received, in order."""
+    """One subscription; batches are runs of the messages it received, in order.
+
+    Spark pickles the reader to ship ``read`` to executors: the subscription, made
+    on first use in the driver's reader process, is never part of that.
+    """
 
     def __init__(self, settings: dict[str, Any], schema: T.StructType,
                  start: dict[str, Any] | None = None) -> None:
         self.settings = settings
         self.schema = schema
-        self.table: str = settings["table"]
-        self.broker = BrokerSettings(**settings["broker"])
         #: the offset a resumed pipeline starts at (from its state store); None: the start
         self.start = start
-        self._client: paho.Client | None = None
-        self._lock = threading.Lock()
-        #: received, not yet in a batch
-        self._waiting: deque[Message] = deque()
-        #: in a batch, not yet acknowledged: (offset count after the message, message)
-        self._admitted: deque[tuple[int, Message]] = deque()
-        self._lost: str | None = None
+        self._subscription: _Subscription | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_subscription": None}
 
     def initialOffset(self) -> dict[str, Any]:
-        return initial_offset(self.start, lambda: {"messages": 0}, self.table)
+        return initial_offset(self.start, lambda: {"messages": 0}, self.settings["table"])
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return default_limit(self.settings["max_messages_per_batch"])
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        self._ensure_connected()
+        subscription = self._subscribed()
         first = int(start["messages"])
-        self._acknowledge_through(first)  # Spark plans from here: the epochs before committed
-        with self._lock:
-            self._unadmit_after(first)
-            most = max_rows(limit, None)
-            count = len(self._waiting) if most is None else min(most, len(self._waiting))
-            for number in range(first + 1, first + count + 1):
-                self._admitted.append((number, self._waiting.popleft()))
-        return {"messages": first + count}
+        subscription.acknowledge_through(first)  # Spark plans from here: those committed
+        return {"messages": first + subscription.admit(first, max_rows(limit, None))}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         first, last = int(start["messages"]), int(end["messages"])
         if first == last:
             return []
-        self._ensure_connected()
-        messages = self._batch(first, last)
+        messages = self._subscribed().batch(first, last)
         if not messages:
             return []
         return [InputPartition((
@@ -136,28 +128,89 @@ class MqttStreamReader(DataSourceStreamReader):
         yield from _BatchDecoder(self.settings, self.schema).decode(payloads, topics, arrivals)
 
     def commit(self, end: dict[str, Any]) -> None:
-        self._acknowledge_through(int(end["messages"]))
+        if self._subscription is not None:
+            self._subscription.acknowledge_through(int(end["messages"]))
 
     def stop(self) -> None:
-        if self._client is not None:
-            close(self._client)
-            self._client = None
+        if self._subscription is not None:
+            self._subscription.close()
+            self._subscription = None
 
-    # -- the subscription ---------------------------------------------------------
+    def _subscribed(self) -> _Subscription:
+        if self._subscription is None:
+            self._subscription = _Subscription(self.settings)
+        self._subscription.check()
+        return self._subscription
 
-    def _ensure_connected(self) -> None:
-        if self._lost is not None:
-            raise ConnectorError(self._lost, option="url")
-        if self._client is not None:
-            return
+
+class _Subscription:
+    """The MQTT client of a source, and the messages it received but did not acknowledge.
+
+    Messages are numbered by the offset count after them as they join batches.
+    """
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.table: str = settings["table"]
+        self.broker = BrokerSettings(**settings["broker"])
+        self._lock = threading.Lock()
+        #: received, not yet in a batch
+        self._waiting: deque[Message] = deque()
+        #: in a batch, not yet acknowledged: (its number, message)
+        self._admitted: deque[tuple[int, Message]] = deque()
+        self._lost: str | None = None
         what = f"mqtt source '{self.table}'"
-        client = connect(self.broker, self.settings["client_id"], what=what, persistent=True,
-                         manual_ack=True, on_message=self._on_message)
-        client.on_disconnect = self._on_disconnect
-        subscribe(client, self.broker, self.settings["topic"], self.settings["qos"], what)
-        self._client = client
+        self._client = connect(self.broker, settings["client_id"], what=what, persistent=True,
+                               manual_ack=True, on_message=self._on_message)
+        self._client.on_disconnect = self._on_disconnect
+        try:
+            subscribe(self._client, self.broker, settings["topic"], settings["qos"], what)
+        except ConnectorError:
+            close(self._client)
+            raise
         log.info("mqtt source subscribed", extra={"table": self.table,
                                                   "broker": self.broker.shown})
+
+    def check(self) -> None:
+        """Raise if the connection was lost: the resumed pipeline gets the messages again."""
+        if self._lost is not None:
+            raise ConnectorError(self._lost, option="url")
+
+    def admit(self, after: int, most: int | None) -> int:
+        """Number the waiting messages from ``after + 1`` (at most ``most``) into a batch;
+        how many joined.  Messages of batches Spark never logged (numbered beyond
+        ``after``) wait again first."""
+        with self._lock:
+            while self._admitted and self._admitted[-1][0] > after:
+                self._waiting.appendleft(self._admitted.pop()[1])
+            count = len(self._waiting) if most is None else min(most, len(self._waiting))
+            for number in range(after + 1, after + count + 1):
+                self._admitted.append((number, self._waiting.popleft()))
+        return count
+
+    def batch(self, first: int, last: int) -> list[Message]:
+        """The messages numbered ``first + 1 .. last``.  A batch replayed from Spark's
+        checkpoint after a restart is made of the messages the broker delivers again
+        (waiting up to :data:`REPLAY_WAIT_S` for them)."""
+        with self._lock:
+            numbered = bool(self._admitted) and self._admitted[-1][0] > first
+        if not numbered:
+            deadline = time.monotonic() + REPLAY_WAIT_S
+            while len(self._waiting) < last - first and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.admit(first, last - first)
+        with self._lock:
+            return [m for number, m in self._admitted if first < number <= last]
+
+    def acknowledge_through(self, number: int) -> None:
+        """Acknowledge the messages numbered up to ``number``: their epochs committed."""
+        with self._lock:
+            while self._admitted and self._admitted[0][0] <= number:
+                message = self._admitted.popleft()[1]
+                if message.qos > 0:
+                    self._client.ack(message.mid, message.qos)
+
+    def close(self) -> None:
+        close(self._client)
 
     def _on_message(self, _client: paho.Client, _userdata: Any,
                     message: paho.MQTTMessage) -> None:
@@ -173,35 +226,6 @@ class MqttStreamReader(DataSourceStreamReader):
         self._lost = (f"mqtt source '{self.table}' lost its connection to the MQTT broker "
                       f"{self.broker.shown} ({reason}); the pipeline resumes from its last "
                       "committed epoch")
-
-    def _unadmit_after(self, count: int) -> None:
-        """Messages admitted into batches Spark never logged go back to the queue."""
-        while self._admitted and self._admitted[-1][0] > count:
-            self._waiting.appendleft(self._admitted.pop()[1])
-
-    def _batch(self, first: int, last: int) -> list[Message]:
-        """The messages numbered ``first + 1 .. last``.  A batch replayed from Spark's
-        checkpoint after a restart is made of the messages the broker delivers again."""
-        with self._lock:
-            held = [m for number, m in self._admitted if first < number <= last]
-        if held or (self._admitted and self._admitted[-1][0] > first):
-            return held
-        deadline = time.monotonic() + REPLAY_WAIT_S
-        while len(self._waiting) < last - first and time.monotonic() < deadline:
-            time.sleep(0.05)
-        with self._lock:
-            count = min(last - first, len(self._waiting))
-            for number in range(first + 1, first + count + 1):
-                self._admitted.append((number, self._waiting.popleft()))
-            return [m for number, m in self._admitted if first < number <= last]
-
-    def _acknowledge_through(self, count: int) -> None:
-        client = self._client
-        with self._lock:
-            while self._admitted and self._admitted[0][0] <= count:
-                message = self._admitted.popleft()[1]
-                if client is not None and message.qos > 0:
-                    client.ack(message.mid, message.qos)
 
 
 class _BatchDecoder:
