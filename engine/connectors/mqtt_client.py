@@ -132,7 +132,7 @@ def _checked_address(broker: BrokerSettings) -> str:
 
 
 def _connect_properties(broker: BrokerSettings, persistent: bool) -> Properties:
-    properties = Properties(PacketTypes.CONNECT)
+    properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
     properties.ReceiveMaximum = 65535
     if persistent:
         properties.SessionExpiryInterval = SESSION_EXPIRY_S

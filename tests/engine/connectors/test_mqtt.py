@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -80,7 +80,7 @@ def _create_session(table: TableConfig) -> None:
     close(client)
 
 
-def _publish(topic: str, payloads: list[str | bytes], qos: int = 1) -> None:
+def _publish(topic: str, payloads: Sequence[str | bytes], qos: int = 1) -> None:
     client = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
     client.connect("127.0.0.1", 1883)
     client.loop_start()
@@ -187,7 +187,8 @@ def test_reach_goes_through_the_egress_policy() -> None:
     with pytest.raises(ConnectorError, match="egress policy"):
         CONNECTORS["mqtt"].reach({"url": URL}, "sink", refused)
     allowed = Boundary(egress=EgressPolicy.from_config(["127.0.0.1"], ()))
-    assert "127.0.0.1:1883" in CONNECTORS["mqtt"].reach({"url": URL}, "sink", allowed)
+    reached = CONNECTORS["mqtt"].reach({"url": URL}, "sink", allowed)
+    assert reached == "connected to the MQTT broker 127.0.0.1:1883"
     with pytest.raises(ConnectorError, match="could not connect to 127.0.0.1:1 "):
         CONNECTORS["mqtt"].reach({"url": "tcp://127.0.0.1:1"}, "sink", allowed)
 
@@ -206,7 +207,7 @@ def _reader(table: TableConfig) -> MqttStreamReader:
 
 def _wait_for(reader: MqttStreamReader, start: dict[str, Any], count: int) -> dict[str, Any]:
     deadline = time.monotonic() + 10
-    end = reader.latestOffset(start, ReadAllAvailable())
+    end: dict[str, Any] = reader.latestOffset(start, ReadAllAvailable())
     while end["messages"] - start["messages"] < count and time.monotonic() < deadline:
         time.sleep(0.05)
         end = reader.latestOffset(start, ReadAllAvailable())
@@ -332,7 +333,7 @@ def test_a_sink_pipeline_publishes_every_row(spark: SparkSession, topic: str,
     data.write_text("".join(line + "\n" for line in _records(0, 4)))
     received: list[tuple[bytes, int, bool]] = []
     listener = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
-    listener.on_message = lambda _c, _u, m: received.append((m.payload, m.qos, m.retain))
+    listener.on_message = lambda _c, _u, m: received.append((bytes(m.payload), m.qos, m.retain))
     listener.connect("127.0.0.1", 1883)
     listener.loop_start()
     try:
