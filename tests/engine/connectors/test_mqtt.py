@@ -362,3 +362,14 @@ def test_a_confined_source_is_refused_a_loopback_broker(topic: str) -> None:
     with pytest.raises(ConnectorError, match="egress policy") as caught:
         CONNECTORS["mqtt"].validate(table)
     assert caught.value.option == "url"
+
+
+def test_a_confined_source_reads_from_an_allowed_broker(topic: str, prefix: str) -> None:
+    allowed = Boundary(egress=EgressPolicy.from_config(["127.0.0.1:1883"], ()))
+    table = replace(_source(topic, prefix), boundary=allowed)
+    _create_session(table)
+    _publish(topic, _records(0, 2))
+    reader = _reader(table)
+    start = reader.initialOffset()
+    assert _ids(reader, start, _wait_for(reader, start, 2)) == [0, 1]
+    reader.stop()
