@@ -270,8 +270,11 @@ class _BatchDecoder:
 
 
 def _event_times(lines: np.ndarray | None, arrivals: list[int], rows: int) -> pa.Array:
-    """Each row's arrival time (µs) where the decoder tells which message made the row;
-    otherwise the batch's latest arrival for every row."""
+    """Each row's arrival time (µs) where it is known which message made the row (the
+    decoder says, or every message made one row); otherwise the batch's latest arrival."""
+    times = np.asarray(arrivals, dtype=np.int64)
     if lines is not None and len(lines) == rows:
-        return pa.array(np.asarray(arrivals, dtype=np.int64)[lines], pa.int64())
-    return pa.array(np.full(rows, max(arrivals), dtype=np.int64), pa.int64())
+        return pa.array(times[lines], pa.int64())
+    if lines is None and len(times) == rows:
+        return pa.array(times, pa.int64())
+    return pa.array(np.full(rows, times.max(), dtype=np.int64), pa.int64())

@@ -125,6 +125,7 @@ def _lines_reach(path: Path, count: int) -> Callable[[], bool]:
     ({"max_messages_per_batch": "x"}, "max_messages_per_batch", "integer"),
     ({"bad_data": "skip"}, "bad_data", "must be one of"),
     ({"client_id": "x"}, "client_id", "unknown option"),
+    ({"framing": "newline"}, "framing", "not supported yet"),
 ])
 def test_source_options_are_checked(options: dict[str, str | None], option: str,
                                     words: str) -> None:
