@@ -1,0 +1,255 @@
+"""``mqtt`` (docs/sql/connectors.md): a source subscribed to a topic filter, and a sink
+publishing each row to a topic.
+
+Source: at-least-once with ``qos = 1`` (the default).  It keeps a persistent
+MQTT 5 session under a stable client id, and acknowledges a message only once
+the epoch holding it has committed, so whatever a crash or a stop left
+unacknowledged the broker delivers again (:mod:`.mqtt_reader`).  ``qos = 0`` is
+at-most-once.  Sink: at-least-once, every publish acknowledged before the epoch
+commits; a replayed epoch publishes again (:mod:`.mqtt_sink`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from spate.engine.connectors.base import (
+    SINK,
+    SOURCE,
+    ColumnDef,
+    Connector,
+    ConnectorError,
+    Sink,
+    TableConfig,
+    register,
+)
+from spate.engine.connectors.boundary import Boundary
+from spate.engine.connectors.formats import (
+    FormatSpec,
+    check_columns,
+    check_sink_schema,
+    parse_format,
+    single_value_columns,
+    source_schema,
+    with_row_key,
+)
+from spate.engine.connectors.metadata import (
+    BOTH,
+    FORMAT,
+    FORMAT_SOURCE,
+    SINKS,
+    SOURCE_TIME,
+    TYPE,
+    specs,
+)
+from spate.engine.connectors.mqtt_client import BrokerSettings, close, connect
+from spate.engine.connectors.mqtt_reader import SOURCE_NAME
+from spate.engine.connectors.mqtt_sink import MqttSink
+from spate.engine.connectors.options import (
+    OptionReader,
+    check_role,
+    check_source_options,
+    reject_source_options,
+)
+from spate.engine.connectors.streaming import load_stream, source_options
+
+DEFAULT_PORT = 1883
+DEFAULT_QOS = 1
+DEFAULT_CLIENT_PREFIX = "spate"
+DEFAULT_MAX_MESSAGES_PER_BATCH = 10_000
+_PLAIN_SCHEMES = ("tcp", "mqtt")
+_TLS_SCHEMES = ("ssl", "mqtts")
+_TLS_OPTIONS = ("tls.ca", "tls.cert", "tls.key")
+_FRAMING = ("framing", "framing.newline.max_length")
+#: MQTT's own bound on a packet (a 4-byte variable length).
+_MAX_PACKET_BYTES = 268_435_455
+
+
+@dataclass(frozen=True)
+class MqttTable:
+    """A validated mqtt table."""
+
+    role: str
+    broker: BrokerSettings
+    topic: str
+    qos: int
+    client_prefix: str
+    #: a source's stable client id (:func:`client_id`)
+    client_id: str
+    retain: bool
+    spec: FormatSpec
+    columns: tuple[ColumnDef, ...]
+    max_messages_per_batch: int
+
+
+def read_broker(options: OptionReader, boundary: Boundary) -> BrokerSettings:
+    """The connection options (``url``, credentials, ``max_packet_size``, TLS)."""
+    url = options.required("url").strip()
+    host, port = _parse_url(url)
+    for key in _TLS_OPTIONS:
+        options.reject(key, "is not supported yet: Spate's mqtt connector speaks plain TCP "
+                            "(tcp:// or mqtt://) only; remove it")
+    egress = None
+    if boundary.egress is not None:
+        boundary.egress.check_literal(host, port, option="url")
+        egress = boundary.egress.to_dict()
+    return BrokerSettings(
+        host=host, port=port, username=options.string("username"),
+        password=options.string("password"),
+        max_packet_size=options.integer("max_packet_size", minimum=1),
+        egress=egress)
+
+
+def _parse_url(url: str) -> tuple[str, int]:
+    """``host, port`` of ``tcp://host[:port]`` / ``mqtt://``; the URL is never echoed
+    (a user may have put a password in it)."""
+    try:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        port = parts.port or DEFAULT_PORT
+        has_extras = bool(parts.username or parts.password or parts.path.strip("/")
+                          or parts.query or parts.fragment)
+    except ValueError:
+        scheme, port, has_extras = "", DEFAULT_PORT, True
+    if scheme in _TLS_SCHEMES:
+        raise ConnectorError(f"option 'url': {scheme}:// (TLS) is not supported yet; use "
+                             "tcp:// or mqtt://", option="url")
+    if scheme not in _PLAIN_SCHEMES or not parts.hostname or has_extras:
+        raise ConnectorError("option 'url' must be tcp://host[:port] or mqtt://host[:port] "
+                             f"(port {DEFAULT_PORT} by default), with credentials in options "
+                             "'username' and 'password'", option="url")
+    return parts.hostname, port
+
+
+def _read_topic(options: OptionReader, role: str) -> str:
+    topic = options.required("topic")
+    levels = topic.split("/")
+    if role == SINK and ("+" in topic or "#" in topic):
+        raise ConnectorError(f"option 'topic': a sink publishes to one topic; '{topic}' holds "
+                             "a wildcard (+ or #)", option="topic")
+    for index, level in enumerate(levels):
+        if ("+" in level and level != "+") or ("#" in level and (
+                level != "#" or index != len(levels) - 1)):
+            raise ConnectorError(f"option 'topic': '{topic}' is not a valid topic filter ('+' "
+                                 "must be a whole level, '#' the whole last level)",
+                                 option="topic")
+    return topic
+
+
+def _read_qos(options: OptionReader, role: str) -> int:
+    qos = options.choice("qos", ("0", "1", "2"))
+    if qos == "2" and role == SOURCE:
+        raise ConnectorError("option 'qos': 2 is not supported yet by mqtt sources (their "
+                             "at-least-once delivery relies on QoS 1 acknowledgements); use "
+                             "1", option="qos")
+    return DEFAULT_QOS if qos is None else int(qos)
+
+
+def client_id(prefix: str, table: str, broker: BrokerSettings, topic: str) -> str:
+    """The stable client id of a source: its MQTT session survives restarts under it.
+
+    Two pipelines reading the same table of the same broker and topic must set
+    different ``client_prefix`` values, or they take each other's session.
+    """
+    digest = hashlib.sha256(f"{broker.shown}\n{topic}".encode()).hexdigest()[:12]
+    return f"{prefix}-{table}-{digest}"
+
+
+def parse_table(table: TableConfig) -> MqttTable:
+    """Check every option of an mqtt table; raises :class:`ConnectorError` naming it."""
+    options = OptionReader(table)
+    role = check_role(options, frozenset({SOURCE, SINK}))
+    broker = read_broker(options, table.boundary)
+    topic = _read_topic(options, role)
+    qos = _read_qos(options, role)
+    prefix = options.string("client_prefix", DEFAULT_CLIENT_PREFIX) or DEFAULT_CLIENT_PREFIX
+    for key in _FRAMING:
+        options.reject(key, "is not supported yet by mqtt tables: one message is one record; "
+                            "remove it")
+    spec = parse_format(options, role)
+    if role == SOURCE:
+        check_source_options(options)
+        options.reject("retain", "applies to sinks only")
+        retain = False
+        max_messages = options.integer("max_messages_per_batch",
+                                       DEFAULT_MAX_MESSAGES_PER_BATCH, minimum=1)
+    else:
+        reject_source_options(options)
+        options.reject("max_messages_per_batch", "applies to sources only")
+        retain = options.boolean("retain", False)
+        max_messages = DEFAULT_MAX_MESSAGES_PER_BATCH
+    options.finish()
+    columns = table.columns
+    if not columns and role == SOURCE and spec.single_value:
+        columns = single_value_columns()
+    check_columns(spec, columns, role)
+    assert max_messages is not None
+    return MqttTable(role, broker, topic, qos, prefix,
+                     client_id(prefix, table.name, broker, topic),
+                     retain, spec, columns, max_messages)
+
+
+@register
+class MqttConnector(Connector):
+    """MQTT 5 over plain TCP: a subscribing source and a publishing sink."""
+
+    name = "mqtt"
+    roles = frozenset({SOURCE, SINK})
+    # tls.* are not listed: they are refused as not supported yet (read_broker).
+    options = (*TYPE, *specs(BOTH, "url", "topic", "qos", "username", "password",
+                             "client_prefix", "max_packet_size"),
+               *(spec for spec in (*FORMAT, *FORMAT_SOURCE) if spec.name not in _FRAMING),
+               *SOURCE_TIME, *specs(SINKS, "retain"),
+               *specs(frozenset({SOURCE}), "max_messages_per_batch"))
+
+    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+        return parse_table(table).columns
+
+    def batch_limit(self, table: TableConfig) -> int | None:
+        return parse_table(table).max_messages_per_batch
+
+    def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
+        """Connect (CONNECT / CONNACK) with a throwaway clean session, then disconnect."""
+        table = TableConfig(name="check", connector=self.name, role=role or SOURCE,
+                            options=options, columns=(), boundary=boundary)
+        reader = OptionReader(table)
+        broker = read_broker(reader, boundary)
+        prefix = reader.string("client_prefix", DEFAULT_CLIENT_PREFIX) or DEFAULT_CLIENT_PREFIX
+        client = connect(broker, f"{prefix}-check-{secrets.token_hex(4)}",
+                         what="mqtt check", persistent=False)
+        close(client)
+        login = f" as user '{broker.username}'" if broker.username else ""
+        return f"connected to the MQTT broker {broker.shown}{login}"
+
+    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
+        parsed = parse_table(table)
+        if parsed.role != SOURCE:  # one reader whatever the parallelism: one MQTT session
+            return super().read_stream(spark, table, parallelism)
+        settings = {
+            "table": table.name,
+            "broker": parsed.broker.to_dict(),
+            "topic": parsed.topic,
+            "qos": parsed.qos,
+            "client_id": parsed.client_id,
+            "format": parsed.spec.to_dict(),
+            "max_messages_per_batch": parsed.max_messages_per_batch,
+            "not_null": [c.name for c in parsed.columns
+                         if not c.nullable or c.name in table.primary_key],
+        }
+        options = source_options(source_schema(parsed.spec, parsed.columns), settings)
+        return with_row_key(load_stream(spark, SOURCE_NAME, options), table.primary_key)
+
+    def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
+        parsed = parse_table(table)
+        if parsed.role != SINK:
+            return super().create_sink(table, schema)
+        check_sink_schema(parsed.spec, schema)
+        return MqttSink(table.name, parsed.broker, parsed.topic, parsed.qos, parsed.retain,
+                        parsed.spec, parsed.client_prefix)
