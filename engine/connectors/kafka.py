@@ -102,12 +102,14 @@ def read_endpoint(options: OptionReader, confined: bool) -> KafkaEndpoint:
                              "'none' or 'sasl'", option="auth.type")
     auth: dict[str, str] = {}
     if auth_type == "sasl":
-        clash = sorted(AUTH_CONFIGS & set(extra))
-        if clash:
-            raise ConnectorError(f"option 'client_configs' sets {', '.join(clash)}, which "
-                                 "auth.type = 'sasl' sets; keep one", option="client_configs")
+        clash = sorted((AUTH_CONFIGS - {"security.protocol"}) & set(extra))
+        protocol = extra.pop("security.protocol", "SASL_PLAINTEXT").upper()
+        if clash or protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
+            raise ConnectorError("option 'client_configs' sets what auth.type = 'sasl' sets "
+                                 "(only security.protocol = SASL_SSL may be added, for TLS); "
+                                 "keep one", option="client_configs")
         mechanism = options.choice("auth.sasl.mechanism", _SASL_MECHANISMS, "plain")
-        auth = {"security.protocol": "SASL_PLAINTEXT",
+        auth = {"security.protocol": protocol,
                 "sasl.mechanism": (mechanism or "plain").upper(),
                 "sasl.username": options.required("auth.sasl.username"),
                 "sasl.password": options.required("auth.sasl.password")}
