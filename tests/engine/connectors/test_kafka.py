@@ -4,7 +4,9 @@ validation, reach(), the source and the sink end to end through the engine."""
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import json
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,7 @@ from spate.engine.connectors import (
     TableConfig,
 )
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
-from spate.engine.connectors.egress import EgressPolicy
+from spate.engine.connectors.egress import EgressPolicy, literal_address
 from spate.engine.connectors.formats import FormatSpec
 from spate.engine.connectors.kafka_client import KafkaEndpoint, parse_servers
 from spate.engine.connectors.kafka_sink import KafkaSink
@@ -131,6 +133,34 @@ def test_reach_names_the_topic_and_an_unreachable_port(kafka_broker: Broker) -> 
                      "auth.sasl.username": "u", "auth.sasl.password": "hunter2"}, None,
                     UNCONFINED)
     assert "127.0.0.1:1" in str(caught.value) and "hunter2" not in str(caught.value)
+
+
+def _policy(allow: str = "127.0.0.1") -> EgressPolicy:
+    """A policy allowing ``allow`` that resolves the name tenant-kafka.invalid to
+    127.0.0.1 itself: reaching that name proves the checked address is connected to."""
+
+    def resolve(host: str, port: int) -> list[Any]:
+        if host == "tenant-kafka.invalid":
+            return [ipaddress.ip_address("127.0.0.1")]
+        address = literal_address(host)
+        if address is None:
+            raise socket.gaierror("no such name")
+        return [address]
+
+    return EgressPolicy(EgressPolicy.from_config([allow], ()).allow, (), resolver=resolve)
+
+
+def test_reach_goes_through_the_egress_policy(kafka_broker: Broker) -> None:
+    topic = kafka_broker.create_topic(1)
+    port = kafka_broker.address.rpartition(":")[2]
+    if not kafka_broker.address.startswith("127.0.0.1:"):
+        pytest.skip("the policy test resolves a name to 127.0.0.1")
+    options = {"bootstrap_servers": f"tenant-kafka.invalid:{port}", "topic": topic}
+    reached = KAFKA.reach(options, "sink", Boundary(egress=_policy()))
+    assert reached is not None and f"tenant-kafka.invalid:{port}" in reached
+    with pytest.raises(ConnectorError, match="egress policy") as caught:
+        KAFKA.reach(options, "sink", Boundary(egress=_policy("10.0.0.0/8")))
+    assert caught.value.option == "bootstrap_servers"
 
 
 # -- the source's reader, driven directly ------------------------------------------
