@@ -4,7 +4,7 @@ An epoch's records are encoded by Spark (:func:`~.formats.encode_records`),
 collected to the driver and produced there by one producer per sink.
 
 ``exactly_once``: one Kafka transaction per epoch, with the transactional id
-``spate-<table>-<topic>`` (``client_configs`` cannot change it). Opening the
+``spate-<tenant>/<pipeline>/<table>-<topic>`` (``client_configs`` cannot change it). Opening the
 sink calls ``init_transactions``, which fences any older instance of the
 pipeline still writing and aborts its open transaction. Each transaction also
 commits, through ``send_offsets_to_transaction``, the epoch's number as the
@@ -18,6 +18,11 @@ or not at all. The engine commits the epoch (with this sink's marker) after
 - a crash between the Kafka commit and the engine's commit: the engine
   replays the epoch, the group's offset says it is in Kafka already, and it
   is skipped, so nothing is written twice.
+
+A fresh pipeline (no marker) ignores the epoch Kafka holds, which is of an
+earlier pipeline of the same name: so the one window where a record can be
+written twice is a crash between Kafka's and the engine's commit of a new
+pipeline's very first epoch.
 
 Readers see the output exactly once with ``isolation.level=read_committed``.
 
@@ -67,7 +72,6 @@ class KafkaSink(Sink):
         self.spec = spec
         self.exactly_once = exactly_once
         self.key_field = key_field
-        self.transactional_id = f"spate-{table}-{topic}"
         self._producer: Producer | None = None
         #: a consumer of the sink's group, never joined: reads its offset, names it to
         #: send_offsets_to_transaction
@@ -79,6 +83,12 @@ class KafkaSink(Sink):
     def epoch_in_kafka(self) -> int:
         """The last epoch Kafka holds (exactly_once; -1: none or at_least_once)."""
         return self._written_epoch
+
+    @property
+    def transactional_id(self) -> str:
+        """One per pipeline and sink table (and topic), stable across restarts."""
+        owner = f"{self.pipeline}/" if self.pipeline else ""
+        return f"spate-{owner}{self.table}-{self.topic}"
 
     def _what(self) -> str:
         return f"kafka sink '{self.table}'"
@@ -94,7 +104,10 @@ class KafkaSink(Sink):
         self._producer = Producer(config)
         if self.exactly_once:
             self._run(lambda p: p.init_transactions(CONNECT_TIMEOUT_S), "init_transactions")
-            self._written_epoch = self._epoch_in_kafka(config)
+            in_kafka = self._epoch_in_kafka(config)
+            # A fresh pipeline (no marker) starts its epochs afresh: what Kafka holds is of
+            # an earlier pipeline of the same name, not to be skipped.
+            self._written_epoch = in_kafka if marker is not None else -1
         log.info("kafka sink opened", extra={"table": self.table, "topic": self.topic,
                                              "marker": marker,
                                              "epoch_in_kafka": self._written_epoch})

@@ -383,6 +383,7 @@ def test_exactly_once_sink_survives_a_stop_and_replayed_epochs(
     # The engine replays an epoch Kafka committed when it crashed before its own commit.
     frame = spark.createDataFrame([(99, "late")], "id BIGINT, name STRING")
     sink = _sink(kafka_broker, topic, exactly_once=True)
+    sink.pipeline = "default/test"  # as the runner of run_pipeline names it
     sink.open({"epoch": 0})
     try:
         last = sink.epoch_in_kafka
@@ -399,6 +400,11 @@ def test_exactly_once_sink_survives_a_stop_and_replayed_epochs(
     finally:
         sink.close()
     assert _values(kafka_broker.read_all(topic, 1, expected=11)) == [*range(10), 99]
+    sink.open(None)  # a new pipeline of the same name starts its epochs afresh
+    try:
+        assert sink.epoch_in_kafka == -1
+    finally:
+        sink.close()
 
 
 def test_at_least_once_sink_writes_a_replayed_epoch_again(spark: SparkSession,
