@@ -70,6 +70,9 @@ SOURCE_NAME = "spate_kafka"
 _FETCH_RECORDS = 10_000
 #: Seconds a reader waits for records its range says are there.
 _READ_TIMEOUT_S = 60.0
+#: Consumer errors librdkafka recovers from by itself (a broker restarting, a slow link).
+_PASSING_ERRORS = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
+                             KafkaError._TIMED_OUT, KafkaError._RESOLVE})
 
 
 class KafkaDataSource(SpateDataSource):
@@ -282,6 +285,10 @@ class _RangeReader:
     def _at_end(self, error: KafkaError, message: Message, partition: int, stop: int) -> bool:
         if error.code() == KafkaError._PARTITION_EOF:
             return (message.offset() or 0) >= stop
+        if error.code() in _PASSING_ERRORS:  # librdkafka reconnects; the deadline bounds it
+            log.info("kafka consumer error, retrying", extra={"table": self.table,
+                                                             "error": error.str()})
+            return False
         if error.code() == KafkaError._AUTO_OFFSET_RESET:
             raise ConnectorError(f"kafka source '{self.table}': offsets of partition "
                                  f"{partition} of topic '{self.topic}' it has yet to read were "
