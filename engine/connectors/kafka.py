@@ -46,7 +46,7 @@ from spate.engine.connectors.kafka_client import (
     topic_partitions,
 )
 from spate.engine.connectors.kafka_sink import KafkaSink
-from spate.engine.connectors.kafka_source import SOURCE_NAME
+from spate.engine.connectors.kafka_source import PASSWORD_OPTION, SOURCE_NAME
 from spate.engine.connectors.metadata import (
     BOTH,
     FORMAT,
@@ -263,7 +263,13 @@ class KafkaConnector(Connector):
 
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         settings, schema = self.source_settings(table, parallelism)
-        frame = load_stream(spark, SOURCE_NAME, source_options(schema, settings))
+        # The SASL password travels in an option of its own, which Spark's redaction
+        # (spark.redaction.regex: "password") hides wherever it shows a plan's options.
+        password = settings["endpoint"]["auth"].pop("sasl.password", None)
+        options = source_options(schema, settings)
+        if password is not None:
+            options[PASSWORD_OPTION] = password
+        frame = load_stream(spark, SOURCE_NAME, options)
         return with_row_key(frame, table.primary_key)
 
     def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:

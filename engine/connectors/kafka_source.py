@@ -66,6 +66,8 @@ from spate.engine.python_workers import settle
 log = logging.getLogger(__name__)
 
 SOURCE_NAME = "spate_kafka"
+#: The reader option holding the SASL password, apart from the settings (see kafka.py).
+PASSWORD_OPTION = "spate_kafka_sasl_password"
 #: Records fetched per ``consume`` call and decoded per Arrow batch.
 _FETCH_RECORDS = 10_000
 #: Seconds a reader waits for records its range says are there.
@@ -83,7 +85,11 @@ class KafkaDataSource(SpateDataSource):
         return SOURCE_NAME
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
-        return KafkaStreamReader(self.settings(), schema, self.start_offset())
+        settings = self.settings()
+        password = self.options.get(PASSWORD_OPTION)
+        if password is not None:
+            settings["endpoint"]["auth"]["sasl.password"] = password
+        return KafkaStreamReader(settings, schema, self.start_offset())
 
 
 def consumer_config(settings: dict[str, Any], what: str) -> dict[str, Any]:

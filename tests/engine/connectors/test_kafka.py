@@ -9,7 +9,7 @@ import json
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from confluent_kafka import Producer
@@ -28,12 +28,19 @@ from spate.engine.connectors import (
     ConnectorError,
     TableConfig,
 )
+from spate.engine.connectors import kafka as kafka_module
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
 from spate.engine.connectors.egress import EgressPolicy, literal_address
 from spate.engine.connectors.formats import FormatSpec
 from spate.engine.connectors.kafka_client import KafkaEndpoint, parse_servers
 from spate.engine.connectors.kafka_sink import KafkaSink
-from spate.engine.connectors.kafka_source import KafkaStreamReader, advance
+from spate.engine.connectors.kafka_source import (
+    PASSWORD_OPTION,
+    KafkaDataSource,
+    KafkaStreamReader,
+    advance,
+)
+from spate.engine.connectors.streaming import CONFIG_OPTION
 from tests.engine.connectors.kafka_broker import Broker, json_records, kafka_broker
 from tests.engine.connectors.support import make_table
 from tests.engine.harness import read_lines, run_pipeline
@@ -111,6 +118,25 @@ def test_confined_tables_refuse_loopback_and_local_files() -> None:
                        client_configs="ssl.ca.location=/etc/passwd")
     with pytest.raises(ConnectorError, match="may not set 'ssl.ca.location'"):
         KAFKA.validate(table.__class__(**{**table.__dict__, "boundary": confined}))
+
+
+def test_the_sasl_password_travels_apart_from_the_settings(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark redacts option values whose key says "password", not the JSON settings."""
+    shipped: dict[str, str] = {}
+    monkeypatch.setattr(kafka_module, "load_stream",
+                        lambda spark, name, options: shipped.update(options))
+    monkeypatch.setattr(kafka_module, "with_row_key", lambda frame, key: frame)
+    monkeypatch.setattr(type(KAFKA), "partition_count", lambda self, table, parallelism: 1)
+    table = make_table("kafka", "source", COLUMNS, bootstrap_servers="h:9092", topic="t",
+                       format="json", type="source", auth__type="sasl",
+                       auth__sasl__username="u", auth__sasl__password="hunter2")
+    KAFKA.read_stream(cast(SparkSession, None), table, 1)
+    assert "hunter2" not in shipped[CONFIG_OPTION]
+    assert shipped[PASSWORD_OPTION] == "hunter2"
+    reader = KafkaDataSource(shipped).streamReader(T.StructType())
+    assert isinstance(reader, KafkaStreamReader)
+    assert reader.settings["endpoint"]["auth"]["sasl.password"] == "hunter2"
 
 
 def test_advance_shares_the_budget_and_never_passes_the_high_watermark() -> None:
