@@ -100,6 +100,9 @@ class Sink(ABC):
     #: Bytes the last :meth:`write_epoch` wrote to the destination, as the destination
     #: stores them (None: the sink does not measure them); metered as ``bytes_out``.
     epoch_bytes: int | None = None
+    #: ``<tenant>/<pipeline>`` the sink writes for, set by the runner before :meth:`open`
+    #: (None: not known), for sinks that name themselves to their system (Kafka).
+    pipeline: str | None = None
 
     @abstractmethod
     def open(self, marker: Any | None) -> None:

@@ -233,13 +233,16 @@ def with_row_key(frame: DataFrame, primary_key: tuple[str, ...]) -> DataFrame:
 # -- sink encoding -----------------------------------------------------------------
 
 
-def encode_records(df: DataFrame, spec: FormatSpec) -> DataFrame:
+def encode_records(df: DataFrame, spec: FormatSpec, key: str | None = None) -> DataFrame:
     """One string column ``record`` per row, encoded natively by Spark.
 
     debezium_json writes one change envelope per changed key (:func:`change_records`).
+    ``key``: a column also selected, as TEXT, as a second column ``key`` (the record key
+    of a message sink; not with debezium_json).
     """
+    keys = [] if key is None else [F.col(f"`{key}`").cast("string").alias("key")]
     if spec.single_value:
-        return df.select(F.col("value").cast("string").alias("record"))
+        return df.select(F.col("value").cast("string").alias("record"), *keys)
     options = {"ignoreNullFields": "false", "timestampFormat": RFC3339_SPARK_PATTERN}
     if spec.updating:
         changes = change_records(df)
@@ -253,7 +256,7 @@ def encode_records(df: DataFrame, spec: FormatSpec) -> DataFrame:
     df = change_rows(df)
     fields = [_prepare(F.col(f"`{f.name}`"), f.dataType, spec).alias(f.name)
               for f in df.schema.fields]
-    return df.select(F.to_json(F.struct(*fields), options).alias("record"))
+    return df.select(F.to_json(F.struct(*fields), options).alias("record"), *keys)
 
 
 def _prepare(column: Column, data_type: T.DataType, spec: FormatSpec) -> Column:

@@ -27,7 +27,7 @@ DEBEZIUM_JSON = "debezium_json"
 #: Connectors and formats of Arroyo's dialect that Spate has not implemented yet:
 #: refused as such rather than as unknown names.
 NOT_YET_CONNECTORS = frozenset({
-    "kafka", "confluent", "redpanda", "kinesis", "filesystem", "delta", "iceberg", "fluvio",
+    "confluent", "redpanda", "kinesis", "filesystem", "delta", "iceberg", "fluvio",
     "mqtt", "nats", "rabbitmq", "polling_http", "sse", "websocket", "webhook", "mysql",
 })
 NOT_YET_FORMATS = frozenset({"avro", "parquet", "protobuf", "raw_bytes"})

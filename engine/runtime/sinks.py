@@ -29,6 +29,7 @@ def open_sinks(plan: PipelinePlan, markers: dict[str, Any], overrides: dict[str,
             table = plan.tables[query.sink]
             schema = T.StructType([T.StructField(c, T.StringType()) for c in query.output_columns])
             sink = CONNECTORS[table.config.connector].create_sink(table.config, schema)
+        sink.pipeline = preview_channel  # "<tenant>/<pipeline>"
         sink.open(markers.get(query.sink))
         sinks[query.sink] = sink
     return sinks

@@ -28,6 +28,10 @@ BASES = {
     ("postgres", "lookup"): {"url": "postgresql://h/db", "table": "t"},
     ("mqtt", "source"): {"type": "source", "format": "json", "url": "tcp://h", "topic": "a/#"},
     ("mqtt", "sink"): {"type": "sink", "format": "json", "url": "tcp://h", "topic": "a"},
+    ("kafka", "source"): {"type": "source", "bootstrap_servers": "h:9092", "topic": "t",
+                          "format": "json", "json.unstructured": "true"},
+    ("kafka", "sink"): {"type": "sink", "bootstrap_servers": "h:9092", "topic": "t",
+                        "format": "json"},
 }
 #: Lookup tables need columns and a PRIMARY KEY.
 LOOKUP_COLUMNS = (ColumnDef("id", T.StringType()), ColumnDef("name", T.StringType()))
@@ -83,4 +87,5 @@ def test_secret_options_are_recognised_by_name() -> None:
         assert not is_secret_option(name), name
     secrets = {(connector, name) for connector, options in CONNECTOR_OPTIONS.items()
                for name, spec in options.items() if spec.secret}
-    assert secrets == {("redis", "password"), ("postgres", "password"), ("mqtt", "password")}
+    assert secrets == {("redis", "password"), ("postgres", "password"), ("mqtt", "password"),
+                       ("kafka", "auth.sasl.password")}
