@@ -205,12 +205,12 @@ class _PartitionReader:
             page = self.client.get_records(ShardIterator=iterator, Limit=MAX_RECORDS_PER_CALL)
             records.extend(r for r in page["Records"] if int(r["SequenceNumber"]) <= until)
             if records and int(records[-1]["SequenceNumber"]) >= until:
-                return records
+                return _arrived_since(records, start_ms if shard.after is None else None)
             iterator = page.get("NextShardIterator")
             if not page["Records"] and page.get("MillisBehindLatest", 0) == 0:
                 break
         if iterator is None:  # the shard ended: ``until`` was its ending sequence number
-            return records
+            return _arrived_since(records, start_ms if shard.after is None else None)
         raise ConnectorError(
             f"kinesis source '{self.table}': shard {shard.shard_id} no longer holds the "
             f"records up to sequence number {shard.until} this batch was planned with (they "
@@ -250,6 +250,17 @@ def _one_line(data: bytes, spec: FormatSpec) -> bytes:
     if spec.single_value and not spec.unstructured:
         return data
     return data.replace(b"\r", b" ").replace(b"\n", b" ")
+
+
+def _arrived_since(records: list[dict[str, Any]], start_ms: int | None
+                   ) -> list[dict[str, Any]]:
+    """Records a ``latest`` source reads from a shard's first batch: those that arrived
+    at or after it started (servers whose AT_TIMESTAMP is coarse may return earlier ones;
+    moto's returns the whole shard)."""
+    if start_ms is None:
+        return records
+    return [r for r in records
+            if r["ApproximateArrivalTimestamp"].timestamp() * 1000 >= start_ms]
 
 
 def _same_arrival_runs(records: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
