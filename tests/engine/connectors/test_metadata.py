@@ -26,6 +26,12 @@ BASES = {
     ("blackhole", "sink"): {},
     ("redis", "lookup"): {"address": "redis://h", "format": "json"},
     ("postgres", "lookup"): {"url": "postgresql://h/db", "table": "t"},
+    ("kinesis", "source"): {"type": "source", "format": "json", "json.unstructured": "true",
+                            "stream_name": "s", "aws_region": "us-east-1",
+                            "aws_access_key_id": "k", "aws_secret_access_key": "s"},
+    ("kinesis", "sink"): {"type": "sink", "format": "json", "stream_name": "s",
+                          "aws_region": "us-east-1", "aws_access_key_id": "k",
+                          "aws_secret_access_key": "s"},
 }
 #: Lookup tables need columns and a PRIMARY KEY.
 LOOKUP_COLUMNS = (ColumnDef("id", T.StringType()), ColumnDef("name", T.StringType()))
@@ -81,4 +87,5 @@ def test_secret_options_are_recognised_by_name() -> None:
         assert not is_secret_option(name), name
     secrets = {(connector, name) for connector, options in CONNECTOR_OPTIONS.items()
                for name, spec in options.items() if spec.secret}
-    assert secrets == {("redis", "password"), ("postgres", "password")}
+    assert secrets == {("redis", "password"), ("postgres", "password"),
+                       ("kinesis", "aws_secret_access_key"), ("kinesis", "aws_session_token")}
