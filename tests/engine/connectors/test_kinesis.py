@@ -112,11 +112,11 @@ def test_a_loopback_endpoint_is_refused_at_planning_under_an_egress_policy() -> 
 
 def test_reach_reports_status_and_shards(kinesis_server: KinesisServer) -> None:
     stream = kinesis_server.create_stream(shards=3)
-    answer = KINESIS.reach(kinesis_server.options(stream), "source", Boundary())
+    answer = _reach(kinesis_server.options(stream))
     assert answer == (f"kinesis stream '{stream}' in us-east-1 at "
                       f"127.0.0.1:{kinesis_server.port}: ACTIVE, 3 open shards")
     profile = {k: v for k, v in kinesis_server.options(stream).items() if k != "stream_name"}
-    assert "stream" in KINESIS.reach(profile, None, Boundary())
+    assert "stream" in _reach(profile, None)
 
 
 def test_reach_an_unknown_stream_or_a_dead_server_without_secrets(
@@ -159,7 +159,7 @@ def test_the_servers_own_aws_environment_is_never_used(
     options = kinesis_server.options(stream, aws_access_key_id=key["AccessKeyId"],
                                      aws_secret_access_key=key["SecretAccessKey"])
     # 4 shards: the stream of the profile's account, not the 2-shard one of the environment's
-    assert KINESIS.reach(options, "source", Boundary()).endswith("ACTIVE, 4 open shards")
+    assert _reach(options).endswith("ACTIVE, 4 open shards")
     without_keys = {k: v for k, v in options.items() if not k.startswith("aws_") or
                     k == "aws_region"}
     with pytest.raises(ConnectorError, match="never uses the server's own AWS credentials"):
@@ -183,7 +183,7 @@ def test_reach_goes_to_the_address_the_egress_policy_checked(
                            resolver=resolve)
     options = kinesis_server.options(stream,
                                      endpoint_url=f"http://{name}:{kinesis_server.port}")
-    answer = KINESIS.reach(options, "source", Boundary(egress=allowed))
+    answer = _reach(options, "source", Boundary(egress=allowed))
     assert answer.endswith("ACTIVE, 1 open shard")
     with pytest.raises(ConnectorError, match="not allowed by this deployment's egress"):
         KINESIS.reach(options, "source", Boundary(egress=EgressPolicy(resolver=resolve)))
@@ -192,10 +192,17 @@ def test_reach_goes_to_the_address_the_egress_policy_checked(
 # -- the source, driven like Spark drives it ------------------------------------------
 
 
+def _reach(options: dict[str, str], role: str | None = "source",
+           boundary: Boundary | None = None) -> str:
+    answer = KINESIS.reach(options, role, boundary or Boundary())
+    assert answer is not None
+    return answer
+
+
 def _reader(server: KinesisServer, stream: str, start: dict[str, Any] | None = None,
-            readers: int = 2, **extra: str) -> KinesisStreamReader:
-    table = _table(server.options(stream, **{"source.offset": "earliest", **extra}))
-    options = KINESIS.reader_options(table, readers)  # type: ignore[attr-defined]
+            offset: str = "earliest", **extra: str) -> KinesisStreamReader:
+    table = _table(server.options(stream, **{"source.offset": offset, **extra}))
+    options = KINESIS.reader_options(table, 2)  # type: ignore[attr-defined]
     if start is not None:
         payload = json.loads(options["spate_config"])
         options = {"spate_config": json.dumps(payload | {"start_offset": start})}
@@ -247,7 +254,7 @@ def test_batches_cover_every_shard_once_and_replay_identically(
 def test_latest_skips_what_was_there_before_the_start(kinesis_server: KinesisServer) -> None:
     stream = kinesis_server.create_stream(shards=2)
     kinesis_server.put_json(stream, _rows(5))
-    reader = _reader(kinesis_server, stream, **{"source.offset": "latest"})
+    reader = _reader(kinesis_server, stream, offset="latest")
     start = reader.initialOffset()
     assert start["start_ms"] is not None
     kinesis_server.put_json(stream, _rows(3, 100))
@@ -305,6 +312,7 @@ def test_raw_string_keeps_a_records_line_breaks(kinesis_server: KinesisServer) -
                         ())
     source = KinesisDataSource(KINESIS.reader_options(table, 1))  # type: ignore[attr-defined]
     reader = source.streamReader(source.schema())
+    assert isinstance(reader, KinesisStreamReader)
     start = reader.initialOffset()
     end = reader.latestOffset(start, ReadAllAvailable())
     assert [r["value"] for r in _batch(reader, start, end)] == ["one\ntwo", "three"]

@@ -7,6 +7,7 @@ import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -42,7 +43,7 @@ CREATE TABLE out WITH (connector = 'single_file', type = 'sink', format = 'json'
                        path = '{out}');
 INSERT INTO out SELECT id, upper(name) AS name FROM events;
 """
-    rows = [{"id": i, "name": f"n{i}"} for i in range(60)]
+    rows: list[dict[str, Any]] = [{"id": i, "name": f"n{i}"} for i in range(60)]
     kinesis_server.put_json(stream, rows[:30])
     run_pipeline(spark, sql, tmp_path, parallelism=2, stop_when=lambda: _lines_reach(out, 30))
     first = read_lines(out)
