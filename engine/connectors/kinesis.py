@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -46,6 +47,7 @@ from spate.engine.connectors.kinesis_client import (
     regional_endpoint,
 )
 from spate.engine.connectors.kinesis_reader import SOURCE_NAME
+from spate.engine.connectors.kinesis_shards import has_records_after
 from spate.engine.connectors.kinesis_sink import KinesisSink
 from spate.engine.connectors.metadata import (
     BOTH,
@@ -144,6 +146,16 @@ class KinesisConnector(Connector):
     def partition_count(self, table: TableConfig, parallelism: int) -> int:
         del table
         return max(1, parallelism)
+
+    def has_input_after(self, table: TableConfig, parallelism: int, offset: Any) -> bool:
+        """Whether a readable shard has a record past ``offset``, asked of Kinesis."""
+        del parallelism
+        endpoint = self._parse(table).endpoint
+        try:
+            return has_records_after(connect(endpoint, table.boundary), endpoint.stream_name,
+                                     offset)
+        except Exception as error:  # noqa: BLE001 - boto3's errors, told without secrets
+            raise failure(error, endpoint, f"kinesis source '{table.name}'") from None
 
     def reader_options(self, table: TableConfig, parallelism: int) -> dict[str, str]:
         """The options of the data source reading ``table`` (see :func:`source_options`)."""

@@ -110,6 +110,16 @@ def find_end(client: Any, stream_name: str, info: ShardInfo, after: str | None,
     return last
 
 
+def has_records_after(client: Any, stream_name: str, offset: Mapping[str, Any]) -> bool:
+    """Whether a shard a batch may read has a record past ``offset`` (one look each)."""
+    read: Mapping[str, str | None] = offset["shards"]
+    for info in readable_shards(list_shards(client, stream_name), read):
+        after = read.get(info.shard_id)
+        if find_end(client, stream_name, info, after, offset["start_ms"], 1) != after:
+            return True
+    return False
+
+
 def reader_of(shard_id: str, readers: int) -> int:
     """The reader (source partition) that owns a shard, the same on every batch."""
     return zlib.crc32(shard_id.encode()) % readers

@@ -68,7 +68,7 @@ class KinesisSink(Sink):
         entries = _entries(table, self.table)
         self.epoch_bytes = sum(len(e["Data"]) for e in entries)
         try:
-            for request in _requests(entries):
+            for request in request_batches(entries):
                 self._put(request)
         except ConnectorError:
             raise
@@ -128,7 +128,7 @@ def _entries(table: pa.Table, name: str) -> list[Entry]:
     return entries
 
 
-def _requests(entries: list[Entry]) -> Iterator[list[Entry]]:
+def request_batches(entries: list[Entry]) -> Iterator[list[Entry]]:
     """``entries`` in consecutive requests of at most 500 records and 5 MiB."""
     request: list[Entry] = []
     size = 0

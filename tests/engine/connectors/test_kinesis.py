@@ -21,6 +21,7 @@ from spate.engine.connectors.base import HIDDEN_PARTITION, HIDDEN_TIMESTAMP, Tab
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.egress import EgressPolicy, literal_address
 from spate.engine.connectors.kinesis_reader import KinesisDataSource, KinesisStreamReader
+from spate.engine.connectors.kinesis_sink import request_batches
 from spate.engine.connectors.metadata import is_secret_option
 from tests.engine.connectors.kinesis_support import (
     KEY_ID,
@@ -240,11 +241,14 @@ def test_batches_cover_every_shard_once_and_replay_identically(
     rest = _batch(reader, end, rest_end)
     assert sorted(r["id"] for r in first + rest) == list(range(40))
     assert reader.latestOffset(rest_end, ReadAllAvailable()) == rest_end
+    table = _table(kinesis_server.options(stream))
+    assert KINESIS.has_input_after(table, 2, rest_end) is False
     assert {r[HIDDEN_PARTITION] for r in first + rest} <= {0, 1}
     assert all(r[HIDDEN_TIMESTAMP] is not None and r[HIDDEN_CONTROL] is None
                for r in first + rest)
     # A pipeline resuming at the committed offset goes on after it.
     kinesis_server.put_json(stream, _rows(5, 40))
+    assert KINESIS.has_input_after(table, 2, rest_end) is True
     resumed = _reader(kinesis_server, stream, start=rest_end)
     assert resumed.initialOffset() == rest_end
     last = resumed.latestOffset(rest_end, ReadAllAvailable())
@@ -316,3 +320,12 @@ def test_raw_string_keeps_a_records_line_breaks(kinesis_server: KinesisServer) -
     start = reader.initialOffset()
     end = reader.latestOffset(start, ReadAllAvailable())
     assert [r["value"] for r in _batch(reader, start, end)] == ["one\ntwo", "three"]
+
+
+def test_put_requests_hold_at_most_500_records_and_5_mib() -> None:
+    small = [{"Data": b"x" * 10, "PartitionKey": "k"} for _ in range(1001)]
+    assert [len(r) for r in request_batches(small)] == [500, 500, 1]
+    big = [{"Data": b"x" * ((1 << 20) - 1), "PartitionKey": "k"} for _ in range(11)]
+    sizes = [sum(len(e["Data"]) + 1 for e in r) for r in request_batches(big)]
+    assert sizes == [5 << 20, 5 << 20, 1 << 20]
+    assert [e for r in request_batches(big) for e in r] == big  # in order, none lost
