@@ -10,6 +10,7 @@ never from the server's own AWS configuration (:mod:`.kinesis_client`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,7 +47,7 @@ from spate.engine.connectors.kinesis_client import (
     failure,
     regional_endpoint,
 )
-from spate.engine.connectors.kinesis_reader import SOURCE_NAME
+from spate.engine.connectors.kinesis_reader import SECRET_FIELDS, SECRET_OPTION, SOURCE_NAME
 from spate.engine.connectors.kinesis_shards import has_records_after
 from spate.engine.connectors.kinesis_sink import KinesisSink
 from spate.engine.connectors.metadata import (
@@ -163,9 +164,11 @@ class KinesisConnector(Connector):
         if parsed.role != SOURCE:
             raise ConnectorError(f"kinesis table '{table.name}' is a sink; it cannot be read",
                                  option="type")
+        endpoint = parsed.endpoint.to_dict()
+        secrets = {key: endpoint.pop(key) for key in SECRET_FIELDS}
         settings = {
             "table": table.name,
-            "endpoint": parsed.endpoint.to_dict(),
+            "endpoint": endpoint,
             "boundary": table.boundary.to_dict(),
             "format": parsed.spec.to_dict(),
             "offset": parsed.offset,
@@ -173,7 +176,8 @@ class KinesisConnector(Connector):
             "not_null": [c.name for c in parsed.columns
                          if not c.nullable or c.name in table.primary_key],
         }
-        return source_options(source_schema(parsed.spec, parsed.columns), settings)
+        options = source_options(source_schema(parsed.spec, parsed.columns), settings)
+        return {**options, SECRET_OPTION: json.dumps(secrets)}
 
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         frame = load_stream(spark, SOURCE_NAME, self.reader_options(table, parallelism))

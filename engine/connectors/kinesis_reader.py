@@ -17,6 +17,7 @@ keeps its reader as the stream is resharded. Event time is each record's
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterator
@@ -59,6 +60,10 @@ from spate.engine.python_workers import settle
 log = logging.getLogger(__name__)
 
 SOURCE_NAME = "spate_kinesis"
+#: The reader option carrying the credentials' secret parts: apart from the settings,
+#: under a name Spark's redaction (``spark.redaction.regex``) hides in plans and logs.
+SECRET_OPTION = "spate_kinesis_secret"
+SECRET_FIELDS = ("secret_access_key", "session_token")
 #: Records one batch reads from one shard at most.
 MAX_RECORDS_PER_SHARD = 10_000
 
@@ -71,7 +76,9 @@ class KinesisDataSource(SpateDataSource):
         return SOURCE_NAME
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
-        return KinesisStreamReader(self.settings(), schema, self.start_offset())
+        settings = self.settings()
+        settings["endpoint"] |= json.loads(self.options[SECRET_OPTION])
+        return KinesisStreamReader(settings, schema, self.start_offset())
 
 
 @dataclass(frozen=True)
