@@ -186,8 +186,6 @@ class _PartitionReader:
         for shard in shards:
             try:
                 records = self._fetch(shard, start_ms)
-            except ConnectorError:
-                raise
             except Exception as error:  # noqa: BLE001 - boto3's errors, told without secrets
                 raise failure(error, self.endpoint, f"kinesis source '{self.table}'") from None
             for run in _same_arrival_runs(records):

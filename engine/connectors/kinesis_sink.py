@@ -70,8 +70,6 @@ class KinesisSink(Sink):
         try:
             for request in request_batches(entries):
                 self._put(request)
-        except ConnectorError:
-            raise
         except Exception as error:  # noqa: BLE001 - boto3's errors, told without secrets
             raise failure(error, self.endpoint, f"kinesis sink '{self.table}'") from None
         log.debug("epoch put", extra={"table": self.table, "epoch": epoch,
