@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 
 SOURCE_NAME = "spate_kinesis"
 #: The reader option carrying the credentials' secret parts: apart from the settings,
-#: under a name Spark's redaction (``spark.redaction.regex``) hides in plans and logs.
+#: under a name ``spark.redaction.regex`` matches wherever Spark prints options.
 SECRET_OPTION = "spate_kinesis_secret"
 SECRET_FIELDS = ("secret_access_key", "session_token")
 #: Records one batch reads from one shard at most.
