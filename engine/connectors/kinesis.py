@@ -49,7 +49,13 @@ from spate.engine.connectors.kinesis_client import (
 )
 from spate.engine.connectors.kinesis_reader import SECRET_FIELDS, SECRET_OPTION, SOURCE_NAME
 from spate.engine.connectors.kinesis_shards import has_records_after
-from spate.engine.connectors.kinesis_sink import KinesisSink
+from spate.engine.connectors.kinesis_sink import (
+    MAX_BYTES_PER_RECORD,
+    MAX_BYTES_PER_REQUEST,
+    MAX_RECORDS_PER_REQUEST,
+    KinesisSink,
+    RequestLimits,
+)
 from spate.engine.connectors.metadata import (
     BOTH,
     FORMAT,
@@ -71,6 +77,9 @@ from spate.engine.connectors.streaming import load_stream, source_options
 EARLIEST = "earliest"
 LATEST = "latest"
 CREDENTIAL_OPTIONS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
+SINK_OPTIONS = ("key_field", "sink.max_records_per_batch", "sink.max_bytes_per_batch")
+#: Arroyo's sink option Spate refuses as not supported yet (so not in ``options``).
+NOT_YET_SINK_OPTION = "sink.flush_interval_millis"
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,8 @@ class _KinesisTable:
     offset: str | None
     #: sink: the column whose value is the partition key (None: a hash of the record)
     key_field: str | None
+    #: sink: the bounds of one PutRecords request
+    limits: RequestLimits
 
 
 def read_endpoint(options: OptionReader, stream_required: bool = True) -> KinesisEndpoint:
@@ -106,6 +117,27 @@ def read_endpoint(options: OptionReader, stream_required: bool = True) -> Kinesi
         access_key_id=key_id.strip(), secret_access_key=secret, session_token=token or None)
 
 
+def _sink_options(options: OptionReader) -> tuple[str | None, RequestLimits]:
+    """``key_field`` and the PutRecords request bounds of a sink."""
+    options.reject(NOT_YET_SINK_OPTION,
+                   "is not supported yet: the kinesis sink puts each epoch's records when "
+                   "the epoch ends; remove it")
+    key_field = options.string("key_field")
+    if key_field is not None and key_field != key_field.strip():
+        raise ConnectorError("option 'key_field' must be a column name", option="key_field")
+    records = options.integer("sink.max_records_per_batch", MAX_RECORDS_PER_REQUEST,
+                              minimum=1)
+    size = options.integer("sink.max_bytes_per_batch", MAX_BYTES_PER_REQUEST,
+                           minimum=MAX_BYTES_PER_RECORD)
+    assert records is not None and size is not None
+    for key, value, most in (("sink.max_records_per_batch", records, MAX_RECORDS_PER_REQUEST),
+                             ("sink.max_bytes_per_batch", size, MAX_BYTES_PER_REQUEST)):
+        if value > most:
+            raise ConnectorError(f"option '{key}' must be at most {most} (Kinesis's limit "
+                                 f"per PutRecords request), not {value}", option=key)
+    return key_field, RequestLimits(records, size)
+
+
 @register
 class KinesisConnector(Connector):
     """Amazon Kinesis Data Streams (or a server speaking its API)."""
@@ -114,7 +146,8 @@ class KinesisConnector(Connector):
     roles = frozenset({SOURCE, SINK})
     options = (*TYPE, *FORMAT, *FORMAT_SOURCE, *SOURCE_TIME,
                *specs(BOTH, "stream_name", "aws_region", "endpoint_url", *CREDENTIAL_OPTIONS),
-               *specs(SOURCES, "source.offset"), *specs(SINKS, "key_field"))
+               *specs(SOURCES, "source.offset"),
+               *specs(SINKS, *SINK_OPTIONS))
 
     def _parse(self, table: TableConfig) -> _KinesisTable:
         options = OptionReader(table)
@@ -122,24 +155,23 @@ class KinesisConnector(Connector):
         endpoint = read_endpoint(options)
         spec = parse_format(options, role)
         offset = key_field = None
+        limits = RequestLimits()
         if role == SOURCE:
             check_source_options(options)
             offset = options.choice("source.offset", (EARLIEST, LATEST), LATEST)
-            options.reject("key_field", "applies to sinks only")
+            for key in (*SINK_OPTIONS, NOT_YET_SINK_OPTION):
+                options.reject(key, "applies to sinks only")
         else:
             reject_source_options(options)
             options.reject("source.offset", "applies to sources only")
-            key_field = options.string("key_field")
-            if key_field is not None and key_field != key_field.strip():
-                raise ConnectorError("option 'key_field' must be a column name",
-                                     option="key_field")
+            key_field, limits = _sink_options(options)
         options.finish()
         columns = table.columns
         if not columns and role == SOURCE and spec.single_value:
             columns = single_value_columns()
         check_columns(spec, columns, role)
         check_planned(endpoint, table.boundary)
-        return _KinesisTable(role, endpoint, spec, columns, offset, key_field)
+        return _KinesisTable(role, endpoint, spec, columns, offset, key_field, limits)
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         return self._parse(table).columns
@@ -193,7 +225,7 @@ class KinesisConnector(Connector):
                                  f"not a column of sink '{table.name}' (its columns: "
                                  f"{', '.join(schema.fieldNames())})", option="key_field")
         return KinesisSink(table.name, parsed.endpoint, table.boundary, parsed.spec,
-                           parsed.key_field)
+                           parsed.key_field, parsed.limits)
 
     def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
         """DescribeStreamSummary with the table's (or profile's) own credentials."""

@@ -8,7 +8,8 @@ Records are encoded natively by Spark (:func:`.formats.encode_records`) and
 collected on the driver with their partition keys: the value of the
 ``key_field`` column (taken from the encoded JSON record, so its text is what
 consumers see), else an MD5 hash of the record, which spreads rows over the
-shards. They are put in order, in requests of at most 500 records and 5 MiB;
+shards. They are put in order, in requests of at most 500 records and 5 MiB (or
+``sink.max_records_per_batch`` / ``sink.max_bytes_per_batch``, Arroyo's names);
 entries Kinesis rejects (throttled, internal errors) are sent again with
 exponential backoff, in order, until they are all accepted or the retries run
 out (the epoch then fails and is replayed).
@@ -19,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -44,12 +46,22 @@ MAX_BACKOFF_S = 5.0
 Entry = dict[str, Any]
 
 
+@dataclass(frozen=True)
+class RequestLimits:
+    """The most records and bytes (data and partition keys) one PutRecords request holds:
+    ``sink.max_records_per_batch`` and ``sink.max_bytes_per_batch``."""
+
+    records: int = MAX_RECORDS_PER_REQUEST
+    bytes: int = MAX_BYTES_PER_REQUEST
+
+
 class KinesisSink(Sink):
     """Puts every epoch's records into one Kinesis stream; marker None."""
 
     def __init__(self, table: str, endpoint: KinesisEndpoint, boundary: Boundary,
-                 spec: FormatSpec, key_field: str | None) -> None:
+                 spec: FormatSpec, key_field: str | None, limits: RequestLimits) -> None:
         self.table = table
+        self.limits = limits
         self.endpoint = endpoint
         self.boundary = boundary
         self.spec = spec
@@ -68,7 +80,7 @@ class KinesisSink(Sink):
         entries = _entries(table, self.table)
         self.epoch_bytes = sum(len(e["Data"]) for e in entries)
         try:
-            for request in request_batches(entries):
+            for request in request_batches(entries, self.limits):
                 self._put(request)
         except Exception as error:  # noqa: BLE001 - boto3's errors, told without secrets
             raise failure(error, self.endpoint, f"kinesis sink '{self.table}'") from None
@@ -126,14 +138,16 @@ def _entries(table: pa.Table, name: str) -> list[Entry]:
     return entries
 
 
-def request_batches(entries: list[Entry]) -> Iterator[list[Entry]]:
-    """``entries`` in consecutive requests of at most 500 records and 5 MiB."""
+def request_batches(entries: list[Entry], limits: RequestLimits | None = None
+                    ) -> Iterator[list[Entry]]:
+    """``entries`` in consecutive requests within ``limits`` (Kinesis's by default)."""
+    limits = limits or RequestLimits()
     request: list[Entry] = []
     size = 0
     for entry in entries:
         entry_size = len(entry["Data"]) + len(entry["PartitionKey"].encode())
-        if request and (len(request) == MAX_RECORDS_PER_REQUEST
-                        or size + entry_size > MAX_BYTES_PER_REQUEST):
+        if request and (len(request) == limits.records
+                        or size + entry_size > limits.bytes):
             yield request
             request, size = [], 0
         request.append(entry)

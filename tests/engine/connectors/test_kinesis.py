@@ -21,7 +21,7 @@ from spate.engine.connectors.base import HIDDEN_PARTITION, HIDDEN_TIMESTAMP, Tab
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.egress import EgressPolicy, literal_address
 from spate.engine.connectors.kinesis_reader import KinesisDataSource, KinesisStreamReader
-from spate.engine.connectors.kinesis_sink import request_batches
+from spate.engine.connectors.kinesis_sink import RequestLimits, request_batches
 from spate.engine.connectors.metadata import is_secret_option
 from tests.engine.connectors.kinesis_support import (
     KEY_ID,
@@ -85,6 +85,14 @@ def test_sink_options() -> None:
     assert caught.value.option == "source.offset"
     with pytest.raises(ConnectorError, match="applies to sources only"):
         KINESIS.validate(_table(_valid(bad_data="drop"), role="sink"))
+    for options, message in (({"sink.max_records_per_batch": "501"}, "at most 500"),
+                             ({"sink.max_bytes_per_batch": "100"}, "at least 1048576"),
+                             ({"sink.flush_interval_millis": "5"}, "not supported yet")):
+        with pytest.raises(ConnectorError, match=message) as refused:
+            KINESIS.validate(_table(_valid(**options), role="sink"))
+        assert refused.value.option == next(iter(options))
+    with pytest.raises(ConnectorError, match="applies to sinks only"):
+        KINESIS.validate(_table(_valid(**{"sink.max_records_per_batch": "5"})))
     schema = T.StructType([T.StructField("id", T.LongType())])
     with pytest.raises(ConnectorError, match="'nope', which is not a column") as missing:
         KINESIS.create_sink(_table(_valid(key_field="nope"), role="sink"), schema)
@@ -329,6 +337,7 @@ def test_put_requests_hold_at_most_500_records_and_5_mib() -> None:
     sizes = [sum(len(e["Data"]) + 1 for e in r) for r in request_batches(big)]
     assert sizes == [5 << 20, 5 << 20, 1 << 20]
     assert [e for r in request_batches(big) for e in r] == big  # in order, none lost
+    assert [len(r) for r in request_batches(small, RequestLimits(records=400))] == [400] * 2 + [201]
 
 
 def test_the_secret_travels_apart_from_the_settings() -> None:
