@@ -55,38 +55,27 @@ INSERT INTO out SELECT id, upper(name) AS name FROM events;
     assert read_lines(out) == expected
 
 
-def test_sink_puts_every_row_keyed_by_its_key_field(spark: SparkSession, tmp_path: Path,
-                                                    kinesis_server: KinesisServer) -> None:
-    stream = kinesis_server.create_stream(shards=2)
+def test_sinks_put_every_row_keyed_by_key_field_or_hash(
+        spark: SparkSession, tmp_path: Path, kinesis_server: KinesisServer) -> None:
+    keyed, hashed = kinesis_server.create_stream(shards=2), kinesis_server.create_stream(1)
     source = tmp_path / "in.jsonl"
     source.write_text("".join(json.dumps({"id": i, "city": f"c{i % 7}"}) + "\n"
                               for i in range(1200)))
-    sink = _with(kinesis_server.options(stream, key_field="city"))
     sql = f"""
 CREATE TABLE rows (id BIGINT, city TEXT)
 WITH (connector = 'single_file', type = 'source', format = 'json', path = '{source}');
-CREATE TABLE out WITH (connector = 'kinesis', type = 'sink', format = 'json', {sink});
-INSERT INTO out SELECT id, city FROM rows;
+CREATE TABLE by_city WITH (connector = 'kinesis', type = 'sink', format = 'json',
+                           {_with(kinesis_server.options(keyed, key_field="city"))});
+CREATE TABLE spread WITH (connector = 'kinesis', type = 'sink', format = 'json',
+                          {_with(kinesis_server.options(hashed))});
+INSERT INTO by_city SELECT id, city FROM rows;
+INSERT INTO spread SELECT id FROM rows WHERE id < 3;
 """
     run_pipeline(spark, sql, tmp_path)
-    records = kinesis_server.read_all(stream)
+    records = kinesis_server.read_all(keyed)
     decoded = [json.loads(r["Data"]) for r in records]
     assert sorted(d["id"] for d in decoded) == list(range(1200))
     assert all(r["PartitionKey"] == d["city"] for r, d in zip(records, decoded, strict=True))
-
-
-def test_sink_without_key_field_hashes_the_record(spark: SparkSession, tmp_path: Path,
-                                                  kinesis_server: KinesisServer) -> None:
-    stream = kinesis_server.create_stream(shards=1)
-    source = tmp_path / "in.txt"
-    source.write_text("alpha\nbeta\n")
-    sink = _with(kinesis_server.options(stream))
-    sql = f"""
-CREATE TABLE words WITH (connector = 'single_file', type = 'source', format = 'raw_string',
-                         path = '{source}');
-CREATE TABLE out WITH (connector = 'kinesis', type = 'sink', format = 'raw_string', {sink});
-INSERT INTO out SELECT value FROM words;
-"""
-    run_pipeline(spark, sql, tmp_path)
-    keys = {r["Data"].decode(): r["PartitionKey"] for r in kinesis_server.read_all(stream)}
-    assert keys == {word: hashlib.md5(word.encode()).hexdigest() for word in ("alpha", "beta")}
+    keys = {r["Data"]: r["PartitionKey"] for r in kinesis_server.read_all(hashed)}
+    assert keys == {f'{{"id":{i}}}'.encode(): hashlib.md5(f'{{"id":{i}}}'.encode()).hexdigest()
+                    for i in range(3)}
