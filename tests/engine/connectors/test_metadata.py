@@ -32,6 +32,12 @@ BASES = {
                           "format": "json", "json.unstructured": "true"},
     ("kafka", "sink"): {"type": "sink", "bootstrap_servers": "h:9092", "topic": "t",
                         "format": "json"},
+    ("kinesis", "source"): {"type": "source", "format": "json", "json.unstructured": "true",
+                            "stream_name": "s", "aws_region": "us-east-1",
+                            "aws_access_key_id": "k", "aws_secret_access_key": "s"},
+    ("kinesis", "sink"): {"type": "sink", "format": "json", "stream_name": "s",
+                          "aws_region": "us-east-1", "aws_access_key_id": "k",
+                          "aws_secret_access_key": "s"},
 }
 #: Lookup tables need columns and a PRIMARY KEY.
 LOOKUP_COLUMNS = (ColumnDef("id", T.StringType()), ColumnDef("name", T.StringType()))
@@ -89,3 +95,5 @@ def test_secret_options_are_recognised_by_name() -> None:
                for name, spec in options.items() if spec.secret}
     assert secrets == {("redis", "password"), ("postgres", "password"), ("mqtt", "password"),
                        ("kafka", "auth.sasl.password")}
+    assert secrets == {("redis", "password"), ("postgres", "password"),
+                       ("kinesis", "aws_secret_access_key"), ("kinesis", "aws_session_token")}

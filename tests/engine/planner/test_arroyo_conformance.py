@@ -228,6 +228,11 @@ REFUSED = [
                  "connector 'kinesis' is not supported yet; Spate's connectors: blackhole, "
                  "impulse, kafka, nexmark, postgres, redis, single_file, stdout",
                  id="kinesis"),
+    pytest.param("CREATE TABLE q (v TEXT) WITH (connector = 'kafka', topic = 'q', format = "
+                 "'json');\nSELECT v FROM q;", 1, 43,
+                 "connector 'kafka' is not supported yet; Spate's connectors: blackhole, "
+                 "impulse, kinesis, nexmark, postgres, redis, single_file, stdout",
+                 id="kafka"),
     pytest.param("CREATE TABLE q (v TEXT) WITH (connector = 'single_file', path = 'q.avro', "
                  "type = 'source', format = 'avro');\nSELECT v FROM q;", 1, 101,
                  "format 'avro' is not supported yet; Spate reads and writes 'json', "

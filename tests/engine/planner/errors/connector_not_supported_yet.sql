@@ -1,4 +1,4 @@
--- expect: 3:19: connector 'kinesis' is not supported yet; Spate's connectors: blackhole, impulse, nexmark, postgres, redis, single_file, stdout
+-- expect: 3:19: connector 'fluvio' is not supported yet; Spate's connectors: blackhole, impulse, kinesis, nexmark, postgres, redis, single_file, stdout
 CREATE TABLE clicks (page TEXT)
-WITH (connector = 'kinesis', stream_name = 'clicks', format = 'json');
+WITH (connector = 'fluvio', topic = 'clicks', format = 'json');
 SELECT page FROM clicks;
