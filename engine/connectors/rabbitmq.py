@@ -120,7 +120,7 @@ class RabbitMQConnector(Connector):
             "queue" if role == SOURCE else "routing_key")
         placeholder = {} if target in named else {target: "-"}
         table = TableConfig(name="reach", connector=self.name, role=role,
-                            options={"format": "raw_string", **options, **placeholder},
+                            options={"format": "raw_string", **options, **placeholder, "type": role},
                             columns=(), boundary=boundary)
         settings = self._settings(table, resolve=True)
         if settings.mode == QUEUE:
