@@ -119,8 +119,8 @@ class RabbitMQConnector(Connector):
         target = "stream" if options.get("mode", "stream").lower() != QUEUE else (
             "queue" if role == SOURCE else "routing_key")
         placeholder = {} if target in named else {target: "-"}
-        table = TableConfig(name="reach", connector=self.name, role=role,
-                            options={"format": "raw_string", **options, **placeholder, "type": role},
+        values = {"format": "raw_string", **options, **placeholder, "type": role}
+        table = TableConfig(name="reach", connector=self.name, role=role, options=values,
                             columns=(), boundary=boundary)
         settings = self._settings(table, resolve=True)
         if settings.mode == QUEUE:

@@ -29,7 +29,10 @@ from rstream import (
 HOST = "127.0.0.1"
 AMQP_PORT = 5672
 STREAM_PORT = 5552
-_CREDENTIALS = {"username": "guest", "password": "guest"}
+
+
+def _producer() -> Producer:
+    return Producer(HOST, STREAM_PORT, username="guest", password="guest")
 
 
 def port_answers(port: int) -> bool:
@@ -65,7 +68,7 @@ def publish_to_queue(queue: str, bodies: list[bytes]) -> None:
 
 def drain_queue(queue: str) -> list[bytes]:
     """Every message ready in ``queue``, acknowledged."""
-    bodies = []
+    bodies: list[bytes] = []
     with closing(_amqp()) as connection:
         channel = connection.channel()
         while True:
@@ -90,11 +93,11 @@ def stream_name() -> Iterator[str]:
     name = f"spate-test-{secrets.token_hex(6)}"
 
     async def create() -> None:
-        async with Producer(HOST, STREAM_PORT, **_CREDENTIALS) as producer:
+        async with _producer() as producer:
             await producer.create_stream(name)
 
     async def delete() -> None:
-        async with Producer(HOST, STREAM_PORT, **_CREDENTIALS) as producer:
+        async with _producer() as producer:
             await producer.delete_stream(name, missing_ok=True)
 
     asyncio.run(create())
@@ -106,7 +109,7 @@ def publish_to_stream(stream: str, bodies: list[bytes]) -> None:
     """Publish ``bodies`` as AMQP 1.0 messages, waiting for their confirms."""
 
     async def publish() -> None:
-        async with Producer(HOST, STREAM_PORT, **_CREDENTIALS) as producer:
+        async with _producer() as producer:
             for body in bodies:
                 await producer.send_wait(stream, AMQPMessage(body=body))
 
@@ -122,7 +125,7 @@ def read_stream(stream: str, expected: int, timeout_s: float = 10.0) -> list[byt
         bodies.append((context.offset, message.body))
 
     async def read() -> None:
-        async with Consumer(HOST, STREAM_PORT, **_CREDENTIALS) as consumer:
+        async with Consumer(HOST, STREAM_PORT, username="guest", password="guest") as consumer:
             await consumer.subscribe(stream, on_message, decoder=amqp_decoder,
                                      offset_specification=ConsumerOffsetSpecification(
                                          OffsetType.FIRST, None))

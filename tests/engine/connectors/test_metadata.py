@@ -77,8 +77,8 @@ def test_secret_options_are_recognised_by_name() -> None:
                  "credentials", "aws.credential", "key", "ssl.key", "secret_key"):
         assert is_secret_option(name), name
     for name in ("path", "format", "keyboard", "event_time_field", "monkey", "tokens_per_s",
-                 "key.prefix", "key.separator"):
+                 "key.prefix", "key.separator", "routing_key"):
         assert not is_secret_option(name), name
     secrets = {(connector, name) for connector, options in CONNECTOR_OPTIONS.items()
                for name, spec in options.items() if spec.secret}
-    assert secrets == {("redis", "password"), ("postgres", "password")}
+    assert secrets == {("redis", "password"), ("postgres", "password"), ("rabbitmq", "password")}
