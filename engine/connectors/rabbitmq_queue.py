@@ -11,7 +11,9 @@ Spark asks for the next batch (``read`` starting at that batch's end) or calls
 ``commit`` only after the epoch's ``foreachBatch`` — where Spate commits it —
 returned.  Messages of an epoch that never committed (a crash, a stop before
 the acknowledgement went out) are redelivered by the broker when the connection
-closes, and appear again.
+closes, and appear again.  A batch Spark logged but never committed before a
+restart is therefore replayed empty: its messages reach later batches instead.
+A row's event time is the time its message was read.
 
 Sink: publishes each record as one persistent message to ``exchange`` with
 ``routing_key``, on a channel in confirm mode, as mandatory (a message no queue

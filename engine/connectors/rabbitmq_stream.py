@@ -148,7 +148,10 @@ class RabbitStreamReader(SimpleDataSourceStreamReader):
     def readBetweenOffsets(self, start: dict[str, Any],
                            end: dict[str, Any]) -> Iterator[pa.RecordBatch]:
         first, stop = int(start["offset"]), int(end["offset"])
-        messages = self._fetch(OffsetType.OFFSET, first, stop - first, stop)
+        try:
+            messages = self._fetch(OffsetType.OFFSET, first, stop - first, stop)
+        finally:
+            self.stop()  # a replay may run on an executor, where nothing else stops it
         if stop > first and (not messages or messages[-1][0] != stop - 1):
             raise ConnectorError(
                 f"rabbitmq source '{self.settings.table}': offsets {first} to {stop - 1} of "
@@ -177,8 +180,14 @@ class RabbitStreamReader(SimpleDataSourceStreamReader):
         (below ``stop`` when given, waiting for them), in offset order."""
         if self._loop is None:
             self._loop = PrivateLoop()
-        return self._loop.run(self._subscribe_and_take(kind, first, limit, stop),
-                              TIMEOUT_S * 3)
+        try:
+            return self._loop.run(self._subscribe_and_take(kind, first, limit, stop),
+                                  TIMEOUT_S * 3)
+        except ConnectorError:
+            raise
+        except Exception:  # noqa: BLE001 - a lost connection, a deleted stream: one message
+            self.stop()
+            raise self.settings.unreachable() from None
 
     async def _subscribe_and_take(self, kind: OffsetType, first: int, limit: int,
                                   stop: int | None) -> list[tuple[int, bytes, int]]:
@@ -273,7 +282,12 @@ class RabbitStreamSink(Sink):
         bodies = sorted((record or "").encode("utf-8") for record in records)
         self.epoch_bytes = sum(len(body) for body in bodies)
         if bodies:
-            self._loop.run(self._publish(epoch, bodies), TIMEOUT_S * 6)
+            try:
+                self._loop.run(self._publish(epoch, bodies), TIMEOUT_S * 6)
+            except ConnectorError:
+                raise
+            except Exception:  # noqa: BLE001 - a lost connection, a deleted stream
+                raise self.settings.unreachable() from None
         return {"epoch": epoch}
 
     async def _publish(self, epoch: int, bodies: list[bytes]) -> None:

@@ -317,7 +317,7 @@ def test_stream_pipeline_resumes_exactly_once(spark: SparkSession, tmp_path: Pat
         CREATE TABLE orders (id BIGINT NOT NULL, item TEXT) WITH (
             connector = 'rabbitmq', type = 'source', host = '127.0.0.1',
             stream = '{stream_name}', 'source.offset' = 'earliest', format = 'json',
-            max_messages_per_batch = 3);
+            max_messages_per_batch = 10);
         CREATE TABLE copied WITH (connector = 'single_file', type = 'sink', path = '{out}',
             format = 'json');
         INSERT INTO copied SELECT id, item FROM orders;
