@@ -84,9 +84,7 @@ def ready_messages(queue: str) -> int:
         return int(declared.method.message_count)
 
 
-@pytest.fixture
-def stream_name() -> Iterator[str]:
-    """A fresh stream, deleted after the test; skips when the stream port is closed."""
+def _throwaway_stream() -> Iterator[str]:
     if not port_answers(STREAM_PORT):
         pytest.skip(f"RabbitMQ streams do not answer on {HOST}:{STREAM_PORT}: enable them "
                     "with `rabbitmq-plugins enable rabbitmq_stream`")
@@ -103,6 +101,18 @@ def stream_name() -> Iterator[str]:
     asyncio.run(create())
     yield name
     asyncio.run(delete())
+
+
+@pytest.fixture
+def stream_name() -> Iterator[str]:
+    """A fresh stream, deleted after the test; skips when the stream port is closed."""
+    yield from _throwaway_stream()
+
+
+@pytest.fixture
+def output_stream() -> Iterator[str]:
+    """Another fresh stream, for a pipeline that writes one."""
+    yield from _throwaway_stream()
 
 
 def publish_to_stream(stream: str, bodies: list[bytes]) -> None:

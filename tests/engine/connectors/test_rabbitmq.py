@@ -21,8 +21,10 @@ from spate.engine.connectors.formats import source_schema
 from spate.engine.connectors.rabbitmq_queue import RabbitQueueReader
 from spate.engine.connectors.rabbitmq_settings import read_settings
 from spate.engine.connectors.rabbitmq_stream import RabbitStreamReader, RabbitStreamSink
+from spate.engine.runtime.runner import EpochReport
 from tests.engine.connectors.rabbitmq_support import (
     drain_queue,
+    output_stream,
     publish_to_queue,
     publish_to_stream,
     queue_name,
@@ -33,7 +35,7 @@ from tests.engine.connectors.rabbitmq_support import (
 from tests.engine.connectors.support import make_table
 from tests.engine.harness import read_lines, run_pipeline
 
-__all__ = ["queue_name", "stream_name"]  # fixtures
+__all__ = ["output_stream", "queue_name", "stream_name"]  # fixtures
 
 COLUMNS = (ColumnDef("id", T.LongType(), False), ColumnDef("item", T.StringType()))
 RABBITMQ = CONNECTORS["rabbitmq"]
@@ -311,24 +313,31 @@ def test_queue_pipeline_stops_and_resumes_without_loss(spark: SparkSession, tmp_
 
 
 def test_stream_pipeline_resumes_exactly_once(spark: SparkSession, tmp_path: Path,
-                                              stream_name: str) -> None:
-    out = tmp_path / "out.jsonl"
+                                              stream_name: str, output_stream: str) -> None:
     sql = f"""
         CREATE TABLE orders (id BIGINT NOT NULL, item TEXT) WITH (
             connector = 'rabbitmq', type = 'source', host = '127.0.0.1',
             stream = '{stream_name}', 'source.offset' = 'earliest', format = 'json',
             max_messages_per_batch = 10);
-        CREATE TABLE copied WITH (connector = 'single_file', type = 'sink', path = '{out}',
-            format = 'json');
-        INSERT INTO copied SELECT id, item FROM orders;
+        CREATE TABLE copied WITH (connector = 'rabbitmq', type = 'sink', host = '127.0.0.1',
+            stream = '{output_stream}', producer_name = '{output_stream}', format = 'json');
+        INSERT INTO copied SELECT id, upper(item) AS item FROM orders;
     """
+    reports: list[EpochReport] = []
+
+    def rows_in() -> int:
+        return sum(report.rows_in for report in reports)
+
     publish_to_stream(stream_name, _records(*range(1, 6)))
-    run_pipeline(spark, sql, tmp_path / "work", stop_when=lambda: len(read_lines(out)) >= 5,
+    run_pipeline(spark, sql, tmp_path / "work", reports=reports, stop_when=lambda: rows_in() >= 5,
                  timeout_s=60)
     publish_to_stream(stream_name, _records(*range(6, 9)))
-    run_pipeline(spark, sql, tmp_path / "work", stop_when=lambda: len(read_lines(out)) >= 8,
+    run_pipeline(spark, sql, tmp_path / "work", reports=reports, stop_when=lambda: rows_in() >= 8,
                  timeout_s=60)
-    assert _ids(out) == list(range(1, 9))  # each message once, across the restart
+    # each message once, across the restart
+    assert read_stream(output_stream, expected=8) == [
+        json.dumps({"id": i, "item": f"ITEM-{i}"}, separators=(",", ":")).encode()
+        for i in range(1, 9)]
 
 
 # -- queue sink ------------------------------------------------------------------------
