@@ -46,6 +46,7 @@ from spate.engine.connectors.metadata import (
 from spate.engine.connectors.rabbitmq_queue import SOURCE_NAME as QUEUE_SOURCE
 from spate.engine.connectors.rabbitmq_queue import (
     RabbitQueueSink,
+    check_exchange,
     check_queue,
     connect,
 )
@@ -124,7 +125,7 @@ class RabbitMQConnector(Connector):
                             columns=(), boundary=boundary)
         settings = self._settings(table, resolve=True)
         if settings.mode == QUEUE:
-            return _reach_queue(settings, check=not placeholder and role == SOURCE)
+            return _reach_queue(settings, check=not placeholder)
         return _reach_stream(settings, check=not placeholder)
 
 
@@ -133,10 +134,13 @@ def _reach_queue(settings: RabbitSettings, check: bool) -> str:
     try:
         reached = f"reached RabbitMQ at {settings.host}:{settings.port} (virtual host " \
                   f"'{settings.virtual_host}')"
-        if not check:
-            return reached
-        ready = check_queue(connection, settings)
-        return f"{reached}: queue '{settings.queue}' exists ({ready} messages ready)"
+        if check and settings.role == SOURCE:
+            ready = check_queue(connection, settings)
+            return f"{reached}: queue '{settings.queue}' exists ({ready} messages ready)"
+        if settings.exchange:  # the default exchange always exists
+            check_exchange(connection, settings)
+            return f"{reached}: exchange '{settings.exchange}' exists"
+        return reached
     finally:
         connection.close()
 

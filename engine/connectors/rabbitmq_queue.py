@@ -77,6 +77,19 @@ def check_queue(connection: pika.BlockingConnection, settings: RabbitSettings) -
     return count
 
 
+def check_exchange(connection: pika.BlockingConnection, settings: RabbitSettings) -> None:
+    """Raise :class:`ConnectorError` unless the sink's exchange exists."""
+    channel = connection.channel()
+    try:
+        channel.exchange_declare(settings.exchange, passive=True)
+    except pika.exceptions.ChannelClosedByBroker:
+        raise ConnectorError(f"rabbitmq table '{settings.table}': exchange "
+                             f"'{settings.exchange}' does not exist on {settings.host}:"
+                             f"{settings.port} (virtual host '{settings.virtual_host}'); "
+                             "declare it first", option="exchange") from None
+    channel.close()
+
+
 class RabbitQueueDataSource(SpateDataSource):
     """Registered as ``spate_rabbitmq_queue``; see this module's docstring."""
 

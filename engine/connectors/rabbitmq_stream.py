@@ -93,17 +93,27 @@ def client_options(settings: RabbitSettings) -> dict[str, Any]:
 
 async def open_client(client: Consumer | Producer, settings: RabbitSettings,
                       check_stream: bool = True) -> None:
-    """Connect ``client`` and check the stream exists; raises :class:`ConnectorError`."""
+    """Connect ``client`` and check the stream exists; raises :class:`ConnectorError`
+    (and closes the client) when it cannot."""
     try:
         await asyncio.wait_for(client.start(), TIMEOUT_S)
         exists = not check_stream or await client.stream_exists(settings.stream or "")
     except Exception:  # noqa: BLE001 - refused, login, virtual host: one message for all
+        await _close_quietly(client)
         raise settings.unreachable() from None
     if not exists:
+        await _close_quietly(client)
         raise ConnectorError(f"rabbitmq table '{settings.table}': stream '{settings.stream}' "
                              f"does not exist on {settings.host}:{settings.port} (virtual "
                              f"host '{settings.virtual_host}'); create it first",
                              option="stream")
+
+
+async def _close_quietly(client: Consumer | Producer) -> None:
+    try:
+        await client.close()
+    except Exception:  # noqa: BLE001, S110 - already failing: the first error is the one to show
+        pass
 
 
 class RabbitStreamDataSource(SpateDataSource):

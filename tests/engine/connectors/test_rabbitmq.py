@@ -257,6 +257,12 @@ def test_reach_names_the_queue_and_the_stream(queue_name: str, stream_name: str)
                              "source", _confined())
     assert reached == ("reached RabbitMQ at 127.0.0.1:5672 (virtual host '/'): queue "
                        f"'{queue_name}' exists (1 messages ready)")
+    sink = {"host": "127.0.0.1", "mode": "queue", "routing_key": queue_name}
+    assert RABBITMQ.reach(sink | {"exchange": "amq.topic"}, "sink", _confined()) == (
+        "reached RabbitMQ at 127.0.0.1:5672 (virtual host '/'): exchange 'amq.topic' exists")
+    with pytest.raises(ConnectorError) as caught:
+        RABBITMQ.reach(sink | {"exchange": f"{queue_name}-x"}, "sink", _confined())
+    assert caught.value.option == "exchange"
     reached = RABBITMQ.reach({"host": "127.0.0.1", "stream": stream_name}, None, _confined())
     assert str(reached).endswith(f"stream '{stream_name}' exists")
     assert str(RABBITMQ.reach({"host": "127.0.0.1"}, None, _confined())).startswith(
