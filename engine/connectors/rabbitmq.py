@@ -50,7 +50,12 @@ from spate.engine.connectors.rabbitmq_queue import (
     check_queue,
     connect,
 )
-from spate.engine.connectors.rabbitmq_settings import QUEUE, RabbitSettings, read_settings
+from spate.engine.connectors.rabbitmq_settings import (
+    PASSWORD_OPTION,
+    QUEUE,
+    RabbitSettings,
+    read_settings,
+)
 from spate.engine.connectors.rabbitmq_stream import SOURCE_NAME as STREAM_SOURCE
 from spate.engine.connectors.rabbitmq_stream import (
     PrivateLoop,
@@ -97,9 +102,10 @@ class RabbitMQConnector(Connector):
         if settings.role != SOURCE:
             return super().read_stream(spark, table, parallelism=1)
         schema = source_schema(settings.spec, self._columns(table, settings))
-        payload = settings.to_dict()
+        options = source_options(schema, settings.to_dict())
+        options[PASSWORD_OPTION] = settings.password
         name = QUEUE_SOURCE if settings.mode == QUEUE else STREAM_SOURCE
-        frame = load_stream(spark, name, source_options(schema, payload))
+        frame = load_stream(spark, name, options)
         return with_row_key(frame, table.primary_key)
 
     def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:

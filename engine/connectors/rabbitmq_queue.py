@@ -39,7 +39,12 @@ from pyspark.sql.datasource import SimpleDataSourceStreamReader
 from spate.engine.connectors.arrow_batches import arrow_schema
 from spate.engine.connectors.base import ConnectorError, Sink
 from spate.engine.connectors.formats import encode_records
-from spate.engine.connectors.rabbitmq_settings import TIMEOUT_S, MessageDecoder, RabbitSettings
+from spate.engine.connectors.rabbitmq_settings import (
+    TIMEOUT_S,
+    MessageDecoder,
+    RabbitSettings,
+    shipped_settings,
+)
 from spate.engine.connectors.streaming import SpateDataSource, initial_offset
 
 SOURCE_NAME = "spate_rabbitmq_queue"
@@ -98,7 +103,7 @@ class RabbitQueueDataSource(SpateDataSource):
         return SOURCE_NAME
 
     def simpleStreamReader(self, schema: T.StructType) -> SimpleDataSourceStreamReader:
-        return RabbitQueueReader(RabbitSettings.from_dict(self.settings()), schema,
+        return RabbitQueueReader(shipped_settings(self), schema,
                                  self.start_offset())
 
 

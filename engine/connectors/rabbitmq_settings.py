@@ -34,6 +34,7 @@ from spate.engine.connectors.options import (
     check_source_options,
     reject_source_options,
 )
+from spate.engine.connectors.streaming import SpateDataSource
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,9 @@ STREAM_PORT = 5552
 DEFAULT_MAX_MESSAGES_PER_BATCH = 10_000
 #: Seconds to wait for the broker to accept a connection or answer a request.
 TIMEOUT_S = 10.0
+#: The reader option carrying the password apart from the other settings: Spark hides
+#: the value of an option whose name says "password" wherever it prints a plan.
+PASSWORD_OPTION = "spate_password"
 #: Options of Arroyo's RabbitMQ connector that Spate does not implement yet.
 _NOT_YET = ("tls_config", "load_balancer_mode")
 _NOT_YET_PREFIXES = ("tls_config.", "tls.")
@@ -80,11 +84,14 @@ class RabbitSettings:
         return FormatSpec(**self.format)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The settings but the password (see :data:`PASSWORD_OPTION`)."""
+        data = asdict(self)
+        del data["password"]
+        return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RabbitSettings:
-        return cls(**{**data, "not_null": tuple(data["not_null"])})
+    def from_dict(cls, data: dict[str, Any], password: str) -> RabbitSettings:
+        return cls(**{**data, "password": password, "not_null": tuple(data["not_null"])})
 
     def where(self) -> str:
         """What the table points at, for messages (never a credential)."""
@@ -96,6 +103,11 @@ class RabbitSettings:
     def unreachable(self) -> ConnectorError:
         """The one error for a broker that could not be reached or refused the login."""
         return unreachable(f"rabbitmq table '{self.table}'", self.host, self.port)
+
+
+def shipped_settings(source: SpateDataSource) -> RabbitSettings:
+    """The settings a data source was opened with (``RabbitMQConnector.read_stream``)."""
+    return RabbitSettings.from_dict(source.settings(), source.options.get(PASSWORD_OPTION, ""))
 
 
 def read_settings(table: TableConfig, roles: frozenset[str],

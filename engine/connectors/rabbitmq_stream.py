@@ -53,6 +53,7 @@ from spate.engine.connectors.rabbitmq_settings import (
     TIMEOUT_S,
     MessageDecoder,
     RabbitSettings,
+    shipped_settings,
 )
 from spate.engine.connectors.streaming import SpateDataSource, initial_offset
 
@@ -124,7 +125,7 @@ class RabbitStreamDataSource(SpateDataSource):
         return SOURCE_NAME
 
     def simpleStreamReader(self, schema: T.StructType) -> SimpleDataSourceStreamReader:
-        return RabbitStreamReader(RabbitSettings.from_dict(self.settings()), schema,
+        return RabbitStreamReader(shipped_settings(self), schema,
                                   self.start_offset())
 
 

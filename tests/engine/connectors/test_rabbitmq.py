@@ -367,3 +367,11 @@ def test_queue_sink_publishes_confirmed_messages(spark: SparkSession, queue_name
         sink.write_epoch(0, spark.createDataFrame([("a",)], schema))
     sink.close()
     assert caught.value.option == "routing_key"
+
+
+def test_the_password_stays_out_of_the_plan(spark: SparkSession, stream_name: str) -> None:
+    table = _table(stream=stream_name, password="guest", username="guest")
+    frame = RABBITMQ.read_stream(spark, table, 1)
+    plan = frame._jdf.queryExecution().toString()
+    assert "spate_password" in plan and '"password"' not in plan
+    assert "guest" not in plan.replace('"username": "guest"', "")
