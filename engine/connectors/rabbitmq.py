@@ -11,6 +11,7 @@ the tenant's egress policy checked.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -59,6 +60,7 @@ from spate.engine.connectors.rabbitmq_settings import (
 from spate.engine.connectors.rabbitmq_stream import SOURCE_NAME as STREAM_SOURCE
 from spate.engine.connectors.rabbitmq_stream import (
     PrivateLoop,
+    RabbitStreamReader,
     RabbitStreamSink,
     client_options,
     open_client,
@@ -95,6 +97,21 @@ class RabbitMQConnector(Connector):
 
     def batch_limit(self, table: TableConfig) -> int | None:
         return self._settings(table).max_messages_per_batch
+
+    def has_input_after(self, table: TableConfig, parallelism: int,
+                        offset: Any) -> bool | None:
+        """Queues: whether messages are ready; streams: whether a message is stored at
+        the offset or after it."""
+        del parallelism
+        settings = self._settings(table, resolve=True)
+        if settings.mode == QUEUE:
+            connection = connect(settings)
+            try:
+                return check_queue(connection, settings) > 0
+            finally:
+                connection.close()
+        reader = RabbitStreamReader(settings, T.StructType([]))
+        return reader.has_message_at(int(offset["offset"]))
 
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         del parallelism  # one reader: a queue or a stream is read in order

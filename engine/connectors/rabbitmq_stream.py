@@ -171,6 +171,13 @@ class RabbitStreamReader(SimpleDataSourceStreamReader):
                 option="stream")
         return self._batches(messages, first)
 
+    def has_message_at(self, offset: int) -> bool:
+        """Whether the stream holds a message at ``offset`` or after it (then stops)."""
+        try:
+            return bool(self._fetch(OffsetType.OFFSET, offset, 1, None))
+        finally:
+            self.stop()
+
     def stop(self) -> None:
         if self._loop is not None:
             if self._consumer is not None:

@@ -205,6 +205,17 @@ def test_stream_bad_data_names_the_offset(stream_name: str) -> None:
     assert f"stream '{stream_name}' on 127.0.0.1:5552 at offset 1" in str(caught.value)
 
 
+def test_idle_sources_are_watched_without_spark(queue_name: str, stream_name: str) -> None:
+    queue, stream = _table(mode="queue", queue=queue_name), _table(stream=stream_name)
+    assert RABBITMQ.has_input_after(queue, 1, {"delivered": 0}) is False
+    assert RABBITMQ.has_input_after(stream, 1, {"offset": 0}) is False
+    publish_to_queue(queue_name, _records(1))
+    publish_to_stream(stream_name, _records(1))
+    assert RABBITMQ.has_input_after(queue, 1, {"delivered": 0}) is True
+    assert RABBITMQ.has_input_after(stream, 1, {"offset": 0}) is True
+    assert RABBITMQ.has_input_after(stream, 1, {"offset": 1}) is False
+
+
 # -- stream sink -----------------------------------------------------------------------
 
 
