@@ -26,6 +26,8 @@ SINKS = frozenset({SINK})
 # counts only as the last word: "key.prefix" describes keys, "api_key" is one.
 _SECRET_WORD = re.compile(r"(^|[._-])((password|passwd|secret|token|credentials?)($|[._-])"
                           r"|key$)")
+#: Names the rule above would take for secrets that only address messages.
+_NOT_SECRET = frozenset({"routing_key"})
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,8 @@ class OptionSpec:
 
 def is_secret_option(name: str) -> bool:
     """Whether an option named ``name`` holds a credential."""
-    return _SECRET_WORD.search(name.lower()) is not None
+    lowered = name.lower()
+    return lowered not in _NOT_SECRET and _SECRET_WORD.search(lowered) is not None
 
 
 def specs(roles: frozenset[str], *names: str) -> tuple[OptionSpec, ...]:

@@ -89,7 +89,7 @@ def test_secret_options_are_recognised_by_name() -> None:
                  "credentials", "aws.credential", "key", "ssl.key", "secret_key"):
         assert is_secret_option(name), name
     for name in ("path", "format", "keyboard", "event_time_field", "monkey", "tokens_per_s",
-                 "key.prefix", "key.separator"):
+                 "key.prefix", "key.separator", "routing_key"):
         assert not is_secret_option(name), name
     secrets = {(connector, name) for connector, options in CONNECTOR_OPTIONS.items()
                for name, spec in options.items() if spec.secret}
@@ -97,3 +97,4 @@ def test_secret_options_are_recognised_by_name() -> None:
                        ("kafka", "auth.sasl.password")}
     assert secrets == {("redis", "password"), ("postgres", "password"),
                        ("kinesis", "aws_secret_access_key"), ("kinesis", "aws_session_token")}
+    assert secrets == {("redis", "password"), ("postgres", "password"), ("rabbitmq", "password")}

@@ -1,0 +1,181 @@
+"""``rabbitmq`` (docs/sql/connectors.md): RabbitMQ queues and streams as sources and sinks.
+
+``mode = 'stream'`` (the default, as Arroyo's RabbitMQ connector reads streams)
+reads and writes a RabbitMQ stream over the stream protocol, exactly once
+(:mod:`.rabbitmq_stream`); ``mode = 'queue'`` consumes an AMQP 0-9-1 queue and
+publishes to an exchange, at least once (:mod:`.rabbitmq_queue`).  Options
+are read by :mod:`.rabbitmq_settings`; every connection goes to the address
+the tenant's egress policy checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+from rstream import Consumer
+
+from spate.engine.connectors.base import (
+    SINK,
+    SOURCE,
+    ColumnDef,
+    Connector,
+    Sink,
+    TableConfig,
+    register,
+)
+from spate.engine.connectors.boundary import Boundary
+from spate.engine.connectors.formats import (
+    check_columns,
+    check_sink_schema,
+    single_value_columns,
+    source_schema,
+    with_row_key,
+)
+from spate.engine.connectors.metadata import (
+    BOTH,
+    FORMAT,
+    FORMAT_SOURCE,
+    SINKS,
+    SOURCE_TIME,
+    SOURCES,
+    TYPE,
+    specs,
+)
+from spate.engine.connectors.rabbitmq_queue import SOURCE_NAME as QUEUE_SOURCE
+from spate.engine.connectors.rabbitmq_queue import (
+    RabbitQueueSink,
+    check_exchange,
+    check_queue,
+    connect,
+)
+from spate.engine.connectors.rabbitmq_settings import (
+    PASSWORD_OPTION,
+    QUEUE,
+    RabbitSettings,
+    read_settings,
+)
+from spate.engine.connectors.rabbitmq_stream import SOURCE_NAME as STREAM_SOURCE
+from spate.engine.connectors.rabbitmq_stream import (
+    PrivateLoop,
+    RabbitStreamReader,
+    RabbitStreamSink,
+    client_options,
+    open_client,
+)
+from spate.engine.connectors.streaming import load_stream, source_options
+
+
+@register
+class RabbitMQConnector(Connector):
+    """RabbitMQ streams (exactly-once) and queues (at-least-once)."""
+
+    name = "rabbitmq"
+    roles = frozenset({SOURCE, SINK})
+    options = (*TYPE, *FORMAT, *FORMAT_SOURCE, *SOURCE_TIME,
+               *specs(BOTH, "mode", "host", "port", "username", "password", "virtual_host",
+                      "stream"),
+               *specs(SOURCES, "queue", "source.offset", "max_messages_per_batch"),
+               *specs(SINKS, "exchange", "routing_key", "producer_name"))
+
+    def _settings(self, table: TableConfig, resolve: bool = False) -> RabbitSettings:
+        settings = read_settings(table, self.roles, resolve)
+        columns = self._columns(table, settings)
+        check_columns(settings.spec, columns, settings.role)
+        return settings
+
+    @staticmethod
+    def _columns(table: TableConfig, settings: RabbitSettings) -> tuple[ColumnDef, ...]:
+        if not table.columns and settings.role == SOURCE and settings.spec.single_value:
+            return single_value_columns()
+        return table.columns
+
+    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+        return self._columns(table, self._settings(table))
+
+    def batch_limit(self, table: TableConfig) -> int | None:
+        return self._settings(table).max_messages_per_batch
+
+    def has_input_after(self, table: TableConfig, parallelism: int,
+                        offset: Any) -> bool | None:
+        """Queues: whether messages are ready; streams: whether a message is stored at
+        the offset or after it."""
+        del parallelism
+        settings = self._settings(table, resolve=True)
+        if settings.mode == QUEUE:
+            connection = connect(settings)
+            try:
+                return check_queue(connection, settings) > 0
+            finally:
+                connection.close()
+        reader = RabbitStreamReader(settings, T.StructType([]))
+        return reader.has_message_at(int(offset["offset"]))
+
+    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
+        del parallelism  # one reader: a queue or a stream is read in order
+        settings = self._settings(table, resolve=True)
+        if settings.role != SOURCE:
+            return super().read_stream(spark, table, parallelism=1)
+        schema = source_schema(settings.spec, self._columns(table, settings))
+        options = source_options(schema, settings.to_dict())
+        options[PASSWORD_OPTION] = settings.password
+        name = QUEUE_SOURCE if settings.mode == QUEUE else STREAM_SOURCE
+        frame = load_stream(spark, name, options)
+        return with_row_key(frame, table.primary_key)
+
+    def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
+        settings = self._settings(table, resolve=True)
+        if settings.role != SINK:
+            return super().create_sink(table, schema)
+        check_sink_schema(settings.spec, schema)
+        if settings.mode == QUEUE:
+            return RabbitQueueSink(settings, schema)
+        return RabbitStreamSink(settings)
+
+    def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
+        """Connect to the broker; when the table names its queue (source) or stream,
+        check it exists.  A connection profile may name neither: then only the login
+        is checked."""
+        role = role or options.get("type") or SOURCE
+        named = {key.lower() for key in options}
+        target = "stream" if options.get("mode", "stream").lower() != QUEUE else (
+            "queue" if role == SOURCE else "routing_key")
+        placeholder = {} if target in named else {target: "-"}
+        values = {"format": "raw_string", **options, **placeholder, "type": role}
+        table = TableConfig(name="reach", connector=self.name, role=role, options=values,
+                            columns=(), boundary=boundary)
+        settings = self._settings(table, resolve=True)
+        if settings.mode == QUEUE:
+            return _reach_queue(settings, check=not placeholder)
+        return _reach_stream(settings, check=not placeholder)
+
+
+def _reach_queue(settings: RabbitSettings, check: bool) -> str:
+    connection = connect(settings)
+    try:
+        reached = f"reached RabbitMQ at {settings.host}:{settings.port} (virtual host " \
+                  f"'{settings.virtual_host}')"
+        if check and settings.role == SOURCE:
+            ready = check_queue(connection, settings)
+            return f"{reached}: queue '{settings.queue}' exists ({ready} messages ready)"
+        if settings.exchange:  # the default exchange always exists
+            check_exchange(connection, settings)
+            return f"{reached}: exchange '{settings.exchange}' exists"
+        return reached
+    finally:
+        connection.close()
+
+
+def _reach_stream(settings: RabbitSettings, check: bool) -> str:
+    loop = PrivateLoop()
+    consumer = Consumer(**client_options(settings))
+    try:
+        loop.run(open_client(consumer, settings, check_stream=check))
+        loop.run(consumer.close())
+    finally:
+        loop.close()
+    reached = f"reached RabbitMQ streams at {settings.host}:{settings.port} (virtual host " \
+              f"'{settings.virtual_host}')"
+    return f"{reached}: stream '{settings.stream}' exists" if check else reached

@@ -1,0 +1,271 @@
+"""The ``rabbitmq`` connector's settings, and what its queue and stream halves share.
+
+A table's WITH options are read once on the driver into :class:`RabbitSettings`,
+a plain JSON-serialisable value shipped to the reader; the broker's host is
+resolved through the tenant's egress policy there too, so readers and sinks
+connect to the checked address (``address``) while messages name the host the
+tenant wrote.  :func:`decode_messages` turns message bodies into the table's
+Arrow batches with the shared record decoders, under the table's ``bad_data``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from spate.engine.connectors.arrow_batches import control_batch, data_batch
+from spate.engine.connectors.base import (
+    CONTROL_DROPPED_PREFIX,
+    SINK,
+    SOURCE,
+    ConnectorError,
+    TableConfig,
+)
+from spate.engine.connectors.decoders import RecordDecoder
+from spate.engine.connectors.egress import unreachable
+from spate.engine.connectors.formats import FormatSpec, parse_format
+from spate.engine.connectors.options import (
+    OptionReader,
+    check_role,
+    check_source_options,
+    reject_source_options,
+)
+from spate.engine.connectors.streaming import SpateDataSource
+
+log = logging.getLogger(__name__)
+
+QUEUE = "queue"
+STREAM = "stream"
+EARLIEST = "earliest"
+LATEST = "latest"
+AMQP_PORT = 5672
+STREAM_PORT = 5552
+DEFAULT_MAX_MESSAGES_PER_BATCH = 10_000
+#: Seconds to wait for the broker to accept a connection or answer a request.
+TIMEOUT_S = 10.0
+#: The reader option carrying the password apart from the other settings: Spark hides
+#: the value of an option whose name says "password" wherever it prints a plan.
+PASSWORD_OPTION = "spate_password"
+#: Options of Arroyo's RabbitMQ connector that Spate does not implement yet.
+_NOT_YET = ("tls_config", "load_balancer_mode")
+_NOT_YET_PREFIXES = ("tls_config.", "tls.")
+
+
+@dataclass(frozen=True)
+class RabbitSettings:
+    """Everything a reader or sink needs; ``address`` is what to connect to."""
+
+    table: str
+    role: str
+    mode: str
+    host: str
+    port: int
+    address: str
+    username: str
+    password: str = field(repr=False)
+    virtual_host: str
+    format: dict[str, Any]
+    queue: str | None = None
+    exchange: str = ""
+    routing_key: str | None = None
+    stream: str | None = None
+    start: str = LATEST
+    max_messages_per_batch: int = DEFAULT_MAX_MESSAGES_PER_BATCH
+    producer_name: str | None = None
+    #: columns whose value every record must have (NOT NULL, PRIMARY KEY)
+    not_null: tuple[str, ...] = ()
+
+    @property
+    def spec(self) -> FormatSpec:
+        return FormatSpec(**self.format)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings but the password (see :data:`PASSWORD_OPTION`)."""
+        data = asdict(self)
+        del data["password"]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], password: str) -> RabbitSettings:
+        return cls(**{**data, "password": password, "not_null": tuple(data["not_null"])})
+
+    def where(self) -> str:
+        """What the table points at, for messages (never a credential)."""
+        target = f"queue '{self.queue}'" if self.mode == QUEUE and self.role == SOURCE else (
+            f"stream '{self.stream}'" if self.mode == STREAM
+            else f"exchange '{self.exchange}' with routing key '{self.routing_key}'")
+        return f"{target} on {self.host}:{self.port}"
+
+    def unreachable(self) -> ConnectorError:
+        """The one error for a broker that could not be reached or refused the login."""
+        return unreachable(f"rabbitmq table '{self.table}'", self.host, self.port)
+
+
+def shipped_settings(source: SpateDataSource) -> RabbitSettings:
+    """The settings a data source was opened with (``RabbitMQConnector.read_stream``)."""
+    return RabbitSettings.from_dict(source.settings(), source.options.get(PASSWORD_OPTION, ""))
+
+
+def read_settings(table: TableConfig, roles: frozenset[str],
+                  resolve: bool = True) -> RabbitSettings:
+    """Check every option of a rabbitmq table; ``resolve``: look the host up through
+    the egress policy now (else only a literal address is checked)."""
+    options = OptionReader(table)
+    role = check_role(options, roles)
+    _reject_not_yet(options)
+    mode = options.choice("mode", (QUEUE, STREAM), STREAM) or STREAM
+    host = options.required("host").strip()
+    port = options.integer("port", STREAM_PORT if mode == STREAM else AMQP_PORT, minimum=1)
+    assert port is not None
+    if port > 65535:
+        raise ConnectorError(f"option 'port' must be at most 65535, not {port}", option="port")
+    spec = parse_format(options, role)
+    target = _queue_target(options, role) if mode == QUEUE else _stream_target(options, role,
+                                                                                table.name)
+    max_messages = _batch_size(options, role)
+    if role == SOURCE:
+        check_source_options(options)
+    else:
+        reject_source_options(options)
+    settings = RabbitSettings(
+        table=table.name, role=role, mode=mode, host=host, port=port,
+        address=_address(table, host, port, resolve),
+        username=options.string("username", "guest") or "guest",
+        password=options.string("password", "guest") or "",
+        virtual_host=options.string("virtual_host", "/") or "/",
+        format=spec.to_dict(), max_messages_per_batch=max_messages,
+        not_null=tuple(c.name for c in table.columns
+                       if not c.nullable or c.name in table.primary_key),
+        **target)
+    options.finish()
+    return settings
+
+
+def _reject_not_yet(options: OptionReader) -> None:
+    for key in list(options.table.options):
+        name = key.lower()
+        if name in _NOT_YET or name.startswith(_NOT_YET_PREFIXES):
+            options.reject(name, "is not supported yet by the rabbitmq connector (plain "
+                                 "connections only); remove it")
+
+
+def _queue_target(options: OptionReader, role: str) -> dict[str, Any]:
+    for key in ("stream", "source.offset", "producer_name"):
+        options.reject(key, "applies to mode 'stream' only")
+    if role == SOURCE:
+        options.reject("exchange", "applies to sinks only: a source consumes a queue")
+        options.reject("routing_key", "applies to sinks only: a source consumes a queue")
+        return {"queue": options.required("queue")}
+    options.reject("queue", "applies to sources only: a sink publishes to 'exchange' with "
+                            "'routing_key' (exchange '' delivers to the queue named by the key)")
+    return {"exchange": options.string("exchange", "") or "",
+            "routing_key": options.required("routing_key")}
+
+
+def _stream_target(options: OptionReader, role: str, table: str) -> dict[str, Any]:
+    for key in ("queue", "exchange", "routing_key"):
+        options.reject(key, "applies to mode 'queue' only")
+    stream = options.required("stream")
+    if role == SOURCE:
+        options.reject("producer_name", "applies to sinks only")
+        start = options.choice("source.offset", (EARLIEST, LATEST), LATEST) or LATEST
+        return {"stream": stream, "start": start}
+    options.reject("source.offset", "applies to sources only")
+    name = options.string("producer_name") or f"spate:{table}"
+    if not name.strip():
+        raise ConnectorError("option 'producer_name' must not be empty", option="producer_name")
+    return {"stream": stream, "producer_name": name}
+
+
+def _batch_size(options: OptionReader, role: str) -> int:
+    if role == SINK:
+        options.reject("max_messages_per_batch", "applies to sources only")
+        return DEFAULT_MAX_MESSAGES_PER_BATCH
+    size = options.integer("max_messages_per_batch", DEFAULT_MAX_MESSAGES_PER_BATCH, minimum=1)
+    assert size is not None
+    return size
+
+
+def _address(table: TableConfig, host: str, port: int, resolve: bool) -> str:
+    egress = table.boundary.egress
+    if egress is None:
+        return host
+    if not resolve:
+        egress.check_literal(host, port, option="host")
+        return host
+    return egress.resolve(host, port, option="host")[0]
+
+
+# -- decoding ----------------------------------------------------------------------
+
+
+class MessageDecoder:
+    """Message bodies -> the table's Arrow batches; one message is one record."""
+
+    def __init__(self, settings: RabbitSettings, schema: pa.Schema) -> None:
+        self.settings = settings
+        self.spec = settings.spec
+        self.schema = schema
+        physical = pa.schema([f.with_nullable(f.name not in settings.not_null)
+                              for f in list(schema)[: len(schema) - 3]])
+        self.decoder = RecordDecoder(physical, self.spec)
+
+    def batches(self, bodies: list[bytes], stamps_us: np.ndarray,
+                first_position: int) -> list[pa.RecordBatch]:
+        """The data batch (and a ``dropped:N`` control batch) of ``bodies``;
+        ``first_position`` numbers the first message in errors (an offset or a count)."""
+        if not bodies:
+            return []
+        lines = [self._one_line(body) for body in bodies]
+        lengths = np.array([len(line) for line in lines], dtype=np.int64)
+        starts = np.zeros(len(lines), dtype=np.int64)
+        np.cumsum(lengths[:-1] + 1, out=starts[1:])
+        buf = np.frombuffer(b"\n".join(lines), dtype=np.uint8)
+        empty = [] if self.spec.kind == "raw_string" else [
+            (i, "the message is empty") for i, line in enumerate(lines) if not line.strip()]
+        decoded = self.decoder.decode(buf, starts, lengths)
+        bad = sorted(set(decoded.bad) | set(empty))
+        dropped = self._handle_bad(bad, first_position)
+        out: list[pa.RecordBatch] = []
+        if decoded.num_rows:
+            rows = self._row_stamps(decoded.lines, stamps_us, bad, decoded.num_rows)
+            stamps = pa.array(rows, pa.int64())
+            out.append(data_batch(self.schema, decoded.columns, 0, stamps))
+        if dropped:
+            log.warning("dropped bad messages", extra={"table": self.settings.table,
+                                                       "dropped": dropped})
+            out.append(control_batch(self.schema, 0, f"{CONTROL_DROPPED_PREFIX}{dropped}"))
+        return out
+
+    def _one_line(self, body: bytes) -> bytes:
+        # The decoders read newline-separated records; within JSON a line break can
+        # only be whitespace, and a raw_string value is the whole message.
+        if self.spec.kind == "raw_string" or (b"\n" not in body and b"\r" not in body):
+            return body
+        return body.replace(b"\r", b" ").replace(b"\n", b" ")
+
+    @staticmethod
+    def _row_stamps(lines: np.ndarray | None, stamps_us: np.ndarray,
+                    bad: list[tuple[int, str]], rows: int) -> np.ndarray:
+        if lines is not None and len(lines) == rows:
+            return np.asarray(stamps_us[lines], dtype=np.int64)
+        good = np.delete(stamps_us, [i for i, _ in bad])
+        if len(good) == rows:
+            return good
+        return np.full(rows, stamps_us.max(), dtype=np.int64)  # a change record split in two
+
+    def _handle_bad(self, bad: list[tuple[int, str]], first_position: int) -> int:
+        if not bad:
+            return 0
+        if self.spec.bad_data == "drop":
+            return len(bad)
+        index, problem = bad[0]
+        what = "offset" if self.settings.mode == STREAM else "message"
+        raise ConnectorError(
+            f"rabbitmq source '{self.settings.table}': bad record in {self.settings.where()} "
+            f"at {what} {first_position + index}: {problem}. Fix the producer, or set "
+            "bad_data = 'drop' to skip undecodable records", option="bad_data")
