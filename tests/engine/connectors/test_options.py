@@ -28,8 +28,8 @@ def _error(connector: str, role: str = "source", columns: tuple[ColumnDef, ...] 
 
 def test_every_connector_is_registered() -> None:
     assert set(CONNECTORS) == {"single_file", "impulse", "nexmark", "stdout", "blackhole",
-                               "preview", "redis", "postgres", "mqtt", "kafka"}
-                               "preview", "redis", "postgres", "kinesis"}
+                               "preview", "redis", "postgres", "mqtt", "kafka", "kinesis",
+                               "rabbitmq"}
     assert all(connector.name == name for name, connector in CONNECTORS.items())
 
 
