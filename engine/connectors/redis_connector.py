@@ -125,9 +125,12 @@ class RedisConnector(LookupConnector):
 def _stream_options(table: TableConfig) -> OptionReader:
     """The options of a source or sink, its ``type`` checked against its role."""
     options = OptionReader(table)
-    declared = (options.string("type") or "").strip().lower()
-    if declared != table.role:
+    declared = options.string("type")
+    if declared is None:
         raise ConnectorError(
-            f"a redis {table.role} needs option type = '{table.role}' (a lookup table is "
-            f"declared with CREATE TEMPORARY TABLE), not '{declared}'", option="type")
+            f"table '{table.name}' is used as a {table.role}: give it type = '{table.role}' "
+            f"(a lookup table: declare '{table.name}' with CREATE TEMPORARY TABLE)")
+    if declared.strip().lower() != table.role:
+        raise ConnectorError(f"table '{table.name}' is used as a {table.role} but is declared "
+                             f"as a {declared.strip().lower()}", option="type")
     return options
