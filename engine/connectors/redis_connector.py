@@ -83,7 +83,7 @@ class RedisConnector(LookupConnector):
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         if table.role == SOURCE:
-            return self._source(table).columns
+            return self.source_settings(table).columns
         if table.role == SINK:
             read_sink_settings(table, _stream_options(table))
             return table.columns
@@ -92,17 +92,18 @@ class RedisConnector(LookupConnector):
     def create_lookup(self, table: TableConfig) -> LookupSource:
         return RedisLookup(table, read_settings(table))
 
-    def _source(self, table: TableConfig) -> StreamSettings:
+    def source_settings(self, table: TableConfig) -> StreamSettings:
+        """The checked settings of a source table."""
         return read_stream_settings(table, _stream_options(table))
 
     def batch_limit(self, table: TableConfig) -> int | None:
-        return self._source(table).max_entries_per_batch if table.role == SOURCE else None
+        return self.source_settings(table).max_entries_per_batch if table.role == SOURCE else None
 
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         if table.role != SOURCE:
             return super().read_stream(spark, table, parallelism)
         # One reader whatever the parallelism: a stream is read in id order.
-        return read_redis_stream(spark, table, self._source(table))
+        return read_redis_stream(spark, table, self.source_settings(table))
 
     def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
         if table.role != SINK:

@@ -102,10 +102,10 @@ def read_stream_settings(table: TableConfig, options: OptionReader) -> StreamSet
     if not value_field.strip():
         raise ConnectorError("option 'value_field' must name the entry field holding the "
                              "record, e.g. 'value'", option="value_field")
-    spec = parse_format(options, "source")
-    if spec.kind == DEBEZIUM_JSON:
+    if (options.string("format") or "").strip().lower() == DEBEZIUM_JSON:
         raise ConnectorError("format 'debezium_json' is not supported yet by redis "
                              "sources; use 'json' or 'raw_string'", option="format")
+    spec = parse_format(options, "source")
     check_source_options(options)
     max_entries = options.integer("max_entries_per_batch", DEFAULT_MAX_ENTRIES_PER_BATCH,
                                   minimum=1)
