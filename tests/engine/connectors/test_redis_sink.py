@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -70,8 +70,8 @@ def test_string_sets_one_key_per_row_and_a_replay_rewrites_them(
     sink.write_epoch(1, frame(spark, ("a", "z", 3)))
     sink.close()
     replay(table, marker, 1, frame(spark, ("a", "z", 3)))
-    assert json.loads(client.get(f"{prefix}a")) == {"k": "a", "f": "z", "n": 3}
-    assert json.loads(client.get(f"{prefix}b")) == {"k": "b", "f": "y", "n": 2}
+    assert json.loads(cast(str, client.get(f"{prefix}a"))) == {"k": "a", "f": "z", "n": 3}
+    assert json.loads(cast(str, client.get(f"{prefix}b"))) == {"k": "b", "f": "y", "n": 2}
     assert sorted(client.keys(f"{prefix}*")) == [f"{prefix}a", f"{prefix}b"]
 
 
@@ -120,7 +120,7 @@ def test_stream_ids_come_from_the_epoch(spark: SparkSession, redis_url: str, pre
     sink.write_epoch(1, frame(spark, ("c", "z", 3)))
     sink.close()
     replay(table, first, 1, frame(spark, ("c", "z", 3)))
-    entries = client.xrange(f"{prefix}s")
+    entries = cast(list[tuple[str, dict[str, str]]], client.xrange(f"{prefix}s"))
     assert [entry_id for entry_id, _ in entries] == ["0-1", "0-2", "1-1"]
     assert [json.loads(fields["value"])["k"] for _, fields in entries] == ["a", "b", "c"]
     with pytest.raises(redis.ResponseError, match="equal or smaller"):
@@ -129,7 +129,7 @@ def test_stream_ids_come_from_the_epoch(spark: SparkSession, redis_url: str, pre
 
 def test_pubsub_publishes_each_epoch_once(spark: SparkSession, redis_url: str, prefix: str,
                                           client: redis.Redis) -> None:
-    subscriber = client.pubsub(ignore_subscribe_messages=True)
+    subscriber = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
     subscriber.subscribe(f"{prefix}chan")
     table = sink_table(redis_url, "pubsub", f"{prefix}chan")
     sink = opened(table, None)

@@ -38,10 +38,10 @@ def client(redis_url: str) -> Iterator[redis.Redis]:
     connection.close()
 
 
-def source(redis_url: str, stream: str, columns: tuple[ColumnDef, ...] = COLUMNS,
-           **options: Any) -> TableConfig:
-    return make_table("redis", "source", columns, type="source", address=redis_url,
-                      stream=stream, format="json", **options)
+def source(redis_url: str, stream: str, options: dict[str, str] | None = None) -> TableConfig:
+    return TableConfig("t", "redis", "source", {
+        "type": "source", "address": redis_url, "stream": stream, "format": "json",
+        **(options or {})}, COLUMNS)
 
 
 def reader(table: TableConfig) -> RedisStreamReader:
@@ -63,7 +63,11 @@ def read_range(stream_reader: RedisStreamReader, start: dict[str, Any],
 
 
 def add(client: redis.Redis, stream: str, *values: str, entry_id: str = "*") -> list[str]:
-    return [client.xadd(stream, {"value": v}, id=entry_id).decode() for v in values]
+    return [_text(client.xadd(stream, {"value": v}, id=entry_id)) for v in values]
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def test_offsets_are_entry_ids_and_a_range_reads_the_same_entries(
@@ -72,7 +76,7 @@ def test_offsets_are_entry_ids_and_a_range_reads_the_same_entries(
     for i in range(1, 6):
         client.xadd(stream, {"value": json.dumps({"id": i, "name": f"n{i}"}), "other": "x"},
                     id=f"{1_700_000_000_000 + i}-0")
-    r = reader(source(redis_url, stream, **{"source.offset": "earliest"}))
+    r = reader(source(redis_url, stream, {"source.offset": "earliest"}))
     start = r.initialOffset()
     assert start == {"id": "0-0"}
     first = r.latestOffset(start, ReadMaxRows(2))
@@ -105,7 +109,7 @@ def test_bad_entries_fail_naming_the_entry(redis_url: str, prefix: str,
                                            client: redis.Redis) -> None:
     stream = f"{prefix}s"
     ids = add(client, stream, '{"id": 1}', '{"id": "one"}')
-    r = reader(source(redis_url, stream, **{"source.offset": "earliest"}))
+    r = reader(source(redis_url, stream, {"source.offset": "earliest"}))
     with pytest.raises(ConnectorError, match=f"at entry {ids[1]}: ") as caught:
         read_range(r, r.initialOffset(), {"id": ids[1]})
     assert caught.value.option == "bad_data"
@@ -117,7 +121,7 @@ def test_bad_entries_are_dropped_and_counted(redis_url: str, prefix: str,
     add(client, stream, '{"id": 1, "name": "a"}', "not json", '{"name": "no id"}', "  ")
     client.xadd(stream, {"payload": '{"id": 9}'})  # no `value` field
     last = add(client, stream, '{\n  "id": 2,\n  "name": "b"\n}')[0]
-    r = reader(source(redis_url, stream, bad_data="drop", **{"source.offset": "earliest"}))
+    r = reader(source(redis_url, stream, {"bad_data": "drop", "source.offset": "earliest"}))
     rows = read_range(r, r.initialOffset(), {"id": last})
     assert [(row["id"], row["name"]) for row in rows if row["_spate_control"] is None] == [
         (1, "a"), (2, "b")]
