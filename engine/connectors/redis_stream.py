@@ -163,12 +163,23 @@ class RedisStreamReader(DataSourceStreamReader):
         self.max_entries: int = settings["max_entries_per_batch"]
         #: the offset a resumed pipeline starts at (from its state store); None: fresh
         self.start = start
+        #: the driver's client, kept between offset look-ups (Spark polls often)
+        self._offsets_client: RedisClient | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Readers travel to executors without the driver's connection."""
+        return {**self.__dict__, "_offsets_client": None}
 
     def _client(self) -> RedisClient:
         egress = self.settings["egress"]
         return RedisClient(self.connection,
                            None if egress is None else EgressPolicy.from_dict(egress),
                            f"redis source '{self.settings['table']}'")
+
+    def _driver_client(self) -> RedisClient:
+        if self._offsets_client is None:
+            self._offsets_client = self._client()
+        return self._offsets_client
 
     def initialOffset(self) -> dict[str, Any]:
         return initial_offset(self.start, self._fresh_offset, self.settings["table"])
@@ -180,15 +191,13 @@ class RedisStreamReader(DataSourceStreamReader):
 
     def _last_generated_id(self) -> str:
         """The id of the stream's last entry ever added ("0-0" when it does not exist)."""
-        client = self._client()
+        client = self._driver_client()
         try:
             info = client.client.xinfo_stream(self.stream)
         except redis.ResponseError:  # no such key: every future entry is new
             return _FIRST_ID
         except redis.RedisError as error:
             raise client.failure(error) from None
-        finally:
-            client.close()
         return _text(info["last-generated-id"])
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -198,13 +207,11 @@ class RedisStreamReader(DataSourceStreamReader):
         count = max_rows(limit, self.max_entries)
         if count is None:
             return {"id": max(self._last_generated_id(), start["id"], key=_id_order)}
-        client = self._client()
+        client = self._driver_client()
         try:
             entries = _entries(client, self.stream, start["id"], "+", count)
         except redis.RedisError as error:
             raise client.failure(error) from None
-        finally:
-            client.close()
         return {"id": _text(entries[-1][0])} if entries else dict(start)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
@@ -225,6 +232,11 @@ class RedisStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to acknowledge: the offsets Spate commits are the whole position."""
+
+    def stop(self) -> None:
+        if self._offsets_client is not None:
+            self._offsets_client.close()
+            self._offsets_client = None
 
 
 class _RangeReader:
