@@ -46,6 +46,8 @@ RFC3339_SPARK_PATTERN = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
 _JSON_OPTIONS = ("json.unstructured", "json.timestamp_format", "json.decimal_encoding")
 _FORMAT_OPTIONS = ("format", *_JSON_OPTIONS, "framing", "framing.newline.max_length",
                    "bad_data")
+#: Spark's ``to_json`` options of every json record: NULL fields kept, µs timestamps.
+_TO_JSON_OPTIONS = {"ignoreNullFields": "false", "timestampFormat": RFC3339_SPARK_PATTERN}
 #: 2**64, to split a DECIMAL(38, 0) into two 64-bit halves.
 _TWO_TO_64 = "18446744073709551616"
 
@@ -242,21 +244,28 @@ def encode_records(df: DataFrame, spec: FormatSpec, key: str | None = None) -> D
     """
     keys = [] if key is None else [F.col(f"`{key}`").cast("string").alias("key")]
     if spec.single_value:
-        return df.select(F.col("value").cast("string").alias("record"), *keys)
-    options = {"ignoreNullFields": "false", "timestampFormat": RFC3339_SPARK_PATTERN}
+        return df.select(record_column(df, spec).alias("record"), *keys)
     if spec.updating:
         changes = change_records(df)
         row_type = changes.schema["after"].dataType
         envelope = F.struct(_prepare(F.col("before"), row_type, spec).alias("before"),
                             _prepare(F.col("after"), row_type, spec).alias("after"),
                             F.col("op"))
-        return changes.select(F.to_json(envelope, options).alias("record"))
+        return changes.select(F.to_json(envelope, _TO_JSON_OPTIONS).alias("record"))
     # Updating rows reach a json encoder only in previews (the planner sends them to
     # debezium_json sinks): one row per change, with its op.
     df = change_rows(df)
+    return df.select(record_column(df, spec).alias("record"), *keys)
+
+
+def record_column(df: DataFrame, spec: FormatSpec) -> Column:
+    """The encoded record of each append-only row of ``df`` (json or raw_string), a native
+    expression a sink can select next to other columns (a key, a field)."""
+    if spec.single_value:
+        return F.col("value").cast("string")
     fields = [_prepare(F.col(f"`{f.name}`"), f.dataType, spec).alias(f.name)
               for f in df.schema.fields]
-    return df.select(F.to_json(F.struct(*fields), options).alias("record"), *keys)
+    return F.to_json(F.struct(*fields), _TO_JSON_OPTIONS)
 
 
 def _prepare(column: Column, data_type: T.DataType, spec: FormatSpec) -> Column:

@@ -1,4 +1,4 @@
-"""The ``redis`` lookup connector: rows of a lookup table stored under Redis keys.
+"""``redis`` lookup tables: rows of a lookup table stored under Redis keys.
 
 A row's key is ``key.prefix`` followed by its PRIMARY KEY value (the values of a
 composite key joined by ``key.separator``). Its other columns are either one
@@ -16,7 +16,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
-from urllib.parse import urlsplit
 
 import numpy as np
 import pyarrow as pa
@@ -24,30 +23,26 @@ import redis
 from pyspark.sql import types as T
 
 from spate.engine.connectors.arrow_batches import arrow_schema
-from spate.engine.connectors.base import ColumnDef, ConnectorError, TableConfig, register
+from spate.engine.connectors.base import ColumnDef, ConnectorError, TableConfig
 from spate.engine.connectors.decoders import RecordDecoder, parse_rfc3339
 from spate.engine.connectors.egress import unreachable
 from spate.engine.connectors.formats import FormatSpec, check_columns, parse_format
 from spate.engine.connectors.lookup import (
     Key,
-    LookupConnector,
     LookupSource,
     check_lookup_table,
     read_cache_settings,
 )
-from spate.engine.connectors.metadata import LOOKUP_ROLES, LOOKUP_TABLE, specs
 from spate.engine.connectors.options import OptionReader
+from spate.engine.connectors.redis_connection import TIMEOUT_S, read_connection
 from spate.engine.connectors.redis_destination import confined_client, confined_destination
 
 STRING_VALUES = "string"
 HASH_VALUES = "hash"
-_SCHEMES = ("redis", "rediss", "unix")
 _KEY_TYPES = (T.StringType, T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _HASH_TYPES = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType,
                T.FloatType, T.DoubleType, T.DecimalType, T.StringType, T.BinaryType,
                T.DateType, T.TimestampType)
-#: Seconds to wait for Redis to accept a connection or answer a command.
-TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -67,8 +62,7 @@ def read_settings(table: TableConfig) -> RedisLookupSettings:
     options = OptionReader(table)
     check_lookup_table(options)
     read_cache_settings(options)
-    address = options.required("address").strip()
-    credentials = _credentials(options, address)
+    connection = read_connection(options, table.boundary.egress)
     value_type = options.choice("value.type", (STRING_VALUES, HASH_VALUES), STRING_VALUES)
     values = tuple(c for c in table.columns if c.name not in table.primary_key)
     spec = None
@@ -81,14 +75,11 @@ def read_settings(table: TableConfig) -> RedisLookupSettings:
     else:
         _check_hash_columns(options, values)
     settings = RedisLookupSettings(
-        address=address, credentials=credentials, value_type=value_type or STRING_VALUES,
+        address=connection.address, credentials=connection.credentials,
+        value_type=value_type or STRING_VALUES,
         format=spec,
         key_prefix=options.string("key.prefix", "") or "",
         key_separator=options.string("key.separator", ":") or ":")
-    if table.boundary.egress is not None:
-        destination = confined_destination(address)
-        table.boundary.egress.check_literal(destination.host, destination.port,
-                                            str(destination.db), option="address")
     for column in table.columns:
         if column.name in table.primary_key and not isinstance(column.spark_type, _KEY_TYPES):
             raise ConnectorError(f"PRIMARY KEY column '{column.name}' is "
@@ -96,30 +87,6 @@ def read_settings(table: TableConfig) -> RedisLookupSettings:
                                  "from TEXT or integer columns")
     options.finish()
     return settings
-
-
-def _credentials(options: OptionReader, address: str) -> dict[str, str]:
-    """The ``username`` and ``password`` options, checked against the address."""
-    try:
-        parts = urlsplit(address)
-        if parts.scheme.lower() not in _SCHEMES or not (parts.hostname or parts.path):
-            raise ValueError("not a Redis URL")
-        in_address = {"username": parts.username, "password": parts.password,
-                      "port": parts.port}  # reading the port checks it
-    except ValueError:
-        # The address may hold a password: never repeat it.
-        raise ConnectorError("option 'address' must be a redis://, rediss:// or unix:// URL, "
-                             "e.g. 'redis://localhost:6379/0'", option="address") from None
-    credentials: dict[str, str] = {}
-    for key in ("username", "password"):
-        value = options.string(key)
-        if value is None:
-            continue
-        if in_address.get(key):
-            raise ConnectorError(f"the {key} is given twice: in 'address' and in option "
-                                 f"'{key}'; keep one", option=key)
-        credentials[key] = value
-    return credentials
 
 
 def _check_hash_columns(options: OptionReader, values: tuple[ColumnDef, ...]) -> None:
@@ -133,21 +100,6 @@ def _check_hash_columns(options: OptionReader, values: tuple[ColumnDef, ...]) ->
                                  f"{column.spark_type.simpleString()}: hash fields hold "
                                  "scalars only (use value.type 'string' with JSON values)",
                                  option="value.type")
-
-
-@register
-class RedisLookupConnector(LookupConnector):
-    name = "redis"
-    options = (*LOOKUP_TABLE,
-               *specs(LOOKUP_ROLES, "address", "key.prefix", "key.separator", "value.type",
-                      "format", "json.timestamp_format", "json.decimal_encoding",
-                      "json.unstructured", "framing"))
-
-    def read_settings(self, table: TableConfig) -> RedisLookupSettings:
-        return read_settings(table)
-
-    def create_lookup(self, table: TableConfig) -> LookupSource:
-        return RedisLookup(table, read_settings(table))
 
 
 class RedisLookup(LookupSource):

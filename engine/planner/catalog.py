@@ -252,15 +252,21 @@ def _check_lookup_declaration(name: str, connector: Connector, temporary: bool,
         raise text.error(
             f"connector '{connector.name}' cannot serve lookup table {name}: lookup tables "
             f"use connector {_lookup_connectors()}", option_nodes.get("connector"), fallback)
-    if not temporary and declared in ("source", "sink") and is_lookup_connector:
+    # A lookup connector may serve streams too (redis): then `type` says which.
+    streams = sorted(connector.roles & {"source", "sink"})
+    if not temporary and declared in ("source", "sink") and is_lookup_connector \
+            and declared not in streams:
         raise text.error(
             f"a {connector.name} {declared} is not supported yet: connector "
             f"'{connector.name}' serves lookup tables, declared with CREATE TEMPORARY TABLE "
             f"{name} (...)", option_nodes.get("type"), fallback)
-    if not temporary and (is_lookup_connector or declared == LOOKUP):
+    if not temporary and (declared == LOOKUP or (is_lookup_connector
+                                                 and declared not in streams)):
+        types = " or ".join(f"'{role}'" for role in reversed(streams))
+        also = f", or with type = {types}" if streams else ""
         raise text.error(
             f"connector '{connector.name}' serves lookup tables, which are declared with "
-            f"CREATE TEMPORARY TABLE {name} (...)", node, fallback)
+            f"CREATE TEMPORARY TABLE {name} (...){also}", node, fallback)
 
 
 def _is_debezium(options: Mapping[str, str]) -> bool:

@@ -23,6 +23,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
+from spate.engine.connectors.lookup import LOOKUP, LookupConnector
 from spate.engine.planner.catalog import DEFAULT_IDLE_MICROS, DEFAULT_WATERMARK_DELAY_SQL, Table
 from spate.engine.planner.dialect import Spate
 from spate.engine.planner.errors import PlanningError
@@ -102,7 +103,9 @@ def table_from_definition(definition: TableDefinition,
     _check_unique([c.name for c in columns])
     declared = options.get("type")
     role = declared if declared in ("source", "sink") else (
-        next(iter(connector.roles)) if len(connector.roles) == 1 else declared or "source")
+        next(iter(connector.roles)) if len(connector.roles) == 1
+        # without a type, a lookup connector's table stays a lookup table (redis)
+        else LOOKUP if isinstance(connector, LookupConnector) else declared or "source")
     config = TableConfig(name=name, connector=definition.connector, role=role,
                          options=options, columns=columns, boundary=boundary)
     try:

@@ -25,6 +25,10 @@ BASES = {
     ("stdout", "sink"): {"format": "json"},
     ("blackhole", "sink"): {},
     ("redis", "lookup"): {"address": "redis://h", "format": "json"},
+    ("redis", "source"): {"type": "source", "address": "redis://h", "stream": "s",
+                          "format": "json", "json.unstructured": "true"},
+    ("redis", "sink"): {"type": "sink", "address": "redis://h", "format": "json",
+                        "target": "hash", "target.key_prefix": "h", "target.field_column": "f"},
     ("postgres", "lookup"): {"url": "postgresql://h/db", "table": "t"},
     ("mqtt", "source"): {"type": "source", "format": "json", "url": "tcp://h", "topic": "a/#"},
     ("mqtt", "sink"): {"type": "sink", "format": "json", "url": "tcp://h", "topic": "a"},
@@ -58,7 +62,9 @@ VALUES = {"idle_micros": str(DEFAULT_IDLE_MICROS), "max_lines_per_batch": "5",
           "json.timestamp_format": "rfc3339", "json.decimal_encoding": "number",
           "format": "json", "path": "x.jsonl", "value.type": "string",
           "lookup.cache.ttl": "5 seconds", "lookup.cache.max_bytes": "1000",
-          "address": "redis://h", "url": "postgresql://h/db"}
+          "address": "redis://h", "url": "postgresql://h/db", "target": "hash",
+          "source.offset": "earliest", "max_entries_per_batch": "5",
+          "connection_type": "standalone"}
 
 
 def _table(connector: str, role: str, options: dict[str, str]) -> TableConfig:

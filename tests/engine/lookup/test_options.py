@@ -30,7 +30,7 @@ def _error(connector: str, columns: tuple[ColumnDef, ...] = COLUMNS,
 def test_valid_tables_keep_their_columns(connector: str, options: dict[str, str]) -> None:
     table = lookup_table(connector, COLUMNS, ("id",), type="lookup", **options)
     assert CONNECTORS[connector].validate(table) == COLUMNS
-    assert CONNECTORS[connector].roles == frozenset({"lookup"})
+    assert "lookup" in CONNECTORS[connector].roles
 
 
 @pytest.mark.parametrize("connector, options", [("redis", REDIS), ("postgres", POSTGRES)])

@@ -250,10 +250,11 @@ REFUSED = [
                  "METADATA FROM 'topic' is not supported yet: connector 'single_file' exposes no "
                  "metadata", id="metadata-field"),
     pytest.param("CREATE TABLE q (k TEXT, v TEXT) WITH (connector = 'redis', type = 'sink', "
-                 "address = 'redis://localhost:6379', format = 'json');\nINSERT INTO q SELECT "
-                 "'a', 'b';", 1, 67,
-                 "a redis sink is not supported yet: connector 'redis' serves lookup tables, "
-                 "declared with CREATE TEMPORARY TABLE q (...)", id="redis-sink"),
+                 "address = 'redis://localhost:6379', format = 'json', target = 'list', "
+                 "'target.key_prefix' = 'q:', 'target.ttl_secs' = '5');\nINSERT INTO q SELECT "
+                 "'a', 'b';", 1, 173,
+                 "table q: option 'target.ttl_secs' is not supported yet by redis sinks; "
+                 "remove it", id="redis-sink-ttl"),
     pytest.param(ORDERS + "SELECT gcd(id, 6) FROM orders;", 4, 8,
                  "function 'gcd' is not supported yet (Spark has no native gcd)", id="gcd"),
     pytest.param(ORDERS + "SELECT shop, array_agg(id ORDER BY amount) AS ids FROM orders "
