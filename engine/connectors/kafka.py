@@ -46,7 +46,7 @@ from spate.engine.connectors.kafka_client import (
     topic_partitions,
 )
 from spate.engine.connectors.kafka_sink import KafkaSink
-from spate.engine.connectors.kafka_source import PASSWORD_OPTION, SOURCE_NAME
+from spate.engine.connectors.kafka_source import PASSWORD_OPTION, SOURCE_NAME, KafkaStreamReader
 from spate.engine.connectors.metadata import (
     BOTH,
     FORMAT,
@@ -260,6 +260,15 @@ class KafkaConnector(Connector):
                          if not c.nullable or c.name in table.primary_key],
         }
         return settings, source_schema(parsed.spec, parsed.columns)
+
+    def has_input_after(self, table: TableConfig, parallelism: int, offset: Any) -> bool:
+        """Whether the topic holds records past ``offset``, asked of the cluster."""
+        settings, schema = self.source_settings(table, parallelism)
+        reader = KafkaStreamReader(settings, schema)
+        try:
+            return reader.has_records_after(offset)
+        finally:
+            reader.stop()
 
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         settings, schema = self.source_settings(table, parallelism)

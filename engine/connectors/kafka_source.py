@@ -191,6 +191,16 @@ class KafkaStreamReader(DataSourceStreamReader):
         budget = max_rows(limit, self.settings["max_records_per_batch"])
         return self._offset(advance(current, high, budget))
 
+    def has_records_after(self, offset: dict[str, Any]) -> bool:
+        """Whether some partition's end lies past ``offset`` (a new partition with records
+        counts): the idle pipeline's watcher asks, no Spark involved."""
+        current = {int(p): int(o) for p, o in offset["partitions"].items()}
+        for partition in self._partitions():
+            low, high = self._watermarks(partition)
+            if high > current.get(partition, low):
+                return True
+        return False
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         readers: int = self.settings["readers"]
         ranges: dict[int, list[list[int]]] = {}

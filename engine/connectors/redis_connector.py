@@ -9,6 +9,7 @@ A ``CREATE TEMPORARY TABLE`` is a lookup table (:mod:`.redis_lookup`); a
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -45,6 +46,7 @@ from spate.engine.connectors.redis_lookup import (
 from spate.engine.connectors.redis_sink import RedisSink, read_sink_settings
 from spate.engine.connectors.redis_stream import (
     StreamSettings,
+    has_entries_after,
     read_redis_stream,
     read_stream_settings,
 )
@@ -98,6 +100,11 @@ class RedisConnector(LookupConnector):
 
     def batch_limit(self, table: TableConfig) -> int | None:
         return self.source_settings(table).max_entries_per_batch if table.role == SOURCE else None
+
+    def has_input_after(self, table: TableConfig, parallelism: int, offset: Any) -> bool | None:
+        if table.role != SOURCE:
+            return None
+        return has_entries_after(table, self.source_settings(table), offset)
 
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         if table.role != SOURCE:

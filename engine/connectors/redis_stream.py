@@ -134,6 +134,23 @@ def stream_reader_options(table: TableConfig, settings: StreamSettings) -> dict[
     return options
 
 
+def has_entries_after(table: TableConfig, settings: StreamSettings, offset: dict[str, Any]
+                      ) -> bool:
+    """Whether an entry was added to the stream after the entry ``offset`` names (the
+    stream's last generated id is past it), asked of Redis: the idle pipeline's watcher."""
+    client = RedisClient(settings.connection, table.boundary.egress,
+                         f"redis source '{table.name}'")
+    try:
+        info = client.client.xinfo_stream(settings.stream)
+    except redis.ResponseError:  # no such key yet: nothing to read
+        return False
+    except redis.RedisError as error:
+        raise client.failure(error) from None
+    finally:
+        client.close()
+    return _id_order(_text(info["last-generated-id"])) > _id_order(str(offset["id"]))
+
+
 def read_redis_stream(spark: SparkSession, table: TableConfig,
                       settings: StreamSettings) -> DataFrame:
     return load_stream(spark, SOURCE_NAME, stream_reader_options(table, settings))

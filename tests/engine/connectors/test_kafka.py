@@ -445,3 +445,14 @@ def test_at_least_once_sink_writes_a_replayed_epoch_again(spark: SparkSession,
     finally:
         sink.close()
     assert _values(kafka_broker.read_all(topic, 2, expected=6)) == [0, 0, 1, 1, 2, 2]
+
+
+def test_the_idle_watcher_sees_records_past_the_committed_offsets(kafka_broker: Broker) -> None:
+    topic = kafka_broker.create_topic(2)
+    kafka_broker.produce(topic, _records(range(4), partitions=2))
+    table = _source_table(kafka_broker, topic)
+    read_all = {"topic": topic, "partitions": {"0": 2, "1": 2}}
+    assert KAFKA.has_input_after(table, 1, read_all) is False
+    assert KAFKA.has_input_after(table, 1, {"topic": topic, "partitions": {"0": 2, "1": 1}})
+    kafka_broker.produce(topic, [(0, json_records([{"id": 9, "name": "n"}])[0], BASE_MS)])
+    assert KAFKA.has_input_after(table, 1, read_all) is True

@@ -106,6 +106,19 @@ def test_latest_starts_after_what_the_stream_holds(redis_url: str, prefix: str,
     assert missing.initialOffset() == {"id": "0-0"}
 
 
+def test_the_idle_watcher_sees_entries_past_the_committed_id(
+        redis_url: str, prefix: str, client: redis.Redis) -> None:
+    stream = f"{prefix}s"
+    table = source(redis_url, stream)
+    connector = CONNECTORS["redis"]
+    assert connector.has_input_after(table, 1, {"id": "0-0"}) is False, "no stream yet"
+    last = add(client, stream, '{"id": 1}')[0]
+    assert connector.has_input_after(table, 1, {"id": "0-0"}) is True
+    assert connector.has_input_after(table, 1, {"id": last}) is False
+    add(client, stream, '{"id": 2}')
+    assert connector.has_input_after(table, 1, {"id": last}) is True
+
+
 def test_bad_entries_fail_naming_the_entry(redis_url: str, prefix: str,
                                            client: redis.Redis) -> None:
     stream = f"{prefix}s"
