@@ -10,6 +10,8 @@ engine are checked in a fresh interpreter by ``tests/engine/test_layering.py``.)
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -109,3 +111,20 @@ def test_the_checker_sees_an_import_against_the_rule(layer: str, source: str) ->
 ])
 def test_the_checker_lets_allowed_imports_pass(layer: str, source: str) -> None:
     assert violations(layer, source) == []
+
+
+#: Each connector's system client library (imported by that connector's modules alone).
+CLIENT_LIBRARIES = ("psycopg", "redis", "confluent_kafka", "paho", "nats", "pika", "rstream",
+                    "boto3")
+
+
+def test_a_sources_module_loads_no_other_systems_client_library() -> None:
+    # Spark starts Python processes per query that import the source's module: they must
+    # not pay for every connector's client (tens of MB each, per process).
+    probe = ("import sys, spate.engine.connectors.impulse; "
+             f"print(sorted(m for m in {CLIENT_LIBRARIES!r} if m in sys.modules)); "
+             "from spate.engine.connectors import CONNECTORS; "
+             "print(len(CONNECTORS) > 10)")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            check=True, cwd=Path(__file__).parent.parent)
+    assert result.stdout.split() == ["[]", "True"], result.stdout + result.stderr
