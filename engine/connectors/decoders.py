@@ -17,7 +17,7 @@ import binascii
 import decimal
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from spate.engine.connectors.arrow_batches import TIMESTAMP_US, gather
-from spate.engine.connectors.base import RETRACT
+from spate.engine.connectors.base import HIDDEN_COLUMNS, RETRACT
 from spate.engine.connectors.formats import (
     DEBEZIUM_JSON,
     DECIMAL_BYTES,
@@ -89,6 +89,17 @@ def _binary_array(data: np.ndarray, offsets: np.ndarray) -> pa.Array:
     count = len(offsets) - 1
     return pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def source_decoder(stream: pa.Schema, spec: FormatSpec,
+                   not_null: Iterable[str]) -> RecordDecoder:
+    """The decoder of a source's records: ``stream`` (its Arrow schema, hidden columns
+    last) less the hidden columns, with the ``not_null`` columns required in every
+    record."""
+    required = set(not_null)
+    physical = list(stream)[: len(stream) - len(HIDDEN_COLUMNS)]
+    return RecordDecoder(pa.schema([f.with_nullable(f.name not in required) for f in physical]),
+                         spec)
 
 
 class RecordDecoder:

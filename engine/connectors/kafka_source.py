@@ -47,7 +47,7 @@ from pyspark.sql.streaming.datasource import ReadLimit
 from spate.engine.connectors.arrow_batches import arrow_schema, control_batch, data_batch
 from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, ConnectorError
 from spate.engine.connectors.boundary import Boundary
-from spate.engine.connectors.decoders import RecordDecoder
+from spate.engine.connectors.decoders import source_decoder
 from spate.engine.connectors.formats import DEBEZIUM_JSON, RAW_STRING, FormatSpec
 from spate.engine.connectors.kafka_client import (
     KafkaEndpoint,
@@ -248,10 +248,7 @@ class _RangeReader:
         self.reader = reader
         self.spec = FormatSpec(**settings["format"])
         self.arrow_schema = arrow_schema(schema)
-        physical = pa.schema(list(self.arrow_schema)[: len(self.arrow_schema) - 3])
-        required = set(settings["not_null"])
-        self.decoder = RecordDecoder(
-            pa.schema([f.with_nullable(f.name not in required) for f in physical]), self.spec)
+        self.decoder = source_decoder(self.arrow_schema, self.spec, settings["not_null"])
         # A range's records are there already: a broker holding a fetch open for more
         # (fetch.wait.max.ms) would only delay the next range's first fetch.
         self.consumer = Consumer(consumer_config(settings, "source") | {"fetch.wait.max.ms": 10})

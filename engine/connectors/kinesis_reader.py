@@ -38,7 +38,7 @@ from spate.engine.connectors.arrow_batches import (
 )
 from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, ConnectorError
 from spate.engine.connectors.boundary import Boundary
-from spate.engine.connectors.decoders import RecordDecoder
+from spate.engine.connectors.decoders import source_decoder
 from spate.engine.connectors.formats import FormatSpec
 from spate.engine.connectors.kinesis_client import KinesisEndpoint, connect, failure
 from spate.engine.connectors.kinesis_shards import (
@@ -176,10 +176,7 @@ class _PartitionReader:
         self.spec = FormatSpec(**settings["format"])
         self.reader = reader
         self.arrow_schema = arrow_schema(schema)
-        physical = pa.schema([f for f in self.arrow_schema][: len(self.arrow_schema) - 3])
-        required = set(settings["not_null"])
-        self.decoder = RecordDecoder(
-            pa.schema([f.with_nullable(f.name not in required) for f in physical]), self.spec)
+        self.decoder = source_decoder(self.arrow_schema, self.spec, settings["not_null"])
 
     def read(self, shards: list[_Shard], start_ms: int | None) -> Iterator[pa.RecordBatch]:
         dropped = 0

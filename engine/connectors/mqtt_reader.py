@@ -38,7 +38,7 @@ from pyspark.sql.streaming.datasource import ReadLimit
 
 from spate.engine.connectors.arrow_batches import arrow_schema, control_batch, data_batch
 from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, ConnectorError
-from spate.engine.connectors.decoders import RecordDecoder
+from spate.engine.connectors.decoders import source_decoder
 from spate.engine.connectors.formats import RAW_STRING, FormatSpec
 from spate.engine.connectors.mqtt_client import BrokerSettings, close, connect, subscribe
 from spate.engine.connectors.streaming import (
@@ -235,10 +235,7 @@ class _BatchDecoder:
         self.table: str = settings["table"]
         self.spec = FormatSpec(**settings["format"])
         self.arrow_schema = arrow_schema(schema)
-        required = set(settings["not_null"])
-        physical = pa.schema([f.with_nullable(f.name not in required)
-                              for f in list(self.arrow_schema)[: len(self.arrow_schema) - 3]])
-        self.decoder = RecordDecoder(physical, self.spec)
+        self.decoder = source_decoder(self.arrow_schema, self.spec, settings["not_null"])
 
     def decode(self, payloads: list[bytes], topics: list[str],
                arrivals: list[int]) -> Iterator[pa.RecordBatch]:

@@ -25,7 +25,7 @@ from spate.engine.connectors.base import (
     ConnectorError,
     TableConfig,
 )
-from spate.engine.connectors.decoders import RecordDecoder
+from spate.engine.connectors.decoders import source_decoder
 from spate.engine.connectors.egress import unreachable
 from spate.engine.connectors.formats import FormatSpec, parse_format
 from spate.engine.connectors.options import (
@@ -210,9 +210,7 @@ class MessageDecoder:
         self.settings = settings
         self.spec = settings.spec
         self.schema = schema
-        physical = pa.schema([f.with_nullable(f.name not in settings.not_null)
-                              for f in list(schema)[: len(schema) - 3]])
-        self.decoder = RecordDecoder(physical, self.spec)
+        self.decoder = source_decoder(schema, self.spec, settings.not_null)
 
     def batches(self, bodies: list[bytes], stamps_us: np.ndarray,
                 first_position: int) -> list[pa.RecordBatch]:

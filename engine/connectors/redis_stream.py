@@ -43,7 +43,7 @@ from spate.engine.connectors.base import (
     ConnectorError,
     TableConfig,
 )
-from spate.engine.connectors.decoders import Decoded, RecordDecoder
+from spate.engine.connectors.decoders import Decoded, source_decoder
 from spate.engine.connectors.egress import EgressPolicy
 from spate.engine.connectors.formats import (
     DEBEZIUM_JSON,
@@ -265,10 +265,7 @@ class _RangeReader:
         self.field = settings["value_field"].encode("utf-8")
         self.spec = FormatSpec(**settings["format"])
         self.arrow_schema = arrow_schema(schema)
-        required = set(settings["not_null"])
-        physical = pa.schema([f.with_nullable(f.name not in required)
-                              for f in list(self.arrow_schema)[: len(self.arrow_schema) - 3]])
-        self.decoder = RecordDecoder(physical, self.spec)
+        self.decoder = source_decoder(self.arrow_schema, self.spec, settings["not_null"])
 
     def read(self, client: RedisClient, start: str, end: str) -> Iterator[pa.RecordBatch]:
         dropped = 0

@@ -24,7 +24,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 
 from spate.engine.connectors.arrow_batches import arrow_schema, control_batch, data_batch
 from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, CONTROL_EOF, ConnectorError
-from spate.engine.connectors.decoders import RecordDecoder, split_lines
+from spate.engine.connectors.decoders import source_decoder, split_lines
 from spate.engine.connectors.formats import FormatSpec
 from spate.engine.connectors.streaming import (
     SpateDataSource,
@@ -141,8 +141,7 @@ class _RangeReader:
         self.table: str = settings["table"]
         self.spec = FormatSpec(**settings["format"])
         self.arrow_schema = arrow_schema(schema)
-        physical = pa.schema([f for f in self.arrow_schema][: len(self.arrow_schema) - 3])
-        self.decoder = RecordDecoder(_with_nullability(physical, settings), self.spec)
+        self.decoder = source_decoder(self.arrow_schema, self.spec, settings["not_null"])
 
     def read(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[pa.RecordBatch]:
         with open(self.path, "rb") as handle:
@@ -179,9 +178,3 @@ class _RangeReader:
             f"single_file source '{self.table}': bad record in {self.shown_path} at line "
             f"{first_line + index + 1}: {problem}. Fix the record, or set bad_data = 'drop' "
             "to skip undecodable records", option="bad_data")
-
-
-def _with_nullability(physical: pa.Schema, settings: dict[str, Any]) -> pa.Schema:
-    """The decode schema: declared NOT NULL columns must be present in every record."""
-    required = set(settings["not_null"])
-    return pa.schema([f.with_nullable(f.name not in required) for f in physical])
