@@ -194,7 +194,7 @@ def test_unknown_options_connectors_and_types_are_named(
     cases = [
         (PROFILES, {"name": "p", "connector": "single_file", "config": {"colour": "red"}},
          "unknown option 'colour'"),
-        (PROFILES, {"name": "p", "connector": "kinesis"}, "unknown connector 'kinesis'"),
+        (PROFILES, {"name": "p", "connector": "fluvio"}, "unknown connector 'fluvio'"),
         (PROFILES, {"name": "p", "connector": "preview"}, "unknown connector 'preview'"),
         (TABLES, {"name": "t", "connector": "impulse", "config": {"event_rate": 5, "rows": 1}},
          "unknown option 'rows'"),
