@@ -214,8 +214,9 @@ class NatsConnector(Connector):
         if table.boundary.egress is not None:
             for server in connect_settings.servers:
                 table.boundary.egress.check_literal(server.host, server.port, option="servers")
-        connect_settings = replace(connect_settings, boundary=table.boundary.to_dict()
-                                   if table.boundary.egress is not None else None)
+        if table.boundary.egress is not None:
+            connect_settings = replace(connect_settings, boundary=table.boundary.to_dict(),
+                                       egress=table.boundary.egress)
         return NatsTable(role, connect_settings, subject, stream, spec, columns, policy, start,
                          filter_subject, max_messages)
 
@@ -268,7 +269,8 @@ class NatsConnector(Connector):
         if boundary.egress is not None:
             for server in connect_settings.servers:
                 boundary.egress.check_literal(server.host, server.port, option="servers")
-            connect_settings = replace(connect_settings, boundary=boundary.to_dict())
+            connect_settings = replace(connect_settings, boundary=boundary.to_dict(),
+                                       egress=boundary.egress)
         return run_sync(_reach(connect_settings, stream))
 
 
@@ -276,8 +278,9 @@ async def _reach(connect_settings: ConnectSettings, stream: str | None) -> str:
     what = "nats connection test"
     client = await connect(connect_settings, what)
     try:
-        server = client.connected_server_version
-        message = f"reached NATS {server} at {connect_settings.shown}"
+        version = client.connected_server_version
+        message = (f"reached NATS server {version.major}.{version.minor}.{version.patch} at "
+                   f"{connect_settings.shown}")
         if stream is None:
             return message
         try:

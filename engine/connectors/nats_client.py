@@ -14,14 +14,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Coroutine
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 import nats
 from nats.aio.client import Client as NatsClient
 
 from spate.engine.connectors.boundary import Boundary
-from spate.engine.connectors.egress import unreachable
+from spate.engine.connectors.egress import EgressPolicy, unreachable
 from spate.engine.connectors.errors import ConnectorError
 
 DEFAULT_PORT = 4222
@@ -51,9 +51,13 @@ class ConnectSettings:
     password: str | None = None
     #: the tenant's boundary (:meth:`Boundary.to_dict`); None: unconfined
     boundary: dict[str, Any] | None = None
+    #: the live egress policy where it is at hand (the driver): not shipped
+    egress: EgressPolicy | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"servers": [asdict(server) for server in self.servers],
+                "username": self.username, "password": self.password,
+                "boundary": self.boundary}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ConnectSettings:
@@ -114,7 +118,7 @@ def _split_host_port(text: str) -> tuple[str, str]:
 
 def server_urls(settings: ConnectSettings) -> list[str]:
     """The URLs to connect to: under an egress policy, the checked addresses."""
-    egress = Boundary.from_dict(settings.boundary).egress
+    egress = settings.egress or Boundary.from_dict(settings.boundary).egress
     urls = []
     for server in settings.servers:
         host = server.host
