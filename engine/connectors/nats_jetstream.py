@@ -121,7 +121,7 @@ def jetstream_error(what: str, stream: str, error: Exception) -> ConnectorError:
     if isinstance(error, nats.js.errors.NotFoundError):
         return ConnectorError(f"{what}: JetStream stream '{stream}' does not exist; create it "
                               "or fix 'nats.stream'", option="nats.stream")
-    if isinstance(error, nats.errors.NoRespondersError):
+    if isinstance(error, nats.errors.NoRespondersError | nats.js.errors.NoStreamResponseError):
         return ConnectorError(f"{what}: no JetStream answered for stream '{stream}' (is "
                               "JetStream enabled on the server, and does a stream capture "
                               "'nats.subject'?)", option="nats.stream")

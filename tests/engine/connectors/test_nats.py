@@ -218,10 +218,10 @@ def test_a_missing_stream_is_named() -> None:
 # -- the JetStream sink ---------------------------------------------------------------
 
 
-def _sink_table(stream: TestStream, **options: Any) -> TableConfig:
+def _sink_table(stream: TestStream, subject: str | None = None) -> TableConfig:
     return make_table("nats", "sink", (), name="out", type="sink", servers=SERVERS,
-                      format="json", nats__subject=stream.subject("out"),
-                      nats__stream=stream.name, **options)
+                      format="json", nats__subject=subject or stream.subject("out"),
+                      nats__stream=stream.name)
 
 
 def test_a_replayed_epoch_is_dropped_by_the_duplicate_window(spark: SparkSession,
@@ -257,7 +257,7 @@ def test_message_ids_follow_the_records_not_their_order() -> None:
 def test_a_sink_whose_subject_no_stream_captures_fails_clearly(spark: SparkSession,
                                                                 js_stream: TestStream) -> None:
     schema = T.StructType([T.StructField("id", T.LongType())])
-    table = _sink_table(js_stream, nats__subject="spate_test_nowhere.x")
+    table = _sink_table(js_stream, "spate_test_nowhere.x")
     sink = NATS.create_sink(table, schema)
     sink.open(None)
     with pytest.raises(ConnectorError, match="JetStream") as caught:
