@@ -73,6 +73,7 @@ from spate.engine.connectors.nats_reader import (
     DELIVER_BY_START_SEQUENCE,
     DELIVER_NEW,
     JETSTREAM_SOURCE,
+    PASSWORD_OPTION,
 )
 from spate.engine.connectors.options import (
     OptionReader,
@@ -233,9 +234,11 @@ class NatsConnector(Connector):
         if parsed.role != SOURCE:
             raise ConnectorError(f"nats table '{table.name}' is a sink; it cannot be read",
                                  option="type")
+        connect_settings = parsed.connect.to_dict()
+        password = connect_settings.pop("password")
         settings = {
             "table": table.name,
-            "connect": parsed.connect.to_dict(),
+            "connect": connect_settings,
             "stream": parsed.stream,
             "subject": parsed.subject,
             "format": parsed.spec.to_dict(),
@@ -247,7 +250,10 @@ class NatsConnector(Connector):
                          if not c.nullable or c.name in table.primary_key],
         }
         name = JETSTREAM_SOURCE if parsed.stream else CORE_SOURCE
-        return name, source_options(source_schema(parsed.spec, parsed.columns), settings)
+        options = source_options(source_schema(parsed.spec, parsed.columns), settings)
+        if password is not None:
+            options[PASSWORD_OPTION] = password
+        return name, options
 
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         del parallelism  # one reader: a stream is read in sequence order
@@ -314,6 +320,8 @@ class NatsSink(Sink):
         records = [b"" if value is None else value.encode("utf-8")
                    for value in column.to_pylist()]
         self.epoch_bytes = sum(len(record) for record in records)
+        if not records:
+            return None if self.parsed.stream is None else {"producer": self.producer}
         if self.parsed.stream is None:
             run_sync(self._session(lambda client: _publish_core(client, self.parsed.subject,
                                                                 records)))

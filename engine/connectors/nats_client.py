@@ -138,8 +138,9 @@ async def connect(settings: ConnectSettings, what: str) -> NatsClient:
     try:
         return await nats.connect(
             servers=urls, user=settings.username, password=settings.password,
-            allow_reconnect=False, connect_timeout=TIMEOUT_S, max_reconnect_attempts=0,
-            error_cb=quiet, name="spate")
+            # max_reconnect_attempts=0 would retry the first connect forever: one try each
+            allow_reconnect=False, connect_timeout=TIMEOUT_S, max_reconnect_attempts=1,
+            reconnect_time_wait=0.1, error_cb=quiet, name="spate")
     except (OSError, TimeoutError, nats.errors.Error) as error:
         raise connect_error(settings, what, error) from None
 

@@ -59,12 +59,24 @@ log = logging.getLogger(__name__)
 
 JETSTREAM_SOURCE = "spate_nats_jetstream"
 CORE_SOURCE = "spate_nats_core"
+#: The reader option carrying ``auth.password``, outside the settings JSON: Spark
+#: redacts the values of options whose name says "password" where it shows them.
+PASSWORD_OPTION = "spate_nats_password"
 DELIVER_ALL = "all"
 DELIVER_NEW = "new"
 DELIVER_BY_START_SEQUENCE = "by_start_sequence"
 
 
-class NatsJetStreamDataSource(SpateDataSource):
+class _NatsDataSource(SpateDataSource):
+    def nats_settings(self) -> dict[str, Any]:
+        """The settings, the password put back into the connection's."""
+        settings = self.settings()
+        if PASSWORD_OPTION in self.options:
+            settings["connect"]["password"] = self.options[PASSWORD_OPTION]
+        return settings
+
+
+class NatsJetStreamDataSource(_NatsDataSource):
     """Registered as ``spate_nats_jetstream``."""
 
     @classmethod
@@ -72,10 +84,10 @@ class NatsJetStreamDataSource(SpateDataSource):
         return JETSTREAM_SOURCE
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
-        return JetStreamReader(self.settings(), schema, self.start_offset())
+        return JetStreamReader(self.nats_settings(), schema, self.start_offset())
 
 
-class NatsCoreDataSource(SpateDataSource):
+class NatsCoreDataSource(_NatsDataSource):
     """Registered as ``spate_nats_core``."""
 
     @classmethod
@@ -83,7 +95,7 @@ class NatsCoreDataSource(SpateDataSource):
         return CORE_SOURCE
 
     def simpleStreamReader(self, schema: T.StructType) -> SimpleDataSourceStreamReader:
-        return CoreReader(self.settings(), schema, self.start_offset())
+        return CoreReader(self.nats_settings(), schema, self.start_offset())
 
 
 def _what(settings: dict[str, Any]) -> str:

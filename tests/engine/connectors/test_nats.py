@@ -235,8 +235,8 @@ def test_a_replayed_epoch_is_dropped_by_the_duplicate_window(spark: SparkSession
     marker = first.write_epoch(0, spark.createDataFrame(rows, schema))
     first.close()
     assert len(stream_payloads(js_stream)) == 3
-    # The job restarts from its last commit (before epoch 0 was committed: same producer
-    # only if the marker of an earlier epoch says so) and replays epoch 1 in another order.
+    # The job restarts at epoch 0's marker, writes epoch 1, crashes before committing it,
+    # restarts at the same marker and replays epoch 1 with its rows in another order.
     replayed = NATS.create_sink(table, schema)
     replayed.open(marker)
     replayed.write_epoch(1, spark.createDataFrame(rows, schema))
@@ -320,3 +320,16 @@ def test_unreachable_servers_are_named_without_the_password() -> None:
         NATS.reach(options, None, Boundary(egress=_policy("127.0.0.1")))
     assert f"could not connect to 127.0.0.1:{port}" in str(confined.value)
     assert "hunter2" not in str(confined.value)
+
+
+def test_the_password_travels_outside_the_settings_json(js_stream: TestStream) -> None:
+    publish(js_stream.subject(), _records(1))
+    table = _source(js_stream, auth__type="credentials", auth__username="me",
+                    auth__password="hunter2-secret")
+    _, options = NATS.reader_options(table)
+    assert "hunter2" not in options["spate_config"]
+    assert options["spate_nats_password"] == "hunter2-secret"
+    reader = _reader(table)
+    assert reader.connect.password == "hunter2-secret" and reader.connect.username == "me"
+    # This server has no users: it takes any credentials, and the read goes through.
+    assert [r["id"] for r in _read_all(reader, ReadAllAvailable())[0]] == [0]
