@@ -81,4 +81,4 @@ def test_secret_options_are_recognised_by_name() -> None:
         assert not is_secret_option(name), name
     secrets = {(connector, name) for connector, options in CONNECTOR_OPTIONS.items()
                for name, spec in options.items() if spec.secret}
-    assert secrets == {("redis", "password"), ("postgres", "password")}
+    assert secrets == {("redis", "password"), ("postgres", "password"), ("nats", "auth.password")}
