@@ -45,6 +45,10 @@ BASES = {
     ("rabbitmq", "source"): {"type": "source", "format": "json", "json.unstructured": "true",
                              "host": "h", "stream": "s"},
     ("rabbitmq", "sink"): {"type": "sink", "format": "json", "host": "h", "stream": "s"},
+    ("nats", "source"): {"type": "source", "format": "json", "json.unstructured": "true",
+                         "servers": "nats://h:4222", "nats.stream": "s"},
+    ("nats", "sink"): {"type": "sink", "format": "json", "servers": "nats://h:4222",
+                       "nats.subject": "s"},
 }
 #: Options that apply in another mode of a connector are tried on these tables.
 MODES = {("rabbitmq", "source"): {"type": "source", "format": "json", "json.unstructured": "true",
@@ -118,4 +122,5 @@ def test_secret_options_are_recognised_by_name() -> None:
                for name, spec in options.items() if spec.secret}
     assert secrets == {("redis", "password"), ("postgres", "password"), ("mqtt", "password"),
                        ("kafka", "auth.sasl.password"), ("kinesis", "aws_secret_access_key"),
-                       ("kinesis", "aws_session_token"), ("rabbitmq", "password")}
+                       ("kinesis", "aws_session_token"), ("rabbitmq", "password"),
+                       ("nats", "auth.password")}

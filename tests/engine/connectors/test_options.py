@@ -29,7 +29,7 @@ def _error(connector: str, role: str = "source", columns: tuple[ColumnDef, ...] 
 def test_every_connector_is_registered() -> None:
     assert set(CONNECTORS) == {"single_file", "impulse", "nexmark", "stdout", "blackhole",
                                "preview", "redis", "postgres", "mqtt", "kafka", "kinesis",
-                               "rabbitmq"}
+                               "rabbitmq", "nats"}
     assert all(connector.name == name for name, connector in CONNECTORS.items())
 
 

@@ -1,0 +1,394 @@
+"""``nats`` (docs/sql/connectors.md): NATS core subjects and JetStream streams.
+
+Delivery guarantees:
+
+- JetStream source (``nats.stream``): exactly-once into Spate. The offset is
+  the stream sequence; each epoch reads the sequences ``(start, end]``
+  (:mod:`.nats_reader`), so replays read the same messages while the stream
+  retains them.
+- Core source (``nats.subject``): at-most-once; what the subscription receives
+  is handed to the next epoch, and nothing is replayed.
+- Sink to ``nats.subject``: core publish, at-most-once; with ``nats.stream``,
+  JetStream publish with a ``Nats-Msg-Id`` per record (the sink's producer id,
+  the epoch and the record's digest and occurrence) waiting for every PubAck:
+  a replayed epoch's messages are dropped by the stream's duplicate window, so
+  exactly-once when the replay comes within that window.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NatsClient
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from spate.engine.connectors.base import (
+    SINK,
+    SOURCE,
+    ColumnDef,
+    Connector,
+    ConnectorError,
+    Sink,
+    TableConfig,
+    register,
+)
+from spate.engine.connectors.boundary import Boundary
+from spate.engine.connectors.formats import (
+    FormatSpec,
+    check_columns,
+    check_sink_schema,
+    encode_records,
+    parse_format,
+    single_value_columns,
+    source_schema,
+    with_row_key,
+)
+from spate.engine.connectors.metadata import (
+    BOTH,
+    FORMAT_SOURCE,
+    SOURCE_TIME,
+    SOURCES,
+    TYPE,
+    specs,
+)
+from spate.engine.connectors.nats_client import (
+    ConnectSettings,
+    connect,
+    connect_error,
+    parse_servers,
+    run_sync,
+)
+from spate.engine.connectors.nats_jetstream import jetstream_error, last_sequence, publish_all
+from spate.engine.connectors.nats_reader import (
+    CORE_SOURCE,
+    DELIVER_ALL,
+    DELIVER_BY_START_SEQUENCE,
+    DELIVER_NEW,
+    JETSTREAM_SOURCE,
+    PASSWORD_OPTION,
+)
+from spate.engine.connectors.options import (
+    OptionReader,
+    check_role,
+    check_source_options,
+    reject_source_options,
+)
+from spate.engine.connectors.streaming import load_stream, source_options
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_MESSAGES_PER_BATCH = 100_000
+_AUTH_TYPES = ("none", "credentials", "jwt")
+_DELIVER_POLICIES = (DELIVER_ALL, DELIVER_NEW, DELIVER_BY_START_SEQUENCE)
+_DELIVER_NOT_YET = ("last", "last_per_subject", "by_start_time")
+#: Arroyo's consumer settings: Spate reads with its own ephemeral consumer per batch.
+_CONSUMER_NOT_YET = ("ack_policy", "replay_policy", "ack_wait", "description",
+                     "sample_frequency", "num_replicas", "inactive_threshold", "rate_limit",
+                     "max_ack_pending", "max_deliver", "max_waiting", "max_batch", "max_bytes",
+                     "max_expires")
+
+
+@dataclass(frozen=True)
+class NatsTable:
+    """A validated ``nats`` table."""
+
+    role: str
+    connect: ConnectSettings
+    subject: str | None
+    stream: str | None
+    spec: FormatSpec
+    columns: tuple[ColumnDef, ...]
+    deliver_policy: str
+    start_sequence: int | None
+    filter_subject: str | None
+    max_messages_per_batch: int
+
+
+def _connect_settings(options: OptionReader) -> ConnectSettings:
+    servers = parse_servers(options.required("servers"))
+    auth = options.choice("auth.type", _AUTH_TYPES, "none")
+    if auth == "jwt":
+        raise ConnectorError("option 'auth.type' = 'jwt' is not supported yet; use 'none' or "
+                             "'credentials'", option="auth.type")
+    if auth == "credentials":
+        return ConnectSettings(servers, options.required("auth.username"),
+                               options.required("auth.password"))
+    for key in ("auth.username", "auth.password"):
+        if key in options:
+            raise ConnectorError(f"option '{key}' needs 'auth.type' = 'credentials'",
+                                 option=key)
+    return ConnectSettings(servers)
+
+
+def _subject_or_stream(options: OptionReader, role: str) -> tuple[str | None, str | None]:
+    subject = options.string("nats.subject")
+    stream = options.string("nats.stream")
+    subject = subject.strip() if subject is not None else None
+    stream = stream.strip() if stream is not None else None
+    if role == SINK and not subject:
+        raise ConnectorError("a nats sink needs option 'nats.subject' (and 'nats.stream' to "
+                             "publish through JetStream)", option="nats.subject")
+    if role == SOURCE and (subject is None) == (stream is None):
+        raise ConnectorError("a nats source needs exactly one of 'nats.stream' (JetStream) "
+                             "and 'nats.subject' (core NATS)", option="nats.stream")
+    for name, value in (("nats.subject", subject), ("nats.stream", stream)):
+        if value is not None and (not value or any(c.isspace() for c in value)):
+            raise ConnectorError(f"option '{name}' must be a name without spaces, not "
+                                 f"'{value}'", option=name)
+    if stream is not None and any(c in stream for c in ".*>"):
+        raise ConnectorError(f"option 'nats.stream' names a stream; '{stream}' holds '.', '*' "
+                             "or '>'", option="nats.stream")
+    return subject, stream
+
+
+def _consumer(options: OptionReader, jetstream_source: bool) -> tuple[str, int | None,
+                                                                      str | None]:
+    """``nats.consumer.*``: the deliver policy, start sequence and filter subject."""
+    for name in _CONSUMER_NOT_YET:
+        options.reject(f"nats.consumer.{name}", "is not supported yet: Spate reads each batch "
+                                               "with an ephemeral consumer of its own; remove it")
+    keys = ("nats.consumer.deliver_policy", "nats.consumer.start_sequence",
+            "nats.consumer.filter_subjects", "max_messages_per_batch")
+    if not jetstream_source:
+        for key in keys:
+            if key in options:
+                raise ConnectorError(f"option '{key}' applies to JetStream sources (with "
+                                     "'nats.stream') only", option=key)
+        return DELIVER_ALL, None, None
+    raw_policy = (options.string(keys[0]) or DELIVER_ALL).strip().lower()
+    if raw_policy in _DELIVER_NOT_YET:
+        raise ConnectorError(f"option '{keys[0]}' = '{raw_policy}' is not supported yet; use "
+                             "'all', 'new' or 'by_start_sequence'", option=keys[0])
+    policy = options.choice(keys[0], _DELIVER_POLICIES, DELIVER_ALL) or DELIVER_ALL
+    start = options.integer(keys[1], None, minimum=1)
+    if (policy == DELIVER_BY_START_SEQUENCE) != (start is not None):
+        raise ConnectorError(f"option '{keys[1]}' goes with (and only with) '{keys[0]}' = "
+                             "'by_start_sequence'", option=keys[1])
+    filters = [s.strip() for s in (options.string(keys[2]) or "").split(",") if s.strip()]
+    if len(filters) > 1:
+        raise ConnectorError(f"option '{keys[2]}': more than one subject is not supported "
+                             "yet; give one (wildcards allowed)", option=keys[2])
+    return policy, start, filters[0] if filters else None
+
+
+@register
+class NatsConnector(Connector):
+    """Core NATS subjects and JetStream streams, as sources and sinks."""
+
+    name = "nats"
+    roles = frozenset({SOURCE, SINK})
+    options = (*TYPE, *specs(BOTH, "servers", "auth.type", "auth.username", "auth.password",
+                             "nats.subject", "nats.stream", "format", "json.timestamp_format",
+                             "json.decimal_encoding", "json.unstructured"),
+               *FORMAT_SOURCE, *SOURCE_TIME,
+               *specs(SOURCES, "nats.consumer.deliver_policy", "nats.consumer.start_sequence",
+                      "nats.consumer.filter_subjects", "max_messages_per_batch"))
+
+    def _parse(self, table: TableConfig) -> NatsTable:
+        options = OptionReader(table)
+        role = check_role(options, self.roles)
+        connect_settings = _connect_settings(options)
+        subject, stream = _subject_or_stream(options, role)
+        options.reject("framing", "is not supported yet by nats: one message is one record")
+        spec = parse_format(options, role)
+        policy, start, filter_subject = _consumer(options, role == SOURCE and bool(stream))
+        max_messages = DEFAULT_MAX_MESSAGES_PER_BATCH
+        if role == SOURCE:
+            check_source_options(options)
+            max_messages = options.integer("max_messages_per_batch", max_messages,
+                                           minimum=1) or max_messages
+        else:
+            reject_source_options(options)
+        options.finish()
+        columns = table.columns
+        if not columns and role == SOURCE and spec.single_value:
+            columns = single_value_columns()
+        check_columns(spec, columns, role)
+        if table.boundary.egress is not None:
+            for server in connect_settings.servers:
+                table.boundary.egress.check_literal(server.host, server.port, option="servers")
+        if table.boundary.egress is not None:
+            connect_settings = replace(connect_settings, boundary=table.boundary.to_dict(),
+                                       egress=table.boundary.egress)
+        return NatsTable(role, connect_settings, subject, stream, spec, columns, policy, start,
+                         filter_subject, max_messages)
+
+    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+        return self._parse(table).columns
+
+    def batch_limit(self, table: TableConfig) -> int | None:
+        parsed = self._parse(table)
+        return parsed.max_messages_per_batch if parsed.stream and parsed.role == SOURCE else None
+
+    def reader_options(self, table: TableConfig) -> tuple[str, dict[str, str]]:
+        """The data source reading ``table`` and its options (:func:`source_options`)."""
+        parsed = self._parse(table)
+        if parsed.role != SOURCE:
+            raise ConnectorError(f"nats table '{table.name}' is a sink; it cannot be read",
+                                 option="type")
+        connect_settings = parsed.connect.to_dict()
+        password = connect_settings.pop("password")
+        settings = {
+            "table": table.name,
+            "connect": connect_settings,
+            "stream": parsed.stream,
+            "subject": parsed.subject,
+            "format": parsed.spec.to_dict(),
+            "deliver_policy": parsed.deliver_policy,
+            "start_sequence": parsed.start_sequence,
+            "filter_subject": parsed.filter_subject,
+            "max_messages_per_batch": parsed.max_messages_per_batch,
+            "not_null": [c.name for c in parsed.columns
+                         if not c.nullable or c.name in table.primary_key],
+        }
+        name = JETSTREAM_SOURCE if parsed.stream else CORE_SOURCE
+        options = source_options(source_schema(parsed.spec, parsed.columns), settings)
+        if password is not None:
+            options[PASSWORD_OPTION] = password
+        return name, options
+
+    def has_input_after(self, table: TableConfig, parallelism: int, offset: Any) -> bool | None:
+        """JetStream: whether the stream's last sequence is past ``offset``'s.  Core
+        subjects keep nothing for an absent subscriber: they cannot be watched (None), so
+        such a pipeline never stops for want of input."""
+        del parallelism
+        parsed = self._parse(table)
+        if parsed.role != SOURCE or parsed.stream is None:
+            return None
+        stream = parsed.stream
+        return run_sync(_has_messages_after(parsed.connect, stream, int(offset["sequence"])))
+
+    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
+        del parallelism  # one reader: a stream is read in sequence order
+        name, options = self.reader_options(table)
+        return with_row_key(load_stream(spark, name, options), table.primary_key)
+
+    def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
+        parsed = self._parse(table)
+        if parsed.role != SINK:
+            return super().create_sink(table, schema)
+        check_sink_schema(parsed.spec, schema)
+        return NatsSink(table.name, parsed)
+
+    def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
+        """Connect with the servers and credentials, and look up ``nats.stream`` if named."""
+        reader = OptionReader(TableConfig("test", self.name, role or SINK, options, ()))
+        connect_settings = _connect_settings(reader)
+        stream = (reader.string("nats.stream") or "").strip() or None
+        if boundary.egress is not None:
+            for server in connect_settings.servers:
+                boundary.egress.check_literal(server.host, server.port, option="servers")
+            connect_settings = replace(connect_settings, boundary=boundary.to_dict(),
+                                       egress=boundary.egress)
+        return run_sync(_reach(connect_settings, stream))
+
+
+async def _has_messages_after(connect_settings: ConnectSettings, stream: str,
+                              sequence: int) -> bool:
+    what = f"nats source stream '{stream}'"
+    client = await connect(connect_settings, what)
+    try:
+        return await last_sequence(client, stream) > sequence
+    except nats.errors.Error as error:
+        raise jetstream_error(what, stream, error) from None
+    finally:
+        await client.close()
+
+
+async def _reach(connect_settings: ConnectSettings, stream: str | None) -> str:
+    what = "nats connection test"
+    client = await connect(connect_settings, what)
+    try:
+        version = client.connected_server_version
+        message = (f"reached NATS server {version.major}.{version.minor}.{version.patch} at "
+                   f"{connect_settings.shown}")
+        if stream is None:
+            return message
+        try:
+            info = await client.jetstream().stream_info(stream)
+        except nats.errors.Error as error:
+            raise jetstream_error(what, stream, error) from None
+        return (f"{message}; JetStream stream '{stream}' holds "
+                f"{info.state.messages} messages (sequences {info.state.first_seq}.."
+                f"{info.state.last_seq})")
+    finally:
+        await client.close()
+
+
+class NatsSink(Sink):
+    """Publishes one message per record; marker ``{"producer": id}`` with JetStream."""
+
+    def __init__(self, table: str, parsed: NatsTable) -> None:
+        self.table = table
+        self.parsed = parsed
+        self.what = f"nats sink '{table}'"
+        #: the first part of every Nats-Msg-Id, kept across restarts by the marker
+        self.producer = ""
+
+    def open(self, marker: Any | None) -> None:
+        # A fresh pipeline gets a new producer id, so its messages are never taken
+        # for duplicates of an earlier pipeline's; a restarted one keeps its own.
+        self.producer = str(marker["producer"]) if marker else uuid.uuid4().hex
+
+    def write_epoch(self, epoch: int, df: DataFrame) -> dict[str, str] | None:
+        column = encode_records(df, self.parsed.spec).toArrow().column(0)
+        records = [b"" if value is None else value.encode("utf-8")
+                   for value in column.to_pylist()]
+        self.epoch_bytes = sum(len(record) for record in records)
+        if not records:
+            return None if self.parsed.stream is None else {"producer": self.producer}
+        if self.parsed.stream is None:
+            run_sync(self._session(lambda client: _publish_core(client, self.parsed.subject,
+                                                                records)))
+            return None
+        ids = message_ids(self.producer, epoch, records)
+        duplicates = run_sync(self._session(lambda client: publish_all(
+            client, str(self.parsed.subject), str(self.parsed.stream), records, ids)))
+        if duplicates:
+            log.info("replayed messages dropped by the stream", extra={
+                "table": self.table, "epoch": epoch, "duplicates": duplicates})
+        return {"producer": self.producer}
+
+    async def _session(self, operation: Any) -> Any:
+        client = await connect(self.parsed.connect, self.what)
+        try:
+            return await operation(client)
+        except ConnectorError:
+            raise
+        except (OSError, TimeoutError) as error:
+            raise connect_error(self.parsed.connect, self.what, error) from None
+        except nats.errors.Error as error:
+            raise jetstream_error(self.what, str(self.parsed.stream), error) from None
+        finally:
+            await client.close()
+
+    def close(self) -> None:
+        """Every epoch opens and closes its own connection: nothing to release."""
+
+
+async def _publish_core(client: NatsClient, subject: str | None,
+                        records: Sequence[bytes]) -> None:
+    for record in records:
+        await client.publish(str(subject), record)
+    await client.flush()
+
+
+def message_ids(producer: str, epoch: int, records: Sequence[bytes]) -> list[str]:
+    """``Nats-Msg-Id`` of each record: producer, epoch, the record's digest and its
+    occurrence among equal records, so a replayed epoch gets the same ids whatever
+    order Spark returns its rows in."""
+    seen: Counter[bytes] = Counter()
+    ids = []
+    for record in records:
+        digest = hashlib.blake2b(record, digest_size=12).digest()
+        ids.append(f"{producer}-{epoch}-{digest.hex()}-{seen[digest]}")
+        seen[digest] += 1
+    return ids
