@@ -73,6 +73,10 @@ class TableConfig:
     primary_key: tuple[str, ...] = ()
     #: what the table's connector may touch: the tenant's storage root and egress policy
     boundary: Boundary = UNCONFINED
+    #: ``<tenant>/<pipeline>`` of the job reading the table, set by the runner before
+    #: ``read_stream`` (None when planning), for sources that name themselves to their
+    #: system (an MQTT session): two pipelines reading one table never share one
+    owner: str | None = None
 
 
 def hidden_fields() -> list[T.StructField]:

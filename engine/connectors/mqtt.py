@@ -152,14 +152,14 @@ def _read_qos(options: OptionReader, role: str) -> int:
     return DEFAULT_QOS if qos is None else int(qos)
 
 
-def client_id(prefix: str, table: str, broker: BrokerSettings, topic: str) -> str:
+def client_id(prefix: str, table: TableConfig, broker: BrokerSettings, topic: str) -> str:
     """The stable client id of a source: its MQTT session survives restarts under it.
 
-    Two pipelines reading the same table of the same broker and topic must set
-    different ``client_prefix`` values, or they take each other's session.
+    It is the reading pipeline's own (``table.owner``): two pipelines, or a preview,
+    reading one table of one broker and topic never take each other's session.
     """
-    digest = hashlib.sha256(f"{broker.shown}\n{topic}".encode()).hexdigest()[:12]
-    return f"{prefix}-{table}-{digest}"
+    digest = hashlib.sha256(f"{table.owner}\n{broker.shown}\n{topic}".encode()).hexdigest()
+    return f"{prefix}-{table.name}-{digest[:12]}"
 
 
 def parse_table(table: TableConfig) -> MqttTable:
@@ -192,7 +192,7 @@ def parse_table(table: TableConfig) -> MqttTable:
     check_columns(spec, columns, role)
     assert max_messages is not None
     return MqttTable(role, broker, topic, qos, prefix,
-                     client_id(prefix, table.name, broker, topic),
+                     client_id(prefix, table, broker, topic),
                      retain, spec, columns, max_messages)
 
 

@@ -250,11 +250,12 @@ class PipelineRunner:
         self._check_checkpoint()
         if self.plan.udfs is not None:
             register_udfs(self.spark, self.plan.udfs)
+        owner = f"{self.state.tenant}/{self.state.pipeline}"
         self.sinks = open_sinks(self.plan, self._sink_markers, self.options.sink_overrides,
-                                f"{self.state.tenant}/{self.state.pipeline}")
+                                owner)
         assert self._batches is not None
         stream = source_stream(self.spark, self.plan.sources, self.options.parallelism,
-                               self._batches.start_offsets)
+                               self._batches.start_offsets, owner)
         writer = stream.writeStream.foreachBatch(self._epoch).option(
             "checkpointLocation", self.options.checkpoint_dir)
         if self.options.trigger_interval:

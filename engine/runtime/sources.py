@@ -20,7 +20,7 @@ batch.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
@@ -47,19 +47,21 @@ class SourceMetrics:
 
 
 def source_stream(spark: SparkSession, sources: list[Table], parallelism: int,
-                  start_offsets: Mapping[str, Any] | None = None) -> DataFrame:
+                  start_offsets: Mapping[str, Any] | None = None,
+                  owner: str | None = None) -> DataFrame:
     """One streaming DataFrame over every source of the pipeline.
 
     The sources are unioned in the order of ``sources``, which is the order
     Spark logs their offsets in (:mod:`spate.engine.runtime.offsets`).  A
     source named in ``start_offsets`` starts at that offset when Spark's
     checkpoint has none for it (a pipeline resuming from its state store).
+    ``owner``: the ``<tenant>/<pipeline>`` reading them (``TableConfig.owner``).
     """
     starts = {t.config.name: start_offsets[t.name] for t in sources
               if start_offsets is not None and t.name in start_offsets}
     with starting_at(starts):
-        frames = [CONNECTORS[t.config.connector].read_stream(spark, t.config, parallelism)
-                  for t in sources]
+        frames = [CONNECTORS[t.config.connector].read_stream(
+                      spark, replace(t.config, owner=owner), parallelism) for t in sources]
     if len(frames) == 1:
         return frames[0]
     packed = [F.struct(*(F.col(f"`{c}`") for c in frame.columns)) for frame in frames]

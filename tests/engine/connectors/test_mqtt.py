@@ -295,7 +295,10 @@ def test_a_source_pipeline_stops_and_resumes_without_loss(spark: SparkSession, t
     batch, which a stop can pre-empt), nothing else."""
     out = tmp_path / "out.jsonl"
     sql = _source_sql(topic, prefix, ", bad_data = 'drop'") + _file_sink_sql(out)
-    _create_session(_source(topic, prefix, bad_data="drop"))
+    # The session run_pipeline's runner opens: its tenant and pipeline's own.
+    source = replace(_source(topic, prefix, bad_data="drop"), owner="default/test")
+    _SESSIONS.append(parse_table(source).client_id)
+    _create_session(source)
     _publish(topic, [*_records(0, 2), "not json", '{"id": "x"}', *_records(2, 5)])
     counters = run_pipeline(spark, sql, tmp_path, stop_when=_lines_reach(out, 5),
                             timeout_s=60)
@@ -374,3 +377,12 @@ def test_a_confined_source_reads_from_an_allowed_broker(topic: str, prefix: str)
     start = reader.initialOffset()
     assert _ids(reader, start, _wait_for(reader, start, 2)) == [0, 1]
     reader.stop()
+
+
+def test_each_reading_pipeline_has_a_session_of_its_own() -> None:
+    table = _source("sensors/+", "spate")
+    ids = {owner: parse_table(replace(table, owner=owner)).client_id
+           for owner in ("t1/p1", "t1/p2", "t2/p1")}
+    assert len(set(ids.values())) == 3, "two pipelines (or tenants) would share a session"
+    assert parse_table(replace(table, owner="t1/p1")).client_id == ids["t1/p1"], \
+        "a pipeline's session must survive its restarts"
