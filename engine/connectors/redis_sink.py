@@ -11,8 +11,8 @@ by the value of ``target.key_column`` (if given). Delivery, per target:
   explicit id ``<epoch>-<n>``, ``n`` counting the epoch's rows from 1) and
   ``pubsub`` (``PUBLISH`` to the key as channel): each epoch is one
   ``MULTI``/``EXEC`` transaction that also stores the epoch in the marker key
-  ``<target.key_prefix>__spate_epoch``, watched first. An epoch at or below the
-  marker was written already and is skipped, so a replay neither duplicates nor
+  ``<target.key_prefix>__spate_epoch:<tenant>/<pipeline>`` (the writing pipeline's
+  own), watched first. An epoch at or below the marker was written already and is skipped, so a replay neither duplicates nor
   loses an entry (exactly-once), and the stream ids of an epoch are refused by
   Redis if written twice. Pub/sub messages reach only the subscribers connected
   at the time (at-most-once for them) and are never published twice.
@@ -148,11 +148,17 @@ class RedisSink(Sink):
                                        f"redis sink '{self.table.name}'")
         return self._client
 
+    def _marker_key(self) -> str:
+        """The epoch marker of this pipeline's writes (two pipelines writing one prefix
+        keep one each: neither skips the other's epochs)."""
+        key = self.settings.marker_key
+        return key if self.pipeline is None else f"{key}:{self.pipeline}"
+
     def open(self, marker: Any | None) -> None:
         client = self._open_client()
         if marker is None and self.settings.target in TRANSACTIONAL:
             try:  # a fresh pipeline: its epochs start again from the first
-                client.client.delete(self.settings.marker_key)
+                client.client.delete(self._marker_key())
             except redis.RedisError as error:
                 raise client.failure(error) from None
 
@@ -208,7 +214,7 @@ class RedisSink(Sink):
     def _write_transaction(self, client: RedisClient, epoch: int,
                            rows: dict[str, list[str]]) -> None:
         """The epoch in one MULTI/EXEC with its marker, unless the marker says it is done."""
-        marker_key = self.settings.marker_key
+        marker_key = self._marker_key()
         with client.client.pipeline(transaction=True) as pipe:
             pipe.watch(marker_key)  # type: ignore[no-untyped-call]
             done = pipe.get(marker_key)

@@ -112,6 +112,19 @@ def test_a_fresh_pipeline_writes_from_its_first_epoch(spark: SparkSession, redis
     assert client.llen(f"{prefix}l") == 1
 
 
+def test_two_pipelines_writing_one_list_keep_an_epoch_marker_each(
+        spark: SparkSession, redis_url: str, prefix: str, client: redis.Redis) -> None:
+    table = sink_table(redis_url, "list", f"{prefix}l")
+    for pipeline, n in (("t/one", 1), ("t/two", 2)):
+        sink = CONNECTORS["redis"].create_sink(table, SCHEMA)
+        sink.pipeline = pipeline
+        sink.open({"epoch": 0})
+        sink.write_epoch(1, frame(spark, ("a", "x", n)))  # the same epoch number
+        sink.close()
+    assert [json.loads(v)["n"] for v in client.lrange(f"{prefix}l", 0, -1)] == [1, 2], \
+        "the second pipeline's epoch 1 was taken for the first's"
+
+
 def test_stream_ids_come_from_the_epoch(spark: SparkSession, redis_url: str, prefix: str,
                                         client: redis.Redis) -> None:
     table = sink_table(redis_url, "stream", f"{prefix}s")

@@ -207,4 +207,4 @@ def test_a_pipeline_stops_and_resumes_exactly_once(spark: SparkSession, tmp_path
     rows = [json.loads(v) for v in client.lrange(out, 0, -1)]
     assert [r["id"] for r in rows] == list(range(1, 9))
     assert rows[0] == {"id": 1, "name": "N1"}
-    assert client.get(f"{out}__spate_epoch") is not None
+    assert client.get(f"{out}__spate_epoch:default/test") is not None  # the pipeline's own
