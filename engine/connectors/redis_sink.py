@@ -14,8 +14,9 @@ by the value of ``target.key_column`` (if given). Delivery, per target:
   ``<target.key_prefix>__spate_epoch:<tenant>/<pipeline>`` (the writing pipeline's
   own), watched first. An epoch at or below the marker was written already and
   is skipped, so a replay neither duplicates nor loses an entry (exactly-once),
-  and the stream ids of an epoch are refused by Redis if written twice. Pub/sub messages reach only the subscribers connected
-  at the time (at-most-once for them) and are never published twice.
+  and the stream ids of an epoch are refused by Redis if written twice. Pub/sub
+  messages reach only the subscribers connected at the time (at-most-once for
+  them) and are never published twice.
 
 The marker committed with an epoch is ``{"epoch": n}``; a pipeline started
 afresh (``open(None)``) deletes the Redis marker key, so its epochs are written
