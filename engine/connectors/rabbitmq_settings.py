@@ -175,8 +175,8 @@ def _stream_target(options: OptionReader, role: str, table: str) -> dict[str, An
         start = options.choice("source.offset", (EARLIEST, LATEST), LATEST) or LATEST
         return {"stream": stream, "start": start}
     options.reject("source.offset", "applies to sources only")
-    name = options.string("producer_name") or f"spate:{table}"
-    if not name.strip():
+    name = options.string("producer_name")
+    if name is not None and not name.strip():
         raise ConnectorError("option 'producer_name' must not be empty", option="producer_name")
     return {"stream": stream, "producer_name": name}
 

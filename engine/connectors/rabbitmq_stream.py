@@ -11,7 +11,7 @@ A message's event time is the broker's timestamp of its chunk.
 
 Sink: publishes each record as an AMQP 1.0 message (one data section, as the
 other stream clients write them) with publisher confirms, under a producer
-name (``producer_name``, by default ``spate:<table>``).  RabbitMQ
+name (``producer_name``, by default ``spate:<tenant>/<pipeline>/<table>``).  RabbitMQ
 de-duplicates per producer name: it keeps the highest publishing id written
 under the name, and drops (yet confirms) any message whose id is not above it.
 Record ``i`` of epoch ``e`` has the id ``(e + 1) * 2**32 + i``, and an epoch's
@@ -268,7 +268,12 @@ class RabbitStreamSink(Sink):
 
     @property
     def producer_name(self) -> str:
-        return self.settings.producer_name or f"spate:{self.settings.table}"
+        """The option's, else one of the writing pipeline's own (two pipelines writing
+        one stream never de-duplicate each other's messages)."""
+        if self.settings.producer_name:
+            return self.settings.producer_name
+        owner = f"{self.pipeline}/" if self.pipeline else ""
+        return f"spate:{owner}{self.settings.table}"
 
     def open(self, marker: Any | None) -> None:
         self._loop = PrivateLoop()

@@ -386,3 +386,17 @@ def test_the_password_stays_out_of_the_plan(spark: SparkSession, stream_name: st
     plan = frame._jdf.queryExecution().toString()
     assert "spate_password" in plan and '"password"' not in plan
     assert "guest" not in plan.replace('"username": "guest"', "")
+
+
+def test_a_stream_sinks_default_producer_name_is_its_pipelines_own() -> None:
+    schema = T.StructType([T.StructField("id", T.LongType()),
+                           T.StructField("item", T.StringType())])
+    names = []
+    for pipeline in ("t1/p1", "t1/p2", "t2/p1"):
+        sink = RABBITMQ.create_sink(_table("sink", (), stream="orders"), schema)
+        sink.pipeline = pipeline
+        names.append(sink.producer_name)  # type: ignore[attr-defined]
+    assert len(set(names)) == 3, f"pipelines would drop each other's messages: {names}"
+    named = RABBITMQ.create_sink(_table("sink", (), stream="orders", producer_name="mine"), schema)
+    named.pipeline = "t1/p1"
+    assert named.producer_name == "mine"  # type: ignore[attr-defined]
