@@ -47,6 +47,14 @@ def hosted(tmp_path_factory: pytest.TempPathFactory, redis_url: str, redis_prefi
         yield running
 
 
+def _exited(pid: int) -> bool:
+    """Whether the process is gone or a zombie (it may be reaped while we look)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def _application_pid(harness: Harness, pipeline_id: str) -> int:
     job = harness.wait_for_job(pipeline_id, ("running",))
     assert job.handle is not None and job.handle.get("application") == job.tenant_id, \
@@ -96,8 +104,7 @@ def test_an_idle_application_exits_and_the_next_job_starts_another(hosted: Harne
     application = _application_pid(hosted, first)
     hosted.wait_for_job(first, ("finished",))
     hosted.wait_for("the idle application to exit",
-                    lambda: not psutil.pid_exists(application)
-                    or psutil.Process(application).status() == psutil.STATUS_ZOMBIE,
+                    lambda: _exited(application),
                     timeout_s=IDLE_EXIT_S + 60)
     second = hosted.add_pipeline(windowed_bids_sql("b.jsonl", 200, 2, 200),
                                  tenant_id=hosted.tenant_of(first))
@@ -167,8 +174,7 @@ def _moves_to_a_new_application(hosted: Harness, name: str,
     hosted.wait_for("the first rows", lambda: len(_counters(hosted, pipeline, name)) > 10)
     drain(applications, hosted.tenant_of(pipeline))
     hosted.wait_for("the drained application to exit",
-                    lambda: not psutil.pid_exists(application)
-                    or psutil.Process(application).status() == psutil.STATUS_ZOMBIE,
+                    lambda: _exited(application),
                     timeout_s=120)
     hosted.wait_for("a job in a new application", lambda: (
         hosted.jobs(pipeline)[-1].state == "running"
