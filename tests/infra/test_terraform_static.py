@@ -212,6 +212,17 @@ def test_layout_every_module_has_its_files_and_a_readme() -> None:
     assert examples and all((example / "README.md").is_file() for example in examples)
 
 
+def test_readmes_link_only_inside_the_repository() -> None:
+    pages = sorted(INFRA.rglob("README.md"))
+    assert len(pages) >= 5
+    for page in pages:
+        prose = re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL)
+        for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+            assert not re.match(r"^[a-z][a-z0-9+.-]*:", target), f"{page}: {target}"
+            path = target.split("#")[0]
+            assert not path or (page.parent / path).exists(), f"{page}: {target}"
+
+
 def test_every_tf_file_parses_and_every_reference_resolves() -> None:
     assert tree_problems(INFRA) == []
 
