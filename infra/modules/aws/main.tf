@@ -236,6 +236,7 @@ resource "aws_eks_node_group" "main" {
 resource "aws_eks_addon" "vpc_cni" {
   cluster_name                = aws_eks_cluster.main.name
   addon_name                  = "vpc-cni"
+  resolve_conflicts_on_create = "OVERWRITE"
   resolve_conflicts_on_update = "OVERWRITE"
   configuration_values        = jsonencode({ enableNetworkPolicy = "true" })
   tags                        = local.tags
@@ -324,7 +325,7 @@ data "aws_iam_policy_document" "tenant_data" {
     condition {
       test     = "StringLike"
       variable = "s3:prefix"
-      values   = ["tenants/${each.value}/*"]
+      values   = ["tenants/${each.value}/", "tenants/${each.value}/*"]
     }
   }
 

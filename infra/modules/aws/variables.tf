@@ -177,8 +177,8 @@ variable "tenants" {
   default     = []
 
   validation {
-    condition     = alltrue([for tenant in var.tenants : can(regex("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", tenant))])
-    error_message = "tenants must be tenant ids that are DNS labels."
+    condition     = alltrue([for tenant in var.tenants : can(regex("^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$", tenant))])
+    error_message = "tenants must be tenant ids that are DNS labels of at most 32 characters (they are part of IAM role names)."
   }
 }
 

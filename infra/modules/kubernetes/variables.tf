@@ -276,6 +276,11 @@ variable "tenants" {
     condition     = alltrue([for tenant in keys(var.tenants) : can(regex("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", tenant))])
     error_message = "tenants keys must be tenant ids that are DNS labels (lower-case letters, digits and '-')."
   }
+
+  validation {
+    condition     = alltrue([for tenant in keys(var.tenants) : length("${var.tenant_namespace_prefix}-${tenant}") <= 63])
+    error_message = "tenants keys must be short enough for the namespace <tenant_namespace_prefix>-<tenant id> to be at most 63 characters."
+  }
 }
 
 variable "checkpoint_volume" {
