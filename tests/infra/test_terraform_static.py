@@ -253,6 +253,64 @@ def test_deployments_use_real_setting_names() -> None:
     assert names <= known, sorted(names - known)
 
 
+def _resource(module: str, rtype: str, name: str) -> dict[str, Any]:
+    for path in sorted((INFRA / "modules" / module).glob("*.tf")):
+        for block in _blocks(_parse(path.read_text()), "resource"):
+            body = block.get(f'"{rtype}"', {}).get(f'"{name}"')
+            if body is not None:
+                found: dict[str, Any] = body
+                return found
+    raise AssertionError(f"modules/{module} has no {rtype}.{name}")
+
+
+def _rights(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """(API group, resource, verb) of every rule, from HCL (quoted) or from a manifest."""
+    return {(unquote(group), unquote(resource), unquote(verb)) for rule in rules
+            for group in rule["api_groups" if "api_groups" in rule else "apiGroups"]
+            for resource in rule["resources"] for verb in rule["verbs"]}
+
+
+def test_the_workers_role_covers_what_the_kubernetes_backend_does() -> None:
+    """The ClusterRole lets the worker `kubectl apply` every object of a tenant's namespace
+    (get, create, patch), grant the tenant's Role (holding its rights), and watch and
+    remove driver pods and spec Secrets, as scheduler/backends/kubernetes.py does."""
+    from spate.scheduler.backends.k8s_tenancy import tenant_manifests
+    from spate.scheduler.config import KubernetesConfig
+
+    held = _rights(_resource("kubernetes", "kubernetes_cluster_role_v1", "worker")["rule"])
+    manifests = tenant_manifests(KubernetesConfig(), "spate-t-acme", "acme", ("10.0.0.0/8",))
+    kinds = {(item["apiVersion"], item["kind"]) for item in manifests} | {("v1", "Secret")}
+    needed: set[tuple[str, str, str]] = set()
+    for api_version, kind in kinds:
+        group = api_version.rpartition("/")[0]
+        plural = kind.lower()[:-1] + "ies" if kind.endswith("y") else kind.lower() + "s"
+        needed |= {(group, plural, verb) for verb in ("get", "create", "patch")}
+    needed |= {("", "pods", "get"), ("", "pods", "delete"), ("", "secrets", "delete")}
+    for role in (item for item in manifests if item["kind"] == "Role"):
+        needed |= _rights(role["rules"])
+    assert needed - held == set()
+
+
+def test_the_tenant_namespace_template_matches_the_workers_namespace() -> None:
+    """The namespaces made ahead carry the labels the worker's `kubectl apply` gives them."""
+    from spate.scheduler.backends.k8s_tenancy import tenant_manifests
+    from spate.scheduler.config import KubernetesConfig
+
+    namespace = next(item for item in tenant_manifests(KubernetesConfig(), "spate-t-acme",
+                                                       "acme", ()) if item["kind"] == "Namespace")
+    body = _resource("kubernetes", "kubernetes_namespace_v1", "tenant")
+    labels = {unquote(key): unquote(value) for key, value in body["metadata"][0]["labels"].items()}
+    assert labels.pop("spate/tenant") == "${each.key}"
+    expected = dict(namespace["metadata"]["labels"])
+    assert expected.pop("spate/tenant") == "acme"
+    assert labels == expected
+    variables = load_module(INFRA / "modules" / "kubernetes").variables
+    assert unquote(variables["tenant_namespace_prefix"]["default"]) == \
+        KubernetesConfig().namespace_prefix
+    assert unquote(variables["job_service_account"]["default"]) == \
+        KubernetesConfig().service_account
+
+
 MUTATIONS = {
     "undeclared variable": (
         "modules/kubernetes/main.tf", "SPATE_LOG                  = var.log_level",
