@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import hcl2
 import pytest
-
-hcl2 = pytest.importorskip("hcl2", reason="python-hcl2 is not installed (pip install -e .[dev])")
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
@@ -424,3 +423,48 @@ def test_terraform_validate_catches_what_the_static_check_cannot(tmp_path: Path)
                          ("main.tf", "storage_encrypted ", "storage_encryptid "))
     assert validate.returncode != 0
     assert "storage_encryptid" in validate.stdout + validate.stderr
+
+
+# -- the image's entry point ---------------------------------------------------------
+
+
+def _entrypoint(tmp_path: Path, args: list[str], env: dict[str, str]) -> list[str]:
+    """Run infra/image/entrypoint.sh with a java and a spark-submit that print their
+    arguments, one a line: the command lines it starts."""
+    bin_dir = tmp_path / "spark" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("java", "spark-submit"):
+        tool = bin_dir / name
+        tool.write_text(f'#!/bin/sh\necho {name}\nfor arg in "$@"; do echo "$arg"; done\n')
+        tool.chmod(0o755)
+    done = subprocess.run(["sh", str(INFRA / "image" / "entrypoint.sh"), *args],
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin",
+                               "SPARK_HOME": str(tmp_path / "spark"), **env},
+                          capture_output=True, text=True, timeout=30, check=True)
+    return done.stdout.splitlines()
+
+
+def test_image_entrypoint_starts_executors_with_sparks_options_in_order(tmp_path: Path) -> None:
+    lines = _entrypoint(tmp_path, ["executor"], {
+        "SPARK_EXECUTOR_MEMORY": "2g", "SPARK_JAVA_OPT_0": "-Dspark.a=1 2",
+        "SPARK_JAVA_OPT_1": "-Dspark.b=2", "SPARK_DRIVER_URL": "spark://CoarseGrainedScheduler@d:7078",
+        "SPARK_EXECUTOR_ID": "3", "SPARK_EXECUTOR_CORES": "1", "SPARK_APPLICATION_ID": "spark-1",
+        "SPARK_EXECUTOR_POD_IP": "10.1.2.3", "SPARK_EXECUTOR_POD_NAME": "job-exec-3"})
+    assert lines[:5] == ["java", "-Xms2g", "-Xmx2g", "-Dspark.a=1 2", "-Dspark.b=2"]
+    assert "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend" in lines
+    pairs = dict(zip(lines[lines.index("--driver-url"):][::2],
+                     lines[lines.index("--driver-url") + 1:][::2], strict=False))
+    assert pairs == {"--driver-url": "spark://CoarseGrainedScheduler@d:7078",
+                     "--executor-id": "3", "--cores": "1", "--app-id": "spark-1",
+                     "--hostname": "10.1.2.3", "--resourceProfileId": "0",
+                     "--podName": "job-exec-3"}
+
+
+def test_image_entrypoint_starts_drivers_and_runs_other_commands(tmp_path: Path) -> None:
+    lines = _entrypoint(tmp_path, ["driver", "--properties-file", "/opt/spark/conf/p",
+                                   "local:///opt/spate/engine/job/main.py"],
+                        {"SPARK_DRIVER_BIND_ADDRESS": "10.1.2.4"})
+    assert lines == ["spark-submit", "--conf", "spark.driver.bindAddress=10.1.2.4",
+                     "--deploy-mode", "client", "--properties-file", "/opt/spark/conf/p",
+                     "local:///opt/spate/engine/job/main.py"]
+    assert _entrypoint(tmp_path / "other", ["echo", "spate worker"], {}) == ["spate worker"]
