@@ -25,7 +25,7 @@ from schemathesis.specs.openapi.checks import (
 
 from tests.api.support import TenantKeys, TestClient, new_tenant, platform_auth
 
-MAX_EXAMPLES = 20
+MAX_EXAMPLES = 12
 
 
 @pytest.fixture(scope="module")
