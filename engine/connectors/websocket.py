@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -55,6 +56,8 @@ SOURCE_NAME = "spate_websocket"
 _SCHEMES = ("ws", "wss")
 #: How often a blocked receive looks whether the feed is closing.
 _RECEIVE_POLL_S = 0.5
+#: The largest message accepted (websockets' default is 1 MiB).
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
 def read_subscriptions(options: OptionReader) -> list[str]:
@@ -88,20 +91,22 @@ def parse_table(table: TableConfig) -> tuple[SourceTable, list[str], float]:
     return source, subscriptions, timeout
 
 
+@contextmanager
 def open_connection(endpoint: Endpoint, headers: Mapping[str, str],
-                    timeout_s: float) -> ClientConnection:
+                    timeout_s: float) -> Iterator[ClientConnection]:
     """The WebSocket handshake, over a socket to the address the egress policy checked."""
     sock = None
     address = endpoint.checked_host()
     if address is not None:
         sock = socket.create_connection((address, endpoint.port), timeout=timeout_s)
     try:
-        return connect(endpoint.url, sock=sock, additional_headers=dict(headers),
-                       open_timeout=timeout_s, proxy=None)
-    except BaseException:
+        with connect(endpoint.url, sock=sock, additional_headers=dict(headers),
+                     open_timeout=timeout_s, proxy=None, max_size=MAX_MESSAGE_BYTES
+                     ) as connection:
+            yield connection
+    finally:
         if sock is not None:
             sock.close()
-        raise
 
 
 class WebSocketFeed(Feed):
@@ -114,7 +119,9 @@ class WebSocketFeed(Feed):
 
     def session(self) -> None:
         try:
-            connection = open_connection(self.endpoint, self.headers, self.settings["timeout_s"])
+            with open_connection(self.endpoint, self.headers,
+                                 self.settings["timeout_s"]) as connection:
+                self._receive(connection)
         except InvalidStatus as refused:
             status = refused.response.status_code
             if 400 <= status < 500 and status not in (408, 429):
@@ -122,17 +129,18 @@ class WebSocketFeed(Feed):
                                       f"WebSocket handshake with HTTP {status}; check "
                                       "options 'endpoint' and 'headers'") from None
             raise
+
+    def _receive(self, connection: ClientConnection) -> None:
         self._connection = connection
-        with connection:
-            for message in self.settings["subscriptions"]:
-                connection.send(message)
-            while not self.stopping.is_set():
-                try:
-                    received = connection.recv(timeout=_RECEIVE_POLL_S)
-                except TimeoutError:
-                    continue
-                self.deliver(received.encode("utf-8") if isinstance(received, str)
-                             else bytes(received))
+        for message in self.settings["subscriptions"]:
+            connection.send(message)
+        while not self.stopping.is_set():
+            try:
+                received = connection.recv(timeout=_RECEIVE_POLL_S)
+            except TimeoutError:
+                continue
+            self.deliver(received.encode("utf-8") if isinstance(received, str)
+                         else bytes(received))
 
     def interrupt(self) -> None:
         if self._connection is not None:
@@ -177,7 +185,8 @@ class WebSocketConnector(Connector):
         endpoint = read_endpoint(reader, _SCHEMES, boundary)
         headers = read_headers(reader)
         try:
-            open_connection(endpoint, headers, read_timeout(reader)).close()
+            with open_connection(endpoint, headers, read_timeout(reader)):
+                pass
         except InvalidStatus as refused:
             raise unreachable("websocket check", endpoint,
                               f"handshake refused with HTTP {refused.response.status_code}"
