@@ -17,7 +17,6 @@ import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 from pyspark.sql import DataFrame, SparkSession
