@@ -65,7 +65,7 @@ from spate.engine.connectors.options import (
     reject_source_options,
 )
 from spate.engine.connectors.streaming import (
-    CONFIG_OPTION,
+    SpateDataSource,
     default_limit,
     initial_offset,
     load_stream,
@@ -494,13 +494,11 @@ class FeedReader(DataSourceStreamReader):
         return self._feed
 
 
-def stream_reader(reader: type[FeedReader], options: Mapping[str, str],
+def stream_reader(reader: type[FeedReader], source: SpateDataSource,
                   schema: T.StructType) -> FeedReader:
     """A data source's ``streamReader``: ``reader`` over its settings, headers and start."""
-    payload = json.loads(options[CONFIG_OPTION])
-    start = payload.pop("start_offset", None)
-    payload.pop("stream_schema", None)
-    return reader(payload, data_source_secret(options), schema, start)
+    return reader(source.settings(), data_source_secret(source.options), schema,
+                  source.start_offset())
 
 
 class BatchDecoder:

@@ -145,7 +145,7 @@ class PollingDataSource(SpateDataSource):
         return SOURCE_NAME
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
-        return stream_reader(PollingReader, self.options, schema)
+        return stream_reader(PollingReader, self, schema)
 
 
 @register

@@ -131,7 +131,7 @@ class SseDataSource(SpateDataSource):
         return SOURCE_NAME
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
-        return stream_reader(SseReader, self.options, schema)
+        return stream_reader(SseReader, self, schema)
 
 
 @register

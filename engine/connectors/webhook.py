@@ -155,6 +155,7 @@ class WebhookSink(Sink):
             raise ConnectorError(f"webhook sink '{self.table}' written before open()")
         records = encode_records(df, self.parsed.spec).toArrow().column(0).to_pylist()
         bodies = request_bodies(records, self.parsed.spec, self.parsed.max_rows_per_request)
+        self.epoch_bytes = sum(len(body) for _, body in bodies)
         if not bodies:
             return
         url, host = self.parsed.endpoint.connect_to()
@@ -164,7 +165,6 @@ class WebhookSink(Sink):
         for first, body in bodies:
             key = f"{self._prefix}-{epoch}-{first}"
             self._send(url, {**headers, self.parsed.key_header: key}, body, epoch, first)
-        self.epoch_bytes = sum(len(body) for _, body in bodies)
         log.debug("epoch sent", extra={"table": self.table, "epoch": epoch,
                                         "requests": len(bodies)})
 

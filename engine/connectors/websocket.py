@@ -159,7 +159,7 @@ class WebSocketDataSource(SpateDataSource):
         return SOURCE_NAME
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
-        return stream_reader(WebSocketReader, self.options, schema)
+        return stream_reader(WebSocketReader, self, schema)
 
 
 @register

@@ -288,5 +288,5 @@ def test_a_pipeline_resumes_from_its_state_store_without_loss(
     run_pipeline(spark, sql, tmp_path, stop_when=lambda: len(read_lines(out)) >= 6,
                  timeout_s=60)
     ids = sorted(json.loads(line)["id"] for line in read_lines(out))
-    assert ids[:6] == list(range(6)) and set(ids) == set(range(6))
+    assert ids == list(range(6))  # the file sink cuts back to its commit: exactly once here
     assert events.resumed_from[-1] is not None  # the second run sent Last-Event-ID

@@ -15,6 +15,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from spate.api.connection_checks import check_options
+from spate.api.connections import split_options
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
 from spate.engine.connectors.egress import EgressPolicy
@@ -196,3 +198,19 @@ def test_a_confined_sink_is_refused_a_loopback_endpoint() -> None:
     with pytest.raises(ConnectorError, match="egress policy") as caught:
         CONNECTORS["webhook"].validate(table)
     assert caught.value.option == "endpoint"
+
+
+def test_a_profile_keeps_its_headers_secret_and_its_check_reaches_the_receiver(
+        receiver: tuple[Receiver, str]) -> None:
+    """The API's connection profiles: the options come from the registry, ``headers``
+    sent as a secret stays one, and ``/test`` really connects, scrubbing the token."""
+    _, endpoint = receiver
+    options = split_options("webhook", {"endpoint": endpoint, "format": "json"},
+                            {"headers": "Authorization: Bearer wrong"})
+    assert options.secret == {"headers": "Authorization: Bearer wrong"}
+    assert "headers" not in options.plain
+    result = check_options("webhook", options.merged(), None).scrubbed(options.secret)
+    assert not result.ok and "credentials in option 'headers'" in result.message
+    assert "wrong" not in result.message
+    reached = check_options("webhook", {"endpoint": endpoint}, None)
+    assert reached.ok and "HTTP 204" in reached.message
