@@ -115,7 +115,7 @@ def test_the_checker_lets_allowed_imports_pass(layer: str, source: str) -> None:
 
 #: Each connector's system client library (imported by that connector's modules alone).
 CLIENT_LIBRARIES = ("psycopg", "redis", "confluent_kafka", "paho", "nats", "pika", "rstream",
-                    "boto3")
+                    "boto3", "websockets")
 
 
 def test_a_sources_module_loads_no_other_systems_client_library() -> None:

@@ -28,7 +28,7 @@ DEBEZIUM_JSON = "debezium_json"
 #: refused as such rather than as unknown names.
 NOT_YET_CONNECTORS = frozenset({
     "confluent", "redpanda", "kinesis", "filesystem", "delta", "iceberg", "fluvio",
-    "mqtt", "nats", "rabbitmq", "polling_http", "sse", "websocket", "webhook", "mysql",
+    "mqtt", "nats", "rabbitmq", "mysql",
 })
 NOT_YET_FORMATS = frozenset({"avro", "parquet", "protobuf", "raw_bytes"})
 _ENV_REF = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")

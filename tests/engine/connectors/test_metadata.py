@@ -49,6 +49,12 @@ BASES = {
                          "servers": "nats://h:4222", "nats.stream": "s"},
     ("nats", "sink"): {"type": "sink", "format": "json", "servers": "nats://h:4222",
                        "nats.subject": "s"},
+    ("websocket", "source"): {"format": "json", "json.unstructured": "true",
+                              "endpoint": "ws://h/"},
+    ("sse", "source"): {"format": "json", "json.unstructured": "true", "endpoint": "http://h/"},
+    ("polling_http", "source"): {"format": "json", "json.unstructured": "true",
+                                 "endpoint": "http://h/", "method": "post"},
+    ("webhook", "sink"): {"format": "json", "endpoint": "http://h/"},
 }
 #: Options that apply in another mode of a connector are tried on these tables.
 MODES = {("rabbitmq", "source"): {"type": "source", "format": "json", "json.unstructured": "true",

@@ -29,7 +29,8 @@ def _error(connector: str, role: str = "source", columns: tuple[ColumnDef, ...] 
 def test_every_connector_is_registered() -> None:
     assert set(CONNECTORS) == {"single_file", "impulse", "nexmark", "stdout", "blackhole",
                                "preview", "redis", "postgres", "mqtt", "kafka", "kinesis",
-                               "rabbitmq", "nats"}
+                               "rabbitmq", "nats", "websocket", "sse", "polling_http",
+                               "webhook"}
     assert all(connector.name == name for name, connector in CONNECTORS.items())
 
 
