@@ -24,8 +24,9 @@ SINKS = frozenset({SINK})
 # "sasl.password", "api_key", "auth.token"): one rule, so a new connector's
 # credentials are encrypted without anyone remembering to flag them. "key"
 # counts only as the last word: "key.prefix" describes keys, "api_key" is one.
+# HTTP "headers" count too: they carry the Authorization of most APIs.
 _SECRET_WORD = re.compile(r"(^|[._-])((password|passwd|secret|token|credentials?)($|[._-])"
-                          r"|key$)")
+                          r"|key$|headers$)")
 #: Names the rule above would take for secrets that only address messages.
 _NOT_SECRET = frozenset({"routing_key"})
 

@@ -119,14 +119,15 @@ def test_options_not_listed_are_unknown_to_the_connector(connector: str, role: s
 
 def test_secret_options_are_recognised_by_name() -> None:
     for name in ("password", "sasl.password", "api_key", "auth.token", "client_secret",
-                 "credentials", "aws.credential", "key", "ssl.key", "secret_key"):
+                 "credentials", "aws.credential", "key", "ssl.key", "secret_key", "headers"):
         assert is_secret_option(name), name
     for name in ("path", "format", "keyboard", "event_time_field", "monkey", "tokens_per_s",
-                 "key.prefix", "key.separator", "routing_key"):
+                 "key.prefix", "key.separator", "routing_key", "headers.count"):
         assert not is_secret_option(name), name
     secrets = {(connector, name) for connector, options in CONNECTOR_OPTIONS.items()
                for name, spec in options.items() if spec.secret}
     assert secrets == {("redis", "password"), ("postgres", "password"), ("mqtt", "password"),
                        ("kafka", "auth.sasl.password"), ("kinesis", "aws_secret_access_key"),
                        ("kinesis", "aws_session_token"), ("rabbitmq", "password"),
-                       ("nats", "auth.password")}
+                       ("nats", "auth.password"), ("websocket", "headers"), ("sse", "headers"),
+                       ("polling_http", "headers"), ("webhook", "headers")}

@@ -91,11 +91,10 @@ def test_options_are_checked(options: dict[str, str], option: str, words: str) -
     assert caught.value.option == option
 
 
-def test_header_options_are_not_secret_by_name_but_credential_words_are() -> None:
-    # 'headers' may carry a token: the API keeps it encrypted when sent in 'secrets'
-    # (docs/sql/connectors.md#webhook); no option of these connectors is secret by name.
+def test_headers_are_the_one_secret_option_by_name() -> None:
+    # 'headers' carries a receiver's token: the API keeps it encrypted, never shown.
     specs = {spec.name: spec for spec in CONNECTORS["webhook"].options}
-    assert not any(spec.secret for spec in specs.values())
+    assert {name for name, spec in specs.items() if spec.secret} == {"headers"}
 
 
 @pytest.mark.spark
@@ -203,10 +202,11 @@ def test_a_confined_sink_is_refused_a_loopback_endpoint() -> None:
 def test_a_profile_keeps_its_headers_secret_and_its_check_reaches_the_receiver(
         receiver: tuple[Receiver, str]) -> None:
     """The API's connection profiles: the options come from the registry, ``headers``
-    sent as a secret stays one, and ``/test`` really connects, scrubbing the token."""
+    is a secret by its name (even sent in the plain config), and ``/test`` really
+    connects, scrubbing the token."""
     _, endpoint = receiver
-    options = split_options("webhook", {"endpoint": endpoint, "format": "json"},
-                            {"headers": "Authorization: Bearer wrong"})
+    options = split_options("webhook", {"endpoint": endpoint, "format": "json",
+                                        "headers": "Authorization: Bearer wrong"}, {})
     assert options.secret == {"headers": "Authorization: Bearer wrong"}
     assert "headers" not in options.plain
     result = check_options("webhook", options.merged(), None).scrubbed(options.secret)
