@@ -1,0 +1,101 @@
+"""What the ``tf`` framework's plugin servicer lacks, added around it.
+
+- **Write-only attributes** (Terraform 1.11): the framework's schema messages have
+  no ``write_only`` field, so it is added to the encoded attribute as protocol
+  field 11. Terraform then keeps such values out of plans and state: the
+  provider sees them only in the configuration, which is kept here for the
+  resource to read (:func:`configuration`), and answers them as null in every
+  planned, applied, read and imported state.
+- **Requires-replace decided in plan**: a resource's ``plan`` may call
+  :func:`require_replace` (the framework only knows a fixed per-attribute flag).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import grpc
+from tf.gen import tfplugin_pb2 as pb
+from tf.provider import ProviderServicer
+from tf.schema import Attribute, Schema
+from tf.utils import _to_attribute_path, read_dynamic_value, to_dynamic_value
+
+#: protocol field ``Schema.Attribute.write_only`` (tfplugin6.7+), a varint ``true``
+_WRITE_ONLY_FIELD = bytes([11 << 3 | 0, 1])
+
+_local = threading.local()
+
+
+class WriteOnly(Attribute):
+    """An attribute Terraform sends in the configuration but never stores."""
+
+    write_only = True
+
+    def to_pb(self) -> pb.Schema.Attribute:
+        plain = super().to_pb()
+        marked = pb.Schema.Attribute()
+        marked.ParseFromString(plain.SerializeToString() + _WRITE_ONLY_FIELD)
+        return marked
+
+
+def write_only_names(schema: Schema) -> set[str]:
+    return {a.name for a in schema.attributes if isinstance(a, WriteOnly)}
+
+
+def configuration() -> dict[str, Any]:
+    """The configuration of the resource being planned or applied on this thread."""
+    return getattr(_local, "config", None) or {}
+
+
+def require_replace(attribute: str) -> None:
+    """Make the plan being computed on this thread replace the resource."""
+    _local.replace.append(attribute)
+
+
+def _nulled(value: pb.DynamicValue, names: set[str]) -> pb.DynamicValue:
+    decoded = read_dynamic_value(value)
+    if not isinstance(decoded, dict) or not names:
+        return value
+    return to_dynamic_value({k: (None if k in names else v) for k, v in decoded.items()})
+
+
+class SpateServicer(ProviderServicer):
+    """The framework's servicer with write-only attributes and planned replacement."""
+
+    def _write_only(self, type_name: str) -> set[str]:
+        return write_only_names(self._get_res_cls(type_name).get_schema())
+
+    def PlanResourceChange(self, request: pb.PlanResourceChange.Request,  # noqa: N802
+                           context: grpc.ServicerContext) -> pb.PlanResourceChange.Response:
+        _local.config, _local.replace = read_dynamic_value(request.config), []
+        try:
+            response = super().PlanResourceChange(request, context)
+            if response.HasField("planned_state"):
+                response.planned_state.CopyFrom(
+                    _nulled(response.planned_state, self._write_only(request.type_name)))
+            for attribute in _local.replace:
+                response.requires_replace.append(_to_attribute_path([attribute]))
+            return response
+        finally:
+            _local.config, _local.replace = None, []
+
+    def ApplyResourceChange(self, request: pb.ApplyResourceChange.Request,  # noqa: N802
+                            context: grpc.ServicerContext) -> pb.ApplyResourceChange.Response:
+        _local.config = read_dynamic_value(request.config)
+        try:
+            response = super().ApplyResourceChange(request, context)
+            if response.HasField("new_state"):
+                response.new_state.CopyFrom(
+                    _nulled(response.new_state, self._write_only(request.type_name)))
+            return response
+        finally:
+            _local.config = None
+
+    def ReadResource(self, request: pb.ReadResource.Request,  # noqa: N802
+                     context: grpc.ServicerContext) -> pb.ReadResource.Response:
+        response = super().ReadResource(request, context)
+        if response.HasField("new_state"):
+            response.new_state.CopyFrom(
+                _nulled(response.new_state, self._write_only(request.type_name)))
+        return response
