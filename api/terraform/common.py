@@ -23,8 +23,8 @@ def report(diags: Diagnostics, error: ClientError, path: list[str] | None = None
         return
     code = f" ({error.code})" if error.code else ""
     extra = [d for d in error.details if d]
-    detail = error.message + (f"\n{json.dumps(extra, sort_keys=True)}" if extra else "")
-    diags.add_error(f"Spate API error{code}", detail, path=path)
+    text = error.message + (f"\n{json.dumps(extra, sort_keys=True)}" if extra else "")
+    diags.add_error(f"Spate API error{code}", text, path=path)
 
 
 class api_errors:  # noqa: N801 - used as a statement: ``with api_errors(diags):``
@@ -50,7 +50,7 @@ class api_errors:  # noqa: N801 - used as a statement: ``with api_errors(diags):
         return False
 
 
-class Object(TfType):
+class Object(TfType):  # type: ignore[misc]
     """A Terraform object of named, typed attributes (a Python dict)."""
 
     def __init__(self, attributes: dict[str, TfType]) -> None:

@@ -18,7 +18,7 @@ _PIPELINE = Object({"name": String(), "id": String(), "version": Number(),
                     "desired_state": String(), "state": String()})
 
 
-class _Data(DataSource):
+class _Data(DataSource):  # type: ignore[misc]
     def __init__(self, provider: SpateProvider) -> None:
         self.provider = provider
 

@@ -17,7 +17,7 @@ from spate.api.client import DEFAULT_SERVER, SpateClient
 FULL_NAME = "registry.terraform.io/spate/spate"
 
 
-class SpateProvider(Provider):
+class SpateProvider(Provider):  # type: ignore[misc]
     """Configured from ``api_url``/``api_key`` or ``SPATE_API_URL``/``SPATE_API_KEY``."""
 
     def __init__(self) -> None:
@@ -85,5 +85,5 @@ def main() -> None:
     from spate.api.terraform.servicer import SpateServicer
 
     # run_provider builds tf.provider.ProviderServicer; serve ours in its place.
-    tf.provider.ProviderServicer = SpateServicer  # type: ignore[misc]
+    tf.provider.ProviderServicer = SpateServicer
     run_provider(SpateProvider(), sys.argv)

@@ -33,7 +33,7 @@ _STOPPED = {"stopped", "finished", "failed", "idle"}
 DEFAULT_TIMEOUT_S = 300
 
 
-class _Base(Resource):
+class _Base(Resource):  # type: ignore[misc]
     def __init__(self, provider: SpateProvider) -> None:
         self.provider = provider
 
@@ -197,9 +197,10 @@ class PipelineResource(_Base):
         name = planned["name"]
 
         def settled(body: dict[str, Any]) -> bool:
-            job = body.get("job")
+            job = body.get("job") or {}
             return bool(job) and job["id"] != old_job and job["state"] in _STARTED
 
+        body: dict[str, Any]
         body, ok = self.client.poll(_path("pipelines", name), settled,
                                     self._timeout(planned))
         job = body.get("job") or {}
@@ -222,6 +223,7 @@ class PipelineResource(_Base):
             job = body.get("job")
             return not job or job["state"] in _STOPPED
 
+        body: dict[str, Any]
         body, ok = self.client.poll(_path("pipelines", name), settled,
                                     self._timeout(planned))
         if not ok:

@@ -27,7 +27,7 @@ _WRITE_ONLY_FIELD = bytes([11 << 3 | 0, 1])
 _local = threading.local()
 
 
-class WriteOnly(Attribute):
+class WriteOnly(Attribute):  # type: ignore[misc]
     """An attribute Terraform sends in the configuration but never stores."""
 
     write_only = True
@@ -60,7 +60,7 @@ def _nulled(value: pb.DynamicValue, names: set[str]) -> pb.DynamicValue:
     return to_dynamic_value({k: (None if k in names else v) for k, v in decoded.items()})
 
 
-class SpateServicer(ProviderServicer):
+class SpateServicer(ProviderServicer):  # type: ignore[misc]
     """The framework's servicer with write-only attributes and planned replacement."""
 
     def _write_only(self, type_name: str) -> set[str]:

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,9 +30,11 @@ class Terraform:
         (self.workdir / "main.tf").write_text(config)
 
     def run(self, *args: str, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess[str]:
+        started = time.monotonic()
         result = subprocess.run(["terraform", *args, "-no-color"], cwd=self.workdir,
                                 env=self.env, capture_output=True, text=True, timeout=600)
         self.outputs.append(result.stdout + result.stderr)
+        print(f"terraform {' '.join(args)}: {time.monotonic() - started:.1f} s")
         assert result.returncode in ok, (
             f"terraform {' '.join(args)} exited {result.returncode}:\n"
             f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
