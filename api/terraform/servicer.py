@@ -6,8 +6,6 @@
   provider sees them only in the configuration, which is kept here for the
   resource to read (:func:`configuration`), and answers them as null in every
   planned, applied, read and imported state.
-- **Requires-replace decided in plan**: a resource's ``plan`` may call
-  :func:`require_replace` (the framework only knows a fixed per-attribute flag).
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ import grpc
 from tf.gen import tfplugin_pb2 as pb
 from tf.provider import ProviderServicer
 from tf.schema import Attribute, Schema
-from tf.utils import _to_attribute_path, read_dynamic_value, to_dynamic_value
+from tf.utils import read_dynamic_value, to_dynamic_value
 
 #: protocol field ``Schema.Attribute.write_only`` (tfplugin6.7+), a varint ``true``
 _WRITE_ONLY_FIELD = bytes([11 << 3 | 0, 1])
@@ -48,11 +46,6 @@ def configuration() -> dict[str, Any]:
     return getattr(_local, "config", None) or {}
 
 
-def require_replace(attribute: str) -> None:
-    """Make the plan being computed on this thread replace the resource."""
-    _local.replace.append(attribute)
-
-
 def _nulled(value: pb.DynamicValue, names: set[str]) -> pb.DynamicValue:
     decoded = read_dynamic_value(value)
     if not isinstance(decoded, dict) or not names:
@@ -61,24 +54,22 @@ def _nulled(value: pb.DynamicValue, names: set[str]) -> pb.DynamicValue:
 
 
 class SpateServicer(ProviderServicer):  # type: ignore[misc]
-    """The framework's servicer with write-only attributes and planned replacement."""
+    """The framework's servicer with write-only attributes."""
 
     def _write_only(self, type_name: str) -> set[str]:
         return write_only_names(self._get_res_cls(type_name).get_schema())
 
     def PlanResourceChange(self, request: pb.PlanResourceChange.Request,  # noqa: N802
                            context: grpc.ServicerContext) -> pb.PlanResourceChange.Response:
-        _local.config, _local.replace = read_dynamic_value(request.config), []
+        _local.config = read_dynamic_value(request.config)
         try:
             response = super().PlanResourceChange(request, context)
             if response.HasField("planned_state"):
                 response.planned_state.CopyFrom(
                     _nulled(response.planned_state, self._write_only(request.type_name)))
-            for attribute in _local.replace:
-                response.requires_replace.append(_to_attribute_path([attribute]))
             return response
         finally:
-            _local.config, _local.replace = None, []
+            _local.config = None
 
     def ApplyResourceChange(self, request: pb.ApplyResourceChange.Request,  # noqa: N802
                             context: grpc.ServicerContext) -> pb.ApplyResourceChange.Response:
