@@ -22,8 +22,14 @@ def report(diags: Diagnostics, error: ClientError, path: list[str] | None = None
                             str(detail.get("message", error.message)), path=["sql"])
         return
     code = f" ({error.code})" if error.code else ""
-    extra = [d for d in error.details if d]
-    text = error.message + (f"\n{json.dumps(extra, sort_keys=True)}" if extra else "")
+    lines = [error.message]
+    for detail in error.details:
+        if isinstance(detail, dict) and "message" in detail:
+            where = detail.get("location") or detail.get("option") or ""
+            lines.append(f"{where}: {detail['message']}" if where else str(detail["message"]))
+        elif detail:
+            lines.append(json.dumps(detail, sort_keys=True))
+    text = "\n".join(lines)
     diags.add_error(f"Spate API error{code}", text, path=path)
 
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from tf.iface import (
+    Config,
     CreateContext,
     DeleteContext,
     ImportContext,
@@ -31,6 +32,8 @@ _STARTED = {"running", "failed", "finished", "stopped", "idle"}
 #: job states of a pipeline that has stopped
 _STOPPED = {"stopped", "finished", "failed", "idle"}
 DEFAULT_TIMEOUT_S = 300
+#: the roles of API keys (spate.api.security.Role; the provider imports no server code)
+ROLES = ("admin", "developer", "billing", "viewer")
 
 
 class _Base(Resource):  # type: ignore[misc]
@@ -474,6 +477,13 @@ class ApiKeyResource(_Base):
                       description="the whole key, known only to the apply that created it "
                                   "(empty when imported)"),
         ])
+
+    def validate(self, diags: Diagnostics, type_name: str, config: Config) -> None:
+        super().validate(diags, type_name, config)
+        role = config.get("role")
+        if isinstance(role, str) and role not in ROLES:
+            diags.add_error(f"Unknown role '{role}'",
+                            f"role must be one of: {', '.join(ROLES)}", path=["role"])
 
     def create(self, ctx: CreateContext, planned: State) -> State | None:
         with api_errors(ctx.diagnostics):

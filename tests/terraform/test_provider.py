@@ -175,3 +175,50 @@ def test_a_pipeline_through_its_life_with_terraform(serve: ServeProcess,
     assert serve.http.get("/pipelines/ticks").status_code == 404
     assert serve.http.get("/connection-profiles/files").status_code == 404
     assert not any(k["name"] == "ci" for k in _get(serve, "/api-keys")["items"])
+
+
+
+HEADER = """
+terraform {
+  required_providers {
+    spate = { source = "spate/spate" }
+  }
+}
+
+provider "spate" {}
+"""
+BAD_OPTION = HEADER + """
+resource "spate_connection_profile" "bad" {
+  name      = "bad"
+  connector = "single_file"
+  config    = { format = "json", no_such_option = "x" }
+}
+"""
+BAD_ROLE = HEADER + """
+resource "spate_api_key" "bad" {
+  name = "bad"
+  role = "overlord"
+}
+"""
+
+
+def test_api_errors_are_diagnostics_not_tracebacks(terraform: Terraform,
+                                                  tmp_path: Any) -> None:
+    bad = Terraform(tmp_path, terraform.env)
+    bad.write(BAD_OPTION)
+    failed = bad.run("apply", "-auto-approve", ok=(1,))
+    # the API's message naming the option, on the resource that sent it
+    assert "Spate API error" in failed.stderr and "no_such_option" in failed.stderr
+    assert "with spate_connection_profile.bad" in failed.stderr
+    assert "Traceback" not in failed.stdout + failed.stderr
+
+    bad.write(BAD_ROLE)
+    failed = bad.run("plan", ok=(1,))
+    assert "Unknown role 'overlord'" in failed.stderr and "admin, developer" in failed.stderr
+    assert 'role = "overlord"' in failed.stderr  # Terraform points at the attribute
+
+    bad.write(BAD_OPTION)
+    unreachable = Terraform(tmp_path, {**terraform.env, "SPATE_API_URL": "http://127.0.0.1:9"})
+    failed = unreachable.run("apply", "-auto-approve", ok=(1,))
+    assert "cannot reach the Spate server at http://127.0.0.1:9" in failed.stderr
+    assert "Traceback" not in failed.stdout + failed.stderr
