@@ -20,10 +20,11 @@ from tests.terraform.conftest import Terraform
 pytestmark = pytest.mark.spark
 
 SECRET = f"secret-dir-{secrets.token_hex(8)}/out.jsonl"
+ROTATED = f"secret-dir-{secrets.token_hex(8)}/rotated.jsonl"
 
 
 def config(sql_rate: str, *, stopped: str = "null", description: str = "ticks to nowhere",
-           query: str | None = None) -> str:
+           query: str | None = None, secret: str = SECRET, secrets_version: str = "1") -> str:
     query = query or f"""
 CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '{sql_rate}');
 CREATE TABLE nowhere WITH (connector = 'blackhole');
@@ -41,7 +42,7 @@ provider "spate" {{}}
 variable "out_path" {{
   type      = string
   sensitive = true
-  default   = "{SECRET}"
+  default   = "{secret}"
 }}
 
 resource "spate_connection_profile" "files" {{
@@ -49,7 +50,7 @@ resource "spate_connection_profile" "files" {{
   connector       = "single_file"
   config          = {{ format = "json" }}
   secrets         = {{ path = var.out_path }}
-  secrets_version = "1"
+  secrets_version = "{secrets_version}"
 }}
 
 resource "spate_connection_table" "out" {{
@@ -157,8 +158,17 @@ def test_a_pipeline_through_its_life_with_terraform(serve: ServeProcess,
     assert pipeline["job"]["state"] in ("stopped", "finished")
     terraform.run("plan", "-detailed-exitcode")
 
+    # a new secret is sent when secrets_version changes
+    before = _get(serve, "/connection-profiles/files")["updated_at"]
+    terraform.write(config("60", stopped="true", secret=ROTATED, secrets_version="2"))
+    rotated = terraform.run("plan", "-detailed-exitcode", ok=(2,))
+    assert '~ secrets_version = "1" -> "2"' in rotated.stdout
+    terraform.run("apply", "-auto-approve")
+    assert _get(serve, "/connection-profiles/files")["updated_at"] != before
+
     # bad SQL: a diagnostic naming line and column, never a traceback
-    terraform.write(config("60", stopped="true", query="SELEC 1 FROM nowhere;"))
+    terraform.write(config("60", stopped="true", query="SELEC 1 FROM nowhere;",
+                           secret=ROTATED, secrets_version="2"))
     failed = terraform.run("plan", ok=(1,))
     assert "Invalid SQL at line" in failed.stderr and "column" in failed.stderr
     assert "Traceback" not in failed.stdout + failed.stderr
@@ -167,9 +177,9 @@ def test_a_pipeline_through_its_life_with_terraform(serve: ServeProcess,
     state = terraform.state_text()
     assert '"secrets": null' in state and "secret-dir-" not in state
     for output in terraform.outputs:
-        assert SECRET not in output and "secret-dir-" not in output
+        assert SECRET not in output and ROTATED not in output and "secret-dir-" not in output
 
-    terraform.write(config("60", stopped="true"))
+    terraform.write(config("60", stopped="true", secret=ROTATED, secrets_version="2"))
     destroyed = terraform.run("destroy", "-auto-approve")
     assert "Destroy complete! Resources: 4 destroyed" in destroyed.stdout
     assert serve.http.get("/pipelines/ticks").status_code == 404
