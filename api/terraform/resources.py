@@ -101,6 +101,11 @@ class PipelineResource(_Base):
             planned["description"] = Unknown
         return planned
 
+    def check_create(self, diags: Diagnostics, proposed: State) -> None:
+        """A new pipeline's SQL is checked when the create is planned, too."""
+        if isinstance(proposed.get("sql"), str):
+            self._check_sql(diags, proposed["sql"])
+
     def _check_sql(self, diags: Diagnostics, sql: str) -> None:
         with api_errors(diags, ["sql"]):
             answer = self.client.post("/pipelines/validate", {"sql": sql})

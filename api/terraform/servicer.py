@@ -5,7 +5,9 @@
   field 11. Terraform then keeps such values out of plans and state: the
   provider sees them only in the configuration, which is kept here for the
   resource to read (:func:`configuration`), and answers them as null in every
-  planned, applied, read and imported state.
+  planned, applied and read state (the resources import them as null).
+- **Checks when a create is planned**: the framework plans a create without
+  asking the resource; a resource with ``check_create`` is asked here.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import grpc
 from tf.gen import tfplugin_pb2 as pb
 from tf.provider import ProviderServicer
 from tf.schema import Attribute, Schema
-from tf.utils import read_dynamic_value, to_dynamic_value
+from tf.utils import Diagnostics, read_dynamic_value, to_dynamic_value
 
 #: protocol field ``Schema.Attribute.write_only`` (tfplugin6.7+), a varint ``true``
 _WRITE_ONLY_FIELD = bytes([11 << 3 | 0, 1])
@@ -64,12 +66,26 @@ class SpateServicer(ProviderServicer):  # type: ignore[misc]
         _local.config = read_dynamic_value(request.config)
         try:
             response = super().PlanResourceChange(request, context)
+            self._check_create(request, response)
             if response.HasField("planned_state"):
                 response.planned_state.CopyFrom(
                     _nulled(response.planned_state, self._write_only(request.type_name)))
             return response
         finally:
             _local.config = None
+
+    def _check_create(self, request: pb.PlanResourceChange.Request,
+                      response: pb.PlanResourceChange.Response) -> None:
+        """The framework plans a create without the resource: let it check the
+        proposed state (``check_create``) as its ``plan`` checks an update's."""
+        klass = self._get_res_cls(request.type_name)
+        proposed = read_dynamic_value(request.proposed_new_state)
+        if (read_dynamic_value(request.prior_state) is not None or not proposed
+                or not hasattr(klass, "check_create")):
+            return
+        diags = Diagnostics()
+        self.app.new_resource(klass).check_create(diags, proposed)
+        response.diagnostics.extend(diags.to_pb())
 
     def ApplyResourceChange(self, request: pb.ApplyResourceChange.Request,  # noqa: N802
                             context: grpc.ServicerContext) -> pb.ApplyResourceChange.Response:

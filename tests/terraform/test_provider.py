@@ -203,6 +203,15 @@ resource "spate_connection_profile" "bad" {
   config    = { format = "json", no_such_option = "x" }
 }
 """
+BAD_SQL = HEADER + """
+resource "spate_pipeline" "bad" {
+  name = "bad"
+  sql  = <<-SQL
+    CREATE TABLE nowhere WITH (connector = 'blackhole');
+    INSERT INTO nowhere SELECT no_such_column FROM;
+  SQL
+}
+"""
 BAD_ROLE = HEADER + """
 resource "spate_api_key" "bad" {
   name = "bad"
@@ -225,6 +234,13 @@ def test_api_errors_are_diagnostics_not_tracebacks(terraform: Terraform,
     failed = bad.run("plan", ok=(1,))
     assert "Unknown role 'overlord'" in failed.stderr and "admin, developer" in failed.stderr
     assert 'role = "overlord"' in failed.stderr  # Terraform points at the attribute
+
+    # a new pipeline's SQL is checked by the plan, before anything is created
+    bad.write(BAD_SQL)
+    failed = bad.run("plan", ok=(1,))
+    assert "Invalid SQL at line 2, column" in failed.stderr
+    assert "with spate_pipeline.bad" in failed.stderr
+    assert "Traceback" not in failed.stdout + failed.stderr
 
     bad.write(BAD_OPTION)
     unreachable = Terraform(tmp_path, {**terraform.env, "SPATE_API_URL": "http://127.0.0.1:9"})
