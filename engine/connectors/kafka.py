@@ -151,7 +151,7 @@ def parse_table(table: TableConfig) -> KafkaTable:
     options.finish()
     columns = table.columns
     if not columns and role == SOURCE and spec.single_value:
-        columns = single_value_columns()
+        columns = single_value_columns(spec)
     check_columns(spec, columns, role)
     if table.boundary.egress is not None:
         for host, port in endpoint.servers:

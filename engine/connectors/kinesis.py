@@ -168,7 +168,7 @@ class KinesisConnector(Connector):
         options.finish()
         columns = table.columns
         if not columns and role == SOURCE and spec.single_value:
-            columns = single_value_columns()
+            columns = single_value_columns(spec)
         check_columns(spec, columns, role)
         check_planned(endpoint, table.boundary)
         return _KinesisTable(role, endpoint, spec, columns, offset, key_field, limits)

@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 
 from spate.engine.connectors.base import ConnectorError, Sink
 from spate.engine.connectors.boundary import Boundary
-from spate.engine.connectors.formats import RAW_STRING, FormatSpec, encode_records
+from spate.engine.connectors.formats import RAW_STRING, FormatSpec, encode_records, record_bytes
 from spate.engine.connectors.kinesis_client import KinesisEndpoint, connect, failure
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ def _entries(table: pa.Table, name: str) -> list[Entry]:
     entries: list[Entry] = []
     for record, key in zip(table.column("record").to_pylist(),
                            table.column("key").to_pylist(), strict=True):
-        data = (record or "").encode()
+        data = record_bytes(record)
         if len(data) + len(key.encode()) > MAX_BYTES_PER_RECORD:
             raise ConnectorError(f"kinesis sink '{name}': a record of {len(data)} bytes is "
                                  "over Kinesis's 1 MiB limit per record")

@@ -188,7 +188,7 @@ def parse_table(table: TableConfig) -> MqttTable:
     options.finish()
     columns = table.columns
     if not columns and role == SOURCE and spec.single_value:
-        columns = single_value_columns()
+        columns = single_value_columns(spec)
     check_columns(spec, columns, role)
     assert max_messages is not None
     return MqttTable(role, broker, topic, qos, prefix,

@@ -47,6 +47,7 @@ from spate.engine.connectors.formats import (
     check_sink_schema,
     encode_records,
     parse_format,
+    record_bytes,
     single_value_columns,
     source_schema,
     with_row_key,
@@ -210,7 +211,7 @@ class NatsConnector(Connector):
         options.finish()
         columns = table.columns
         if not columns and role == SOURCE and spec.single_value:
-            columns = single_value_columns()
+            columns = single_value_columns(spec)
         check_columns(spec, columns, role)
         if table.boundary.egress is not None:
             for server in connect_settings.servers:
@@ -340,8 +341,7 @@ class NatsSink(Sink):
 
     def write_epoch(self, epoch: int, df: DataFrame) -> dict[str, str] | None:
         column = encode_records(df, self.parsed.spec).toArrow().column(0)
-        records = [b"" if value is None else value.encode("utf-8")
-                   for value in column.to_pylist()]
+        records = [record_bytes(value) for value in column.to_pylist()]
         self.epoch_bytes = sum(len(record) for record in records)
         if not records:
             return None if self.parsed.stream is None else {"producer": self.producer}

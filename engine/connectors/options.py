@@ -23,7 +23,7 @@ NOT_YET_OPTIONS = frozenset({
     "json.schema_registry", "schema_registry.endpoint",
 })
 #: Option families of formats Spate has not implemented yet.
-NOT_YET_OPTION_PREFIXES = ("avro.", "protobuf.", "parquet.", "raw_bytes.")
+NOT_YET_OPTION_PREFIXES = ("protobuf.", "parquet.", "raw_bytes.")
 
 
 class OptionReader:
@@ -36,6 +36,10 @@ class OptionReader:
 
     def __contains__(self, key: str) -> bool:
         return key in self._values
+
+    def peek(self, key: str) -> str | None:
+        """The raw value of ``key`` without consuming it (another reader will)."""
+        return self._values.get(key)
 
     def _error(self, key: str, message: str) -> ConnectorError:
         return ConnectorError(f"option '{key}' {message}", option=key)

@@ -89,7 +89,7 @@ class RabbitMQConnector(Connector):
     @staticmethod
     def _columns(table: TableConfig, settings: RabbitSettings) -> tuple[ColumnDef, ...]:
         if not table.columns and settings.role == SOURCE and settings.spec.single_value:
-            return single_value_columns()
+            return single_value_columns(settings.spec)
         return table.columns
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:

@@ -47,7 +47,6 @@ from spate.engine.connectors.decoders import Decoded, source_decoder
 from spate.engine.connectors.egress import EgressPolicy
 from spate.engine.connectors.formats import (
     DEBEZIUM_JSON,
-    RAW_STRING,
     FormatSpec,
     check_columns,
     parse_format,
@@ -111,7 +110,7 @@ def read_stream_settings(table: TableConfig, options: OptionReader) -> StreamSet
                                   minimum=1)
     assert max_entries is not None
     options.finish()
-    columns = table.columns or (single_value_columns() if spec.single_value else ())
+    columns = table.columns or (single_value_columns(spec) if spec.single_value else ())
     check_columns(spec, columns, "source")
     return StreamSettings(connection, stream, start, value_field, spec, columns, max_entries)
 
@@ -324,7 +323,7 @@ class _RangeReader:
         """The value to decode; raises ValueError saying why the entry is bad."""
         if value is None:
             raise ValueError(f"the entry has no field '{self.field.decode('utf-8')}'")
-        if self.spec.kind == RAW_STRING:
+        if self.spec.opaque:
             return value  # lines are given by position: a line break is just text
         if not value.strip():
             raise ValueError("the value is empty")

@@ -108,7 +108,7 @@ def _records(count: int, first: int = 0) -> list[bytes]:
      "more than one subject"),
     ({"framing": "newline"}, "framing", "not supported yet"),
     ({"max_messages_per_batch": "0"}, "max_messages_per_batch", "at least 1"),
-    ({"format": "avro"}, "format", "unknown format"),
+    ({"format": "yaml"}, "format", "unknown format"),
     ({"colour": "red"}, "colour", "unknown option 'colour'"),
 ])
 def test_bad_source_options_name_the_option(options: dict[str, str | None], option: str,
