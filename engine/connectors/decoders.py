@@ -33,11 +33,13 @@ from spate.engine.connectors.formats import (
     AVRO,
     DEBEZIUM_JSON,
     DECIMAL_BYTES,
+    PROTOBUF,
     RAW_BYTES,
     RAW_STRING,
     UNIX_MILLIS,
     FormatSpec,
 )
+from spate.engine.connectors.protobuf_format import ProtobufDecoder
 
 _WHITESPACE = np.zeros(256, dtype=bool)
 _WHITESPACE[[9, 10, 13, 32]] = True
@@ -116,6 +118,7 @@ class RecordDecoder:
     def __init__(self, schema: pa.Schema, spec: FormatSpec) -> None:
         self.schema = schema
         self.spec = spec
+        self._binary: AvroDecoder | ProtobufDecoder | None = None
         self._decode_lines = self._pick_decoder()
 
     def _pick_decoder(self) -> Callable[[np.ndarray, np.ndarray, np.ndarray], Decoded]:
@@ -125,6 +128,8 @@ class RecordDecoder:
             return self._raw_bytes
         if self.spec.kind == AVRO:
             return self._avro
+        if self.spec.kind == PROTOBUF:
+            return self._protobuf
         if self.spec.unstructured:
             return self._unstructured
         if self.spec.kind == DEBEZIUM_JSON:
@@ -150,13 +155,25 @@ class RecordDecoder:
         return Decoded([_binary_array(data, offsets).cast(pa.binary())])
 
     def _avro(self, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Decoded:
-        if not hasattr(self, "_avro_decoder"):
+        if self._binary is None:
             writer = None if self.spec.avro_schema is None else json.loads(self.spec.avro_schema)
-            self._avro_decoder = AvroDecoder(self.schema, writer, self.spec.confluent_wire,
-                                             self.spec.registry)
+            self._binary = AvroDecoder(self.schema, writer, self.spec.confluent_wire,
+                                       self.spec.registry)
+        return self._binary_records(buf, starts, lengths)
+
+    def _protobuf(self, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Decoded:
+        if self._binary is None:
+            descriptor = base64.b64decode(self.spec.descriptor or "")
+            self._binary = ProtobufDecoder(self.schema, descriptor, self.spec.message_name or "",
+                                           self.spec.confluent_wire)
+        return self._binary_records(buf, starts, lengths)
+
+    def _binary_records(self, buf: np.ndarray, starts: np.ndarray,
+                        lengths: np.ndarray) -> Decoded:
+        assert self._binary is not None
         raw = buf.tobytes()
         values = [raw[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
-        columns, good, bad = self._avro_decoder.decode(values)
+        columns, good, bad = self._binary.decode(values)
         columns, good_lines, missing = _drop_missing(self.schema, columns,
                                                      np.asarray(good, np.int64))
         return Decoded(columns, sorted(bad + missing), good_lines)

@@ -9,6 +9,7 @@ rows and its sinks turn updating rows into changes (:mod:`.changes`).
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -17,7 +18,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spate.engine.connectors import avro_format
+from spate.engine.connectors import avro_format, protobuf_format
 from spate.engine.connectors.arrow_batches import join_lines
 from spate.engine.connectors.base import (
     HIDDEN_CONTROL,
@@ -37,11 +38,12 @@ DEBEZIUM_JSON = "debezium_json"
 RAW_STRING = "raw_string"
 RAW_BYTES = "raw_bytes"
 AVRO = "avro"
-FORMATS = (JSON, DEBEZIUM_JSON, RAW_STRING, RAW_BYTES, AVRO)
+PROTOBUF = "protobuf"
+FORMATS = (JSON, DEBEZIUM_JSON, RAW_STRING, RAW_BYTES, AVRO, PROTOBUF)
 #: Formats whose records are taken byte for byte: no line handling, may hold any byte.
-OPAQUE_FORMATS = (RAW_STRING, RAW_BYTES, AVRO)
+OPAQUE_FORMATS = (RAW_STRING, RAW_BYTES, AVRO, PROTOBUF)
 #: Formats whose sinks write binary records (the ``record`` column is BINARY).
-BINARY_FORMATS = (RAW_BYTES, AVRO)
+BINARY_FORMATS = (RAW_BYTES, AVRO, PROTOBUF)
 RFC3339 = "rfc3339"
 UNIX_MILLIS = "unix_millis"
 DECIMAL_NUMBER = "number"
@@ -55,7 +57,9 @@ _JSON_OPTIONS = ("json.unstructured", "json.timestamp_format", "json.decimal_enc
 _AVRO_OPTIONS = ("avro.schema", "avro.confluent_schema_registry", "avro.confluent_wire_format",
                  "avro.schema_id", "schema_registry.endpoint", "schema_registry.api_key",
                  "schema_registry.api_secret", "value.subject")
-_FORMAT_OPTIONS = ("format", *_JSON_OPTIONS, *_AVRO_OPTIONS, "framing",
+_PROTOBUF_OPTIONS = ("protobuf.descriptor_file", "protobuf.descriptor", "protobuf.message_name",
+                     "protobuf.confluent_wire_format")
+_FORMAT_OPTIONS = ("format", *_JSON_OPTIONS, *_AVRO_OPTIONS, *_PROTOBUF_OPTIONS, "framing",
                    "framing.newline.max_length", "bad_data")
 #: Spark's ``to_json`` options of every json record: NULL fields kept, µs timestamps.
 _TO_JSON_OPTIONS = {"ignoreNullFields": "false", "timestampFormat": RFC3339_SPARK_PATTERN}
@@ -88,6 +92,9 @@ class FormatSpec:
     registry: dict[str, str] | None = field(default=None, repr=False)
     #: avro sinks with a registry: the subject the writer schema is registered under
     subject: str | None = None
+    #: protobuf: the FileDescriptorSet (base64) and the message's full name
+    descriptor: str | None = None
+    message_name: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -132,15 +139,19 @@ def parse_format(options: OptionReader, role: str) -> FormatSpec:
     if kind != AVRO:
         for key in _AVRO_OPTIONS:
             options.reject(key, f"applies to format 'avro' only, not '{kind}'")
-    if kind in (RAW_STRING, RAW_BYTES, AVRO):
+    if kind != PROTOBUF:
+        for key in _PROTOBUF_OPTIONS:
+            options.reject(key, f"applies to format 'protobuf' only, not '{kind}'")
+    if kind in OPAQUE_FORMATS:
         for key in _JSON_OPTIONS:
             options.reject(key, f"applies to formats 'json' and 'debezium_json' only, not "
                                 f"'{kind}'")
-    if kind == AVRO:
+    if kind in (AVRO, PROTOBUF):
         options.choice("framing", ("newline",), "newline")
-        options.reject("framing.newline.max_length", "does not apply to format 'avro': one "
+        options.reject("framing.newline.max_length", f"does not apply to format '{kind}': one "
                                                      "message is one record")
-        return FormatSpec(kind=kind, bad_data=_bad_data(options, role), **_avro(options, role))
+        settings = _avro(options, role) if kind == AVRO else _protobuf(options, role)
+        return FormatSpec(kind=kind, bad_data=_bad_data(options, role), **settings)
     changes = kind == DEBEZIUM_JSON
     if changes:
         options.reject("json.unstructured", "applies to format 'json' only: a debezium_json "
@@ -216,6 +227,37 @@ def _avro(options: OptionReader, role: str) -> dict[str, Any]:
             "registry": registry, "subject": subject}
 
 
+def _protobuf(options: OptionReader, role: str) -> dict[str, Any]:
+    """The protobuf options (docs/sql/connectors.md#protobuf); sources only for now."""
+    if role != SOURCE:
+        raise ConnectorError("format 'protobuf' is supported by sources only yet; write "
+                             "'json', 'avro' or 'raw_bytes'", option="format")
+    path = options.string("protobuf.descriptor_file")
+    inline = options.string("protobuf.descriptor")
+    if (path is None) == (inline is None):
+        raise ConnectorError("format 'protobuf' needs the message's descriptor: exactly one "
+                             "of 'protobuf.descriptor_file' (a FileDescriptorSet written by "
+                             "protoc --descriptor_set_out) or 'protobuf.descriptor' (the same, "
+                             "base64)", option="protobuf.descriptor_file")
+    if path is not None:
+        resolved = options.table.boundary.resolve_path(path, option="protobuf.descriptor_file")
+        try:
+            with open(resolved, "rb") as handle:
+                data = handle.read()
+        except OSError as error:
+            raise ConnectorError(f"option 'protobuf.descriptor_file': cannot read '{path}' "
+                                 f"({error.strerror})",
+                                 option="protobuf.descriptor_file") from None
+        option = "protobuf.descriptor_file"
+    else:
+        data = protobuf_format.inline_descriptor(inline or "")
+        option = "protobuf.descriptor"
+    name = options.required("protobuf.message_name")
+    message = protobuf_format.message_descriptor(data, name, option)
+    return {"descriptor": base64.b64encode(data).decode(), "message_name": message.full_name,
+            "confluent_wire": options.boolean("protobuf.confluent_wire_format", False)}
+
+
 def _default_subject(options: OptionReader) -> str:
     """Confluent's TopicNameStrategy: ``<topic>-value`` (the table's name without a topic)."""
     for key in ("topic", "subject", "stream", "queue"):
@@ -278,6 +320,16 @@ def check_columns(spec: FormatSpec, columns: tuple[ColumnDef, ...], role: str) -
             avro_format.check_compatible(json.loads(spec.avro_schema),
                                          [(c.name, c.spark_type, c.nullable) for c in columns],
                                          "avro.schema")
+        return
+    if spec.kind == PROTOBUF:
+        if not columns:
+            raise ConnectorError("a protobuf source needs its columns declared, e.g. "
+                                 "CREATE TABLE t (id BIGINT, name TEXT) WITH (...)")
+        message = protobuf_format.message_descriptor(
+            base64.b64decode(spec.descriptor or ""), spec.message_name or "",
+            "protobuf.descriptor")
+        protobuf_format.check_compatible(message, [(c.name, c.spark_type) for c in columns],
+                                         "protobuf.message_name")
         return
     if role == SOURCE and not columns:
         raise ConnectorError(f"a {spec.kind} source needs its columns declared, e.g. "

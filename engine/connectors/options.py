@@ -23,7 +23,7 @@ NOT_YET_OPTIONS = frozenset({
     "json.schema_registry", "schema_registry.endpoint",
 })
 #: Option families of formats Spate has not implemented yet.
-NOT_YET_OPTION_PREFIXES = ("protobuf.", "parquet.", "raw_bytes.")
+NOT_YET_OPTION_PREFIXES = ("parquet.", "raw_bytes.")
 
 
 class OptionReader:

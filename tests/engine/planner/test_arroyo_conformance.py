@@ -234,7 +234,8 @@ REFUSED = [
     pytest.param("CREATE TABLE q (v TEXT) WITH (connector = 'single_file', path = 'q.pq', "
                  "type = 'source', format = 'parquet');\nSELECT v FROM q;", 1, 99,
                  "format 'parquet' is not supported yet; Spate reads and writes 'json', "
-                 "'debezium_json', 'avro', 'raw_string' and 'raw_bytes'", id="parquet"),
+                 "'debezium_json', 'avro', 'protobuf', 'raw_string' and 'raw_bytes'",
+                 id="parquet"),
     pytest.param("CREATE TABLE q (v TEXT) WITH (connector = 'single_file', path = 'q.jsonl', "
                  "type = 'sink', format = 'json', 'json.include_schema' = 'true');\nINSERT INTO "
                  "q SELECT 'x';", 1, 108,
