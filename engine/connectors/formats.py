@@ -44,6 +44,9 @@ FORMATS = (JSON, DEBEZIUM_JSON, RAW_STRING, RAW_BYTES, AVRO, PROTOBUF)
 OPAQUE_FORMATS = (RAW_STRING, RAW_BYTES, AVRO, PROTOBUF)
 #: Formats whose sinks write binary records (the ``record`` column is BINARY).
 BINARY_FORMATS = (RAW_BYTES, AVRO, PROTOBUF)
+DEAD_LETTER = "dead_letter"
+#: Sources whose readers hand undecodable records to a dead-letter table so far.
+DEAD_LETTER_CONNECTORS = frozenset({"redis"})
 RFC3339 = "rfc3339"
 UNIX_MILLIS = "unix_millis"
 DECIMAL_NUMBER = "number"
@@ -60,7 +63,7 @@ _AVRO_OPTIONS = ("avro.schema", "avro.confluent_schema_registry", "avro.confluen
 _PROTOBUF_OPTIONS = ("protobuf.descriptor_file", "protobuf.descriptor", "protobuf.message_name",
                      "protobuf.confluent_wire_format")
 _FORMAT_OPTIONS = ("format", *_JSON_OPTIONS, *_AVRO_OPTIONS, *_PROTOBUF_OPTIONS, "framing",
-                   "framing.newline.max_length", "bad_data")
+                   "framing.newline.max_length", "bad_data", "dead_letter.table")
 #: Spark's ``to_json`` options of every json record: NULL fields kept, µs timestamps.
 _TO_JSON_OPTIONS = {"ignoreNullFields": "false", "timestampFormat": RFC3339_SPARK_PATTERN}
 #: 2**64, to split a DECIMAL(38, 0) into two 64-bit halves.
@@ -95,6 +98,8 @@ class FormatSpec:
     #: protobuf: the FileDescriptorSet (base64) and the message's full name
     descriptor: str | None = None
     message_name: str | None = None
+    #: bad_data = 'dead_letter': the sink table undecodable records are written to
+    dead_letter: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,6 +109,11 @@ class FormatSpec:
         """Whether a record is one ``value`` column (raw_string, raw_bytes,
         json.unstructured)."""
         return self.kind in (RAW_STRING, RAW_BYTES) or self.unstructured
+
+    @property
+    def skips_bad(self) -> bool:
+        """Whether undecodable records are left out of the rows (drop, dead_letter)."""
+        return self.bad_data in ("drop", DEAD_LETTER)
 
     @property
     def opaque(self) -> bool:
@@ -151,7 +161,8 @@ def parse_format(options: OptionReader, role: str) -> FormatSpec:
         options.reject("framing.newline.max_length", f"does not apply to format '{kind}': one "
                                                      "message is one record")
         settings = _avro(options, role) if kind == AVRO else _protobuf(options, role)
-        return FormatSpec(kind=kind, bad_data=_bad_data(options, role), **settings)
+        return FormatSpec(kind=kind, bad_data=_bad_data(options, role),
+                          dead_letter=_dead_letter(options, role), **settings)
     changes = kind == DEBEZIUM_JSON
     if changes:
         options.reject("json.unstructured", "applies to format 'json' only: a debezium_json "
@@ -167,6 +178,7 @@ def parse_format(options: OptionReader, role: str) -> FormatSpec:
         or (DECIMAL_BYTES if changes else DECIMAL_NUMBER),
         unstructured=options.boolean("json.unstructured", False),
         bad_data=_bad_data(options, role),
+        dead_letter=_dead_letter(options, role),
         max_line_bytes=_framing(options, role),
     )
 
@@ -290,7 +302,24 @@ def _check_change_source(options: OptionReader) -> None:
 def _bad_data(options: OptionReader, role: str) -> str:
     if role != SOURCE:
         return "fail"
-    return options.choice("bad_data", ("fail", "drop"), "fail") or "fail"
+    return options.choice("bad_data", ("fail", "drop", DEAD_LETTER), "fail") or "fail"
+
+
+def _dead_letter(options: OptionReader, role: str) -> str | None:
+    """The dead-letter table of a ``bad_data = 'dead_letter'`` source."""
+    if role != SOURCE or (options.peek("bad_data") or "").strip().lower() != DEAD_LETTER:
+        options.reject("dead_letter.table", "applies with bad_data = 'dead_letter' only")
+        return None
+    if options.table.connector not in DEAD_LETTER_CONNECTORS:
+        raise ConnectorError(f"bad_data = 'dead_letter' is not supported by "
+                             f"{options.table.connector} sources yet (only by "
+                             f"{', '.join(sorted(DEAD_LETTER_CONNECTORS))}); use 'drop' or "
+                             "'fail'", option="bad_data")
+    table = options.required("dead_letter.table").strip()
+    if table.lower() == options.table.name.lower():
+        raise ConnectorError("option 'dead_letter.table' must name a sink table, not the "
+                             "source itself", option="dead_letter.table")
+    return table
 
 
 def _framing(options: OptionReader, role: str) -> int | None:

@@ -37,9 +37,9 @@ class OptionReader:
     def __contains__(self, key: str) -> bool:
         return key in self._values
 
-    def peek(self, key: str) -> str | None:
+    def peek(self, key: str, default: str | None = None) -> str | None:
         """The raw value of ``key`` without consuming it (another reader will)."""
-        return self._values.get(key)
+        return self._values.get(key, default)
 
     def _error(self, key: str, message: str) -> ConnectorError:
         return ConnectorError(f"option '{key}' {message}", option=key)

@@ -43,6 +43,7 @@ from spate.engine.connectors.base import (
     ConnectorError,
     TableConfig,
 )
+from spate.engine.connectors.dead_letter import dead_letter_batch
 from spate.engine.connectors.decoders import Decoded, source_decoder
 from spate.engine.connectors.egress import EgressPolicy
 from spate.engine.connectors.formats import (
@@ -275,15 +276,24 @@ class _RangeReader:
                 break
             cursor = _text(entries[-1][0])
             batch, bad = self._decode(entries)
-            dropped += bad
+            if bad and self.spec.dead_letter is not None:
+                yield self._dead_letters(entries, bad)
+            else:
+                dropped += len(bad)
             if batch is not None:
                 yield batch
         if dropped:
             log.warning("dropped bad records", extra={"table": self.table, "dropped": dropped})
             yield control_batch(self.arrow_schema, 0, f"{CONTROL_DROPPED_PREFIX}{dropped}")
 
-    def _decode(self, entries: list[Entry]) -> tuple[pa.RecordBatch | None, int]:
-        """The data rows of ``entries`` and how many were dropped as bad."""
+    def _dead_letters(self, entries: list[Entry], bad: dict[int, str]) -> pa.RecordBatch:
+        """The bad entries as dead-letter rows: their raw value, the error, the entry id."""
+        letters = [(entries[i][1].get(self.field), problem, _text(entries[i][0]))
+                   for i, problem in sorted(bad.items())]
+        return dead_letter_batch(self.arrow_schema, 0, letters)
+
+    def _decode(self, entries: list[Entry]) -> tuple[pa.RecordBatch | None, dict[int, str]]:
+        """The data rows of ``entries`` and the bad ones (by index: what is wrong)."""
         ids = [_text(entry_id) for entry_id, _ in entries]
         values, problems = self._values([fields for _, fields in entries])
         lines = [i for i, value in enumerate(values) if value is not None]
@@ -294,17 +304,17 @@ class _RangeReader:
             good = [lines[i] for i in self._good_lines(decoded, len(lines))]
         else:
             good = []
-        if bad and self.spec.bad_data != "drop":
+        if bad and not self.spec.skips_bad:
             index = min(bad)
             raise ConnectorError(
                 f"redis source '{self.table}': bad record in stream '{self.stream}' at entry "
                 f"{ids[index]}: {bad[index]}. Fix the record, or set bad_data = 'drop' to "
                 "skip undecodable records", option="bad_data")
         if not good:
-            return None, len(bad)
+            return None, bad
         millis = np.array([int(ids[i].split("-", 1)[0]) for i in good], dtype=np.int64)
         return data_batch(self.arrow_schema, decoded.columns, 0,
-                          timestamps_us(millis * 1000)), len(bad)
+                          timestamps_us(millis * 1000)), bad
 
     def _values(self, entries: list[dict[bytes, bytes]]
                 ) -> tuple[list[bytes | None], list[tuple[int, str]]]:
