@@ -13,6 +13,7 @@ import base64
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -206,6 +207,7 @@ def _avro(options: OptionReader, role: str) -> dict[str, Any]:
             missing = "schema_registry.api_secret" if secret is None else "schema_registry.api_key"
             raise ConnectorError(f"option '{missing}' is needed too: the registry's "
                                  "credentials are a key and a secret", option=missing)
+        _check_registry_egress(options, endpoint)
         registry = {"endpoint": endpoint.rstrip("/"), "api_key": key or "",
                     "api_secret": secret or ""}
     else:
@@ -268,6 +270,20 @@ def _protobuf(options: OptionReader, role: str) -> dict[str, Any]:
     message = protobuf_format.message_descriptor(data, name, option)
     return {"descriptor": base64.b64encode(data).decode(), "message_name": message.full_name,
             "confluent_wire": options.boolean("protobuf.confluent_wire_format", False)}
+
+
+def _check_registry_egress(options: OptionReader, endpoint: str) -> None:
+    """Under an egress policy the registry's host must be one the tenant may reach."""
+    egress = options.table.boundary.egress
+    if egress is None:
+        return
+    url = urlsplit(endpoint)
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+    except ValueError:
+        raise ConnectorError("option 'schema_registry.endpoint' has an invalid port",
+                             option="schema_registry.endpoint") from None
+    egress.resolve(url.hostname or "", port, option="schema_registry.endpoint")
 
 
 def _default_subject(options: OptionReader) -> str:

@@ -134,9 +134,6 @@ def parse_table(table: TableConfig) -> KafkaTable:
     role = check_role(options, frozenset({SOURCE, SINK}))
     for key in _NOT_YET:
         options.reject(key, "is not supported yet by the kafka connector; remove it")
-    if any(key.startswith("schema_registry.") for key in table.options):
-        options.reject(next(k for k in table.options if k.startswith("schema_registry.")),
-                       "is not supported yet (no schema registry); remove it")
     topic = options.required("topic").strip()
     if topic.startswith("^"):
         raise ConnectorError("option 'topic' is a pattern; topic patterns are not supported "

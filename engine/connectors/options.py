@@ -20,7 +20,7 @@ _FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
 #: rather than as unknown names (a pipeline written for Arroyo may carry them).
 NOT_YET_OPTIONS = frozenset({
     "connection_profile", "json.include_schema", "json.confluent_schema_registry",
-    "json.schema_registry", "schema_registry.endpoint",
+    "json.schema_registry",
 })
 #: Option families of formats Spate has not implemented yet.
 NOT_YET_OPTION_PREFIXES = ("parquet.", "raw_bytes.")

@@ -128,7 +128,7 @@ class EpochReport:
     #: The live state the store holds for the pipeline after the epoch (measured every
     #: few minutes: :data:`STATE_SIZE_EVERY_S`).
     state_held_bytes: int = 0
-    #: Undecodable source records written to dead-letter tables (``bad_data``).
+    #: Of ``rows_dropped``, the undecodable records written to dead-letter tables.
     rows_dead_lettered: int = 0
 
 
@@ -440,7 +440,8 @@ class PipelineRunner:
         tasks = TaskStats.total(epoch.tasks)
         metrics = sources.metrics()
         rows_in = sum(m.rows for m in metrics.values())
-        dropped = sum(m.dropped for m in metrics.values())
+        # Dead letters left the rows too: rows_dropped (the job's metrics) counts them.
+        dropped = sum(m.dropped for m in metrics.values()) + dead_lettered
         rows_out = sum(rows_by_query.values())
         self._count(rows_in=rows_in, rows_out=rows_out, rows_late=epoch.rows_late,
                     rows_dropped=dropped, rows_dead_lettered=dead_lettered)
