@@ -194,13 +194,18 @@ def unframe(record: bytes) -> tuple[int, bytes]:
 # -- schema registry ---------------------------------------------------------------
 
 
+#: (registry endpoint, subject, schema JSON) -> the id the registry gave it
+_REGISTERED: dict[tuple[str, str, str], int] = {}
+
+
 class Registry:
     """A Confluent-API schema registry, through confluent-kafka's client (cached)."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
         from confluent_kafka.schema_registry import SchemaRegistryClient
 
-        config: dict[str, Any] = {"url": settings["endpoint"]}
+        self.endpoint = settings["endpoint"]
+        config: dict[str, Any] = {"url": self.endpoint}
         if settings.get("api_key"):
             config["basic.auth.user.info"] = f"{settings['api_key']}:{settings['api_secret']}"
         self.client = SchemaRegistryClient(config)
@@ -214,10 +219,16 @@ class Registry:
         return parsed
 
     def register(self, subject: str, schema: dict[str, Any]) -> int:
-        """The id of ``schema`` under ``subject``, registering it if new."""
+        """The id of ``schema`` under ``subject``, registering it if new (asked once per
+        process: a sink registers its schema when it writes its first epoch)."""
         from confluent_kafka.schema_registry import Schema
 
-        return int(self.client.register_schema(subject, Schema(json.dumps(schema), "AVRO")))
+        text = json.dumps(schema, sort_keys=True)
+        known = _REGISTERED.get((self.endpoint, subject, text))
+        if known is None:
+            known = int(self.client.register_schema(subject, Schema(text, "AVRO")))
+            _REGISTERED[(self.endpoint, subject, text)] = known
+        return known
 
 
 # -- decoding ----------------------------------------------------------------------

@@ -75,7 +75,9 @@ class KinesisSink(Sink):
     def write_epoch(self, epoch: int, df: DataFrame) -> None:
         if self._client is None:
             raise ConnectorError(f"kinesis sink '{self.table}' written before open()")
-        records = encode_records(df, self.spec)
+        # Binary records cannot be searched for the key: its column is selected beside them.
+        keyed = self.spec.binary and self.key_field is not None
+        records = encode_records(df, self.spec, self.key_field if keyed else None)
         table = records.select("record", self._partition_key().alias("key")).toArrow()
         entries = _entries(table, self.table)
         self.epoch_bytes = sum(len(e["Data"]) for e in entries)
@@ -89,9 +91,12 @@ class KinesisSink(Sink):
 
     def _partition_key(self) -> Column:
         record = F.col("record")
-        key: Column = F.md5(F.coalesce(record, F.lit("")))
+        empty = F.lit("").cast("binary") if self.spec.binary else F.lit("")
+        key: Column = F.md5(F.coalesce(record, empty))
         if self.key_field is not None:
-            if self.spec.kind == RAW_STRING:
+            if self.spec.binary:
+                field = F.col("key")
+            elif self.spec.kind == RAW_STRING:
                 field = record
             elif self.spec.updating:
                 field = F.coalesce(F.get_json_object(record, f"$.after.{self.key_field}"),

@@ -23,7 +23,7 @@ from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, Table
 from spate.engine.connectors.arrow_batches import arrow_schema
 from spate.engine.connectors.avro_format import frame, schema_for, unframe
 from spate.engine.connectors.decoders import Decoded, RecordDecoder
-from spate.engine.connectors.formats import FormatSpec, record_column
+from spate.engine.connectors.formats import FormatSpec, encode_records, record_column
 from spate.engine.runtime.runner import EpochReport
 from tests.conftest import redis_key_prefix
 from tests.engine.harness import run_pipeline
@@ -179,6 +179,10 @@ def test_avro_sink_records_round_trip_with_and_without_the_header(spark: SparkSe
     second = fastavro.schemaless_reader(io.BytesIO(body),
                                         fastavro.parse_schema(schema_for(df.schema)), None)
     assert second["id"] == 2 and second["name"] is None and second["where"] is None
+    # A message sink's key column rides beside the binary record.
+    keyed = encode_records(df, framed, "id").collect()
+    assert [row["key"] for row in keyed] == ["1", "2"]
+    assert [unframe(row["record"])[0] for row in keyed] == [7, 7]
 
 
 @pytest.fixture
