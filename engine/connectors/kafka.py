@@ -50,6 +50,7 @@ from spate.engine.connectors.kafka_source import PASSWORD_OPTION, SOURCE_NAME, K
 from spate.engine.connectors.metadata import (
     BOTH,
     FORMAT,
+    FORMAT_BINARY,
     FORMAT_SOURCE,
     SINKS,
     SOURCE_TIME,
@@ -70,7 +71,7 @@ READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
 EXACTLY_ONCE, AT_LEAST_ONCE = "exactly_once", "at_least_once"
 DEFAULT_MAX_RECORDS_PER_BATCH = 100_000
 #: Arroyo's Kafka options Spate does not implement yet.
-_NOT_YET = ("value.subject", "source.group_id_prefix", "sink.timestamp_field",
+_NOT_YET = ("source.group_id_prefix", "sink.timestamp_field",
             "auth.sasl.protocol", "topic_pattern", "source.topic_pattern")
 _SASL_MECHANISMS = ("plain", "scram-sha-256", "scram-sha-512")
 
@@ -193,7 +194,7 @@ class KafkaConnector(Connector):
     roles = frozenset({SOURCE, SINK})
     options = (*TYPE, *specs(BOTH, "bootstrap_servers", "topic", "client_configs", "auth.type",
                              "auth.sasl.mechanism", "auth.sasl.username", "auth.sasl.password"),
-               *FORMAT, *FORMAT_SOURCE, *SOURCE_TIME,
+               *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *SOURCE_TIME,
                *specs(SOURCES, "source.offset", "source.read_mode", "group_id",
                       "source.group_id", "max_records_per_batch"),
                *specs(SINKS, "sink.commit_mode", "key_field", "sink.key_field"))

@@ -37,6 +37,7 @@ from spate.engine.connectors.formats import (
 from spate.engine.connectors.metadata import (
     BOTH,
     FORMAT,
+    FORMAT_BINARY,
     FORMAT_SOURCE,
     SINKS,
     SOURCE_TIME,
@@ -74,7 +75,7 @@ class RabbitMQConnector(Connector):
 
     name = "rabbitmq"
     roles = frozenset({SOURCE, SINK})
-    options = (*TYPE, *FORMAT, *FORMAT_SOURCE, *SOURCE_TIME,
+    options = (*TYPE, *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *SOURCE_TIME,
                *specs(BOTH, "mode", "host", "port", "username", "password", "virtual_host",
                       "stream"),
                *specs(SOURCES, "queue", "source.offset", "max_messages_per_batch"),

@@ -140,7 +140,13 @@ def test_listed_options_are_known_and_the_password_is_secret() -> None:
     for name, spec in listed.items():
         role = "source" if "source" in spec.roles else "sink"
         options = {"type": role, "servers": SERVERS, "format": "json", "json.unstructured": "t",
-                   "nats.stream" if role == "source" else "nats.subject": "S", name: "1"}
+                   "nats.stream" if role == "source" else "nats.subject": "S"}
+        if name.startswith(("avro.", "schema_registry.", "value.subject", "protobuf.")):
+            options = {k: v for k, v in options.items() if not k.startswith("json.")}
+            options.update({"format": "protobuf"} if name.startswith("protobuf.") else {
+                "format": "avro", "avro.confluent_schema_registry": "true",
+                "schema_registry.endpoint": "http://registry:8081"})
+        options[name] = "1"
         try:
             NATS.validate(TableConfig("t", "nats", role, options, ()))
         except ConnectorError as error:
