@@ -21,7 +21,7 @@ from pyspark.sql import types as T
 
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
 from spate.engine.connectors.arrow_batches import arrow_schema
-from spate.engine.connectors.avro_format import frame, schema_for, unframe
+from spate.engine.connectors.avro_format import AvroDecoder, frame, schema_for, unframe
 from spate.engine.connectors.decoders import Decoded, RecordDecoder
 from spate.engine.connectors.formats import FormatSpec, encode_records, record_column
 from spate.engine.runtime.runner import EpochReport
@@ -233,3 +233,15 @@ def test_avro_and_raw_bytes_pipelines_through_redis(spark: SparkSession, tmp_pat
     assert client.lrange(f"{prefix}copies", 0, -1) == [b"\x00\xff\n\r", b"", b"plain"]
     assert sum(report.rows_dropped for report in reports) == 1  # the undecodable record
     client.close()
+
+
+def test_a_writer_schema_that_does_not_fit_the_columns_makes_bad_records() -> None:
+    # What a registry may serve: here `name` is a long while its column is TEXT.
+    writer = {"type": "record", "name": "E", "fields": [
+        {"name": "id", "type": "long"}, {"name": "name", "type": ["null", "long"]}]}
+    schema = pa.schema([pa.field("id", pa.int64(), False), pa.field("name", pa.string())])
+    decoder = AvroDecoder(schema, writer, wire=False, registry=None)
+    columns, good, bad = decoder.decode([_avro({"id": 1, "name": None}, writer),
+                                         _avro({"id": 2, "name": 7}, writer)])
+    assert good == [0] and columns[0].to_pylist() == [1] and columns[1].to_pylist() == [None]
+    assert bad[0][0] == 1 and "field 'name'" in bad[0][1]
