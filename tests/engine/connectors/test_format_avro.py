@@ -245,3 +245,23 @@ def test_a_writer_schema_that_does_not_fit_the_columns_makes_bad_records() -> No
                                          _avro({"id": 2, "name": 7}, writer)])
     assert good == [0] and columns[0].to_pylist() == [1] and columns[1].to_pylist() == [None]
     assert bad[0][0] == 1 and "field 'name'" in bad[0][1]
+
+
+def test_registry_credentials_travel_in_an_option_spark_redacts() -> None:
+    from spate.engine.connectors.streaming import (
+        CONFIG_OPTION,
+        FORMAT_SECRET_OPTION,
+        SpateDataSource,
+        source_options,
+    )
+
+    registry = {"endpoint": "http://registry:8081", "api_key": "k", "api_secret": "hunter2"}
+    spec = FormatSpec(kind="avro", confluent_wire=True, registry=registry)
+    options = source_options(T.StructType(FIELDS[:1]), {"table": "t", "format": spec.to_dict()})
+    assert "hunter2" not in options[CONFIG_OPTION] and "secret" in FORMAT_SECRET_OPTION
+    assert "hunter2" not in repr(spec)
+
+    class Source(SpateDataSource):
+        pass
+
+    assert Source(options).settings()["format"]["registry"] == registry
