@@ -27,14 +27,19 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from spate.engine.connectors.arrow_batches import TIMESTAMP_US, gather
+from spate.engine.connectors.avro_format import AvroDecoder
 from spate.engine.connectors.base import HIDDEN_COLUMNS, RETRACT
 from spate.engine.connectors.formats import (
+    AVRO,
     DEBEZIUM_JSON,
     DECIMAL_BYTES,
+    PROTOBUF,
+    RAW_BYTES,
     RAW_STRING,
     UNIX_MILLIS,
     FormatSpec,
 )
+from spate.engine.connectors.protobuf_format import ProtobufDecoder
 
 _WHITESPACE = np.zeros(256, dtype=bool)
 _WHITESPACE[[9, 10, 13, 32]] = True
@@ -113,11 +118,18 @@ class RecordDecoder:
     def __init__(self, schema: pa.Schema, spec: FormatSpec) -> None:
         self.schema = schema
         self.spec = spec
+        self._binary: AvroDecoder | ProtobufDecoder | None = None
         self._decode_lines = self._pick_decoder()
 
     def _pick_decoder(self) -> Callable[[np.ndarray, np.ndarray, np.ndarray], Decoded]:
         if self.spec.kind == RAW_STRING:
             return self._raw_string
+        if self.spec.kind == RAW_BYTES:
+            return self._raw_bytes
+        if self.spec.kind == AVRO:
+            return self._avro
+        if self.spec.kind == PROTOBUF:
+            return self._protobuf
         if self.spec.unstructured:
             return self._unstructured
         if self.spec.kind == DEBEZIUM_JSON:
@@ -138,6 +150,34 @@ class RecordDecoder:
         except pa.ArrowInvalid:
             return _per_line_utf8(binary)
 
+    def _raw_bytes(self, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Decoded:
+        data, offsets = gather(buf, starts, lengths, terminate=False)
+        return Decoded([_binary_array(data, offsets).cast(pa.binary())])
+
+    def _avro(self, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Decoded:
+        if self._binary is None:
+            writer = None if self.spec.avro_schema is None else json.loads(self.spec.avro_schema)
+            self._binary = AvroDecoder(self.schema, writer, self.spec.confluent_wire,
+                                       self.spec.registry)
+        return self._binary_records(buf, starts, lengths)
+
+    def _protobuf(self, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Decoded:
+        if self._binary is None:
+            descriptor = base64.b64decode(self.spec.descriptor or "")
+            self._binary = ProtobufDecoder(self.schema, descriptor, self.spec.message_name or "",
+                                           self.spec.confluent_wire)
+        return self._binary_records(buf, starts, lengths)
+
+    def _binary_records(self, buf: np.ndarray, starts: np.ndarray,
+                        lengths: np.ndarray) -> Decoded:
+        assert self._binary is not None
+        raw = buf.tobytes()
+        values = [raw[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
+        columns, good, bad = self._binary.decode(values)
+        columns, good_lines, missing = _drop_missing(self.schema, columns,
+                                                     np.asarray(good, np.int64))
+        return Decoded(columns, sorted(bad + missing), good_lines)
+
     def _unstructured(self, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Decoded:
         keep = np.flatnonzero(nonblank(buf, starts, lengths))
         data, offsets = gather(buf, starts[keep], lengths[keep], terminate=False)
@@ -154,6 +194,25 @@ class RecordDecoder:
                 continue
             good.append(decoded)
         return Decoded([pa.array(good, pa.string())], bad)
+
+
+def _drop_missing(schema: pa.Schema, columns: list[pa.Array], good: np.ndarray
+                  ) -> tuple[list[pa.Array], np.ndarray, list[tuple[int, str]]]:
+    """Rows with NULL in a NOT NULL column are bad records."""
+    missing = np.zeros(len(good), dtype=bool)
+    bad: list[tuple[int, str]] = []
+    for i, f in enumerate(schema):
+        if f.nullable or not len(good):
+            continue
+        nulls = np.asarray(columns[i].is_null(), dtype=bool)
+        for row in np.flatnonzero(nulls & ~missing).tolist():
+            bad.append((int(good[row]), f"column '{f.name}' is NOT NULL but the record has "
+                                        "no value for it"))
+        missing |= nulls
+    if not missing.any():
+        return columns, good, []
+    keep = pa.array(~missing)
+    return [c.filter(keep) for c in columns], good[~missing], bad
 
 
 def _per_line_utf8(binary: pa.Array) -> Decoded:

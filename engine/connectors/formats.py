@@ -9,13 +9,17 @@ rows and its sinks turn updating rows into changes (:mod:`.changes`).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import base64
+import json
+from dataclasses import asdict, dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spate.engine.connectors import avro_format, protobuf_format
 from spate.engine.connectors.arrow_batches import join_lines
 from spate.engine.connectors.base import (
     HIDDEN_CONTROL,
@@ -33,7 +37,17 @@ from spate.engine.connectors.options import OptionReader
 JSON = "json"
 DEBEZIUM_JSON = "debezium_json"
 RAW_STRING = "raw_string"
-FORMATS = (JSON, DEBEZIUM_JSON, RAW_STRING)
+RAW_BYTES = "raw_bytes"
+AVRO = "avro"
+PROTOBUF = "protobuf"
+FORMATS = (JSON, DEBEZIUM_JSON, RAW_STRING, RAW_BYTES, AVRO, PROTOBUF)
+#: Formats whose records are taken byte for byte: no line handling, may hold any byte.
+OPAQUE_FORMATS = (RAW_STRING, RAW_BYTES, AVRO, PROTOBUF)
+#: Formats whose sinks write binary records (the ``record`` column is BINARY).
+BINARY_FORMATS = (RAW_BYTES, AVRO, PROTOBUF)
+DEAD_LETTER = "dead_letter"
+#: Sources whose readers hand undecodable records to a dead-letter table so far.
+DEAD_LETTER_CONNECTORS = frozenset({"redis"})
 RFC3339 = "rfc3339"
 UNIX_MILLIS = "unix_millis"
 DECIMAL_NUMBER = "number"
@@ -44,8 +58,13 @@ DECIMAL_BYTES = "bytes"
 RFC3339_SPARK_PATTERN = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
 
 _JSON_OPTIONS = ("json.unstructured", "json.timestamp_format", "json.decimal_encoding")
-_FORMAT_OPTIONS = ("format", *_JSON_OPTIONS, "framing", "framing.newline.max_length",
-                   "bad_data")
+_AVRO_OPTIONS = ("avro.schema", "avro.confluent_schema_registry", "avro.confluent_wire_format",
+                 "avro.schema_id", "schema_registry.endpoint", "schema_registry.api_key",
+                 "schema_registry.api_secret", "value.subject")
+_PROTOBUF_OPTIONS = ("protobuf.descriptor_file", "protobuf.descriptor", "protobuf.message_name",
+                     "protobuf.confluent_wire_format")
+_FORMAT_OPTIONS = ("format", *_JSON_OPTIONS, *_AVRO_OPTIONS, *_PROTOBUF_OPTIONS, "framing",
+                   "framing.newline.max_length", "bad_data", "dead_letter.table")
 #: Spark's ``to_json`` options of every json record: NULL fields kept, µs timestamps.
 _TO_JSON_OPTIONS = {"ignoreNullFields": "false", "timestampFormat": RFC3339_SPARK_PATTERN}
 #: 2**64, to split a DECIMAL(38, 0) into two 64-bit halves.
@@ -67,14 +86,46 @@ class FormatSpec:
     bad_data: str = "fail"
     #: framing.newline.max_length: lines longer than this many bytes are truncated
     max_line_bytes: int | None = None
+    #: avro: the writer schema's JSON (inline ``avro.schema``), if given
+    avro_schema: str | None = None
+    #: avro: records carry the Confluent header (magic byte 0, 4-byte schema id)
+    confluent_wire: bool = False
+    #: avro sinks: the schema id written in the header without a registry
+    schema_id: int | None = None
+    #: avro: the schema registry (endpoint, api_key, api_secret), if used
+    registry: dict[str, str] | None = field(default=None, repr=False)
+    #: avro sinks with a registry: the subject the writer schema is registered under
+    subject: str | None = None
+    #: protobuf: the FileDescriptorSet (base64) and the message's full name
+    descriptor: str | None = None
+    message_name: str | None = None
+    #: bad_data = 'dead_letter': the sink table undecodable records are written to
+    dead_letter: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @property
     def single_value(self) -> bool:
-        """Whether a record is one ``value`` column (raw_string, json.unstructured)."""
-        return self.kind == RAW_STRING or self.unstructured
+        """Whether a record is one ``value`` column (raw_string, raw_bytes,
+        json.unstructured)."""
+        return self.kind in (RAW_STRING, RAW_BYTES) or self.unstructured
+
+    @property
+    def skips_bad(self) -> bool:
+        """Whether undecodable records are left out of the rows (drop, dead_letter)."""
+        return self.bad_data in ("drop", DEAD_LETTER)
+
+    @property
+    def opaque(self) -> bool:
+        """Whether records are decoded byte for byte (raw_string, raw_bytes, avro): line
+        breaks and blank records are data, not framing."""
+        return self.kind in OPAQUE_FORMATS
+
+    @property
+    def binary(self) -> bool:
+        """Whether sinks write binary records (raw_bytes, avro)."""
+        return self.kind in BINARY_FORMATS
 
     @property
     def updating(self) -> bool:
@@ -88,15 +139,31 @@ def parse_format(options: OptionReader, role: str) -> FormatSpec:
     if kind is None:
         raise ConnectorError(
             f"connector '{options.table.connector}' needs option 'format' "
-            "('json', 'debezium_json' or 'raw_string')", option="format")
+            "('json', 'debezium_json', 'avro', 'raw_string' or 'raw_bytes')", option="format")
     kind = kind.strip().lower()
     if kind not in FORMATS:
-        raise ConnectorError(f"unknown format '{kind}'; Spate supports 'json', 'debezium_json' "
-                             "and 'raw_string'", option="format")
-    if kind == RAW_STRING:
+        raise ConnectorError(f"unknown format '{kind}'; Spate supports 'json', 'debezium_json', "
+                             "'avro', 'raw_string' and 'raw_bytes'", option="format")
+    if role == "lookup" and kind in BINARY_FORMATS:
+        raise ConnectorError(f"format '{kind}' is not supported by lookup tables yet; use "
+                             "'json' or 'raw_string'", option="format")
+    if kind != AVRO:
+        for key in _AVRO_OPTIONS:
+            options.reject(key, f"applies to format 'avro' only, not '{kind}'")
+    if kind != PROTOBUF:
+        for key in _PROTOBUF_OPTIONS:
+            options.reject(key, f"applies to format 'protobuf' only, not '{kind}'")
+    if kind in OPAQUE_FORMATS:
         for key in _JSON_OPTIONS:
             options.reject(key, f"applies to formats 'json' and 'debezium_json' only, not "
                                 f"'{kind}'")
+    if kind in (AVRO, PROTOBUF):
+        options.choice("framing", ("newline",), "newline")
+        options.reject("framing.newline.max_length", f"does not apply to format '{kind}': one "
+                                                     "message is one record")
+        settings = _avro(options, role) if kind == AVRO else _protobuf(options, role)
+        return FormatSpec(kind=kind, bad_data=_bad_data(options, role),
+                          dead_letter=_dead_letter(options, role), **settings)
     changes = kind == DEBEZIUM_JSON
     if changes:
         options.reject("json.unstructured", "applies to format 'json' only: a debezium_json "
@@ -112,8 +179,130 @@ def parse_format(options: OptionReader, role: str) -> FormatSpec:
         or (DECIMAL_BYTES if changes else DECIMAL_NUMBER),
         unstructured=options.boolean("json.unstructured", False),
         bad_data=_bad_data(options, role),
+        dead_letter=_dead_letter(options, role),
         max_line_bytes=_framing(options, role),
     )
+
+
+def _avro(options: OptionReader, role: str) -> dict[str, Any]:
+    """The avro options (docs/sql/connectors.md#avro)."""
+    text = options.string("avro.schema")
+    if text is not None:
+        avro_format.parse_schema(text, "avro.schema")
+    use_registry = options.boolean("avro.confluent_schema_registry", False)
+    wire = options.boolean("avro.confluent_wire_format", use_registry)
+    if use_registry and not wire:
+        raise ConnectorError("option 'avro.confluent_wire_format' cannot be false with the "
+                             "schema registry: registry records carry the schema id header",
+                             option="avro.confluent_wire_format")
+    registry = None
+    if use_registry:
+        endpoint = options.required("schema_registry.endpoint")
+        if not endpoint.startswith(("http://", "https://")):
+            raise ConnectorError("option 'schema_registry.endpoint' must be an http:// or "
+                                 "https:// URL", option="schema_registry.endpoint")
+        key = options.string("schema_registry.api_key")
+        secret = options.string("schema_registry.api_secret")
+        if (key is None) != (secret is None):
+            missing = "schema_registry.api_secret" if secret is None else "schema_registry.api_key"
+            raise ConnectorError(f"option '{missing}' is needed too: the registry's "
+                                 "credentials are a key and a secret", option=missing)
+        _check_registry_egress(options, endpoint)
+        registry = {"endpoint": endpoint.rstrip("/"), "api_key": key or "",
+                    "api_secret": secret or ""}
+    else:
+        for key in ("schema_registry.endpoint", "schema_registry.api_key",
+                    "schema_registry.api_secret", "value.subject"):
+            options.reject(key, "needs avro.confluent_schema_registry = true")
+    if role == SOURCE and text is None and not use_registry:
+        raise ConnectorError("an avro source needs its writer schema: option 'avro.schema' "
+                             "(the schema's JSON), or avro.confluent_schema_registry = true "
+                             "with schema_registry.endpoint", option="avro.schema")
+    schema_id = None
+    if role == SOURCE:
+        options.reject("avro.schema_id", "applies to sinks only: a source reads each record's "
+                                         "schema id from its header")
+        options.reject("value.subject", "applies to sinks only")
+    else:
+        schema_id = options.integer("avro.schema_id", None, minimum=0)
+        if schema_id is not None and (use_registry or not wire):
+            raise ConnectorError("option 'avro.schema_id' is for the Confluent wire format "
+                                 "without a registry (avro.confluent_wire_format = true); with "
+                                 "the registry the id is the registered schema's",
+                                 option="avro.schema_id")
+        if wire and not use_registry and schema_id is None:
+            raise ConnectorError("an avro sink writing the Confluent wire format without a "
+                                 "registry needs option 'avro.schema_id' (the id written in "
+                                 "each header)", option="avro.schema_id")
+    subject = None
+    if use_registry and role != SOURCE:
+        subject = options.string("value.subject") or _default_subject(options)
+    return {"avro_schema": text, "confluent_wire": wire, "schema_id": schema_id,
+            "registry": registry, "subject": subject}
+
+
+def _protobuf(options: OptionReader, role: str) -> dict[str, Any]:
+    """The protobuf options (docs/sql/connectors.md#protobuf); sources only for now."""
+    if role != SOURCE:
+        raise ConnectorError("format 'protobuf' is supported by sources only yet; write "
+                             "'json', 'avro' or 'raw_bytes'", option="format")
+    path = options.string("protobuf.descriptor_file")
+    inline = options.string("protobuf.descriptor")
+    if (path is None) == (inline is None):
+        raise ConnectorError("format 'protobuf' needs the message's descriptor: exactly one "
+                             "of 'protobuf.descriptor_file' (a FileDescriptorSet written by "
+                             "protoc --descriptor_set_out) or 'protobuf.descriptor' (the same, "
+                             "base64)", option="protobuf.descriptor_file")
+    if path is not None:
+        resolved = options.table.boundary.resolve_path(path, option="protobuf.descriptor_file")
+        try:
+            with open(resolved, "rb") as handle:
+                data = handle.read()
+        except OSError as error:
+            raise ConnectorError(f"option 'protobuf.descriptor_file': cannot read '{path}' "
+                                 f"({error.strerror})",
+                                 option="protobuf.descriptor_file") from None
+        option = "protobuf.descriptor_file"
+    else:
+        data = protobuf_format.inline_descriptor(inline or "")
+        option = "protobuf.descriptor"
+    name = options.required("protobuf.message_name")
+    message = protobuf_format.message_descriptor(data, name, option)
+    return {"descriptor": base64.b64encode(data).decode(), "message_name": message.full_name,
+            "confluent_wire": options.boolean("protobuf.confluent_wire_format", False)}
+
+
+def _check_registry_egress(options: OptionReader, endpoint: str) -> None:
+    """Under an egress policy the registry's host must be one the tenant may reach."""
+    egress = options.table.boundary.egress
+    if egress is None:
+        return
+    url = urlsplit(endpoint)
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+    except ValueError:
+        raise ConnectorError("option 'schema_registry.endpoint' has an invalid port",
+                             option="schema_registry.endpoint") from None
+    egress.resolve(url.hostname or "", port, option="schema_registry.endpoint")
+
+
+def _default_subject(options: OptionReader) -> str:
+    """Confluent's TopicNameStrategy: ``<topic>-value`` (the table's name without a topic)."""
+    for key in ("topic", "subject", "stream", "queue"):
+        value = options.peek(key)
+        if value:
+            return f"{value}-value"
+    return f"{options.table.name}-value"
+
+
+def require_line_format(options: OptionReader) -> None:
+    """Newline-framed connectors (files, stdout) cannot hold binary records."""
+    kind = (options.peek("format") or "").strip().lower()
+    connector = options.table.connector
+    if kind in BINARY_FORMATS:
+        raise ConnectorError(f"format '{kind}' is binary and cannot be framed by newlines "
+                             f"in connector '{connector}'; use a message connector (kafka, "
+                             "redis, nats, mqtt, rabbitmq, kinesis)", option="format")
 
 
 def _check_change_source(options: OptionReader) -> None:
@@ -129,7 +318,24 @@ def _check_change_source(options: OptionReader) -> None:
 def _bad_data(options: OptionReader, role: str) -> str:
     if role != SOURCE:
         return "fail"
-    return options.choice("bad_data", ("fail", "drop"), "fail") or "fail"
+    return options.choice("bad_data", ("fail", "drop", DEAD_LETTER), "fail") or "fail"
+
+
+def _dead_letter(options: OptionReader, role: str) -> str | None:
+    """The dead-letter table of a ``bad_data = 'dead_letter'`` source."""
+    if role != SOURCE or (options.peek("bad_data") or "").strip().lower() != DEAD_LETTER:
+        options.reject("dead_letter.table", "applies with bad_data = 'dead_letter' only")
+        return None
+    if options.table.connector not in DEAD_LETTER_CONNECTORS:
+        raise ConnectorError(f"bad_data = 'dead_letter' is not supported by "
+                             f"{options.table.connector} sources yet (only by "
+                             f"{', '.join(sorted(DEAD_LETTER_CONNECTORS))}); use 'drop' or "
+                             "'fail'", option="bad_data")
+    table = options.required("dead_letter.table").strip()
+    if table.lower() == options.table.name.lower():
+        raise ConnectorError("option 'dead_letter.table' must name a sink table, not the "
+                             "source itself", option="dead_letter.table")
+    return table
 
 
 def _framing(options: OptionReader, role: str) -> int | None:
@@ -151,6 +357,25 @@ def check_columns(spec: FormatSpec, columns: tuple[ColumnDef, ...], role: str) -
     if spec.single_value:
         _check_single_value(spec, [(c.name, c.spark_type) for c in columns], role)
         return
+    if spec.kind == AVRO:
+        if role == SOURCE and not columns:
+            raise ConnectorError("an avro source needs its columns declared, e.g. "
+                                 "CREATE TABLE t (id BIGINT, name TEXT) WITH (...)")
+        if spec.avro_schema is not None and columns:
+            avro_format.check_compatible(json.loads(spec.avro_schema),
+                                         [(c.name, c.spark_type, c.nullable) for c in columns],
+                                         "avro.schema")
+        return
+    if spec.kind == PROTOBUF:
+        if not columns:
+            raise ConnectorError("a protobuf source needs its columns declared, e.g. "
+                                 "CREATE TABLE t (id BIGINT, name TEXT) WITH (...)")
+        message = protobuf_format.message_descriptor(
+            base64.b64decode(spec.descriptor or ""), spec.message_name or "",
+            "protobuf.descriptor")
+        protobuf_format.check_compatible(message, [(c.name, c.spark_type) for c in columns],
+                                         "protobuf.message_name")
+        return
     if role == SOURCE and not columns:
         raise ConnectorError(f"a {spec.kind} source needs its columns declared, e.g. "
                              "CREATE TABLE t (id BIGINT, name TEXT) WITH (...)")
@@ -167,18 +392,31 @@ def check_sink_schema(spec: FormatSpec, schema: T.StructType) -> None:
     """The rows a sink will receive must fit its format."""
     if spec.single_value:
         _check_single_value(spec, [(f.name, f.dataType) for f in schema.fields], SINK)
+    if spec.kind == AVRO and spec.avro_schema is not None:
+        # The runtime knows the names of a query's columns when it opens a sink; their
+        # types meet the schema when the first epoch is encoded.
+        names = {f["name"] for f in json.loads(spec.avro_schema).get("fields", [])}
+        for name in schema.names:
+            if name not in names:
+                raise ConnectorError(f"column '{name}' is not a field of the Avro schema "
+                                     f"(its fields: {', '.join(sorted(names))})",
+                                     option="avro.schema")
 
 
 def _check_single_value(spec: FormatSpec, columns: list[tuple[str, T.DataType]],
                         role: str) -> None:
-    what = "format 'raw_string'" if spec.kind == RAW_STRING else "json.unstructured"
-    option = "format" if spec.kind == RAW_STRING else "json.unstructured"
+    what = "json.unstructured" if spec.unstructured else f"format '{spec.kind}'"
+    option = "json.unstructured" if spec.unstructured else "format"
     if role == SINK and not columns:
         return
+    wanted: tuple[type[T.DataType], ...] = (T.StringType,)
+    sql = "TEXT"
+    if spec.kind == RAW_BYTES:  # a sink also takes TEXT, written as its UTF-8 bytes
+        wanted, sql = ((T.BinaryType, T.StringType) if role == SINK else (T.BinaryType,)), "BYTEA"
     if (len(columns) != 1 or columns[0][0] != "value"
-            or not isinstance(columns[0][1], T.StringType)):
+            or not isinstance(columns[0][1], wanted)):
         found = ", ".join(f"{n} {t.simpleString()}" for n, t in columns) or "none"
-        raise ConnectorError(f"{what} needs exactly one column `value TEXT`; found: {found}",
+        raise ConnectorError(f"{what} needs exactly one column `value {sql}`; found: {found}",
                              option=option)
 
 
@@ -197,8 +435,10 @@ def unsupported_type(data_type: T.DataType) -> str | None:
     return data_type.simpleString()
 
 
-def single_value_columns() -> tuple[ColumnDef, ...]:
-    """The default columns of a raw_string / unstructured table."""
+def single_value_columns(spec: FormatSpec | None = None) -> tuple[ColumnDef, ...]:
+    """The default columns of a raw_string / raw_bytes / unstructured table."""
+    if spec is not None and spec.kind == RAW_BYTES:
+        return (ColumnDef("value", T.BinaryType(), True),)
     return (ColumnDef("value", T.StringType(), True),)
 
 
@@ -236,7 +476,8 @@ def with_row_key(frame: DataFrame, primary_key: tuple[str, ...]) -> DataFrame:
 
 
 def encode_records(df: DataFrame, spec: FormatSpec, key: str | None = None) -> DataFrame:
-    """One string column ``record`` per row, encoded natively by Spark.
+    """One column ``record`` per row, encoded natively by Spark: TEXT, or BINARY for the
+    :attr:`FormatSpec.binary` formats (avro is encoded by an Arrow UDF).
 
     debezium_json writes one change envelope per changed key (:func:`change_records`).
     ``key``: a column also selected, as TEXT, as a second column ``key`` (the record key
@@ -261,11 +502,41 @@ def encode_records(df: DataFrame, spec: FormatSpec, key: str | None = None) -> D
 def record_column(df: DataFrame, spec: FormatSpec) -> Column:
     """The encoded record of each append-only row of ``df`` (json or raw_string), a native
     expression a sink can select next to other columns (a key, a field)."""
+    if spec.kind == RAW_BYTES:
+        return F.col("value").cast("binary")
     if spec.single_value:
         return F.col("value").cast("string")
+    if spec.kind == AVRO:
+        return _avro_column(df, spec)
     fields = [_prepare(F.col(f"`{f.name}`"), f.dataType, spec).alias(f.name)
               for f in df.schema.fields]
     return F.to_json(F.struct(*fields), _TO_JSON_OPTIONS)
+
+
+def _avro_column(df: DataFrame, spec: FormatSpec) -> Column:
+    """Avro records of ``df``'s rows, by an Arrow UDF (Spark has no native Avro writer)."""
+    rows = df.schema
+    writer = (json.loads(spec.avro_schema) if spec.avro_schema is not None
+              else avro_format.schema_for(rows, spec.subject or "record"))
+    schema_id = spec.schema_id
+    if spec.registry is not None:
+        try:
+            schema_id = avro_format.Registry(spec.registry).register(
+                spec.subject or "record-value", writer)
+        except Exception as error:  # noqa: BLE001 - the registry client's errors
+            raise ConnectorError(f"the schema registry did not register the writer schema "
+                                 f"under subject '{spec.subject}': {error}",
+                                 option="schema_registry.endpoint") from None
+    udf = avro_format.encoder_udf(writer, schema_id if spec.confluent_wire else None)
+    encoded: Column = udf(F.struct(*(F.col(f"`{f.name}`") for f in rows.fields)))
+    return encoded
+
+
+def record_bytes(record: str | bytes | None) -> bytes:
+    """An encoded record as message bytes (NULL: empty)."""
+    if record is None:
+        return b""
+    return record if isinstance(record, bytes) else record.encode("utf-8")
 
 
 def _prepare(column: Column, data_type: T.DataType, spec: FormatSpec) -> Column:

@@ -50,6 +50,7 @@ from spate.engine.connectors.kafka_source import PASSWORD_OPTION, SOURCE_NAME, K
 from spate.engine.connectors.metadata import (
     BOTH,
     FORMAT,
+    FORMAT_BINARY,
     FORMAT_SOURCE,
     SINKS,
     SOURCE_TIME,
@@ -70,7 +71,7 @@ READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
 EXACTLY_ONCE, AT_LEAST_ONCE = "exactly_once", "at_least_once"
 DEFAULT_MAX_RECORDS_PER_BATCH = 100_000
 #: Arroyo's Kafka options Spate does not implement yet.
-_NOT_YET = ("value.subject", "source.group_id_prefix", "sink.timestamp_field",
+_NOT_YET = ("source.group_id_prefix", "sink.timestamp_field",
             "auth.sasl.protocol", "topic_pattern", "source.topic_pattern")
 _SASL_MECHANISMS = ("plain", "scram-sha-256", "scram-sha-512")
 
@@ -134,9 +135,6 @@ def parse_table(table: TableConfig) -> KafkaTable:
     role = check_role(options, frozenset({SOURCE, SINK}))
     for key in _NOT_YET:
         options.reject(key, "is not supported yet by the kafka connector; remove it")
-    if any(key.startswith("schema_registry.") for key in table.options):
-        options.reject(next(k for k in table.options if k.startswith("schema_registry.")),
-                       "is not supported yet (no schema registry); remove it")
     topic = options.required("topic").strip()
     if topic.startswith("^"):
         raise ConnectorError("option 'topic' is a pattern; topic patterns are not supported "
@@ -151,7 +149,7 @@ def parse_table(table: TableConfig) -> KafkaTable:
     options.finish()
     columns = table.columns
     if not columns and role == SOURCE and spec.single_value:
-        columns = single_value_columns()
+        columns = single_value_columns(spec)
     check_columns(spec, columns, role)
     if table.boundary.egress is not None:
         for host, port in endpoint.servers:
@@ -196,7 +194,7 @@ class KafkaConnector(Connector):
     roles = frozenset({SOURCE, SINK})
     options = (*TYPE, *specs(BOTH, "bootstrap_servers", "topic", "client_configs", "auth.type",
                              "auth.sasl.mechanism", "auth.sasl.username", "auth.sasl.password"),
-               *FORMAT, *FORMAT_SOURCE, *SOURCE_TIME,
+               *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *SOURCE_TIME,
                *specs(SOURCES, "source.offset", "source.read_mode", "group_id",
                       "source.group_id", "max_records_per_batch"),
                *specs(SINKS, "sink.commit_mode", "key_field", "sink.key_field"))

@@ -45,7 +45,7 @@ from pyspark.sql import DataFrame
 
 from spate.engine.connectors.base import ConnectorError, Sink
 from spate.engine.connectors.boundary import Boundary
-from spate.engine.connectors.formats import FormatSpec, encode_records
+from spate.engine.connectors.formats import FormatSpec, encode_records, record_bytes
 from spate.engine.connectors.kafka_client import (
     CONNECT_TIMEOUT_S,
     KafkaEndpoint,
@@ -159,7 +159,7 @@ class KafkaSink(Sink):
                 failures.append(str(error))
 
         for row in rows:
-            value = None if row["record"] is None else row["record"].encode("utf-8")
+            value = None if row["record"] is None else record_bytes(row["record"])
             key = row["key"].encode("utf-8") if self.key_field and row["key"] is not None \
                 else None
             written += len(value or b"") + len(key or b"")

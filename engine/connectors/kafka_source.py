@@ -48,7 +48,7 @@ from spate.engine.connectors.arrow_batches import arrow_schema, control_batch, d
 from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, ConnectorError
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.decoders import source_decoder
-from spate.engine.connectors.formats import DEBEZIUM_JSON, RAW_STRING, FormatSpec
+from spate.engine.connectors.formats import DEBEZIUM_JSON, FormatSpec
 from spate.engine.connectors.kafka_client import (
     KafkaEndpoint,
     client_config,
@@ -338,7 +338,7 @@ class _RangeReader:
                 continue  # Debezium follows a delete with a tombstone for compaction
             if value is None:
                 bad.append((message, "the record has no value (a tombstone)"))
-            elif self.spec.kind != RAW_STRING and not value.strip():
+            elif not self.spec.opaque and not value.strip():
                 bad.append((message, "the value is empty"))
             else:
                 usable.append(message)
@@ -348,7 +348,7 @@ class _RangeReader:
         """The values as one buffer with starts and lengths, the decoders' input; a JSON line
         break can only be whitespace, so it becomes a space."""
         values = [m.value() or b"" for m in records]
-        if self.spec.kind != RAW_STRING:
+        if not self.spec.opaque:
             values = [v.replace(b"\r", b" ").replace(b"\n", b" ") for v in values]
         lengths = np.array([len(v) for v in values], dtype=np.int64)
         starts = np.zeros(len(values), dtype=np.int64)

@@ -59,6 +59,7 @@ from spate.engine.connectors.kinesis_sink import (
 from spate.engine.connectors.metadata import (
     BOTH,
     FORMAT,
+    FORMAT_BINARY,
     FORMAT_SOURCE,
     SINKS,
     SOURCE_TIME,
@@ -144,7 +145,7 @@ class KinesisConnector(Connector):
 
     name = "kinesis"
     roles = frozenset({SOURCE, SINK})
-    options = (*TYPE, *FORMAT, *FORMAT_SOURCE, *SOURCE_TIME,
+    options = (*TYPE, *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *SOURCE_TIME,
                *specs(BOTH, "stream_name", "aws_region", "endpoint_url", *CREDENTIAL_OPTIONS),
                *specs(SOURCES, "source.offset"),
                *specs(SINKS, *SINK_OPTIONS))
@@ -168,7 +169,7 @@ class KinesisConnector(Connector):
         options.finish()
         columns = table.columns
         if not columns and role == SOURCE and spec.single_value:
-            columns = single_value_columns()
+            columns = single_value_columns(spec)
         check_columns(spec, columns, role)
         check_planned(endpoint, table.boundary)
         return _KinesisTable(role, endpoint, spec, columns, offset, key_field, limits)

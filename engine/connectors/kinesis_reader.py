@@ -249,7 +249,7 @@ class _PartitionReader:
 def _one_line(data: bytes, spec: FormatSpec) -> bytes:
     """A record as one line for the decoders: line breaks in a JSON record are
     whitespace (JSON strings cannot hold raw ones); raw strings keep theirs."""
-    if spec.single_value and not spec.unstructured:
+    if spec.opaque:
         return data
     return data.replace(b"\r", b" ").replace(b"\n", b" ")
 

@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 
 from spate.engine.connectors.base import ConnectorError, Sink
 from spate.engine.connectors.boundary import Boundary
-from spate.engine.connectors.formats import RAW_STRING, FormatSpec, encode_records
+from spate.engine.connectors.formats import RAW_STRING, FormatSpec, encode_records, record_bytes
 from spate.engine.connectors.kinesis_client import KinesisEndpoint, connect, failure
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,9 @@ class KinesisSink(Sink):
     def write_epoch(self, epoch: int, df: DataFrame) -> None:
         if self._client is None:
             raise ConnectorError(f"kinesis sink '{self.table}' written before open()")
-        records = encode_records(df, self.spec)
+        # Binary records cannot be searched for the key: its column is selected beside them.
+        keyed = self.spec.binary and self.key_field is not None
+        records = encode_records(df, self.spec, self.key_field if keyed else None)
         table = records.select("record", self._partition_key().alias("key")).toArrow()
         entries = _entries(table, self.table)
         self.epoch_bytes = sum(len(e["Data"]) for e in entries)
@@ -89,9 +91,12 @@ class KinesisSink(Sink):
 
     def _partition_key(self) -> Column:
         record = F.col("record")
-        key: Column = F.md5(F.coalesce(record, F.lit("")))
+        empty = F.lit("").cast("binary") if self.spec.binary else F.lit("")
+        key: Column = F.md5(F.coalesce(record, empty))
         if self.key_field is not None:
-            if self.spec.kind == RAW_STRING:
+            if self.spec.binary:
+                field = F.col("key")
+            elif self.spec.kind == RAW_STRING:
                 field = record
             elif self.spec.updating:
                 field = F.coalesce(F.get_json_object(record, f"$.after.{self.key_field}"),
@@ -130,7 +135,7 @@ def _entries(table: pa.Table, name: str) -> list[Entry]:
     entries: list[Entry] = []
     for record, key in zip(table.column("record").to_pylist(),
                            table.column("key").to_pylist(), strict=True):
-        data = (record or "").encode()
+        data = record_bytes(record)
         if len(data) + len(key.encode()) > MAX_BYTES_PER_RECORD:
             raise ConnectorError(f"kinesis sink '{name}': a record of {len(data)} bytes is "
                                  "over Kinesis's 1 MiB limit per record")

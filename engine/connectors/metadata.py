@@ -62,6 +62,15 @@ SOURCE_TIME = specs(SOURCES, "idle_micros", "event_time_field", "watermark_field
 FORMAT = specs(BOTH, "format", "json.timestamp_format", "json.decimal_encoding",
                "json.unstructured", "framing")
 FORMAT_SOURCE = specs(SOURCES, "bad_data", "framing.newline.max_length")
+#: Options of the binary formats (avro, protobuf) message connectors take.
+FORMAT_BINARY = (*specs(BOTH, "avro.schema", "avro.confluent_schema_registry",
+                        "avro.confluent_wire_format", "schema_registry.endpoint",
+                        "schema_registry.api_key", "schema_registry.api_secret"),
+                 *specs(SINKS, "avro.schema_id", "value.subject"),
+                 *specs(SOURCES, "protobuf.descriptor_file", "protobuf.descriptor",
+                        "protobuf.message_name", "protobuf.confluent_wire_format"))
+#: bad_data = 'dead_letter' (the sources that support it).
+DEAD_LETTER = specs(SOURCES, "dead_letter.table")
 LOOKUP_ROLES = frozenset({LOOKUP})
 LOOKUP_TABLE = specs(LOOKUP_ROLES, "type", "username", "password", "lookup.cache.max_bytes",
                      "lookup.cache.ttl")

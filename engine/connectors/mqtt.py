@@ -43,6 +43,7 @@ from spate.engine.connectors.formats import (
 from spate.engine.connectors.metadata import (
     BOTH,
     FORMAT,
+    FORMAT_BINARY,
     FORMAT_SOURCE,
     SINKS,
     SOURCE_TIME,
@@ -188,7 +189,7 @@ def parse_table(table: TableConfig) -> MqttTable:
     options.finish()
     columns = table.columns
     if not columns and role == SOURCE and spec.single_value:
-        columns = single_value_columns()
+        columns = single_value_columns(spec)
     check_columns(spec, columns, role)
     assert max_messages is not None
     return MqttTable(role, broker, topic, qos, prefix,
@@ -206,6 +207,7 @@ class MqttConnector(Connector):
     options = (*TYPE, *specs(BOTH, "url", "topic", "qos", "username", "password",
                              "client_prefix", "max_packet_size"),
                *(spec for spec in (*FORMAT, *FORMAT_SOURCE) if spec.name not in _FRAMING),
+               *FORMAT_BINARY,
                *SOURCE_TIME, *specs(SINKS, "retain"),
                *specs(frozenset({SOURCE}), "max_messages_per_batch"))
 

@@ -39,7 +39,7 @@ from pyspark.sql.streaming.datasource import ReadLimit
 from spate.engine.connectors.arrow_batches import arrow_schema, control_batch, data_batch
 from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, ConnectorError
 from spate.engine.connectors.decoders import source_decoder
-from spate.engine.connectors.formats import RAW_STRING, FormatSpec
+from spate.engine.connectors.formats import FormatSpec
 from spate.engine.connectors.mqtt_client import BrokerSettings, close, connect, subscribe
 from spate.engine.connectors.streaming import (
     SpateDataSource,
@@ -239,7 +239,7 @@ class _BatchDecoder:
 
     def decode(self, payloads: list[bytes], topics: list[str],
                arrivals: list[int]) -> Iterator[pa.RecordBatch]:
-        if self.spec.kind != RAW_STRING:
+        if not self.spec.opaque:
             payloads = [p.translate(_LINE_BREAKS) for p in payloads]
         lengths = np.array([len(p) for p in payloads], dtype=np.int64)
         starts = np.zeros(len(payloads), dtype=np.int64)

@@ -18,7 +18,7 @@ import paho.mqtt.client as paho
 from pyspark.sql import DataFrame
 
 from spate.engine.connectors.base import ConnectorError, Sink
-from spate.engine.connectors.formats import FormatSpec, encode_records
+from spate.engine.connectors.formats import FormatSpec, encode_records, record_bytes
 from spate.engine.connectors.mqtt_client import BrokerSettings, close, connect
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ class MqttSink(Sink):
         if self._client is None:
             raise ConnectorError(f"mqtt sink '{self.table}' written before open()")
         records = encode_records(df, self.spec).toArrow().column(0).to_pylist()
-        payloads = [b"" if r is None else r.encode("utf-8") for r in records]
+        payloads = [record_bytes(r) for r in records]
         self._check_sizes(payloads)
         sent = [self._client.publish(self.topic, p, qos=self.qos, retain=self.retain)
                 for p in payloads]

@@ -47,12 +47,14 @@ from spate.engine.connectors.formats import (
     check_sink_schema,
     encode_records,
     parse_format,
+    record_bytes,
     single_value_columns,
     source_schema,
     with_row_key,
 )
 from spate.engine.connectors.metadata import (
     BOTH,
+    FORMAT_BINARY,
     FORMAT_SOURCE,
     SOURCE_TIME,
     SOURCES,
@@ -188,7 +190,7 @@ class NatsConnector(Connector):
     options = (*TYPE, *specs(BOTH, "servers", "auth.type", "auth.username", "auth.password",
                              "nats.subject", "nats.stream", "format", "json.timestamp_format",
                              "json.decimal_encoding", "json.unstructured"),
-               *FORMAT_SOURCE, *SOURCE_TIME,
+               *FORMAT_SOURCE, *FORMAT_BINARY, *SOURCE_TIME,
                *specs(SOURCES, "nats.consumer.deliver_policy", "nats.consumer.start_sequence",
                       "nats.consumer.filter_subjects", "max_messages_per_batch"))
 
@@ -210,7 +212,7 @@ class NatsConnector(Connector):
         options.finish()
         columns = table.columns
         if not columns and role == SOURCE and spec.single_value:
-            columns = single_value_columns()
+            columns = single_value_columns(spec)
         check_columns(spec, columns, role)
         if table.boundary.egress is not None:
             for server in connect_settings.servers:
@@ -340,8 +342,7 @@ class NatsSink(Sink):
 
     def write_epoch(self, epoch: int, df: DataFrame) -> dict[str, str] | None:
         column = encode_records(df, self.parsed.spec).toArrow().column(0)
-        records = [b"" if value is None else value.encode("utf-8")
-                   for value in column.to_pylist()]
+        records = [record_bytes(value) for value in column.to_pylist()]
         self.epoch_bytes = sum(len(record) for record in records)
         if not records:
             return None if self.parsed.stream is None else {"producer": self.producer}

@@ -20,7 +20,7 @@ from pyspark.sql import types as T
 
 from spate.engine.connectors.arrow_batches import arrow_schema, data_batch, timestamps_us
 from spate.engine.connectors.decoders import Decoded, RecordDecoder
-from spate.engine.connectors.formats import RAW_STRING, FormatSpec
+from spate.engine.connectors.formats import FormatSpec
 
 _HIDDEN_COUNT = 3
 
@@ -46,7 +46,7 @@ class MessageDecoder:
         self.decoder = RecordDecoder(self.record_schema, self.spec)
         # The JSON decoders read newline-separated records; raw_string and
         # json.unstructured take each message's bytes as they are.
-        self.one_line = self.spec.kind != RAW_STRING and not self.spec.unstructured
+        self.one_line = not self.spec.opaque and not self.spec.unstructured
 
     def decode(self, payloads: Sequence[bytes], stamps_us: Sequence[int]) -> DecodedMessages:
         """Rows of ``payloads`` (event times ``stamps_us``) and their bad records."""

@@ -20,10 +20,10 @@ _FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
 #: rather than as unknown names (a pipeline written for Arroyo may carry them).
 NOT_YET_OPTIONS = frozenset({
     "connection_profile", "json.include_schema", "json.confluent_schema_registry",
-    "json.schema_registry", "schema_registry.endpoint",
+    "json.schema_registry",
 })
 #: Option families of formats Spate has not implemented yet.
-NOT_YET_OPTION_PREFIXES = ("avro.", "protobuf.", "parquet.", "raw_bytes.")
+NOT_YET_OPTION_PREFIXES = ("parquet.", "raw_bytes.")
 
 
 class OptionReader:
@@ -36,6 +36,10 @@ class OptionReader:
 
     def __contains__(self, key: str) -> bool:
         return key in self._values
+
+    def peek(self, key: str, default: str | None = None) -> str | None:
+        """The raw value of ``key`` without consuming it (another reader will)."""
+        return self._values.get(key, default)
 
     def _error(self, key: str, message: str) -> ConnectorError:
         return ConnectorError(f"option '{key}' {message}", option=key)

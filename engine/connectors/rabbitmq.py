@@ -37,6 +37,7 @@ from spate.engine.connectors.formats import (
 from spate.engine.connectors.metadata import (
     BOTH,
     FORMAT,
+    FORMAT_BINARY,
     FORMAT_SOURCE,
     SINKS,
     SOURCE_TIME,
@@ -74,7 +75,7 @@ class RabbitMQConnector(Connector):
 
     name = "rabbitmq"
     roles = frozenset({SOURCE, SINK})
-    options = (*TYPE, *FORMAT, *FORMAT_SOURCE, *SOURCE_TIME,
+    options = (*TYPE, *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *SOURCE_TIME,
                *specs(BOTH, "mode", "host", "port", "username", "password", "virtual_host",
                       "stream"),
                *specs(SOURCES, "queue", "source.offset", "max_messages_per_batch"),
@@ -89,7 +90,7 @@ class RabbitMQConnector(Connector):
     @staticmethod
     def _columns(table: TableConfig, settings: RabbitSettings) -> tuple[ColumnDef, ...]:
         if not table.columns and settings.role == SOURCE and settings.spec.single_value:
-            return single_value_columns()
+            return single_value_columns(settings.spec)
         return table.columns
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:

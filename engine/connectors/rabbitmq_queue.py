@@ -38,7 +38,7 @@ from pyspark.sql.datasource import SimpleDataSourceStreamReader
 
 from spate.engine.connectors.arrow_batches import arrow_schema
 from spate.engine.connectors.base import ConnectorError, Sink
-from spate.engine.connectors.formats import encode_records
+from spate.engine.connectors.formats import encode_records, record_bytes
 from spate.engine.connectors.rabbitmq_settings import (
     TIMEOUT_S,
     MessageDecoder,
@@ -206,7 +206,7 @@ class RabbitQueueSink(Sink):
         properties = pika.BasicProperties(delivery_mode=pika.DeliveryMode.Persistent)
         written = 0
         for record in records:
-            body = (record or "").encode("utf-8")
+            body = record_bytes(record)
             written += len(body)
             self._publish(body, properties, epoch)
         self.epoch_bytes = written

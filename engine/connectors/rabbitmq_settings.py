@@ -223,7 +223,7 @@ class MessageDecoder:
         starts = np.zeros(len(lines), dtype=np.int64)
         np.cumsum(lengths[:-1] + 1, out=starts[1:])
         buf = np.frombuffer(b"\n".join(lines), dtype=np.uint8)
-        empty = [] if self.spec.kind == "raw_string" else [
+        empty = [] if self.spec.opaque else [
             (i, "the message is empty") for i, line in enumerate(lines) if not line.strip()]
         decoded = self.decoder.decode(buf, starts, lengths)
         bad = sorted(set(decoded.bad) | set(empty))
@@ -242,7 +242,7 @@ class MessageDecoder:
     def _one_line(self, body: bytes) -> bytes:
         # The decoders read newline-separated records; within JSON a line break can
         # only be whitespace, and a raw_string value is the whole message.
-        if self.spec.kind == "raw_string" or (b"\n" not in body and b"\r" not in body):
+        if self.spec.opaque or (b"\n" not in body and b"\r" not in body):
             return body
         return body.replace(b"\r", b" ").replace(b"\n", b" ")
 

@@ -47,7 +47,7 @@ from rstream import (
 
 from spate.engine.connectors.arrow_batches import arrow_schema
 from spate.engine.connectors.base import ConnectorError, Sink
-from spate.engine.connectors.formats import encode_records
+from spate.engine.connectors.formats import encode_records, record_bytes
 from spate.engine.connectors.rabbitmq_settings import (
     EARLIEST,
     TIMEOUT_S,
@@ -302,7 +302,7 @@ class RabbitStreamSink(Sink):
             raise ConnectorError(f"rabbitmq sink '{self.settings.table}' written before open()")
         records = encode_records(df, self.settings.spec).toArrow().column(0).to_pylist()
         # Sorted, a replayed epoch gives each record the id its first attempt gave it.
-        bodies = sorted((record or "").encode("utf-8") for record in records)
+        bodies = sorted(record_bytes(record) for record in records)
         self.epoch_bytes = sum(len(body) for body in bodies)
         if bodies:
             try:

@@ -26,7 +26,9 @@ from spate.engine.connectors.base import (
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.lookup import LOOKUP, LookupConnector, LookupSource
 from spate.engine.connectors.metadata import (
+    DEAD_LETTER,
     FORMAT,
+    FORMAT_BINARY,
     FORMAT_SOURCE,
     LOOKUP_ROLES,
     LOOKUP_TABLE,
@@ -75,7 +77,7 @@ class RedisConnector(LookupConnector):
         specs(LOOKUP_ROLES, "key.prefix", "key.separator", "value.type", "format",
               "json.timestamp_format", "json.decimal_encoding", "json.unstructured",
               "framing"),
-        FORMAT, FORMAT_SOURCE, SOURCE_TIME,
+        FORMAT, FORMAT_SOURCE, FORMAT_BINARY, DEAD_LETTER, SOURCE_TIME,
         specs(SOURCES, "stream", "source.offset", "value_field", "max_entries_per_batch"),
         specs(SINKS, "target", "target.key_prefix", "target.key_column",
               "target.field_column"))

@@ -43,11 +43,11 @@ from spate.engine.connectors.base import (
     ConnectorError,
     TableConfig,
 )
+from spate.engine.connectors.dead_letter import dead_letter_batch
 from spate.engine.connectors.decoders import Decoded, source_decoder
 from spate.engine.connectors.egress import EgressPolicy
 from spate.engine.connectors.formats import (
     DEBEZIUM_JSON,
-    RAW_STRING,
     FormatSpec,
     check_columns,
     parse_format,
@@ -111,7 +111,7 @@ def read_stream_settings(table: TableConfig, options: OptionReader) -> StreamSet
                                   minimum=1)
     assert max_entries is not None
     options.finish()
-    columns = table.columns or (single_value_columns() if spec.single_value else ())
+    columns = table.columns or (single_value_columns(spec) if spec.single_value else ())
     check_columns(spec, columns, "source")
     return StreamSettings(connection, stream, start, value_field, spec, columns, max_entries)
 
@@ -276,15 +276,24 @@ class _RangeReader:
                 break
             cursor = _text(entries[-1][0])
             batch, bad = self._decode(entries)
-            dropped += bad
+            if bad and self.spec.dead_letter is not None:
+                yield self._dead_letters(entries, bad)
+            else:
+                dropped += len(bad)
             if batch is not None:
                 yield batch
         if dropped:
             log.warning("dropped bad records", extra={"table": self.table, "dropped": dropped})
             yield control_batch(self.arrow_schema, 0, f"{CONTROL_DROPPED_PREFIX}{dropped}")
 
-    def _decode(self, entries: list[Entry]) -> tuple[pa.RecordBatch | None, int]:
-        """The data rows of ``entries`` and how many were dropped as bad."""
+    def _dead_letters(self, entries: list[Entry], bad: dict[int, str]) -> pa.RecordBatch:
+        """The bad entries as dead-letter rows: their raw value, the error, the entry id."""
+        letters = [(entries[i][1].get(self.field), problem, _text(entries[i][0]))
+                   for i, problem in sorted(bad.items())]
+        return dead_letter_batch(self.arrow_schema, 0, letters)
+
+    def _decode(self, entries: list[Entry]) -> tuple[pa.RecordBatch | None, dict[int, str]]:
+        """The data rows of ``entries`` and the bad ones (by index: what is wrong)."""
         ids = [_text(entry_id) for entry_id, _ in entries]
         values, problems = self._values([fields for _, fields in entries])
         lines = [i for i, value in enumerate(values) if value is not None]
@@ -295,17 +304,17 @@ class _RangeReader:
             good = [lines[i] for i in self._good_lines(decoded, len(lines))]
         else:
             good = []
-        if bad and self.spec.bad_data != "drop":
+        if bad and not self.spec.skips_bad:
             index = min(bad)
             raise ConnectorError(
                 f"redis source '{self.table}': bad record in stream '{self.stream}' at entry "
                 f"{ids[index]}: {bad[index]}. Fix the record, or set bad_data = 'drop' to "
                 "skip undecodable records", option="bad_data")
         if not good:
-            return None, len(bad)
+            return None, bad
         millis = np.array([int(ids[i].split("-", 1)[0]) for i in good], dtype=np.int64)
         return data_batch(self.arrow_schema, decoded.columns, 0,
-                          timestamps_us(millis * 1000)), len(bad)
+                          timestamps_us(millis * 1000)), bad
 
     def _values(self, entries: list[dict[bytes, bytes]]
                 ) -> tuple[list[bytes | None], list[tuple[int, str]]]:
@@ -324,7 +333,7 @@ class _RangeReader:
         """The value to decode; raises ValueError saying why the entry is bad."""
         if value is None:
             raise ValueError(f"the entry has no field '{self.field.decode('utf-8')}'")
-        if self.spec.kind == RAW_STRING:
+        if self.spec.opaque:
             return value  # lines are given by position: a line break is just text
         if not value.strip():
             raise ValueError("the value is empty")

@@ -25,6 +25,7 @@ from spate.engine.connectors.formats import (
     check_columns,
     check_sink_schema,
     parse_format,
+    require_line_format,
     single_value_columns,
     source_schema,
     with_row_key,
@@ -76,6 +77,7 @@ class SingleFileConnector(Connector):
         # Under a tenant's boundary the path is relative to its storage root.
         given_path = options.required("path")
         path = table.boundary.resolve_path(given_path)
+        require_line_format(options)
         spec = parse_format(options, role)
         options.boolean("wait_for_control", False)  # accepted for Arroyo compatibility
         if role == SOURCE:
@@ -89,7 +91,7 @@ class SingleFileConnector(Connector):
         options.finish()
         columns = table.columns
         if not columns and role == SOURCE and spec.single_value:
-            columns = single_value_columns()
+            columns = single_value_columns(spec)
         check_columns(spec, columns, role)
         assert max_lines is not None
         return _FileTable(role, path, given_path, spec, columns, max_lines)

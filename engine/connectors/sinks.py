@@ -16,6 +16,7 @@ from spate.engine.connectors.formats import (
     encoded_lines,
     parse_format,
     reject_format_options,
+    require_line_format,
 )
 from spate.engine.connectors.metadata import FORMAT, TYPE
 from spate.engine.connectors.options import OptionReader, check_role, reject_source_options
@@ -67,6 +68,7 @@ class StdoutConnector(Connector):
         options = OptionReader(table)
         check_role(options, self.roles)
         reject_source_options(options)
+        require_line_format(options)
         spec = parse_format(options, SINK)
         options.finish()
         check_columns(spec, table.columns, SINK)

@@ -25,6 +25,9 @@ from spate.engine.connectors.errors import ConnectorError
 CONFIG_OPTION = "spate_config"
 _SCHEMA_KEY = "stream_schema"
 _START_KEY = "start_offset"
+#: The reader option carrying a format's schema-registry settings (its credentials): a
+#: name ``spark.redaction.regex`` matches, so Spark hides it wherever it prints options.
+FORMAT_SECRET_OPTION = "spate_format_secret"
 
 #: Source table name -> the offset it starts at, while :func:`starting_at` is active.
 _START_OFFSETS: ContextVar[Mapping[str, Any] | None] = ContextVar("spate_start_offsets",
@@ -39,6 +42,9 @@ class SpateDataSource(DataSource):
         payload: dict[str, Any] = json.loads(self.options[CONFIG_OPTION])
         payload.pop(_SCHEMA_KEY, None)
         payload.pop(_START_KEY, None)
+        registry = self.options.get(FORMAT_SECRET_OPTION)
+        if registry is not None and isinstance(payload.get("format"), dict):
+            payload["format"] = {**payload["format"], "registry": json.loads(registry)}
         return payload
 
     def start_offset(self) -> dict[str, Any] | None:
@@ -55,7 +61,13 @@ def source_options(schema: T.StructType, settings: dict[str, Any]) -> dict[str, 
     """The reader options carrying ``settings`` and the stream ``schema`` to a data source."""
     payload = dict(settings)
     payload[_SCHEMA_KEY] = schema.jsonValue()
-    return {CONFIG_OPTION: json.dumps(payload)}
+    options: dict[str, str] = {}
+    shipped_format = payload.get("format")
+    if isinstance(shipped_format, dict) and shipped_format.get("registry") is not None:
+        options[FORMAT_SECRET_OPTION] = json.dumps(shipped_format["registry"])
+        payload["format"] = {**shipped_format, "registry": None}
+    options[CONFIG_OPTION] = json.dumps(payload)
+    return options
 
 
 @contextmanager

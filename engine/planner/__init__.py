@@ -15,6 +15,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokenizer_core import Token, TokenType
 
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
+from spate.engine.connectors.dead_letter import dead_letter_target
 from spate.engine.planner.catalog import (
     DEBEZIUM_JSON,
     Table,
@@ -112,11 +113,39 @@ def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None, *,
                             "or a SELECT", *text.line_col(max(len(sql) - 1, 0)))
     queries = [_with_ttl(q, updating_ttl_us) for q in queries]
     used = {q.sink for q in queries} | {name for q in queries for name in q.sources}
+    used |= _check_dead_letters(defined, used, queries, text)
     if check_inputs:
         _check_inputs(statements, defined, used, text, values)
     return PipelinePlan(udfs=udfs, tables={name: table for name, table in defined.items()
                                 if name not in catalog or name in used},
                         queries=tuple(queries), updating_ttl_us=updating_ttl_us)
+
+
+def _check_dead_letters(defined: Mapping[str, Table], used: set[str],
+                        queries: list[QueryPlan], text: SourceText) -> set[str]:
+    """Each source's ``dead_letter.table`` names a sink of the script that no query writes
+    (its rows are dead letters only); returns those tables."""
+    targets: set[str] = set()
+    for name in sorted(used):
+        table = defined.get(name)
+        target = None if table is None else dead_letter_target(table.config.options)
+        if table is None or target is None or table.config.role != "source":
+            continue
+        found = next((n for n in defined if n.lower() == target.lower()), None)
+        where = text.sql.lower().find("dead_letter.table")
+        line, column = text.line_col(max(where, 0))
+        if found is None or defined[found].config.role != "sink":
+            raise PlanningError(
+                f"option 'dead_letter.table' of source {name} must name a sink table declared "
+                f"in the script (CREATE TABLE {target} WITH (connector = ..., type = 'sink', "
+                "...)); "
+                + ("there is none of that name" if found is None else f"{found} is not a sink"),
+                line, column)
+        if any(q.sink == found for q in queries):
+            raise PlanningError(f"table {found} is the dead-letter table of source {name}: "
+                                "no INSERT may write it too", line, column)
+        targets.add(found)
+    return targets
 
 
 def _with_ttl(query: QueryPlan, ttl_us: int) -> QueryPlan:

@@ -30,7 +30,7 @@ NOT_YET_CONNECTORS = frozenset({
     "confluent", "redpanda", "kinesis", "filesystem", "delta", "iceberg", "fluvio",
     "mqtt", "nats", "rabbitmq", "mysql",
 })
-NOT_YET_FORMATS = frozenset({"avro", "parquet", "protobuf", "raw_bytes"})
+NOT_YET_FORMATS = frozenset({"parquet"})
 _ENV_REF = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
@@ -232,7 +232,8 @@ def _connector(name: str, connector_name: str | None, temporary: bool,
     chosen_format = (options.get("format") or "").strip().lower()
     if chosen_format in NOT_YET_FORMATS:
         raise text.error(f"format '{chosen_format}' is not supported yet; Spate reads and "
-                         "writes 'json', 'debezium_json' and 'raw_string'",
+                         "writes 'json', 'debezium_json', 'avro', 'protobuf', 'raw_string' and "
+                         "'raw_bytes'",
                          option_nodes.get("format"), fallback)
     return connector
 

@@ -37,6 +37,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from spate.engine.connectors import CONNECTORS, Sink
 from spate.engine.connectors.base import BatchFacts, Connector, ConnectorError, TableConfig
+from spate.engine.connectors.dead_letter import dead_letter_rows
 from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
 from spate.engine.planner.plan import PipelinePlan, QueryPlan, WindowAggregate
 from spate.engine.planner.updating_join import UpdatingJoin
@@ -44,7 +45,7 @@ from spate.engine.runtime.errors import PipelineFailedError
 from spate.engine.runtime.failures import root_message
 from spate.engine.runtime.offsets import BatchEpochs, CheckpointFolder, StoredPosition, resume
 from spate.engine.runtime.pacing import EpochPacer, Pacing
-from spate.engine.runtime.sinks import open_sinks
+from spate.engine.runtime.sinks import dead_letter_targets, open_sinks
 from spate.engine.runtime.sources import (
     EpochSources,
     SourceMetricColumns,
@@ -127,6 +128,8 @@ class EpochReport:
     #: The live state the store holds for the pipeline after the epoch (measured every
     #: few minutes: :data:`STATE_SIZE_EVERY_S`).
     state_held_bytes: int = 0
+    #: Of ``rows_dropped``, the undecodable records written to dead-letter tables.
+    rows_dead_lettered: int = 0
 
 
 @dataclass
@@ -253,6 +256,7 @@ class PipelineRunner:
         owner = f"{self.state.tenant}/{self.state.pipeline}"
         self.sinks = open_sinks(self.plan, self._sink_markers, self.options.sink_overrides,
                                 owner)
+        self._dead_letter_targets = dead_letter_targets(self.plan)
         assert self._batches is not None
         stream = source_stream(self.spark, self.plan.sources, self.options.parallelism,
                                self._batches.start_offsets, owner)
@@ -427,6 +431,8 @@ class PipelineRunner:
                     outputs.setdefault(query.sink, []).append((query.index, frame))
             self._check_abandoned()
             rows_by_query, bytes_out = self._write_sinks(number, outputs)
+            dead_lettered, dead_bytes = self._write_dead_letters(number, sources)
+            bytes_out += dead_bytes
         finally:
             for frame in epoch.persisted:
                 frame.unpersist()
@@ -434,10 +440,11 @@ class PipelineRunner:
         tasks = TaskStats.total(epoch.tasks)
         metrics = sources.metrics()
         rows_in = sum(m.rows for m in metrics.values())
-        dropped = sum(m.dropped for m in metrics.values())
+        # Dead letters left the rows too: rows_dropped (the job's metrics) counts them.
+        dropped = sum(m.dropped for m in metrics.values()) + dead_lettered
         rows_out = sum(rows_by_query.values())
         self._count(rows_in=rows_in, rows_out=rows_out, rows_late=epoch.rows_late,
-                    rows_dropped=dropped)
+                    rows_dropped=dropped, rows_dead_lettered=dead_lettered)
         self._check_abandoned()  # past this point the epoch commits whole
         committed_at_ms = self._commit(number)
         return EpochReport(
@@ -449,7 +456,8 @@ class PipelineRunner:
             bytes_in=self._bytes_read(number),
             bytes_out=bytes_out,
             operators=self._operator_reports({n: m.rows for n, m in metrics.items()},
-                                             epoch, rows_by_query))
+                                             epoch, rows_by_query),
+            rows_dead_lettered=dead_lettered)
 
     def _offset_facts(self, number: int) -> dict[str, BatchFacts]:
         """The sources whose rows and end of input this epoch's offsets tell, so that
@@ -588,6 +596,27 @@ class PipelineRunner:
                 row = observed(observation)
                 rows_by_query[index] = int(row["rows"]) if row is not None else frame.count()
         return rows_by_query, written
+
+    def _write_dead_letters(self, epoch: int, sources: EpochSources) -> tuple[int, int]:
+        """Write each dead-letter table its sources' undecodable records of this epoch
+        (with the epoch's other sink writes, under its commit); return how many, and the
+        bytes written."""
+        count = written = 0
+        by_target: dict[str, list[DataFrame]] = {}
+        for source, target in self._dead_letter_targets.items():
+            by_target.setdefault(target, []).append(
+                dead_letter_rows(sources.frame(source), source))
+        for target, frames in by_target.items():
+            letters = reduce(lambda a, b: a.unionByName(b), frames)
+            observation = Observation(f"spate_dead_{target}_{epoch}")
+            letters = letters.observe(observation, F.count(F.lit(1)).alias("rows"))
+            sink = self.sinks[target]
+            sink.epoch_bytes = None
+            self._sink_markers[target] = sink.write_epoch(epoch, letters)
+            written += sink.epoch_bytes or 0
+            row = observed(observation)
+            count += int(row["rows"]) if row is not None else letters.count()
+        return count, written
 
     def _bytes_read(self, number: int) -> int:
         """What this epoch's sources read from their systems, from their offsets (0

@@ -7,6 +7,7 @@ from typing import Any
 from pyspark.sql import types as T
 
 from spate.engine.connectors import CONNECTORS, Sink
+from spate.engine.connectors.dead_letter import DEAD_LETTER_SCHEMA, dead_letter_target
 from spate.engine.connectors.preview import PreviewSink
 from spate.engine.planner.plan import PipelinePlan
 
@@ -32,4 +33,24 @@ def open_sinks(plan: PipelinePlan, markers: dict[str, Any], overrides: dict[str,
         sink.pipeline = preview_channel  # "<tenant>/<pipeline>"
         sink.open(markers.get(query.sink))
         sinks[query.sink] = sink
+    for target in dead_letter_targets(plan).values():
+        if target in sinks:
+            continue
+        table = plan.tables[target]
+        sink = overrides.get(target) or CONNECTORS[table.config.connector].create_sink(
+            table.config, DEAD_LETTER_SCHEMA)
+        sink.pipeline = preview_channel
+        sink.open(markers.get(target))
+        sinks[target] = sink
     return sinks
+
+
+def dead_letter_targets(plan: PipelinePlan) -> dict[str, str]:
+    """Source name -> the dead-letter table its undecodable records go to."""
+    targets: dict[str, str] = {}
+    for table in plan.sources:
+        target = dead_letter_target(table.config.options)
+        if target is not None:
+            targets[table.name] = next((n for n in plan.tables if n.lower() == target.lower()),
+                                       target)
+    return targets

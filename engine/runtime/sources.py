@@ -106,6 +106,10 @@ class EpochSources:
             self._frames[table.name] = frame
             frame.where(F.col(HIDDEN_CONTROL).isNull()).createOrReplaceTempView(table.name)
 
+    def frame(self, name: str) -> DataFrame:
+        """Source ``name``'s rows of this epoch, control rows included."""
+        return self._frames[name]
+
     def metrics(self) -> dict[str, SourceMetrics]:
         """Per source: rows, watermarks, end of input, dropped records.
 

@@ -63,8 +63,9 @@ def _validate(role: str = "source", **options: Any) -> tuple[ColumnDef, ...]:
     ({"source__offset": "middle"}, "source.offset", "must be one of"),
     ({"source__offset": "group"}, "source.offset", "group_id"),
     ({"source__read_mode": "dirty"}, "source.read_mode", "must be one of"),
-    ({"value__subject": "x"}, "value.subject", "not supported yet"),
-    ({"schema_registry__endpoint": "http://x"}, "schema_registry.endpoint", "not supported yet"),
+    ({"value__subject": "x"}, "value.subject", "applies to format 'avro' only"),
+    ({"schema_registry__endpoint": "http://x"}, "schema_registry.endpoint",
+     "applies to format 'avro' only"),
     ({"topic": "^orders.*"}, "topic", "not supported yet"),
     ({"auth__type": "aws_msk_iam"}, "auth.type", "not supported yet"),
     ({"auth__type": "sasl", "auth__sasl__username": "u"}, "auth.sasl.password", "needs"),
@@ -103,7 +104,8 @@ def test_valid_options_and_secret_marking() -> None:
                      client_configs="client.id=me; fetch.min.bytes=1",
                      source__offset="group", group_id="g") == COLUMNS
     secrets = {spec.name for spec in KAFKA.options if spec.secret}
-    assert secrets == {"auth.sasl.password"}
+    assert secrets == {"auth.sasl.password", "schema_registry.api_key",
+                       "schema_registry.api_secret"}
 
 
 def test_confined_tables_refuse_loopback_and_local_files() -> None:

@@ -66,7 +66,7 @@ def _valid(**extra: str) -> dict[str, str]:
     ({"endpoint_url": "http://h:1/path"}, "endpoint_url", "no credentials, path or query"),
     ({"bad_data": "ignore"}, "bad_data", "must be one of"),
     ({"key_field": "id"}, "key_field", "applies to sinks only"),
-    ({"format": "avro"}, "format", "unknown format"),
+    ({"format": "yaml"}, "format", "unknown format"),
     ({"colour": "red"}, "colour", "unknown option 'colour'"),
 ])
 def test_every_bad_option_is_named(options: dict[str, str | None], option: str,

@@ -77,6 +77,22 @@ VALUES = {"idle_micros": str(DEFAULT_IDLE_MICROS), "max_lines_per_batch": "5",
           "connection_type": "standalone"}
 
 
+#: Options of another format (or bad_data policy) are tried on a table that uses it.
+_AVRO = {"format": "avro", "avro.confluent_schema_registry": "true",
+         "schema_registry.endpoint": "http://registry:8081"}
+FORMAT_BASES = {"avro.": _AVRO, "schema_registry.": _AVRO, "value.subject": _AVRO,
+                "protobuf.": {"format": "protobuf"},
+                "dead_letter.": {"bad_data": "dead_letter"}}
+
+
+def _with_format(options: dict[str, str], name: str) -> dict[str, str]:
+    for prefix, extra in FORMAT_BASES.items():
+        if name.startswith(prefix):
+            kept = {k: v for k, v in options.items() if not k.startswith("json.")}
+            return {**kept, **extra}
+    return options
+
+
 def _table(connector: str, role: str, options: dict[str, str]) -> TableConfig:
     if role == "lookup":
         return TableConfig("t", connector, role, options, LOOKUP_COLUMNS, ("id",))
@@ -92,10 +108,10 @@ def test_listed_options_are_known_to_the_connector(connector: str, role: str) ->
     for name, spec in CONNECTOR_OPTIONS[connector].items():
         if role not in spec.roles or name in ("type", "event_time_field", "watermark_field"):
             continue
-        error = _key_error(connector, role, {**BASES[(connector, role)],
+        error = _key_error(connector, role, {**_with_format(BASES[(connector, role)], name),
                                              name: VALUES.get(name, "x")})
         if error is not None and (connector, role) in MODES:
-            error = _key_error(connector, role, {**MODES[(connector, role)],
+            error = _key_error(connector, role, {**_with_format(MODES[(connector, role)], name),
                                                  name: VALUES.get(name, "x")})
         assert error is None, (name, error)
 
@@ -130,4 +146,7 @@ def test_secret_options_are_recognised_by_name() -> None:
                        ("kafka", "auth.sasl.password"), ("kinesis", "aws_secret_access_key"),
                        ("kinesis", "aws_session_token"), ("rabbitmq", "password"),
                        ("nats", "auth.password"), ("websocket", "headers"), ("sse", "headers"),
-                       ("polling_http", "headers"), ("webhook", "headers")}
+                       ("polling_http", "headers"), ("webhook", "headers")} | {
+                           (connector, name) for connector in ("kafka", "kinesis", "mqtt",
+                                                               "rabbitmq", "nats", "redis")
+                           for name in ("schema_registry.api_key", "schema_registry.api_secret")}

@@ -108,7 +108,7 @@ def _records(count: int, first: int = 0) -> list[bytes]:
      "more than one subject"),
     ({"framing": "newline"}, "framing", "not supported yet"),
     ({"max_messages_per_batch": "0"}, "max_messages_per_batch", "at least 1"),
-    ({"format": "avro"}, "format", "unknown format"),
+    ({"format": "yaml"}, "format", "unknown format"),
     ({"colour": "red"}, "colour", "unknown option 'colour'"),
 ])
 def test_bad_source_options_name_the_option(options: dict[str, str | None], option: str,
@@ -140,7 +140,13 @@ def test_listed_options_are_known_and_the_password_is_secret() -> None:
     for name, spec in listed.items():
         role = "source" if "source" in spec.roles else "sink"
         options = {"type": role, "servers": SERVERS, "format": "json", "json.unstructured": "t",
-                   "nats.stream" if role == "source" else "nats.subject": "S", name: "1"}
+                   "nats.stream" if role == "source" else "nats.subject": "S"}
+        if name.startswith(("avro.", "schema_registry.", "value.subject", "protobuf.")):
+            options = {k: v for k, v in options.items() if not k.startswith("json.")}
+            options.update({"format": "protobuf"} if name.startswith("protobuf.") else {
+                "format": "avro", "avro.confluent_schema_registry": "true",
+                "schema_registry.endpoint": "http://registry:8081"})
+        options[name] = "1"
         try:
             NATS.validate(TableConfig("t", "nats", role, options, ()))
         except ConnectorError as error:

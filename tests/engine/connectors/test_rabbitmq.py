@@ -117,7 +117,7 @@ def test_sink_options_are_checked(options: dict[str, Any], option: str) -> None:
 
 def test_password_is_a_secret_option() -> None:
     secrets = {spec.name for spec in RABBITMQ.options if spec.secret}
-    assert secrets == {"password"}
+    assert secrets == {"password", "schema_registry.api_key", "schema_registry.api_secret"}
 
 
 # -- queue source ----------------------------------------------------------------------

@@ -1,0 +1,81 @@
+"""Dead letters: records a source could not decode, kept for a sink table
+(``bad_data = 'dead_letter'``, ``dead_letter.table``; docs/sql/connectors.md).
+
+A reader emits each undecodable record as a control row of its own batch (so it
+belongs to the epoch that read it, replayed with it), its control text
+``dead:`` then JSON of the raw record (base64), the error and its position in
+the source. The runner turns an epoch's dead-letter rows into rows of
+:data:`DEAD_LETTER_SCHEMA` and writes them to the dead-letter table with the
+epoch's other sink writes, under the same commit.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from spate.engine.connectors.arrow_batches import TIMESTAMP_US
+from spate.engine.connectors.base import HIDDEN_COLUMNS, HIDDEN_CONTROL
+
+#: Prefix of the control rows carrying a dead letter.
+CONTROL_DEAD_PREFIX = "dead:"
+#: The rows a dead-letter table receives.
+DEAD_LETTER_SCHEMA = T.StructType([
+    T.StructField("source", T.StringType()),
+    T.StructField("record", T.BinaryType()),
+    T.StructField("error", T.StringType()),
+    T.StructField("position", T.StringType()),
+    T.StructField("at", T.TimestampType()),
+])
+_PAYLOAD = T.StructType([T.StructField("record", T.StringType()),
+                         T.StructField("error", T.StringType()),
+                         T.StructField("position", T.StringType())])
+
+
+def dead_letter_batch(schema: pa.Schema, partition: int,
+                      letters: Sequence[tuple[bytes | None, str, str | None]]
+                      ) -> pa.RecordBatch:
+    """Control rows of ``letters``: (raw record, what is wrong, position in the source).
+
+    Their timestamp is NULL like every control row's (no effect on watermarks); a
+    dead letter's ``at`` is when its epoch wrote it."""
+    length = len(letters)
+    physical = [pa.nulls(length, f.type) for f in schema if f.name not in HIDDEN_COLUMNS]
+    controls = [CONTROL_DEAD_PREFIX + json.dumps({
+        "record": None if raw is None else base64.b64encode(raw).decode("ascii"),
+        "error": error, "position": position}) for raw, error, position in letters]
+    partitions = pa.array([partition] * length, pa.int32())
+    stamps = pa.nulls(length, TIMESTAMP_US)
+    return pa.RecordBatch.from_arrays(
+        [*physical, partitions, stamps, pa.array(controls, pa.string())], schema=schema)
+
+
+def is_dead_letter() -> Column:
+    """Whether a source row is a dead-letter control row."""
+    return F.col(HIDDEN_CONTROL).startswith(CONTROL_DEAD_PREFIX)
+
+
+def dead_letter_rows(frame: DataFrame, source: str) -> DataFrame:
+    """The dead letters among ``frame``'s rows (a source's epoch) as DEAD_LETTER_SCHEMA."""
+    payload = F.from_json(F.substring(F.col(HIDDEN_CONTROL), len(CONTROL_DEAD_PREFIX) + 1,
+                                      1 << 30), _PAYLOAD)
+    letters = frame.where(is_dead_letter()).select(payload.alias("p"))
+    return letters.select(
+        F.lit(source).alias("source"), F.unbase64(F.col("p.record")).alias("record"),
+        F.col("p.error").alias("error"), F.col("p.position").alias("position"),
+        F.current_timestamp().alias("at"))
+
+
+def dead_letter_target(options: Mapping[str, str]) -> str | None:
+    """The dead-letter table a source's options name, if its bad_data is dead_letter."""
+    lowered = {key.lower(): value for key, value in options.items()}
+    if (lowered.get("bad_data") or "").strip().lower() != "dead_letter":
+        return None
+    target = (lowered.get("dead_letter.table") or "").strip()
+    return target or None
