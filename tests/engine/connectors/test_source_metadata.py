@@ -1,0 +1,91 @@
+"""METADATA FROM columns of the broker sources other than kafka
+(test_kafka_metadata.py), end to end against the real servers."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import paho.mqtt.client as paho
+import pytest
+import redis
+from paho.mqtt.enums import CallbackAPIVersion
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+
+from spate.engine.connectors import ColumnDef
+from spate.engine.connectors.mqtt import parse_table as parse_mqtt_table
+from spate.engine.connectors.mqtt_client import BrokerSettings, close, connect, subscribe
+from tests.conftest import redis_key_prefix
+from tests.engine.connectors.support import make_table
+from tests.engine.harness import read_lines, run_pipeline
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def prefix(redis_url: str) -> Iterator[str]:
+    yield from redis_key_prefix(redis_url)
+
+
+def test_a_redis_stream_source_fills_entry_ids_and_the_stream_name(
+        spark: SparkSession, redis_url: str, prefix: str, tmp_path: Path) -> None:
+    stream = f"{prefix}events"
+    client = redis.Redis.from_url(redis_url)
+    ids = [client.xadd(stream, {"value": json.dumps({"n": n})}).decode() for n in range(4)]
+    client.close()
+    out = tmp_path / "out.jsonl"
+    sql = f"""
+        CREATE TABLE events (n BIGINT, entry TEXT METADATA FROM 'id',
+                             s TEXT GENERATED ALWAYS AS (metadata('stream')))
+            WITH (connector = 'redis', type = 'source', address = '{redis_url}',
+                  stream = '{stream}', format = 'json', 'source.offset' = 'earliest');
+        CREATE TABLE out WITH (connector = 'single_file', path = '{out}', type = 'sink',
+                               format = 'json');
+        INSERT INTO out SELECT n, entry, s FROM events;
+    """
+    run_pipeline(spark, sql, tmp_path, stop_when=lambda: len(read_lines(out)) >= 4)
+    rows = sorted((json.loads(line) for line in read_lines(out)), key=lambda r: r["n"])
+    assert rows == [{"n": n, "entry": ids[n], "s": stream} for n in range(4)]
+
+
+def test_an_mqtt_source_fills_each_messages_topic(spark: SparkSession, tmp_path: Path) -> None:
+    base, client_prefix = f"spate-test/{uuid.uuid4().hex}", f"t{uuid.uuid4().hex[:8]}"
+    options = {"url": "tcp://127.0.0.1:1883", "topic": f"{base}/#",
+               "client_prefix": client_prefix}
+    # The session run_pipeline's runner opens (its tenant and pipeline's own), opened
+    # first: a fresh subscription sees nothing published before it.
+    table = replace(make_table("mqtt", "source", (ColumnDef("n", T.LongType()),), name="src",
+                               type="source", format="json", **options), owner="default/test")
+    parsed = parse_mqtt_table(table)
+    broker = BrokerSettings("127.0.0.1", 1883)
+    session = connect(broker, parsed.client_id, what="test", persistent=True, manual_ack=True)
+    subscribe(session, broker, parsed.topic, parsed.qos, "test")
+    close(session)
+    try:
+        publisher = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
+        publisher.connect("127.0.0.1", 1883)
+        publisher.loop_start()
+        for info in [publisher.publish(f"{base}/{'ab'[n % 2]}", json.dumps({"n": n}), qos=1)
+                     for n in range(4)]:
+            info.wait_for_publish(5)
+        publisher.disconnect()
+        publisher.loop_stop()
+        out = tmp_path / "out.jsonl"
+        with_list = ", ".join(f"'{k}' = '{v}'" for k, v in options.items())
+        sql = f"""
+            CREATE TABLE src (n BIGINT, t TEXT METADATA FROM 'topic')
+                WITH (connector = 'mqtt', type = 'source', format = 'json', {with_list});
+            CREATE TABLE out WITH (connector = 'single_file', path = '{out}', type = 'sink',
+                                   format = 'json');
+            INSERT INTO out SELECT n, t FROM src;
+        """
+        run_pipeline(spark, sql, tmp_path, stop_when=lambda: len(read_lines(out)) >= 4,
+                     timeout_s=60)
+        rows = sorted((json.loads(line) for line in read_lines(out)), key=lambda r: r["n"])
+        assert rows == [{"n": n, "t": f"{base}/{'ab'[n % 2]}"} for n in range(4)]
+    finally:
+        close(connect(broker, parsed.client_id, what="cleanup", persistent=False))
