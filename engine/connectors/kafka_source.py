@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -365,8 +365,7 @@ class _RangeReader:
                 array = utf8(keys) if pa.types.is_string(field_type) else pa.array(
                     keys, pa.binary())
             else:  # headers
-                array = headers_array([[(k, v) for k, v in m.headers() or []]
-                                       for m in records])
+                array = headers_array([_headers(m) for m in records])
             arrays[column] = array.take(take)
         return arrays
 
@@ -444,6 +443,12 @@ class _RangeReader:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+def _headers(message: Message) -> list[tuple[str, bytes | None]]:
+    """A record's headers in order (confluent-kafka gives a list of pairs, or None)."""
+    headers = cast(list[tuple[str, bytes | None]] | None, message.headers())
+    return list(headers or [])
 
 
 def _timestamp_us(message: Message) -> int:

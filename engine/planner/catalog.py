@@ -507,8 +507,9 @@ def _metadata_keys(fields: Mapping[str, tuple[T.DataType, ...]]) -> str:
 
 def _sql_type(data_type: T.DataType) -> str:
     """A Spark type as the dialect spells it."""
-    names = {T.LongType(): "BIGINT", T.IntegerType(): "INT", T.StringType(): "TEXT",
-             T.BinaryType(): "BYTEA", T.TimestampType(): "TIMESTAMP"}
+    names: dict[T.DataType, str] = {
+        T.LongType(): "BIGINT", T.IntegerType(): "INT", T.StringType(): "TEXT",
+        T.BinaryType(): "BYTEA", T.TimestampType(): "TIMESTAMP"}
     if isinstance(data_type, T.ArrayType):
         return f"ARRAY<{_sql_type(data_type.elementType)}>"
     if isinstance(data_type, T.StructType):
