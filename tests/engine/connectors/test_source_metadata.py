@@ -20,6 +20,7 @@ from spate.engine.connectors import ColumnDef
 from spate.engine.connectors.mqtt import parse_table as parse_mqtt_table
 from spate.engine.connectors.mqtt_client import BrokerSettings, close, connect, subscribe
 from tests.conftest import redis_key_prefix
+from tests.engine.connectors.kinesis_support import KinesisServer, serve_kinesis
 from tests.engine.connectors.support import make_table
 from tests.engine.harness import read_lines, run_pipeline
 
@@ -89,3 +90,40 @@ def test_an_mqtt_source_fills_each_messages_topic(spark: SparkSession, tmp_path:
         assert rows == [{"n": n, "t": f"{base}/{'ab'[n % 2]}"} for n in range(4)]
     finally:
         close(connect(broker, parsed.client_id, what="cleanup", persistent=False))
+
+
+@pytest.fixture
+def kinesis_server() -> Iterator[KinesisServer]:
+    yield from serve_kinesis()
+
+
+def test_a_kinesis_source_fills_shard_sequence_number_and_partition_key(
+        spark: SparkSession, kinesis_server: KinesisServer, tmp_path: Path) -> None:
+    stream = kinesis_server.create_stream(shards=2)
+    kinesis_server.put_raw(stream, [json.dumps({"n": n}).encode() for n in range(4)],
+                           [f"key{n}" for n in range(4)])
+    client = kinesis_server.client()
+    expected = {}  # n -> (shard, sequence number), read shard by shard
+    for shard in client.list_shards(StreamName=stream)["Shards"]:
+        iterator = client.get_shard_iterator(StreamName=stream, ShardId=shard["ShardId"],
+                                             ShardIteratorType="TRIM_HORIZON")
+        for record in client.get_records(ShardIterator=iterator["ShardIterator"])["Records"]:
+            expected[json.loads(record["Data"])["n"]] = (shard["ShardId"],
+                                                         record["SequenceNumber"])
+    options = ", ".join(f"'{k}' = '{v}'" for k, v in
+                        kinesis_server.options(stream, **{"source.offset": "earliest"}).items())
+    out = tmp_path / "out.jsonl"
+    sql = f"""
+        CREATE TABLE events (n BIGINT, shard TEXT METADATA FROM 'shard_id',
+                             seq TEXT METADATA FROM 'sequence_number',
+                             pk TEXT METADATA FROM 'partition_key')
+            WITH (connector = 'kinesis', type = 'source', format = 'json', {options});
+        CREATE TABLE out WITH (connector = 'single_file', path = '{out}', type = 'sink',
+                               format = 'json');
+        INSERT INTO out SELECT n, shard, seq, pk FROM events;
+    """
+    run_pipeline(spark, sql, tmp_path, parallelism=2,
+                 stop_when=lambda: len(read_lines(out)) >= 4)
+    rows = sorted((json.loads(line) for line in read_lines(out)), key=lambda r: r["n"])
+    assert rows == [{"n": n, "shard": expected[n][0], "seq": expected[n][1], "pk": f"key{n}"}
+                    for n in range(4)]
