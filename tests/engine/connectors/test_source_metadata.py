@@ -21,6 +21,7 @@ from spate.engine.connectors.mqtt import parse_table as parse_mqtt_table
 from spate.engine.connectors.mqtt_client import BrokerSettings, close, connect, subscribe
 from tests.conftest import redis_key_prefix
 from tests.engine.connectors.kinesis_support import KinesisServer, serve_kinesis
+from tests.engine.connectors.nats_support import SERVERS, create_stream, delete_stream, publish
 from tests.engine.connectors.support import make_table
 from tests.engine.harness import read_lines, run_pipeline
 
@@ -127,3 +128,25 @@ def test_a_kinesis_source_fills_shard_sequence_number_and_partition_key(
     rows = sorted((json.loads(line) for line in read_lines(out)), key=lambda r: r["n"])
     assert rows == [{"n": n, "shard": expected[n][0], "seq": expected[n][1], "pk": f"key{n}"}
                     for n in range(4)]
+
+
+def test_a_nats_jetstream_source_fills_each_messages_subject(spark: SparkSession,
+                                                             tmp_path: Path) -> None:
+    stream = create_stream("meta")
+    try:
+        for n in range(4):
+            publish(stream.subject("ab"[n % 2]), [json.dumps({"n": n}).encode()])
+        out = tmp_path / "out.jsonl"
+        sql = f"""
+            CREATE TABLE events (n BIGINT, s TEXT METADATA FROM 'subject')
+                WITH (connector = 'nats', type = 'source', servers = '{SERVERS}',
+                      'nats.stream' = '{stream.name}', format = 'json');
+            CREATE TABLE out WITH (connector = 'single_file', path = '{out}', type = 'sink',
+                                   format = 'json');
+            INSERT INTO out SELECT n, s FROM events;
+        """
+        run_pipeline(spark, sql, tmp_path, stop_when=lambda: len(read_lines(out)) >= 4)
+        rows = sorted((json.loads(line) for line in read_lines(out)), key=lambda r: r["n"])
+        assert rows == [{"n": n, "s": stream.subject("ab"[n % 2])} for n in range(4)]
+    finally:
+        delete_stream(stream)
