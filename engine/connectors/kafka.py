@@ -154,8 +154,8 @@ def parse_table(table: TableConfig) -> KafkaTable:
     if not columns and role == SOURCE and spec.single_value:
         columns = single_value_columns()
     check_columns(spec, columns, role)
-    if table.metadata:  # the table's own order, after the default `value` if it took it
-        columns = tuple(dict.fromkeys(columns + table.columns))
+    if table.metadata:  # declaration order; the default `value` first
+        columns = table.columns if table.data_columns else columns + table.columns
     if table.boundary.egress is not None:
         for host, port in endpoint.servers:
             table.boundary.egress.check_literal(host, port, option="bootstrap_servers")

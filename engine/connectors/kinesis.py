@@ -170,8 +170,8 @@ class KinesisConnector(Connector):
         if not columns and role == SOURCE and spec.single_value:
             columns = single_value_columns()
         check_columns(spec, columns, role)
-        if table.metadata:  # the table's own order, after the default `value` if it took it
-            columns = tuple(dict.fromkeys(columns + table.columns))
+        if table.metadata:  # declaration order; the default `value` first
+            columns = table.columns if table.data_columns else columns + table.columns
         check_planned(endpoint, table.boundary)
         return _KinesisTable(role, endpoint, spec, columns, offset, key_field, limits)
 

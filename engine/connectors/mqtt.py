@@ -190,8 +190,8 @@ def parse_table(table: TableConfig) -> MqttTable:
     if not columns and role == SOURCE and spec.single_value:
         columns = single_value_columns()
     check_columns(spec, columns, role)
-    if table.metadata:  # the table's own order, after the default `value` if it took it
-        columns = tuple(dict.fromkeys(columns + table.columns))
+    if table.metadata:  # declaration order; the default `value` first
+        columns = table.columns if table.data_columns else columns + table.columns
     assert max_messages is not None
     return MqttTable(role, broker, topic, qos, prefix,
                      client_id(prefix, table, broker, topic),

@@ -212,8 +212,8 @@ class NatsConnector(Connector):
         if not columns and role == SOURCE and spec.single_value:
             columns = single_value_columns()
         check_columns(spec, columns, role)
-        if table.metadata:  # the table's own order, after the default `value` if it took it
-            columns = tuple(dict.fromkeys(columns + table.columns))
+        if table.metadata:  # declaration order; the default `value` first
+            columns = table.columns if table.data_columns else columns + table.columns
         if table.boundary.egress is not None:
             for server in connect_settings.servers:
                 table.boundary.egress.check_literal(server.host, server.port, option="servers")

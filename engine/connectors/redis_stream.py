@@ -114,8 +114,8 @@ def read_stream_settings(table: TableConfig, options: OptionReader) -> StreamSet
     options.finish()
     columns = table.data_columns or (single_value_columns() if spec.single_value else ())
     check_columns(spec, columns, "source")
-    if table.metadata:  # the table's own order, after the default `value` if it took it
-        columns = tuple(dict.fromkeys(columns + table.columns))
+    if table.metadata:  # declaration order; the default `value` first
+        columns = table.columns if table.data_columns else columns + table.columns
     return StreamSettings(connection, stream, start, value_field, spec, columns, max_entries)
 
 

@@ -79,7 +79,7 @@ def test_an_mqtt_source_fills_each_messages_topic(spark: SparkSession, tmp_path:
         out = tmp_path / "out.jsonl"
         with_list = ", ".join(f"'{k}' = '{v}'" for k, v in options.items())
         sql = f"""
-            CREATE TABLE src (n BIGINT, t TEXT METADATA FROM 'topic')
+            CREATE TABLE src (t TEXT METADATA FROM 'topic', n BIGINT)
                 WITH (connector = 'mqtt', type = 'source', format = 'json', {with_list});
             CREATE TABLE out WITH (connector = 'single_file', path = '{out}', type = 'sink',
                                    format = 'json');

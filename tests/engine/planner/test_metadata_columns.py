@@ -53,3 +53,16 @@ def test_a_sink_exposes_no_metadata() -> None:
     assert caught.value.message == ("METADATA FROM 'topic' is not supported: connector 'kafka' "
                                     "exposes no metadata to a sink")
     assert (caught.value.line, caught.value.column) == (2, 23)
+
+
+def test_metadata_columns_keep_their_place_among_the_columns() -> None:
+    sql = ("CREATE TABLE k (p INT METADATA FROM 'partition', id BIGINT, t TEXT METADATA FROM "
+           "'topic', name TEXT) WITH (connector = 'kafka', bootstrap_servers = "
+           "'127.0.0.1:9092', topic = 't', type = 'source', format = 'json');\n"
+           "SELECT * FROM k;")
+    table = plan_pipeline(sql).tables["k"]
+    assert [c.name for c in table.columns] == ["p", "id", "t", "name"]
+    assert [c.name for c in table.config.data_columns] == ["id", "name"]
+    raw = plan_pipeline(sql.replace("id BIGINT, ", "").replace(", name TEXT", "").replace(
+        "'json'", "'raw_string'")).tables["k"]
+    assert [c.name for c in raw.columns] == ["value", "p", "t"]
