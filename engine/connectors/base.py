@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
@@ -77,6 +77,15 @@ class TableConfig:
     #: ``read_stream`` (None when planning), for sources that name themselves to their
     #: system (an MQTT session): two pipelines reading one table never share one
     owner: str | None = None
+    #: metadata columns (``col type METADATA FROM 'key'``): column -> key, keys the planner
+    #: checked against :meth:`Connector.metadata_fields`.  They are among ``columns`` but
+    #: not in the records: the source fills them from what its system says of each record.
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def data_columns(self) -> tuple[ColumnDef, ...]:
+        """The columns decoded from the records: ``columns`` less the metadata columns."""
+        return tuple(c for c in self.columns if c.name not in self.metadata)
 
 
 def hidden_fields() -> list[T.StructField]:
@@ -149,6 +158,13 @@ class Connector(ABC):
     @abstractmethod
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         """Check the role and every option; return the table's physical columns."""
+
+    def metadata_fields(self, role: str) -> Mapping[str, tuple[T.DataType, ...]]:
+        """The keys a table of ``role`` may read with ``METADATA FROM 'key'``, each with the
+        column types it can fill (the first is the one to declare).  The source fills
+        :attr:`TableConfig.metadata` columns of every data row (NULL on control rows)."""
+        del role
+        return {}
 
     def check_input(self, table: TableConfig) -> None:
         """Raise :class:`ConnectorError` (naming the option) when a source's input is

@@ -58,6 +58,7 @@ from spate.engine.connectors.metadata import (
     TYPE,
     specs,
 )
+from spate.engine.connectors.metadata_columns import HEADERS
 from spate.engine.connectors.options import (
     OptionReader,
     check_role,
@@ -147,10 +148,12 @@ def parse_table(table: TableConfig) -> KafkaTable:
     else:
         settings = _sink_settings(options)
     options.finish()
-    columns = table.columns
+    columns = table.data_columns
     if not columns and role == SOURCE and spec.single_value:
         columns = single_value_columns(spec)
     check_columns(spec, columns, role)
+    if table.metadata:  # declaration order; the default `value` first
+        columns = table.columns if table.data_columns else columns + table.columns
     if table.boundary.egress is not None:
         for host, port in endpoint.servers:
             table.boundary.egress.check_literal(host, port, option="bootstrap_servers")
@@ -207,6 +210,14 @@ class KafkaConnector(Connector):
                                  f"'{table.name}'", option="key_field")
         return parsed.columns
 
+    def metadata_fields(self, role: str) -> Mapping[str, tuple[T.DataType, ...]]:
+        """A record's offset, partition, topic, timestamp, key and headers (sources)."""
+        if role != SOURCE:
+            return {}
+        return {"offset_id": (T.LongType(),), "partition": (T.IntegerType(),),
+                "topic": (T.StringType(),), "timestamp": (T.TimestampType(),),
+                "key": (T.BinaryType(), T.StringType()), "headers": (HEADERS,)}
+
     def batch_limit(self, table: TableConfig) -> int | None:
         return parse_table(table).max_records_per_batch if table.role == SOURCE else None
 
@@ -255,7 +266,9 @@ class KafkaConnector(Connector):
             "group_id": parsed.group_id,
             "max_records_per_batch": parsed.max_records_per_batch,
             "not_null": [c.name for c in parsed.columns
-                         if not c.nullable or c.name in table.primary_key],
+                         if (not c.nullable or c.name in table.primary_key)
+                         and c.name not in table.metadata],
+            "metadata": dict(table.metadata),
         }
         return settings, source_schema(parsed.spec, parsed.columns)
 

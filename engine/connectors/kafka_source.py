@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -44,7 +44,12 @@ from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit
 
-from spate.engine.connectors.arrow_batches import arrow_schema, control_batch, data_batch
+from spate.engine.connectors.arrow_batches import (
+    arrow_schema,
+    control_batch,
+    data_batch,
+    timestamps_us,
+)
 from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, ConnectorError
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.decoders import source_decoder
@@ -54,6 +59,12 @@ from spate.engine.connectors.kafka_client import (
     client_config,
     cluster_metadata,
     topic_partitions,
+)
+from spate.engine.connectors.metadata_columns import (
+    decoded_schema,
+    headers_array,
+    merge_physical,
+    utf8,
 )
 from spate.engine.connectors.streaming import (
     SpateDataSource,
@@ -248,7 +259,9 @@ class _RangeReader:
         self.reader = reader
         self.spec = FormatSpec(**settings["format"])
         self.arrow_schema = arrow_schema(schema)
-        self.decoder = source_decoder(self.arrow_schema, self.spec, settings["not_null"])
+        self.metadata: dict[str, str] = settings.get("metadata") or {}
+        decoded = decoded_schema(self.arrow_schema, self.metadata)
+        self.decoder = source_decoder(decoded, self.spec, settings["not_null"])
         # A range's records are there already: a broker holding a fetch open for more
         # (fetch.wait.max.ms) would only delay the next range's first fetch.
         self.consumer = Consumer(consumer_config(settings, "source") | {"fetch.wait.max.ms": 10})
@@ -326,7 +339,35 @@ class _RangeReader:
         if not columns or len(columns[0]) == 0:
             return None, bad
         times = pa.array(stamps[rows_at], pa.int64())
+        if self.metadata:
+            columns = merge_physical(self.arrow_schema, columns,
+                                     self._metadata(usable, stamps, rows_at))
         return data_batch(self.arrow_schema, columns, self.reader, times), bad
+
+    def _metadata(self, records: list[Message], stamps: np.ndarray,
+                  rows_at: np.ndarray) -> dict[str, pa.Array]:
+        """The metadata columns of the rows decoded from ``records`` (row i from record
+        ``rows_at[i]``), one array per column."""
+        take = pa.array(rows_at, pa.int64())
+        arrays: dict[str, pa.Array] = {}
+        for column, key in self.metadata.items():
+            if key == "offset_id":
+                array = pa.array(np.array([m.offset() or 0 for m in records], np.int64))
+            elif key == "partition":
+                array = pa.array(np.array([m.partition() or 0 for m in records], np.int32))
+            elif key == "topic":
+                array = pa.array([m.topic() for m in records], pa.string())
+            elif key == "timestamp":
+                array = timestamps_us(stamps)
+            elif key == "key":
+                keys = [m.key() for m in records]
+                field_type = self.arrow_schema.field(column).type
+                array = utf8(keys) if pa.types.is_string(field_type) else pa.array(
+                    keys, pa.binary())
+            else:  # headers
+                array = headers_array([_headers(m) for m in records])
+            arrays[column] = array.take(take)
+        return arrays
 
     def _usable(self, records: list[Message]) -> tuple[list[Message], list[tuple[Message, str]]]:
         """Records with a value to decode; tombstones are bad (debezium_json: skipped)."""
@@ -402,6 +443,12 @@ class _RangeReader:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+def _headers(message: Message) -> list[tuple[str, bytes | None]]:
+    """A record's headers in order (confluent-kafka gives a list of pairs, or None)."""
+    headers = cast(list[tuple[str, bytes | None]] | None, message.headers())
+    return list(headers or [])
 
 
 def _timestamp_us(message: Message) -> int:

@@ -167,12 +167,22 @@ class KinesisConnector(Connector):
             options.reject("source.offset", "applies to sources only")
             key_field, limits = _sink_options(options)
         options.finish()
-        columns = table.columns
+        columns = table.data_columns
         if not columns and role == SOURCE and spec.single_value:
             columns = single_value_columns(spec)
         check_columns(spec, columns, role)
+        if table.metadata:  # declaration order; the default `value` first
+            columns = table.columns if table.data_columns else columns + table.columns
         check_planned(endpoint, table.boundary)
         return _KinesisTable(role, endpoint, spec, columns, offset, key_field, limits)
+
+    def metadata_fields(self, role: str) -> Mapping[str, tuple[T.DataType, ...]]:
+        """A source record's shard, sequence number (TEXT: up to 128 bits) and partition
+        key."""
+        if role != SOURCE:
+            return {}
+        return {"shard_id": (T.StringType(),), "sequence_number": (T.StringType(),),
+                "partition_key": (T.StringType(),)}
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         return self._parse(table).columns
@@ -207,7 +217,9 @@ class KinesisConnector(Connector):
             "offset": parsed.offset,
             "readers": self.partition_count(table, parallelism),
             "not_null": [c.name for c in parsed.columns
-                         if not c.nullable or c.name in table.primary_key],
+                         if (not c.nullable or c.name in table.primary_key)
+                         and c.name not in table.metadata],
+            "metadata": dict(table.metadata),
         }
         options = source_options(source_schema(parsed.spec, parsed.columns), settings)
         return {**options, SECRET_OPTION: json.dumps(secrets)}

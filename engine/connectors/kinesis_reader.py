@@ -38,7 +38,7 @@ from spate.engine.connectors.arrow_batches import (
 )
 from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, ConnectorError
 from spate.engine.connectors.boundary import Boundary
-from spate.engine.connectors.decoders import source_decoder
+from spate.engine.connectors.decoders import Decoded, source_decoder
 from spate.engine.connectors.formats import FormatSpec
 from spate.engine.connectors.kinesis_client import KinesisEndpoint, connect, failure
 from spate.engine.connectors.kinesis_shards import (
@@ -49,6 +49,7 @@ from spate.engine.connectors.kinesis_shards import (
     reader_of,
     shard_iterator,
 )
+from spate.engine.connectors.metadata_columns import decoded_schema, merge_physical
 from spate.engine.connectors.streaming import (
     SpateDataSource,
     default_limit,
@@ -176,7 +177,9 @@ class _PartitionReader:
         self.spec = FormatSpec(**settings["format"])
         self.reader = reader
         self.arrow_schema = arrow_schema(schema)
-        self.decoder = source_decoder(self.arrow_schema, self.spec, settings["not_null"])
+        self.metadata: dict[str, str] = settings.get("metadata") or {}
+        decoded = decoded_schema(self.arrow_schema, self.metadata)
+        self.decoder = source_decoder(decoded, self.spec, settings["not_null"])
 
     def read(self, shards: list[_Shard], start_ms: int | None) -> Iterator[pa.RecordBatch]:
         dropped = 0
@@ -233,7 +236,28 @@ class _PartitionReader:
             return None, dropped
         arrival_us = int(run[0]["ApproximateArrivalTimestamp"].timestamp() * 1_000_000)
         stamps = timestamps_us(np.full(decoded.num_rows, arrival_us, dtype=np.int64))
-        return data_batch(self.arrow_schema, decoded.columns, self.reader, stamps), dropped
+        columns = decoded.columns
+        if self.metadata:
+            columns = merge_physical(self.arrow_schema, columns,
+                                     self._metadata(shard_id, run, decoded))
+        return data_batch(self.arrow_schema, columns, self.reader, stamps), dropped
+
+    def _metadata(self, shard_id: str, run: list[dict[str, Any]],
+                  decoded: Decoded) -> dict[str, pa.Array]:
+        """The metadata columns of the rows ``run`` decoded into, one array per column."""
+        if decoded.lines is not None:
+            rows_at = [int(i) for i in decoded.lines]
+        else:
+            bad = {i for i, _ in decoded.bad}
+            rows_at = [i for i in range(len(run)) if i not in bad]
+        arrays: dict[str, pa.Array] = {}
+        for column, key in self.metadata.items():
+            if key == "shard_id":
+                arrays[column] = pa.array([shard_id] * len(rows_at), pa.string())
+            else:  # sequence_number, partition_key
+                field = "SequenceNumber" if key == "sequence_number" else "PartitionKey"
+                arrays[column] = pa.array([str(run[i][field]) for i in rows_at], pa.string())
+        return arrays
 
     def _handle_bad(self, shard_id: str, run: list[dict[str, Any]],
                     bad: list[tuple[int, str]]) -> int:

@@ -187,10 +187,12 @@ def parse_table(table: TableConfig) -> MqttTable:
         retain = options.boolean("retain", False)
         max_messages = DEFAULT_MAX_MESSAGES_PER_BATCH
     options.finish()
-    columns = table.columns
+    columns = table.data_columns
     if not columns and role == SOURCE and spec.single_value:
         columns = single_value_columns(spec)
     check_columns(spec, columns, role)
+    if table.metadata:  # declaration order; the default `value` first
+        columns = table.columns if table.data_columns else columns + table.columns
     assert max_messages is not None
     return MqttTable(role, broker, topic, qos, prefix,
                      client_id(prefix, table, broker, topic),
@@ -213,6 +215,11 @@ class MqttConnector(Connector):
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         return parse_table(table).columns
+
+    def metadata_fields(self, role: str) -> Mapping[str, tuple[T.DataType, ...]]:
+        """The topic a source's message was published to (a wildcard subscription's
+        topics differ)."""
+        return {"topic": (T.StringType(),)} if role == SOURCE else {}
 
     def batch_limit(self, table: TableConfig) -> int | None:
         return parse_table(table).max_messages_per_batch
@@ -243,7 +250,9 @@ class MqttConnector(Connector):
             "format": parsed.spec.to_dict(),
             "max_messages_per_batch": parsed.max_messages_per_batch,
             "not_null": [c.name for c in parsed.columns
-                         if not c.nullable or c.name in table.primary_key],
+                         if (not c.nullable or c.name in table.primary_key)
+                         and c.name not in table.metadata],
+            "metadata": dict(table.metadata),
         }
         options = source_options(source_schema(parsed.spec, parsed.columns), settings)
         return with_row_key(load_stream(spark, SOURCE_NAME, options), table.primary_key)

@@ -40,6 +40,7 @@ from spate.engine.connectors.arrow_batches import arrow_schema, control_batch, d
 from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, ConnectorError
 from spate.engine.connectors.decoders import source_decoder
 from spate.engine.connectors.formats import FormatSpec
+from spate.engine.connectors.metadata_columns import decoded_schema, merge_physical
 from spate.engine.connectors.mqtt_client import BrokerSettings, close, connect, subscribe
 from spate.engine.connectors.streaming import (
     SpateDataSource,
@@ -235,7 +236,9 @@ class _BatchDecoder:
         self.table: str = settings["table"]
         self.spec = FormatSpec(**settings["format"])
         self.arrow_schema = arrow_schema(schema)
-        self.decoder = source_decoder(self.arrow_schema, self.spec, settings["not_null"])
+        self.metadata: dict[str, str] = settings.get("metadata") or {}
+        decoded = decoded_schema(self.arrow_schema, self.metadata)
+        self.decoder = source_decoder(decoded, self.spec, settings["not_null"])
 
     def decode(self, payloads: list[bytes], topics: list[str],
                arrivals: list[int]) -> Iterator[pa.RecordBatch]:
@@ -249,7 +252,14 @@ class _BatchDecoder:
         dropped = self._handle_bad(decoded.bad, topics)
         if decoded.num_rows:
             stamps = _event_times(decoded.lines, arrivals, decoded.num_rows)
-            yield data_batch(self.arrow_schema, decoded.columns, 0, stamps)
+            columns = decoded.columns
+            if self.metadata:  # 'topic'
+                rows_at = decoded.lines if decoded.lines is not None else np.array(
+                    sorted(set(range(len(payloads))) - {i for i, _ in decoded.bad}), np.int64)
+                of_rows = pa.array(topics, pa.string()).take(pa.array(rows_at, pa.int64()))
+                columns = merge_physical(self.arrow_schema, columns,
+                                         dict.fromkeys(self.metadata, of_rows))
+            yield data_batch(self.arrow_schema, columns, 0, stamps)
         if dropped:
             log.warning("dropped bad records", extra={"table": self.table, "dropped": dropped})
             yield control_batch(self.arrow_schema, 0, f"{CONTROL_DROPPED_PREFIX}{dropped}")

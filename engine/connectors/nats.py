@@ -210,10 +210,12 @@ class NatsConnector(Connector):
         else:
             reject_source_options(options)
         options.finish()
-        columns = table.columns
+        columns = table.data_columns
         if not columns and role == SOURCE and spec.single_value:
             columns = single_value_columns(spec)
         check_columns(spec, columns, role)
+        if table.metadata:  # declaration order; the default `value` first
+            columns = table.columns if table.data_columns else columns + table.columns
         if table.boundary.egress is not None:
             for server in connect_settings.servers:
                 table.boundary.egress.check_literal(server.host, server.port, option="servers")
@@ -222,6 +224,10 @@ class NatsConnector(Connector):
                                        egress=table.boundary.egress)
         return NatsTable(role, connect_settings, subject, stream, spec, columns, policy, start,
                          filter_subject, max_messages)
+
+    def metadata_fields(self, role: str) -> Mapping[str, tuple[T.DataType, ...]]:
+        """The subject a source's message was published to."""
+        return {"subject": (T.StringType(),)} if role == SOURCE else {}
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         return self._parse(table).columns
@@ -249,7 +255,9 @@ class NatsConnector(Connector):
             "filter_subject": parsed.filter_subject,
             "max_messages_per_batch": parsed.max_messages_per_batch,
             "not_null": [c.name for c in parsed.columns
-                         if not c.nullable or c.name in table.primary_key],
+                         if (not c.nullable or c.name in table.primary_key)
+                         and c.name not in table.metadata],
+            "metadata": dict(table.metadata),
         }
         name = JETSTREAM_SOURCE if parsed.stream else CORE_SOURCE
         options = source_options(source_schema(parsed.spec, parsed.columns), settings)

@@ -21,6 +21,7 @@ from pyspark.sql import types as T
 from spate.engine.connectors.arrow_batches import arrow_schema, data_batch, timestamps_us
 from spate.engine.connectors.decoders import Decoded, RecordDecoder
 from spate.engine.connectors.formats import FormatSpec
+from spate.engine.connectors.metadata_columns import merge_physical
 
 _HIDDEN_COUNT = 3
 
@@ -40,7 +41,9 @@ class MessageDecoder:
         self.spec = FormatSpec(**settings["format"])
         self.arrow_schema = arrow_schema(schema)
         required = set(settings["not_null"])
-        fields = list(self.arrow_schema)[:len(self.arrow_schema) - _HIDDEN_COUNT]
+        self.metadata: dict[str, str] = settings.get("metadata") or {}
+        fields = [f for f in list(self.arrow_schema)[:len(self.arrow_schema) - _HIDDEN_COUNT]
+                  if f.name not in self.metadata]
         self.record_schema = pa.schema([f.with_nullable(f.name not in required)
                                         for f in fields])
         self.decoder = RecordDecoder(self.record_schema, self.spec)
@@ -48,8 +51,10 @@ class MessageDecoder:
         # json.unstructured take each message's bytes as they are.
         self.one_line = not self.spec.opaque and not self.spec.unstructured
 
-    def decode(self, payloads: Sequence[bytes], stamps_us: Sequence[int]) -> DecodedMessages:
-        """Rows of ``payloads`` (event times ``stamps_us``) and their bad records."""
+    def decode(self, payloads: Sequence[bytes], stamps_us: Sequence[int],
+               subjects: Sequence[str] = ()) -> DecodedMessages:
+        """Rows of ``payloads`` (event times ``stamps_us``, subjects ``subjects``) and their
+        bad records."""
         records, bad = self._records(payloads)
         rows_of = np.arange(len(payloads))
         decoded = None if bad else self._decode_block(records)
@@ -61,6 +66,10 @@ class MessageDecoder:
         if len(rows_of) == 0:
             return DecodedMessages(None, bad)
         stamps = timestamps_us(np.asarray(stamps_us, dtype=np.int64)[rows_of])
+        if self.metadata:  # 'subject'
+            of_rows = pa.array(list(subjects), pa.string()).take(pa.array(rows_of, pa.int64()))
+            columns = merge_physical(self.arrow_schema, columns,
+                                     dict.fromkeys(self.metadata, of_rows))
         return DecodedMessages(data_batch(self.arrow_schema, columns, 0, stamps), bad)
 
     def _records(self, payloads: Sequence[bytes]) -> tuple[list[bytes | None],

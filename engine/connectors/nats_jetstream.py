@@ -35,11 +35,12 @@ _PUBLISH_WINDOW = 512
 
 @dataclass(frozen=True)
 class StreamMessage:
-    """A message read from a stream: its sequence, timestamp (µs) and payload."""
+    """A message read from a stream: its sequence, timestamp (µs), payload and subject."""
 
     sequence: int
     timestamp_us: int
     data: bytes
+    subject: str = ""
 
 
 async def last_sequence(client: NatsClient, stream: str) -> int:
@@ -95,7 +96,8 @@ def _stream_message(message: Msg) -> StreamMessage:
     metadata = message.metadata
     stamp: datetime | None = metadata.timestamp
     micros = 0 if stamp is None else int(stamp.timestamp() * 1_000_000)
-    return StreamMessage(int(metadata.sequence.stream), micros, bytes(message.data))
+    return StreamMessage(int(metadata.sequence.stream), micros, bytes(message.data),
+                         str(message.subject))
 
 
 async def publish_all(client: NatsClient, subject: str, stream: str,

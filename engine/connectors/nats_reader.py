@@ -178,7 +178,8 @@ class JetStreamReader(DataSourceStreamReader):
         messages: list[StreamMessage] = self._call(
             lambda c: read_range(c, self.stream, self.settings["filter_subject"], start, end))
         decoder = MessageDecoder(self.settings, self.schema)
-        decoded = decoder.decode([m.data for m in messages], [m.timestamp_us for m in messages])
+        decoded = decoder.decode([m.data for m in messages], [m.timestamp_us for m in messages],
+                                 [m.subject for m in messages])
         where = [f"stream '{self.stream}' at sequence {m.sequence}" for m in messages]
         dropped = _dropped_or_fail(self.settings, decoded.bad, where)
         if decoded.batch is not None:
@@ -194,7 +195,7 @@ class CoreSubscription:
         self.connect = connect_settings
         self.subject = subject
         self.what = what
-        self._received: list[tuple[bytes, int]] = []
+        self._received: list[tuple[bytes, int, str]] = []
         self._lock = threading.Lock()
         self._ready = threading.Event()
         self._failure: ConnectorError | None = None
@@ -206,7 +207,7 @@ class CoreSubscription:
             raise ConnectorError(f"{what}: subscribing to '{subject}' timed out")
         self._raise_failure()
 
-    def take(self) -> list[tuple[bytes, int]]:
+    def take(self) -> list[tuple[bytes, int, str]]:
         """The messages (payload, received µs) received since the last call."""
         self._raise_failure()
         with self._lock:
@@ -252,7 +253,8 @@ class CoreSubscription:
 
     async def _on_message(self, message: Any) -> None:
         with self._lock:
-            self._received.append((bytes(message.data), time.time_ns() // 1000))
+            self._received.append((bytes(message.data), time.time_ns() // 1000,
+                                   str(message.subject)))
 
 
 class CoreReader(SimpleDataSourceStreamReader):
@@ -291,11 +293,12 @@ class CoreReader(SimpleDataSourceStreamReader):
         del start, end
         return iter([])
 
-    def _rows(self, received: list[tuple[bytes, int]]) -> list[tuple[Any, ...]]:
+    def _rows(self, received: list[tuple[bytes, int, str]]) -> list[tuple[Any, ...]]:
         if not received:
             return []
         decoder = MessageDecoder(self.settings, self.schema)
-        decoded = decoder.decode([m[0] for m in received], [m[1] for m in received])
+        decoded = decoder.decode([m[0] for m in received], [m[1] for m in received],
+                                 [m[2] for m in received])
         where = [f"a message on '{self.settings['subject']}'"] * len(received)
         dropped = _dropped_or_fail(self.settings, decoded.bad, where)
         batches = [decoded.batch] if decoded.batch is not None else []

@@ -82,6 +82,12 @@ class RedisConnector(LookupConnector):
         specs(SINKS, "target", "target.key_prefix", "target.key_column",
               "target.field_column"))
 
+    def metadata_fields(self, role: str) -> Mapping[str, tuple[T.DataType, ...]]:
+        """A stream source's entry id and stream name."""
+        if role != SOURCE:
+            return {}
+        return {"id": (T.StringType(),), "stream": (T.StringType(),)}
+
     def read_settings(self, table: TableConfig) -> RedisLookupSettings:
         return read_settings(table)
 

@@ -54,6 +54,7 @@ from spate.engine.connectors.formats import (
     single_value_columns,
     source_schema,
 )
+from spate.engine.connectors.metadata_columns import decoded_schema, merge_physical
 from spate.engine.connectors.options import OptionReader, check_source_options
 from spate.engine.connectors.redis_connection import RedisClient, RedisConnection, read_connection
 from spate.engine.connectors.streaming import (
@@ -111,8 +112,10 @@ def read_stream_settings(table: TableConfig, options: OptionReader) -> StreamSet
                                   minimum=1)
     assert max_entries is not None
     options.finish()
-    columns = table.columns or (single_value_columns(spec) if spec.single_value else ())
+    columns = table.data_columns or (single_value_columns(spec) if spec.single_value else ())
     check_columns(spec, columns, "source")
+    if table.metadata:  # declaration order; the default `value` first
+        columns = table.columns if table.data_columns else columns + table.columns
     return StreamSettings(connection, stream, start, value_field, spec, columns, max_entries)
 
 
@@ -126,7 +129,9 @@ def stream_reader_options(table: TableConfig, settings: StreamSettings) -> dict[
         "value_field": settings.value_field,
         "format": settings.spec.to_dict(),
         "max_entries_per_batch": settings.max_entries_per_batch,
-        "not_null": [c.name for c in settings.columns if not c.nullable],
+        "not_null": [c.name for c in settings.columns
+                     if not c.nullable and c.name not in table.metadata],
+        "metadata": dict(table.metadata),
         "egress": None if egress is None else egress.to_dict(),
     }
     options = source_options(source_schema(settings.spec, settings.columns), shipped)
@@ -265,7 +270,9 @@ class _RangeReader:
         self.field = settings["value_field"].encode("utf-8")
         self.spec = FormatSpec(**settings["format"])
         self.arrow_schema = arrow_schema(schema)
-        self.decoder = source_decoder(self.arrow_schema, self.spec, settings["not_null"])
+        self.metadata: dict[str, str] = settings.get("metadata") or {}
+        decoded = decoded_schema(self.arrow_schema, self.metadata)
+        self.decoder = source_decoder(decoded, self.spec, settings["not_null"])
 
     def read(self, client: RedisClient, start: str, end: str) -> Iterator[pa.RecordBatch]:
         dropped = 0
@@ -313,7 +320,13 @@ class _RangeReader:
         if not good:
             return None, bad
         millis = np.array([int(ids[i].split("-", 1)[0]) for i in good], dtype=np.int64)
-        return data_batch(self.arrow_schema, decoded.columns, 0,
+        columns = decoded.columns
+        if self.metadata:  # 'id' or 'stream'
+            columns = merge_physical(self.arrow_schema, columns, {
+                column: pa.array([ids[i] for i in good] if key == "id"
+                                 else [self.stream] * len(good), pa.string())
+                for column, key in self.metadata.items()})
+        return data_batch(self.arrow_schema, columns, 0,
                           timestamps_us(millis * 1000)), bad
 
     def _values(self, entries: list[dict[bytes, bytes]]

@@ -146,7 +146,8 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
     if role == "sink":
         _check_sink_columns(name, generated_nodes, watermark, text, fallback)
     _check_primary_key(primary_key, role, options, text, fallback)
-    _check_metadata(metadata, connector_name, role, primary_key, options, text, fallback)
+    chosen = _check_metadata(metadata, connector, role, columns, primary_key, options, text,
+                             fallback)
     if role == "source" and _is_debezium(options) and generated_nodes:
         expression = next(iter(generated_nodes.values())).this  # inside the CAST to its type
         raise text.error(f"table {name}: a debezium_json source cannot have generated "
@@ -154,13 +155,15 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
                          expression, fallback)
     keys = tuple(primary_key)
     config = TableConfig(name=name, connector=connector_name, role=role, options=options,
-                         columns=tuple(columns), primary_key=keys, boundary=boundary)
+                         columns=tuple(columns), primary_key=keys, boundary=boundary,
+                         metadata=chosen)
     try:
         physical = connector.validate(config)
     except ConnectorError as error:
         raise _located(error, name, node, option_nodes, text, fallback) from error
     config = TableConfig(name=name, connector=connector_name, role=role, options=options,
-                         columns=tuple(physical), primary_key=keys, boundary=boundary)
+                         columns=tuple(physical), primary_key=keys, boundary=boundary,
+                         metadata=chosen)
     if role == LOOKUP:  # fetched by key, never streamed: no event time
         return Table(name=name, config=config, columns=tuple(physical))
     _check_generated_references(name, generated_nodes, physical, text, fallback)
@@ -458,16 +461,70 @@ def _metadata_key(item: exp.ColumnDef, computed: exp.Expr | None) -> exp.Literal
     return None
 
 
-def _check_metadata(metadata: dict[str, exp.Literal], connector: str, role: str,
-                    primary_key: dict[str, exp.Expr], options: Mapping[str, str],
-                    text: SourceText, fallback: int) -> None:
-    """Metadata columns: a redis lookup table's key is its one PRIMARY KEY column
-    (which the lookup fills with the key it fetched); no other connector exposes any."""
+def _check_metadata(metadata: dict[str, exp.Literal], connector: Connector, role: str,
+                    columns: Sequence[ColumnDef], primary_key: dict[str, exp.Expr],
+                    options: Mapping[str, str], text: SourceText,
+                    fallback: int) -> dict[str, str]:
+    """Metadata columns, as column -> key: each key one the connector exposes to tables of
+    ``role`` (:meth:`Connector.metadata_fields`), declared with a type it can fill.  A redis
+    lookup table's key is its one PRIMARY KEY column (the lookup fills it with the key it
+    fetched)."""
+    if role == LOOKUP and connector.name == "redis":
+        _check_lookup_metadata(metadata, primary_key, options, text, fallback)
+        return {}
+    fields = connector.metadata_fields(role)
+    types = {c.name: c.spark_type for c in columns}
+    chosen: dict[str, str] = {}
     for column, literal in metadata.items():
         key = str(literal.name)
-        if connector != "redis" or role != LOOKUP:
-            raise text.error(f"METADATA FROM '{key}' is not supported yet: connector "
-                             f"'{connector}' exposes no metadata", literal, fallback)
+        if not fields:
+            raise text.error(f"METADATA FROM '{key}' is not supported: connector "
+                             f"'{connector.name}' exposes no metadata to a {role}", literal,
+                             fallback)
+        allowed = fields.get(key)
+        if allowed is None:
+            close = difflib.get_close_matches(key, list(fields), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise text.error(f"unknown metadata '{key}'{hint}; a {connector.name} {role} "
+                             f"exposes {_metadata_keys(fields)}", literal, fallback)
+        declared = types[column]
+        if declared not in allowed:
+            wanted = " or ".join(_sql_type(t) for t in allowed)
+            raise text.error(f"column '{column}' is {_sql_type(declared)}, but metadata "
+                             f"'{key}' of a {connector.name} {role} is {wanted}: declare "
+                             f"{column} {_sql_type(allowed[0])} METADATA FROM '{key}'",
+                             literal, fallback)
+        if column in primary_key:
+            raise text.error(f"metadata column '{column}' cannot be part of the PRIMARY KEY",
+                             literal, fallback)
+        chosen[column] = key
+    return chosen
+
+
+def _metadata_keys(fields: Mapping[str, tuple[T.DataType, ...]]) -> str:
+    return ", ".join(f"'{key}' ({' or '.join(_sql_type(t) for t in types)})"
+                     for key, types in fields.items())
+
+
+def _sql_type(data_type: T.DataType) -> str:
+    """A Spark type as the dialect spells it."""
+    names: dict[T.DataType, str] = {
+        T.LongType(): "BIGINT", T.IntegerType(): "INT", T.StringType(): "TEXT",
+        T.BinaryType(): "BYTEA", T.TimestampType(): "TIMESTAMP"}
+    if isinstance(data_type, T.ArrayType):
+        return f"ARRAY<{_sql_type(data_type.elementType)}>"
+    if isinstance(data_type, T.StructType):
+        fields = ", ".join(f"{f.name} {_sql_type(f.dataType)}" for f in data_type.fields)
+        return f"STRUCT<{fields}>"
+    named = names.get(data_type)
+    return named if named is not None else data_type.simpleString().upper()
+
+
+def _check_lookup_metadata(metadata: dict[str, exp.Literal], primary_key: dict[str, exp.Expr],
+                           options: Mapping[str, str], text: SourceText,
+                           fallback: int) -> None:
+    for column, literal in metadata.items():
+        key = str(literal.name)
         if key != "key":
             raise text.error(f"unknown metadata '{key}' for a redis lookup table; it has "
                              "only METADATA FROM 'key'", literal, fallback)

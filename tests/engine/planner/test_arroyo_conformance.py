@@ -248,8 +248,8 @@ REFUSED = [
     pytest.param("CREATE TABLE q (v TEXT, topic TEXT METADATA FROM 'topic') WITH (connector = "
                  "'single_file', path = 'q.jsonl', type = 'source', format = 'json');\n"
                  "SELECT topic FROM q;", 1, 50,
-                 "METADATA FROM 'topic' is not supported yet: connector 'single_file' exposes no "
-                 "metadata", id="metadata-field"),
+                 "METADATA FROM 'topic' is not supported: connector 'single_file' exposes no "
+                 "metadata to a source", id="metadata-field"),
     pytest.param("CREATE TABLE q (k TEXT, v TEXT) WITH (connector = 'redis', type = 'sink', "
                  "address = 'redis://localhost:6379', format = 'json', target = 'list', "
                  "'target.key_prefix' = 'q:', 'target.ttl_secs' = '5');\nINSERT INTO q SELECT "
