@@ -87,7 +87,10 @@ OTHER_VARIABLES = (
              "`api/clientcli.py`"),
     Variable("SPATE_API_KEY", "unset",
              "The API key the client commands send (safer than `--api-key`, which "
-             "lands in shell history)", "`api/clientcli.py`"),
+             "lands in shell history)", "`api/clientcli.py`, `api/terraform/provider.py`"),
+    Variable("SPATE_API_URL", "`SPATE_SERVER`",
+             "The server the Terraform provider talks to, when its `api_url` is not set",
+             "`api/terraform/provider.py`"),
 )
 
 #: ``SPATE_*`` names in the source that are not settings, and why.

@@ -1,4 +1,4 @@
--- expect: 4:42: METADATA FROM 'partition' is not supported yet: connector 'single_file' exposes no metadata
+-- expect: 4:42: METADATA FROM 'partition' is not supported: connector 'single_file' exposes no metadata to a source
 CREATE TABLE clicks (
   page TEXT,
   part INT GENERATED ALWAYS AS (metadata('partition')) STORED
