@@ -90,7 +90,7 @@ def test_sigkill_and_resume_gives_the_uninterrupted_output(tmp_path: Path) -> No
 
     chooser = random.Random(20261122)
     mid_run_kills = 0
-    for parallelism in (1, 3, 2):
+    for parallelism in (1, 3):
         process = _spate_run(crashed, parallelism)
         # Kill at a random moment after this run has committed an epoch of its own, so
         # the kill lands mid-run however slowly Spark starts on a loaded machine.
@@ -104,7 +104,7 @@ def test_sigkill_and_resume_gives_the_uninterrupted_output(tmp_path: Path) -> No
         last, finished = _committed(crashed)
         if last is not None and not finished:
             mid_run_kills += 1
-    _finish(_spate_run(crashed, parallelism=4))
+    _finish(_spate_run(crashed, parallelism=2))
 
     assert mid_run_kills >= 1, "no kill landed between the first and the last epoch"
     assert _committed(crashed) == (final_epoch, True)
