@@ -20,6 +20,8 @@ from spate.engine.connectors.base import HIDDEN_COLUMNS
 HEADER = T.StructType([T.StructField("key", T.StringType(), True),
                        T.StructField("value", T.BinaryType(), True)])
 HEADERS = T.ArrayType(HEADER, True)
+#: Its Arrow type, converted once rather than per batch.
+_HEADERS_ARROW = arrow_schema(T.StructType([T.StructField("h", HEADERS, True)])).field("h").type
 
 
 def decoded_schema(stream: pa.Schema, metadata: Mapping[str, str]) -> pa.Schema:
@@ -57,5 +59,4 @@ def utf8(values: list[bytes | None]) -> pa.Array:
 def headers_array(rows: list[list[tuple[str, bytes | None]] | None]) -> pa.Array:
     """A ``headers`` column from each row's (key, value) pairs."""
     return pa.array([None if r is None else [{"key": k, "value": v} for k, v in r]
-                     for r in rows], arrow_schema(T.StructType([
-                         T.StructField("h", HEADERS, True)])).field("h").type)
+                     for r in rows], _HEADERS_ARROW)
