@@ -588,14 +588,19 @@ class PipelineRunner:
             # change columns: its rows get NULLs there, i.e. inserts without a key.
             union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True),
                            [frame for _, frame, _ in counted])
-            sink = self.sinks[sink_name]
-            sink.epoch_bytes = None
-            self._sink_markers[sink_name] = sink.write_epoch(epoch, union)
-            written += sink.epoch_bytes or 0
+            written += self._write_sink(epoch, sink_name, union)
             for index, frame, observation in counted:
                 row = observed(observation)
                 rows_by_query[index] = int(row["rows"]) if row is not None else frame.count()
         return rows_by_query, written
+
+    def _write_sink(self, epoch: int, name: str, frame: DataFrame) -> int:
+        """Write sink ``name`` this epoch's ``frame``, keep the marker it returns for the
+        commit, and return the bytes it wrote (0 when it does not measure them)."""
+        sink = self.sinks[name]
+        sink.epoch_bytes = None
+        self._sink_markers[name] = sink.write_epoch(epoch, frame)
+        return sink.epoch_bytes or 0
 
     def _write_dead_letters(self, epoch: int, sources: EpochSources) -> tuple[int, int]:
         """Write each dead-letter table its sources' undecodable records of this epoch
@@ -610,10 +615,7 @@ class PipelineRunner:
             letters = reduce(lambda a, b: a.unionByName(b), frames)
             observation = Observation(f"spate_dead_{target}_{epoch}")
             letters = letters.observe(observation, F.count(F.lit(1)).alias("rows"))
-            sink = self.sinks[target]
-            sink.epoch_bytes = None
-            self._sink_markers[target] = sink.write_epoch(epoch, letters)
-            written += sink.epoch_bytes or 0
+            written += self._write_sink(epoch, target, letters)
             row = observed(observation)
             count += int(row["rows"]) if row is not None else letters.count()
         return count, written
