@@ -125,6 +125,15 @@ class Sink(ABC):
     def write_epoch(self, epoch: int, df: DataFrame) -> Any:
         """Write an epoch's rows; return a small msgpack-able marker committed with it."""
 
+    def committed(self, epoch: int) -> None:
+        """The engine committed ``epoch`` (with the marker :meth:`write_epoch` returned).
+
+        A two-phase sink publishes here what :meth:`write_epoch` staged (files moved
+        from their pending names, multipart uploads completed). A crash before this
+        call leaves the publishing to the next :meth:`open`, whose marker names what
+        the committed epoch staged; so publishing must be idempotent. Default: nothing.
+        """
+
     @abstractmethod
     def close(self) -> None:
         """Release the sink's resources."""

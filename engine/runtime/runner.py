@@ -651,6 +651,8 @@ class PipelineRunner:
             **self._batches.metadata(epoch),
         })
         self._last_committed = epoch
+        for sink in self.sinks.values():
+            sink.committed(epoch)
         self.finished = finished
         if finished:
             self._stop_requested.set()
