@@ -22,23 +22,23 @@ from sqlglot import exp
 
 from spate.engine.connectors.base import HIDDEN_TIMESTAMP
 from spate.engine.planner.catalog import Table
-from spate.engine.planner.lookup import LookupJoin
 from spate.engine.planner.plan import (
     EVENT_TIME,
+    JOIN_KEY,
     RETRACT,
     ROW_KEY,
     WATERMARK,
     WINDOW_COLUMN,
     AggregateCall,
+    LookupJoin,
     Operator,
     PipelinePlan,
     QueryPlan,
+    UpdatingAggregate,
+    UpdatingJoin,
     WindowAggregate,
     WindowSpec,
 )
-from spate.engine.planner.updating import UpdatingAggregate
-from spate.engine.planner.updating_join import KEY as JOIN_KEY
-from spate.engine.planner.updating_join import UpdatingJoin
 
 #: Columns the runtime passes along beside the query's own: never shown.
 HIDDEN_COLUMNS = frozenset({EVENT_TIME, WATERMARK, RETRACT, ROW_KEY, JOIN_KEY})

@@ -45,6 +45,8 @@ CONTROL_DROPPED_PREFIX = "dropped:"
 
 SOURCE = "source"
 SINK = "sink"
+#: The role of a table a lookup join reads (engine/connectors/lookup.py).
+LOOKUP = "lookup"
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,7 @@ class Sink(ABC):
     def write_epoch(self, epoch: int, df: DataFrame) -> Any:
         """Write an epoch's rows; return a small msgpack-able marker committed with it."""
 
-    def committed(self, epoch: int) -> None:
+    def committed(self, epoch: int) -> None:  # noqa: B027 (optional hook: no-op by default)
         """The engine committed ``epoch`` (with the marker :meth:`write_epoch` returned).
 
         A two-phase sink publishes here what :meth:`write_epoch` staged (files moved

@@ -21,10 +21,10 @@ import pyarrow as pa
 from pyspark.sql import types as T
 
 from spate.engine.connectors.arrow_batches import arrow_schema
+from spate.engine.connectors.base import LOOKUP as LOOKUP
 from spate.engine.connectors.base import ColumnDef, Connector, ConnectorError, TableConfig
 from spate.engine.connectors.options import OptionReader
 
-LOOKUP = "lookup"
 CACHE_MAX_BYTES = "lookup.cache.max_bytes"
 CACHE_TTL = "lookup.cache.ttl"
 #: Cache bound when only ``lookup.cache.ttl`` is given.

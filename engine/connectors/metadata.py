@@ -13,8 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from spate.engine.connectors.base import SINK, SOURCE
-from spate.engine.connectors.lookup import LOOKUP
+from spate.engine.connectors.base import LOOKUP, SINK, SOURCE
 
 BOTH = frozenset({SOURCE, SINK})
 SOURCES = frozenset({SOURCE})

@@ -24,27 +24,7 @@ from spate.engine.connectors import TableConfig
 from spate.engine.planner.context import QueryContext, Scope, own_nodes
 from spate.engine.planner.errors import PlanningError
 from spate.engine.planner.joins import joins_of
-from spate.engine.planner.plan import Operator
-
-
-@dataclass(frozen=True)
-class LookupJoin(Operator):
-    """Appends to each row of ``input_sql`` the lookup-table row its key values name."""
-
-    input_sql: str
-    table: TableConfig
-    #: columns of the input holding each PRIMARY KEY column's value, in key order
-    key_inputs: tuple[str, ...]
-    #: the output column of each column of the lookup table, in declaration order
-    outputs: tuple[str, ...]
-    #: LEFT JOIN: a row with no match is kept, the lookup columns NULL
-    keep_unmatched: bool
-
-    def describe(self) -> str:
-        kind = "LEFT" if self.keep_unmatched else "INNER"
-        keys = ", ".join(self.table.primary_key)
-        return (f"{self.operator_id}: {kind} lookup join with {self.table.name} "
-                f"({self.table.connector}) by {keys}; fetched per batch on executors")
+from spate.engine.planner.plan import LookupJoin
 
 
 @dataclass

@@ -4,11 +4,15 @@ Spate's stateful operators."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from spate.engine.connectors.base import RETRACT as RETRACT
 from spate.engine.connectors.base import ROW_KEY as ROW_KEY
-from spate.engine.planner.catalog import Table
-from spate.engine.udf.signatures import UdfRegistry
+
+if TYPE_CHECKING:  # plan objects reach Spark's workers, which need no catalog
+    from spate.engine.connectors.base import TableConfig
+    from spate.engine.planner.catalog import Table
+    from spate.engine.udf.signatures import UdfRegistry
 
 #: Column names Spate adds to a source's rows; never visible to queries.
 EVENT_TIME = "_spate_event_time"
@@ -16,6 +20,8 @@ WATERMARK = "_spate_watermark"
 WINDOW_COLUMN = "__window"
 #: Idle updating state lives 24 hours unless ``SET updating_ttl`` says otherwise (docs/sql/ddl.md).
 DEFAULT_UPDATING_TTL_US = 24 * 3600 * 1_000_000
+#: The column of an updating join side's input holding its join key (a string).
+JOIN_KEY = "__spate_key"
 #: Updating rows (docs/sql/updating.md) carry two hidden columns.  ``RETRACT`` is
 #: true when the row withdraws a row sent earlier, false when it adds one;
 #: ``ROW_KEY`` (a string) identifies the updated row (its group key or primary
@@ -106,6 +112,74 @@ class WindowAggregate(Operator):
         funcs = ", ".join(f"{a.function}({a.argument or '*'})" for a in self.aggregates)
         return (f"{self.operator_id}: {self.window.describe()} aggregate {funcs}; "
                 "state in statestore by key group")
+
+
+@dataclass(frozen=True)
+class UpdatingAggregate(Operator):
+    """A GROUP BY without a window: signed native partials, state merge, timed flushes."""
+
+    input_sql: str
+    key_columns: tuple[str, ...]
+    aggregates: tuple[AggregateCall, ...]
+    #: whether the input rows are updating (carry RETRACT): min/max keep multisets
+    updating_input: bool
+    #: SET updating_ttl (filled in once the whole script is read)
+    ttl_us: int = DEFAULT_UPDATING_TTL_US
+
+    def describe(self) -> str:
+        funcs = ", ".join(f"{a.function}({a.argument or '*'})" for a in self.aggregates) \
+            or "(none: DISTINCT)"
+        keys = ", ".join(self.key_columns) or "(no keys)"
+        return (f"{self.operator_id}: updating aggregate {funcs} by {keys}; state in "
+                "statestore by key group, changes flushed every "
+                "pipeline.update-aggregate-flush-interval")
+
+
+@dataclass(frozen=True)
+class UpdatingJoin(Operator):
+    """Two append-only inputs joined on equalities, rows kept in state."""
+
+    join_type: str
+    #: the sides' names (their ON-clause qualifiers and output struct columns)
+    left: str
+    right: str
+    #: Spark SQL giving each side's rows: its columns, event time, KEY, KEY_GROUP
+    left_sql: str
+    right_sql: str
+    left_columns: tuple[str, ...]
+    right_columns: tuple[str, ...]
+    #: the ON clause, over views named ``left`` and ``right``
+    condition_sql: str
+    #: SET updating_ttl (filled in once the whole script is read)
+    ttl_us: int = 0
+
+    def native_inputs(self) -> tuple[str, ...]:
+        return (self.left_sql, self.right_sql)
+
+    def describe(self) -> str:
+        return (f"{self.operator_id}: updating {self.join_type.upper()} JOIN on "
+                f"{self.condition_sql}; rows in statestore by key group, kept "
+                f"{self.ttl_us // 1_000_000} s after their key was last seen")
+
+
+@dataclass(frozen=True)
+class LookupJoin(Operator):
+    """Appends to each row of ``input_sql`` the lookup-table row its key values name."""
+
+    input_sql: str
+    table: TableConfig
+    #: columns of the input holding each PRIMARY KEY column's value, in key order
+    key_inputs: tuple[str, ...]
+    #: the output column of each column of the lookup table, in declaration order
+    outputs: tuple[str, ...]
+    #: LEFT JOIN: a row with no match is kept, the lookup columns NULL
+    keep_unmatched: bool
+
+    def describe(self) -> str:
+        kind = "LEFT" if self.keep_unmatched else "INNER"
+        keys = ", ".join(self.table.primary_key)
+        return (f"{self.operator_id}: {kind} lookup join with {self.table.name} "
+                f"({self.table.connector}) by {keys}; fetched per batch on executors")
 
 
 @dataclass(frozen=True)

@@ -21,42 +21,17 @@ A SELECT that aggregates without a window in its GROUP BY becomes an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sqlglot import exp
 
 from spate.engine.planner.aggregates import group_items, is_aggregate_call, split_aggregate
 from spate.engine.planner.context import QueryContext, is_nested, own_nodes
 from spate.engine.planner.plan import (
-    DEFAULT_UPDATING_TTL_US,
     EVENT_TIME,
     RETRACT,
     ROW_KEY,
-    AggregateCall,
-    Operator,
     Stream,
+    UpdatingAggregate,
 )
-
-
-@dataclass(frozen=True)
-class UpdatingAggregate(Operator):
-    """A GROUP BY without a window: signed native partials, state merge, timed flushes."""
-
-    input_sql: str
-    key_columns: tuple[str, ...]
-    aggregates: tuple[AggregateCall, ...]
-    #: whether the input rows are updating (carry RETRACT): min/max keep multisets
-    updating_input: bool
-    #: SET updating_ttl (filled in once the whole script is read)
-    ttl_us: int = DEFAULT_UPDATING_TTL_US
-
-    def describe(self) -> str:
-        funcs = ", ".join(f"{a.function}({a.argument or '*'})" for a in self.aggregates) \
-            or "(none: DISTINCT)"
-        keys = ", ".join(self.key_columns) or "(no keys)"
-        return (f"{self.operator_id}: updating aggregate {funcs} by {keys}; state in "
-                "statestore by key group, changes flushed every "
-                "pipeline.update-aggregate-flush-interval")
 
 
 def plan_updating_aggregate(select: exp.Select, source: Stream,

@@ -14,44 +14,14 @@ the change columns (LEFT, RIGHT and FULL joins are updating).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sqlglot import exp
 
 from spate.engine.planner.aggregates import is_aggregating
 from spate.engine.planner.context import QueryContext, Scope
-from spate.engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY, Operator
+from spate.engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY, UpdatingJoin
+from spate.engine.planner.plan import JOIN_KEY as KEY
 
 JOIN_TYPES = ("inner", "left", "right", "full")
-#: The column of a side's input holding its join key (a string).
-KEY = "__spate_key"
-
-
-@dataclass(frozen=True)
-class UpdatingJoin(Operator):
-    """Two append-only inputs joined on equalities, rows kept in state."""
-
-    join_type: str
-    #: the sides' names (their ON-clause qualifiers and output struct columns)
-    left: str
-    right: str
-    #: Spark SQL giving each side's rows: its columns, event time, KEY, KEY_GROUP
-    left_sql: str
-    right_sql: str
-    left_columns: tuple[str, ...]
-    right_columns: tuple[str, ...]
-    #: the ON clause, over views named ``left`` and ``right``
-    condition_sql: str
-    #: SET updating_ttl (filled in once the whole script is read)
-    ttl_us: int = 0
-
-    def native_inputs(self) -> tuple[str, ...]:
-        return (self.left_sql, self.right_sql)
-
-    def describe(self) -> str:
-        return (f"{self.operator_id}: updating {self.join_type.upper()} JOIN on "
-                f"{self.condition_sql}; rows in statestore by key group, kept "
-                f"{self.ttl_us // 1_000_000} s after their key was last seen")
 
 
 def plan_updating_join(select: exp.Select, scopes: list[Scope], ctx: QueryContext) -> None:

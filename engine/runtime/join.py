@@ -34,8 +34,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spate.engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY
-from spate.engine.planner.updating_join import KEY, UpdatingJoin
+from spate.engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY, UpdatingJoin
+from spate.engine.planner.plan import JOIN_KEY as KEY
 from spate.engine.runtime.group_entries import GroupEntries
 from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput
 from spate.engine.runtime.tasks import (

@@ -39,8 +39,7 @@ from spate.engine.connectors import CONNECTORS, Sink
 from spate.engine.connectors.base import BatchFacts, Connector, ConnectorError, TableConfig
 from spate.engine.connectors.dead_letter import dead_letter_rows
 from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
-from spate.engine.planner.plan import PipelinePlan, QueryPlan, WindowAggregate
-from spate.engine.planner.updating_join import UpdatingJoin
+from spate.engine.planner.plan import PipelinePlan, QueryPlan, UpdatingJoin, WindowAggregate
 from spate.engine.runtime.errors import PipelineFailedError
 from spate.engine.runtime.failures import root_message
 from spate.engine.runtime.offsets import BatchEpochs, CheckpointFolder, StoredPosition, resume

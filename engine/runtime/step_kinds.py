@@ -6,10 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from spate.engine.planner.lookup import LookupJoin
-from spate.engine.planner.plan import Operator, WindowAggregate
-from spate.engine.planner.updating import UpdatingAggregate
-from spate.engine.planner.updating_join import UpdatingJoin
+from spate.engine.planner.plan import (
+    LookupJoin,
+    Operator,
+    UpdatingAggregate,
+    UpdatingJoin,
+    WindowAggregate,
+)
 from spate.engine.runtime.join import UpdatingJoinStep
 from spate.engine.runtime.lookup import LookupJoinStep
 from spate.engine.runtime.steps import OperatorStep

@@ -44,8 +44,7 @@ from spate.engine.operators.updating import (
     make_accumulator,
     merge,
 )
-from spate.engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY
-from spate.engine.planner.updating import UpdatingAggregate
+from spate.engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY, UpdatingAggregate
 from spate.engine.runtime import values
 from spate.engine.runtime.group_entries import GroupEntries
 from spate.engine.runtime.partials import COMOMENTS_SQL, MOMENTS_SQL, TIMED_SQL

@@ -26,3 +26,15 @@ def test_the_job_protocol_imports_neither_the_planner_nor_spark() -> None:
 def test_the_step_base_imports_no_step(step: str) -> None:
     loaded = _loaded_after("spate.engine.runtime.steps")
     assert f"spate.engine.runtime.{step}" not in loaded
+
+
+@pytest.mark.parametrize("module", ["spate.engine.runtime.window_step",
+                                    "spate.engine.runtime.updating", "spate.engine.runtime.join",
+                                    "spate.engine.planner.plan"])
+def test_what_sparks_workers_unpickle_loads_no_planner_and_no_client_library(module: str) -> None:
+    # A Python worker imports these to run an operator's step: sqlglot (the planner)
+    # or a broker's client library would add seconds to every worker's first task.
+    loaded = _loaded_after(module)
+    heavy = ("sqlglot", "confluent_kafka", "boto3", "redis", "pika", "paho", "nats",
+             "spate.engine.planner.pipeline", "spate.engine.planner.catalog")
+    assert not {m for m in loaded if m.startswith(heavy)}

@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 
 from spate.engine.planner import PlanningError, plan_pipeline
-from spate.engine.planner.lookup import LookupJoin
-from spate.engine.planner.plan import WindowAggregate
+from spate.engine.planner.plan import LookupJoin, WindowAggregate
 
 DDL = (
     "CREATE TABLE orders (id BIGINT, cid BIGINT, region TEXT) WITH (connector = "

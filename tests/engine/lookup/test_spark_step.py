@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from spate.engine.connectors import ColumnDef, TableConfig
-from spate.engine.planner.lookup import LookupJoin
+from spate.engine.planner.plan import LookupJoin
 from spate.engine.runtime.lookup import lookup_join
 from tests.engine.lookup.support import PgTable, lookup_table
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from spate.engine.planner import PlanningError, plan_pipeline
-from spate.engine.planner.plan import WindowAggregate
-from spate.engine.planner.updating import UpdatingAggregate
+from spate.engine.planner.plan import UpdatingAggregate, WindowAggregate
 
 TABLES = """
 CREATE TABLE t (k TEXT, v BIGINT, ts TIMESTAMP NOT NULL) WITH (connector = 'single_file',

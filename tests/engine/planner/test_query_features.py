@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from spate.engine.planner import PlanningError, plan_pipeline
-from spate.engine.planner.plan import WindowAggregate
-from spate.engine.planner.updating_join import UpdatingJoin
+from spate.engine.planner.plan import UpdatingJoin, WindowAggregate
 
 SOURCES = """
 CREATE TABLE a (page TEXT, tags TEXT[], ts TIMESTAMP NOT NULL, WATERMARK FOR ts)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from spate.engine.planner import PlanningError, plan_pipeline
-from spate.engine.planner.plan import QueryPlan
-from spate.engine.planner.updating import UpdatingAggregate
+from spate.engine.planner.plan import QueryPlan, UpdatingAggregate
 
 TABLES = """
 CREATE TABLE t (k TEXT, v BIGINT) WITH (connector = 'single_file', path = 'in.jsonl',
