@@ -413,8 +413,10 @@ def check_sink_schema(spec: FormatSpec, schema: T.StructType) -> None:
     if spec.single_value:
         _check_single_value(spec, [(f.name, f.dataType) for f in schema.fields], SINK)
     if spec.kind == PROTOBUF:
+        # As for avro, only the names of the query's columns are known here; their types
+        # are checked when an epoch is encoded (:func:`_protobuf_column`), on the driver.
         protobuf_writer.check_writable(_protobuf_message(spec),
-                                       [(f.name, f.dataType) for f in schema.fields],
+                                       [(name, None) for name in schema.names],
                                        "protobuf.message_name")
     if spec.kind == AVRO and spec.avro_schema is not None:
         # The runtime knows the names of a query's columns when it opens a sink; their
@@ -560,9 +562,12 @@ def _avro_column(df: DataFrame, spec: FormatSpec) -> Column:
 
 def _protobuf_column(df: DataFrame, spec: FormatSpec) -> Column:
     """Protobuf records of ``df``'s rows, by an Arrow UDF (on the executors)."""
+    message = _protobuf_message(spec)
+    protobuf_writer.check_writable(message, [(f.name, f.dataType) for f in df.schema.fields],
+                                   "protobuf.message_name")
     header = b""
     if spec.confluent_wire:
-        indexes = protobuf_writer.message_indexes(_protobuf_message(spec))
+        indexes = protobuf_writer.message_indexes(message)
         header = protobuf_writer.confluent_header(spec.schema_id or 0, indexes)
     udf = protobuf_writer.encoder_udf(spec.descriptor or "", spec.message_name or "", header)
     encoded: Column = udf(F.struct(*(F.col(f"`{f.name}`") for f in df.schema.fields)))

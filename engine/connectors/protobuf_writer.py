@@ -53,9 +53,10 @@ _WRITABLE: dict[int, tuple[type[T.DataType], ...]] = {
 # -- planning checks ---------------------------------------------------------------
 
 
-def check_writable(message: Descriptor, columns: list[tuple[str, T.DataType]],
+def check_writable(message: Descriptor, columns: list[tuple[str, T.DataType | None]],
                    option: str) -> None:
-    """Every column a sink writes must be a field of ``message`` its type can fill."""
+    """Every column a sink writes must be a field of ``message`` its type can fill (a
+    type of None: only the name is known yet)."""
     for name, data_type in columns:
         field = message.fields_by_name.get(name)
         if field is None:
@@ -63,7 +64,7 @@ def check_writable(message: Descriptor, columns: list[tuple[str, T.DataType]],
             raise ConnectorError(f"column '{name}' is not a field of message "
                                  f"'{message.full_name}' (its fields: {known}); rename it "
                                  "with AS or leave it out of the query", option=option)
-        problem = _unwritable(field, data_type, name)
+        problem = None if data_type is None else _unwritable(field, data_type, name)
         if problem is not None:
             raise ConnectorError(problem, option=option)
 
