@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -53,7 +53,7 @@ _WRITABLE: dict[int, tuple[type[T.DataType], ...]] = {
 # -- planning checks ---------------------------------------------------------------
 
 
-def check_writable(message: Descriptor, columns: list[tuple[str, T.DataType | None]],
+def check_writable(message: Descriptor, columns: Sequence[tuple[str, T.DataType | None]],
                    option: str) -> None:
     """Every column a sink writes must be a field of ``message`` its type can fill (a
     type of None: only the name is known yet)."""

@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import os
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,9 @@ import pytest
 import redis
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
+from grpc_tools import protoc
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from grpc_tools import protoc
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
@@ -209,7 +210,8 @@ def test_a_protobuf_pipeline_through_redis(spark: SparkSession, tmp_path: Path,
     inline = base64.b64encode(descriptor).decode()
     sql = (
         "CREATE TABLE orders (id BIGINT NOT NULL, status TEXT, items "
-        "ARRAY<STRUCT<sku TEXT, qty INT>>, at TIMESTAMP) WITH (connector = 'redis', type = 'source', "
+        "ARRAY<STRUCT<sku TEXT, qty INT>>, at TIMESTAMP) WITH (connector = 'redis', "
+        "type = 'source', "
         f"address = '{redis_url}', stream = '{prefix}in', format = 'protobuf', "
         f"'protobuf.descriptor' = '{inline}', 'protobuf.message_name' = 'shop.Order', "
         "'protobuf.confluent_wire_format' = 'true', bad_data = 'drop', "
@@ -266,7 +268,7 @@ _READINGS = st.fixed_dictionaries({
     "ns": st.none() | st.lists(st.integers(-2**63, 2**63 - 1), max_size=3),
     "item": st.none() | st.fixed_dictionaries({"sku": st.text(max_size=5),
                                                "qty": st.integers(-2**31, 2**31 - 1)}),
-    "u": st.none() | st.integers(0, 2**64 - 1).map(lambda n: __import__("decimal").Decimal(n)),
+    "u": st.none() | st.integers(0, 2**64 - 1).map(Decimal),
 })
 
 
