@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spate.engine.connectors import avro_format, protobuf_format
+from spate.engine.connectors import avro_format, protobuf_format, protobuf_writer
 from spate.engine.connectors.arrow_batches import join_lines
 from spate.engine.connectors.base import (
     HIDDEN_CONTROL,
@@ -62,7 +62,7 @@ _AVRO_OPTIONS = ("avro.schema", "avro.confluent_schema_registry", "avro.confluen
                  "avro.schema_id", "schema_registry.endpoint", "schema_registry.api_key",
                  "schema_registry.api_secret", "value.subject")
 _PROTOBUF_OPTIONS = ("protobuf.descriptor_file", "protobuf.descriptor", "protobuf.message_name",
-                     "protobuf.confluent_wire_format")
+                     "protobuf.confluent_wire_format", "protobuf.schema_id")
 _FORMAT_OPTIONS = ("format", *_JSON_OPTIONS, *_AVRO_OPTIONS, *_PROTOBUF_OPTIONS, "framing",
                    "framing.newline.max_length", "bad_data", "dead_letter.table")
 #: Spark's ``to_json`` options of every json record: NULL fields kept, µs timestamps.
@@ -90,7 +90,8 @@ class FormatSpec:
     avro_schema: str | None = None
     #: avro: records carry the Confluent header (magic byte 0, 4-byte schema id)
     confluent_wire: bool = False
-    #: avro sinks: the schema id written in the header without a registry
+    #: avro and protobuf sinks: the schema id written in the Confluent header (avro: when
+    #: there is no registry)
     schema_id: int | None = None
     #: avro: the schema registry (endpoint, api_key, api_secret), if used
     registry: dict[str, str] | None = field(default=None, repr=False)
@@ -124,7 +125,7 @@ class FormatSpec:
 
     @property
     def binary(self) -> bool:
-        """Whether sinks write binary records (raw_bytes, avro)."""
+        """Whether sinks write binary records (raw_bytes, avro, protobuf)."""
         return self.kind in BINARY_FORMATS
 
     @property
@@ -242,10 +243,7 @@ def _avro(options: OptionReader, role: str) -> dict[str, Any]:
 
 
 def _protobuf(options: OptionReader, role: str) -> dict[str, Any]:
-    """The protobuf options (docs/sql/connectors.md#protobuf); sources only for now."""
-    if role != SOURCE:
-        raise ConnectorError("format 'protobuf' is supported by sources only yet; write "
-                             "'json', 'avro' or 'raw_bytes'", option="format")
+    """The protobuf options (docs/sql/connectors.md#protobuf)."""
     path = options.string("protobuf.descriptor_file")
     inline = options.string("protobuf.descriptor")
     if (path is None) == (inline is None):
@@ -268,8 +266,23 @@ def _protobuf(options: OptionReader, role: str) -> dict[str, Any]:
         option = "protobuf.descriptor"
     name = options.required("protobuf.message_name")
     message = protobuf_format.message_descriptor(data, name, option)
+    wire = options.boolean("protobuf.confluent_wire_format", False)
+    schema_id = None
+    if role == SOURCE:
+        options.reject("protobuf.schema_id", "applies to sinks only: a source reads each "
+                                             "record's schema id from its header")
+    else:
+        schema_id = options.integer("protobuf.schema_id", None, minimum=0)
+        if wire and schema_id is None:
+            raise ConnectorError("a protobuf sink writing the Confluent wire format needs "
+                                 "option 'protobuf.schema_id' (the id written in each "
+                                 "header)", option="protobuf.schema_id")
+        if not wire and schema_id is not None:
+            raise ConnectorError("option 'protobuf.schema_id' is written in the Confluent "
+                                 "header only: set 'protobuf.confluent_wire_format' = 'true' "
+                                 "or remove it", option="protobuf.schema_id")
     return {"descriptor": base64.b64encode(data).decode(), "message_name": message.full_name,
-            "confluent_wire": options.boolean("protobuf.confluent_wire_format", False)}
+            "confluent_wire": wire, "schema_id": schema_id}
 
 
 def _check_registry_egress(options: OptionReader, endpoint: str) -> None:
@@ -367,14 +380,15 @@ def check_columns(spec: FormatSpec, columns: tuple[ColumnDef, ...], role: str) -
                                          "avro.schema")
         return
     if spec.kind == PROTOBUF:
-        if not columns:
+        if role == SOURCE and not columns:
             raise ConnectorError("a protobuf source needs its columns declared, e.g. "
                                  "CREATE TABLE t (id BIGINT, name TEXT) WITH (...)")
-        message = protobuf_format.message_descriptor(
-            base64.b64decode(spec.descriptor or ""), spec.message_name or "",
-            "protobuf.descriptor")
-        protobuf_format.check_compatible(message, [(c.name, c.spark_type) for c in columns],
-                                         "protobuf.message_name")
+        message = _protobuf_message(spec)
+        typed = [(c.name, c.spark_type) for c in columns]
+        if role == SINK:
+            protobuf_writer.check_writable(message, typed, "protobuf.message_name")
+        else:
+            protobuf_format.check_compatible(message, typed, "protobuf.message_name")
         return
     if role == SOURCE and not columns:
         raise ConnectorError(f"a {spec.kind} source needs its columns declared, e.g. "
@@ -388,10 +402,22 @@ def check_columns(spec: FormatSpec, columns: tuple[ColumnDef, ...], role: str) -
                     option="format")
 
 
+def _protobuf_message(spec: FormatSpec) -> Any:
+    """The message descriptor of a protobuf :class:`FormatSpec`."""
+    return protobuf_format.message_descriptor(base64.b64decode(spec.descriptor or ""),
+                                              spec.message_name or "", "protobuf.descriptor")
+
+
 def check_sink_schema(spec: FormatSpec, schema: T.StructType) -> None:
     """The rows a sink will receive must fit its format."""
     if spec.single_value:
         _check_single_value(spec, [(f.name, f.dataType) for f in schema.fields], SINK)
+    if spec.kind == PROTOBUF:
+        # As for avro, only the names of the query's columns are known here; their types
+        # are checked when an epoch is encoded (:func:`_protobuf_column`), on the driver.
+        protobuf_writer.check_writable(_protobuf_message(spec),
+                                       [(name, None) for name in schema.names],
+                                       "protobuf.message_name")
     if spec.kind == AVRO and spec.avro_schema is not None:
         # The runtime knows the names of a query's columns when it opens a sink; their
         # types meet the schema when the first epoch is encoded.
@@ -477,7 +503,7 @@ def with_row_key(frame: DataFrame, primary_key: tuple[str, ...]) -> DataFrame:
 
 def encode_records(df: DataFrame, spec: FormatSpec, key: str | None = None) -> DataFrame:
     """One column ``record`` per row, encoded natively by Spark: TEXT, or BINARY for the
-    :attr:`FormatSpec.binary` formats (avro is encoded by an Arrow UDF).
+    :attr:`FormatSpec.binary` formats (avro and protobuf are encoded by Arrow UDFs).
 
     debezium_json writes one change envelope per changed key (:func:`change_records`).
     ``key``: a column also selected, as TEXT, as a second column ``key`` (the record key
@@ -508,6 +534,8 @@ def record_column(df: DataFrame, spec: FormatSpec) -> Column:
         return F.col("value").cast("string")
     if spec.kind == AVRO:
         return _avro_column(df, spec)
+    if spec.kind == PROTOBUF:
+        return _protobuf_column(df, spec)
     fields = [_prepare(F.col(f"`{f.name}`"), f.dataType, spec).alias(f.name)
               for f in df.schema.fields]
     return F.to_json(F.struct(*fields), _TO_JSON_OPTIONS)
@@ -529,6 +557,20 @@ def _avro_column(df: DataFrame, spec: FormatSpec) -> Column:
                                  option="schema_registry.endpoint") from None
     udf = avro_format.encoder_udf(writer, schema_id if spec.confluent_wire else None)
     encoded: Column = udf(F.struct(*(F.col(f"`{f.name}`") for f in rows.fields)))
+    return encoded
+
+
+def _protobuf_column(df: DataFrame, spec: FormatSpec) -> Column:
+    """Protobuf records of ``df``'s rows, by an Arrow UDF (on the executors)."""
+    message = _protobuf_message(spec)
+    protobuf_writer.check_writable(message, [(f.name, f.dataType) for f in df.schema.fields],
+                                   "protobuf.message_name")
+    header = b""
+    if spec.confluent_wire:
+        indexes = protobuf_writer.message_indexes(message)
+        header = protobuf_writer.confluent_header(spec.schema_id or 0, indexes)
+    udf = protobuf_writer.encoder_udf(spec.descriptor or "", spec.message_name or "", header)
+    encoded: Column = udf(F.struct(*(F.col(f"`{f.name}`") for f in df.schema.fields)))
     return encoded
 
 

@@ -65,8 +65,8 @@ FORMAT_SOURCE = specs(SOURCES, "bad_data", "framing.newline.max_length")
 FORMAT_BINARY = (*specs(BOTH, "avro.schema", "avro.confluent_schema_registry",
                         "avro.confluent_wire_format", "schema_registry.endpoint",
                         "schema_registry.api_key", "schema_registry.api_secret"),
-                 *specs(SINKS, "avro.schema_id", "value.subject"),
-                 *specs(SOURCES, "protobuf.descriptor_file", "protobuf.descriptor",
+                 *specs(SINKS, "avro.schema_id", "value.subject", "protobuf.schema_id"),
+                 *specs(BOTH, "protobuf.descriptor_file", "protobuf.descriptor",
                         "protobuf.message_name", "protobuf.confluent_wire_format"))
 #: bad_data = 'dead_letter' (the sources that support it).
 DEAD_LETTER = specs(SOURCES, "dead_letter.table")
