@@ -218,8 +218,8 @@ class MessageDecoder:
         self.metadata = dict(settings.metadata)
         decoded = decoded_schema(schema, self.metadata)
         self.decoder = source_decoder(decoded, self.spec, settings.not_null)
-        what = "offset" if settings.mode == STREAM else "message"
-        self.what = what
+        #: what numbers a message in positions: a stream's offset, a queue's delivery count
+        self.what = "offset" if settings.mode == STREAM else "message"
         self.bad = BadRecords(self.spec, schema, 0, f"rabbitmq source '{settings.table}'",
                               f"in {settings.where()} at {{position}}")
 

@@ -11,7 +11,8 @@ trimmed (``XTRIM``, ``MAXLEN``) before they are read are lost.
 Each entry's field ``value_field`` (default ``value``) holds one record in
 ``format`` (``json`` or ``raw_string``); other fields are ignored. An entry
 without that field, or whose value does not decode, is bad data (``bad_data``:
-fail, or drop and count in a ``dropped:N`` control row). The event time
+fail, drop and count in a ``dropped:N`` control row, or dead-letter it with its
+entry id, :class:`.dead_letter.BadRecords`). The event time
 (``_spate_timestamp``) is the millisecond part of the entry's id.
 """
 
