@@ -7,12 +7,17 @@ belongs to the epoch that read it, replayed with it), its control text
 the source. The runner turns an epoch's dead-letter rows into rows of
 :data:`DEAD_LETTER_SCHEMA` and writes them to the dead-letter table with the
 epoch's other sink writes, under the same commit.
+
+:class:`BadRecords` is the one place a reader's undecodable records meet the
+table's ``bad_data``: fail naming the first, drop and count them, or hand them
+over as dead letters; every message source uses it.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import logging
 from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
@@ -20,8 +25,16 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spate.engine.connectors.arrow_batches import TIMESTAMP_US
-from spate.engine.connectors.base import HIDDEN_COLUMNS, HIDDEN_CONTROL
+from spate.engine.connectors.arrow_batches import TIMESTAMP_US, control_batch
+from spate.engine.connectors.base import (
+    CONTROL_DROPPED_PREFIX,
+    HIDDEN_COLUMNS,
+    HIDDEN_CONTROL,
+    ConnectorError,
+)
+from spate.engine.connectors.formats import FormatSpec
+
+log = logging.getLogger(__name__)
 
 #: Prefix of the control rows carrying a dead letter.
 CONTROL_DEAD_PREFIX = "dead:"
@@ -54,6 +67,59 @@ def dead_letter_batch(schema: pa.Schema, partition: int,
     stamps = pa.nulls(length, TIMESTAMP_US)
     return pa.RecordBatch.from_arrays(
         [*physical, partitions, stamps, pa.array(controls, pa.string())], schema=schema)
+
+
+#: An undecodable record: its raw bytes (None: the message had none), what is wrong, and
+#: where it is in its system (``partition 0 offset 17``).
+Letter = tuple[bytes | None, str, str]
+
+
+class BadRecords:
+    """What one reader does with its undecodable records under the table's ``bad_data``.
+
+    ``fail`` raises naming the first one; ``drop`` counts them for a ``dropped:N``
+    control row :meth:`finish` yields; ``dead_letter`` turns them into dead-letter
+    control rows of the reader's own partition. ``source`` names the table in
+    messages (``kafka source 'orders'``); ``where`` places a record there, a template
+    around its position (``in topic 'orders' at {position}``); ``fix`` is the advice
+    before the bad_data options (``Fix the producer``).
+    """
+
+    def __init__(self, spec: FormatSpec, schema: pa.Schema, partition: int, source: str,
+                 where: str = "at {position}", fix: str = "Fix the producer") -> None:
+        self.spec = spec
+        self.schema = schema
+        self.partition = partition
+        self.source = source
+        self.where = where
+        self.fix = fix
+        #: records dropped since the last :meth:`finish`
+        self.dropped = 0
+
+    def handle(self, letters: Sequence[Letter]) -> pa.RecordBatch | None:
+        """The dead-letter rows of ``letters`` (in source order), if the table keeps them;
+        None when they were counted as dropped (or there are none)."""
+        if not letters:
+            return None
+        if self.spec.dead_letter is not None:
+            return dead_letter_batch(self.schema, self.partition, letters)
+        if self.spec.skips_bad:
+            self.dropped += len(letters)
+            return None
+        _, problem, position = letters[0]
+        place = self.where.format(position=position)
+        raise ConnectorError(
+            f"{self.source}: bad record {place}: {problem}. {self.fix}, or set bad_data = "
+            "'drop' to skip undecodable records ('dead_letter' to keep them in a table)",
+            option="bad_data")
+
+    def finish(self) -> pa.RecordBatch | None:
+        """The ``dropped:N`` control row of the records dropped so far (then none), if any."""
+        if not self.dropped:
+            return None
+        dropped, self.dropped = self.dropped, 0
+        log.warning("dropped bad records", extra={"source": self.source, "dropped": dropped})
+        return control_batch(self.schema, self.partition, f"{CONTROL_DROPPED_PREFIX}{dropped}")
 
 
 def is_dead_letter() -> Column:

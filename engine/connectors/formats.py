@@ -46,8 +46,10 @@ OPAQUE_FORMATS = (RAW_STRING, RAW_BYTES, AVRO, PROTOBUF)
 #: Formats whose sinks write binary records (the ``record`` column is BINARY).
 BINARY_FORMATS = (RAW_BYTES, AVRO, PROTOBUF)
 DEAD_LETTER = "dead_letter"
-#: Sources whose readers hand undecodable records to a dead-letter table so far.
-DEAD_LETTER_CONNECTORS = frozenset({"redis"})
+#: Sources whose readers hand undecodable records to a dead-letter table (the message
+#: sources: their readers' bad records go through ``dead_letter.BadRecords``).
+DEAD_LETTER_CONNECTORS = frozenset({"kafka", "kinesis", "mqtt", "nats", "polling_http",
+                                    "rabbitmq", "redis", "sse", "websocket"})
 RFC3339 = "rfc3339"
 UNIX_MILLIS = "unix_millis"
 DECIMAL_NUMBER = "number"

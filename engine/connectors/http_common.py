@@ -31,14 +31,14 @@ from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit
 
-from spate.engine.connectors.arrow_batches import arrow_schema, control_batch, data_batch
+from spate.engine.connectors.arrow_batches import arrow_schema, data_batch
 from spate.engine.connectors.base import (
-    CONTROL_DROPPED_PREFIX,
     ColumnDef,
     ConnectorError,
     TableConfig,
 )
 from spate.engine.connectors.boundary import Boundary
+from spate.engine.connectors.dead_letter import BadRecords
 from spate.engine.connectors.decoders import source_decoder
 from spate.engine.connectors.egress import EgressPolicy
 from spate.engine.connectors.formats import (
@@ -51,6 +51,7 @@ from spate.engine.connectors.formats import (
     with_row_key,
 )
 from spate.engine.connectors.metadata import (
+    DEAD_LETTER,
     FORMAT,
     FORMAT_SOURCE,
     SOURCE_TIME,
@@ -97,6 +98,7 @@ _TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz"
 #: The options every HTTP-family source takes, besides its own.
 SOURCE_OPTIONS = (*TYPE, *specs(SOURCES, "endpoint", "headers", "max_messages_per_batch"),
                   *(spec for spec in (*FORMAT, *FORMAT_SOURCE) if spec.name not in _FRAMING),
+                  *DEAD_LETTER,
                   *SOURCE_TIME)
 
 
@@ -471,12 +473,14 @@ class FeedReader(DataSourceStreamReader):
         if not messages:
             return []
         return [InputPartition(([m.payload for m in messages],
-                                [m.arrival_us for m in messages]))]
+                                [m.arrival_us for m in messages], first + 1,
+                                [m.cursor for m in messages]))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         settle()
-        payloads, arrivals = partition.value
-        yield from BatchDecoder(self.settings, self.schema).decode(payloads, arrivals)
+        payloads, arrivals, number, cursors = partition.value
+        yield from BatchDecoder(self.settings, self.schema).decode(payloads, arrivals, number,
+                                                                   cursors)
 
     def commit(self, end: dict[str, Any]) -> None:
         if self._feed is not None:
@@ -509,8 +513,15 @@ class BatchDecoder:
         self.spec = FormatSpec(**settings["format"])
         self.arrow_schema = arrow_schema(schema)
         self.decoder = source_decoder(self.arrow_schema, self.spec, settings["not_null"])
+        self.connector = settings.get("connector", "http")
+        self.bad = BadRecords(self.spec, self.arrow_schema, 0, self.what, "in {position}",
+                              "Fix the server")
 
-    def decode(self, payloads: list[bytes], arrivals: list[int]) -> Iterator[pa.RecordBatch]:
+    def decode(self, payloads: list[bytes], arrivals: list[int], number: int = 1,
+               cursors: list[str | None] | None = None) -> Iterator[pa.RecordBatch]:
+        """Rows of ``payloads``, the messages numbered ``number`` on (their count in the
+        offsets); ``cursors``: their cursors (an SSE event's id)."""
+        raw = payloads
         if self.spec.kind != RAW_STRING:
             payloads = [p.translate(_LINE_BREAKS) for p in payloads]
         lengths = np.array([len(p) for p in payloads], dtype=np.int64)
@@ -518,23 +529,26 @@ class BatchDecoder:
         np.cumsum(lengths[:-1] + 1, out=starts[1:])
         buf = np.frombuffer(b"\n".join(payloads) + b"\n", dtype=np.uint8)
         decoded = self.decoder.decode(buf, starts, lengths)
-        dropped = self._handle_bad(decoded.bad)
+        dead = self.bad.handle([
+            (raw[i], problem, self._position(number + i, cursors[i] if cursors else None))
+            for i, problem in decoded.bad])
+        if dead is not None:
+            yield dead
         if decoded.num_rows:
             stamps = _event_times(decoded.lines, arrivals, decoded.num_rows)
             yield data_batch(self.arrow_schema, decoded.columns, 0, stamps)
-        if dropped:
-            log.warning("dropped bad records", extra={"source": self.what, "dropped": dropped})
-            yield control_batch(self.arrow_schema, 0, f"{CONTROL_DROPPED_PREFIX}{dropped}")
+        dropped = self.bad.finish()
+        if dropped is not None:
+            yield dropped
 
-    def _handle_bad(self, bad: list[tuple[int, str]]) -> int:
-        if not bad:
-            return 0
-        if self.spec.bad_data == "drop":
-            return len(bad)
-        _, problem = bad[0]
-        raise ConnectorError(f"{self.what}: bad record in a received message: {problem}. Fix "
-                             "the server, or set bad_data = 'drop' to skip undecodable records",
-                             option="bad_data")
+    def _position(self, number: int, cursor: str | None) -> str:
+        """Where a message is: its number among the source's messages (a polled response's
+        among the responses it emitted), and an SSE event's id."""
+        if self.connector == "polling_http":
+            return f"response {number}"
+        if self.connector == "sse" and cursor is not None:
+            return f"message {number} (event id {cursor})"
+        return f"message {number}"
 
 
 def _event_times(lines: np.ndarray | None, arrivals: list[int], rows: int) -> pa.Array:

@@ -49,6 +49,7 @@ from spate.engine.connectors.kafka_sink import KafkaSink
 from spate.engine.connectors.kafka_source import PASSWORD_OPTION, SOURCE_NAME, KafkaStreamReader
 from spate.engine.connectors.metadata import (
     BOTH,
+    DEAD_LETTER,
     FORMAT,
     FORMAT_BINARY,
     FORMAT_SOURCE,
@@ -197,7 +198,7 @@ class KafkaConnector(Connector):
     roles = frozenset({SOURCE, SINK})
     options = (*TYPE, *specs(BOTH, "bootstrap_servers", "topic", "client_configs", "auth.type",
                              "auth.sasl.mechanism", "auth.sasl.username", "auth.sasl.password"),
-               *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *SOURCE_TIME,
+               *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER, *SOURCE_TIME,
                *specs(SOURCES, "source.offset", "source.read_mode", "group_id",
                       "source.group_id", "max_records_per_batch"),
                *specs(SINKS, "sink.commit_mode", "key_field", "sink.key_field"))

@@ -58,6 +58,7 @@ from spate.engine.connectors.kinesis_sink import (
 )
 from spate.engine.connectors.metadata import (
     BOTH,
+    DEAD_LETTER,
     FORMAT,
     FORMAT_BINARY,
     FORMAT_SOURCE,
@@ -145,7 +146,7 @@ class KinesisConnector(Connector):
 
     name = "kinesis"
     roles = frozenset({SOURCE, SINK})
-    options = (*TYPE, *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *SOURCE_TIME,
+    options = (*TYPE, *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER, *SOURCE_TIME,
                *specs(BOTH, "stream_name", "aws_region", "endpoint_url", *CREDENTIAL_OPTIONS),
                *specs(SOURCES, "source.offset"),
                *specs(SINKS, *SINK_OPTIONS))

@@ -18,7 +18,6 @@ keeps its reader as the stream is resharded. Event time is each record's
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,12 +31,12 @@ from pyspark.sql.streaming.datasource import ReadLimit
 
 from spate.engine.connectors.arrow_batches import (
     arrow_schema,
-    control_batch,
     data_batch,
     timestamps_us,
 )
-from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, ConnectorError
+from spate.engine.connectors.base import ConnectorError
 from spate.engine.connectors.boundary import Boundary
+from spate.engine.connectors.dead_letter import BadRecords
 from spate.engine.connectors.decoders import Decoded, source_decoder
 from spate.engine.connectors.formats import FormatSpec
 from spate.engine.connectors.kinesis_client import KinesisEndpoint, connect, failure
@@ -57,8 +56,6 @@ from spate.engine.connectors.streaming import (
     max_rows,
 )
 from spate.engine.python_workers import settle
-
-log = logging.getLogger(__name__)
 
 SOURCE_NAME = "spate_kinesis"
 #: The reader option carrying the credentials' secret parts: apart from the settings,
@@ -180,23 +177,21 @@ class _PartitionReader:
         self.metadata: dict[str, str] = settings.get("metadata") or {}
         decoded = decoded_schema(self.arrow_schema, self.metadata)
         self.decoder = source_decoder(decoded, self.spec, settings["not_null"])
+        self.bad = BadRecords(self.spec, self.arrow_schema, reader,
+                              f"kinesis source '{self.table}'",
+                              f"in stream '{self.endpoint.stream_name}' at {{position}}")
 
     def read(self, shards: list[_Shard], start_ms: int | None) -> Iterator[pa.RecordBatch]:
-        dropped = 0
         for shard in shards:
             try:
                 records = self._fetch(shard, start_ms)
             except Exception as error:  # noqa: BLE001 - boto3's errors, told without secrets
                 raise failure(error, self.endpoint, f"kinesis source '{self.table}'") from None
             for run in _same_arrival_runs(records):
-                batch, bad = self._decode(shard.shard_id, run)
-                dropped += bad
-                if batch is not None:
-                    yield batch
-        if dropped:
-            log.warning("dropped bad records", extra={"table": self.table, "dropped": dropped})
-            yield control_batch(self.arrow_schema, self.reader,
-                                f"{CONTROL_DROPPED_PREFIX}{dropped}")
+                yield from self._decode(shard.shard_id, run)
+        dropped = self.bad.finish()
+        if dropped is not None:
+            yield dropped
 
     def _fetch(self, shard: _Shard, start_ms: int | None) -> list[dict[str, Any]]:
         """The records of ``(after, until]``, exactly those Kinesis had when the batch
@@ -223,24 +218,28 @@ class _PartitionReader:
             "pipeline cannot resume exactly where it stopped. Drop its state to start "
             "afresh")
 
-    def _decode(self, shard_id: str, run: list[dict[str, Any]]
-                ) -> tuple[pa.RecordBatch | None, int]:
-        """One run of records arriving in the same millisecond: a batch and the dropped."""
+    def _decode(self, shard_id: str, run: list[dict[str, Any]]) -> Iterator[pa.RecordBatch]:
+        """One run of records arriving in the same millisecond: its dead letters (if any)
+        and its batch."""
         data = [_one_line(r["Data"], self.spec) for r in run]
         lengths = np.array([len(d) for d in data], dtype=np.int64)
         starts = np.concatenate(([0], np.cumsum(lengths + 1)[:-1])).astype(np.int64)
         buf = np.frombuffer(b"\n".join(data) + b"\n", dtype=np.uint8)
         decoded = self.decoder.decode(buf, starts, lengths)
-        dropped = self._handle_bad(shard_id, run, decoded.bad)
+        dead = self.bad.handle([(run[i]["Data"], problem,
+                                 f"shard {shard_id} sequence {run[i]['SequenceNumber']}")
+                                for i, problem in decoded.bad])
+        if dead is not None:
+            yield dead
         if not decoded.num_rows:
-            return None, dropped
+            return
         arrival_us = int(run[0]["ApproximateArrivalTimestamp"].timestamp() * 1_000_000)
         stamps = timestamps_us(np.full(decoded.num_rows, arrival_us, dtype=np.int64))
         columns = decoded.columns
         if self.metadata:
             columns = merge_physical(self.arrow_schema, columns,
                                      self._metadata(shard_id, run, decoded))
-        return data_batch(self.arrow_schema, columns, self.reader, stamps), dropped
+        yield data_batch(self.arrow_schema, columns, self.reader, stamps)
 
     def _metadata(self, shard_id: str, run: list[dict[str, Any]],
                   decoded: Decoded) -> dict[str, pa.Array]:
@@ -258,16 +257,6 @@ class _PartitionReader:
                 field = "SequenceNumber" if key == "sequence_number" else "PartitionKey"
                 arrays[column] = pa.array([str(run[i][field]) for i in rows_at], pa.string())
         return arrays
-
-    def _handle_bad(self, shard_id: str, run: list[dict[str, Any]],
-                    bad: list[tuple[int, str]]) -> int:
-        if not bad or self.spec.bad_data == "drop":
-            return len(bad)
-        index, problem = bad[0]
-        raise ConnectorError(
-            f"kinesis source '{self.table}': bad record in shard {shard_id} at sequence "
-            f"number {run[index]['SequenceNumber']}: {problem}. Fix the producer, or set "
-            "bad_data = 'drop' to skip undecodable records", option="bad_data")
 
 
 def _one_line(data: bytes, spec: FormatSpec) -> bytes:

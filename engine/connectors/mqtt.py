@@ -42,6 +42,7 @@ from spate.engine.connectors.formats import (
 )
 from spate.engine.connectors.metadata import (
     BOTH,
+    DEAD_LETTER,
     FORMAT,
     FORMAT_BINARY,
     FORMAT_SOURCE,
@@ -209,6 +210,7 @@ class MqttConnector(Connector):
     options = (*TYPE, *specs(BOTH, "url", "topic", "qos", "username", "password",
                              "client_prefix", "max_packet_size"),
                *(spec for spec in (*FORMAT, *FORMAT_SOURCE) if spec.name not in _FRAMING),
+               *DEAD_LETTER,
                *FORMAT_BINARY,
                *SOURCE_TIME, *specs(SINKS, "retain"),
                *specs(frozenset({SOURCE}), "max_messages_per_batch"))

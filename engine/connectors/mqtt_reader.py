@@ -36,8 +36,9 @@ from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit
 
-from spate.engine.connectors.arrow_batches import arrow_schema, control_batch, data_batch
-from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, ConnectorError
+from spate.engine.connectors.arrow_batches import arrow_schema, data_batch
+from spate.engine.connectors.base import ConnectorError
+from spate.engine.connectors.dead_letter import BadRecords
 from spate.engine.connectors.decoders import source_decoder
 from spate.engine.connectors.formats import FormatSpec
 from spate.engine.connectors.metadata_columns import decoded_schema, merge_physical
@@ -121,12 +122,13 @@ class MqttStreamReader(DataSourceStreamReader):
             return []
         return [InputPartition((
             [m.payload for m in messages], [m.topic for m in messages],
-            [m.arrival_us for m in messages]))]
+            [m.arrival_us for m in messages], first + 1))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         settle()
-        payloads, topics, arrivals = partition.value
-        yield from _BatchDecoder(self.settings, self.schema).decode(payloads, topics, arrivals)
+        payloads, topics, arrivals, number = partition.value
+        yield from _BatchDecoder(self.settings, self.schema).decode(payloads, topics, arrivals,
+                                                                    number)
 
     def commit(self, end: dict[str, Any]) -> None:
         if self._subscription is not None:
@@ -239,9 +241,14 @@ class _BatchDecoder:
         self.metadata: dict[str, str] = settings.get("metadata") or {}
         decoded = decoded_schema(self.arrow_schema, self.metadata)
         self.decoder = source_decoder(decoded, self.spec, settings["not_null"])
+        self.bad = BadRecords(self.spec, self.arrow_schema, 0, f"mqtt source '{self.table}'",
+                              "in {position}", "Fix the publisher")
 
-    def decode(self, payloads: list[bytes], topics: list[str],
-               arrivals: list[int]) -> Iterator[pa.RecordBatch]:
+    def decode(self, payloads: list[bytes], topics: list[str], arrivals: list[int],
+               number: int = 1) -> Iterator[pa.RecordBatch]:
+        """Rows of ``payloads``, the messages numbered ``number`` on (their count in the
+        source's offsets)."""
+        raw = payloads
         if not self.spec.opaque:
             payloads = [p.translate(_LINE_BREAKS) for p in payloads]
         lengths = np.array([len(p) for p in payloads], dtype=np.int64)
@@ -249,7 +256,10 @@ class _BatchDecoder:
         np.cumsum(lengths[:-1] + 1, out=starts[1:])
         buf = np.frombuffer(b"\n".join(payloads) + b"\n", dtype=np.uint8)
         decoded = self.decoder.decode(buf, starts, lengths)
-        dropped = self._handle_bad(decoded.bad, topics)
+        dead = self.bad.handle([(raw[i], problem, f"message {number + i} on topic '{topics[i]}'")
+                                for i, problem in decoded.bad])
+        if dead is not None:
+            yield dead
         if decoded.num_rows:
             stamps = _event_times(decoded.lines, arrivals, decoded.num_rows)
             columns = decoded.columns
@@ -260,20 +270,9 @@ class _BatchDecoder:
                 columns = merge_physical(self.arrow_schema, columns,
                                          dict.fromkeys(self.metadata, of_rows))
             yield data_batch(self.arrow_schema, columns, 0, stamps)
-        if dropped:
-            log.warning("dropped bad records", extra={"table": self.table, "dropped": dropped})
-            yield control_batch(self.arrow_schema, 0, f"{CONTROL_DROPPED_PREFIX}{dropped}")
-
-    def _handle_bad(self, bad: list[tuple[int, str]], topics: list[str]) -> int:
-        if not bad:
-            return 0
-        if self.spec.bad_data == "drop":
-            return len(bad)
-        index, problem = bad[0]
-        raise ConnectorError(
-            f"mqtt source '{self.table}': bad record in a message on topic '{topics[index]}': "
-            f"{problem}. Fix the publisher, or set bad_data = 'drop' to skip undecodable "
-            "records", option="bad_data")
+        dropped = self.bad.finish()
+        if dropped is not None:
+            yield dropped
 
 
 def _event_times(lines: np.ndarray | None, arrivals: list[int], rows: int) -> pa.Array:

@@ -54,6 +54,7 @@ from spate.engine.connectors.formats import (
 )
 from spate.engine.connectors.metadata import (
     BOTH,
+    DEAD_LETTER,
     FORMAT_BINARY,
     FORMAT_SOURCE,
     SOURCE_TIME,
@@ -190,7 +191,7 @@ class NatsConnector(Connector):
     options = (*TYPE, *specs(BOTH, "servers", "auth.type", "auth.username", "auth.password",
                              "nats.subject", "nats.stream", "format", "json.timestamp_format",
                              "json.decimal_encoding", "json.unstructured"),
-               *FORMAT_SOURCE, *FORMAT_BINARY, *SOURCE_TIME,
+               *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER, *SOURCE_TIME,
                *specs(SOURCES, "nats.consumer.deliver_policy", "nats.consumer.start_sequence",
                       "nats.consumer.filter_subjects", "max_messages_per_batch"))
 

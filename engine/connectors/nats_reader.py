@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -31,8 +30,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.streaming.datasource import ReadLimit
 
-from spate.engine.connectors.arrow_batches import control_batch
-from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, ConnectorError
+from spate.engine.connectors.base import ConnectorError
+from spate.engine.connectors.dead_letter import BadRecords
 from spate.engine.connectors.nats_client import (
     TIMEOUT_S,
     ConnectSettings,
@@ -54,8 +53,6 @@ from spate.engine.connectors.streaming import (
     max_rows,
 )
 from spate.engine.python_workers import settle
-
-log = logging.getLogger(__name__)
 
 JETSTREAM_SOURCE = "spate_nats_jetstream"
 CORE_SOURCE = "spate_nats_core"
@@ -102,19 +99,10 @@ def _what(settings: dict[str, Any]) -> str:
     return f"nats source '{settings['table']}'"
 
 
-def _dropped_or_fail(settings: dict[str, Any], bad: list[tuple[int, str]],
-                     where: list[str]) -> int:
-    """Records dropped under ``bad_data = 'drop'``; raises under ``fail``."""
-    if not bad:
-        return 0
-    if settings["format"]["bad_data"] == "drop":
-        log.warning("dropped bad records", extra={"table": settings["table"],
-                                                  "dropped": len(bad)})
-        return len(bad)
-    index, problem = bad[0]
-    raise ConnectorError(f"{_what(settings)}: bad record in {where[index]}: {problem}. Fix the "
-                         "record, or set bad_data = 'drop' to skip undecodable records",
-                         option="bad_data")
+def _bad_records(settings: dict[str, Any], decoder: MessageDecoder, where: str
+                 ) -> BadRecords:
+    return BadRecords(decoder.spec, decoder.arrow_schema, 0, _what(settings), where,
+                      "Fix the record")
 
 
 class JetStreamReader(DataSourceStreamReader):
@@ -180,12 +168,12 @@ class JetStreamReader(DataSourceStreamReader):
         decoder = MessageDecoder(self.settings, self.schema)
         decoded = decoder.decode([m.data for m in messages], [m.timestamp_us for m in messages],
                                  [m.subject for m in messages])
-        where = [f"stream '{self.stream}' at sequence {m.sequence}" for m in messages]
-        dropped = _dropped_or_fail(self.settings, decoded.bad, where)
-        if decoded.batch is not None:
-            yield decoded.batch
-        if dropped:
-            yield control_batch(decoder.arrow_schema, 0, f"{CONTROL_DROPPED_PREFIX}{dropped}")
+        bad = _bad_records(self.settings, decoder, f"in stream '{self.stream}' at {{position}}")
+        dead = bad.handle([(messages[i].data, problem, f"sequence {messages[i].sequence}")
+                           for i, problem in decoded.bad])
+        for batch in (dead, decoded.batch, bad.finish()):
+            if batch is not None:
+                yield batch
 
 
 class CoreSubscription:
@@ -285,7 +273,7 @@ class CoreReader(SimpleDataSourceStreamReader):
     def read(self, start: dict[str, Any]) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
         received = self._subscribed().take()
         end = {"received": int(start["received"]) + len(received)}
-        return iter(self._rows(received)), end
+        return iter(self._rows(received, int(start["received"]) + 1)), end
 
     def readBetweenOffsets(self, start: dict[str, Any],
                            end: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
@@ -293,18 +281,20 @@ class CoreReader(SimpleDataSourceStreamReader):
         del start, end
         return iter([])
 
-    def _rows(self, received: list[tuple[bytes, int, str]]) -> list[tuple[Any, ...]]:
+    def _rows(self, received: list[tuple[bytes, int, str]],
+              number: int) -> list[tuple[Any, ...]]:
+        """Rows of the messages ``received``, numbered ``number`` on (their count in the
+        offsets)."""
         if not received:
             return []
         decoder = MessageDecoder(self.settings, self.schema)
         decoded = decoder.decode([m[0] for m in received], [m[1] for m in received],
                                  [m[2] for m in received])
-        where = [f"a message on '{self.settings['subject']}'"] * len(received)
-        dropped = _dropped_or_fail(self.settings, decoded.bad, where)
-        batches = [decoded.batch] if decoded.batch is not None else []
-        if dropped:
-            batches.append(control_batch(decoder.arrow_schema, 0,
-                                         f"{CONTROL_DROPPED_PREFIX}{dropped}"))
+        bad = _bad_records(self.settings, decoder, "in {position}")
+        dead = bad.handle([(received[i][0], problem,
+                            f"message {number + i} on subject '{received[i][2]}'")
+                           for i, problem in decoded.bad])
+        batches = [b for b in (dead, decoded.batch, bad.finish()) if b is not None]
         names = self.schema.names
         return [tuple(row[name] for name in names)
                 for batch in batches for row in batch.to_pylist()]

@@ -36,6 +36,7 @@ from spate.engine.connectors.formats import (
 )
 from spate.engine.connectors.metadata import (
     BOTH,
+    DEAD_LETTER,
     FORMAT,
     FORMAT_BINARY,
     FORMAT_SOURCE,
@@ -75,7 +76,7 @@ class RabbitMQConnector(Connector):
 
     name = "rabbitmq"
     roles = frozenset({SOURCE, SINK})
-    options = (*TYPE, *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *SOURCE_TIME,
+    options = (*TYPE, *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER, *SOURCE_TIME,
                *specs(BOTH, "mode", "host", "port", "username", "password", "virtual_host",
                       "stream"),
                *specs(SOURCES, "queue", "source.offset", "max_messages_per_batch"),
@@ -83,15 +84,28 @@ class RabbitMQConnector(Connector):
 
     def _settings(self, table: TableConfig, resolve: bool = False) -> RabbitSettings:
         settings = read_settings(table, self.roles, resolve)
-        columns = self._columns(table, settings)
-        check_columns(settings.spec, columns, settings.role)
+        check_columns(settings.spec, self._data_columns(table, settings), settings.role)
         return settings
 
     @staticmethod
-    def _columns(table: TableConfig, settings: RabbitSettings) -> tuple[ColumnDef, ...]:
-        if not table.columns and settings.role == SOURCE and settings.spec.single_value:
+    def _data_columns(table: TableConfig, settings: RabbitSettings) -> tuple[ColumnDef, ...]:
+        columns = table.data_columns
+        if not columns and settings.role == SOURCE and settings.spec.single_value:
             return single_value_columns(settings.spec)
-        return table.columns
+        return columns
+
+    def _columns(self, table: TableConfig, settings: RabbitSettings) -> tuple[ColumnDef, ...]:
+        """The physical columns: the metadata ones where declared, the default `value` of
+        a table declaring only metadata first."""
+        columns = self._data_columns(table, settings)
+        if table.metadata:
+            return table.columns if table.data_columns else columns + table.columns
+        return columns
+
+    def metadata_fields(self, role: str) -> Mapping[str, tuple[T.DataType, ...]]:
+        """The routing key a source's message was published with (stream messages carry
+        it when they were routed to the stream by an exchange; else NULL)."""
+        return {"routing_key": (T.StringType(),)} if role == SOURCE else {}
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         return self._columns(table, self._settings(table))

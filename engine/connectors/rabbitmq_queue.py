@@ -149,12 +149,14 @@ class RabbitQueueReader(SimpleDataSourceStreamReader):
                                                          dict[str, Any]]:
         channel = self._open_channel()
         bodies: list[bytes] = []
+        keys: list[str | None] = []
         last_tag = 0
         for method, _, body in channel.consume(self.settings.queue or "", auto_ack=False,
                                                inactivity_timeout=_IDLE_S):
             if method is None:  # nothing more for now
                 break
             bodies.append(body)
+            keys.append(method.routing_key)
             last_tag = method.delivery_tag
             if len(bodies) >= limit:
                 break
@@ -162,7 +164,8 @@ class RabbitQueueReader(SimpleDataSourceStreamReader):
         if bodies:
             self._pending.append((stop, last_tag))
         stamps = np.full(len(bodies), time.time_ns() // 1000, dtype=np.int64)
-        return iter(self.decoder.batches(bodies, stamps, delivered + 1)), {"delivered": stop}
+        batches = self.decoder.batches(bodies, stamps, delivered + 1, keys)
+        return iter(batches), {"delivered": stop}
 
     def _acknowledge_through(self, delivered: int) -> None:
         done = [tag for stop, tag in self._pending if stop <= delivered]

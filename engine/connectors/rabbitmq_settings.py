@@ -10,24 +10,24 @@ Arrow batches with the shared record decoders, under the table's ``bad_data``.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from spate.engine.connectors.arrow_batches import control_batch, data_batch
+from spate.engine.connectors.arrow_batches import data_batch
 from spate.engine.connectors.base import (
-    CONTROL_DROPPED_PREFIX,
     SINK,
     SOURCE,
     ConnectorError,
     TableConfig,
 )
+from spate.engine.connectors.dead_letter import BadRecords
 from spate.engine.connectors.decoders import source_decoder
 from spate.engine.connectors.egress import unreachable
 from spate.engine.connectors.formats import FormatSpec, parse_format
+from spate.engine.connectors.metadata_columns import decoded_schema, merge_physical
 from spate.engine.connectors.options import (
     OptionReader,
     check_role,
@@ -35,8 +35,6 @@ from spate.engine.connectors.options import (
     reject_source_options,
 )
 from spate.engine.connectors.streaming import SpateDataSource
-
-log = logging.getLogger(__name__)
 
 QUEUE = "queue"
 STREAM = "stream"
@@ -78,6 +76,8 @@ class RabbitSettings:
     producer_name: str | None = None
     #: columns whose value every record must have (NOT NULL, PRIMARY KEY)
     not_null: tuple[str, ...] = ()
+    #: metadata columns (column -> key: ``routing_key``), filled by the source
+    metadata: dict[str, str] = field(default_factory=dict)
 
     @property
     def spec(self) -> FormatSpec:
@@ -139,7 +139,9 @@ def read_settings(table: TableConfig, roles: frozenset[str],
         virtual_host=options.string("virtual_host", "/") or "/",
         format=spec.to_dict(), max_messages_per_batch=max_messages,
         not_null=tuple(c.name for c in table.columns
-                       if not c.nullable or c.name in table.primary_key),
+                       if (not c.nullable or c.name in table.primary_key)
+                       and c.name not in table.metadata),
+        metadata=dict(table.metadata),
         **target)
     options.finish()
     return settings
@@ -204,18 +206,28 @@ def _address(table: TableConfig, host: str, port: int, resolve: bool) -> str:
 
 
 class MessageDecoder:
-    """Message bodies -> the table's Arrow batches; one message is one record."""
+    """Message bodies -> the table's Arrow batches; one message is one record.
+
+    ``schema`` is the table's stream schema; its ``routing_key`` metadata column (if
+    declared) is filled from what the reader says of each message."""
 
     def __init__(self, settings: RabbitSettings, schema: pa.Schema) -> None:
         self.settings = settings
         self.spec = settings.spec
         self.schema = schema
-        self.decoder = source_decoder(schema, self.spec, settings.not_null)
+        self.metadata = dict(settings.metadata)
+        decoded = decoded_schema(schema, self.metadata)
+        self.decoder = source_decoder(decoded, self.spec, settings.not_null)
+        #: what numbers a message in positions: a stream's offset, a queue's delivery count
+        self.what = "offset" if settings.mode == STREAM else "message"
+        self.bad = BadRecords(self.spec, schema, 0, f"rabbitmq source '{settings.table}'",
+                              f"in {settings.where()} at {{position}}")
 
-    def batches(self, bodies: list[bytes], stamps_us: np.ndarray,
-                first_position: int) -> list[pa.RecordBatch]:
-        """The data batch (and a ``dropped:N`` control batch) of ``bodies``;
-        ``first_position`` numbers the first message in errors (an offset or a count)."""
+    def batches(self, bodies: list[bytes], stamps_us: np.ndarray, first_position: int,
+                routing_keys: list[str | None] | None = None) -> list[pa.RecordBatch]:
+        """The data batch (and dead-letter or ``dropped:N`` control batches) of ``bodies``;
+        ``first_position`` numbers the first message (a stream offset, or the count of
+        messages a queue delivered); ``routing_keys``: each message's, if known."""
         if not bodies:
             return []
         lines = [self._one_line(body) for body in bodies]
@@ -227,16 +239,23 @@ class MessageDecoder:
             (i, "the message is empty") for i, line in enumerate(lines) if not line.strip()]
         decoded = self.decoder.decode(buf, starts, lengths)
         bad = sorted(set(decoded.bad) | set(empty))
-        dropped = self._handle_bad(bad, first_position)
         out: list[pa.RecordBatch] = []
+        dead = self.bad.handle([(bodies[i], problem, f"{self.what} {first_position + i}")
+                                for i, problem in bad])
+        if dead is not None:
+            out.append(dead)
         if decoded.num_rows:
-            rows = self._row_stamps(decoded.lines, stamps_us, bad, decoded.num_rows)
-            stamps = pa.array(rows, pa.int64())
-            out.append(data_batch(self.schema, decoded.columns, 0, stamps))
-        if dropped:
-            log.warning("dropped bad messages", extra={"table": self.settings.table,
-                                                       "dropped": dropped})
-            out.append(control_batch(self.schema, 0, f"{CONTROL_DROPPED_PREFIX}{dropped}"))
+            rows_at = self._rows_at(decoded.lines, len(bodies), bad, decoded.num_rows)
+            stamps = pa.array(np.asarray(stamps_us, dtype=np.int64)[rows_at], pa.int64())
+            columns = decoded.columns
+            if self.metadata:  # 'routing_key'
+                keys = pa.array(routing_keys or [None] * len(bodies), pa.string())
+                columns = merge_physical(self.schema, columns, dict.fromkeys(
+                    self.metadata, keys.take(pa.array(rows_at, pa.int64()))))
+            out.append(data_batch(self.schema, columns, 0, stamps))
+        dropped = self.bad.finish()
+        if dropped is not None:
+            out.append(dropped)
         return out
 
     def _one_line(self, body: bytes) -> bytes:
@@ -247,23 +266,13 @@ class MessageDecoder:
         return body.replace(b"\r", b" ").replace(b"\n", b" ")
 
     @staticmethod
-    def _row_stamps(lines: np.ndarray | None, stamps_us: np.ndarray,
-                    bad: list[tuple[int, str]], rows: int) -> np.ndarray:
+    def _rows_at(lines: np.ndarray | None, count: int, bad: list[tuple[int, str]],
+                 rows: int) -> np.ndarray:
+        """The message each row was decoded from (a change record split in two: its
+        rows take the batch's last message, for its time and routing key)."""
         if lines is not None and len(lines) == rows:
-            return np.asarray(stamps_us[lines], dtype=np.int64)
-        good = np.delete(stamps_us, [i for i, _ in bad])
+            return np.asarray(lines, dtype=np.int64)
+        good = np.delete(np.arange(count, dtype=np.int64), [i for i, _ in bad])
         if len(good) == rows:
             return good
-        return np.full(rows, stamps_us.max(), dtype=np.int64)  # a change record split in two
-
-    def _handle_bad(self, bad: list[tuple[int, str]], first_position: int) -> int:
-        if not bad:
-            return 0
-        if self.spec.bad_data == "drop":
-            return len(bad)
-        index, problem = bad[0]
-        what = "offset" if self.settings.mode == STREAM else "message"
-        raise ConnectorError(
-            f"rabbitmq source '{self.settings.table}': bad record in {self.settings.where()} "
-            f"at {what} {first_position + index}: {problem}. Fix the producer, or set "
-            "bad_data = 'drop' to skip undecodable records", option="bad_data")
+        return np.full(rows, count - 1, dtype=np.int64)

@@ -58,6 +58,8 @@ from spate.engine.connectors.rabbitmq_settings import (
 from spate.engine.connectors.streaming import SpateDataSource, initial_offset
 
 SOURCE_NAME = "spate_rabbitmq_stream"
+#: A message read: its offset, body, chunk timestamp (ms) and routing key (if any).
+_Taken = tuple[int, bytes, int, str | None]
 #: A record's publishing id is (epoch + 1) * 2**32 + its index in the epoch.
 EPOCH_SHIFT = 32
 #: Seconds a read waits for a first message, then for each next one.
@@ -185,16 +187,16 @@ class RabbitStreamReader(SimpleDataSourceStreamReader):
             self._loop.close()
         self._loop = self._consumer = None
 
-    def _batches(self, messages: list[tuple[int, bytes, int]],
-                 first: int) -> Iterator[pa.RecordBatch]:
+    def _batches(self, messages: list[_Taken], first: int) -> Iterator[pa.RecordBatch]:
         decoder = MessageDecoder(self.settings, arrow_schema(self.schema))
-        stamps = np.array([stamp_ms * 1000 for _, _, stamp_ms in messages], dtype=np.int64)
+        stamps = np.array([m[2] * 1000 for m in messages], dtype=np.int64)
         offset = messages[0][0] if messages else first
-        return iter(decoder.batches([body for _, body, _ in messages], stamps, offset))
+        return iter(decoder.batches([m[1] for m in messages], stamps, offset,
+                                    [m[3] for m in messages]))
 
     def _fetch(self, kind: OffsetType, first: int, limit: int,
-               stop: int | None) -> list[tuple[int, bytes, int]]:
-        """``(offset, body, timestamp ms)`` of up to ``limit`` messages from ``first``
+               stop: int | None) -> list[_Taken]:
+        """``(offset, body, timestamp ms, routing key)`` of up to ``limit`` messages from ``first``
         (below ``stop`` when given, waiting for them), in offset order."""
         if self._loop is None:
             self._loop = PrivateLoop()
@@ -208,18 +210,19 @@ class RabbitStreamReader(SimpleDataSourceStreamReader):
             raise self.settings.unreachable() from None
 
     async def _subscribe_and_take(self, kind: OffsetType, first: int, limit: int,
-                                  stop: int | None) -> list[tuple[int, bytes, int]]:
+                                  stop: int | None) -> list[_Taken]:
         if self._consumer is None:
             consumer = Consumer(**client_options(self.settings))
             await open_client(consumer, self.settings)
             self._consumer = consumer
-        taken: list[tuple[int, bytes, int]] = []
+        taken: list[_Taken] = []
         arrived = asyncio.Event()
 
         def on_message(message: AMQPMessage, context: MessageContext) -> None:
             in_range = context.offset >= first and (stop is None or context.offset < stop)
             if in_range and len(taken) < limit:
-                taken.append((context.offset, _body(message), context.timestamp))
+                taken.append((context.offset, _body(message), context.timestamp,
+                              _routing_key(message)))
                 arrived.set()
 
         subscriber = await self._consumer.subscribe(
@@ -233,7 +236,7 @@ class RabbitStreamReader(SimpleDataSourceStreamReader):
         return taken
 
     @staticmethod
-    async def _wait(taken: list[tuple[int, bytes, int]], arrived: asyncio.Event, limit: int,
+    async def _wait(taken: list[_Taken], arrived: asyncio.Event, limit: int,
                     stop: int | None) -> None:
         # A replay (``stop``) waits for its known range; a read ends when deliveries pause.
         wait_s = TIMEOUT_S if stop is not None else _FIRST_WAIT_S
@@ -245,6 +248,16 @@ class RabbitStreamReader(SimpleDataSourceStreamReader):
                 return
             if stop is None:
                 wait_s = _IDLE_S
+
+
+def _routing_key(message: AMQPMessage) -> str | None:
+    """The routing key of a message an exchange routed to the stream (RabbitMQ keeps it in
+    the ``x-routing-key`` message annotation); None for one published to the stream."""
+    annotations = message.message_annotations or {}
+    key = annotations.get(b"x-routing-key", annotations.get("x-routing-key"))
+    if isinstance(key, bytes):
+        return key.decode("utf-8", "replace")
+    return None if key is None else str(key)
 
 
 def _body(message: AMQPMessage) -> bytes:

@@ -11,14 +11,14 @@ trimmed (``XTRIM``, ``MAXLEN``) before they are read are lost.
 Each entry's field ``value_field`` (default ``value``) holds one record in
 ``format`` (``json`` or ``raw_string``); other fields are ignored. An entry
 without that field, or whose value does not decode, is bad data (``bad_data``:
-fail, or drop and count in a ``dropped:N`` control row). The event time
+fail, drop and count in a ``dropped:N`` control row, or dead-letter it with its
+entry id, :class:`.dead_letter.BadRecords`). The event time
 (``_spate_timestamp``) is the millisecond part of the entry's id.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -33,17 +33,15 @@ from pyspark.sql.streaming.datasource import ReadLimit
 
 from spate.engine.connectors.arrow_batches import (
     arrow_schema,
-    control_batch,
     data_batch,
     timestamps_us,
 )
 from spate.engine.connectors.base import (
-    CONTROL_DROPPED_PREFIX,
     ColumnDef,
     ConnectorError,
     TableConfig,
 )
-from spate.engine.connectors.dead_letter import dead_letter_batch
+from spate.engine.connectors.dead_letter import BadRecords
 from spate.engine.connectors.decoders import Decoded, source_decoder
 from spate.engine.connectors.egress import EgressPolicy
 from spate.engine.connectors.formats import (
@@ -66,8 +64,6 @@ from spate.engine.connectors.streaming import (
     source_options,
 )
 from spate.engine.python_workers import settle
-
-log = logging.getLogger(__name__)
 
 SOURCE_NAME = "spate_redis_stream"
 #: The reader option carrying the connection (its name makes Spark redact its value).
@@ -273,9 +269,11 @@ class _RangeReader:
         self.metadata: dict[str, str] = settings.get("metadata") or {}
         decoded = decoded_schema(self.arrow_schema, self.metadata)
         self.decoder = source_decoder(decoded, self.spec, settings["not_null"])
+        self.bad = BadRecords(self.spec, self.arrow_schema, 0, f"redis source '{self.table}'",
+                              f"in stream '{self.stream}' at entry {{position}}",
+                              "Fix the record")
 
     def read(self, client: RedisClient, start: str, end: str) -> Iterator[pa.RecordBatch]:
-        dropped = 0
         cursor = start
         while _id_order(cursor) < _id_order(end):
             entries = _entries(client, self.stream, cursor, end, _FETCH_ENTRIES)
@@ -283,21 +281,16 @@ class _RangeReader:
                 break
             cursor = _text(entries[-1][0])
             batch, bad = self._decode(entries)
-            if bad and self.spec.dead_letter is not None:
-                yield self._dead_letters(entries, bad)
-            else:
-                dropped += len(bad)
+            letters = [(entries[i][1].get(self.field), problem, _text(entries[i][0]))
+                       for i, problem in sorted(bad.items())]
+            dead = self.bad.handle(letters)
+            if dead is not None:
+                yield dead
             if batch is not None:
                 yield batch
-        if dropped:
-            log.warning("dropped bad records", extra={"table": self.table, "dropped": dropped})
-            yield control_batch(self.arrow_schema, 0, f"{CONTROL_DROPPED_PREFIX}{dropped}")
-
-    def _dead_letters(self, entries: list[Entry], bad: dict[int, str]) -> pa.RecordBatch:
-        """The bad entries as dead-letter rows: their raw value, the error, the entry id."""
-        letters = [(entries[i][1].get(self.field), problem, _text(entries[i][0]))
-                   for i, problem in sorted(bad.items())]
-        return dead_letter_batch(self.arrow_schema, 0, letters)
+        dropped = self.bad.finish()
+        if dropped is not None:
+            yield dropped
 
     def _decode(self, entries: list[Entry]) -> tuple[pa.RecordBatch | None, dict[int, str]]:
         """The data rows of ``entries`` and the bad ones (by index: what is wrong)."""
@@ -312,11 +305,7 @@ class _RangeReader:
         else:
             good = []
         if bad and not self.spec.skips_bad:
-            index = min(bad)
-            raise ConnectorError(
-                f"redis source '{self.table}': bad record in stream '{self.stream}' at entry "
-                f"{ids[index]}: {bad[index]}. Fix the record, or set bad_data = 'drop' to "
-                "skip undecodable records", option="bad_data")
+            return None, bad  # the first fails the read: nothing else to decode
         if not good:
             return None, bad
         millis = np.array([int(ids[i].split("-", 1)[0]) for i in good], dtype=np.int64)

@@ -272,7 +272,7 @@ def test_bad_records_fail_with_their_offset_or_are_dropped_and_counted(
     failing = _reader(_source_table(kafka_broker, topic, source__offset="earliest"))
     try:
         start = failing.initialOffset()
-        with pytest.raises(ConnectorError, match="partition 0 at offset 1") as caught:
+        with pytest.raises(ConnectorError, match="at partition 0 offset 1") as caught:
             _read(failing, start, failing.latestOffset(start, ReadAllAvailable()))
         assert caught.value.option == "bad_data"
     finally:

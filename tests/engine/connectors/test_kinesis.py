@@ -305,8 +305,8 @@ def test_bad_records_fail_or_are_dropped_and_counted(kinesis_server: KinesisServ
     reader = _reader(kinesis_server, stream)
     start = reader.initialOffset()
     end = reader.latestOffset(start, ReadAllAvailable())
-    with pytest.raises(ConnectorError, match=r"bad record in shard shardId-000000000000 at "
-                                             r"sequence number \d+") as caught:
+    with pytest.raises(ConnectorError, match=r"bad record in stream '.+' at shard "
+                                             r"shardId-000000000000 sequence \d+") as caught:
         _batch(reader, start, end)
     assert caught.value.option == "bad_data"
     dropping = _reader(kinesis_server, stream, bad_data="drop")

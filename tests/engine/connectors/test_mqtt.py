@@ -324,7 +324,7 @@ def test_a_bad_record_fails_a_strict_source_naming_its_topic(topic: str, prefix:
     start = reader.initialOffset()
     end = _wait_for(reader, start, 2)
     with pytest.raises(ConnectorError, match=re.escape(
-            f"bad record in a message on topic '{topic}'")) as caught:
+            f"bad record in message 2 on topic '{topic}'")) as caught:
         _ids(reader, start, end)
     assert caught.value.option == "bad_data"
     reader.stop()

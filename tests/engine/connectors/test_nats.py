@@ -146,6 +146,8 @@ def test_listed_options_are_known_and_the_password_is_secret() -> None:
             options.update({"format": "protobuf"} if name.startswith("protobuf.") else {
                 "format": "avro", "avro.confluent_schema_registry": "true",
                 "schema_registry.endpoint": "http://registry:8081"})
+        if name == "dead_letter.table":
+            options["bad_data"] = "dead_letter"
         options[name] = "1"
         try:
             NATS.validate(TableConfig("t", "nats", role, options, ()))

@@ -4,10 +4,12 @@ readers and sinks, bad data, /test's reach, and pipelines that stop and resume."
 from __future__ import annotations
 
 import json
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pika
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
@@ -21,6 +23,8 @@ from spate.engine.connectors.formats import source_schema
 from spate.engine.connectors.rabbitmq_queue import RabbitQueueReader
 from spate.engine.connectors.rabbitmq_settings import read_settings
 from spate.engine.connectors.rabbitmq_stream import RabbitStreamReader, RabbitStreamSink
+from spate.engine.planner import plan_pipeline
+from spate.engine.planner.errors import PlanningError
 from spate.engine.runtime.runner import EpochReport
 from tests.engine.connectors.rabbitmq_support import (
     drain_queue,
@@ -400,3 +404,59 @@ def test_a_stream_sinks_default_producer_name_is_its_pipelines_own() -> None:
     named = RABBITMQ.create_sink(_table("sink", (), stream="orders", producer_name="mine"), schema)
     named.pipeline = "t1/p1"
     assert named.producer_name == "mine"  # type: ignore[attr-defined]
+
+
+# -- metadata --------------------------------------------------------------------------
+
+
+def _with_routing_key(**options: Any) -> tuple[Any, T.StructType]:
+    """Settings and stream schema of a source declaring `rk TEXT METADATA FROM
+    'routing_key'` after its data columns."""
+    columns = (*COLUMNS, ColumnDef("rk", T.StringType()))
+    table = replace(_table(columns=columns, **options), metadata={"rk": "routing_key"})
+    settings = RABBITMQ._settings(table)  # type: ignore[attr-defined]
+    columns = RABBITMQ._columns(table, settings)  # type: ignore[attr-defined]
+    return settings, source_schema(settings.spec, columns)
+
+
+def test_routing_key_metadata_of_queue_and_stream_messages(queue_name: str,
+                                                           stream_name: str) -> None:
+    exchange = f"{queue_name}-x"
+    with closing(pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1"))) as amqp:
+        channel = amqp.channel()
+        channel.confirm_delivery()
+        channel.exchange_declare(exchange, "topic", auto_delete=True)
+        channel.queue_bind(queue_name, exchange, "orders.*")
+        channel.queue_declare(stream_name, passive=True)  # a stream is a queue to AMQP too
+        for key, record in zip(("orders.eu", "orders.us"), _records(1, 2), strict=True):
+            channel.basic_publish(exchange, key, record)
+        channel.basic_publish("", stream_name, _records(3)[0])  # routed by the default exchange
+    publish_to_stream(stream_name, _records(4))  # the stream protocol: no routing key
+
+    settings, schema = _with_routing_key(mode="queue", queue=queue_name)
+    queue = RabbitQueueReader(settings, schema)
+    batches, end = queue.read(queue.initialOffset())
+    queue.commit(end)
+    queue.stop()
+    rows = pa.Table.from_batches(list(batches)).to_pylist()
+    assert [(r["id"], r["rk"]) for r in rows] == [(1, "orders.eu"), (2, "orders.us")]
+
+    settings, schema = _with_routing_key(stream=stream_name, **{"source.offset": "earliest"})
+    stream = RabbitStreamReader(settings, schema)
+    batches, _ = stream.read(stream.initialOffset())
+    stream.stop()
+    rows = pa.Table.from_batches(list(batches)).to_pylist()
+    assert [(r["id"], r["rk"]) for r in rows] == [(3, stream_name), (4, None)]
+
+
+def test_routing_key_metadata_is_planned_for_sources_only() -> None:
+    source = ("CREATE TABLE q (id BIGINT, rk TEXT METADATA FROM 'routing_key') WITH ("
+              "connector = 'rabbitmq', type = 'source', mode = 'queue', host = 'h', "
+              "queue = 'q', format = 'json');\n")
+    sink = ("CREATE TABLE o WITH (connector = 'rabbitmq', type = 'sink', mode = 'queue', "
+            "host = 'h', routing_key = 'o', format = 'json');\n")
+    plan = plan_pipeline(source + sink + "INSERT INTO o SELECT id, rk FROM q;\n")
+    assert plan.tables["q"].config.metadata == {"rk": "routing_key"}
+    with pytest.raises(PlanningError, match="unknown metadata 'key'.*'routing_key'"):
+        plan_pipeline(source.replace("'routing_key'", "'key'") + sink
+                      + "INSERT INTO o SELECT id, rk FROM q;\n")
