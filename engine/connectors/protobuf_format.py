@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -100,44 +101,54 @@ def check_compatible(message: Descriptor, columns: list[tuple[str, T.DataType]],
             known = ", ".join(f.name for f in message.fields) or "none"
             raise ConnectorError(f"column '{name}' is not a field of message "
                                  f"'{message.full_name}' (its fields: {known})", option=option)
-        problem = _mismatch(field, data_type, name)
+        problem = field_mismatch(field, data_type, name, _SCALARS, _describe)
         if problem is not None:
             raise ConnectorError(problem, option=option)
 
 
-def _mismatch(field: FieldDescriptor, data_type: T.DataType, path: str,
-              element: bool = False) -> str | None:
+def field_mismatch(field: FieldDescriptor, data_type: T.DataType, path: str,
+                   scalars: Mapping[int, tuple[type[T.DataType], ...]],
+                   describe: Callable[[str, str, T.DataType], str], doing: str = "read",
+                   element: bool = False) -> str | None:
+    """What keeps a column of ``data_type`` from matching ``field`` (None: nothing).
+
+    Shared by sources (which read fields into columns) and sinks (which write columns
+    into fields): ``scalars`` says which column types each scalar field type fits,
+    ``describe`` words a mismatch, ``doing`` is "read" or "written"."""
     if _repeated(field) and not element:
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            return f"field '{path}': protobuf maps cannot be read yet"
+            return f"field '{path}': protobuf maps cannot be {doing} yet"
         if not isinstance(data_type, T.ArrayType):
-            return _describe(path, f"repeated {_type_name(field)}", data_type)
-        return _mismatch(field, data_type.elementType, f"{path}[]", element=True)
+            return describe(path, f"repeated {type_name(field)}", data_type)
+        return field_mismatch(field, data_type.elementType, f"{path}[]", scalars, describe,
+                              doing, element=True)
     if field.type == _FD.TYPE_MESSAGE or field.type == _FD.TYPE_GROUP:
         if field.message_type.full_name == TIMESTAMP:
             ok = isinstance(data_type, T.TimestampType)
-            return None if ok else _describe(path, TIMESTAMP, data_type)
+            return None if ok else describe(path, TIMESTAMP, data_type)
         if not isinstance(data_type, T.StructType):
-            return _describe(path, field.message_type.full_name, data_type)
+            return describe(path, field.message_type.full_name, data_type)
         for inner in data_type.fields:
             sub = field.message_type.fields_by_name.get(inner.name)
             if sub is None:
                 return (f"field '{path}.{inner.name}' is not in message "
                         f"'{field.message_type.full_name}'")
-            problem = _mismatch(sub, inner.dataType, f"{path}.{inner.name}")
+            problem = field_mismatch(sub, inner.dataType, f"{path}.{inner.name}", scalars,
+                                     describe, doing)
             if problem is not None:
                 return problem
         return None
-    if isinstance(data_type, _SCALARS.get(field.type, ())):
+    if isinstance(data_type, scalars.get(field.type, ())):
         return None
-    return _describe(path, _type_name(field), data_type)
+    return describe(path, type_name(field), data_type)
 
 
 def _repeated(field: FieldDescriptor) -> bool:
     return bool(field.label == _FD.LABEL_REPEATED)
 
 
-def _type_name(field: FieldDescriptor) -> str:
+def type_name(field: FieldDescriptor) -> str:
+    """A field's protobuf type as a .proto file names it (for messages)."""
     if field.message_type is not None:
         return str(field.message_type.full_name)
     if field.enum_type is not None:

@@ -29,7 +29,11 @@ from pyspark.sql import types as T
 
 from spate.engine.connectors.avro_format import HEADER, MAGIC
 from spate.engine.connectors.base import ConnectorError
-from spate.engine.connectors.protobuf_format import TIMESTAMP, message_descriptor
+from spate.engine.connectors.protobuf_format import (
+    TIMESTAMP,
+    field_mismatch,
+    message_descriptor,
+)
 
 _FD = FieldDescriptor
 _SMALL_INTS = (T.ByteType, T.ShortType, T.IntegerType)
@@ -64,47 +68,10 @@ def check_writable(message: Descriptor, columns: Sequence[tuple[str, T.DataType 
             raise ConnectorError(f"column '{name}' is not a field of message "
                                  f"'{message.full_name}' (its fields: {known}); rename it "
                                  "with AS or leave it out of the query", option=option)
-        problem = None if data_type is None else _unwritable(field, data_type, name)
+        problem = None if data_type is None else field_mismatch(
+            field, data_type, name, _WRITABLE, _describe, "written")
         if problem is not None:
             raise ConnectorError(problem, option=option)
-
-
-def _unwritable(field: FieldDescriptor, data_type: T.DataType, path: str,
-                element: bool = False) -> str | None:
-    if field.label == _FD.LABEL_REPEATED and not element:
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            return f"field '{path}': protobuf maps cannot be written yet"
-        if not isinstance(data_type, T.ArrayType):
-            return _describe(path, f"repeated {_type_name(field)}", data_type)
-        return _unwritable(field, data_type.elementType, f"{path}[]", element=True)
-    if field.message_type is not None:
-        if field.message_type.full_name == TIMESTAMP:
-            ok = isinstance(data_type, T.TimestampType)
-            return None if ok else _describe(path, TIMESTAMP, data_type)
-        if not isinstance(data_type, T.StructType):
-            return _describe(path, field.message_type.full_name, data_type)
-        for inner in data_type.fields:
-            sub = field.message_type.fields_by_name.get(inner.name)
-            if sub is None:
-                return (f"field '{path}.{inner.name}' is not in message "
-                        f"'{field.message_type.full_name}'")
-            problem = _unwritable(sub, inner.dataType, f"{path}.{inner.name}")
-            if problem is not None:
-                return problem
-        return None
-    if isinstance(data_type, _WRITABLE.get(field.type, ())):
-        return None
-    return _describe(path, _type_name(field), data_type)
-
-
-def _type_name(field: FieldDescriptor) -> str:
-    if field.enum_type is not None:
-        return f"enum {field.enum_type.full_name}"
-    if field.message_type is not None:
-        return str(field.message_type.full_name)
-    names = {v: k[len("TYPE_"):].lower() for k, v in vars(_FD).items()
-             if k.startswith("TYPE_") and isinstance(v, int)}
-    return str(names.get(field.type, field.type))
 
 
 def _describe(path: str, proto: str, data_type: T.DataType) -> str:
