@@ -18,7 +18,6 @@ import json
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -59,6 +58,7 @@ from spate.engine.connectors.metadata import (
     TYPE,
     specs,
 )
+from spate.engine.connectors.numbered import NumberedBuffer
 from spate.engine.connectors.options import (
     OptionReader,
     check_role,
@@ -82,9 +82,6 @@ log = logging.getLogger(__name__)
 SECRET_OPTION = "spate_http_secret"
 DEFAULT_MAX_MESSAGES_PER_BATCH = 10_000
 DEFAULT_TIMEOUT_MS = 30_000
-#: How long a batch replayed from Spark's checkpoint waits for a resumable feed
-#: (sse) to receive its messages again.
-REPLAY_WAIT_S = 10.0
 #: Reconnection backoff of a feed whose connection ended or failed.
 RECONNECT_FIRST_S = 0.1
 RECONNECT_MAX_S = 5.0
@@ -339,10 +336,8 @@ class Feed:
         #: the cursor of the last message received (where a reconnect resumes)
         self.cursor = cursor
         self.stopping = threading.Event()
-        self._lock = threading.Lock()
-        self._waiting: deque[Message] = deque()
-        #: in a batch, not yet committed: (its number, message)
-        self._admitted: deque[tuple[int, Message]] = deque()
+        #: received, then numbered into batches until their epoch commits
+        self._messages: NumberedBuffer[Message] = NumberedBuffer()
         self._failure: ConnectorError | None = None
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"spate-feed-{self.table}")
@@ -356,14 +351,13 @@ class Feed:
         raise NotImplementedError
 
     def deliver(self, payload: bytes, cursor: str | None = None) -> None:
-        with self._lock:
-            self.cursor = cursor
-            self._waiting.append(Message(payload, time.time_ns() // 1000, cursor))
+        self.cursor = cursor
+        self._messages.put(Message(payload, time.time_ns() // 1000, cursor))
 
     def _run(self) -> None:
         delay = RECONNECT_FIRST_S
         while not self.stopping.is_set():
-            received = len(self._waiting) + len(self._admitted)
+            received = len(self._messages)
             try:
                 self.session()
             except FeedFailedError as failure:
@@ -376,7 +370,7 @@ class Feed:
                 log.warning("feed connection failed; reconnecting",
                             extra={"table": self.table, "endpoint": self.endpoint.shown,
                                    "error": type(problem).__name__})
-            if len(self._waiting) + len(self._admitted) > received:
+            if len(self._messages) > received:
                 delay = RECONNECT_FIRST_S
             if self.stopping.wait(delay):
                 return
@@ -388,40 +382,20 @@ class Feed:
 
     def admit(self, after: int, most: int | None) -> tuple[int, str | None]:
         """Number waiting messages from ``after + 1`` (at most ``most``) into a batch:
-        how many joined, and the cursor of the last one.  Messages of batches Spark
-        never logged (numbered beyond ``after``) wait again first."""
-        with self._lock:
-            while self._admitted and self._admitted[-1][0] > after:
-                self._waiting.appendleft(self._admitted.pop()[1])
-            count = len(self._waiting) if most is None else min(most, len(self._waiting))
-            last: Message | None = None
-            for number in range(after + 1, after + count + 1):
-                last = self._waiting.popleft()
-                self._admitted.append((number, last))
-        return count, None if last is None else last.cursor
+        how many joined, and the cursor of the last one."""
+        admitted = self._messages.admit(after, most)
+        return len(admitted), admitted[-1].cursor if admitted else None
 
     def batch(self, first: int, last: int) -> list[Message]:
         """The messages numbered ``first + 1 .. last``.  A batch replayed from Spark's
         checkpoint after a restart: a resumable feed receives it again (waiting up to
-        :data:`REPLAY_WAIT_S`); another has lost it (at-most-once)."""
-        with self._lock:
-            numbered = bool(self._admitted) and self._admitted[-1][0] > first
-        if not numbered:
-            if not self.resumable:
-                return []
-            deadline = time.monotonic() + REPLAY_WAIT_S
-            while len(self._waiting) < last - first and time.monotonic() < deadline:
-                self.check()
-                time.sleep(0.05)
-            self.admit(first, last - first)
-        with self._lock:
-            return [m for number, m in self._admitted if first < number <= last]
+        :data:`~.numbered.REPLAY_WAIT_S`); another has lost it (at-most-once)."""
+        return self._messages.batch(first, last, redelivered=self.resumable,
+                                    check=self.check)
 
     def forget_through(self, number: int) -> None:
         """Drop the messages numbered up to ``number``: their epochs committed."""
-        with self._lock:
-            while self._admitted and self._admitted[0][0] <= number:
-                self._admitted.popleft()
+        self._messages.release_through(number)
 
     def close(self) -> None:
         self.stopping.set()

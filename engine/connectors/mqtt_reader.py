@@ -22,9 +22,7 @@ anything: at-most-once.  Event time is the arrival time at the reader.
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +41,7 @@ from spate.engine.connectors.decoders import source_decoder
 from spate.engine.connectors.formats import FormatSpec
 from spate.engine.connectors.metadata_columns import decoded_schema, merge_physical
 from spate.engine.connectors.mqtt_client import BrokerSettings, close, connect, subscribe
+from spate.engine.connectors.numbered import NumberedBuffer
 from spate.engine.connectors.streaming import (
     SpateDataSource,
     default_limit,
@@ -54,9 +53,6 @@ from spate.engine.python_workers import settle
 log = logging.getLogger(__name__)
 
 SOURCE_NAME = "spate_mqtt"
-#: How long a batch replayed from Spark's checkpoint waits for the broker to
-#: deliver its messages again.
-REPLAY_WAIT_S = 10.0
 #: JSON whitespace for the line breaks inside a JSON message (records are lines).
 _LINE_BREAKS = bytes.maketrans(b"\r\n", b"  ")
 
@@ -155,11 +151,8 @@ class _Subscription:
     def __init__(self, settings: dict[str, Any]) -> None:
         self.table: str = settings["table"]
         self.broker = BrokerSettings(**settings["broker"])
-        self._lock = threading.Lock()
-        #: received, not yet in a batch
-        self._waiting: deque[Message] = deque()
-        #: in a batch, not yet acknowledged: (its number, message)
-        self._admitted: deque[tuple[int, Message]] = deque()
+        #: received, then numbered into batches until acknowledged
+        self._messages: NumberedBuffer[Message] = NumberedBuffer()
         self._lost: str | None = None
         what = f"mqtt source '{self.table}'"
         self._client = connect(self.broker, settings["client_id"], what=what, persistent=True,
@@ -179,38 +172,20 @@ class _Subscription:
             raise ConnectorError(self._lost, option="url")
 
     def admit(self, after: int, most: int | None) -> int:
-        """Number the waiting messages from ``after + 1`` (at most ``most``) into a batch;
-        how many joined.  Messages of batches Spark never logged (numbered beyond
-        ``after``) wait again first."""
-        with self._lock:
-            while self._admitted and self._admitted[-1][0] > after:
-                self._waiting.appendleft(self._admitted.pop()[1])
-            count = len(self._waiting) if most is None else min(most, len(self._waiting))
-            for number in range(after + 1, after + count + 1):
-                self._admitted.append((number, self._waiting.popleft()))
-        return count
+        """Number waiting messages from ``after + 1`` (at most ``most``) into a batch;
+        how many joined."""
+        return len(self._messages.admit(after, most))
 
     def batch(self, first: int, last: int) -> list[Message]:
-        """The messages numbered ``first + 1 .. last``.  A batch replayed from Spark's
-        checkpoint after a restart is made of the messages the broker delivers again
-        (waiting up to :data:`REPLAY_WAIT_S` for them)."""
-        with self._lock:
-            numbered = bool(self._admitted) and self._admitted[-1][0] > first
-        if not numbered:
-            deadline = time.monotonic() + REPLAY_WAIT_S
-            while len(self._waiting) < last - first and time.monotonic() < deadline:
-                time.sleep(0.05)
-            self.admit(first, last - first)
-        with self._lock:
-            return [m for number, m in self._admitted if first < number <= last]
+        """The messages numbered ``first + 1 .. last`` (a replayed batch: the ones the
+        broker delivers again, waiting up to :data:`~.numbered.REPLAY_WAIT_S`)."""
+        return self._messages.batch(first, last)
 
     def acknowledge_through(self, number: int) -> None:
         """Acknowledge the messages numbered up to ``number``: their epochs committed."""
-        with self._lock:
-            while self._admitted and self._admitted[0][0] <= number:
-                message = self._admitted.popleft()[1]
-                if message.qos > 0:
-                    self._client.ack(message.mid, message.qos)
+        for message in self._messages.release_through(number):
+            if message.qos > 0:
+                self._client.ack(message.mid, message.qos)
 
     def close(self) -> None:
         close(self._client)
@@ -219,8 +194,7 @@ class _Subscription:
                     message: paho.MQTTMessage) -> None:
         received = Message(message.mid, message.qos, message.topic, bytes(message.payload),
                            time.time_ns() // 1000)
-        with self._lock:
-            self._waiting.append(received)
+        self._messages.put(received)
 
     def _on_disconnect(self, _client: paho.Client, _userdata: Any, _flags: Any,
                        reason: Any, _properties: Any) -> None:
