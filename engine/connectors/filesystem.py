@@ -173,9 +173,10 @@ class FilesystemConnector(Connector):
         root = parse_location(given, s3, table.boundary)
         kind, spec = _format(options, role)
         columns = table.data_columns
-        if not columns:
-            raise ConnectorError(f"filesystem table '{table.name}' needs its columns declared",
-                                 option="format")
+        if not columns and role == SOURCE:
+            raise ConnectorError(f"filesystem source '{table.name}' needs its columns "
+                                 "declared, e.g. CREATE TABLE t (id BIGINT, name TEXT) WITH "
+                                 "(...)", option="format")
         check_columns(spec, columns, role)
         if role == SOURCE:
             check_source_options(options)

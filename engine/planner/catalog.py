@@ -233,7 +233,8 @@ def _connector(name: str, connector_name: str | None, temporary: bool,
             message = f"unknown connector '{connector_name}'; known connectors: {known}"
         raise text.error(message, option_nodes.get("connector"), fallback)
     chosen_format = (options.get("format") or "").strip().lower()
-    if chosen_format in NOT_YET_FORMATS:
+    # the filesystem connector writes and reads whole parquet files, not records
+    if chosen_format in NOT_YET_FORMATS and connector.name != "filesystem":
         raise text.error(f"format '{chosen_format}' is not supported yet; Spate reads and "
                          "writes 'json', 'debezium_json', 'avro', 'protobuf', 'raw_string' and "
                          "'raw_bytes'",
