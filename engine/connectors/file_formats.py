@@ -106,12 +106,13 @@ class FileDecoder:
                                             include_columns=self.schema.names)
             table = pa_csv.read_csv(io.BytesIO(data), convert_options=convert)
             return table.select(self.schema.names).cast(self.schema)
-        records = list(fastavro.reader(io.BytesIO(data)))
+        records: list[Any] = list(fastavro.reader(io.BytesIO(data)))
         columns = {name: [r.get(name) for r in records] for name in self.schema.names}
         return pa.Table.from_pydict(columns, schema=self.schema)
 
 
 def estimate_row_bytes(table: pa.Table) -> float:
     """Bytes per row in memory: a rough size of the row once written."""
-    return float(table.nbytes) / max(1, table.num_rows)
+    size: int = table.nbytes
+    return size / max(1, table.num_rows)
 

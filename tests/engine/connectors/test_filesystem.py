@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
-import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import pytest
@@ -22,7 +21,7 @@ from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, Table
 from spate.engine.connectors.filesystem_reader import FilesystemDataSource
 from spate.engine.connectors.object_store import PENDING_DIR
 from tests.engine.connectors.s3_support import S3Server, serve_s3
-from tests.engine.connectors.support import make_table, run_stream
+from tests.engine.connectors.support import make_table
 
 COLUMNS = (ColumnDef("id", T.LongType()), ColumnDef("kind", T.StringType()),
            ColumnDef("at", T.TimestampType()), ColumnDef("price", T.DoubleType()))
@@ -50,7 +49,8 @@ def _table(path: str, role: str = "sink", columns: tuple[ColumnDef, ...] = COLUM
 
 
 def _s3_table(s3: S3Server, path: str, role: str = "sink", **options: Any) -> TableConfig:
-    settings = {**s3.options(path), "type": role, **{k.replace("__", "."): str(v) for k, v in options.items()}}
+    settings = {**s3.options(path), "type": role,
+                **{k.replace("__", "."): str(v) for k, v in options.items()}}
     return TableConfig("t", "filesystem", role, settings, COLUMNS)
 
 
@@ -185,7 +185,8 @@ def test_one_shot_reads_a_tree_of_files_once_skipping_hidden_ones(tmp_path: Path
     (root / "day=2" / "deep" / "c.json").write_text('{"id": 4, "kind": "z"}\n')
     (root / "_SUCCESS").write_text("")
     (root / ".d.json.pending").write_text('{"id": 99}\n')
-    table = make_table("filesystem", "source", COLUMNS[:2], path=str(root), format="json", type="source",
+    table = make_table("filesystem", "source", COLUMNS[:2], path=str(root), format="json",
+                       type="source",
                        bad_data="drop")
     table = TableConfig(table.name, table.connector, table.role, table.options,
                         (*COLUMNS[:2], ColumnDef("file", T.StringType())),
@@ -236,8 +237,8 @@ def test_options_are_checked_with_the_option_at_fault(tmp_path: Path) -> None:
         "region": {"format": "json", "region": "us-east-1"},
     }
     for option, options in cases.items():
-        table = TableConfig("t", "filesystem", "sink", {"path": str(tmp_path), "type": "sink", **options},
-                            COLUMNS)
+        settings = {"path": str(tmp_path), "type": "sink", **options}
+        table = TableConfig("t", "filesystem", "sink", settings, COLUMNS)
         with pytest.raises(ConnectorError) as caught:
             connector.validate(table)
         assert caught.value.option == option, option

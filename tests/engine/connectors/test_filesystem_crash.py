@@ -111,7 +111,7 @@ def crash_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CrashRun]:
         for index in range(FILES_BEFORE):
             _write_input(inbox, index)
 
-        def complete() -> bool:
+        def complete(server: S3Server = server, bucket: str = bucket) -> bool:
             return set(_s3_ids(server, bucket)) >= set(KEPT) and \
                 set(_local_ids(local_out)) >= set(KEPT)
 
