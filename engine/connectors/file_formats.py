@@ -113,6 +113,7 @@ class FileDecoder:
 
 def estimate_row_bytes(table: pa.Table) -> float:
     """Bytes per row in memory: a rough size of the row once written."""
-    size: int = table.nbytes
-    return size / max(1, table.num_rows)
+    size = float(table.nbytes)
+    rows = float(max(1, table.num_rows))
+    return size / rows
 
