@@ -27,7 +27,7 @@ DEBEZIUM_JSON = "debezium_json"
 #: Connectors and formats of Arroyo's dialect that Spate has not implemented yet:
 #: refused as such rather than as unknown names.
 NOT_YET_CONNECTORS = frozenset({
-    "confluent", "redpanda", "kinesis", "filesystem", "delta", "iceberg", "fluvio",
+    "confluent", "redpanda", "kinesis", "delta", "iceberg", "fluvio",
     "mqtt", "nats", "rabbitmq", "mysql",
 })
 NOT_YET_FORMATS = frozenset({"parquet"})
