@@ -193,6 +193,8 @@ class LocalStore(Store):
                 if file.startswith((".", "_")):
                     continue
                 full = os.path.join(directory, file)
+                if os.path.islink(full):
+                    continue  # a link could lead out of the tenant's storage root
                 stat = os.stat(full)
                 name = os.path.relpath(full, self.root).replace(os.sep, "/")
                 entries.append(FileEntry(name, stat.st_size, stat.st_mtime_ns))
