@@ -6,7 +6,9 @@ The pipeline: an ``impulse`` source of ``EVENTS`` rows, four computed columns,
 into a ``filesystem`` sink writing parquet under an ``s3://`` prefix, exactly
 once (multipart uploads completed after each epoch's commit). The ceiling: the
 same bytes (every file the pipeline wrote, read back) uploaded again by a
-plain ``put_object`` loop on the same server, same file sizes. Events/s and
+plain ``put_object`` loop on the same server, same file sizes. The same
+pipeline into ``blackhole`` first shows how much of the time is the engine's
+(query start, generating and projecting the rows) rather than the sink's. Events/s and
 bytes/s of both go to ``results.json`` under ``s3_parquet``; BENCHMARKS.md
 quotes them. The test checks every row arrived; it asserts nothing about speed.
 """
@@ -37,14 +39,15 @@ def s3() -> Iterator[S3Server]:
     yield from serve_s3()
 
 
-def _sql(s3: S3Server, bucket: str) -> str:
+def _sql(s3: S3Server, bucket: str, blackhole: bool = False) -> str:
     options = ", ".join(f"'{k}' = '{v}'" for k, v in
                         s3.options(f"s3://{bucket}/bench").items())
+    sink = "connector = 'blackhole'" if blackhole else f"""connector = 'filesystem', \
+type = 'sink', format = 'parquet', 'rolling_policy.file_size' = '16MB', {options}"""
     return f"""
 CREATE TABLE ticks (counter BIGINT NOT NULL, subtask_index BIGINT NOT NULL)
 WITH (connector = 'impulse', event_rate = '100000000', message_count = '{EVENTS}');
-CREATE TABLE out WITH (connector = 'filesystem', type = 'sink', format = 'parquet',
-                       'rolling_policy.file_size' = '16MB', {options});
+CREATE TABLE out WITH ({sink});
 INSERT INTO out SELECT counter, counter * 3 AS tripled, counter % 1000 AS bucket,
                        CAST(counter AS TEXT) AS label FROM ticks;
 """
@@ -53,8 +56,14 @@ INSERT INTO out SELECT counter, counter * 3 AS tripled, counter % 1000 AS bucket
 def test_s3_parquet_sink_against_a_boto3_upload_loop(spark: SparkSession, s3: S3Server,
                                                      tmp_path: Path) -> None:
     bucket = s3.create_bucket()
+    blackhole_s = 0.0
+    for attempt in range(2):  # the same pipeline into blackhole (the first run warms up)
+        started = time.perf_counter()
+        run_pipeline(spark, _sql(s3, bucket, blackhole=True),
+                     tmp_path / f"blackhole{attempt}", timeout_s=1800)
+        blackhole_s = time.perf_counter() - started
     started = time.perf_counter()
-    run_pipeline(spark, _sql(s3, bucket), tmp_path, timeout_s=1800)
+    run_pipeline(spark, _sql(s3, bucket), tmp_path / "s3", timeout_s=1800)
     pipeline_s = time.perf_counter() - started
     client = s3.client()
     keys = s3.keys(bucket)
@@ -69,6 +78,7 @@ def test_s3_parquet_sink_against_a_boto3_upload_loop(spark: SparkSession, s3: S3
     result = {
         "events": EVENTS, "files": len(files), "bytes": total,
         "pipeline_s": round(pipeline_s, 2), "loop_s": round(loop_s, 2),
+        "blackhole_s": round(blackhole_s, 2),
         "pipeline_events_per_s": round(EVENTS / pipeline_s),
         "pipeline_bytes_per_s": round(total / pipeline_s),
         "loop_events_per_s": round(EVENTS / loop_s),
