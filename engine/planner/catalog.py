@@ -27,7 +27,7 @@ DEBEZIUM_JSON = "debezium_json"
 #: Connectors and formats of Arroyo's dialect that Spate has not implemented yet:
 #: refused as such rather than as unknown names.
 NOT_YET_CONNECTORS = frozenset({
-    "confluent", "redpanda", "kinesis", "filesystem", "delta", "iceberg", "fluvio",
+    "confluent", "redpanda", "kinesis", "delta", "iceberg", "fluvio",
     "mqtt", "nats", "rabbitmq", "mysql",
 })
 NOT_YET_FORMATS = frozenset({"parquet"})
@@ -233,7 +233,8 @@ def _connector(name: str, connector_name: str | None, temporary: bool,
             message = f"unknown connector '{connector_name}'; known connectors: {known}"
         raise text.error(message, option_nodes.get("connector"), fallback)
     chosen_format = (options.get("format") or "").strip().lower()
-    if chosen_format in NOT_YET_FORMATS:
+    # the filesystem connector writes and reads whole parquet files, not records
+    if chosen_format in NOT_YET_FORMATS and connector.name != "filesystem":
         raise text.error(f"format '{chosen_format}' is not supported yet; Spate reads and "
                          "writes 'json', 'debezium_json', 'avro', 'protobuf', 'raw_string' and "
                          "'raw_bytes'",

@@ -1,0 +1,266 @@
+"""The filesystem connector: files in a local folder or on S3 (a real moto server)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
+from spate.engine.connectors.filesystem_reader import FilesystemDataSource
+from spate.engine.connectors.object_store import PENDING_DIR
+from tests.engine.connectors.s3_support import S3Server, serve_s3
+from tests.engine.connectors.support import make_table
+
+COLUMNS = (ColumnDef("id", T.LongType()), ColumnDef("kind", T.StringType()),
+           ColumnDef("at", T.TimestampType()), ColumnDef("price", T.DoubleType()))
+SCHEMA = T.StructType([T.StructField(c.name, c.spark_type) for c in COLUMNS])
+START = dt.datetime(2024, 5, 1, 10, 0, tzinfo=dt.UTC)
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    yield from serve_s3()
+
+
+def _rows(first: int, count: int) -> list[tuple[Any, ...]]:
+    return [(i, "ab"[i % 2], START + dt.timedelta(minutes=30 * (i % 4)), i / 4)
+            for i in range(first, first + count)]
+
+
+def _frame(spark: SparkSession, first: int, count: int) -> DataFrame:
+    return spark.createDataFrame(_rows(first, count), SCHEMA)
+
+
+def _table(path: str, role: str = "sink", columns: tuple[ColumnDef, ...] = COLUMNS,
+           **options: Any) -> TableConfig:
+    return make_table("filesystem", role, columns, path=path, type=role, **options)
+
+
+def _s3_table(s3: S3Server, path: str, role: str = "sink", **options: Any) -> TableConfig:
+    settings = {**s3.options(path), "type": role,
+                **{k.replace("__", "."): str(v) for k, v in options.items()}}
+    return TableConfig("t", "filesystem", role, settings, COLUMNS)
+
+
+def _decode(kind: str, data: bytes) -> list[dict[str, Any]]:
+    if kind == "parquet":
+        return pq.read_table(io.BytesIO(data)).to_pylist()
+    if kind == "csv":
+        return pa_csv.read_csv(io.BytesIO(data)).to_pylist()
+    if kind == "avro":
+        return list(fastavro.reader(io.BytesIO(data)))
+    return [json.loads(line) for line in data.decode().splitlines()]
+
+
+def _local_files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and PENDING_DIR not in p.parts}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("kind", ["json", "parquet", "avro", "csv"])
+def test_each_format_round_trips_locally_and_on_s3(spark: SparkSession, s3: S3Server,
+                                                   tmp_path: Path, kind: str) -> None:
+    bucket = s3.create_bucket()
+    df = _frame(spark, 0, 10)
+    for table in (_table(str(tmp_path / "out"), format=kind),
+                  _s3_table(s3, f"s3://{bucket}/out", format=kind)):
+        sink = CONNECTORS["filesystem"].create_sink(table, SCHEMA)
+        sink.open(None)
+        marker = sink.write_epoch(0, df)
+        assert sink.epoch_bytes and sink.epoch_bytes > 0
+        sink.committed(0)
+        sink.close()
+        assert [name for name, _ in marker["files"]] == [f"part-0000000000-000-00000.{kind}"]
+    local = _local_files(tmp_path / "out")
+    assert list(local) == [f"part-0000000000-000-00000.{kind}"]
+    assert s3.keys(bucket) == [f"out/part-0000000000-000-00000.{kind}"]
+    for data in (local[f"part-0000000000-000-00000.{kind}"],
+                 s3.get(bucket, f"out/part-0000000000-000-00000.{kind}")):
+        rows = _decode(kind, data)
+        assert [int(r["id"]) for r in rows] == list(range(10))
+        assert [r["kind"] for r in rows] == ["ab"[i % 2] for i in range(10)]
+        assert [float(r["price"]) for r in rows] == [i / 4 for i in range(10)]
+    # and the source reads every format back (Spark's own run: the end-to-end test)
+    source = _table(str(tmp_path / "out"), "source", format=kind)
+    reader = _reader(source)
+    start = reader.initialOffset()
+    got = [r for r in _read_batch(reader, start, reader.latestOffset(start, None))
+           if r["_spate_control"] is None]
+    assert [r["id"] for r in got] == list(range(10))
+    assert got[1]["at"] == dt.datetime(2024, 5, 1, 10, 30, tzinfo=dt.UTC)
+
+
+@pytest.mark.spark
+def test_partitioning_and_rolling_lay_out_directories(spark: SparkSession, s3: S3Server,
+                                                      tmp_path: Path) -> None:
+    bucket = s3.create_bucket()
+    options = {"format": "json", "partitioning__fields": "kind",
+               "partitioning__time_pattern": "%Y/%m/%d/%H", "rolling_policy__max_records": "3"}
+    df = _frame(spark, 0, 16)  # per hour and kind: 4 rows -> files of 3 and 1
+    for table in (_table(str(tmp_path / "out"), **options),
+                  _s3_table(s3, f"s3://{bucket}/p", **options)):
+        sink = CONNECTORS["filesystem"].create_sink(table, SCHEMA)
+        sink.open(None)
+        sink.write_epoch(3, df)
+        sink.committed(3)
+    expected = [f"2024/05/01/{hour}/kind={kind}/part-0000000003-000-{seq:05d}.json"
+                for seq, (hour, kind) in enumerate(
+                    (h, k) for h in ("10", "11") for k in "ab" for _ in range(2))]
+    assert sorted(_local_files(tmp_path / "out")) == sorted(expected)
+    assert s3.keys(bucket) == sorted(f"p/{name}" for name in expected)
+    files = _local_files(tmp_path / "out")
+    sizes = sorted(len(_decode("json", files[name])) for name in expected)
+    assert sizes == [1, 1, 1, 1, 3, 3, 3, 3]
+    for name, data in files.items():
+        kind = name.split("kind=")[1][0]
+        assert {r["kind"] for r in _decode("json", data)} == {kind}
+
+
+@pytest.mark.spark
+def test_a_crash_before_the_commit_publishes_nothing_and_reopening_finishes(
+        spark: SparkSession, s3: S3Server, tmp_path: Path) -> None:
+    bucket = s3.create_bucket()
+    for table, listed in (
+            (_table(str(tmp_path / "out"), format="parquet"),
+             lambda: sorted(_local_files(tmp_path / "out"))),
+            (_s3_table(s3, f"s3://{bucket}/x", format="parquet"),
+             lambda: [k.removeprefix("x/") for k in s3.keys(bucket)])):
+        connector = CONNECTORS["filesystem"]
+        sink = connector.create_sink(table, SCHEMA)
+        sink.open(None)
+        first = sink.write_epoch(0, _frame(spark, 0, 5))
+        sink.committed(0)
+        sink.write_epoch(1, _frame(spark, 5, 5))  # crash: never committed
+        assert listed() == ["part-0000000000-000-00000.parquet"]
+        sink = connector.create_sink(table, SCHEMA)
+        sink.open(first)  # the engine's last commit was epoch 0
+        second = sink.write_epoch(1, _frame(spark, 5, 5))
+        # crash after the engine committed epoch 1, before committed(1)
+        assert listed() == ["part-0000000000-000-00000.parquet"]
+        sink = connector.create_sink(table, SCHEMA)
+        sink.open(second)
+        sink.open(second)  # idempotent
+        assert listed() == ["part-0000000000-000-00000.parquet",
+                            "part-0000000001-000-00000.parquet"]
+    assert not (tmp_path / "out" / PENDING_DIR).exists()
+    assert s3.uploads(bucket) == []
+    rows = pq.read_table(tmp_path / "out").to_pylist()
+    assert sorted(r["id"] for r in rows) == list(range(10))
+
+
+def _reader(table: TableConfig, parallelism: int = 2) -> Any:
+    options = CONNECTORS["filesystem"].reader_options(table, parallelism)  # type: ignore[attr-defined]
+    source = FilesystemDataSource(options)
+    schema = source.schema()
+    return source.streamReader(schema)
+
+
+def _read_batch(reader: Any, start: dict[str, Any], end: dict[str, Any]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for part in reader.partitions(start, end):
+        for batch in reader.read(part):
+            rows.extend(batch.to_pylist())
+    return rows
+
+
+def test_one_shot_reads_a_tree_of_files_once_skipping_hidden_ones(tmp_path: Path) -> None:
+    root = tmp_path / "in"
+    (root / "day=1").mkdir(parents=True)
+    (root / "day=2" / "deep").mkdir(parents=True)
+    (root / "a.json").write_text('{"id": 1, "kind": "x"}\n{"id": 2, "kind": "y"}\n')
+    (root / "day=1" / "b.json").write_text('{"id": 3, "kind": "x"}\n')
+    (root / "day=2" / "deep" / "c.json").write_text('{"id": 4, "kind": "z"}\n')
+    (root / "_SUCCESS").write_text("")
+    (root / ".d.json.pending").write_text('{"id": 99}\n')
+    table = make_table("filesystem", "source", COLUMNS[:2], path=str(root), format="json",
+                       type="source",
+                       bad_data="drop")
+    table = TableConfig(table.name, table.connector, table.role, table.options,
+                        (*COLUMNS[:2], ColumnDef("file", T.StringType())),
+                        metadata={"file": "file_path"})
+    assert CONNECTORS["filesystem"].is_bounded(table)
+    reader = _reader(table)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, None)
+    assert end["files"] == 3 and end["eof"] and end["bytes"] > 0
+    rows = _read_batch(reader, start, end)
+    data = sorted((r["id"], r["file"], r["_spate_partition"]) for r in rows
+                  if r["_spate_control"] is None)
+    assert [(i, f) for i, f, _ in data] == [(1, "a.json"), (2, "a.json"), (3, "day=1/b.json"),
+                                            (4, "day=2/deep/c.json")]
+    assert {p for _, _, p in data} == {0, 1}  # files dealt to both readers
+    assert [r["_spate_control"] for r in rows if r["_spate_control"]] == ["eof"]
+    assert reader.latestOffset(end, None) == end
+    assert CONNECTORS["filesystem"].batch_bytes(table, start, end) == end["bytes"]
+
+
+def test_continuous_picks_up_files_added_later_on_s3(s3: S3Server) -> None:
+    bucket = s3.create_bucket()
+    client = s3.client()
+    client.put_object(Bucket=bucket, Key="in/1.json", Body=b'{"id": 1}\n{"id": 2}\n')
+    table = _s3_table(s3, f"s3://{bucket}/in", "source", format="json",
+                      source__mode="continuous", source__poll_interval="1 ms")
+    assert not CONNECTORS["filesystem"].is_bounded(table)
+    reader = _reader(table, 1)
+    start = reader.initialOffset()
+    first = reader.latestOffset(start, None)
+    assert [r["id"] for r in _read_batch(reader, start, first)] == [1, 2]
+    assert reader.latestOffset(first, None) == first  # nothing new, no eof
+    client.put_object(Bucket=bucket, Key="in/2.json", Body=b'{"id": 3}\nbroken\n')
+    second = reader.latestOffset(first, None)
+    assert second["files"] == 2 and not second["eof"]
+    with pytest.raises(ConnectorError, match="bad record in 2.json") as caught:
+        _read_batch(reader, first, second)
+    assert caught.value.option == "bad_data"
+    assert "profile-secret" not in json.dumps(reader.settings["store"]["s3"]["bucket"])
+
+
+def test_options_are_checked_with_the_option_at_fault(tmp_path: Path) -> None:
+    connector = CONNECTORS["filesystem"]
+    cases = {
+        "format": {"format": "xml"},
+        "rolling_policy.file_size": {"format": "json", "rolling_policy.file_size": "big"},
+        "partitioning.fields": {"format": "json", "partitioning.fields": "nope"},
+        "region": {"format": "json", "region": "us-east-1"},
+    }
+    for option, options in cases.items():
+        settings = {"path": str(tmp_path), "type": "sink", **options}
+        table = TableConfig("t", "filesystem", "sink", settings, COLUMNS)
+        with pytest.raises(ConnectorError) as caught:
+            connector.validate(table)
+        assert caught.value.option == option, option
+    s3_table = TableConfig("t", "filesystem", "sink", {"path": "s3://bucket/x", "type": "sink",
+                                                       "format": "json", "region": "us-east-1"},
+                           COLUMNS)
+    with pytest.raises(ConnectorError, match="access_key_id"):
+        connector.validate(s3_table)
+
+
+def test_reach_lists_the_prefix_with_the_profiles_keys(s3: S3Server, tmp_path: Path) -> None:
+    bucket = s3.create_bucket()
+    s3.client().put_object(Bucket=bucket, Key="in/1.json", Body=b"{}\n")
+    connector = CONNECTORS["filesystem"]
+    answer = connector.reach(s3.options(f"s3://{bucket}/in"), None,
+                             TableConfig("t", "filesystem", "source", {}, ()).boundary)
+    assert answer is not None and f"s3://{bucket}/in" in answer and "1 object" in answer
+    with pytest.raises(ConnectorError, match="does not exist") as caught:
+        connector.reach(s3.options("s3://no-such-bucket-here/in"), None,
+                        TableConfig("t", "filesystem", "source", {}, ()).boundary)
+    assert "profile-secret" not in str(caught.value)
+    os.makedirs(tmp_path / "d")
+    assert "directory" in (connector.reach({"path": str(tmp_path / "d")}, None,
+                                           TableConfig("t", "filesystem", "source", {},
+                                                       ()).boundary) or "")
