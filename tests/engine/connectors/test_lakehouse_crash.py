@@ -23,12 +23,12 @@ from tests.engine.connectors.lakehouse_support import catalog_name, catalog_uri
 
 pytestmark = pytest.mark.spark
 
-#: 20,000 events at most 1,000 per epoch: 3 auctions in every 50 events.
-EVENTS, PER_EPOCH = 20_000, 1_000
+#: 8,000 events over 8 s, at most 1,000 per epoch: 3 auctions in every 50 events.
+EVENTS, PER_EPOCH, RUNTIME_S = 8_000, 1_000, 8
 AUCTIONS = list(range(1000, 1000 + EVENTS * 3 // 50))
 
 PIPELINE = """
-CREATE TABLE nexmark WITH (connector = 'nexmark', event_rate = '{rate}', runtime = '10',
+CREATE TABLE nexmark WITH (connector = 'nexmark', event_rate = '{rate}', runtime = '{runtime}',
     rate_limited = 'true', max_events_per_batch = '{per_epoch}',
     'nexmark.base_time_ms' = '1700000000000');
 CREATE TABLE lake_delta (id BIGINT, seller BIGINT, initial_bid BIGINT, date_time TIMESTAMP)
@@ -67,7 +67,7 @@ def test_a_kill_mid_stream_and_a_restart_leave_each_record_once(
     uri, catalog = catalog_uri(throwaway_postgres.create()), catalog_name()
     delta, warehouse = tmp_path / "delta", tmp_path / "warehouse"
     (tmp_path / "pipeline.sql").write_text(PIPELINE.format(
-        rate=EVENTS // 10, per_epoch=PER_EPOCH, delta=delta, uri=uri, catalog=catalog,
+        rate=EVENTS // RUNTIME_S, runtime=RUNTIME_S, per_epoch=PER_EPOCH, delta=delta, uri=uri, catalog=catalog,
         warehouse=warehouse))
 
     first = _spate_run(tmp_path, parallelism=1)
@@ -75,7 +75,7 @@ def test_a_kill_mid_stream_and_a_restart_leave_each_record_once(
     while _committed(tmp_path)[0] is None and first.poll() is None \
             and time.monotonic() < deadline:
         time.sleep(0.1)
-    time.sleep(1.0)  # a few epochs in, none near the end
+    time.sleep(0.5)  # an epoch or two in, none near the end
     if first.poll() is None:
         os.killpg(first.pid, signal.SIGKILL)
     _, first_err = first.communicate(timeout=60)
