@@ -20,6 +20,9 @@ BASES = {
     ("single_file", "source"): {"type": "source", "format": "json", "path": "in.jsonl",
                                 "json.unstructured": "true"},
     ("single_file", "sink"): {"type": "sink", "format": "json", "path": "out.jsonl"},
+    ("delta", "sink"): {"path": "lake/t"},
+    ("iceberg", "sink"): {"catalog.uri": "postgresql+psycopg://u@h/db",
+                          "catalog.warehouse": "lake", "table_name": "t"},
     ("impulse", "source"): {"event_rate": "10"},
     ("nexmark", "source"): {"event_rate": "10"},
     ("stdout", "sink"): {"format": "json"},
@@ -146,7 +149,8 @@ def test_secret_options_are_recognised_by_name() -> None:
                        ("kafka", "auth.sasl.password"), ("kinesis", "aws_secret_access_key"),
                        ("kinesis", "aws_session_token"), ("rabbitmq", "password"),
                        ("nats", "auth.password"), ("websocket", "headers"), ("sse", "headers"),
-                       ("polling_http", "headers"), ("webhook", "headers")} | {
+                       ("polling_http", "headers"), ("webhook", "headers"),
+                       ("iceberg", "catalog.password")} | {
                            (connector, name) for connector in ("kafka", "kinesis", "mqtt",
                                                                "rabbitmq", "nats", "redis")
                            for name in ("schema_registry.api_key", "schema_registry.api_secret")}
