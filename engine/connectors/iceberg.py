@@ -111,7 +111,7 @@ def read_settings(options: OptionReader, boundary: Boundary,
                              "postgresql+psycopg://user@host:port/database",
                              option="catalog.uri")
     uri = uri.set(drivername="postgresql+psycopg")
-    if boundary.egress is not None:
+    if boundary.egress is not None and uri.host is not None:
         boundary.egress.check_literal(uri.host, uri.port or 5432, uri.database,
                                       option="catalog.uri")
     password = options.string("catalog.password")

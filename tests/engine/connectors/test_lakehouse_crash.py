@@ -67,8 +67,8 @@ def test_a_kill_mid_stream_and_a_restart_leave_each_record_once(
     uri, catalog = catalog_uri(throwaway_postgres.create()), catalog_name()
     delta, warehouse = tmp_path / "delta", tmp_path / "warehouse"
     (tmp_path / "pipeline.sql").write_text(PIPELINE.format(
-        rate=EVENTS // RUNTIME_S, runtime=RUNTIME_S, per_epoch=PER_EPOCH, delta=delta, uri=uri, catalog=catalog,
-        warehouse=warehouse))
+        rate=EVENTS // RUNTIME_S, runtime=RUNTIME_S, per_epoch=PER_EPOCH, delta=delta,
+        uri=uri, catalog=catalog, warehouse=warehouse))
 
     first = _spate_run(tmp_path, parallelism=1)
     deadline = time.monotonic() + 180
