@@ -53,5 +53,7 @@ def check_append_only(df: DataFrame, connector: str, table: str) -> None:
 
 def epoch_table(df: DataFrame, schema: pa.Schema) -> pa.Table:
     """The epoch's rows as one Arrow table of ``schema``: one Spark action."""
-    table = df.select(*[F.col(f"`{name}`") for name in schema.names]).toArrow()
+    if df.columns != schema.names:  # a projection costs a plan of its own: only if needed
+        df = df.select(*[F.col(f"`{name}`") for name in schema.names])
+    table = df.toArrow()
     return table.cast(schema) if table.schema != schema else table

@@ -23,8 +23,8 @@ from tests.engine.connectors.lakehouse_support import catalog_name, catalog_uri
 
 pytestmark = pytest.mark.spark
 
-#: 8,000 events over 8 s, at most 1,000 per epoch: 3 auctions in every 50 events.
-EVENTS, PER_EPOCH, RUNTIME_S = 8_000, 1_000, 8
+#: 5,000 events over 5 s, at most 1,000 per epoch: 3 auctions in every 50 events.
+EVENTS, PER_EPOCH, RUNTIME_S = 5_000, 1_000, 5
 AUCTIONS = list(range(1000, 1000 + EVENTS * 3 // 50))
 
 PIPELINE = """
