@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
@@ -11,6 +14,13 @@ from pyspark.sql import SparkSession
 from spate.engine.connectors import CONNECTORS, ConnectorError
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.delta import DeltaSink
+from tests.engine.connectors.kinesis_support import (
+    KEY_ID,
+    REGION,
+    SECRET,
+    KinesisServer,
+    serve_kinesis,
+)
 from tests.engine.connectors.lakehouse_support import (
     COLUMNS,
     PIPELINE,
@@ -23,7 +33,7 @@ from tests.engine.connectors.support import make_table
 pytestmark = pytest.mark.spark
 
 
-def _sink(path: Path, **options: str) -> DeltaSink:
+def _sink(path: Path | str, **options: str) -> DeltaSink:
     table = make_table("delta", "sink", COLUMNS, name="orders", path=str(path), **options)
     sink = CONNECTORS["delta"].create_sink(table, None)  # type: ignore[arg-type]
     assert isinstance(sink, DeltaSink)
@@ -93,3 +103,40 @@ def test_options_and_table_mismatches_are_actionable(tmp_path: Path) -> None:
         connector.reach({"path": "/etc"}, None, boundary)
     assert error.value.option == "path"
     assert "first write creates it" in connector.reach({"path": "lake/t"}, None, boundary)
+
+
+@pytest.fixture(scope="module")
+def s3_server() -> Iterator[KinesisServer]:
+    """moto's server (it speaks S3 too), with a bucket ``lake``."""
+    for server in serve_kinesis():
+        boto3.client("s3", endpoint_url=server.url, aws_access_key_id=KEY_ID,
+                     aws_secret_access_key=SECRET, region_name=REGION).create_bucket(
+                         Bucket="lake")
+        yield server
+
+
+def test_a_table_on_s3_with_credentials_from_the_options(spark: SparkSession,
+                                                         s3_server: KinesisServer) -> None:
+    path = f"s3://lake/orders-{secrets.token_hex(4)}"
+    s3 = {"endpoint_url": s3_server.url, "aws_region": REGION, "aws_access_key_id": KEY_ID,
+          "aws_secret_access_key": SECRET}
+    sink = _sink(path, **s3)
+    sink.open(None)
+    first = sink.write_epoch(1, epoch_frame(spark, range(0, 20)))
+    sink.write_epoch(2, epoch_frame(spark, range(20, 30)))
+    sink.close()
+    again = _sink(path, **s3)
+    again.open(first)
+    again.write_epoch(2, epoch_frame(spark, range(20, 30)))  # already there: skipped
+    again.close()
+    storage = {"AWS_ENDPOINT_URL": s3_server.url, "AWS_REGION": REGION,
+               "AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET,
+               "AWS_ALLOW_HTTP": "true"}
+    assert ids_of(DeltaTable(path, storage_options=storage).to_pyarrow_table()) == \
+        list(range(30))
+    reached = CONNECTORS["delta"].reach({"path": path, **s3}, None, Boundary())
+    assert "version" in reached and SECRET not in reached
+    with pytest.raises(ConnectorError) as error:
+        CONNECTORS["delta"].validate(make_table("delta", "sink", COLUMNS, path="lake/t",
+                                                endpoint_url=s3_server.url))
+    assert error.value.option == "endpoint_url"

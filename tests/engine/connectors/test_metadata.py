@@ -150,7 +150,8 @@ def test_secret_options_are_recognised_by_name() -> None:
                        ("kinesis", "aws_session_token"), ("rabbitmq", "password"),
                        ("nats", "auth.password"), ("websocket", "headers"), ("sse", "headers"),
                        ("polling_http", "headers"), ("webhook", "headers"),
-                       ("iceberg", "catalog.password")} | {
+                       ("iceberg", "catalog.password"), ("delta", "aws_secret_access_key"),
+                       ("delta", "aws_session_token")} | {
                            (connector, name) for connector in ("kafka", "kinesis", "mqtt",
                                                                "rabbitmq", "nats", "redis")
                            for name in ("schema_registry.api_key", "schema_registry.api_secret")}
