@@ -63,7 +63,8 @@ BASES = {
 MODES = {("rabbitmq", "source"): {"type": "source", "format": "json", "json.unstructured": "true",
                                   "host": "h", "mode": "queue", "queue": "q"},
          ("rabbitmq", "sink"): {"type": "sink", "format": "json", "host": "h", "mode": "queue",
-                                "exchange": "e"}}
+                                "exchange": "e"},
+         ("delta", "sink"): {"path": "s3://bucket/t"}}
 #: Lookup tables need columns and a PRIMARY KEY.
 LOOKUP_COLUMNS = (ColumnDef("id", T.StringType()), ColumnDef("name", T.StringType()))
 #: A value of the right type for options whose value is not free text.
