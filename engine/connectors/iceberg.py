@@ -223,7 +223,7 @@ class IcebergSink(Sink):
             return {"epoch": epoch, "snapshot": _snapshot_id(iceberg)}
         check_append_only(df, "iceberg", self.table)
         rows = epoch_table(df, self.schema)
-        self.epoch_bytes = rows.nbytes
+        self.epoch_bytes = 0
         if rows.num_rows:
             try:
                 iceberg.append(rows, snapshot_properties={APP_ID_PROPERTY: self.app_id,
@@ -233,6 +233,7 @@ class IcebergSink(Sink):
                                      f"{_first_line(error, self.settings.password)}",
                                      option="catalog.uri") from None
             self._written = epoch
+            self.epoch_bytes = _added_bytes(iceberg)
         return {"epoch": epoch, "snapshot": _snapshot_id(iceberg)}
 
     def close(self) -> None:
@@ -253,6 +254,15 @@ def last_epoch(iceberg: Table, app: str) -> int | None:
         parent = snapshot.parent_snapshot_id
         snapshot = iceberg.snapshot_by_id(parent) if parent is not None else None
     return None
+
+
+def _added_bytes(iceberg: Table) -> int | None:
+    """The size of the data files the current snapshot added, as its summary says."""
+    snapshot = iceberg.current_snapshot()
+    summary = snapshot.summary if snapshot is not None else None
+    size = summary.additional_properties.get("added-files-size") if summary is not None \
+        else None
+    return int(size) if size is not None else None
 
 
 def _snapshot_id(iceberg: Table) -> int | None:

@@ -64,6 +64,7 @@ def test_epochs_appended_once_even_when_replayed(spark: SparkSession, tmp_path: 
     sink.open(None)
     first = sink.write_epoch(1, epoch_frame(spark, range(0, 50)))
     second = sink.write_epoch(2, epoch_frame(spark, range(50, 120)))
+    assert sink.epoch_bytes is not None and sink.epoch_bytes > 0  # the Parquet file's size
     empty = sink.write_epoch(3, epoch_frame(spark, range(0)))
     sink.close()
     assert empty["snapshot"] == second["snapshot"] != first["snapshot"]
