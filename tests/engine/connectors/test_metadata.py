@@ -20,6 +20,9 @@ BASES = {
     ("single_file", "source"): {"type": "source", "format": "json", "path": "in.jsonl",
                                 "json.unstructured": "true"},
     ("single_file", "sink"): {"type": "sink", "format": "json", "path": "out.jsonl"},
+    ("delta", "sink"): {"path": "lake/t"},
+    ("iceberg", "sink"): {"catalog.uri": "postgresql+psycopg://u@h/db",
+                          "catalog.warehouse": "lake", "table_name": "t"},
     ("impulse", "source"): {"event_rate": "10"},
     ("nexmark", "source"): {"event_rate": "10"},
     ("stdout", "sink"): {"format": "json"},
@@ -60,7 +63,8 @@ BASES = {
 MODES = {("rabbitmq", "source"): {"type": "source", "format": "json", "json.unstructured": "true",
                                   "host": "h", "mode": "queue", "queue": "q"},
          ("rabbitmq", "sink"): {"type": "sink", "format": "json", "host": "h", "mode": "queue",
-                                "exchange": "e"}}
+                                "exchange": "e"},
+         ("delta", "sink"): {"path": "s3://bucket/t"}}
 #: Lookup tables need columns and a PRIMARY KEY.
 LOOKUP_COLUMNS = (ColumnDef("id", T.StringType()), ColumnDef("name", T.StringType()))
 #: A value of the right type for options whose value is not free text.
@@ -147,7 +151,9 @@ def test_secret_options_are_recognised_by_name() -> None:
                        ("kinesis", "aws_session_token"), ("rabbitmq", "password"),
                        ("filesystem", "secret_access_key"), ("filesystem", "session_token"),
                        ("nats", "auth.password"), ("websocket", "headers"), ("sse", "headers"),
-                       ("polling_http", "headers"), ("webhook", "headers")} | {
+                       ("polling_http", "headers"), ("webhook", "headers"),
+                       ("iceberg", "catalog.password"), ("delta", "aws_secret_access_key"),
+                       ("delta", "aws_session_token")} | {
                            (connector, name) for connector in ("kafka", "kinesis", "mqtt",
                                                                "rabbitmq", "nats", "redis")
                            for name in ("schema_registry.api_key", "schema_registry.api_secret")}

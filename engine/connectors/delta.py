@@ -1,0 +1,325 @@
+"""The ``delta`` sink: each epoch appended to a Delta Lake table, exactly once.
+
+An epoch's rows are collected to the driver as one Arrow table and appended by
+the ``deltalake`` package (delta-rs, no JVM). The append's Delta commit also
+records an application transaction, ``(app_id, epoch)`` with
+``app_id = spate-<tenant>/<pipeline>/<table>``: the epoch and its files become
+visible together or not at all. The engine commits the epoch (with the marker
+``{"epoch": n, "version": v}``) after ``write_epoch`` returns, so:
+
+- a crash before Delta's commit leaves only unreferenced data files; the
+  engine replays the epoch, which is written;
+- a crash between Delta's and the engine's commit: the replayed epoch finds its
+  number in the table's transaction for ``app_id`` and is skipped.
+
+A fresh pipeline (no marker) ignores the transaction an earlier pipeline of the
+same name left in the table, as the kafka sink does: its epochs start afresh.
+The one window where rows can be written twice is therefore a crash between
+Delta's and the engine's commit of a new pipeline's very first epoch.
+
+The table is created at ``open`` from the sink's columns when the path holds none;
+an existing table must have the same column names. Empty epochs write nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import SplitResult, urlsplit
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import DeltaError, TableNotFoundError
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+from spate.engine.connectors.base import (
+    SINK,
+    ColumnDef,
+    Connector,
+    ConnectorError,
+    Sink,
+    TableConfig,
+    register,
+)
+from spate.engine.connectors.boundary import Boundary
+from spate.engine.connectors.delta_iceberg import (
+    app_id,
+    check_append_only,
+    epoch_table,
+    lake_columns,
+    lake_schema,
+)
+from spate.engine.connectors.metadata import SINKS, TYPE, specs
+from spate.engine.connectors.options import OptionReader, check_role, reject_source_options
+
+log = logging.getLogger(__name__)
+
+
+#: WITH options of a table on S3, and the delta-rs storage option each one sets.
+S3_OPTIONS = {"aws_region": "AWS_REGION", "aws_access_key_id": "AWS_ACCESS_KEY_ID",
+              "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY",
+              "aws_session_token": "AWS_SESSION_TOKEN"}
+DEFAULT_REGION = "us-east-1"
+
+
+@dataclass(frozen=True)
+class DeltaSettings:
+    """A delta table's options, checked."""
+
+    #: the table's location for delta-rs (an absolute local path or an s3:// URL)
+    location: str
+    #: the location as the options give it (what messages show)
+    given: str
+    partition_by: tuple[str, ...]
+    #: S3 only: the storage options from the table's options (credentials: never shown)
+    storage: Mapping[str, str] | None = field(default=None, repr=False)
+    #: S3 only: the endpoint (``endpoint_url`` or AWS's regional one)
+    endpoint: str | None = None
+
+    @property
+    def on_s3(self) -> bool:
+        return self.storage is not None
+
+
+def read_settings(options: OptionReader, boundary: Boundary,
+                  columns: tuple[ColumnDef, ...] | None) -> DeltaSettings:
+    """The location, partitioning and S3 settings of a table's (or profile's) options."""
+    given = options.required("path")
+    fields = options.string("partitioning.fields")
+    partition_by = tuple(f.strip() for f in fields.split(",") if f.strip()) if fields else ()
+    if columns is not None:
+        names = {c.name for c in columns}
+        unknown = [f for f in partition_by if f not in names]
+        if unknown:
+            raise ConnectorError(f"partitioning.fields names {', '.join(unknown)}, which the "
+                                 "table does not have", option="partitioning.fields")
+    scheme = urlsplit(given).scheme.lower() if "://" in given else ""
+    if scheme in ("", "file"):
+        for name in (*S3_OPTIONS, "endpoint_url"):
+            options.reject(name, "applies to s3:// paths only")
+        return DeltaSettings(boundary.resolve_path(given), given, partition_by)
+    if scheme not in ("s3", "s3a") or not urlsplit(given).netloc:
+        raise ConnectorError(f"delta path '{given}': give a local path or "
+                             "s3://bucket/folder", option="path")
+    region = options.string("aws_region", DEFAULT_REGION) or DEFAULT_REGION
+    url = options.string("endpoint_url")
+    endpoint = check_endpoint(url) if url is not None else f"https://s3.{region}.amazonaws.com"
+    if boundary.egress is not None:
+        parts = urlsplit(endpoint)
+        assert parts.hostname is not None
+        boundary.egress.check_literal(parts.hostname, _port(parts), option=_endpoint_option(url))
+    storage = {"AWS_REGION": region, "AWS_ENDPOINT_URL": endpoint}
+    for name, key in S3_OPTIONS.items():
+        value = options.string(name)
+        if value is not None:
+            storage[key] = value
+    if endpoint.startswith("http://"):
+        storage["AWS_ALLOW_HTTP"] = "true"
+    return DeltaSettings("s3://" + given.split("://", 1)[1], given, partition_by, storage,
+                         endpoint)
+
+
+def check_endpoint(url: str) -> str:
+    """``http(s)://host[:port]`` with nothing after it; raises naming ``endpoint_url``."""
+    parts = urlsplit(url.strip())
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok \
+            or parts.path not in ("", "/") or parts.query or parts.username:
+        raise ConnectorError("endpoint_url must be http(s)://host[:port] with nothing after "
+                             "it", option="endpoint_url")
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def storage_options(settings: DeltaSettings, boundary: Boundary) -> dict[str, str] | None:
+    """delta-rs's storage options, the endpoint resolved through the egress policy: a
+    plain http endpoint is then reached at the checked address (https by name, for
+    its certificate)."""
+    if settings.storage is None:
+        return None
+    storage = dict(settings.storage)
+    if boundary.egress is not None and settings.endpoint is not None:
+        parts = urlsplit(settings.endpoint)
+        assert parts.hostname is not None
+        addresses = boundary.egress.resolve(parts.hostname, _port(parts),
+                                            option=_endpoint_option(settings.endpoint))
+        if parts.scheme == "http":
+            host = f"[{addresses[0]}]" if ":" in addresses[0] else addresses[0]
+            storage["AWS_ENDPOINT_URL"] = f"http://{host}:{_port(parts)}"
+    return storage
+
+
+def _port(parts: SplitResult) -> int:
+    return parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def _endpoint_option(url: str | None) -> str:
+    return "endpoint_url" if url is not None else "aws_region"
+
+
+class DeltaSink(Sink):
+    """Appends each epoch to a Delta table; marker ``{"epoch": n, "version": v}``."""
+
+    def __init__(self, table: str, settings: DeltaSettings, schema: pa.Schema,
+                 boundary: Boundary) -> None:
+        self.table = table
+        self.settings = settings
+        self.boundary = boundary
+        self.schema = schema
+        self._delta: DeltaTable | None = None
+        #: the last epoch the table holds for this pipeline (-1: none to skip)
+        self._written = -1
+
+    @property
+    def app_id(self) -> str:
+        return app_id(self.pipeline, self.table)
+
+    def _what(self) -> str:
+        return f"delta sink '{self.table}' ({self.settings.given})"
+
+    def open(self, marker: Any | None) -> None:
+        location = self.settings.location
+        storage = storage_options(self.settings, self.boundary)
+        try:
+            delta = DeltaTable(location, storage_options=storage)
+        except TableNotFoundError:
+            if marker is not None and marker.get("version") is not None:
+                raise ConnectorError(
+                    f"{self._what()}: the table is gone, but epoch {marker['epoch']} was "
+                    "committed to it; restore it or start the pipeline afresh",
+                    option="path") from None
+            if not self.settings.on_s3:
+                os.makedirs(location, exist_ok=True)
+            delta = self._create(location, storage)
+        except (DeltaError, OSError) as error:
+            raise ConnectorError(f"{self._what()}: cannot open the table: "
+                                 f"{_first_line(error, self.settings)}", option="path") from None
+        self._check_schema(delta)
+        in_table = delta.transaction_version(self.app_id)
+        if marker is not None and marker.get("version") is not None \
+                and delta.version() < int(marker["version"]):
+            raise ConnectorError(
+                f"{self._what()}: the table is at version {delta.version()} but version "
+                f"{marker['version']} was committed; it was replaced outside Spate. Restore "
+                "it or start the pipeline afresh", option="path")
+        # A fresh pipeline starts its epochs afresh (see the module's docstring).
+        self._written = int(in_table) if marker is not None and in_table is not None else -1
+        self._delta = delta
+        log.info("delta sink opened", extra={"table": self.table, "version": delta.version(),
+                                             "epoch_in_table": in_table, "marker": marker})
+
+    def _create(self, location: str, storage: dict[str, str] | None) -> DeltaTable:
+        try:
+            return DeltaTable.create(location, self.schema, mode="ignore",
+                                     partition_by=list(self.settings.partition_by) or None,
+                                     name=self.table, storage_options=storage)
+        except (DeltaError, ValueError, TypeError, pa.ArrowException) as error:
+            raise ConnectorError(f"{self._what()}: cannot create the table: "
+                                 f"{_first_line(error, self.settings)}", option="path") from None
+
+    def _check_schema(self, delta: DeltaTable) -> None:
+        have = [f.name for f in delta.schema().fields]
+        want = list(self.schema.names)
+        if have != want:
+            raise ConnectorError(
+                f"{self._what()}: the table has the columns ({', '.join(have)}) but the sink "
+                f"writes ({', '.join(want)}); write to another path or declare the same "
+                "columns", option="path")
+
+    def write_epoch(self, epoch: int, df: DataFrame) -> dict[str, Any]:
+        delta = self._delta
+        if delta is None:
+            raise ConnectorError(f"{self._what()} written before open()")
+        if epoch <= self._written:
+            log.info("epoch already in the delta table: skipped",
+                     extra={"table": self.table, "epoch": epoch})
+            self.epoch_bytes = 0
+            return {"epoch": epoch, "version": delta.version()}
+        check_append_only(df, "delta", self.table)
+        rows = epoch_table(df, self.schema)
+        # delta-rs reports no size of the files a commit added: not measured (None).
+        self.epoch_bytes = None
+        if rows.num_rows:
+            try:
+                write_deltalake(delta, rows, mode="append",
+                                partition_by=list(self.settings.partition_by) or None,
+                                commit_properties=CommitProperties(
+                                    app_transactions=[Transaction(self.app_id, epoch)]))
+            except (DeltaError, pa.ArrowException) as error:
+                raise ConnectorError(f"{self._what()}: epoch {epoch} could not be appended: "
+                                     f"{_first_line(error, self.settings)}",
+                                     option="path") from None
+            delta.update_incremental()
+            self._written = epoch
+        return {"epoch": epoch, "version": delta.version()}
+
+    def close(self) -> None:
+        self._delta = None
+
+
+@register
+class DeltaConnector(Connector):
+    """Delta Lake tables (sinks only, as in Arroyo)."""
+
+    name = "delta"
+    roles = frozenset({SINK})
+    options = (*TYPE, *specs(SINKS, "path", "partitioning.fields", "endpoint_url",
+                             *S3_OPTIONS))
+
+    def _parse(self, table: TableConfig) -> DeltaSettings:
+        options = OptionReader(table)
+        check_role(options, self.roles)
+        reject_source_options(options)
+        settings = read_settings(options, table.boundary, table.columns)
+        options.finish()
+        lake_columns(table, "delta")
+        return settings
+
+    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+        self._parse(table)
+        return table.columns
+
+    def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
+        settings = self._parse(table)
+        del schema  # the planner casts the query to the declared columns
+        return DeltaSink(table.name, settings, lake_schema(table.columns), table.boundary)
+
+    def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
+        table = TableConfig(name="profile", connector=self.name, role=role or SINK,
+                            options=options, columns=(), boundary=boundary)
+        reader = OptionReader(table)
+        settings = read_settings(reader, boundary, None)
+        try:
+            delta = DeltaTable(settings.location,
+                               storage_options=storage_options(settings, boundary))
+        except TableNotFoundError:
+            if settings.on_s3:
+                return (f"delta: no table at '{settings.given}' yet; the first write "
+                        "creates it")
+            parent = settings.location
+            while parent and not os.path.exists(parent):
+                parent = os.path.dirname(parent)
+            if not os.access(parent, os.W_OK):
+                raise ConnectorError(f"delta path '{settings.given}' cannot be created: "
+                                     "not writable", option="path") from None
+            return f"delta: no table at '{settings.given}' yet; the first write creates it"
+        except (DeltaError, OSError) as error:
+            raise ConnectorError(f"delta path '{settings.given}' cannot be read: "
+                                 f"{_first_line(error, settings)}", option="path") from None
+        return (f"delta table at '{settings.given}': version {delta.version()}, "
+                f"columns {', '.join(f.name for f in delta.schema().fields)}")
+
+
+def _first_line(error: BaseException, settings: DeltaSettings | None = None) -> str:
+    text = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+    for key in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        secret = (settings.storage or {}).get(key) if settings is not None else None
+        if secret:
+            text = text.replace(secret, "***")
+    return text

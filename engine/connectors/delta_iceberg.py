@@ -1,0 +1,59 @@
+"""What the ``delta`` and ``iceberg`` sinks share: their Arrow schema and epoch rows.
+
+Both are table formats with a typed schema, taken from the sink table's declared
+columns (the planner casts every query writing the table to them), converted
+Spark -> Arrow the way Spark's own ``toArrow`` does, every column nullable (a
+lakehouse table's readers need no NOT NULL and a later pipeline may relax it).
+Both name what a pipeline wrote by one application id, so that a replayed epoch
+can be recognised in the table itself.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from spate.engine.connectors.arrow_batches import arrow_schema
+from spate.engine.connectors.base import RETRACT, ColumnDef, ConnectorError, TableConfig
+
+
+def app_id(pipeline: str | None, table: str) -> str:
+    """``spate-<tenant>/<pipeline>/<table>``: the writer's name in the table's log."""
+    return f"spate-{pipeline}/{table}" if pipeline else f"spate-{table}"
+
+
+def lake_columns(table: TableConfig, connector: str) -> tuple[ColumnDef, ...]:
+    """The table's declared columns; a lakehouse table needs them."""
+    if not table.columns:
+        raise ConnectorError(
+            f"{connector} sink '{table.name}' needs its columns declared: CREATE TABLE "
+            f"{table.name} (col TYPE, ...) WITH (connector = '{connector}', ...)")
+    return table.columns
+
+
+def lake_schema(columns: tuple[ColumnDef, ...]) -> pa.Schema:
+    """The Arrow schema of the table's columns, every field nullable."""
+    spark = T.StructType([T.StructField(c.name, c.spark_type, True) for c in columns])
+    try:
+        return arrow_schema(spark)
+    except (TypeError, ValueError, NotImplementedError) as error:
+        raise ConnectorError(f"a column type has no Arrow equivalent: {error}") from None
+
+
+def check_append_only(df: DataFrame, connector: str, table: str) -> None:
+    """The sinks append: an updating query (rows that withdraw rows) cannot write them."""
+    if RETRACT in df.columns:
+        raise ConnectorError(
+            f"{connector} sink '{table}' only appends rows, but its query updates rows it "
+            "wrote earlier (an aggregate without a window, a join); write it to a sink "
+            "that takes updates or use a windowed query")
+
+
+def epoch_table(df: DataFrame, schema: pa.Schema) -> pa.Table:
+    """The epoch's rows as one Arrow table of ``schema``: one Spark action."""
+    if df.columns != schema.names:  # a projection costs a plan of its own: only if needed
+        df = df.select(*[F.col(f"`{name}`") for name in schema.names])
+    table = df.toArrow()
+    return table.cast(schema) if table.schema != schema else table
