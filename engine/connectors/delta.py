@@ -33,7 +33,6 @@ from urllib.parse import SplitResult, urlsplit
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
-from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from spate.engine.connectors.base import (
@@ -47,9 +46,7 @@ from spate.engine.connectors.base import (
 )
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.delta_iceberg import (
-    app_id,
-    check_append_only,
-    epoch_table,
+    EpochAppendSink,
     lake_columns,
     lake_schema,
 )
@@ -163,22 +160,16 @@ def _endpoint_option(url: str | None) -> str:
     return "endpoint_url" if url is not None else "aws_region"
 
 
-class DeltaSink(Sink):
+class DeltaSink(EpochAppendSink):
     """Appends each epoch to a Delta table; marker ``{"epoch": n, "version": v}``."""
+
+    kind = "delta"
 
     def __init__(self, table: str, settings: DeltaSettings, schema: pa.Schema,
                  boundary: Boundary) -> None:
-        self.table = table
+        super().__init__(table, schema, boundary)
         self.settings = settings
-        self.boundary = boundary
-        self.schema = schema
         self._delta: DeltaTable | None = None
-        #: the last epoch the table holds for this pipeline (-1: none to skip)
-        self._written = -1
-
-    @property
-    def app_id(self) -> str:
-        return app_id(self.pipeline, self.table)
 
     def _what(self) -> str:
         return f"delta sink '{self.table}' ({self.settings.given})"
@@ -232,32 +223,26 @@ class DeltaSink(Sink):
                 f"writes ({', '.join(want)}); write to another path or declare the same "
                 "columns", option="path")
 
-    def write_epoch(self, epoch: int, df: DataFrame) -> dict[str, Any]:
-        delta = self._delta
-        if delta is None:
-            raise ConnectorError(f"{self._what()} written before open()")
-        if epoch <= self._written:
-            log.info("epoch already in the delta table: skipped",
-                     extra={"table": self.table, "epoch": epoch})
-            self.epoch_bytes = 0
-            return {"epoch": epoch, "version": delta.version()}
-        check_append_only(df, "delta", self.table)
-        rows = epoch_table(df, self.schema)
-        # delta-rs reports no size of the files a commit added: not measured (None).
-        self.epoch_bytes = None
-        if rows.num_rows:
-            try:
-                write_deltalake(delta, rows, mode="append",
-                                partition_by=list(self.settings.partition_by) or None,
-                                commit_properties=CommitProperties(
-                                    app_transactions=[Transaction(self.app_id, epoch)]))
-            except (DeltaError, pa.ArrowException) as error:
-                raise ConnectorError(f"{self._what()}: epoch {epoch} could not be appended: "
-                                     f"{_first_line(error, self.settings)}",
-                                     option="path") from None
-            delta.update_incremental()
-            self._written = epoch
-        return {"epoch": epoch, "version": delta.version()}
+    def _opened(self) -> bool:
+        return self._delta is not None
+
+    def _append(self, epoch: int, rows: pa.Table) -> int | None:
+        assert self._delta is not None
+        try:
+            write_deltalake(self._delta, rows, mode="append",
+                            partition_by=list(self.settings.partition_by) or None,
+                            commit_properties=CommitProperties(
+                                app_transactions=[Transaction(self.app_id, epoch)]))
+        except (DeltaError, pa.ArrowException) as error:
+            raise ConnectorError(f"{self._what()}: epoch {epoch} could not be appended: "
+                                 f"{_first_line(error, self.settings)}",
+                                 option="path") from None
+        self._delta.update_incremental()
+        return None  # delta-rs reports no size of the files a commit added: not measured
+
+    def _marker(self, epoch: int) -> dict[str, Any]:
+        assert self._delta is not None
+        return {"epoch": epoch, "version": self._delta.version()}
 
     def close(self) -> None:
         self._delta = None

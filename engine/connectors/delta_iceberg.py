@@ -10,13 +10,20 @@ can be recognised in the table itself.
 
 from __future__ import annotations
 
+import logging
+from abc import abstractmethod
+from typing import Any, ClassVar
+
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spate.engine.connectors.arrow_batches import arrow_schema
-from spate.engine.connectors.base import RETRACT, ColumnDef, ConnectorError, TableConfig
+from spate.engine.connectors.base import RETRACT, ColumnDef, ConnectorError, Sink, TableConfig
+from spate.engine.connectors.boundary import Boundary
+
+log = logging.getLogger(__name__)
 
 
 def app_id(pipeline: str | None, table: str) -> str:
@@ -57,3 +64,54 @@ def epoch_table(df: DataFrame, schema: pa.Schema) -> pa.Table:
         df = df.select(*[F.col(f"`{name}`") for name in schema.names])
     table = df.toArrow()
     return table.cast(schema) if table.schema != schema else table
+
+
+class EpochAppendSink(Sink):
+    """A sink appending each epoch to a table in one commit tagged with its app id
+    and the epoch; a replayed epoch the table already holds is skipped.
+
+    Subclasses open the table (setting ``_written``, the last epoch the table holds
+    for this pipeline, from what the table says), append (:meth:`_append`) and say
+    the marker (:meth:`_marker`)."""
+
+    #: the connector's name, in messages
+    kind: ClassVar[str]
+
+    def __init__(self, table: str, schema: pa.Schema, boundary: Boundary) -> None:
+        self.table = table
+        self.schema = schema
+        self.boundary = boundary
+        #: the last epoch the table holds for this pipeline (-1: none to skip)
+        self._written = -1
+
+    @property
+    def app_id(self) -> str:
+        return app_id(self.pipeline, self.table)
+
+    @abstractmethod
+    def _opened(self) -> bool:
+        """Whether :meth:`open` ran."""
+
+    @abstractmethod
+    def _append(self, epoch: int, rows: pa.Table) -> int | None:
+        """Commit ``rows`` (not empty) as ``epoch``; the bytes added (None: unknown)."""
+
+    @abstractmethod
+    def _marker(self, epoch: int) -> dict[str, Any]:
+        """The marker of ``epoch``, written or skipped."""
+
+    def write_epoch(self, epoch: int, df: DataFrame) -> dict[str, Any]:
+        if not self._opened():
+            raise ConnectorError(f"{self.kind} sink '{self.table}' written before open()")
+        if epoch <= self._written:
+            log.info("epoch already in the table: skipped",
+                     extra={"connector": self.kind, "table": self.table, "epoch": epoch})
+            self.epoch_bytes = 0
+            return self._marker(epoch)
+        check_append_only(df, self.kind, self.table)
+        rows = epoch_table(df, self.schema)
+        self.epoch_bytes = 0
+        if rows.num_rows:
+            self.epoch_bytes = self._append(epoch, rows)
+            self._written = epoch
+        return self._marker(epoch)

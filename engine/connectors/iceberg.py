@@ -31,7 +31,6 @@ import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError
 from pyiceberg.table import Table
-from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -47,9 +46,7 @@ from spate.engine.connectors.base import (
 )
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.delta_iceberg import (
-    app_id,
-    check_append_only,
-    epoch_table,
+    EpochAppendSink,
     lake_columns,
     lake_schema,
 )
@@ -153,23 +150,17 @@ def open_catalog(settings: IcebergSettings, boundary: Boundary, what: str) -> Sq
                              option="catalog.uri") from None
 
 
-class IcebergSink(Sink):
+class IcebergSink(EpochAppendSink):
     """One append snapshot per epoch; marker ``{"epoch": n, "snapshot": id}``."""
+
+    kind = "iceberg"
 
     def __init__(self, table: str, settings: IcebergSettings, schema: pa.Schema,
                  boundary: Boundary) -> None:
-        self.table = table
+        super().__init__(table, schema, boundary)
         self.settings = settings
-        self.schema = schema
-        self.boundary = boundary
         self._catalog: SqlCatalog | None = None
         self._iceberg: Table | None = None
-        #: the last epoch the table holds for this pipeline (-1: none to skip)
-        self._written = -1
-
-    @property
-    def app_id(self) -> str:
-        return app_id(self.pipeline, self.table)
 
     def _what(self) -> str:
         return f"iceberg sink '{self.table}'"
@@ -212,29 +203,23 @@ class IcebergSink(Sink):
             pass
         return catalog.create_table_if_not_exists(identifier, self.schema)
 
-    def write_epoch(self, epoch: int, df: DataFrame) -> dict[str, Any]:
-        iceberg = self._iceberg
-        if iceberg is None:
-            raise ConnectorError(f"{self._what()} written before open()")
-        if epoch <= self._written:
-            log.info("epoch already in the iceberg table: skipped",
-                     extra={"table": self.table, "epoch": epoch})
-            self.epoch_bytes = 0
-            return {"epoch": epoch, "snapshot": _snapshot_id(iceberg)}
-        check_append_only(df, "iceberg", self.table)
-        rows = epoch_table(df, self.schema)
-        self.epoch_bytes = 0
-        if rows.num_rows:
-            try:
-                iceberg.append(rows, snapshot_properties={APP_ID_PROPERTY: self.app_id,
-                                                          EPOCH_PROPERTY: str(epoch)})
-            except SQLAlchemyError as error:
-                raise ConnectorError(f"{self._what()}: epoch {epoch} could not be committed: "
-                                     f"{_first_line(error, self.settings.password)}",
-                                     option="catalog.uri") from None
-            self._written = epoch
-            self.epoch_bytes = _added_bytes(iceberg)
-        return {"epoch": epoch, "snapshot": _snapshot_id(iceberg)}
+    def _opened(self) -> bool:
+        return self._iceberg is not None
+
+    def _append(self, epoch: int, rows: pa.Table) -> int | None:
+        assert self._iceberg is not None
+        try:
+            self._iceberg.append(rows, snapshot_properties={APP_ID_PROPERTY: self.app_id,
+                                                            EPOCH_PROPERTY: str(epoch)})
+        except SQLAlchemyError as error:
+            raise ConnectorError(f"{self._what()}: epoch {epoch} could not be committed: "
+                                 f"{_first_line(error, self.settings.password)}",
+                                 option="catalog.uri") from None
+        return _added_bytes(self._iceberg)
+
+    def _marker(self, epoch: int) -> dict[str, Any]:
+        assert self._iceberg is not None
+        return {"epoch": epoch, "snapshot": _snapshot_id(self._iceberg)}
 
     def close(self) -> None:
         if self._catalog is not None:

@@ -50,7 +50,10 @@ S3_SCHEME = "s3://"
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")
 #: The table options of an S3 location (the secret ones travel apart, see ``secrets``).
-S3_OPTIONS = ("region", "endpoint_url", "access_key_id", "secret_access_key", "session_token")
+#: The WITH options of an s3:// location: the same names as the kinesis and delta
+#: connectors', so one AWS connection profile serves them all.
+S3_OPTIONS = ("aws_region", "endpoint_url", "aws_access_key_id", "aws_secret_access_key",
+              "aws_session_token")
 SECRET_FIELDS = ("secret_access_key", "session_token")
 _CREDENTIAL_ERRORS = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied",
                                 "ExpiredToken", "InvalidToken"})
@@ -119,26 +122,26 @@ def parse_location(path: str, options: dict[str, str | None], boundary: Boundary
     prefix = prefix.strip("/")
     if ".." in prefix.split("/"):
         raise ConnectorError("an S3 path must not contain '..'", option="path")
-    region = (options.get("region") or "").strip().lower()
+    region = (options.get("aws_region") or "").strip().lower()
     if not _REGION.fullmatch(region):
-        raise ConnectorError("an 's3://' path needs option 'region', an AWS region such as "
-                             "'us-east-1'", option="region")
-    key_id, secret = options.get("access_key_id"), options.get("secret_access_key")
+        raise ConnectorError("an 's3://' path needs option 'aws_region', an AWS region such as "
+                             "'us-east-1'", option="aws_region")
+    key_id, secret = options.get("aws_access_key_id"), options.get("aws_secret_access_key")
     if not key_id or not secret:
-        missing = "access_key_id" if not key_id else "secret_access_key"
+        missing = "aws_access_key_id" if not key_id else "aws_secret_access_key"
         raise ConnectorError(
-            f"an 's3://' path needs option '{missing}' (with 'access_key_id' and "
-            "'secret_access_key', and 'session_token' for temporary keys), best kept in a "
+            f"an 's3://' path needs option '{missing}' (with 'aws_access_key_id' and "
+            "'aws_secret_access_key', and 'aws_session_token' for temporary keys), best kept in a "
             "connection profile; Spate never uses the server's own AWS credentials",
             option=missing)
     url = options.get("endpoint_url")
     endpoint = check_endpoint_url(url) if url else f"https://s3.{region}.amazonaws.com"
     location = S3Location(bucket, prefix, region, endpoint, key_id.strip(), secret,
-                          options.get("session_token") or None)
+                          options.get("aws_session_token") or None)
     if boundary.egress is not None:
         host, port = location.host_port
         boundary.egress.check_literal(host, port,
-                                      option="endpoint_url" if url else "region")
+                                      option="endpoint_url" if url else "aws_region")
     return location
 
 
@@ -347,9 +350,9 @@ class S3Store(Store):
                                       f"{host}:{port}", option="path")
             if code in _CREDENTIAL_ERRORS:
                 return ConnectorError(f"{host}:{port} refused the credentials ({code}) for "
-                                      f"{self.shown}; check access_key_id, secret_access_key "
-                                      "and session_token in the connection profile",
-                                      option="access_key_id")
+                                      f"{self.shown}; check aws_access_key_id, "
+                                      "aws_secret_access_key and aws_session_token in the "
+                                      "connection profile", option="aws_access_key_id")
             return ConnectorError(f"{self.shown} at {host}:{port} answered {code}")
         if isinstance(error, BotoCoreError):
             return unreachable(f"S3 {self.shown}", host, port)

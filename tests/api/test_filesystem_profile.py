@@ -51,7 +51,7 @@ def test_an_s3_profile_lists_its_prefix_and_an_unreachable_one_is_named(
     bucket = s3_server.create_bucket()
     s3_server.client().put_object(Bucket=bucket, Key="in/a.json", Body=b"{}\n")
     config = s3_server.options(f"s3://{bucket}/in")
-    secret = {"secret_access_key": config.pop("secret_access_key")}
+    secret = {"aws_secret_access_key": config.pop("aws_secret_access_key")}
     answer = _profile_test(client, tenant, config, secret)
     assert answer["ok"] is True, answer
     assert f"s3://{bucket}/in" in answer["message"] and "1 object" in answer["message"]

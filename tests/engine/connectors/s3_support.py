@@ -34,8 +34,8 @@ class S3Server:
 
     def options(self, path: str, **extra: str) -> dict[str, str]:
         """The WITH options of a table at ``path`` (``s3://...``) on this server."""
-        return {"path": path, "region": REGION, "endpoint_url": self.url,
-                "access_key_id": KEY_ID, "secret_access_key": SECRET, **extra}
+        return {"path": path, "aws_region": REGION, "endpoint_url": self.url,
+                "aws_access_key_id": KEY_ID, "aws_secret_access_key": SECRET, **extra}
 
     def keys(self, bucket: str, prefix: str = "") -> list[str]:
         pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket,

@@ -234,7 +234,7 @@ def test_options_are_checked_with_the_option_at_fault(tmp_path: Path) -> None:
         "format": {"format": "xml"},
         "rolling_policy.file_size": {"format": "json", "rolling_policy.file_size": "big"},
         "partitioning.fields": {"format": "json", "partitioning.fields": "nope"},
-        "region": {"format": "json", "region": "us-east-1"},
+        "aws_region": {"format": "json", "aws_region": "us-east-1"},
     }
     for option, options in cases.items():
         settings = {"path": str(tmp_path), "type": "sink", **options}
@@ -243,7 +243,7 @@ def test_options_are_checked_with_the_option_at_fault(tmp_path: Path) -> None:
             connector.validate(table)
         assert caught.value.option == option, option
     s3_table = TableConfig("t", "filesystem", "sink", {"path": "s3://bucket/x", "type": "sink",
-                                                       "format": "json", "region": "us-east-1"},
+                                                       "format": "json", "aws_region": "us-east-1"},
                            COLUMNS)
     with pytest.raises(ConnectorError, match="access_key_id"):
         connector.validate(s3_table)

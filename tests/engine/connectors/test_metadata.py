@@ -149,7 +149,7 @@ def test_secret_options_are_recognised_by_name() -> None:
     assert secrets == {("redis", "password"), ("postgres", "password"), ("mqtt", "password"),
                        ("kafka", "auth.sasl.password"), ("kinesis", "aws_secret_access_key"),
                        ("kinesis", "aws_session_token"), ("rabbitmq", "password"),
-                       ("filesystem", "secret_access_key"), ("filesystem", "session_token"),
+                       ("filesystem", "aws_secret_access_key"), ("filesystem", "aws_session_token"),
                        ("nats", "auth.password"), ("websocket", "headers"), ("sse", "headers"),
                        ("polling_http", "headers"), ("webhook", "headers"),
                        ("iceberg", "catalog.password"), ("delta", "aws_secret_access_key"),
