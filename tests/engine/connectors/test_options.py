@@ -30,7 +30,7 @@ def test_every_connector_is_registered() -> None:
     assert set(CONNECTORS) == {"single_file", "impulse", "nexmark", "stdout", "blackhole",
                                "preview", "redis", "postgres", "mqtt", "kafka", "kinesis",
                                "rabbitmq", "nats", "websocket", "sse", "polling_http",
-                               "webhook"}
+                               "webhook", "filesystem", "delta", "iceberg"}
     assert all(connector.name == name for name, connector in CONNECTORS.items())
 
 
