@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import decimal
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable
@@ -46,9 +47,18 @@ _WHITESPACE[[9, 10, 13, 32]] = True
 _MS_PER_DAY = 86_400_000
 _ARROW_ROW = re.compile(r"\.?\s+in row \d+\s*$")
 #: debezium_json ops that add ``after`` / withdraw ``before``.
-_ADDING_OPS = pa.array(["c", "r", "u"])
-_WITHDRAWING_OPS = pa.array(["u", "d"])
-_KNOWN_OPS = pa.array(["c", "r", "u", "d"])
+_ADDING_OPS = ("c", "r", "u")
+_WITHDRAWING_OPS = ("u", "d")
+_KNOWN_OPS = ("c", "r", "u", "d")
+
+
+@functools.cache
+def _op_set(ops: tuple[str, ...]) -> pa.Array:
+    """``ops`` as an Arrow array, built on first use: building one from Python values
+    imports pandas, which a process that only plans a source's batches never needs."""
+    return pa.array(ops, pa.string())
+
+
 #: pyarrow.json's words for a value of another JSON type than its column's.
 _TYPE_CONFLICTS = ("changed from", "Failed to convert JSON")
 
@@ -464,8 +474,8 @@ class _ChangeBlockDecoder:
         decoded = self.envelopes.decode(buf, starts, lengths)
         lines = decoded.lines if decoded.lines is not None else np.zeros(0, np.int64)
         before, after, op = decoded.columns
-        adds = np.asarray(pc.fill_null(pc.is_in(op, _ADDING_OPS), False))
-        withdraws = np.asarray(pc.fill_null(pc.is_in(op, _WITHDRAWING_OPS), False))
+        adds = np.asarray(pc.fill_null(pc.is_in(op, _op_set(_ADDING_OPS)), False))
+        withdraws = np.asarray(pc.fill_null(pc.is_in(op, _op_set(_WITHDRAWING_OPS)), False))
         olds, news = before.flatten(), after.flatten()
         problems = self._problems(op, adds, withdraws, before, after, olds, news)
         bad = [(int(lines[row]), problem) for row, problem in problems.items()]
@@ -479,7 +489,7 @@ class _ChangeBlockDecoder:
                   news: list[pa.Array]) -> dict[int, str]:
         """What is wrong with each bad envelope, by row (the first problem found)."""
         problems: dict[int, str] = {}
-        known = np.asarray(pc.fill_null(pc.is_in(op, _KNOWN_OPS), False))
+        known = np.asarray(pc.fill_null(pc.is_in(op, _op_set(_KNOWN_OPS)), False))
         for row in np.flatnonzero(~known).tolist():
             value = op[row].as_py()
             problems[row] = ("the record has no 'op'" if value is None else
