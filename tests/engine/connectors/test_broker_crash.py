@@ -18,8 +18,6 @@ import json
 import os
 import secrets
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -38,7 +36,7 @@ from rstream import Producer as StreamProducer
 from spate.engine.connectors import ColumnDef
 from spate.engine.connectors.mqtt import parse_table as parse_mqtt_table
 from spate.engine.connectors.mqtt_client import BrokerSettings, close, connect, subscribe
-from spate.statestore import open_store
+from tests.engine.connectors.crash_support import last_committed, spate_run
 from tests.engine.connectors.kafka_broker import Broker, kafka_broker
 from tests.engine.connectors.kinesis_support import KinesisServer, serve_kinesis
 from tests.engine.connectors.nats_support import (
@@ -227,24 +225,6 @@ class CrashRun:
     stderr: str
 
 
-def _spate_run(workdir: Path, parallelism: int) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, SPATE_LOG="WARNING")
-    return subprocess.Popen(
-        [sys.executable, "-m", "spate.api.cli", "run", str(workdir / "pipeline.sql"),
-         "--parallelism", str(parallelism), "--state", f"sqlite:///{workdir / 'state.db'}",
-         "--checkpoint", str(workdir / "checkpoint"), "--epoch-max-delay-ms", "250"],
-        cwd=Path(__file__).resolve().parents[3], env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def _last_committed(workdir: Path) -> int | None:
-    if not (workdir / "state.db").exists():
-        return None
-    with open_store(f"sqlite:///{workdir / 'state.db'}") as store:
-        last: int | None = store.pipeline("default", "pipeline").last_committed_epoch()
-        return last
-
-
 def _out(workdir: Path, name: str) -> Path:
     return workdir / "out" / f"{name}.jsonl"
 
@@ -291,12 +271,12 @@ def crash_run(kafka_broker: Broker, redis_url: str,
             case.publish(_records(range(BEFORE)))
         (workdir / "pipeline.sql").write_text(_pipeline(cases, workdir))
 
-        first = _spate_run(workdir, parallelism=1)
+        first = spate_run(workdir, parallelism=1)
         deadline = time.monotonic() + 180
-        while _last_committed(workdir) is None and first.poll() is None \
+        while last_committed(workdir) is None and first.poll() is None \
                 and time.monotonic() < deadline:
             time.sleep(0.1)
-        killed_at = _last_committed(workdir)
+        killed_at = last_committed(workdir)
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
         _, first_err = first.communicate(timeout=60)
@@ -304,7 +284,7 @@ def crash_run(kafka_broker: Broker, redis_url: str,
 
         for case in cases:
             case.publish(_records(range(BEFORE, BEFORE + AFTER)))
-        second = _spate_run(workdir, parallelism=2)
+        second = spate_run(workdir, parallelism=2)
         deadline = time.monotonic() + 180
         while not _complete(workdir, cases) and second.poll() is None \
                 and time.monotonic() < deadline:

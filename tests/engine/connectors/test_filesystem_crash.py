@@ -14,8 +14,6 @@ import io
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -26,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from spate.engine.connectors.object_store import PENDING_DIR
-from spate.statestore import open_store
+from tests.engine.connectors.crash_support import last_committed, spate_run
 from tests.engine.connectors.s3_support import S3Server, serve_s3
 
 pytestmark = pytest.mark.spark
@@ -42,24 +40,6 @@ def _write_input(folder: Path, index: int) -> None:
     staging = folder / f".in-{index:03d}.json"  # hidden while written, then renamed
     staging.write_text(data)
     os.replace(staging, folder / f"in-{index:03d}.json")
-
-
-def _spate_run(workdir: Path, parallelism: int) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, SPATE_LOG="WARNING")
-    return subprocess.Popen(
-        [sys.executable, "-m", "spate.api.cli", "run", str(workdir / "pipeline.sql"),
-         "--parallelism", str(parallelism), "--state", f"sqlite:///{workdir / 'state.db'}",
-         "--checkpoint", str(workdir / "checkpoint"), "--epoch-max-delay-ms", "250"],
-        cwd=Path(__file__).resolve().parents[3], env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def _last_committed(workdir: Path) -> int | None:
-    if not (workdir / "state.db").exists():
-        return None
-    with open_store(f"sqlite:///{workdir / 'state.db'}") as store:
-        last: int | None = store.pipeline("default", "pipeline").last_committed_epoch()
-        return last
 
 
 @dataclass
@@ -115,12 +95,12 @@ def crash_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CrashRun]:
             return set(_s3_ids(server, bucket)) >= set(KEPT) and \
                 set(_local_ids(local_out)) >= set(KEPT)
 
-        first = _spate_run(workdir, parallelism=1)
+        first = spate_run(workdir, parallelism=1)
         deadline = time.monotonic() + 180
-        while _last_committed(workdir) is None and first.poll() is None \
+        while last_committed(workdir) is None and first.poll() is None \
                 and time.monotonic() < deadline:
             time.sleep(0.1)
-        killed_at = _last_committed(workdir)
+        killed_at = last_committed(workdir)
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
         _, first_err = first.communicate(timeout=60)
@@ -128,7 +108,7 @@ def crash_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CrashRun]:
 
         for index in range(FILES_BEFORE, FILES_BEFORE + FILES_AFTER):
             _write_input(inbox, index)
-        second = _spate_run(workdir, parallelism=2)
+        second = spate_run(workdir, parallelism=2)
         deadline = time.monotonic() + 180
         while not complete() and second.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)

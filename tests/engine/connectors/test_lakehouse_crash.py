@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -17,8 +15,8 @@ import pytest
 from deltalake import DeltaTable
 from pyiceberg.catalog.sql import SqlCatalog
 
-from spate.statestore import open_store
 from tests.conftest import ThrowawayPostgres
+from tests.engine.connectors.crash_support import committed, spate_run
 from tests.engine.connectors.lakehouse_support import catalog_name, catalog_uri
 
 pytestmark = pytest.mark.spark
@@ -43,25 +41,6 @@ INSERT INTO lake_iceberg SELECT auction.id, auction.seller, auction.initial_bid,
 """
 
 
-def _spate_run(workdir: Path, parallelism: int) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, SPATE_LOG="WARNING")
-    return subprocess.Popen(
-        [sys.executable, "-m", "spate.api.cli", "run", str(workdir / "pipeline.sql"),
-         "--parallelism", str(parallelism), "--state", f"sqlite:///{workdir / 'state.db'}",
-         "--checkpoint", str(workdir / "checkpoint"), "--epoch-max-delay-ms", "250"],
-        cwd=Path(__file__).resolve().parents[3], env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def _committed(workdir: Path) -> tuple[int | None, bool]:
-    if not (workdir / "state.db").exists():
-        return None, False
-    with open_store(f"sqlite:///{workdir / 'state.db'}") as store:
-        state = store.pipeline("default", "pipeline")
-        last = state.last_committed_epoch()
-        return last, bool(last is not None and state.epoch_metadata().get("finished"))
-
-
 def test_a_kill_mid_stream_and_a_restart_leave_each_record_once(
         tmp_path: Path, throwaway_postgres: ThrowawayPostgres) -> None:
     uri, catalog = catalog_uri(throwaway_postgres.create()), catalog_name()
@@ -70,24 +49,24 @@ def test_a_kill_mid_stream_and_a_restart_leave_each_record_once(
         rate=EVENTS // RUNTIME_S, runtime=RUNTIME_S, per_epoch=PER_EPOCH, delta=delta,
         uri=uri, catalog=catalog, warehouse=warehouse))
 
-    first = _spate_run(tmp_path, parallelism=1)
+    first = spate_run(tmp_path, parallelism=1)
     deadline = time.monotonic() + 180
-    while _committed(tmp_path)[0] is None and first.poll() is None \
+    while committed(tmp_path)[0] is None and first.poll() is None \
             and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(0.5)  # an epoch or two in, none near the end
     if first.poll() is None:
         os.killpg(first.pid, signal.SIGKILL)
     _, first_err = first.communicate(timeout=60)
-    killed_at, finished_at_kill = _committed(tmp_path)
+    killed_at, finished_at_kill = committed(tmp_path)
 
-    second = _spate_run(tmp_path, parallelism=2)
+    second = spate_run(tmp_path, parallelism=2)
     _, second_err = second.communicate(timeout=240)
     stderr = (first_err + second_err).decode(errors="replace")[-3000:]
     assert second.returncode == 0, stderr
     assert killed_at is not None and not finished_at_kill, \
         f"the kill did not land mid-stream: {stderr}"
-    assert _committed(tmp_path)[1]
+    assert committed(tmp_path)[1]
 
     in_delta = Counter(DeltaTable(str(delta)).to_pyarrow_table().column("id").to_pylist())
     iceberg_catalog = SqlCatalog(catalog, uri=uri, warehouse=f"file://{warehouse}")
