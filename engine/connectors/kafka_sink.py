@@ -97,7 +97,7 @@ class KafkaSink(Sink):
         settings: dict[str, Any] = {"enable.idempotence": True}
         if self.exactly_once:
             settings["transactional.id"] = self.transactional_id
-        config = client_config(self.endpoint, self.boundary, "sink", **settings)
+        config = client_config(self.endpoint, self.boundary, f"sink-{self.table}", **settings)
         metadata = cluster_metadata(config, self.endpoint, self.boundary, self._what(),
                                     self.topic)
         topic_partitions(metadata, self.topic, self.endpoint)

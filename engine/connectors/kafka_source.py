@@ -104,10 +104,11 @@ class KafkaDataSource(SpateDataSource):
 
 
 def consumer_config(settings: dict[str, Any], what: str) -> dict[str, Any]:
-    """A consumer of the source's cluster that only ever uses ``assign``."""
+    """A consumer of the source's cluster that only ever uses ``assign``, named
+    ``spate-<what>-<table>`` to the brokers (their logs and quotas tell tables apart)."""
     endpoint = KafkaEndpoint.from_dict(settings["endpoint"])
     boundary = Boundary.from_dict(settings["boundary"])
-    return client_config(endpoint, boundary, what, **{
+    return client_config(endpoint, boundary, f"{what}-{settings['table']}", **{
         "group.id": settings["group_id"] or f"spate-{settings['table']}",
         "enable.auto.commit": False, "enable.auto.offset.store": False,
         "enable.partition.eof": True, "auto.offset.reset": "error",

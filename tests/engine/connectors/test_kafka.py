@@ -39,6 +39,7 @@ from spate.engine.connectors.kafka_source import (
     KafkaDataSource,
     KafkaStreamReader,
     advance,
+    consumer_config,
 )
 from spate.engine.connectors.streaming import CONFIG_OPTION
 from tests.engine.connectors.kafka_broker import Broker, json_records, kafka_broker
@@ -202,6 +203,17 @@ def _source_table(broker: Broker, topic: str, **options: str) -> TableConfig:
 def _reader(table: TableConfig, parallelism: int = 1) -> KafkaStreamReader:
     settings, schema = KAFKA.source_settings(table, parallelism)  # type: ignore[attr-defined]
     return KafkaStreamReader(settings, schema)
+
+
+def test_source_clients_are_named_by_table_unless_client_configs_names_them(
+        kafka_broker: Broker) -> None:
+    topic = kafka_broker.create_topic(1)
+    table = _source_table(kafka_broker, topic)
+    settings, _ = KAFKA.source_settings(table, 1)  # type: ignore[attr-defined]
+    assert consumer_config(settings, "source")["client.id"] == f"spate-source-{table.name}"
+    named = _source_table(kafka_broker, topic, client_configs="client.id=me")
+    settings, _ = KAFKA.source_settings(named, 1)  # type: ignore[attr-defined]
+    assert consumer_config(settings, "source")["client.id"] == "me"
 
 
 def _read(reader: KafkaStreamReader, start: dict[str, Any],
