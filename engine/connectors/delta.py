@@ -47,9 +47,11 @@ from spate.engine.connectors.base import (
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.delta_iceberg import (
     EpochAppendSink,
+    first_line,
     lake_columns,
     lake_schema,
 )
+from spate.engine.connectors.kinesis_client import check_endpoint_url
 from spate.engine.connectors.metadata import SINKS, TYPE, specs
 from spate.engine.connectors.options import OptionReader, check_role, reject_source_options
 
@@ -104,7 +106,7 @@ def read_settings(options: OptionReader, boundary: Boundary,
                              "s3://bucket/folder", option="path")
     region = options.string("aws_region", DEFAULT_REGION) or DEFAULT_REGION
     url = options.string("endpoint_url")
-    endpoint = check_endpoint(url) if url is not None else f"https://s3.{region}.amazonaws.com"
+    endpoint = check_endpoint_url(url) if url is not None else f"https://s3.{region}.amazonaws.com"
     if boundary.egress is not None:
         parts = urlsplit(endpoint)
         assert parts.hostname is not None
@@ -118,20 +120,6 @@ def read_settings(options: OptionReader, boundary: Boundary,
         storage["AWS_ALLOW_HTTP"] = "true"
     return DeltaSettings("s3://" + given.split("://", 1)[1], given, partition_by, storage,
                          endpoint)
-
-
-def check_endpoint(url: str) -> str:
-    """``http(s)://host[:port]`` with nothing after it; raises naming ``endpoint_url``."""
-    parts = urlsplit(url.strip())
-    try:
-        port_ok = parts.port is None or parts.port > 0
-    except ValueError:
-        port_ok = False
-    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok \
-            or parts.path not in ("", "/") or parts.query or parts.username:
-        raise ConnectorError("endpoint_url must be http(s)://host[:port] with nothing after "
-                             "it", option="endpoint_url")
-    return f"{parts.scheme}://{parts.netloc}"
 
 
 def storage_options(settings: DeltaSettings, boundary: Boundary) -> dict[str, str] | None:
@@ -190,7 +178,8 @@ class DeltaSink(EpochAppendSink):
             delta = self._create(location, storage)
         except (DeltaError, OSError) as error:
             raise ConnectorError(f"{self._what()}: cannot open the table: "
-                                 f"{_first_line(error, self.settings)}", option="path") from None
+                                 f"{first_line(error, *_secrets(self.settings))}",
+                                 option="path") from None
         self._check_schema(delta)
         in_table = delta.transaction_version(self.app_id)
         if marker is not None and marker.get("version") is not None \
@@ -212,7 +201,8 @@ class DeltaSink(EpochAppendSink):
                                      name=self.table, storage_options=storage)
         except (DeltaError, ValueError, TypeError, pa.ArrowException) as error:
             raise ConnectorError(f"{self._what()}: cannot create the table: "
-                                 f"{_first_line(error, self.settings)}", option="path") from None
+                                 f"{first_line(error, *_secrets(self.settings))}",
+                                 option="path") from None
 
     def _check_schema(self, delta: DeltaTable) -> None:
         have = [f.name for f in delta.schema().fields]
@@ -235,7 +225,7 @@ class DeltaSink(EpochAppendSink):
                                 app_transactions=[Transaction(self.app_id, epoch)]))
         except (DeltaError, pa.ArrowException) as error:
             raise ConnectorError(f"{self._what()}: epoch {epoch} could not be appended: "
-                                 f"{_first_line(error, self.settings)}",
+                                 f"{first_line(error, *_secrets(self.settings))}",
                                  option="path") from None
         self._delta.update_incremental()
         return None  # delta-rs reports no size of the files a commit added: not measured
@@ -296,15 +286,13 @@ class DeltaConnector(Connector):
             return f"delta: no table at '{settings.given}' yet; the first write creates it"
         except (DeltaError, OSError) as error:
             raise ConnectorError(f"delta path '{settings.given}' cannot be read: "
-                                 f"{_first_line(error, settings)}", option="path") from None
+                                 f"{first_line(error, *_secrets(settings))}",
+                                 option="path") from None
         return (f"delta table at '{settings.given}': version {delta.version()}, "
                 f"columns {', '.join(f.name for f in delta.schema().fields)}")
 
 
-def _first_line(error: BaseException, settings: DeltaSettings | None = None) -> str:
-    text = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
-    for key in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        secret = (settings.storage or {}).get(key) if settings is not None else None
-        if secret:
-            text = text.replace(secret, "***")
-    return text
+def _secrets(settings: DeltaSettings) -> tuple[str | None, ...]:
+    """The credentials among a table's storage options (masked in messages)."""
+    storage = settings.storage or {}
+    return storage.get("AWS_SECRET_ACCESS_KEY"), storage.get("AWS_SESSION_TOKEN")

@@ -49,6 +49,16 @@ def lake_schema(columns: tuple[ColumnDef, ...]) -> pa.Schema:
         raise ConnectorError(f"a column type has no Arrow equivalent: {error}") from None
 
 
+def first_line(error: BaseException, *secrets: str | None) -> str:
+    """The first line of ``error``'s text (at most 300 characters), ``secrets`` masked:
+    what a message may show of a library's error."""
+    text = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
 def check_append_only(df: DataFrame, connector: str, table: str) -> None:
     """The sinks append: an updating query (rows that withdraw rows) cannot write them."""
     if RETRACT in df.columns:

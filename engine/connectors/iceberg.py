@@ -47,6 +47,7 @@ from spate.engine.connectors.base import (
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.delta_iceberg import (
     EpochAppendSink,
+    first_line,
     lake_columns,
     lake_schema,
 )
@@ -146,7 +147,7 @@ def open_catalog(settings: IcebergSettings, boundary: Boundary, what: str) -> Sq
                           warehouse=settings.warehouse)
     except SQLAlchemyError as error:
         raise ConnectorError(f"{what}: cannot reach the catalog at {settings.shown_uri}: "
-                             f"{_first_line(error, settings.password)}",
+                             f"{first_line(error, settings.password)}",
                              option="catalog.uri") from None
 
 
@@ -172,7 +173,7 @@ class IcebergSink(EpochAppendSink):
             iceberg = self._load_or_create(catalog, marker)
         except SQLAlchemyError as error:
             raise ConnectorError(f"{self._what()}: the catalog at {self.settings.shown_uri} "
-                                 f"failed: {_first_line(error, self.settings.password)}",
+                                 f"failed: {first_line(error, self.settings.password)}",
                                  option="catalog.uri") from None
         have = [f.name for f in iceberg.schema().fields]
         if have != list(self.schema.names):
@@ -213,7 +214,7 @@ class IcebergSink(EpochAppendSink):
                                                             EPOCH_PROPERTY: str(epoch)})
         except SQLAlchemyError as error:
             raise ConnectorError(f"{self._what()}: epoch {epoch} could not be committed: "
-                                 f"{_first_line(error, self.settings.password)}",
+                                 f"{first_line(error, self.settings.password)}",
                                  option="catalog.uri") from None
         return _added_bytes(self._iceberg)
 
@@ -296,14 +297,9 @@ class IcebergConnector(Connector):
                          f"{'exists' if exists else 'will be created on the first write'}")
         except SQLAlchemyError as error:
             raise ConnectorError(f"iceberg: the catalog at {settings.shown_uri} failed: "
-                                 f"{_first_line(error, settings.password)}",
+                                 f"{first_line(error, settings.password)}",
                                  option="catalog.uri") from None
         finally:
             catalog.engine.dispose()
         return (f"iceberg catalog '{settings.catalog_name}' at {settings.shown_uri}: "
                 f"{len(namespaces)} namespace(s){found}")
-
-
-def _first_line(error: BaseException, secret: str | None) -> str:
-    text = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
-    return text.replace(secret, "***") if secret else text
