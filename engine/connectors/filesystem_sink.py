@@ -128,11 +128,15 @@ class FilesystemSink(Sink):
     def _groups(self, table: pa.Table) -> list[tuple[str, pa.Table]]:
         if not self.layout.partition_fields and self.layout.time_pattern is None:
             return [("", table)]
-        directories = self._directories(table)
-        keys = pa.array(directories, pa.string())
-        groups = []
-        for directory in sorted(set(directories)):
-            groups.append((directory, table.filter(pc.equal(keys, directory))))
+        directories = pa.array(self._directories(table), pa.string())
+        # One sort and one take, then a slice per directory (not a filter per directory).
+        order = pc.sort_indices(directories)
+        rows, keys = table.take(order), directories.take(order).to_pylist()
+        groups, start = [], 0
+        for end in range(1, len(keys) + 1):
+            if end == len(keys) or keys[end] != keys[start]:
+                groups.append((keys[start], rows.slice(start, end - start)))
+                start = end
         return groups
 
     def _roll(self, rows: pa.Table) -> list[pa.Table]:

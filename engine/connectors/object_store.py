@@ -43,11 +43,11 @@ from spate.engine.connectors.kinesis_client import (
     _at_address,
     _isolated_session,
     check_endpoint_url,
+    check_region,
 )
 
 PENDING_DIR = ".spate-pending"
 S3_SCHEME = "s3://"
-_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")
 #: The table options of an S3 location (the secret ones travel apart, see ``secrets``).
 #: The WITH options of an s3:// location: the same names as the kinesis and delta
@@ -122,10 +122,7 @@ def parse_location(path: str, options: dict[str, str | None], boundary: Boundary
     prefix = prefix.strip("/")
     if ".." in prefix.split("/"):
         raise ConnectorError("an S3 path must not contain '..'", option="path")
-    region = (options.get("aws_region") or "").strip().lower()
-    if not _REGION.fullmatch(region):
-        raise ConnectorError("an 's3://' path needs option 'aws_region', an AWS region such as "
-                             "'us-east-1'", option="aws_region")
+    region = check_region(options.get("aws_region") or "")
     key_id, secret = options.get("aws_access_key_id"), options.get("aws_secret_access_key")
     if not key_id or not secret:
         missing = "aws_access_key_id" if not key_id else "aws_secret_access_key"
