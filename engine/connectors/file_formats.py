@@ -8,11 +8,7 @@ fastavro, and a file that cannot be read is one bad record.
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
-import decimal
 import io
-import json
 from typing import Any
 
 import fastavro
@@ -42,22 +38,9 @@ def check_types(kind: str, schema: T.StructType) -> str | None:
     return None
 
 
-def _json_value(value: Any) -> Any:
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(dt.UTC).replace(tzinfo=None)
-        return value.isoformat(timespec="microseconds") + "Z"
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
-
-
 def encode(kind: str, table: pa.Table, schema: T.StructType) -> bytes:
-    """The bytes of one file holding ``table``'s rows."""
+    """The bytes of one parquet, csv or avro file holding ``table``'s rows (json files
+    are lines Spark encoded: :func:`.formats.record_column`)."""
     if kind == PARQUET:
         sink = io.BytesIO()
         pq.write_table(table, sink)
@@ -66,13 +49,11 @@ def encode(kind: str, table: pa.Table, schema: T.StructType) -> bytes:
         sink = io.BytesIO()
         pa_csv.write_csv(table, sink)
         return sink.getvalue()
-    rows = table.to_pylist()
     if kind == AVRO:
         sink = io.BytesIO()
-        fastavro.writer(sink, fastavro.parse_schema(schema_for(schema)), rows)
+        fastavro.writer(sink, fastavro.parse_schema(schema_for(schema)), table.to_pylist())
         return sink.getvalue()
-    return b"".join(json.dumps(row, default=_json_value, separators=(",", ":")).encode()
-                    + b"\n" for row in rows)
+    raise ValueError(f"no file encoder for format '{kind}'")
 
 
 class FileDecoder:

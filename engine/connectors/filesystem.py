@@ -278,7 +278,7 @@ class FilesystemConnector(Connector):
                                  f"{', '.join(missing)}, not columns of the rows written",
                                  option="partitioning.fields")
         return FilesystemSink(self._store(parsed, table.boundary), parsed.layout, schema,
-                              table.name)
+                              table.name, parsed.spec)
 
     def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
         """Lists the S3 prefix (with the table's own keys) or checks the directory."""

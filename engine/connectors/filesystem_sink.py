@@ -29,14 +29,18 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from spate.engine.connectors.arrow_batches import join_lines
 from spate.engine.connectors.base import ConnectorError, Sink
-from spate.engine.connectors.file_formats import EXTENSIONS, encode, estimate_row_bytes
+from spate.engine.connectors.file_formats import EXTENSIONS, JSON, encode, estimate_row_bytes
+from spate.engine.connectors.formats import FormatSpec, record_column
 from spate.engine.connectors.object_store import Store
 
 log = logging.getLogger(__name__)
 
 #: The sink runs on the driver: one writer, whose index is part of every name.
 WRITER = 0
+#: The column of a json sink's epoch holding each row's line, encoded by Spark.
+_LINE = "__spate_line"
 
 
 @dataclass(frozen=True)
@@ -58,9 +62,11 @@ class FilesystemSink(Sink):
     ``{"epoch": n, "files": [[name, token], ...]}``."""
 
     def __init__(self, store: Store, layout: SinkLayout, schema: T.StructType,
-                 table: str) -> None:
+                 table: str, spec: FormatSpec) -> None:
         self.store = store
         self.layout = layout
+        #: how json lines are written (json.timestamp_format, json.decimal_encoding)
+        self.spec = spec
         self.schema = schema
         self.table = table
         self._staged: dict[int, list[list[str]]] = {}
@@ -77,13 +83,16 @@ class FilesystemSink(Sink):
                                                   else marker["epoch"]})
 
     def write_epoch(self, epoch: int, df: DataFrame) -> dict[str, Any]:
+        if self.layout.kind == JSON:  # lines encoded natively, next to the columns to split by
+            df = df.select("*", record_column(df, self.spec).alias(_LINE))
         table = df.toArrow()
         files: list[list[str]] = []
         written = 0
         for sequence, (directory, piece) in enumerate(self._pieces(table)):
             name = (f"{directory}part-{epoch:010d}-{WRITER:03d}-{sequence:05d}."
                     f"{EXTENSIONS[self.layout.kind]}")
-            data = encode(self.layout.kind, piece, self.schema)
+            data = (join_lines(piece.column(_LINE)) if self.layout.kind == JSON
+                    else encode(self.layout.kind, piece, self.schema))
             files.append([name, self.store.stage(epoch, name, data)])
             written += len(data)
         self.epoch_bytes = written
@@ -144,7 +153,8 @@ class FilesystemSink(Sink):
         if self.layout.max_records is not None:
             per_file = min(per_file, self.layout.max_records)
         if self.layout.max_bytes is not None:
-            by_size = math.floor(self.layout.max_bytes / max(1.0, estimate_row_bytes(rows)))
+            sized = rows.select([_LINE]) if self.layout.kind == JSON else rows
+            by_size = math.floor(self.layout.max_bytes / max(1.0, estimate_row_bytes(sized)))
             per_file = min(per_file, max(1, by_size))
         if per_file <= 0:
             raise ConnectorError("rolling policy leaves no room for a row",

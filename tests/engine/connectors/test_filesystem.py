@@ -104,6 +104,22 @@ def test_each_format_round_trips_locally_and_on_s3(spark: SparkSession, s3: S3Se
 
 
 @pytest.mark.spark
+def test_json_files_follow_the_tables_json_options(spark: SparkSession,
+                                                   tmp_path: Path) -> None:
+    table = _table(str(tmp_path / "out"), format="json",
+                   **{"json.timestamp_format": "unix_millis"})
+    sink = CONNECTORS["filesystem"].create_sink(table, SCHEMA)
+    sink.open(None)
+    sink.write_epoch(1, _frame(spark, 0, 2))
+    sink.committed(1)
+    (data,) = _local_files(tmp_path / "out").values()
+    rows = _decode("json", data)
+    assert [r["at"] for r in rows] == [int(START.timestamp() * 1000),
+                                       int(START.timestamp() * 1000) + 30 * 60_000]
+    assert [r["id"] for r in rows] == [0, 1] and set(rows[0]) == {"id", "kind", "at", "price"}
+
+
+@pytest.mark.spark
 def test_partitioning_and_rolling_lay_out_directories(spark: SparkSession, s3: S3Server,
                                                       tmp_path: Path) -> None:
     bucket = s3.create_bucket()
