@@ -12,13 +12,21 @@ import pytest
 import redis
 from sqlalchemy import make_url
 
+from tests.api.serving import ServeProcess
+from tests.suite import processes_allowed
+
+#: How the suite runs (markers, workers, CI skips, timing): tests/suite.py.
+pytest_plugins = ("tests.suite",)
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     """One local SparkSession for the whole test session (it takes seconds to start)."""
     from spate.engine.spark import build_spark
 
-    session = build_spark(os.environ.get("SPATE_TEST_SPARK_MASTER", "local[2]"), "spate-tests")
+    with processes_allowed():  # the session's JVM is the suite's, not a test's
+        session = build_spark(os.environ.get("SPATE_TEST_SPARK_MASTER", "local[2]"),
+                              "spate-tests")
     yield session
     session.stop()
 
@@ -88,3 +96,23 @@ def throwaway_postgres(postgres_url: str) -> Iterator[ThrowawayPostgres]:
     databases = ThrowawayPostgres(postgres_url)
     yield databases
     databases.drop_all()
+
+
+#: The platform admin key of the session's shared server (:func:`shared_serve`).
+SHARED_PLATFORM_KEY = "pk-" + secrets.token_urlsafe(32)
+
+
+@pytest.fixture(scope="session")
+def shared_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    """One ``spate serve`` (embedded defaults, sandboxed jobs) for the test modules of the
+    ``serve`` xdist group: the CLI, console, billing console and Terraform tests. Each
+    module takes a tenant of its own with :func:`new_tenant`. Three seconds without
+    input make a pipeline idle (the console's slow-ticks test); reconciles every second.
+    """
+    serve = ServeProcess(tmp_path_factory.mktemp("shared-serve"), {
+        "SPATE_PLATFORM_ADMIN_KEY": SHARED_PLATFORM_KEY, "SPATE_IDLE_STOP_S": "3",
+        "SPATE_RECONCILE_INTERVAL_S": "1"})
+    try:
+        yield serve
+    finally:
+        assert serve.stop() == 0, serve.log()

@@ -28,7 +28,9 @@ from spate.scheduler.sandbox.cgroups import CgroupError, CgroupHost, Limits, fin
 log = logging.getLogger(__name__)
 
 #: Environment variables of the worker a job may inherit (never SPATE_* secrets).
-INHERITED_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "JAVA_HOME")
+#: ``SPARK_SUBMIT_OPTS`` is the operator's JVM options for Spark's launcher (the
+#: driver's JIT and GC, say); a tenant cannot set it.
+INHERITED_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "JAVA_HOME", "SPARK_SUBMIT_OPTS")
 _PROBE_TIMEOUT_S = 30
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -70,6 +71,38 @@ class ServeProcess:
                 self.process.wait()
         self._log.close()
         return self.process.returncode
+
+
+class ServedTenant:
+    """A tenant of a running ``spate serve`` (its own admin key), for a test module that
+    shares the server with others: what it creates and is billed is its own."""
+
+    def __init__(self, serve: ServeProcess, tenant_id: str, name: str, admin_key: str) -> None:
+        self.serve = serve
+        self.url = serve.url
+        self.workdir = serve.workdir
+        self.tenant_id = tenant_id
+        self.name = name
+        self.admin_key = admin_key
+        self.http = httpx.Client(base_url=self.url + "/api/v1", timeout=30,
+                                 headers={"Authorization": f"Bearer {admin_key}"})
+
+    def log(self) -> str:
+        return self.serve.log()
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def new_tenant(serve: ServeProcess, platform_key: str, name: str) -> ServedTenant:
+    """A new tenant of ``serve`` (created with the platform admin key) and its admin key."""
+    created = httpx.post(f"{serve.url}/api/v1/tenants", timeout=30,
+                         json={"name": f"{name}-{secrets.token_hex(3)}"},
+                         headers={"Authorization": f"Bearer {platform_key}"})
+    assert created.status_code == 201, created.text
+    body = created.json()
+    return ServedTenant(serve, body["tenant"]["id"], body["tenant"]["name"],
+                        body["admin_key"]["key"])
 
 
 def _match(pattern: re.Pattern[str], line: str) -> str | None:

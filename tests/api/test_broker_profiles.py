@@ -20,6 +20,8 @@ from tests.api.support import TenantKeys, TestClient, new_tenant
 from tests.engine.connectors.kafka_broker import Broker, kafka_broker
 from tests.engine.connectors.kinesis_support import KinesisServer, serve_kinesis
 
+pytestmark = pytest.mark.e2e
+
 __all__ = ["kafka_broker"]  # the session's broker fixture, used here
 
 PROFILES = "/api/v1/connection-profiles"

@@ -17,9 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner, Result
 
-from tests.api.serving import ServeProcess, wait_for
+from spate.api.cli import main
+from tests.api.serving import ServedTenant, ServeProcess, new_tenant, wait_for
 from tests.api.test_cli_startup import heavy_among, loaded_modules
+from tests.conftest import SHARED_PLATFORM_KEY
+
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("serve")]
 
 #: An unbounded pipeline: its jobs run until they are stopped.
 ENDLESS_SQL = """
@@ -34,38 +39,38 @@ SELECT counter, counter * 2 AS twice FROM ticks;
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    serve = ServeProcess(tmp_path_factory.mktemp("cli-serve"),
-                         {"SPATE_RECONCILE_INTERVAL_S": "1"})
-    try:
-        yield serve
-    finally:
-        status = serve.stop()
-        assert status == 0, serve.log()
+def server(shared_serve: ServeProcess) -> Iterator[ServedTenant]:
+    """A tenant of its own on the session's shared server."""
+    tenant = new_tenant(shared_serve, SHARED_PLATFORM_KEY, "cli")
+    yield tenant
+    tenant.close()
 
 
-def _env(server: ServeProcess) -> dict[str, str]:
+def _env(server: ServedTenant) -> dict[str, str]:
     return {**os.environ, "SPATE_SERVER": server.url, "SPATE_API_KEY": server.admin_key}
 
 
-def spate(server: ServeProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "spate.api.cli", *args], env=_env(server),
-                          capture_output=True, text=True, timeout=600, check=False)
+def spate(server: ServedTenant, *args: str) -> Result:
+    """A client command, in this process (click's runner): what it prints and its exit
+    code are what is tested here, not its process (the two tests below start real
+    ones)."""
+    return CliRunner().invoke(main, list(args), env={
+        "SPATE_SERVER": server.url, "SPATE_API_KEY": server.admin_key})
 
 
-def _json(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    assert result.returncode == 0, result.stderr
+def _json(result: Result) -> dict[str, Any]:
+    assert result.exit_code == 0, result.stderr
     return dict(json.loads(result.stdout))
 
 
-def test_a_client_command_against_a_server_loads_no_server_code(server: ServeProcess) -> None:
+def test_a_client_command_against_a_server_loads_no_server_code(server: ServedTenant) -> None:
     modules = loaded_modules(["pipelines", "list"], ["keys", "list"], env={
         "SPATE_SERVER": server.url, "SPATE_API_KEY": server.admin_key})
     assert "httpx" in modules and heavy_among(modules) == []
 
 
 @pytest.mark.spark
-def test_start_and_rescale_print_the_new_job(server: ServeProcess, tmp_path: Path) -> None:
+def test_start_and_rescale_print_the_new_job(server: ServedTenant, tmp_path: Path) -> None:
     sql_file = tmp_path / "endless.sql"
     sql_file.write_text(ENDLESS_SQL)
     first = _json(spate(server, "pipelines", "create", "endless", str(sql_file), "--json"))
@@ -85,22 +90,22 @@ def test_start_and_rescale_print_the_new_job(server: ServeProcess, tmp_path: Pat
     as_table = spate(server, "pipelines", "get", "endless")
     assert as_table.stdout.splitlines()[1].split()[:4] == ["endless", "running", "running", "2"]
     deleted = spate(server, "pipelines", "delete", "endless", "--force")
-    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.exit_code == 0, deleted.stderr
 
 
 @pytest.mark.spark
-def test_preview_streams_rows_up_to_the_limit(server: ServeProcess, tmp_path: Path) -> None:
+def test_preview_streams_rows_up_to_the_limit(server: ServedTenant, tmp_path: Path) -> None:
     sql_file = tmp_path / "preview.sql"
     sql_file.write_text(PREVIEW_SQL)
     result = spate(server, "pipelines", "preview", str(sql_file), "--limit", "3", "--json")
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(rows) == 3 and all(r["twice"] == 2 * r["counter"] for r in rows)
     assert "preview ended: 3 rows; the row limit was reached" in result.stderr
 
 
 @pytest.mark.spark
-def test_ctrl_c_stops_a_preview_and_its_job(server: ServeProcess, tmp_path: Path) -> None:
+def test_ctrl_c_stops_a_preview_and_its_job(server: ServedTenant, tmp_path: Path) -> None:
     sql_file = tmp_path / "preview.sql"
     sql_file.write_text(PREVIEW_SQL)
     process = subprocess.Popen(

@@ -18,6 +18,8 @@ import pytest
 
 from spate.api.cli import COMMANDS
 
+pytestmark = pytest.mark.e2e
+
 #: Modules a client command must not load (prefixes of ``sys.modules`` names).
 HEAVY = ("pyspark", "fastapi", "sqlalchemy", "spate.engine.runtime", "spate.api.app")
 

@@ -17,6 +17,8 @@ from fastapi import FastAPI
 from tests.api.support import TenantKeys, TestClient, new_tenant
 from tests.engine.connectors.s3_support import S3Server, serve_s3
 
+pytestmark = pytest.mark.e2e
+
 PROFILES = "/api/v1/connection-profiles"
 
 

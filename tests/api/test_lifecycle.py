@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.api.serving import REPO, ServeProcess, wait_for
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
 SOURCE = """
 CREATE TABLE nexmark WITH (connector = 'nexmark', event_rate = '1000', runtime = '40',

@@ -8,8 +8,11 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.api.serving import ServeProcess
+
+pytestmark = pytest.mark.e2e
 
 
 def test_serve_prints_a_working_key_and_a_restart_revokes_it(tmp_path: Path) -> None:

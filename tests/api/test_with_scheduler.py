@@ -46,7 +46,7 @@ PREVIEW_SQL = ("CREATE TABLE src WITH (connector = 'impulse', event_rate = '20')
 #: Spark start-up (up to a minute on a loaded machine), plus the scheduler's reconcile.
 JOB_TIMEOUT_S = 300.0
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
 
 @dataclass

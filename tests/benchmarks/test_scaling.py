@@ -33,7 +33,7 @@ import pytest
 from tests.benchmarks.scaling_job import QUERIES
 from tests.benchmarks.workloads import RESULTS_DIR, save_result
 from tests.conftest import ThrowawayPostgres
-from tests.scheduler.test_standalone import (
+from tests.scheduler.clusters import (
     kill_daemons,
     spark_env,
     start_master,

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import ConsoleMessage, Error, Page, expect
 
-from tests.api.serving import ServeProcess
+from tests.api.serving import ServedTenant
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS_IMAGES = REPO / "docs" / "images"
@@ -96,14 +96,14 @@ def _expected(message: ConsoleMessage) -> bool:
         for status, path in EXPECTED_FAILED_LOADS)
 
 
-def sign_in(page: Page, server: ServeProcess, key: str | None = None) -> None:
+def sign_in(page: Page, server: ServedTenant, key: str | None = None) -> None:
     """Sign in on the sign-in page with ``key`` (the server's admin key by default)."""
     page.goto(server.url + "/")
     expect(page).to_have_url(re.compile(r"/sign-in"))
     page.get_by_label("API key").fill(key or server.admin_key)
     page.get_by_label("API key").press("Enter")  # Enter submits the form
     expect(page).to_have_url(re.compile(r"/pipelines$"))
-    expect(page.get_by_test_id("tenant")).to_have_text("default")
+    expect(page.get_by_test_id("tenant")).to_have_text(server.name)
 
 
 def artifacts_dir(name: str) -> Path:

@@ -1,5 +1,6 @@
-"""Fixtures of the console's browser tests: one headless Chromium per module, and a
-fresh browser context (its own session storage, so its own sign-in) per test."""
+"""Fixtures of the console's browser tests: one headless Chromium for the session (the
+console modules are one xdist group, ``serve``, so they share it), and a fresh
+browser context (its own session storage, so its own sign-in) per test."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from playwright.sync_api import Browser, sync_playwright
 from tests.console.browser import CHROMIUM_ARGS, PageWatch, artifacts_dir, chromium_path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
     executable = chromium_path()
     with sync_playwright() as playwright:

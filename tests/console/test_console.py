@@ -24,10 +24,11 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.api.serving import ServeProcess
+from tests.api.serving import ServedTenant, ServeProcess, new_tenant
+from tests.conftest import SHARED_PLATFORM_KEY
 from tests.console.browser import FOCUSED_JS, UNLABELLED_CONTROLS_JS, PageWatch, sign_in
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("serve")]
 
 # Line 3 names a column the impulse source does not have.
 BROKEN_SQL = """CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '20');
@@ -77,13 +78,12 @@ TIMEOUT_MS = 300_000  # Spark jobs start slowly on a loaded machine
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    # Three seconds without input make a pipeline idle (the slow-ticks test).
-    process = ServeProcess(tmp_path_factory.mktemp("console-serve"), {"SPATE_IDLE_STOP_S": "3"})
-    try:
-        yield process
-    finally:
-        assert process.stop() == 0, process.log()
+def server(shared_serve: ServeProcess) -> Iterator[ServedTenant]:
+    """A tenant of its own on the session's shared server (where three seconds without
+    input make a pipeline idle: the slow-ticks test)."""
+    tenant = new_tenant(shared_serve, SHARED_PLATFORM_KEY, "console")
+    yield tenant
+    tenant.close()
 
 
 def replace_sql(page: Page, sql: str) -> None:
@@ -95,7 +95,7 @@ def replace_sql(page: Page, sql: str) -> None:
     page.keyboard.insert_text(sql)
 
 
-def test_write_preview_start_watch_stop_and_keys(server: ServeProcess, watch: PageWatch) -> None:
+def test_write_preview_start_watch_stop_and_keys(server: ServedTenant, watch: PageWatch) -> None:
     page = watch.page
     page.goto(server.url + "/pipelines")
     expect(page).to_have_url(re.compile(r"/sign-in\?next=%2Fpipelines"))
@@ -214,7 +214,7 @@ def test_write_preview_start_watch_stop_and_keys(server: ServeProcess, watch: Pa
                      headers={"Authorization": f"Bearer {token}"}).status_code == 401
 
 
-def test_connections_are_tested_and_secrets_never_shown(server: ServeProcess,
+def test_connections_are_tested_and_secrets_never_shown(server: ServedTenant,
                                                         watch: PageWatch) -> None:
     page = watch.page
     sign_in(page, server)
@@ -285,7 +285,7 @@ def test_connections_are_tested_and_secrets_never_shown(server: ServeProcess,
     watch.rendered("editor-catalog")
 
 
-def test_a_stopped_pipelines_graph_edit_and_delete(server: ServeProcess, watch: PageWatch) -> None:
+def test_a_stopped_pipelines_graph_edit_and_delete(server: ServedTenant, watch: PageWatch) -> None:
     page = watch.page
     sign_in(page, server)
     name = f"auctions-{secrets.token_hex(3)}"
@@ -346,7 +346,7 @@ def test_a_stopped_pipelines_graph_edit_and_delete(server: ServeProcess, watch: 
     assert server.http.get(f"/pipelines/{name}").status_code == 404
 
 
-def test_an_idle_pipeline_says_when_it_resumes(server: ServeProcess, watch: PageWatch) -> None:
+def test_an_idle_pipeline_says_when_it_resumes(server: ServedTenant, watch: PageWatch) -> None:
     page = watch.page
     sign_in(page, server)
     name = f"slow-{secrets.token_hex(3)}"
@@ -385,7 +385,7 @@ KEYBOARD_REACHES = {
 
 
 @pytest.mark.parametrize("path", list(KEYBOARD_REACHES))
-def test_every_control_is_labelled_and_reached_by_keyboard(server: ServeProcess, watch: PageWatch,
+def test_every_control_is_labelled_and_reached_by_keyboard(server: ServedTenant, watch: PageWatch,
                                                            path: str) -> None:
     page = watch.page
     screenshot = "a11y" + re.sub(r"\W+", "-", path).rstrip("-")
@@ -418,7 +418,7 @@ def test_every_control_is_labelled_and_reached_by_keyboard(server: ServeProcess,
     watch.rendered(screenshot)
 
 
-def test_a_wrong_key_is_refused_and_signing_out_forgets_the_key(server: ServeProcess,
+def test_a_wrong_key_is_refused_and_signing_out_forgets_the_key(server: ServedTenant,
                                                                 watch: PageWatch) -> None:
     page = watch.page
     page.goto(server.url + "/sign-in")
@@ -438,7 +438,7 @@ def test_a_wrong_key_is_refused_and_signing_out_forgets_the_key(server: ServePro
     expect(page).to_have_url(re.compile(r"/sign-in\?next=%2Fkeys"))
 
 
-def test_detail_page_of_a_missing_pipeline_says_so(server: ServeProcess, watch: PageWatch) -> None:
+def test_detail_page_of_a_missing_pipeline_says_so(server: ServedTenant, watch: PageWatch) -> None:
     page = watch.page
     sign_in(page, server)
     page.goto(server.url + "/pipelines/no-such-pipeline")
@@ -448,7 +448,7 @@ def test_detail_page_of_a_missing_pipeline_says_so(server: ServeProcess, watch: 
     watch.rendered("pipeline-missing")
 
 
-def test_console_is_served_beside_the_api(server: ServeProcess, tmp_path: Path) -> None:
+def test_console_is_served_beside_the_api(server: ServedTenant, tmp_path: Path) -> None:
     index = httpx.get(server.url + "/pipelines/anything")
     assert index.status_code == 200 and '<div' not in index.text[:0]
     assert "text/html" in index.headers["content-type"]

@@ -29,8 +29,11 @@ from playwright.sync_api import Page, expect
 from spate.api.control import SqlControlStore
 from spate.api.db import Database, create_database
 from tests.api.job_rows import insert_usage, update_job
-from tests.api.serving import ServeProcess
+from tests.api.serving import ServedTenant, ServeProcess, new_tenant
+from tests.conftest import SHARED_PLATFORM_KEY
 from tests.console.browser import UNLABELLED_CONTROLS_JS, PageWatch, sign_in
+
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("serve")]
 
 SQL = """CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '5');
 CREATE TABLE out WITH (connector = 'blackhole');
@@ -42,16 +45,16 @@ GIB_MONTH_S = 730 * HOUR_S
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    process = ServeProcess(tmp_path_factory.mktemp("console-billing"), {})
-    try:
-        yield process
-    finally:
-        assert process.stop() == 0, process.log()
+def server(shared_serve: ServeProcess) -> Iterator[ServedTenant]:
+    """A tenant of its own on the session's shared server: its usage is only this
+    module's."""
+    tenant = new_tenant(shared_serve, SHARED_PLATFORM_KEY, "billing")
+    yield tenant
+    tenant.close()
 
 
 @pytest.fixture(scope="module")
-def database(server: ServeProcess) -> Iterator[Database]:
+def database(server: ServedTenant) -> Iterator[Database]:
     """The served control-plane database (``spate serve``'s default, in its directory)."""
     served = create_database(f"sqlite:///{server.workdir / '.spate' / 'spate.db'}")
     yield served
@@ -68,7 +71,7 @@ def write_usage(database: Database, tenant_id: str, pipeline_id: str | None,
     update_job(served_app, job_id, state="stopped", ended_at=datetime.now(UTC))
 
 
-def seed_usage(server: ServeProcess, database: Database) -> dict[str, str]:
+def seed_usage(server: ServedTenant, database: Database) -> dict[str, str]:
     """Two stopped pipelines and this month's usage of theirs and of the previews; their
     names by role. Costs: orders $0.37, clicks $0.61, previews $0.06, total $1.04."""
     suffix = secrets.token_hex(2)
@@ -123,7 +126,7 @@ def open_page(page: Page, link: str, heading: str) -> None:
     expect(page.get_by_role("heading", name=heading, level=1)).to_be_visible()
 
 
-def test_usage_budget_banner_invoices_and_quotas(server: ServeProcess, database: Database,
+def test_usage_budget_banner_invoices_and_quotas(server: ServedTenant, database: Database,
                                                  watch: PageWatch, tmp_path: Path) -> None:
     page = watch.page
     names = seed_usage(server, database)
@@ -256,7 +259,7 @@ def test_usage_budget_banner_invoices_and_quotas(server: ServeProcess, database:
     assert server.http.get("/budget").status_code == 404
 
 
-def test_a_viewer_key_is_told_why_usage_and_invoices_are_refused(server: ServeProcess,
+def test_a_viewer_key_is_told_why_usage_and_invoices_are_refused(server: ServedTenant,
                                                                   watch: PageWatch) -> None:
     created = server.http.post("/api-keys", json={"name": f"viewer-{secrets.token_hex(2)}",
                                                    "role": "viewer"})
@@ -282,7 +285,7 @@ def test_a_viewer_key_is_told_why_usage_and_invoices_are_refused(server: ServePr
 
 
 @pytest.mark.parametrize("path", ["/usage", "/invoices", "/quotas"])
-def test_billing_pages_load_at_their_address(server: ServeProcess, path: str) -> None:
+def test_billing_pages_load_at_their_address(server: ServedTenant, path: str) -> None:
     # A reload, a bookmark or the sign-in page's ?next= lands here.
     shell = httpx.get(server.url + path)
     assert shell.status_code == 200 and '<main id="main"' in shell.text, (

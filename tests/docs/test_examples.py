@@ -14,6 +14,8 @@ import pytest
 from spate.engine.explain import explain_plan
 from spate.engine.planner import plan_pipeline
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.sql"))
 

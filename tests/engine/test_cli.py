@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = """CREATE TABLE t (k BIGINT, ts TIMESTAMP NOT NULL, WATERMARK FOR ts)
 WITH (connector = 'single_file', path = '{path}', format = 'json', type = 'source'{extra});

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
 PIPELINE = """CREATE TABLE a (id BIGINT, info STRUCT<a BIGINT, b TEXT>, ts TIMESTAMP NOT NULL,
                 WATERMARK FOR ts)

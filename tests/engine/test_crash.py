@@ -1,114 +1,256 @@
-"""Crash test: a pipeline killed with SIGKILL at random moments, resumed each
-time (at changing parallelism), ends with the same output as an uninterrupted
-run — exactly-once through the state store and the idempotent file sink."""
+"""Exactly once through kill -9, for every connector at once.
+
+One ``spate run`` job reads every broker, a folder of files and a bounded Nexmark
+stream, and writes files, S3, Delta, Iceberg and stateful windows
+(:mod:`tests.engine.crash_feeds` lists its branches). It is killed with SIGKILL
+at parallelism 1, once it has committed an epoch; more broker records and files
+arrive while it is down; it is started at parallelism 3 and killed again; then
+it is started at parallelism 2 and runs until every output is complete, and is
+stopped cleanly. A job process starts a JVM, which is the expensive part, so one
+job serves every connector; each connector still has its own test item, so a
+failure names it.
+
+What each output must hold:
+
+* exactly-once brokers, the files' two sinks, Delta and Iceberg: every expected
+  record exactly once;
+* at-least-once brokers (rabbitmq queues, mqtt): every record, repeats only of
+  records that were read before a kill, at most once more per kill and no more
+  of them than two epochs read (the epochs in flight when the job died);
+* the HOP and SESSION windows: exactly the output of an uninterrupted run of
+  the same Nexmark stream (run in-process, on the shared SparkSession).
+"""
 
 from __future__ import annotations
 
 import os
 import random
+import secrets
 import signal
 import subprocess
-import sys
 import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import redis
+from pyspark.sql import SparkSession
 
-from spate.statestore import open_store
-from tests.engine.harness import read_lines
+from spate.engine.connectors.object_store import PENDING_DIR
+from tests.conftest import ThrowawayPostgres
+from tests.engine.connectors.kafka_broker import Broker, kafka_broker
+from tests.engine.connectors.kinesis_support import KinesisServer, serve_kinesis
+from tests.engine.connectors.lakehouse_support import catalog_name, catalog_uri
+from tests.engine.connectors.rabbitmq_support import AMQP_PORT, STREAM_PORT, port_answers
+from tests.engine.connectors.s3_support import S3Server
+from tests.engine.crash_feeds import (
+    AFTER,
+    AUCTIONS,
+    BEFORE,
+    FILES_AFTER,
+    FILES_BEFORE,
+    KEPT,
+    KEPT_FILE_IDS,
+    NEXMARK_TABLE,
+    WINDOWS,
+    BrokerCase,
+    FileFeed,
+    Lakehouse,
+    kafka_case,
+    kinesis_case,
+    mqtt_case,
+    nats_case,
+    rabbitmq_queue_case,
+    rabbitmq_stream_case,
+    records,
+    redis_case,
+    windows_sql,
+)
+from tests.engine.crash_support import committed, spate_run
+from tests.engine.harness import read_lines, run_pipeline
 
-pytestmark = pytest.mark.spark
+__all__ = ["kafka_broker"]  # the fixture, imported to be found by pytest
 
-PIPELINE = """
-CREATE TABLE nexmark WITH (connector = 'nexmark', event_rate = '2000', runtime = '24',
-    rate_limited = 'false', max_events_per_batch = '4000',
-    'nexmark.base_time_ms' = '1700000000000');
-CREATE TABLE windows WITH (connector = 'single_file', path = '{{ OUT_DIR }}/windows.jsonl',
-    format = 'json', type = 'sink');
-CREATE TABLE sessions WITH (connector = 'single_file', path = '{{ OUT_DIR }}/sessions.jsonl',
-    format = 'json', type = 'sink');
-INSERT INTO windows
-SELECT bucket, w.end AS window_end, n, total, top
-FROM (SELECT bid.auction % 7 AS bucket, HOP(INTERVAL '2' SECOND, INTERVAL '10' SECOND) AS w,
-             count(*) AS n, sum(bid.price) AS total, max(bid.price) AS top
-      FROM nexmark WHERE bid IS NOT NULL GROUP BY 1, 2);
-INSERT INTO sessions
-SELECT bucket, s.start AS session_start, s.end AS session_end, bids
-FROM (SELECT bid.bidder % 500 AS bucket, SESSION(INTERVAL '200' MILLISECOND) AS s,
-             count(*) AS bids
-      FROM nexmark WHERE bid IS NOT NULL GROUP BY 1, 2);
-"""
+pytestmark = pytest.mark.e2e
 
-
-def _spate_run(workdir: Path, parallelism: int) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, OUT_DIR=str(workdir / "out"), SPATE_LOG="WARNING")
-    (workdir / "out").mkdir(exist_ok=True)
-    return subprocess.Popen(
-        [sys.executable, "-m", "spate.api.cli", "run", str(workdir / "pipeline.sql"),
-         "--parallelism", str(parallelism), "--state", f"sqlite:///{workdir / 'state.db'}",
-         "--checkpoint", str(workdir / "checkpoint")],
-        cwd=Path(__file__).resolve().parents[2], env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def _finish(process: subprocess.Popen[bytes]) -> None:
-    _, stderr = process.communicate(timeout=300)
-    assert process.returncode == 0, stderr.decode()[-3000:]
-
-
-def _committed(workdir: Path) -> tuple[int | None, bool]:
-    """The last committed epoch and whether the pipeline had finished."""
-    with open_store(f"sqlite:///{workdir / 'state.db'}") as store:
-        state = store.pipeline("default", "pipeline")
-        last = state.last_committed_epoch()
-        return last, bool(last is not None and state.epoch_metadata().get("finished"))
+BROKERS = ["kafka", "mqtt", "nats", "rabbitmq_queue", "rabbitmq_stream", "redis", "kinesis"]
+#: A run waits at most this long for its first commit, or for the outputs to complete.
+PATIENCE_S = 240.0
 
 
-def _wait_for_progress(workdir: Path, process: subprocess.Popen[bytes],
-                       timeout_s: float = 240.0) -> bool:
-    """Wait until ``process`` commits a new epoch; False if it ended first."""
-    start, _ = _committed(workdir) if (workdir / "state.db").exists() else (None, False)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and process.poll() is None:
-        if (workdir / "state.db").exists():
-            last, finished = _committed(workdir)
-            if finished:
-                return False
-            if last is not None and (start is None or last > start):
-                return True
-        time.sleep(0.2)
-    return process.poll() is None
+@dataclass
+class CrashRun:
+    """What the job wrote, and where the kills landed."""
+
+    out: Path
+    brokers: dict[str, BrokerCase]
+    files: FileFeed
+    lake: Lakehouse
+    reference: Path
+    #: per kill: the epoch committed when it landed, and whether the outputs were complete
+    kills: list[tuple[int | None, bool]] = field(default_factory=list)
+    stderr: str = ""
 
 
-def test_sigkill_and_resume_gives_the_uninterrupted_output(tmp_path: Path) -> None:
-    reference, crashed = tmp_path / "reference", tmp_path / "crashed"
-    for workdir in (reference, crashed):
-        workdir.mkdir()
-        (workdir / "pipeline.sql").write_text(PIPELINE)
-    _finish(_spate_run(reference, parallelism=2))
-    final_epoch, _ = _committed(reference)
+def _complete(run: CrashRun) -> bool:
+    """Every output holds what it should (duplicates aside: the tests check those)."""
+    return (all(set(case.ids(run.out)) >= set(KEPT) for case in run.brokers.values())
+            and set(run.files.s3_ids()) >= set(KEPT_FILE_IDS)
+            and set(run.files.local_ids()) >= set(KEPT_FILE_IDS)
+            and set(run.lake.delta_ids()) >= set(AUCTIONS)
+            and set(run.lake.iceberg_ids()) >= set(AUCTIONS)
+            and all(read_lines(run.out / name) == read_lines(run.reference / name)
+                    for name in ("windows.jsonl", "sessions.jsonl")))
 
-    chooser = random.Random(20261122)
-    mid_run_kills = 0
-    for parallelism in (1, 3):
-        process = _spate_run(crashed, parallelism)
-        # Kill at a random moment after this run has committed an epoch of its own, so
-        # the kill lands mid-run however slowly Spark starts on a loaded machine.
-        if not _wait_for_progress(crashed, process):
-            break
-        time.sleep(chooser.uniform(0.0, 3.0))
-        if process.poll() is not None:
-            break
+
+def _wait(what: Callable[[], bool], process: subprocess.Popen[bytes],
+          interval_s: float = 0.2) -> None:
+    deadline = time.monotonic() + PATIENCE_S
+    while not what() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(interval_s)
+
+
+def _kill_after_a_commit(run: CrashRun, workdir: Path, parallelism: int,
+                         chooser: random.Random) -> str:
+    """Start the job, kill it at a random moment after it committed an epoch of its
+    own; its stderr."""
+    before = committed(workdir)[0]
+    process = spate_run(workdir, parallelism)
+    _wait(lambda: committed(workdir)[0] not in (None, before), process)
+    time.sleep(chooser.uniform(0.0, 1.0))
+    if process.poll() is None:
         os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        last, finished = _committed(crashed)
-        if last is not None and not finished:
-            mid_run_kills += 1
-    _finish(_spate_run(crashed, parallelism=2))
+    _, stderr = process.communicate(timeout=60)
+    run.kills.append((committed(workdir)[0], _complete(run)))
+    return stderr.decode(errors="replace")
 
-    assert mid_run_kills >= 1, "no kill landed between the first and the last epoch"
-    assert _committed(crashed) == (final_epoch, True)
-    for name in ("windows.jsonl", "sessions.jsonl"):
-        expected = read_lines(reference / "out" / name)
-        assert expected, f"reference run wrote no {name}"
-        assert read_lines(crashed / "out" / name) == expected, name
+
+def _add_brokers(cases: dict[str, BrokerCase], broker: Broker, redis_url: str, prefix: str,
+                 kinesis: KinesisServer) -> None:
+    """Every broker's case, into ``cases`` as each is made (the caller cleans up)."""
+    for port in (AMQP_PORT, STREAM_PORT):
+        assert port_answers(port), f"RabbitMQ does not answer on port {port}: .ci/run " \
+                                   "starts it with the rabbitmq_stream plugin"
+    for make in (lambda: kafka_case(broker), mqtt_case, nats_case, rabbitmq_queue_case,
+                 rabbitmq_stream_case, lambda: redis_case(redis_url, prefix),
+                 lambda: kinesis_case(kinesis)):
+        case = make()
+        cases[case.name] = case
+
+
+@pytest.fixture(scope="module")
+def crash_run(kafka_broker: Broker, redis_url: str, spark: SparkSession,
+              throwaway_postgres: ThrowawayPostgres,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[CrashRun]:
+    workdir = tmp_path_factory.mktemp("crash")
+    out, reference = workdir / "out", workdir / "reference"
+    for folder in (out, reference, workdir / "reference-run", workdir / "in",
+                   workdir / "files-out"):
+        folder.mkdir()
+    # The uninterrupted run of the stateful branch, in this process.
+    run_pipeline(spark, windows_sql(reference), workdir / "reference-run",
+                 parallelism=2)
+    moto = serve_kinesis()  # moto's server speaks S3 and Kinesis alike
+    prefix = f"spate-test-{secrets.token_hex(6)}:"
+    brokers: dict[str, BrokerCase] = {}
+    try:
+        server = next(moto)
+        _add_brokers(brokers, kafka_broker, redis_url, prefix, server)
+        s3 = S3Server(server.url)
+        run = CrashRun(out=out, brokers=brokers, reference=reference,
+                       files=FileFeed(workdir / "in", workdir / "files-out", s3,
+                                      s3.create_bucket()),
+                       lake=Lakehouse(workdir / "delta", catalog_uri(throwaway_postgres.create()),
+                                      catalog_name(), workdir / "warehouse"))
+        (workdir / "pipeline.sql").write_text(
+            "".join(case.sql(out) for case in brokers.values()) + run.files.sql()
+            + NEXMARK_TABLE + WINDOWS.format(out=out)
+            + run.lake.sql())
+        for case in brokers.values():
+            case.publish(records(range(BEFORE)))
+        run.files.write(range(FILES_BEFORE))
+
+        chooser = random.Random(20261128)
+        stderr = _kill_after_a_commit(run, workdir, 1, chooser)
+        for case in brokers.values():
+            case.publish(records(range(BEFORE, BEFORE + AFTER)))
+        run.files.write(range(FILES_BEFORE, FILES_BEFORE + FILES_AFTER))
+        stderr += _kill_after_a_commit(run, workdir, 3, chooser)
+
+        last = spate_run(workdir, parallelism=2)
+        _wait(lambda: _complete(run), last, interval_s=1.0)  # reading every output costs
+        time.sleep(1.0)  # a duplicate would show up in the next epochs
+        if last.poll() is None:
+            last.send_signal(signal.SIGTERM)  # a clean stop: the file sinks hold commits only
+        run.stderr = (stderr + last.communicate(timeout=120)[1].decode(errors="replace"))[-6000:]
+        yield run
+    finally:
+        moto.close()
+        client = redis.Redis.from_url(redis_url)
+        keys = list(client.scan_iter(match=f"{prefix}*"))
+        if keys:
+            client.delete(*keys)
+        client.close()
+        for case in brokers.values():
+            case.cleanup()
+
+
+def test_both_kills_landed_mid_stream(crash_run: CrashRun) -> None:
+    assert len(crash_run.kills) == 2
+    for epoch, complete in crash_run.kills:
+        assert epoch is not None and not complete, \
+            f"a kill did not land mid-stream ({crash_run.kills}): {crash_run.stderr}"
+
+
+def _exactly_once(ids: list[int], expected: list[int], name: str, stderr: str) -> None:
+    counts = Counter(ids)
+    missing = sorted(set(expected) - set(counts))
+    assert not missing, f"{name} lost {len(missing)} records, e.g. {missing[:5]}: {stderr}"
+    assert set(counts) == set(expected), f"{name} holds records it should not"
+    repeated = sorted(i for i, n in counts.items() if n > 1)
+    assert not repeated, f"{name} wrote {len(repeated)} records twice, e.g. {repeated[:5]}"
+
+
+@pytest.mark.parametrize("name", BROKERS)
+def test_a_broker_source_through_two_kills(crash_run: CrashRun, name: str) -> None:
+    case = crash_run.brokers[name]
+    ids = case.ids(crash_run.out)
+    if case.exactly_once:
+        _exactly_once(ids, KEPT, name, crash_run.stderr)
+        return
+    counts = Counter(ids)
+    assert set(counts) == set(KEPT), f"{name}: {sorted(set(KEPT) - set(counts))[:5]} " \
+                                     f"missing: {crash_run.stderr}"
+    # At least once: only the epochs in flight at the kills come again, once per kill.
+    repeated = {i: n for i, n in counts.items() if n > 1}
+    assert max(repeated.values(), default=1) <= 1 + len(crash_run.kills), repeated
+    assert case.batch is not None and len(repeated) <= case.batch * len(crash_run.kills), \
+        len(repeated)
+
+
+@pytest.mark.parametrize("sink", ["s3", "local"])
+def test_the_files_sinks_hold_every_record_once(crash_run: CrashRun, sink: str) -> None:
+    ids = crash_run.files.s3_ids() if sink == "s3" else crash_run.files.local_ids()
+    _exactly_once(ids, KEPT_FILE_IDS, f"the {sink} files", crash_run.stderr)
+
+
+def test_no_pending_file_is_visible_under_final_names(crash_run: CrashRun) -> None:
+    assert all(k.startswith("out/part-") and k.endswith(".parquet")
+               for k in crash_run.files.s3_names())
+    assert all(n.startswith("part-") and n.endswith(".json") or n.startswith(PENDING_DIR)
+               for n in crash_run.files.local_names())
+
+
+@pytest.mark.parametrize("table", ["delta", "iceberg"])
+def test_a_lakehouse_table_holds_every_record_once(crash_run: CrashRun, table: str) -> None:
+    ids = crash_run.lake.delta_ids() if table == "delta" else crash_run.lake.iceberg_ids()
+    _exactly_once(ids, AUCTIONS, table, crash_run.stderr)
+
+
+@pytest.mark.parametrize("name", ["windows.jsonl", "sessions.jsonl"])
+def test_stateful_windows_equal_the_uninterrupted_run(crash_run: CrashRun, name: str) -> None:
+    expected = read_lines(crash_run.reference / name)
+    assert expected, f"the uninterrupted run wrote no {name}"
+    assert read_lines(crash_run.out / name) == expected, crash_run.stderr

@@ -22,6 +22,8 @@ from typing import Any
 import hcl2
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
 MIRROR_VARIABLE = "SPATE_TF_PROVIDER_MIRROR"

@@ -29,6 +29,7 @@ from spate.scheduler.embedded import start_embedded_worker
 from spate.scheduler.sandbox.unit import sandbox_problem
 from spate.scheduler.service import Scheduler
 from tests.conftest import redis_key_prefix
+from tests.scheduler.clusters import Cluster, start_clusters
 from tests.scheduler.harness import Harness
 
 #: Short periods so the tests see restarts and reconciles quickly.
@@ -118,3 +119,11 @@ def harness(tmp_path_factory: pytest.TempPathFactory, redis_url: str, redis_pref
 @pytest.fixture
 def out_dir(tmp_path: Path) -> Path:
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def standalone_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Cluster]]:
+    """Spark standalone clusters ``a`` (two 1-core workers) and ``b`` (one), for the
+    session: the tests that use them are one xdist group (``standalone``), so they
+    start once."""
+    yield from start_clusters(tmp_path_factory.mktemp("spark-clusters"), {"a": 2, "b": 1})

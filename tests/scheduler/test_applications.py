@@ -20,7 +20,7 @@ from spate.scheduler.sandbox.unit import sandbox_problem
 from tests.scheduler.conftest import running_scheduler
 from tests.scheduler.harness import Harness, expected_bids, impulse_sql, windowed_bids_sql
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
 #: Short, so the idle test sees an application leave within the test.
 IDLE_EXIT_S = 4.0

@@ -15,7 +15,7 @@ from spate.scheduler.sandbox.unit import sandbox_problem
 from tests.scheduler.conftest import running_scheduler
 from tests.scheduler.harness import Harness
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from tests.scheduler.harness import (
     windowed_bids_sql,
 )
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
 
 def output_rows(path: Path) -> list[dict[str, int]]:

@@ -26,7 +26,7 @@ from tests.scheduler.conftest import running_scheduler
 from tests.scheduler.harness import Harness, impulse_sql
 
 PROBLEM = sandbox_problem()
-pytestmark = [pytest.mark.spark,
+pytestmark = [pytest.mark.e2e, pytest.mark.spark,
               pytest.mark.skipif(PROBLEM is not None, reason=f"cannot sandbox here: {PROBLEM}")]
 
 

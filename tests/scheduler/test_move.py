@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -38,16 +35,11 @@ from spate.scheduler.backends.standalone import StandaloneBackend
 from spate.scheduler.config import SchedulerConfig, cluster_masters, parse_clusters
 from spate.scheduler.errors import ConfigurationError
 from spate.statestore import open_store
+from tests.scheduler.clusters import Cluster
 from tests.scheduler.conftest import running_scheduler
 from tests.scheduler.harness import NEXMARK_BASE_TIME_MS, Harness
-from tests.scheduler.test_standalone import (
-    kill_daemons,
-    master_status,
-    spark_env,
-    start_master,
-    start_worker,
-    wait_for_workers,
-)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("standalone")]
 
 #: A bounded stream, paced, long enough that the move lands while the job on a still runs;
 #: a few epochs are left for the job on b.
@@ -114,38 +106,7 @@ def test_a_job_is_submitted_to_its_clusters_master(tmp_path: Path) -> None:
     assert master_of(backend.command(moved, tmp_path / "spec.json", zip_path)) == "spark://h2:1"
 
 
-# -- two standalone clusters ----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Cluster:
-    name: str
-    master_url: str
-    ui_port: int
-
-    def app_names(self) -> list[str]:
-        status = master_status(self.ui_port)
-        return [app["name"] for app in status.get("activeapps", []) +
-                status.get("completedapps", [])]
-
-
-@pytest.fixture(scope="module")
-def two_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Cluster]]:
-    """Clusters ``a`` and ``b``: each a master and one 1-core worker, in folders of their
-    own; every daemon is killed (by process group) at the end."""
-    directory = tmp_path_factory.mktemp("spark-clusters")
-    clusters: dict[str, Cluster] = {}
-    daemons: list[subprocess.Popen[bytes]] = []
-    try:
-        for name in ("a", "b"):
-            env = dict(spark_env(directory), SPARK_WORKER_DIR=str(directory / f"work-{name}"))
-            master_url, ui_port, master = start_master(directory / f"master-{name}.log", env)
-            clusters[name] = Cluster(name, master_url, ui_port)
-            daemons += [master, start_worker(master_url, directory / f"work-{name}", env)]
-        wait_for_workers([c.ui_port for c in clusters.values()], directory)
-        yield clusters
-    finally:
-        kill_daemons(daemons)
+# -- the move, on the two standalone clusters ------------------------------------------
 
 
 def bids_by_auction_sql(out: str) -> str:
@@ -197,11 +158,11 @@ def rows_read(harness: Harness, job_id: str) -> int:
 
 @pytest.mark.spark
 def test_a_running_pipeline_moves_to_another_cluster_exactly_once(
-        two_clusters: dict[str, Cluster], tmp_path: Path, redis_url: str, redis_prefix: str,
+        standalone_clusters: dict[str, Cluster], tmp_path: Path, redis_url: str, redis_prefix: str,
         control_url: str, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # The drivers (spark-submit, on this machine) and the executors meet on loopback.
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
-    a, b = two_clusters["a"], two_clusters["b"]
+    a, b = standalone_clusters["a"], standalone_clusters["b"]
     with running_scheduler(tmp_path / "data", redis_url, redis_prefix, control_url,
                            cluster_backend="standalone",
                            spark_clusters={"a": a.master_url, "b": b.master_url},

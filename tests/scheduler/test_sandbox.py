@@ -24,7 +24,8 @@ from spate.scheduler.sandbox.unit import (
 )
 
 PROBLEM = sandbox_problem()
-pytestmark = pytest.mark.skipif(PROBLEM is not None, reason=f"cannot sandbox here: {PROBLEM}")
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(PROBLEM is not None, reason=f"cannot sandbox here: {PROBLEM}")]
 
 PROBE = r"""
 import json, os, sys

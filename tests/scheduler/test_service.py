@@ -22,6 +22,8 @@ from spate.scheduler.service import Scheduler
 from spate.statestore import open_store
 from tests.scheduler.harness import new_pipeline
 
+pytestmark = pytest.mark.e2e
+
 ALL_GROUPS = range(0, 128)
 
 

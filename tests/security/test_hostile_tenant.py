@@ -26,6 +26,8 @@ import redis
 from tests.api.serving import sse_events, wait_for
 from tests.security.conftest import ALLOWED_REDIS, Hosted, Tenant
 
+pytestmark = pytest.mark.e2e
+
 RAW_SOURCE = """CREATE TABLE f (value TEXT) WITH (connector = 'single_file',
     path = '{path}', format = 'raw_string', type = 'source');
 SELECT value FROM f;

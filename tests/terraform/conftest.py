@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.serving import ServeProcess
+from tests.api.serving import ServedTenant, ServeProcess, new_tenant
+from tests.conftest import SHARED_PLATFORM_KEY
 
 
 @dataclass
@@ -45,18 +46,15 @@ class Terraform:
 
 
 @pytest.fixture(scope="module")
-def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    # sandbox off: the jobs import this checkout's code, as the server does
-    server = ServeProcess(tmp_path_factory.mktemp("tf-serve"),
-                          {"SPATE_RECONCILE_INTERVAL_S": "1", "SPATE_SANDBOX": "off"})
-    try:
-        yield server
-    finally:
-        server.stop()
+def serve(shared_serve: ServeProcess) -> Iterator[ServedTenant]:
+    """A tenant of its own on the session's shared server."""
+    tenant = new_tenant(shared_serve, SHARED_PLATFORM_KEY, "terraform")
+    yield tenant
+    tenant.close()
 
 
 @pytest.fixture(scope="module")
-def terraform(serve: ServeProcess, tmp_path_factory: pytest.TempPathFactory) -> Terraform:
+def terraform(serve: ServedTenant, tmp_path_factory: pytest.TempPathFactory) -> Terraform:
     if shutil.which("terraform") is None:
         pytest.skip("the terraform binary is not installed")
     plugins = tmp_path_factory.mktemp("tf-plugins")

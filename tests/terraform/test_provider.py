@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.api.serving import ServeProcess
+from tests.api.serving import ServedTenant
 from tests.terraform.conftest import Terraform
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("serve")]
 
 SECRET = f"secret-dir-{secrets.token_hex(8)}/out.jsonl"
 ROTATED = f"secret-dir-{secrets.token_hex(8)}/rotated.jsonl"
@@ -95,13 +95,13 @@ output "state" {{
 """
 
 
-def _get(serve: ServeProcess, path: str) -> Any:
+def _get(serve: ServedTenant, path: str) -> Any:
     response = serve.http.get(path)
     assert response.status_code == 200, response.text
     return response.json()
 
 
-def test_a_pipeline_through_its_life_with_terraform(serve: ServeProcess,
+def test_a_pipeline_through_its_life_with_terraform(serve: ServedTenant,
                                                     terraform: Terraform) -> None:
     terraform.write(config("50"))
     applied = terraform.run("apply", "-auto-approve")

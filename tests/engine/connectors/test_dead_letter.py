@@ -49,6 +49,8 @@ from tests.engine.connectors.rabbitmq_support import (
 from tests.engine.connectors.support import make_table
 from tests.engine.harness import read_lines, run_pipeline
 
+pytestmark = pytest.mark.e2e
+
 __all__ = ["js_stream", "kafka_broker", "queue_name", "stream_name"]  # fixtures
 
 COLUMNS = (ColumnDef("id", T.LongType(), False), ColumnDef("name", T.StringType()))

@@ -30,7 +30,7 @@ from tests.engine.connectors.lakehouse_support import (
 )
 from tests.engine.connectors.support import make_table
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
 
 def _sink(path: Path | str, **options: str) -> DeltaSink:

@@ -23,6 +23,8 @@ from spate.engine.connectors.object_store import PENDING_DIR
 from tests.engine.connectors.s3_support import S3Server, serve_s3
 from tests.engine.connectors.support import make_table
 
+pytestmark = pytest.mark.e2e
+
 COLUMNS = (ColumnDef("id", T.LongType()), ColumnDef("kind", T.StringType()),
            ColumnDef("at", T.TimestampType()), ColumnDef("price", T.DoubleType()))
 SCHEMA = T.StructType([T.StructField(c.name, c.spark_type) for c in COLUMNS])

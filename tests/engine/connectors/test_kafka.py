@@ -14,7 +14,7 @@ from typing import Any, cast
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewPartitions
+from confluent_kafka.cimpl import NewPartitions, NewTopic
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
@@ -45,6 +45,8 @@ from spate.engine.connectors.streaming import CONFIG_OPTION
 from tests.engine.connectors.kafka_broker import Broker, json_records, kafka_broker
 from tests.engine.connectors.support import make_table
 from tests.engine.harness import read_lines, run_pipeline
+
+pytestmark = pytest.mark.e2e
 
 __all__ = ["kafka_broker"]  # the fixture, imported to be found by pytest
 
@@ -300,9 +302,12 @@ def test_bad_records_fail_with_their_offset_or_are_dropped_and_counted(
     assert [r[HIDDEN_CONTROL] for r in rows if r[HIDDEN_CONTROL]] == ["dropped:2"]
 
 
-def test_read_committed_skips_aborted_transactions(kafka_broker: Broker) -> None:
-    if kafka_broker.tansu:
-        pytest.skip("tansu 0.6 shows aborted records to read_committed consumers")
+def test_a_source_reads_committed_transactions_only(kafka_broker: Broker) -> None:
+    """Skipping aborted transactions is the consumer's part once it asks for
+    read_committed, which a source does by default: the test checks that it asks, and
+    that a committed transaction's records are read. Against Kafka (SPATE_TEST_KAFKA) it
+    also checks the aborted records are skipped; tansu 0.6 shows them to read_committed
+    consumers (a broker bug), so against tansu that last check would fail for tansu."""
     topic = kafka_broker.create_topic(1)
     producer = Producer({"bootstrap.servers": kafka_broker.address,
                          "transactional.id": f"t-{topic}"})
@@ -313,24 +318,35 @@ def test_read_committed_skips_aborted_transactions(kafka_broker: Broker) -> None
             producer.produce(topic, value, partition=0, timestamp=stamp)
         (producer.commit_transaction if commit else producer.abort_transaction)(30)
     reader = _reader(_source_table(kafka_broker, topic, source__offset="earliest"))
+    assert consumer_config(reader.settings, "source")["isolation.level"] == "read_committed"
     try:
         start = reader.initialOffset()
         rows = _read(reader, start, reader.latestOffset(start, ReadAllAvailable()))
     finally:
         reader.stop()
-    assert [r["id"] for r in rows] == [3, 4]
+    ids = [r["id"] for r in rows]
+    assert ids[-2:] == [3, 4]
+    if not kafka_broker.tansu:
+        assert ids == [3, 4]
 
 
 def test_partitions_added_later_are_read_from_their_beginning(kafka_broker: Broker) -> None:
-    if kafka_broker.tansu:
-        pytest.skip("tansu 0.6 has no CreatePartitions")
+    """The topic grows from one partition to two while the reader runs. tansu 0.6 has no
+    CreatePartitions, so the topic is deleted and made again with two partitions: to the
+    reader, whose first partition was empty, that is the same change of metadata."""
     topic = kafka_broker.create_topic(1)
     reader = _reader(_source_table(kafka_broker, topic))
     try:
         start = reader.initialOffset()
         admin = AdminClient({"bootstrap.servers": kafka_broker.address})
-        for future in admin.create_partitions([NewPartitions(topic, 2)]).values():
-            future.result(30)
+        if kafka_broker.tansu:
+            for future in admin.delete_topics([topic]).values():
+                future.result(30)
+            for future in admin.create_topics([NewTopic(topic, 2)]).values():
+                future.result(30)
+        else:
+            for future in admin.create_partitions([NewPartitions(topic, 2)]).values():
+                future.result(30)
         kafka_broker.produce(topic, [(1, b'{"id": 7}', BASE_MS)])
         deadline = time.monotonic() + 30
         end = reader.latestOffset(start, ReadAllAvailable())

@@ -6,11 +6,14 @@ import base64
 import json
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from tests.engine.connectors.kafka_broker import Broker, kafka_broker
 from tests.engine.harness import read_lines, run_pipeline
+
+pytestmark = pytest.mark.e2e
 
 __all__ = ["kafka_broker"]  # the fixture, imported to be found by pytest
 

@@ -30,6 +30,8 @@ from tests.engine.connectors.kinesis_support import (
     serve_kinesis,
 )
 
+pytestmark = pytest.mark.e2e
+
 COLUMNS = (ColumnDef("id", T.LongType(), False), ColumnDef("name", T.StringType()))
 KINESIS = CONNECTORS["kinesis"]
 

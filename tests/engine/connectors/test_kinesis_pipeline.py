@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from tests.engine.connectors.kinesis_support import KinesisServer, serve_kinesis
 from tests.engine.harness import read_lines, run_pipeline
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
 
 @pytest.fixture(scope="module")

@@ -38,6 +38,7 @@ from tests.engine.connectors.nats_support import (
     stream_payloads,
 )
 from tests.engine.connectors.support import make_table
+from tests.ports import free_port
 
 __all__ = ["js_stream"]  # the fixture, imported to be used here
 
@@ -300,13 +301,6 @@ def _policy(allow: str) -> EgressPolicy:
     return EgressPolicy(EgressPolicy.from_config([allow], ()).allow, (), resolver=resolve)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def test_reach_names_the_server_and_the_stream(js_stream: TestStream) -> None:
     publish(js_stream.subject(), _records(2))
     reached = NATS.reach({"servers": SERVERS, "nats.stream": js_stream.name}, "source",
@@ -331,7 +325,7 @@ def test_reach_goes_through_the_egress_policy() -> None:
 
 
 def test_unreachable_servers_are_named_without_the_password() -> None:
-    port = _free_port()
+    port = free_port()
     options = {"servers": f"nats://127.0.0.1:{port}", "auth.type": "credentials",
                "auth.username": "me", "auth.password": "hunter2-secret"}
     with pytest.raises(ConnectorError) as caught:

@@ -25,7 +25,7 @@ from tests.engine.connectors.nats_support import SERVERS, create_stream, delete_
 from tests.engine.connectors.support import make_table
 from tests.engine.harness import read_lines, run_pipeline
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from spate.engine.job.spec import PREVIEW
 from spate.statestore import open_store
 from tests.engine.job.support import make_spec, start_job
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
 PREVIEW_SQL = """
 CREATE TABLE impulse WITH (connector = 'impulse', event_rate = '40');

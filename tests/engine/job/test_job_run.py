@@ -11,6 +11,8 @@ import pytest
 from spate.engine.job.cluster import EMBEDDED_STATE_ON_CLUSTER
 from tests.engine.job.support import epochs, make_spec, operator, start_job
 
+pytestmark = pytest.mark.e2e
+
 # 30 rows, one a second, keys 0..2; read ten per epoch.
 BOUNDED_SQL = """
 CREATE TABLE readings (k BIGINT, v BIGINT, ts TIMESTAMP NOT NULL,

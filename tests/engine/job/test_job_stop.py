@@ -19,7 +19,7 @@ from spate.engine.job.channel import open_channel
 from spate.engine.job.spec import JobSpec
 from tests.engine.job.support import JobProcess, epochs, make_spec, operator, start_job
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 

@@ -36,6 +36,9 @@ from spate.engine.connectors.egress import EgressPolicy, Endpoint, literal_addre
 from spate.engine.connectors.lookup import LookupSource
 from spate.engine.connectors.redis_lookup import RedisLookup
 from tests.engine.lookup.support import PgTable, lookup_table
+from tests.ports import free_port
+
+pytestmark = pytest.mark.e2e
 
 COLUMNS = (ColumnDef("id", T.LongType(), False), ColumnDef("value", T.StringType()))
 #: A name only the policy's resolver knows: reaching it proves the checked address is used.
@@ -79,13 +82,6 @@ def failure(table: TableConfig) -> str:
     finally:
         source.close()
     return re.sub(r"127\.0\.0\.1:[0-9]+", "HOST:PORT", str(caught.value))
-
-
-def free_port() -> int:
-    """A port of this machine nothing listens on."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 # -- what is connected to is what was checked ------------------------------------------

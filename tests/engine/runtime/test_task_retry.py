@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
 PIPELINE = """
 CREATE TABLE nexmark WITH (connector = 'nexmark', event_rate = '2000', runtime = '6',

@@ -10,6 +10,8 @@ import pytest
 
 from tests.engine.test_cli import _spate
 
+pytestmark = pytest.mark.e2e
+
 UDFS = """\
 from typing import Optional
 

@@ -11,6 +11,8 @@ import pytest
 from spate.engine.job.spec import JobSpec
 from tests.engine.job.support import make_spec, start_job
 
+pytestmark = pytest.mark.e2e
+
 UDFS = """\
 from spate.engine.udf import udf
 
