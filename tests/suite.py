@@ -47,11 +47,14 @@ FIXTURE_MIN_S = 0.05
 #: they are queued before everything else so that no worker starts one near the end.
 #: A module not listed is queued after these, before the tests outside any group.
 SLOW_GROUPS = (
-    "engine/test_crash.py",
-    "console/test_console.py",
-    "engine/connectors/test_broker_crash.py",
     "scheduler/test_applications.py",
-    "security/test_hostile_tenant.py",
+    "serve",
+    "engine/test_crash.py",
+    "standalone",
+    "engine/test_cli.py",
+    "scheduler/test_local.py",
+    "api/test_lifecycle.py",
+    "engine/job/test_job_stop.py",
 )
 
 _TESTS = Path(__file__).resolve().parent

@@ -1,6 +1,11 @@
-"""Fixtures of the console's browser tests: one headless Chromium for the session (the
-console modules are one xdist group, ``serve``, so they share it), and a fresh
-browser context (its own session storage, so its own sign-in) per test."""
+"""Fixtures of the console's browser tests: one headless Chromium for the package (the
+console modules are one xdist group, ``serve``, so they run one after the other on one
+worker and share it), and a fresh browser context (its own session storage, so its own
+sign-in) per test.
+
+Package scope, not session: Playwright's sync API keeps an asyncio loop running on the
+main thread while it is open, and a later test on the same worker that calls
+``asyncio.run`` (the NATS and RabbitMQ helpers do) would fail."""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from playwright.sync_api import Browser, sync_playwright
 from tests.console.browser import CHROMIUM_ARGS, PageWatch, artifacts_dir, chromium_path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
     executable = chromium_path()
     with sync_playwright() as playwright:
