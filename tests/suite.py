@@ -26,6 +26,7 @@ Loaded by ``tests/conftest.py`` (``pytest_plugins``). What it does:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import time
@@ -222,6 +223,25 @@ def pytest_runtest_makereport(item: pytest.Item,
             report.outcome = "failed"
             report.longrepr = (f"skipped under CI=true, where every test must run: {reason}. "
                                "Make .ci/run install or start what it needs.")
+
+
+# -- leaks ----------------------------------------------------------------------------------
+
+#: The test that ran last on this worker, to name when it left something behind.
+_previous: list[str] = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Fail a test at once, naming the culprit, when an earlier test left an asyncio loop
+    marked as this thread's running loop (``asyncio.run`` would fail inside it). Only
+    the console's browser tests share one between them (tests/console/conftest.py)."""
+    leaked = asyncio.events._get_running_loop() is not None
+    if leaked and "browser" not in getattr(item, "fixturenames", ()):
+        culprit = _previous[-1] if _previous else "an earlier test"
+        pytest.fail(f"{culprit} left an asyncio loop running on this thread; clear it in "
+                    "the fixture that started it", pytrace=False)
+    _previous[:] = [item.nodeid]
 
 
 # -- timing -------------------------------------------------------------------------------

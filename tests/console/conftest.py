@@ -3,12 +3,14 @@ console modules are one xdist group, ``serve``, so they run one after the other 
 worker and share it), and a fresh browser context (its own session storage, so its own
 sign-in) per test.
 
-Package scope, not session: Playwright's sync API keeps an asyncio loop running on the
-main thread while it is open, and a later test on the same worker that calls
-``asyncio.run`` (the NATS and RabbitMQ helpers do) would fail."""
+Playwright's sync API marks its asyncio loop as the main thread's running loop between
+calls and leaves it marked after it exits: the fixture clears the mark, or every later
+test on the same worker that calls ``asyncio.run`` (the NATS and RabbitMQ helpers do)
+would fail (tests/suite.py names a test that leaves a loop marked)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -20,10 +22,14 @@ from tests.console.browser import CHROMIUM_ARGS, PageWatch, artifacts_dir, chrom
 @pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
     executable = chromium_path()
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
+    try:
+        with sync_playwright() as playwright:
+            launched = playwright.chromium.launch(executable_path=executable,
+                                                  args=CHROMIUM_ARGS)
+            yield launched
+            launched.close()
+    finally:
+        asyncio.events._set_running_loop(None)  # the low-level call event loops use
 
 
 @pytest.fixture
