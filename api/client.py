@@ -35,15 +35,34 @@ class ClientError(Exception):
         self.details = details or []
 
 
-class SpateClient:
-    """Calls ``/api/v1`` on one server with one API key."""
+def clean_api_key(raw: str, named: str) -> str:
+    """The API key in ``raw`` without the whitespace around it (a key read from a file
+    keeps its newline; one pasted often gains a space). A key with any other character
+    than printable ASCII inside it is refused with a :class:`ClientError` naming where it
+    came from, ``named`` (a variable, an option), never the key."""
+    key = raw.strip()
+    if not key:
+        raise ClientError(f"the API key in {named} is empty; set it to a key of your tenant")
+    if not all("!" <= char <= "~" for char in key):
+        raise ClientError(
+            f"the API key in {named} holds a space, a control character or a non-ASCII "
+            "character inside it, which no Spate key has (the key is not shown); set it "
+            "again from where the key was saved")
+    return key
 
-    def __init__(self, server: str, api_key: str, http: httpx.Client | None = None) -> None:
+
+class SpateClient:
+    """Calls ``/api/v1`` on one server with one API key; ``key_named`` says where the key
+    came from, for the message when it is malformed (:func:`clean_api_key`)."""
+
+    def __init__(self, server: str, api_key: str, http: httpx.Client | None = None,
+                 key_named: str = "the client's settings") -> None:
         self.server = server.rstrip("/")
+        self._key = clean_api_key(api_key, key_named)
         self._owns_http = http is None
         self._http = http if http is not None else httpx.Client(
             base_url=self.server, timeout=TIMEOUT_S)
-        self._headers = {"Authorization": f"Bearer {api_key}"}
+        self._headers = {"Authorization": f"Bearer {self._key}"}
 
     def close(self) -> None:
         if self._owns_http:
@@ -142,7 +161,9 @@ class SpateClient:
                 data.append(line.removeprefix("data:").removeprefix(" "))
 
     def _unreachable(self, error: httpx.HTTPError) -> ClientError:
-        return ClientError(f"cannot reach the Spate server at {self.server}: {error}; "
+        # An error of the HTTP stack may quote the request's headers: the key goes.
+        cause = str(error).replace(self._key, "<API key>")
+        return ClientError(f"cannot reach the Spate server at {self.server}: {cause}; "
                            "start one with 'spate serve' or set SPATE_SERVER")
 
 

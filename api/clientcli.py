@@ -64,6 +64,8 @@ CLI_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"is revoked; create a new key instead$"),
      "is revoked; create a new key instead ('spate keys create NAME')"),
 )
+#: Where the client commands take the key from, as a malformed key's message names it.
+KEY_NAMED = "SPATE_API_KEY (or --api-key)"
 NO_KEY = ("no API key: set SPATE_API_KEY (or pass --api-key before the command); "
           "'spate serve' writes its admin key to the file its banner names")
 
@@ -104,7 +106,8 @@ class Connection:
     def open(self, ctx: click.Context) -> SpateClient:
         if not self.api_key:
             raise ClientError(NO_KEY)
-        return ctx.with_resource(SpateClient(self.server, self.api_key, self.http))
+        return ctx.with_resource(SpateClient(self.server, self.api_key, self.http,
+                                             key_named=KEY_NAMED))
 
 
 def _connection_options(group: F) -> F:

@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 logger = logging.getLogger(__name__)
@@ -130,6 +131,7 @@ _HTTP_CODES = {
     400: "bad_request", 401: "unauthenticated", 403: "forbidden", 404: "not_found",
     405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
     415: "unsupported_media_type", 422: "validation_failed", 429: "rate_limited",
+    503: "unavailable",
 }
 
 #: Error responses every route may give, for the OpenAPI document.
@@ -173,7 +175,23 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
                           details)
 
 
+#: Errors of a dependency that is down, not of the request: the database unreachable or
+#: restarting, a connection it dropped, a pool with no connection to give.
+_DEPENDENCY_DOWN = (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.DisconnectionError,
+                    sa_exc.TimeoutError)
+#: Seconds a client is asked to wait before retrying while a dependency is down.
+RETRY_AFTER_S = 5
+
+
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, _DEPENDENCY_DOWN):
+        # Transient: the request may well succeed again in a few seconds.
+        logger.warning("the control-plane database is unavailable: %s",
+                       str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                       extra={"method": request.method, "path": request.url.path})
+        return error_response(
+            503, "unavailable", "the service cannot reach its database right now; retry in "
+            "a few seconds", headers={"Retry-After": str(RETRY_AFTER_S)})
     logger.error("unhandled error", exc_info=exc,
                  extra={"method": request.method, "path": request.url.path})
     return error_response(500, "internal", "internal error; it has been logged")

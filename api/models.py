@@ -400,6 +400,17 @@ class UsageRecord(TenantOwned, Base):
     quantity: Mapped[float] = mapped_column(Float, default=0.0)
 
 
+class DeletedPipeline(TenantOwned, Base):
+    """The name a deleted pipeline had. Its usage stays (a bill is made of it), and an
+    invoice or a usage report names it as it was named."""
+
+    __tablename__ = "deleted_pipelines"
+
+    pipeline_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    deleted_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+
+
 class MeterReading(Base):
     """The meter's last reading of one compute unit's cumulative counters.
 

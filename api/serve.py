@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 
 #: How long shutting down waits for jobs to stop before killing them.
 SHUTDOWN_WAIT_S = 60.0
+#: How long a killed job (or an application asked to stop) may take to go before it is
+#: killed harder (its whole application).
+KILL_WAIT_S = 15.0
 #: The bootstrap admin key's file in the data folder.
 ADMIN_KEY_FILE = "admin.key"
 
@@ -159,8 +162,14 @@ def stop_jobs(settings: Settings, database: Database, wait_s: float) -> None:
     for job_id in live:
         log.warning("job %s did not stop within %s s; killing it", job_id, wait_s)
         scheduler.stop(job_id, "force")
+    deadline = time.monotonic() + KILL_WAIT_S
+    while live and time.monotonic() < deadline:  # a kill is over when the unit says so
+        time.sleep(0.5)
+        live = [job_id for job_id in live if not _ended(scheduler, job_id)]
     if scheduler.backend.applications is not None:  # the tenants' applications go too
-        scheduler.backend.applications.stop_all()
+        scheduler.backend.applications.stop_all(KILL_WAIT_S)
+        for job_id in live:  # their applications are gone now, so are they
+            _ended(scheduler, job_id)
 
 
 def _ended(scheduler: Scheduler, job_id: str) -> bool:

@@ -70,6 +70,8 @@ class SchedulerConfig:
     heartbeat_timeout_s: float = 60.0
     #: A job asked to stop that is still alive after this long is killed.
     stop_timeout_s: float = 120.0
+    #: A killed job's process still alive after this long: its whole compute unit is killed.
+    kill_timeout_s: float = 30.0
     #: Where Spark checkpoints go (default ``<data_dir>/checkpoints``).
     checkpoint_root: Path | None = None
     kubernetes: KubernetesConfig = field(default_factory=KubernetesConfig)

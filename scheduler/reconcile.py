@@ -22,6 +22,13 @@ Rules, in short:
 - A pipeline that went idle (no input for its idle period) starts again when its
   input is due; when only its sources can tell, a watch job (no Spark) looks at
   them and ends, due at once, when input arrives.
+- A forced stop (or a gentle one past its ``stop_timeout_s``) kills the job's
+  process and leaves the job ``stopping`` until its compute unit confirms the
+  process is gone: only then is it ``stopped``. The kill is repeated on every
+  reconcile meanwhile, and past ``kill_timeout_s`` the job's whole compute unit
+  (its tenant's application, with its other jobs) is killed. A job whose process
+  cannot be seen from here stays ``stopping``: it is never reported ended while
+  it may still run (and is metered until then).
 """
 
 from __future__ import annotations
@@ -56,6 +63,8 @@ class RestartPolicy:
     backoff_max_s: float = 60.0
     heartbeat_timeout_s: float = 60.0
     stop_timeout_s: float = 120.0
+    #: after a kill, how long the process may take to go before its whole unit is killed
+    kill_timeout_s: float = 30.0
 
     def backoff(self, restarts_so_far: int) -> float:
         """Seconds to wait before restart number ``restarts_so_far + 1``."""
@@ -100,7 +109,16 @@ class AskToStop:
 
 @dataclass(frozen=True)
 class Kill:
-    """Kill the process (→ ``stopped``)."""
+    """Kill the process (→ ``stopping`` with force, until its unit confirms it gone);
+    ``again``: a kill already under way, repeated (no state change)."""
+
+    message: str
+    again: bool = False
+
+
+@dataclass(frozen=True)
+class KillUnit:
+    """Kill the job's whole compute unit: its process outlived the kill's deadline."""
 
     message: str
 
@@ -114,7 +132,7 @@ class Cancel:
 
 @dataclass(frozen=True)
 class MarkStopped:
-    """The process of a stopping job is gone (→ ``stopped``)."""
+    """The process of a stopping (or killed) job is gone (→ ``stopped``)."""
 
     message: str
 
@@ -134,7 +152,8 @@ class Fail:
     message: str
 
 
-JobAction = Submit | Resubmit | AskToStop | Kill | Cancel | MarkStopped | ScheduleRestart | Fail
+JobAction = (Submit | Resubmit | AskToStop | Kill | KillUnit | Cancel | MarkStopped
+             | ScheduleRestart | Fail)
 
 
 def decide_job(job: JobView, seen: Observation | None, now: datetime,
@@ -152,7 +171,7 @@ def decide_job(job: JobView, seen: Observation | None, now: datetime,
     if seen is None:
         raise ValueError(f"job {job.id} is {job.state}: an observation of its process is needed")
     if job.stop_mode == FORCE:
-        return Kill("stopped by force")
+        return _forced(job, seen, policy)
     reason = _death(seen, policy)
     if reason is not None:
         if job.state == STOPPING:
@@ -161,8 +180,20 @@ def decide_job(job: JobView, seen: Observation | None, now: datetime,
     if job.stop_mode and job.state != STOPPING:
         return AskToStop(job.stop_mode)
     if job.state == STOPPING and seen.in_state_s > policy.stop_timeout_s:
-        return Kill(f"did not stop within {policy.stop_timeout_s:g} s; killed")
+        return Kill(f"did not stop within {policy.stop_timeout_s:g} s; killing it")
     return None
+
+
+def _forced(job: JobView, seen: Observation, policy: RestartPolicy) -> JobAction:
+    """A job stopped by force: killed, and stopped once its process is seen gone."""
+    if seen.alive is False:
+        return MarkStopped("stopped by force")
+    if job.state != STOPPING:
+        return Kill("stopping by force: its process is killed")
+    if seen.in_state_s > policy.kill_timeout_s:
+        return KillUnit(f"still running {seen.in_state_s:.0f} s after it was killed: "
+                        "its whole compute unit is killed")
+    return Kill("waiting for its process to go after the kill", again=True)
 
 
 def died(job: JobView, reason: str, policy: RestartPolicy) -> ScheduleRestart | Fail:

@@ -30,11 +30,13 @@ from spate.scheduler.errors import SchedulerError
 from spate.scheduler.events import fold_events
 from spate.scheduler.metering import Meter
 from spate.scheduler.reconcile import (
+    FORCE,
     AskToStop,
     Cancel,
     Fail,
     JobAction,
     Kill,
+    KillUnit,
     MarkStopped,
     Observation,
     RestartPolicy,
@@ -88,7 +90,8 @@ class Scheduler:
         self.policy = RestartPolicy(
             budget=config.restart_budget, backoff_s=config.restart_backoff_s,
             backoff_max_s=config.restart_backoff_max_s,
-            heartbeat_timeout_s=config.heartbeat_timeout_s, stop_timeout_s=config.stop_timeout_s)
+            heartbeat_timeout_s=config.heartbeat_timeout_s, stop_timeout_s=config.stop_timeout_s,
+            kill_timeout_s=config.kill_timeout_s)
         self.clock = clock
         self.meter = Meter(store, clock)
 
@@ -106,6 +109,23 @@ class Scheduler:
             self._guarded(self.reconcile_pipeline, pipeline_id)
         for job_id in self.store.active_preview_ids():
             self._guarded(self.reconcile_job, job_id)
+        self.sweep_orphans()
+
+    def sweep_orphans(self) -> list[str]:
+        """Kill what runs without the control plane holding it as running (a job it
+        has as ended, or no longer has at all); the ids of the queries found."""
+        found = self.backend.orphans(self._holds_running)
+        for job_id in found:
+            message = ("killed: it was still running though the control plane holds it "
+                       "as ended")
+            log.warning("job %s: %s", job_id, message)
+            if self.store.job(job_id) is not None:
+                self.store.add_error(job_id, message)
+        return found
+
+    def _holds_running(self, job_id: str) -> bool:
+        job = self.store.job(job_id)
+        return job is not None and job.state in PROCESS_STATES
 
     def meter_all(self) -> None:
         """Read every compute unit and charge its jobs (see :mod:`.metering`); then stop
@@ -260,18 +280,27 @@ class Scheduler:
             return self._launch(job, action)
         if isinstance(action, AskToStop):
             return self._ask_to_stop(job, action.mode)
-        if isinstance(action, Kill | Fail):
+        if isinstance(action, Kill):
             self._kill(job)
-            state = FAILED if isinstance(action, Fail) else STOPPED
-            extra = {"failure_message": action.message} if isinstance(action, Fail) else {}
-            return self.store.transition(job.id, {job.state}, state, action.message,
-                                         ended_at=now, **extra)
+            if action.again:
+                return job
+            # Ended only once its unit confirms the process gone (a later reconcile).
+            return self.store.transition(job.id, {job.state}, STOPPING, action.message,
+                                         stop_mode=FORCE)
+        if isinstance(action, KillUnit):
+            log.warning("job %s: %s", job.id, action.message)
+            self._kill_unit(job)
+            return job
+        if isinstance(action, Fail):
+            self._kill(job)
+            return self.store.transition(job.id, {job.state}, FAILED, action.message,
+                                         ended_at=now, failure_message=action.message)
         if isinstance(action, Cancel):
             return self.store.transition(job.id, {CREATED, RESTARTING}, STOPPED, action.message,
                                          ended_at=now)
         if isinstance(action, MarkStopped):
-            return self.store.transition(job.id, {STOPPING}, STOPPED, action.message,
-                                         ended_at=now)
+            return self.store.transition(job.id, {STARTING, RUNNING, STOPPING}, STOPPED,
+                                         action.message, ended_at=now)
         if isinstance(action, ScheduleRestart):
             self._kill(job)  # a silent process may still hang on to its resources
             self.store.add_error(job.id, action.message.split(";")[0],
@@ -429,6 +458,14 @@ class Scheduler:
             self.backend.kill(job.handle)
         except SchedulerError as error:
             log.warning("job %s: kill failed: %s", job.id, error)
+
+    def _kill_unit(self, job: JobView) -> None:
+        if not job.handle:
+            return
+        try:
+            self.backend.kill_unit(job.handle)
+        except SchedulerError as error:
+            log.warning("job %s: killing its compute unit failed: %s", job.id, error)
 
     def _after_end(self, job: JobView) -> None:
         """Clean up after a job is over: its compute unit and spec go, and a preview's

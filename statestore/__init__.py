@@ -39,6 +39,7 @@ from spate.statestore.errors import (
     KeyGroupOutOfRangeError,
     OutOfOrderEpochError,
     StateStoreError,
+    StateStoreUnreachableError,
     UnknownStoreUrlError,
 )
 from spate.statestore.keys import (
@@ -56,7 +57,8 @@ __all__ = [
     "EmbeddedStoreNotShareableError", "EpochMetadata", "EpochNotBegunError",
     "EpochUnavailableError", "EpochWriter", "GcReport", "IncompleteEpochError",
     "KeyGroupOutOfRangeError", "OperatorInfo", "OutOfOrderEpochError", "PipelineInfo",
-    "PipelineState", "StateCache", "StateStore", "StateStoreError", "UnknownStoreUrlError",
+    "PipelineState", "StateCache", "StateStore", "StateStoreError", "StateStoreUnreachableError",
+    "UnknownStoreUrlError",
     "UserKey", "key_group_of", "open_store", "owner_of", "pack_key", "process_cache",
     "ship", "split_key_groups", "task_pipeline", "unpack_key",
 ]

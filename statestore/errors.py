@@ -13,6 +13,11 @@ class BackendUnavailableError(StateStoreError):
     """The backend cannot be reached, refused the credentials, or lacks its client library."""
 
 
+class StateStoreUnreachableError(BackendUnavailableError):
+    """The backend did not answer (down, restarting, a dropped connection): transient,
+    unlike refused credentials or a missing database. A job retries after it."""
+
+
 class EmbeddedStoreNotShareableError(StateStoreError):
     """The embedded (sqlite) store was used from another machine."""
 

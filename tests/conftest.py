@@ -116,3 +116,4 @@ def shared_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProc
         yield serve
     finally:
         assert serve.stop() == 0, serve.log()
+        assert serve.leftovers == [], "stopping spate serve left its tenants' processes"

@@ -196,10 +196,13 @@ class Estimate:
 
 def _compute_rate(session: Session, since: datetime, now: datetime) -> float | None:
     """Compute units per task over ``[since, now)``: the SCU-seconds the session's runs
-    used, over the task-seconds they ran (None: no run ran)."""
+    used, over the task-seconds they ran (None: no run ran). Both sides count only the
+    runs whose jobs are still kept: a deleted pipeline's jobs go, its usage rows stay, and
+    counting those would raise every other pipeline's estimate."""
     used = session.scalar(select(func.sum(UsageRecord.quantity)).where(
         UsageRecord.dimension == "compute_unit_seconds", UsageRecord.pipeline_id.is_not(None),
-        UsageRecord.minute >= since, UsageRecord.minute < now))
+        UsageRecord.minute >= since, UsageRecord.minute < now,
+        UsageRecord.job_id.in_(select(Job.id).where(Job.kind == "run"))))
     task_seconds = 0.0
     for started, ended, parallelism in session.execute(
             select(Job.started_at, Job.ended_at, Job.parallelism).where(

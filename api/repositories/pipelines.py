@@ -26,6 +26,7 @@ from spate.api.models import (
     DESIRED_RUNNING,
     DESIRED_STOPPED,
     JOB_TERMINAL_STATES,
+    DeletedPipeline,
     Job,
     Pipeline,
     PipelineVersion,
@@ -193,6 +194,9 @@ class PipelineRepository(TenantRepository):
             raise ConflictError(_still_running(name, job, forced),
                                 details=[{"job_id": job.id, "state": job.state}])
         with transaction(self.session, f"pipeline '{name}' changed concurrently; retry"):
+            # Its usage stays for the bill, which names it as it was named.
+            self.session.merge(DeletedPipeline(tenant_id=pipeline.tenant_id,
+                                               pipeline_id=pipeline.id, name=pipeline.name))
             self.session.delete(pipeline)
 
     def wait_until_inactive(self, name: str, timeout_s: float, poll_s: float = 0.2) -> None:

@@ -3,8 +3,9 @@ by period (minute or day), pipeline and dimension.
 
 Rows are written by the scheduler's meter (:mod:`spate.scheduler.metering`), one per
 job, minute and dimension; here they are only read. A preview's rows have no
-pipeline and are reported as such. Day buckets are computed in the database, so a
-month of minutes is summed there, not carried into Python.
+pipeline and are reported as such; a deleted pipeline's keep the name it had. Day
+buckets are computed in the database, so a month of minutes is summed there, not
+carried into Python.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
 from spate.api.billing import UsageSum
-from spate.api.models import Pipeline, UsageRecord
+from spate.api.models import DeletedPipeline, Pipeline, UsageRecord
 from spate.api.tenancy import scope_to_tenant
 
 MINUTE, DAY = "minute", "day"
@@ -92,12 +93,16 @@ class UsageRepository:
 
 
     def _names(self, pipeline_ids: set[str | None]) -> dict[str, str]:
-        """The names of those of ``pipeline_ids`` that still exist."""
+        """The names of ``pipeline_ids``: a deleted pipeline's as it was named."""
         wanted = {pipeline_id for pipeline_id in pipeline_ids if pipeline_id is not None}
         if not wanted:
             return {}
-        return {pipeline_id: name for pipeline_id, name in self.session.execute(
-            select(Pipeline.id, Pipeline.name).where(Pipeline.id.in_(wanted)))}
+        names = {pipeline_id: name for pipeline_id, name in self.session.execute(
+            select(DeletedPipeline.pipeline_id, DeletedPipeline.name)
+            .where(DeletedPipeline.pipeline_id.in_(wanted)))}
+        names.update((pipeline_id, name) for pipeline_id, name in self.session.execute(
+            select(Pipeline.id, Pipeline.name).where(Pipeline.id.in_(wanted))))
+        return names
 
 
 def _period(session: Session, granularity: str) -> ColumnElement[object]:

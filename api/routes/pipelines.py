@@ -62,7 +62,7 @@ from spate.api.settings import known_clusters
 
 router = APIRouter(prefix="/pipelines", tags=["pipelines"], responses=ERROR_RESPONSES)
 #: How long ``DELETE ?force=true`` waits for a running job to be killed.
-FORCE_DELETE_WAIT_S = 10.0
+FORCE_DELETE_WAIT_S = 30.0
 
 NamePath = Annotated[str, Path(max_length=63, description="the pipeline's name")]
 NewNamePath = Annotated[str, Path(pattern=NAME_PATTERN, max_length=63,

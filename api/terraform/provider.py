@@ -11,7 +11,7 @@ from tf.schema import Attribute, Schema
 from tf.types import String
 from tf.utils import Diagnostics
 
-from spate.api.client import DEFAULT_SERVER, SpateClient
+from spate.api.client import DEFAULT_SERVER, ClientError, SpateClient
 
 #: where Terraform finds the provider: ``source = "spate/spate"``
 FULL_NAME = "registry.terraform.io/spate/spate"
@@ -50,7 +50,10 @@ class SpateProvider(Provider):  # type: ignore[misc]
                             "Set api_key in the provider block or SPATE_API_KEY in the "
                             "environment to an API key of your tenant.", path=["api_key"])
             return
-        self._client = SpateClient(url, key)
+        try:
+            self._client = SpateClient(url, key, key_named="api_key (or SPATE_API_KEY)")
+        except ClientError as error:
+            diags.add_error("Malformed Spate API key", error.message, path=["api_key"])
 
     @property
     def client(self) -> SpateClient:

@@ -1,11 +1,15 @@
-"""The ``impulse`` source (docs/sql/connectors.md): counters at a fixed rate, one per subtask.
+"""The ``impulse`` source (docs/sql/connectors.md): counters at a fixed rate.
 
-With parallelism ``p`` there are ``p`` subtasks (partitions), each emitting
-``counter = 0, 1, ...`` at ``event_rate / p`` rows per second (``event_rate`` is
-the total, as in Arroyo). Offsets are ``{"start_ns", "counter", "eof"}``: the
-wall-clock start recorded in the initial offset, and the per-subtask count
-emitted so far, so a restart from a checkpoint (or from the offset a state
-store kept) regenerates the same rows.
+One global schedule, whatever the parallelism: row ``n = 0, 1, ...`` is due
+``n / event_rate`` seconds after the start, has ``counter = n`` and goes to subtask
+``n mod p`` (its ``subtask_index``), so each of the ``p`` subtasks emits
+``event_rate / p`` rows per second. A rescale changes only which subtask emits a
+row, never which rows there are or their event times: rows neither pause nor
+repeat across it. Offsets are ``{"start_ns", "next", "eof"}``: the wall-clock
+start recorded in the initial offset and the number of rows emitted so far, so a
+restart from a checkpoint (or from the offset a state store kept) regenerates the
+same rows. (An offset written before the schedule was global counted rows per
+subtask, ``{"counter"}``: it is read as ``counter × p`` rows emitted.)
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ class ImpulseSettings:
     event_rate: float
     #: event time step per counter in ns; None: the row's emission time
     event_time_interval_ns: int | None
-    #: rows per subtask; None: unbounded
+    #: rows in all; None: unbounded
     message_count: int | None
     parallelism: int = 1
 
@@ -108,22 +112,21 @@ class ImpulseConnector(Connector):
 
     def batch_facts(self, table: TableConfig, parallelism: int, start: Any | None,
                     end: Any) -> BatchFacts:
-        """Each subtask emits every counter from ``start`` to ``end``."""
+        """Rows ``start`` to ``end`` of the global schedule."""
         del table
-        first = 0 if start is None else int(start["counter"])
-        return BatchFacts(rows=(int(end["counter"]) - first) * max(1, parallelism),
-                          finished=bool(end["eof"]))
+        first = 0 if start is None else emitted(start, parallelism)
+        return BatchFacts(rows=emitted(end, parallelism) - first, finished=bool(end["eof"]))
 
     def batch_limit(self, table: TableConfig) -> int | None:
         del table
         return MAX_ROWS_PER_BATCH
 
     def next_input_ms(self, table: TableConfig, parallelism: int, offset: Any) -> int | None:
-        """Counter ``c`` of every subtask is due ``c`` intervals after the start."""
+        """Row ``n`` is due ``n / event_rate`` seconds after the start."""
         if offset.get("eof"):
             return None
-        per_subtask = _parse(table).event_rate / max(1, parallelism)
-        due_ns = int(offset["start_ns"]) + int(offset["counter"]) * 1e9 / per_subtask
+        rate = _parse(table).event_rate
+        due_ns = int(offset["start_ns"]) + emitted(offset, parallelism) * 1e9 / rate
         return int(due_ns // 1_000_000)
 
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
@@ -143,21 +146,21 @@ class ImpulseDataSource(SpateDataSource):
 
 
 class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Offsets count rows per subtask; all subtasks advance together."""
+    """Offsets count the rows of the global schedule emitted so far."""
 
     def __init__(self, settings: ImpulseSettings, schema: T.StructType,
                  start: dict[str, Any] | None = None) -> None:
         self.settings = settings
         self.schema = schema
         #: the offset a resumed pipeline starts at (from its state store); None: the start
-        self.start = start
+        self.start = None if start is None else _current(start, settings.parallelism)
         self._frozen_now_ns: int | None = None
         #: the wall clock (ns); replaceable in tests
         self.clock_ns: Callable[[], int] = time.time_ns
 
     def initialOffset(self) -> dict[str, Any]:
         return initial_offset(
-            self.start, lambda: {"start_ns": self.clock_ns(), "counter": 0, "eof": False},
+            self.start, lambda: {"start_ns": self.clock_ns(), "next": 0, "eof": False},
             self.settings.table)
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -166,44 +169,47 @@ class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self._frozen_now_ns = self.clock_ns()
 
-    def _per_subtask_rate(self) -> float:
-        return self.settings.event_rate / self.settings.parallelism
-
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        start = _current(start, self.settings.parallelism)
         if start["eof"]:
             return start
         now_ns = self.clock_ns() if self._frozen_now_ns is None else self._frozen_now_ns
         elapsed_s = max(now_ns - start["start_ns"], 0) / 1e9
-        available = math.floor(elapsed_s * self._per_subtask_rate()) + 1
+        available = math.floor(elapsed_s * self.settings.event_rate) + 1
         count = self.settings.message_count
         if count is not None:
             available = min(available, count)
         rows = max_rows(limit, MAX_ROWS_PER_BATCH)
         if rows is not None:
-            available = min(available, start["counter"] + max(1, rows // self.settings.parallelism))
+            available = min(available, start["next"] + max(1, rows))
         eof = count is not None and available >= count
-        if available <= start["counter"] and not eof:
+        if available <= start["next"] and not eof:
             return start
-        return {"start_ns": start["start_ns"], "counter": max(available, start["counter"]),
+        return {"start_ns": start["start_ns"], "next": max(available, start["next"]),
                 "eof": eof}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        parallelism = self.settings.parallelism
+        start, end = _current(start, parallelism), _current(end, parallelism)
         if start == end:
             return []
         finishing = end["eof"] and not start["eof"]
         # Event times come from the end offset's clock start: it is in Spark's offset
         # log, whereas the first batch's start offset is a fresh initialOffset() call
         # (a later clock reading) that a replay would read differently again.
-        return [InputPartition({"first": start["counter"], "stop": end["counter"],
-                                "subtask": k, "start_ns": end["start_ns"],
-                                "eof": finishing and k == 0})
-                for k in range(self.settings.parallelism)]
+        return [InputPartition({"first": start["next"], "stop": end["next"],
+                                "subtask": k, "count": parallelism,
+                                "start_ns": end["start_ns"], "eof": finishing and k == 0})
+                for k in range(parallelism)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         settle()
         part = partition.value
         schema = arrow_schema(self.schema)
-        counters = np.arange(part["first"], part["stop"], dtype=np.int64)
+        # This subtask's share of rows first..stop: those with n mod count == subtask.
+        offset = (part["subtask"] - part["first"]) % part["count"]
+        counters = np.arange(part["first"] + offset, part["stop"], part["count"],
+                             dtype=np.int64)
         if len(counters):
             stamps = pa.array(self._event_times_ns(counters, part["start_ns"]) // 1000,
                               pa.int64())
@@ -218,5 +224,19 @@ class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         interval = self.settings.event_time_interval_ns
         if interval is not None:
             return start_ns + counters * interval
-        step_ns = 1e9 / self._per_subtask_rate()
+        step_ns = 1e9 / self.settings.event_rate
         return start_ns + np.floor(counters * step_ns).astype(np.int64)
+
+
+def emitted(offset: dict[str, Any], parallelism: int) -> int:
+    """The rows of the global schedule an offset says were emitted."""
+    return int(_current(offset, max(1, parallelism))["next"])
+
+
+def _current(offset: dict[str, Any], parallelism: int) -> dict[str, Any]:
+    """``offset`` in the global form; one of the per-subtask form counted ``counter``
+    rows on each of ``parallelism`` subtasks."""
+    if "next" in offset:
+        return offset
+    return {"start_ns": offset["start_ns"], "next": int(offset["counter"]) * parallelism,
+            "eof": offset["eof"]}

@@ -44,6 +44,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,12 +70,21 @@ from spate.engine.runtime.pacing import pacing_for
 from spate.engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
 from spate.engine.spark import build_spark, hosted_session
 from spate.engine.udf import UdfDefinitionError, UdfError, load_udfs
-from spate.statestore import DEFAULT_KEY_GROUPS, PipelineState, StateStoreError, open_store
+from spate.statestore import (
+    DEFAULT_KEY_GROUPS,
+    PipelineState,
+    StateStoreError,
+    StateStoreUnreachableError,
+    open_store,
+)
 
 log = logging.getLogger("spate.engine.job")
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+#: Waits before running again after the state store did not answer: doubling, capped.
+RETRY_FIRST_S = 1.0
+RETRY_MAX_S = 15.0
 
 #: Errors whose message is already written for the tenant.
 _TENANT_ERRORS = (JobError, PipelineFailedError, ConnectorError, StateStoreError, ChannelError,
@@ -111,14 +121,31 @@ class Job:
         self.control: JobControl | None = None
 
     def run(self) -> int:
-        """Run to the end; publish the final status; return the exit code."""
+        """Run to the end; publish the final status; return the exit code.
+
+        A failure because the state store did not answer (down, restarting) is not the
+        pipeline's: the job reports it and runs again from the last committed epoch
+        after a wait (doubling, at most :data:`RETRY_MAX_S`), for as long as it takes,
+        unless it is asked to stop meanwhile.
+        """
         with JobControl(self.channel, own_process=self.application is None) as control:
             self.control = control
-            try:
-                outcome = self._run(control)
-            except Exception as error:  # every failure is reported, then the exit code says so
-                self._fail(error)
-                return EXIT_FAILED
+            retries = 0
+            while True:
+                try:
+                    outcome = self._run(control)
+                    break
+                except Exception as error:  # every failure is reported; the exit code says so
+                    if not _transient(error) or control.stop_mode is not None:
+                        self._fail(error)
+                        return EXIT_FAILED
+                    wait_s = min(RETRY_FIRST_S * 2 ** retries, RETRY_MAX_S)
+                    retries += 1
+                    self._report_retry(error, wait_s)
+                    if _stop_requested_within(control, wait_s):
+                        outcome = Outcome("stopped", f"stopped ({control.stop_mode}) while "
+                                                     "waiting for the state store")
+                        break
         self._publish(status_event(outcome.state, outcome.message, outcome.wake_at_ms))
         log.info("job ended", extra={"job": self.spec.job_id, "state": outcome.state})
         return EXIT_OK
@@ -212,6 +239,12 @@ class Job:
             self._turn.done()
         self._publish(self.epochs.event(report))
 
+    def _report_retry(self, error: Exception, wait_s: float) -> None:
+        message = (f"{_failure_message(error, self.spec.sql)}; running again from the last "
+                   f"committed epoch in {wait_s:g} s")
+        log.warning("%s", message, extra={"job": self.spec.job_id})
+        self._publish(error_event(message, ""))
+
     def _fail(self, error: Exception) -> None:
         message = _failure_message(error, self.spec.sql)
         log.error("job failed: %s", message, extra={"job": self.spec.job_id})
@@ -225,6 +258,22 @@ class Job:
             self.channel.publish(event)
         except ChannelError as error:
             log.warning("cannot publish a %s event: %s", event.get("type"), error)
+
+
+def _transient(error: Exception) -> bool:
+    """Whether ``error`` came from a dependency that did not answer (see :meth:`Job.run`)."""
+    if isinstance(error, StateStoreUnreachableError):
+        return True
+    return isinstance(error, PipelineFailedError) and error.transient
+
+
+def _stop_requested_within(control: JobControl, wait_s: float) -> bool:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if control.stop_mode is not None:
+            return True
+        time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+    return control.stop_mode is not None
 
 
 def _check_spec(spec: JobSpec) -> None:

@@ -57,7 +57,13 @@ from spate.engine.runtime.steps import EpochContext, OperatorStep
 from spate.engine.runtime.tasks import RangeWork, TaskEpoch, TaskRouting, TaskStats, run_ranges
 from spate.engine.runtime.watermarks import END_OF_TIME, WatermarkTracker
 from spate.engine.udf import register_udfs
-from spate.statestore import DEFAULT_KEY_GROUPS, PipelineState, ship, split_key_groups
+from spate.statestore import (
+    DEFAULT_KEY_GROUPS,
+    PipelineState,
+    StateStoreUnreachableError,
+    ship,
+    split_key_groups,
+)
 
 log = logging.getLogger(__name__)
 
@@ -288,7 +294,10 @@ class PipelineRunner:
             self._stop_if_idle()
         error = query.exception()
         if error is not None and not self._stopping and not self._abandon.is_set():
-            raise PipelineFailedError(root_message(error)) from None
+            text = getattr(error, "desc", None) or str(error)
+            raise PipelineFailedError(root_message(error),
+                                      transient=StateStoreUnreachableError.__name__ in text
+                                      ) from None
 
     def _stop_if_idle(self) -> None:
         """Scale to zero: no input for ``idle_stop_s``, and every source either says when

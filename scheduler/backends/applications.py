@@ -197,6 +197,38 @@ class Applications:
         with contextlib.suppress(FileExistsError):
             os.close(create_new(folder.kills / job_id, 0o644))
 
+    def kill_application(self, handle: dict[str, Any]) -> None:
+        """Kill the application running the hosted job in ``handle`` (its process group:
+        the JVM and its Python workers with it), and every other job it hosts."""
+        log.warning("killing the application of tenant %s (pid %s)", handle[APPLICATION],
+                    handle["process"].get("pid"))
+        process.kill(handle["process"])
+
+    def orphans(self, active: Callable[[str], bool]) -> list[str]:
+        """Kill every query an application runs for a job ``active`` disowns (the control
+        plane holds it as ended, or has no such job); the ids of those still running.
+        A kill mark stays until the application reports the query ended."""
+        found = []
+        for tenant_id in self.tenants():
+            record = self._record(tenant_id)
+            if record is None or not process.is_alive(record):
+                continue
+            folder = self.folder(tenant_id)
+            status = folder.read_status()
+            if status is None or status.launch_id != record.get("launch_id"):
+                continue
+            for job_id, state in status.jobs.items():
+                if active(job_id):
+                    continue
+                mark = folder.kills / job_id
+                if state == ENDED:
+                    mark.unlink(missing_ok=True)
+                    continue
+                found.append(job_id)
+                with contextlib.suppress(FileExistsError):
+                    os.close(create_new(mark, 0o644))
+        return found
+
     def release(self, handle: dict[str, Any]) -> None:
         """Forget an ended hosted job's ticket and kill mark."""
         folder = self.folder(str(handle[APPLICATION]))
@@ -204,13 +236,32 @@ class Applications:
         folder.ticket(job_id).unlink(missing_ok=True)
         (folder.kills / job_id).unlink(missing_ok=True)
 
-    def stop_all(self) -> None:
-        """Ask every application to stop (each job after its epoch in progress commits)."""
-        for record in self.root.glob("*.json"):
-            folder = self.folder(record.stem)
-            if folder.path.is_dir():
-                with contextlib.suppress(OSError):
-                    _ask_to_stop(folder)
+    def stop_all(self, kill_after_s: float | None = None) -> list[str]:
+        """Ask every application to stop (each job after its epoch in progress commits);
+        with ``kill_after_s``, wait that long for them to exit and kill those still
+        running then. The tenants whose application had to be killed."""
+        running = {}
+        for tenant_id in self.tenants():
+            record = self._record(tenant_id)
+            folder = self.folder(tenant_id)
+            if record is None or not process.is_alive(record) or not folder.path.is_dir():
+                continue
+            running[tenant_id] = record
+            with contextlib.suppress(OSError):
+                _ask_to_stop(folder)
+        if kill_after_s is None:
+            return []
+        deadline = time.monotonic() + kill_after_s
+        while time.monotonic() < deadline and any(
+                process.is_alive(record) for record in running.values()):
+            time.sleep(0.2)
+        killed = [tenant_id for tenant_id, record in running.items()
+                  if process.is_alive(record)]
+        for tenant_id in killed:
+            log.warning("the application of tenant %s did not exit in %.0f s: killing it",
+                        tenant_id, kill_after_s)
+            process.kill(running[tenant_id])
+        return killed
 
     def _stopping(self, tenant_id: str) -> bool:
         folder = self.folder(tenant_id)

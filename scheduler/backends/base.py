@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,18 @@ class ClusterBackend(ABC):
     @abstractmethod
     def kill(self, handle: dict[str, Any]) -> None:
         """Kill the process at once (harmless when it is already gone)."""
+
+    def kill_unit(self, handle: dict[str, Any]) -> None:
+        """Kill everything the job's compute unit runs (for a job hosted in its tenant's
+        application: the application, with its other jobs); by default the job's own
+        process is its unit."""
+        self.kill(handle)
+
+    def orphans(self, active: Callable[[str], bool]) -> list[str]:
+        """Kill the queries this backend's compute units run for jobs that ``active``
+        (job id → whether the control plane holds it as running) disowns; their ids."""
+        del active
+        return []
 
     def launch_application(self, folder: HostFolder, unit: ComputeUnit | None
                            ) -> dict[str, Any]:

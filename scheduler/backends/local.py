@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,16 @@ class LocalBackend(ClusterBackend):
             return
         process.kill(handle)
         self.release(handle)
+
+    def kill_unit(self, handle: dict[str, Any]) -> None:
+        if APPLICATION in handle:
+            if self.applications is not None:
+                self.applications.kill_application(handle)
+            return
+        self.kill(handle)
+
+    def orphans(self, active: Callable[[str], bool]) -> list[str]:
+        return [] if self.applications is None else self.applications.orphans(active)
 
     def exit_reason(self, handle: dict[str, Any]) -> str | None:
         unit = handle.get("process", handle).get("unit")

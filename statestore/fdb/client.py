@@ -20,7 +20,11 @@ from collections.abc import Callable, Iterator, Sequence
 from importlib.metadata import version
 from typing import Any, TypeVar
 
-from spate.statestore.errors import BackendUnavailableError, StateStoreError
+from spate.statestore.errors import (
+    BackendUnavailableError,
+    StateStoreError,
+    StateStoreUnreachableError,
+)
 from spate.statestore.fdb.layout import KeyRange
 
 API_VERSION = 730
@@ -127,7 +131,7 @@ class FdbClient:
 
     def _failure(self, error: Any, timeout_ms: int) -> StateStoreError:
         if error.code == _TRANSACTION_TIMED_OUT:
-            return BackendUnavailableError(
+            return StateStoreUnreachableError(
                 f"the FoundationDB cluster {self._cluster()} did not answer within "
                 f"{timeout_ms / 1000:g} s: check that it is running (fdbcli --exec status) "
                 f"and that the cluster file is current")

@@ -16,7 +16,11 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 from spate.statestore.base.relational import Cursor, RelationalStateStore
-from spate.statestore.errors import BackendUnavailableError, StateStoreError
+from spate.statestore.errors import (
+    BackendUnavailableError,
+    StateStoreError,
+    StateStoreUnreachableError,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS spate_pipelines (
@@ -147,6 +151,6 @@ def _unavailable(url: str, error: psycopg.OperationalError) -> BackendUnavailabl
         return BackendUnavailableError(
             f"the database named in the state URL {url} does not exist ({reason}); create it "
             f"or name another")
-    return BackendUnavailableError(
+    return StateStoreUnreachableError(
         f"cannot reach PostgreSQL for the state URL {url} ({reason}); check that the server "
         f"is running and the host and port are right")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 REPO = Path(__file__).resolve().parents[2]
 _SERVING = re.compile(r"Spate is serving at (http://\S+)")
@@ -31,6 +33,8 @@ class ServeProcess:
         #: what it printed up to its banner (never the key: stdout is not a terminal)
         self.stdout_lines: list[str] = []
         self.key_file: Path | None = None
+        #: what :meth:`stop` found still running after the server exited
+        self.leftovers: list[str] = []
         self.process = subprocess.Popen(
             [sys.executable, "-m", "spate.api.cli", "serve", "--port", "0"], cwd=workdir,
             env={**os.environ, "SPATE_LOG": "INFO", **env},
@@ -60,8 +64,11 @@ class ServeProcess:
         return self.log_path.read_text(errors="replace")[-5000:]
 
     def stop(self, timeout_s: float = 120.0) -> int:
-        """SIGTERM, then wait; the exit status."""
+        """SIGTERM, then wait; the exit status. The processes the server had started (its
+        tenants' applications and jobs, their JVMs and Python workers) that outlive it
+        are in :attr:`leftovers` (and killed, so one test's leak does not spill over)."""
         self.http.close()
+        started = _descendants(self.process.pid)
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -70,7 +77,26 @@ class ServeProcess:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         self._log.close()
+        _, alive = psutil.wait_procs(started, timeout=10)
+        self.leftovers = [" ".join(_command(p)) for p in alive]
+        for leftover in alive:
+            with contextlib.suppress(psutil.Error):
+                leftover.kill()
         return self.process.returncode
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return list(psutil.Process(pid).children(recursive=True))
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _command(process: psutil.Process) -> list[str]:
+    try:
+        return list(process.cmdline())[:4]
+    except psutil.Error:
+        return [str(process.pid)]
 
 
 class ServedTenant:

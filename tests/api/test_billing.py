@@ -227,6 +227,44 @@ def test_an_estimate_comes_from_the_last_weeks_runs(client: TestClient,
     assert missing.status_code == 404
 
 
+def test_a_deleted_pipeline_keeps_its_name_on_the_bill_and_moves_no_estimate(
+        client: TestClient, tenant_factory: Callable[[], TenantKeys]) -> None:
+    tenant = tenant_factory()
+    now = datetime.now(UTC)
+    runs = {}
+    for name, scu in (("kept", 1800.0), ("gone", 7200.0)):  # 0.5 and 2 SCU per task
+        pipeline = _pipeline(client, tenant, name)
+        job = insert_job(client.app, tenant.id, pipeline, state="stopped",
+                         started_at=now - timedelta(hours=2), ended_at=now - timedelta(hours=1))
+        insert_usage(client.app, tenant.id, pipeline,
+                     [(now - timedelta(minutes=90), COMPUTE_UNIT_SECONDS, scu)], job)
+        runs[name] = pipeline
+    _pipeline(client, tenant, "other", parallelism=2)
+    client.patch(f"{V1}/pipelines/gone", headers=tenant.auth("developer"),
+                 json={"desired_state": "stopped"})
+    with database_of(client.app).sessions() as session:  # no scheduler runs here
+        session.get(Pipeline, runs["gone"]).desired_state = "stopped"  # type: ignore[union-attr]
+        session.commit()
+    deleted = client.delete(f"{V1}/pipelines/gone", headers=tenant.auth("developer"))
+    assert deleted.status_code == 204, deleted.text
+
+    period = now.strftime("%Y-%m")
+    invoice = client.get(f"{V1}/invoices/{period}", headers=tenant.auth()).json()
+    named = {line["pipeline_id"]: line["pipeline_name"] for line in invoice["lines"]}
+    assert named[runs["gone"]] == "gone" and named[runs["kept"]] == "kept"
+    as_csv = client.get(f"{V1}/invoices/{period}", headers=tenant.auth(),
+                        params={"format": "csv"}).text
+    rows = list(csv.DictReader(io.StringIO(as_csv)))
+    assert {row["pipeline_name"] for row in rows if row["pipeline_id"] == runs["gone"]} \
+        == {"gone"}
+    usage = client.get(f"{V1}/usage", headers=tenant.auth()).json()
+    assert {row["pipeline_name"] for row in usage["items"]
+            if row["pipeline_id"] == runs["gone"]} == {"gone"}
+    # The estimate counts the kept runs only: usage and task-seconds alike.
+    estimate = client.get(f"{V1}/pipelines/other/estimate", headers=tenant.auth()).json()
+    assert estimate["compute_units"] == pytest.approx(1.0, rel=0.01)  # 0.5 per task × 2
+
+
 def test_an_invalid_price_book_stops_the_server_at_start_with_the_reason() -> None:
     with pytest.raises(ValidationError, match="no such priced dimension: gold"):
         Settings(price_book=json.dumps([{"version": "x", "effective_from": "2026-01-01",

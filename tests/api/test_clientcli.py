@@ -303,3 +303,35 @@ def test_usage_and_invoices_show_what_the_tenant_used_and_owes(client: TestClien
     assert "2026-10,,,total,,,,0.24,USD," in as_csv.stdout
     refused = spate(client, tenant.keys["developer"], "usage")
     assert refused.exit_code == 1 and "admin or billing role" in refused.stderr
+
+
+def test_a_key_is_trimmed_and_a_malformed_one_is_refused_without_showing_it(
+        client: TestClient, tenant: TenantKeys, monkeypatch: pytest.MonkeyPatch) -> None:
+    admin = tenant.keys["admin"]
+    for padded in (f"{admin} ", f"{admin}\n", f"\t{admin}\r\n"):  # a key read from a file
+        listed = spate(client, padded, "pipelines", "list")
+        assert listed.exit_code == 0, listed.output
+    outputs = []
+    for broken in (f"{admin[:12]}\n{admin[12:]}", f"{admin[:12]} {admin[12:]}",
+                   f"{admin}\x1b", f"{admin[:-1]}é"):
+        refused = spate(client, broken, "pipelines", "list")
+        assert refused.exit_code == 1
+        assert "SPATE_API_KEY" in refused.stderr and "not shown" in refused.stderr
+        outputs.append(refused.output)
+    # An unreachable server: the HTTP stack's error is shown, the key is not.
+    unreachable = CliRunner().invoke(main, ["pipelines", "list"], env={
+        "SPATE_API_KEY": admin, "SPATE_SERVER": "http://127.0.0.1:9"})
+    assert unreachable.exit_code == 1 and "cannot reach" in unreachable.stderr
+    outputs.append(unreachable.output)
+    # The Terraform provider: a diagnostic naming the attribute, never the value.
+    from tf.utils import Diagnostics
+
+    from spate.api.terraform.provider import SpateProvider
+    for key in (f"{admin}\x07", f"{admin[:5]} {admin[5:]}"):
+        diagnostics = Diagnostics()
+        monkeypatch.setenv("SPATE_API_KEY", key)
+        SpateProvider().configure_provider(diagnostics, {})
+        assert diagnostics.has_errors() and "api_key (or SPATE_API_KEY)" in str(diagnostics)
+        outputs.append(str(diagnostics))
+    for output in outputs:
+        assert admin not in output and admin[6:18] not in output and admin[-12:] not in output

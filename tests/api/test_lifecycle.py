@@ -61,6 +61,7 @@ def server(tmp_path: Path, throwaway_postgres: Any, redis_url: str,
     finally:
         status = serve.stop()
         assert status == 0, serve.log()
+        assert serve.leftovers == [], "stopping spate serve left its tenants' processes"
 
 
 def _lines(path: Path) -> list[str]:

@@ -17,7 +17,15 @@ from sqlalchemy import select, update
 
 from spate.api.control import SqlControlStore
 from spate.api.db import Database
-from spate.api.models import Job, JobCheckpoint, JobEvent, Pipeline, PipelineVersion, Tenant
+from spate.api.models import (
+    Job,
+    JobCheckpoint,
+    JobError,
+    JobEvent,
+    Pipeline,
+    PipelineVersion,
+    Tenant,
+)
 from spate.engine.connectors.nexmark_gen import event_kinds
 from spate.scheduler.client import SchedulerClient
 from spate.scheduler.embedded import EmbeddedWorker
@@ -123,6 +131,11 @@ class Harness:
             return [(e.state, e.message) for e in session.scalars(
                 select(JobEvent).where(JobEvent.job_id == job_id)
                 .order_by(JobEvent.at, JobEvent.id))]
+
+    def errors(self, job_id: str) -> list[str]:
+        with self.database.sessions() as session:
+            return list(session.scalars(select(JobError.message).where(
+                JobError.job_id == job_id).order_by(JobError.at)))
 
     def checkpoints(self, job_id: str) -> list[int]:
         with self.database.sessions() as session:

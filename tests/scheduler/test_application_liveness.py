@@ -28,13 +28,23 @@ def stand_in(applications: Applications) -> Iterator[tuple[HostFolder, dict[str,
     """The tenant's folder and a running process standing in for its application."""
     folder = applications.prepare("t1", None)
 
-    def start(folder: HostFolder) -> dict[str, Any]:
-        return process.launch([sys.executable, "-c", "import time; time.sleep(60)"],
-                              dict(os.environ), folder.run, folder.log)
-
-    handle = applications.ensure("t1", HostConfig("t1", "local[1]"), start)
+    handle = applications.ensure("t1", HostConfig("t1", "local[1]"), _start_stand_in)
     yield folder, handle
     process.kill(handle)
+
+
+#: An application's stand-in: it runs until its folder's stop file appears (or 60 s).
+STAND_IN = """
+import os, sys, time
+deadline = time.monotonic() + 60
+while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+    time.sleep(0.05)
+"""
+
+
+def _start_stand_in(folder: HostFolder) -> dict[str, Any]:
+    return process.launch([sys.executable, "-c", STAND_IN, str(folder.stop)],
+                          dict(os.environ), folder.run, folder.log)
 
 
 def _job(handle: dict[str, Any], job_id: str = "j1") -> dict[str, Any]:
@@ -93,8 +103,7 @@ def test_one_application_per_tenant_until_it_stops(
 
     def start(folder: HostFolder) -> dict[str, Any]:
         started.append(1)
-        return process.launch([sys.executable, "-c", "import time; time.sleep(60)"],
-                              dict(os.environ), folder.run, folder.log)
+        return _start_stand_in(folder)
 
     assert applications.ensure("t1", HostConfig("t1", "local[1]"), start) == handle
     assert started == []
@@ -117,3 +126,37 @@ def test_a_kill_mark_names_the_job_and_release_forgets_it(
     applications.kill(_job(handle, "j2"))  # twice is harmless
     applications.release(_job(handle, "j2"))
     assert not (folder.kills / "j2").exists()
+
+
+def test_queries_the_control_plane_holds_as_ended_are_killed_as_orphans(
+        applications: Applications, stand_in: tuple[HostFolder, dict[str, Any]]) -> None:
+    folder, handle = stand_in
+    _status(folder, handle["launch_id"], {"kept": RUNNING, "orphan": RUNNING, "done": ENDED})
+    held = {"kept"}
+    assert applications.orphans(lambda job_id: job_id in held) == ["orphan"]
+    assert sorted(path.name for path in folder.kills.iterdir()) == ["orphan"]
+    assert applications.orphans(lambda job_id: job_id in held) == ["orphan"], (
+        "still reported while it runs; the kill mark is not made twice")
+    _status(folder, handle["launch_id"], {"kept": RUNNING, "orphan": ENDED, "done": ENDED})
+    assert applications.orphans(lambda job_id: job_id in held) == []
+    assert list(folder.kills.iterdir()) == [], "the mark goes once the query ended"
+    _status(folder, "another launch", {"orphan": RUNNING})
+    assert applications.orphans(lambda job_id: False) == [], (
+        "a status of another start of the application vouches for nothing")
+
+
+def test_stopping_every_application_kills_one_that_does_not_exit(
+        applications: Applications, stand_in: tuple[HostFolder, dict[str, Any]]) -> None:
+    folder, _ = stand_in
+    # One that does not look at its stop file, as a wedged application would not.
+    applications.prepare("t2", None)
+    deaf = applications.ensure("t2", HostConfig("t2", "local[1]"), lambda folder: process.launch(
+        [sys.executable, "-c", "import time; time.sleep(60)"], dict(os.environ), folder.run,
+        folder.log))
+    assert applications.stop_all(kill_after_s=5) == ["t2"], "only the deaf one is killed"
+    assert folder.stop.exists()
+    handle = deaf
+    deadline = time.monotonic() + 10
+    while process.is_alive(handle) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process.is_alive(handle) is False

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import psutil
 import pytest
+from sqlalchemy import update
 
+from spate.api.models import Job, Pipeline
 from spate.scheduler.backends.applications import Applications
 from spate.scheduler.sandbox.unit import sandbox_problem
 from tests.scheduler.conftest import running_scheduler
@@ -95,8 +98,18 @@ def test_a_tenants_jobs_share_its_application_and_fail_alone(hosted: Harness) ->
     hosted.change_pipeline(ticker, desired_state="stopped", stop_mode="checkpoint")
     hosted.wait_for_job(ticker, ("stopped",))
     assert hosted.jobs(other)[-1].state == "running", "a stop reached another tenant's job"
-    hosted.change_pipeline(other, desired_state="stopped", stop_mode="checkpoint")
-    hosted.wait_for_job(other, ("stopped",))
+    # A forced stop is over only when the query is: no row comes after it.
+    hosted.change_pipeline(other, desired_state="stopped", stop_mode="force")
+    killed = hosted.wait_for_job(other, ("stopped",))
+    assert [state for state, _ in hosted.history(killed.id)][-2:] == ["stopping", "stopped"]
+    _assert_no_more_rows(hosted, other, "other.jsonl")
+
+
+def _assert_no_more_rows(harness: Harness, pipeline: str, name: str) -> None:
+    """The pipeline's output does not grow for two seconds (at 20 rows/s it would)."""
+    before = harness.output(pipeline, name).read_text()
+    time.sleep(2.0)
+    assert harness.output(pipeline, name).read_text() == before, "its query still runs"
 
 
 def test_an_idle_application_exits_and_the_next_job_starts_another(hosted: Harness) -> None:
@@ -125,8 +138,17 @@ def test_a_job_ticket_with_secrets_is_the_tenants_alone_and_goes_once_taken(
         and not folder.ticket(job.id).exists()))
     for path in (folder.path, folder.inbox, folder.kills, folder.jobs):
         assert os.stat(path).st_uid == os.geteuid(), f"{path} should stay the server's"
-    hosted.change_pipeline(pipeline, desired_state="stopped", stop_mode="checkpoint")
-    hosted.wait_for_job(pipeline, ("stopped",))
+    # The control plane holds the job as ended while its query runs (as a kill whose mark
+    # went too early once left it): the next sweep kills it as an orphan.
+    with hosted.database.sessions() as session, session.begin():  # at once: no sweep between
+        session.execute(update(Pipeline).where(Pipeline.id == pipeline).values(
+            desired_state="stopped", stop_mode="checkpoint"))
+        session.execute(update(Job).where(Job.id == job.id).values(state="stopped"))
+    hosted.wait_for("the orphan's query to end", lambda: (
+        (status := folder.read_status()) is not None and status.jobs.get(job.id) == "ended"))
+    _assert_no_more_rows(hosted, pipeline, "t.jsonl")
+    assert any("still running though the control plane holds it as ended" in message
+               for message in hosted.errors(job.id)), "not reported"
 
 
 def _counters(harness: Harness, pipeline: str, name: str) -> list[int]:

@@ -13,6 +13,7 @@ from spate.scheduler.reconcile import (
     Cancel,
     Fail,
     Kill,
+    KillUnit,
     MarkStopped,
     Observation,
     RestartPolicy,
@@ -98,8 +99,25 @@ def test_stop_modes() -> None:
     assert isinstance(decide_job(job(state="stopping", stop_mode="checkpoint"), GONE, NOW,
                                  POLICY), MarkStopped)
     late = Observation(alive=True, silent_s=1, in_state_s=61)
-    assert isinstance(decide_job(job(state="stopping", stop_mode="checkpoint"), late, NOW,
-                                 POLICY), Kill)
+    timed_out = decide_job(job(state="stopping", stop_mode="checkpoint"), late, NOW, POLICY)
+    assert isinstance(timed_out, Kill) and not timed_out.again
+
+
+def test_a_forced_stop_is_over_only_when_the_process_is_seen_gone() -> None:
+    first = decide_job(job(stop_mode="force"), ALIVE, NOW, POLICY)
+    assert isinstance(first, Kill) and not first.again, "killed, and the job goes stopping"
+    killing = job(state="stopping", stop_mode="force")
+    again = decide_job(killing, ALIVE, NOW, POLICY)
+    assert isinstance(again, Kill) and again.again, "the kill is repeated while it lives"
+    unknown = Observation(alive=None, silent_s=100, in_state_s=5)
+    assert isinstance(decide_job(killing, unknown, NOW, POLICY), Kill), (
+        "a process that cannot be seen is not taken for gone")
+    assert decide_job(killing, GONE, NOW, POLICY) == MarkStopped("stopped by force")
+    assert decide_job(job(stop_mode="force"), GONE, NOW, POLICY) == MarkStopped(
+        "stopped by force")
+    for alive in (True, None):
+        late = Observation(alive=alive, silent_s=1, in_state_s=POLICY.kill_timeout_s + 1)
+        assert isinstance(decide_job(killing, late, NOW, POLICY), KillUnit)
 
 
 def test_a_process_state_needs_an_observation() -> None:
@@ -260,3 +278,15 @@ def test_an_idle_pipeline_whose_sources_must_be_watched_gets_a_watch_job() -> No
         StopJob("j2", "checkpoint", "the pipeline was stopped")]
     assert decide_pipeline(pipeline(parallelism=4), [watching, unknown]) == [
         StopJob("j2", "checkpoint", "rescale from parallelism 1 to 4")]
+
+
+@given(st.sampled_from(["starting", "running", "stopping"]),
+       st.sampled_from([None, "checkpoint", "graceful", "immediate", "force"]),
+       st.sampled_from([True, None]), st.floats(0, 1000), st.floats(0, 1000))
+def test_a_job_whose_process_may_run_is_never_marked_stopped(
+        state: str, stop_mode: str | None, alive: bool | None, silent_s: float,
+        in_state_s: float) -> None:
+    seen = Observation(alive=alive, silent_s=silent_s, in_state_s=in_state_s)
+    action = decide_job(job(state=state, stop_mode=stop_mode), seen, NOW, POLICY)
+    if stop_mode == "force":
+        assert not isinstance(action, MarkStopped | Cancel)

@@ -225,6 +225,39 @@ def test_impulse_resumes_at_its_stored_counter(
     assert sorted(r["counter"] for r in rows) == list(range(300))
 
 
+#: Paced in real time (event time = when a row became due): 20 s of ticks at 100/s, so
+#: that three runs, each started and stopped after one epoch, fall within it.
+PACED_TICKS = """
+CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '100', message_count = '2000');
+CREATE TABLE counts WITH (connector = 'single_file', path = '{{ OUT_DIR }}/counts.jsonl',
+    format = 'json', type = 'sink');
+INSERT INTO counts
+SELECT w.start AS window_start, n, max_counter
+FROM (SELECT TUMBLE(INTERVAL '500' MILLISECOND) AS w, count(*) AS n,
+             max(counter) AS max_counter FROM ticks GROUP BY 1);
+"""
+
+
+def test_an_impulse_source_rescaled_mid_stream_keeps_every_window_whole(
+        spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rescaled 1 → 2 → 3 → 1 while it runs, the source's schedule does not move: every
+    half-second window between the first and the last holds exactly 50 ticks, and
+    there are as many ticks as were asked for, none twice (a per-subtask schedule
+    went quiet for as long as it had run, then crowded the windows after a rescale)."""
+    runs = Runs(spark, PACED_TICKS, tmp_path, monkeypatch)
+    for parallelism in (1, 2, 3):
+        reports = runs.run(parallelism=parallelism, stop_after_epochs=1)
+        assert not reports[-1].finished, "the rescales must fall while it runs"
+        shutil.rmtree(runs.checkpoint(runs.count))
+    assert runs.run(parallelism=1)[-1].finished
+    windows = sorted((row["window_start"], row["n"], row["max_counter"]) for row in
+                     map(json.loads, read_lines(runs.out / "counts.jsonl")))
+    assert sum(n for _, n, _ in windows) == 2000
+    assert windows[-1][2] == 1999
+    assert [n for _, n, _ in windows[1:-1]] == [50] * (len(windows) - 2), windows
+    assert len({start for start, _, _ in windows}) == len(windows), "a window twice"
+
+
 def test_a_checkpoint_of_another_run_is_refused(
         spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     runs = Runs(spark, NEXMARK, tmp_path, monkeypatch)

@@ -21,7 +21,7 @@ CREATE TABLE nexmark WITH (connector = 'nexmark', event_rate = '1000', runtime =
     rate_limited = 'false', max_events_per_batch = '1000',
     'nexmark.base_time_ms' = '1700000000000');
 CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '1000000000',
-    message_count = '700');
+    message_count = '1400');
 CREATE TABLE out WITH (connector = 'single_file', path = '{out}', format = 'json',
     type = 'sink');
 INSERT INTO out SELECT bid.auction AS n FROM nexmark WHERE bid IS NOT NULL;
@@ -39,7 +39,7 @@ def test_rows_in_and_the_end_come_from_offsets_across_a_resume(spark: SparkSessi
     shutil.rmtree(tmp_path / "checkpoint")  # the second run starts from the stored offsets
     counters = run_pipeline(spark, sql, tmp_path, parallelism=2, reports=reports)
     assert reports[-1].finished
-    # 6,000 Nexmark events and 700 counters from each of the 2 impulse subtasks
+    # 6,000 Nexmark events and 1,400 counters from the impulse source's 2 subtasks
     assert counters["rows_in"] == sum(r.rows_in for r in reports) == 6_000 + 1_400
     assert counters["rows_out"] == len(read_lines(out))
     per_source = {}

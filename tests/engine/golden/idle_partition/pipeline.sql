@@ -1,7 +1,7 @@
 -- case: an idle partition stops holding the watermark back.
 -- unbounded: the impulse source never ends; the run stops once the expected output is written.
--- `ticks` emits one row per partition at start (event time: now), then nothing for
--- 1000 s; with idle_micros = 1 it is idle from the next epoch on.  Its watermark (now - 1s)
+-- `ticks` emits one row at start (event time: now, on its first partition), then nothing
+-- for 1000 s; with idle_micros = 1 it is idle from the next epoch on.  Its watermark (now - 1s)
 -- would otherwise hold back every window of `bids` (dated 2100) forever.  Idle, it does
 -- not: epoch 1 (15s) fires [0s,10s), so the row at 5s in epoch 2 is late and dropped.
 CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '0.001', idle_micros = '1');
