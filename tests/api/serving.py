@@ -18,6 +18,8 @@ from typing import Any
 import httpx
 import psutil
 
+from spate.engine.host.folder import RUNNING, HostFolder
+
 REPO = Path(__file__).resolve().parents[2]
 _SERVING = re.compile(r"Spate is serving at (http://\S+)")
 _KEY_FILE = re.compile(r"admin key file .*: (\S+)")
@@ -115,6 +117,14 @@ class ServedTenant:
 
     def log(self) -> str:
         return self.serve.log()
+
+    def running_queries(self) -> set[str]:
+        """The jobs whose queries the tenant's application says it runs now (by the
+        server's default data folder, ``.spate`` in its working folder)."""
+        folder = HostFolder(self.workdir / ".spate" / "applications" / self.tenant_id)
+        status = folder.read_status()
+        return set() if status is None else {
+            job for job, state in status.jobs.items() if state == RUNNING}
 
     def close(self) -> None:
         self.http.close()

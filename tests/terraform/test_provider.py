@@ -178,9 +178,14 @@ def test_a_pipeline_through_its_life_with_terraform(serve: ServedTenant,
     for output in terraform.outputs:
         assert SECRET not in output and ROTATED not in output and "secret-dir-" not in output
 
-    terraform.write(config("60", stopped="true", secret=ROTATED, secrets_version="2"))
+    # destroy while it runs: a forced stop, done only once its query is gone
+    terraform.write(config("60", secret=ROTATED, secrets_version="2"))
+    terraform.run("apply", "-auto-approve")
+    running = _get(serve, "/pipelines/ticks")["job"]
+    assert running["state"] == "running" and running["id"] in serve.running_queries()
     destroyed = terraform.run("destroy", "-auto-approve")
     assert "Destroy complete! Resources: 4 destroyed" in destroyed.stdout
+    assert running["id"] not in serve.running_queries(), "its query outlived the destroy"
     assert serve.http.get("/pipelines/ticks").status_code == 404
     assert serve.http.get("/connection-profiles/files").status_code == 404
     assert not any(k["name"] == "ci" for k in _get(serve, "/api-keys")["items"])
