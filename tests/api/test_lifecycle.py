@@ -11,16 +11,16 @@ tables, whose path is a secret: the job gets it decrypted through its spec.
 from __future__ import annotations
 
 import secrets
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from pyspark.sql import SparkSession
 
-from tests.api.serving import REPO, ServeProcess, wait_for
+from tests.api.serving import ServeProcess, wait_for
+from tests.engine.harness import run_pipeline
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
@@ -69,7 +69,7 @@ def _lines(path: Path) -> list[str]:
 
 
 def test_create_stop_restart_rescale_equals_an_uninterrupted_run(
-        server: ServeProcess, tmp_path: Path) -> None:
+        server: ServeProcess, spark: SparkSession, tmp_path: Path) -> None:
     http = server.http
     tenant_id = http.get("/me").json()["tenant_id"]
     # The sink's path is relative to the tenant's storage root (under the data folder).
@@ -138,20 +138,14 @@ def test_create_stop_restart_rescale_equals_an_uninterrupted_run(
     assert not (tmp_path / "data" / "jobs" / jobs[0]["id"] / "spec.json").exists()
     assert "out/out.jsonl" not in server.log()
 
-    assert sorted(_lines(out)) == sorted(_uninterrupted_run(tmp_path))
+    assert sorted(_lines(out)) == sorted(_uninterrupted_run(spark, tmp_path))
 
 
-def _uninterrupted_run(tmp_path: Path) -> list[str]:
-    """The same SQL (unpaced: pacing changes when rows arrive, not which) in one run."""
+def _uninterrupted_run(spark: SparkSession, tmp_path: Path) -> list[str]:
+    """The same SQL (unpaced: pacing changes when rows arrive, not which) in one run, in
+    the tests' shared Spark session."""
     reference = tmp_path / "reference"
     reference.mkdir()
-    sql = reference / "pipeline.sql"
-    sql.write_text(SOURCE.format(rate_limited="false")
-                   + SINK.format(out=reference / "out.jsonl") + QUERY)
-    result = subprocess.run(
-        [sys.executable, "-m", "spate.api.cli", "run", str(sql),
-         "--state", f"sqlite:///{reference / 'state.db'}",
-         "--checkpoint", str(reference / "checkpoint")],
-        cwd=REPO, capture_output=True, timeout=600)
-    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    run_pipeline(spark, SOURCE.format(rate_limited="false")
+                 + SINK.format(out=reference / "out.jsonl") + QUERY, reference)
     return _lines(reference / "out.jsonl")
