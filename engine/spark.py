@@ -145,3 +145,11 @@ def hosted_session(application: SparkSession, conf: Mapping[str, str] | None = N
             log.debug("setting %s kept at the application's value", key)
     register_data_sources(session)
     return session
+
+
+def driver_alive(spark: SparkSession) -> bool:
+    """Whether the JVM driving ``spark`` still runs (False once it was killed, e.g. by its
+    compute unit's memory limit); True when this process did not start it."""
+    gateway = getattr(spark.sparkContext, "_gateway", None)
+    process = getattr(gateway, "proc", None)
+    return process is None or process.poll() is None

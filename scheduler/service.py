@@ -24,6 +24,7 @@ from spate.engine.job.nofollow import open_regular
 from spate.engine.job.spec import JobSpec
 from spate.scheduler.backends.applications import APPLICATION
 from spate.scheduler.backends.base import ClusterBackend
+from spate.scheduler.backends.local import DEFAULT_LOCAL_MASTER
 from spate.scheduler.backends.process import log_tail
 from spate.scheduler.config import SchedulerConfig
 from spate.scheduler.errors import SchedulerError
@@ -383,7 +384,7 @@ class Scheduler:
                     unit.remove()
                 raise
 
-        config = HostConfig(tenant, self.backend.spark_master() or "local[2]",
+        config = HostConfig(tenant, self.backend.spark_master() or DEFAULT_LOCAL_MASTER,
                             dict(self.config.spark_conf), self.config.application_idle_exit_s)
         application = applications.ensure(tenant, config, start, self._application_size())
         spec = self._placed(job, self.workspace.spec(job, self.store.job_tables(tenant)))

@@ -50,6 +50,7 @@ FIXTURE_MIN_S = 0.05
 SLOW_GROUPS = (
     "scheduler/test_applications.py",
     "serve",
+    "faults",
     "engine/test_crash.py",
     "standalone",
     "engine/test_cli.py",

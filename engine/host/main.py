@@ -42,7 +42,7 @@ from spate.engine.job.channel import ChannelError, open_channel
 from spate.engine.job.main import EXIT_FAILED, Job, configure_logging
 from spate.engine.job.spec import JobSpec
 from spate.engine.job.turns import StartTurns
-from spate.engine.spark import build_spark
+from spate.engine.spark import build_spark, driver_alive
 
 log = logging.getLogger("spate.engine.host")
 
@@ -83,6 +83,11 @@ class Host:
         written = 0.0
         try:
             while not self.folder.stop.exists():
+                if not driver_alive(spark):
+                    # Its jobs cannot go on: exit, so the scheduler sees the application
+                    # gone (and why: its unit's memory limit) and restarts them elsewhere.
+                    log.error("the application's Spark driver is gone: exiting")
+                    os._exit(EXIT_FAILED)
                 self._take(spark)
                 self._kill()
                 if any(hosted.exit_code is None for hosted in self.jobs.values()):

@@ -41,6 +41,7 @@ Exit status: 0 when finished or stopped, 1 when failed.  Logs go to stderr
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -68,7 +69,7 @@ from spate.engine.runtime.errors import PipelineFailedError
 from spate.engine.runtime.failures import locate_in_sql
 from spate.engine.runtime.pacing import pacing_for
 from spate.engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
-from spate.engine.spark import build_spark, hosted_session
+from spate.engine.spark import build_spark, driver_alive, hosted_session
 from spate.engine.udf import UdfDefinitionError, UdfError, load_udfs
 from spate.statestore import (
     DEFAULT_KEY_GROUPS,
@@ -123,10 +124,10 @@ class Job:
     def run(self) -> int:
         """Run to the end; publish the final status; return the exit code.
 
-        A failure because the state store did not answer (down, restarting) is not the
-        pipeline's: the job reports it and runs again from the last committed epoch
-        after a wait (doubling, at most :data:`RETRY_MAX_S`), for as long as it takes,
-        unless it is asked to stop meanwhile.
+        A failure that is not the pipeline's and may pass by itself — the state store did
+        not answer (down, restarting), a volume is full — is reported, and the job runs
+        again from the last committed epoch after a wait (doubling, at most
+        :data:`RETRY_MAX_S`), for as long as it takes, unless it is asked to stop.
         """
         with JobControl(self.channel, own_process=self.application is None) as control:
             self.control = control
@@ -136,6 +137,11 @@ class Job:
                     outcome = self._run(control)
                     break
                 except Exception as error:  # every failure is reported; the exit code says so
+                    if self.application is not None and not driver_alive(self.application):
+                        # The application died (its memory limit): not this job's failure.
+                        # Its exit tells the scheduler, which restarts the job.
+                        log.error("the application's Spark driver is gone: %s", error)
+                        return EXIT_FAILED
                     if not _transient(error) or control.stop_mode is not None:
                         self._fail(error)
                         return EXIT_FAILED
@@ -261,8 +267,11 @@ class Job:
 
 
 def _transient(error: Exception) -> bool:
-    """Whether ``error`` came from a dependency that did not answer (see :meth:`Job.run`)."""
+    """Whether ``error`` may pass by itself (see :meth:`Job.run`): the state store did not
+    answer, or a volume is full or over its quota."""
     if isinstance(error, StateStoreUnreachableError):
+        return True
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
     return isinstance(error, PipelineFailedError) and error.transient
 

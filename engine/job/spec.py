@@ -40,9 +40,10 @@ class JobSpec:
     kind: str = RUN
     #: Spark trigger interval in ms (None: rate-adaptive epochs, ``epoch_max_delay_ms``).
     checkpoint_interval_ms: int | None = None
-    #: Spark master for a job that builds its own session (``local[2]``); a job
+    #: Spark master for a job that builds its own session (two cores, up to four
+    #: attempts per task); a job
     #: launched by spark-submit uses the session spark-submit configured.
-    spark_master: str | None = "local[2]"
+    spark_master: str | None = "local[2,4]"
     #: The deployment's name of the Spark cluster the job runs on (None: its default), which
     #: the backend submits it to; the job itself only reports it.
     cluster: str | None = None

@@ -40,7 +40,7 @@ from spate.engine.connectors.base import BatchFacts, Connector, ConnectorError, 
 from spate.engine.connectors.dead_letter import dead_letter_rows
 from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
 from spate.engine.planner.plan import PipelinePlan, QueryPlan, UpdatingJoin, WindowAggregate
-from spate.engine.runtime.errors import PipelineFailedError
+from spate.engine.runtime.errors import PipelineFailedError, is_transient_text
 from spate.engine.runtime.failures import root_message
 from spate.engine.runtime.offsets import BatchEpochs, CheckpointFolder, StoredPosition, resume
 from spate.engine.runtime.pacing import EpochPacer, Pacing
@@ -57,13 +57,7 @@ from spate.engine.runtime.steps import EpochContext, OperatorStep
 from spate.engine.runtime.tasks import RangeWork, TaskEpoch, TaskRouting, TaskStats, run_ranges
 from spate.engine.runtime.watermarks import END_OF_TIME, WatermarkTracker
 from spate.engine.udf import register_udfs
-from spate.statestore import (
-    DEFAULT_KEY_GROUPS,
-    PipelineState,
-    StateStoreUnreachableError,
-    ship,
-    split_key_groups,
-)
+from spate.statestore import DEFAULT_KEY_GROUPS, PipelineState, ship, split_key_groups
 
 log = logging.getLogger(__name__)
 
@@ -296,8 +290,7 @@ class PipelineRunner:
         if error is not None and not self._stopping and not self._abandon.is_set():
             text = getattr(error, "desc", None) or str(error)
             raise PipelineFailedError(root_message(error),
-                                      transient=StateStoreUnreachableError.__name__ in text
-                                      ) from None
+                                      transient=is_transient_text(text)) from None
 
     def _stop_if_idle(self) -> None:
         """Scale to zero: no input for ``idle_stop_s``, and every source either says when

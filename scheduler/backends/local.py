@@ -25,7 +25,10 @@ from spate.scheduler.backends.base import ClusterBackend
 from spate.scheduler.config import SchedulerConfig
 from spate.scheduler.sandbox.unit import ComputeUnit, exit_reason, release
 
-DEFAULT_LOCAL_MASTER = "local[2]"
+#: Two cores, and up to four attempts per task (a cluster's default
+#: ``spark.task.maxFailures``): a task whose Python worker died is run again, as on
+#: a cluster, instead of failing the query (plain ``local[2]`` never retries).
+DEFAULT_LOCAL_MASTER = "local[2,4]"
 
 
 #: The only server setting an unsandboxed job inherits (the rest are the server's secrets).

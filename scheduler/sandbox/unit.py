@@ -125,7 +125,8 @@ def exit_reason(handle: Mapping[str, Any]) -> str | None:
     limit_mb = int(handle.get("memory_bytes", 0)) // (1024 * 1024)
     return (f"the job exceeded its memory limit of {limit_mb} MB and was killed; give the "
             "pipeline a higher parallelism (each task adds memory) or ask the operator for "
-            "a larger SPATE_JOB_MEMORY_MB")
+            "a larger SPATE_JOB_MEMORY_MB (SPATE_APPLICATION_MEMORY_MB for the pipelines "
+            "hosted in their tenant's application)")
 
 
 def release(handle: Mapping[str, Any]) -> None:
