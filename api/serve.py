@@ -170,6 +170,10 @@ def stop_jobs(settings: Settings, database: Database, wait_s: float) -> None:
         scheduler.backend.applications.stop_all(KILL_WAIT_S)
         for job_id in live:  # their applications are gone now, so are they
             _ended(scheduler, job_id)
+    try:  # the units' last readings: their final minutes are billed, their groups removed
+        scheduler.meter.sample()
+    except Exception:  # noqa: BLE001 - shutting down goes on; the next start reads them
+        log.exception("the last meter reading at shutdown failed")
 
 
 def _ended(scheduler: Scheduler, job_id: str) -> bool:

@@ -228,6 +228,7 @@ def pytest_runtest_makereport(item: pytest.Item,
 
 # -- leaks ----------------------------------------------------------------------------------
 
+_CONSOLE = Path(__file__).resolve().parent / "console"
 #: The test that ran last on this worker, to name when it left something behind.
 _previous: list[str] = []
 
@@ -236,9 +237,9 @@ _previous: list[str] = []
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Fail a test at once, naming the culprit, when an earlier test left an asyncio loop
     marked as this thread's running loop (``asyncio.run`` would fail inside it). Only
-    the console's browser tests share one between them (tests/console/conftest.py)."""
+    the console's tests run beside one (its browser's: tests/console/conftest.py)."""
     leaked = asyncio.events._get_running_loop() is not None
-    if leaked and "browser" not in getattr(item, "fixturenames", ()):
+    if leaked and _CONSOLE not in item.path.parents:
         culprit = _previous[-1] if _previous else "an earlier test"
         pytest.fail(f"{culprit} left an asyncio loop running on this thread; clear it in "
                     "the fixture that started it", pytrace=False)

@@ -29,6 +29,7 @@ import logging
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +171,27 @@ class KubernetesBackend(ClusterBackend):
         self._run(["kubectl", "delete", "pod", handle["driver_pod"], "-n", handle["namespace"],
                    "--ignore-not-found", "--grace-period=0", "--force"], None, KUBECTL_TIMEOUT_S)
 
+    def orphans(self, active: Callable[[str], bool]) -> list[str]:
+        """Delete the driver pods (their executors go with them) of jobs ``active``
+        disowns, found by the ``spate/job`` label in the tenants' namespaces."""
+        try:
+            listing = self._run(["kubectl", "get", "pods", "--all-namespaces", "-l",
+                                 "spate/job,spark-role=driver", "-o", "json"], None,
+                                KUBECTL_TIMEOUT_S)
+        except BackendCommandError as error:
+            log.warning("could not list the job pods to look for orphans: %s", error)
+            return []
+        found = orphan_drivers(json.loads(listing or "{}"),
+                               f"{self.settings.namespace_prefix}-", active)
+        for namespace, pod, _job in found:
+            try:
+                self._run(["kubectl", "delete", "pod", pod, "-n", namespace,
+                           "--ignore-not-found", "--grace-period=0", "--force"], None,
+                          KUBECTL_TIMEOUT_S)
+            except BackendCommandError as error:
+                log.warning("could not delete the orphan driver pod %s: %s", pod, error)
+        return [job for _namespace, _pod, job in found]
+
     def release(self, handle: dict[str, Any]) -> None:
         """The job is over: its spec Secret goes (the namespace stays for the next job)."""
         if "spec_secret" not in handle:
@@ -192,3 +214,18 @@ class KubernetesBackend(ClusterBackend):
                                       f"{done.stderr.strip()[-2000:]}")
         return done.stdout
 
+
+
+def orphan_drivers(pods: dict[str, Any], namespace_prefix: str,
+                   active: Callable[[str], bool]) -> list[tuple[str, str, str]]:
+    """(namespace, pod, job) of each running driver pod in ``pods`` (``kubectl get pods
+    -o json``) in a tenant's namespace whose job ``active`` disowns."""
+    found = []
+    for pod in pods.get("items", []):
+        metadata, status = pod.get("metadata", {}), pod.get("status", {})
+        job = metadata.get("labels", {}).get("spate/job")
+        namespace = str(metadata.get("namespace", ""))
+        if (job and namespace.startswith(namespace_prefix)
+                and status.get("phase") in _LIVE_PHASES and not active(job)):
+            found.append((namespace, str(metadata.get("name")), str(job)))
+    return found

@@ -97,7 +97,8 @@ class LocalBackend(ClusterBackend):
         self.kill(handle)
 
     def orphans(self, active: Callable[[str], bool]) -> list[str]:
-        return [] if self.applications is None else self.applications.orphans(active)
+        hosted = [] if self.applications is None else self.applications.orphans(active)
+        return hosted + process.orphan_jobs(self.config.jobs_dir, active)
 
     def exit_reason(self, handle: dict[str, Any]) -> str | None:
         unit = handle.get("process", handle).get("unit")

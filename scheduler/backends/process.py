@@ -17,7 +17,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +92,32 @@ def kill(handle: Mapping[str, Any]) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def orphan_jobs(jobs_root: Path, active: Callable[[str], bool]) -> list[str]:
+    """Kill the job processes of this host whose job ``active`` disowns; their job ids.
+
+    A job process leads its session and its command line names its spec,
+    ``<jobs_root>/<job id>/spec.json`` (after ``--consume``): that is how it is found,
+    whatever launched it (a sandbox, ``spark-submit``)."""
+    root = jobs_root.resolve()
+    found = []
+    for candidate in psutil.process_iter(["pid", "cmdline"]):
+        command = candidate.info.get("cmdline") or []
+        if "--consume" not in command[:-1]:
+            continue
+        # A relative path is the scheduler's: this process launched it, from here.
+        spec = Path(command[command.index("--consume") + 1]).resolve()
+        if spec.name != "spec.json" or spec.parent.parent != root or active(spec.parent.name):
+            continue
+        try:
+            if os.getsid(candidate.pid) != candidate.pid:
+                continue  # a child of the job: its leader's kill takes it
+            os.killpg(candidate.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
+        found.append(spec.parent.name)
+    return found
 
 
 def log_tail(handle: Mapping[str, Any], lines: int = 5) -> str:

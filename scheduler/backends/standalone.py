@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,10 @@ class StandaloneBackend(ClusterBackend):
 
     def is_alive(self, handle: dict[str, Any]) -> bool | None:
         return process.is_alive(handle)
+
+    def orphans(self, active: Callable[[str], bool]) -> list[str]:
+        """Drivers run here (client mode): their processes are swept as local jobs'."""
+        return process.orphan_jobs(self.config.jobs_dir, active)
 
     def kill(self, handle: dict[str, Any]) -> None:
         process.kill(handle)

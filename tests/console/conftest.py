@@ -1,6 +1,5 @@
-"""Fixtures of the console's browser tests: one headless Chromium for the package (the
-console modules are one xdist group, ``serve``, so they run one after the other on one
-worker and share it), and a fresh browser context (its own session storage, so its own
+"""Fixtures of the console's browser tests: one headless Chromium per module (its start
+is a second or two), and a fresh browser context (its own session storage, so its own
 sign-in) per test.
 
 Playwright's sync API marks its asyncio loop as the main thread's running loop between
@@ -19,7 +18,7 @@ from playwright.sync_api import Browser, sync_playwright
 from tests.console.browser import CHROMIUM_ARGS, PageWatch, artifacts_dir, chromium_path
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     executable = chromium_path()
     try:

@@ -160,3 +160,27 @@ def test_stopping_every_application_kills_one_that_does_not_exit(
     while process.is_alive(handle) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert process.is_alive(handle) is False
+
+
+def test_job_processes_the_control_plane_disowns_are_killed_as_orphans(tmp_path: Path) -> None:
+    """A job process is found by the spec its command line names under the jobs folder."""
+    jobs = tmp_path / "jobs"
+    handles = {}
+    for job_id in ("kept", "orphan"):
+        (jobs / job_id).mkdir(parents=True)
+        handles[job_id] = process.launch(
+            [sys.executable, "-c", "import time; time.sleep(60)", "--consume",
+             str(jobs / job_id / "spec.json")], dict(os.environ), jobs / job_id,
+            jobs / job_id / "job.log")
+    try:
+        assert process.orphan_jobs(jobs, lambda job_id: job_id == "kept") == ["orphan"]
+        deadline = time.monotonic() + 10
+        while process.is_alive(handles["orphan"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert process.is_alive(handles["orphan"]) is False
+        assert process.is_alive(handles["kept"]) is True
+        assert process.orphan_jobs(tmp_path / "elsewhere", lambda job_id: False) == [], (
+            "another deployment's jobs are not this one's to kill")
+    finally:
+        for handle in handles.values():
+            process.kill(handle)

@@ -10,6 +10,7 @@ import pytest
 
 from spate.engine.job.spec import JobSpec
 from spate.scheduler.backends import KubernetesBackend, create_backend
+from spate.scheduler.backends.kubernetes import orphan_drivers
 from spate.scheduler.config import KubernetesConfig, SchedulerConfig
 from spate.scheduler.errors import ConfigurationError
 
@@ -134,3 +135,23 @@ def test_channels_are_redis_streams_keyed_by_job() -> None:
     no_redis = SchedulerConfig(cluster_backend="kubernetes")
     with pytest.raises(ConfigurationError, match="Redis"):
         create_backend(no_redis).channel_url(Path("/jobs/x"), "j1")
+
+
+def test_orphan_driver_pods_are_found_by_their_job_label() -> None:
+    """What ``kubectl get pods -l spate/job,spark-role=driver -o json`` lists, read as the
+    orphan sweep reads it: a running driver whose job the control plane holds as ended."""
+    def pod(name: str, namespace: str, job: str, phase: str = "Running") -> dict[str, object]:
+        return {"metadata": {"name": name, "namespace": namespace,
+                             "labels": {"spate/job": job, "spark-role": "driver"}},
+                "status": {"phase": phase}}
+
+    listing = {"items": [
+        pod("spate-j1-a0-driver", "t-01tenant", "j1"),
+        pod("spate-j2-a0-driver", "t-01tenant", "j2"),
+        pod("spate-j3-a0-driver", "t-01other", "j3", phase="Succeeded"),
+        pod("spate-j4-a0-driver", "elsewhere", "j4"),
+    ]}
+    running = {"j1"}
+    assert orphan_drivers(listing, "t-", lambda job: job in running) == [
+        ("t-01tenant", "spate-j2-a0-driver", "j2")]
+    assert orphan_drivers({}, "t-", lambda job: False) == []
