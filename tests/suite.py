@@ -188,6 +188,13 @@ def processes_allowed() -> Iterator[None]:
         yield
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Processes started while collecting (a conftest probing the sandbox) are the
+    suite's, not the first test's."""
+    del session
+    WATCH.started.clear()
+
+
 # -- the report of each phase: e2e check, CI skips ------------------------------------------
 
 #: Skips that stay skips under CI=true: what cannot exist on this CI machine. No

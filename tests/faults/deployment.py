@@ -275,8 +275,14 @@ class Spate:
         """Every entry produced so far reaches the tenant's output, none of them twice;
         how many were checked."""
         upto = self.produced()
-        wait_for(f"tenant {tenant.label}'s output to hold entries 0..{upto - 1}",
-                 lambda: not incomplete(seen(tenant.output), upto), timeout_s, 0.2)
+        try:
+            wait_for(f"tenant {tenant.label}'s output to hold entries 0..{upto - 1}",
+                     lambda: not incomplete(seen(tenant.output), upto), timeout_s, 0.2)
+        except AssertionError as error:
+            missing = sorted(set(range(upto)) - set(seen(tenant.output)))
+            job = self.job(tenant)
+            raise AssertionError(f"{error}; {len(missing)} missing, from {missing[:5]} to "
+                                 f"{missing[-5:]}; its job: {job}") from None
         counts = Counter(seen(tenant.output))
         twice = sorted(n for n, count in counts.items() if count > 1)
         assert not twice, f"tenant {tenant.label}: entries written more than once: {twice[:20]}"
