@@ -290,7 +290,7 @@ class Scheduler:
                                          stop_mode=FORCE)
         if isinstance(action, KillUnit):
             log.warning("job %s: %s", job.id, action.message)
-            self._kill_unit(job)
+            self._kill(job, whole_unit=True)
             return job
         if isinstance(action, Fail):
             self._kill(job)
@@ -452,21 +452,14 @@ class Scheduler:
         return self.store.transition(job.id, {STARTING, RUNNING}, STOPPING,
                                      f"stopping ({mode})")
 
-    def _kill(self, job: JobView) -> None:
+    def _kill(self, job: JobView, whole_unit: bool = False) -> None:
+        """Kill the job's process, or with ``whole_unit`` everything its unit runs."""
         if not job.handle:
             return
         try:
-            self.backend.kill(job.handle)
+            (self.backend.kill_unit if whole_unit else self.backend.kill)(job.handle)
         except SchedulerError as error:
             log.warning("job %s: kill failed: %s", job.id, error)
-
-    def _kill_unit(self, job: JobView) -> None:
-        if not job.handle:
-            return
-        try:
-            self.backend.kill_unit(job.handle)
-        except SchedulerError as error:
-            log.warning("job %s: killing its compute unit failed: %s", job.id, error)
 
     def _after_end(self, job: JobView) -> None:
         """Clean up after a job is over: its compute unit and spec go, and a preview's
