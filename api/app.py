@@ -17,6 +17,7 @@ from fastapi_offline import FastAPIOffline
 
 from spate.api.billing import PriceBook
 from spate.api.bodylimit import BodyLimitMiddleware
+from spate.api.control import SqlControlStore
 from spate.api.crypto import SecretBox
 from spate.api.db import create_database
 from spate.api.deps import AppState, platform_key_sha256
@@ -43,6 +44,7 @@ from spate.api.scheduling import Scheduler
 from spate.api.settings import Settings, quota_plans
 from spate.api.textcheck import InvalidTextMiddleware
 from spate.api.worker import celery_app, scheduler_client, scheduler_config
+from spate.scheduler.checks import CheckRunner
 from spate.scheduler.tenants import Tenants
 
 API_PREFIX = "/api/v1"
@@ -65,10 +67,12 @@ def create_app(settings: Settings, *, scheduler: Scheduler | None = None) -> Fas
     auth_failures = create_rate_limiter(settings.redis_url, failures,
                                         settings.redis_key_prefix + "auth:")
     planning = PlanningPool.from_settings(settings)
+    config = scheduler_config(settings)
+    checks = CheckRunner(config, SqlControlStore(database).tenant_number)
     state = AppState(settings=settings, database=database, rate_limiter=limiter,
                      platform_key_sha256=platform_key_sha256(settings), scheduler=scheduler,
                      secret_box=SecretBox(settings.secret_key, settings.data_dir),
-                     planning=planning, tenants=Tenants(scheduler_config(settings)),
+                     planning=planning, tenants=Tenants(config), checks=checks,
                      auth_failures=auth_failures, plans=quota_plans(settings),
                      price_book=PriceBook.parse(settings.price_book))
 

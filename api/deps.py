@@ -47,6 +47,7 @@ from spate.api.security import Role, hash_token, parse_key_id, token_matches
 from spate.api.settings import Settings
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
 from spate.engine.planner.external import TableDefinition
+from spate.scheduler.checks import CheckRunner
 from spate.scheduler.tenants import Tenants
 
 _bearer = HTTPBearer(
@@ -79,6 +80,8 @@ class AppState:
     plans: Plans = field(default_factory=Plans)
     #: The operator's price book (see :mod:`spate.api.billing`).
     price_book: PriceBook = field(default_factory=lambda: PriceBook.parse(""))
+    #: Runs the ``/test`` connection checks in the tenants' compute units.
+    checks: CheckRunner | None = None
 
     def boundary(self, tenant_id: str) -> Boundary:
         """What ``tenant_id``'s tables may touch (unconfined only in an app built without
@@ -340,6 +343,15 @@ def _connections_write(request: Request, session: SessionDep, caller: DeveloperC
 
 ConnectionsRead = Annotated[ConnectionRepository, Depends(_connections_read)]
 ConnectionsWrite = Annotated[ConnectionRepository, Depends(_connections_write)]
+
+
+def _checks(request: Request) -> CheckRunner:
+    checks = app_state(request).checks
+    assert checks is not None, "the app was built without a check runner"
+    return checks
+
+
+ChecksDep = Annotated[CheckRunner, Depends(_checks)]
 
 
 @dataclass(frozen=True)

@@ -81,8 +81,19 @@ class Tenants:
     def boundary(self, tenant_id: str) -> Boundary:
         """What the tenant's tables may touch: its storage root and the egress policy."""
         return Boundary(storage_root=str(self.config.storage_root(tenant_id)),
-                        egress=EgressPolicy.from_config(self.config.egress_allow,
-                                                        self.config.control_plane))
+                        egress=self.egress_policy())
+
+    def egress_policy(self) -> EgressPolicy:
+        """Where tenants' connections may go (the same for every tenant)."""
+        return EgressPolicy.from_config(self.config.egress_allow, self.config.control_plane)
+
+    def platform_endpoints(self) -> list[tuple[str, int]]:
+        """The servers a tenant's unit must reach for Spate itself: a PostgreSQL state
+        store (each tenant logs in with a role of its own; see :meth:`state_url`)."""
+        url = urlsplit(self.config.state_url)
+        if url.scheme in ("postgresql", "postgres") and url.hostname:
+            return [(url.hostname, url.port or 5432)]
+        return []
 
     def state_url(self, tenant_id: str) -> str:
         """The state store URL the tenant's jobs (and the scheduler, for them) use."""

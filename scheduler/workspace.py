@@ -31,6 +31,7 @@ from spate.engine.job.spec import PREVIEW, RUN, WATCH, JobSpec
 from spate.scheduler.backends.base import ClusterBackend
 from spate.scheduler.config import SchedulerConfig
 from spate.scheduler.sandbox.cgroups import CgroupHost, Limits, find_cgroups
+from spate.scheduler.sandbox.network import NetworkRules, UnitNetwork
 from spate.scheduler.sandbox.unit import ComputeUnit, TenantUser, UnitFolders
 from spate.scheduler.store import JobView
 from spate.scheduler.tenants import Tenants
@@ -83,6 +84,19 @@ class Workspace:
         self.backend = backend
         self.tenants = Tenants(config)
         self._cgroups: CgroupHost | None = None
+        self._network: UnitNetwork | None = None
+
+    def unit_network(self) -> UnitNetwork | None:
+        """What builds units' networks: for units whose Spark runs inside them (a local
+        master). A standalone cluster's executors run on the operator's workers, outside
+        any unit: the operator's network must filter those (docs/security.md)."""
+        if self.backend.spark_master() is not None:
+            return None
+        if self._network is None:
+            policy = self.tenants.egress_policy()
+            self._network = UnitNetwork(NetworkRules.from_policy(
+                policy, platform=self.tenants.platform_endpoints()))
+        return self._network
 
     def hosted(self, job: JobView) -> bool:
         """Whether ``job`` runs in its tenant's warm application: the backend hosts jobs,
@@ -150,7 +164,7 @@ class Workspace:
         folders = UnitFolders(self.job_files(job).directory, space.folders,
                               self.identity_dir(job.id))
         unit = ComputeUnit(f"{job.id}-a{job.attempt}", TenantUser(uid, f"spate-t{tenant_number}"),
-                           folders, limits, self._cgroups)
+                           folders, limits, self._cgroups, self.unit_network())
         try:
             unit.prepare()
         except BaseException:
@@ -175,7 +189,7 @@ class Workspace:
         uid = self.config.sandbox_uid_base + tenant_number
         unit = ComputeUnit(f"app-{tenant_id}-{os.getpid()}-{time.time_ns()}",
                            TenantUser(uid, f"spate-t{tenant_number}"), folders, limits,
-                           self._cgroups)
+                           self._cgroups, self.unit_network())
         try:
             unit.prepare()
         except BaseException:

@@ -133,7 +133,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 #: Programs that are not a test's processes in the sense of ``e2e``: quick utilities
 #: libraries run for a fact (``platform`` runs ``file``, ``ctypes`` runs ``gcc``).
 UTILITIES = frozenset({"file", "uname", "ldconfig", "getconf", "id", "git", "nproc", "gcc",
-                       "ld", "sleep", "unshare"})
+                       "ld", "sleep", "unshare",
+                       # what builds a compute unit's network (its processes are the unit's)
+                       "ip", "nft"})
 
 
 def is_end_to_end(argv: list[str]) -> bool:

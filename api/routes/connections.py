@@ -12,10 +12,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Response, status
 
-from spate.api.connection_checks import CheckResult, check_options
-from spate.api.connections import build_table, masked, split_options
+from spate.api.connections import SECRET_PLACEHOLDER, build_table, masked, split_options
 from spate.api.crypto import SecretKeyMismatchError
-from spate.api.deps import ConnectionsRead, ConnectionsWrite
+from spate.api.deps import ChecksDep, ConnectionsRead, ConnectionsWrite
 from spate.api.errors import ERROR_RESPONSES, ApiError
 from spate.api.models import ConnectionProfile, ConnectionTable
 from spate.api.pagination import DEFAULT_LIMIT, CursorQuery, LimitQuery, Page, decode_cursor
@@ -29,6 +28,8 @@ from spate.api.schemas.connections import (
     ConnectionTablePublic,
     FieldSchema,
 )
+from spate.engine.connectors.checks import CheckResult
+from spate.scheduler.checks import CheckRunner
 
 logger = logging.getLogger(__name__)
 profiles = APIRouter(prefix="/connection-profiles", tags=["connections"],
@@ -99,10 +100,12 @@ def delete_profile(name: NamePath, connections: ConnectionsWrite) -> Response:
 
 
 @profiles.post("/{name}/test", response_model=ConnectionCheck)
-def test_profile(name: NamePath, connections: ConnectionsWrite) -> ConnectionCheck:
-    """Check that what the profile points at can be reached."""
+def test_profile(name: NamePath, connections: ConnectionsWrite,
+                 checks: ChecksDep) -> ConnectionCheck:
+    """Check that what the profile points at can be reached (from the tenant's compute
+    unit, never from the API's process)."""
     profile = connections.get_profile(name)
-    return _checked(lambda: _check_profile(connections, profile))
+    return _checked(lambda: _check_profile(connections, checks, profile))
 
 
 @tables.post("", status_code=status.HTTP_201_CREATED, response_model=ConnectionTablePublic)
@@ -141,28 +144,39 @@ def delete_table(name: NamePath, connections: ConnectionsWrite) -> Response:
 
 
 @tables.post("/{name}/test", response_model=ConnectionCheck)
-def test_table(name: NamePath, connections: ConnectionsWrite) -> ConnectionCheck:
-    """Validate the table with its real options and check what it points at can be reached."""
+def test_table(name: NamePath, connections: ConnectionsWrite,
+               checks: ChecksDep) -> ConnectionCheck:
+    """Validate the table with its real options and check what it points at can be reached
+    (from the tenant's compute unit, never from the API's process)."""
     table = connections.get_table(name)
-    return _checked(lambda: _check_table(connections, table))
+    return _checked(lambda: _check_table(connections, checks, table))
 
 
-def _check_profile(connections: ConnectionRepository, profile: ConnectionProfile) -> CheckResult:
+def _check_profile(connections: ConnectionRepository, checks: CheckRunner,
+                   profile: ConnectionProfile) -> CheckResult:
     options = connections.reveal_profile(profile)
-    result = check_options(profile.connector, options.merged(), None, connections.boundary)
-    return result.scrubbed(options.secret)
+    result = _run_check(connections, checks, profile.connector, options.merged(), None)
+    return result.scrubbed(options.secret, SECRET_PLACEHOLDER)
 
 
-def _check_table(connections: ConnectionRepository, table: ConnectionTable) -> CheckResult:
+def _check_table(connections: ConnectionRepository, checks: CheckRunner,
+                 table: ConnectionTable) -> CheckResult:
     options = connections.options(table, reveal=True)
     try:
         planned = build_table(connections.definition(table, reveal=True), options.secret,
                               connections.boundary)
     except ApiError as error:
-        return CheckResult(False, error.message).scrubbed(options.secret)
-    result = check_options(table.connector, options.merged(), planned.role,
-                           connections.boundary)
-    return result.scrubbed(options.secret)
+        return CheckResult(False, error.message).scrubbed(options.secret, SECRET_PLACEHOLDER)
+    result = _run_check(connections, checks, table.connector, options.merged(), planned.role)
+    return result.scrubbed(options.secret, SECRET_PLACEHOLDER)
+
+
+def _run_check(connections: ConnectionRepository, checks: CheckRunner, connector: str,
+               options: dict[str, str], role: str | None) -> CheckResult:
+    answer = checks.run(connections.tenant_id, {
+        "connector": connector, "options": options, "role": role,
+        "boundary": connections.boundary.to_dict()})
+    return CheckResult(bool(answer["ok"]), str(answer["message"]))
 
 
 def _checked(run: Callable[[], CheckResult]) -> ConnectionCheck:

@@ -201,17 +201,20 @@ def _avro(options: OptionReader, role: str) -> dict[str, Any]:
     registry = None
     if use_registry:
         endpoint = options.required("schema_registry.endpoint")
-        if not endpoint.startswith(("http://", "https://")):
+        urls = [url.strip() for url in endpoint.split(",")]
+        if not all(url.startswith(("http://", "https://")) for url in urls):
             raise ConnectorError("option 'schema_registry.endpoint' must be an http:// or "
-                                 "https:// URL", option="schema_registry.endpoint")
+                                 "https:// URL (or several, separated by commas)",
+                                 option="schema_registry.endpoint")
         key = options.string("schema_registry.api_key")
         secret = options.string("schema_registry.api_secret")
         if (key is None) != (secret is None):
             missing = "schema_registry.api_secret" if secret is None else "schema_registry.api_key"
             raise ConnectorError(f"option '{missing}' is needed too: the registry's "
                                  "credentials are a key and a secret", option=missing)
-        _check_registry_egress(options, endpoint)
-        registry = {"endpoint": endpoint.rstrip("/"), "api_key": key or "",
+        for url in urls:  # the registry's client tries each of them
+            _check_registry_egress(options, url)
+        registry = {"endpoint": ",".join(url.rstrip("/") for url in urls), "api_key": key or "",
                     "api_secret": secret or ""}
     else:
         for key in ("schema_registry.endpoint", "schema_registry.api_key",

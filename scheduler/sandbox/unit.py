@@ -3,8 +3,10 @@
 A :class:`ComputeUnit` is what the tenant boundary means below the API: the
 job runs as the tenant's own unprivileged user, in its own namespaces (see
 :mod:`.bubblewrap`), seeing only its job folder and the tenant's folders,
-with CPU and memory capped by control groups (:mod:`.cgroups`). The same
-groups count what it used, which is where quotas and metering hook in.
+with CPU and memory capped by control groups (:mod:`.cgroups`), and, where
+its Spark runs inside it (a local master), in a network namespace whose only
+way out is a link the host filters by the egress policy (:mod:`.network`).
+The same groups count what it used, which is where quotas and metering hook in.
 
 :func:`sandbox_problem` tells whether this host can build units at all; the
 scheduler refuses untrusted tenants where it cannot (see ``SPATE_SANDBOX``).
@@ -24,6 +26,14 @@ from typing import Any
 
 from spate.scheduler.sandbox import bubblewrap
 from spate.scheduler.sandbox.cgroups import CgroupError, CgroupHost, Limits, find_cgroups
+from spate.scheduler.sandbox.network import (
+    UnitLink,
+    UnitNetwork,
+    enter_command,
+    network_problem,
+    remove_link,
+    resolv_conf,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,15 +73,19 @@ class ComputeUnit:
     """One job's sandbox: identity, view of the file system, limits, and its meter."""
 
     def __init__(self, name: str, user: TenantUser, folders: UnitFolders, limits: Limits,
-                 cgroups: CgroupHost) -> None:
+                 cgroups: CgroupHost, network: UnitNetwork | None = None) -> None:
         self.name = name
         self.user = user
         self.folders = folders
         self.limits = limits
         self.cgroups = cgroups.job(name)
+        self.network = network
+        self.link: UnitLink | None = None
 
     def prepare(self) -> None:
-        """Create the folders owned by the tenant's user (0700) and the control groups."""
+        """Create the folders owned by the tenant's user (0700), the control groups and
+        the unit's network; raises :class:`CgroupError` or :class:`~.network.UnitNetworkError`
+        when the host cannot."""
         for folder in (self.folders.job_dir, *self.folders.tenant_dirs):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             _own(folder, self.user.uid)
@@ -83,6 +97,9 @@ class ComputeUnit:
         _write_identity(identity / "group",
                         f"root:x:0:\n{self.user.name}:x:{self.user.uid}:\n")
         self.cgroups.create(self.limits)
+        if self.network is not None:
+            self.link = self.network.create(self.name)
+            _write_identity(identity / "resolv.conf", resolv_conf(self.link))
 
     def command(self, argv: Sequence[str], environment: Mapping[str, str]) -> tuple[
             list[str], dict[str, str]]:
@@ -92,26 +109,33 @@ class ComputeUnit:
         env.update(PATH="/usr/local/bin:/usr/bin:/bin", HOME="/tmp", USER=self.user.name,
                    LOGNAME=self.user.name, HADOOP_USER_NAME=self.user.name,
                    PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+        files = {"/etc/passwd": str(self.folders.identity_dir / "passwd"),
+                 "/etc/group": str(self.folders.identity_dir / "group")}
+        prefix: list[str] = []
+        if self.link is not None:
+            prefix = enter_command(self.link)
+            files["/etc/resolv.conf"] = str(self.folders.identity_dir / "resolv.conf")
         env.update(environment)
-        identity = self.folders.identity_dir
         writable = [str(self.folders.job_dir), *(str(d) for d in self.folders.tenant_dirs),
                     *(str(d) for d in self.folders.shared)]
         readable = [*bubblewrap.runtime_paths(), *(str(d) for d in self.folders.readable)]
         sandboxed = bubblewrap.command(
             argv, uid=self.user.uid, gid=self.user.uid, writable=writable,
             readable=readable, environment=env,
-            working_dir=str(self.folders.job_dir),
-            files={"/etc/passwd": str(identity / "passwd"),
-                   "/etc/group": str(identity / "group")})
-        return [*self.cgroups.enter_command(), *sandboxed], self.cgroups.enter_environment()
+            working_dir=str(self.folders.job_dir), files=files)
+        return ([*self.cgroups.enter_command(), *prefix, *sandboxed],
+                self.cgroups.enter_environment())
 
     def remove(self) -> None:
-        """Kill what is left of the unit and remove its control groups."""
+        """Kill what is left of the unit and remove its control groups and network."""
         self.cgroups.remove()
+        if self.link is not None:
+            remove_link(self.link.name)
 
     def handle(self) -> dict[str, Any]:
-        """What a job handle keeps of the unit, to find its groups again later."""
-        return {"name": self.name, "memory_bytes": self.limits.memory_bytes}
+        """What a job handle keeps of the unit, to find its groups and link again later."""
+        return {"name": self.name, "memory_bytes": self.limits.memory_bytes,
+                "link": None if self.link is None else self.link.name}
 
 
 def exit_reason(handle: Mapping[str, Any]) -> str | None:
@@ -130,18 +154,22 @@ def exit_reason(handle: Mapping[str, Any]) -> str | None:
 
 
 def release(handle: Mapping[str, Any]) -> None:
-    """Kill what is left of the unit in ``handle`` and remove its control groups."""
+    """Kill what is left of the unit in ``handle`` and remove its control groups and
+    network."""
     try:
         find_cgroups().job(str(handle["name"])).remove()
     except (CgroupError, OSError, KeyError) as error:
         log.warning("could not release compute unit %s: %s", handle.get("name"), error)
+    if handle.get("link"):
+        remove_link(str(handle["link"]))
 
 
 def sandbox_problem() -> str | None:
     """Why this host cannot run sandboxed jobs, or None when it can.
 
     Needs root (to run jobs as other users and set their limits), bubblewrap,
-    setpriv, usable namespaces and writable cpu and memory control groups.
+    setpriv, usable namespaces, writable cpu and memory control groups, and what
+    units' networks are built with (iproute2, nftables, IPv4 forwarding).
     """
     if os.geteuid() != 0:
         return "the scheduler does not run as root, so it cannot run jobs as tenant users"
@@ -153,6 +181,9 @@ def sandbox_problem() -> str | None:
         find_cgroups()
     except (CgroupError, OSError) as error:
         return str(error)
+    problem = network_problem()
+    if problem is not None:
+        return problem
     probe = bubblewrap.command(["/bin/true"], uid=65534, gid=65534, writable=(), readable=(),
                                environment={}, working_dir="/")
     try:

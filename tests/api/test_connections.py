@@ -110,6 +110,7 @@ def test_secrets_are_write_only_and_encrypted_at_rest(
     assert SecretBox(Settings(secret_key=KEY).secret_key).decrypt(token) == path
 
 
+@pytest.mark.e2e  # its /test runs a check in the tenant's compute unit
 def test_patch_replaces_a_secret_without_echoing_it(
         keyed_client: TestClient, tenant: TenantKeys, tmp_path: Path,
         raw_row: Callable[[str, str], dict[str, str]]) -> None:
@@ -214,6 +215,7 @@ def test_unknown_options_connectors_and_types_are_named(
     assert error_of(named)["details"] == [{"option": "rows", "in": "config"}]
 
 
+@pytest.mark.e2e  # its /test runs a check in the tenant's compute unit
 def test_tables_validate_like_create_table_and_use_their_profile(
         keyed_client: TestClient, tenant: TenantKeys, tmp_path: Path) -> None:
     path = _secret_path(tmp_path)
@@ -316,6 +318,7 @@ def test_a_starting_job_gets_the_real_secrets_and_plans_with_them(
                       state.secret_box) == []
 
 
+@pytest.mark.e2e  # its /test runs a check in the tenant's compute unit
 def test_without_a_key_the_app_keeps_one_in_its_data_directory(
         backend: str, make_app: Callable[..., FastAPI], tmp_path: Path) -> None:
     data_dir = tmp_path / "data"

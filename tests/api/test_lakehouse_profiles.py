@@ -17,6 +17,8 @@ from fastapi import FastAPI
 
 from tests.api.support import TenantKeys, TestClient, new_tenant
 
+pytestmark = pytest.mark.e2e  # each /test runs a check in the tenant's compute unit
+
 PROFILES = "/api/v1/connection-profiles"
 PASSWORD = f"pw-{secrets.token_hex(6)}"
 

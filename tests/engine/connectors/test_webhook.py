@@ -15,10 +15,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from spate.api.connection_checks import check_options
 from spate.api.connections import split_options
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
+from spate.engine.connectors.checks import check_options
 from spate.engine.connectors.egress import EgressPolicy
 from spate.engine.connectors.webhook import WebhookSink, sink_id
 from tests.engine.connectors.http_support import http_server
