@@ -125,7 +125,8 @@ def check_sql(sql: str, tables: Mapping[str, Table] | None = None,
             line=line, column=column)])
     try:
         return SqlCheck(plan_pipeline(sql, tables=tables, boundary=boundary,
-                                      previews=previews, check_inputs=True), [])
+                                      previews=previews, check_inputs=True,
+                                      connect=False), [])
     except PlanningError as error:
         return SqlCheck(None, [Diagnostic(message=error.message, line=error.line,
                                           column=error.column)])

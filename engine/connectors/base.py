@@ -177,10 +177,12 @@ class Connector(ABC):
         del role
         return {}
 
-    def check_input(self, table: TableConfig) -> None:
+    def check_input(self, table: TableConfig, connect: bool = True) -> None:
         """Raise :class:`ConnectorError` (naming the option) when a source's input is
-        plainly not there; what can only be known by reading is left to the job."""
-        del table
+        plainly not there; what can only be known by reading is left to the job.
+        ``connect``: whether it may connect to a remote system to know (not where the
+        planning runs outside the tenant's compute unit: the API's)."""
+        del table, connect
 
     def is_bounded(self, table: TableConfig) -> bool:
         """Whether the source ends by itself (sinks: False)."""

@@ -216,9 +216,9 @@ class FilesystemConnector(Connector):
         del table
         return max(1, parallelism)
 
-    def check_input(self, table: TableConfig) -> None:
+    def check_input(self, table: TableConfig, connect: bool = True) -> None:
         parsed = self._parse(table)
-        if isinstance(parsed.root, str):
+        if isinstance(parsed.root, str) and connect:
             self._store(parsed, table.boundary).reach()
 
     def batch_bytes(self, table: TableConfig, start: object | None, end: object) -> int | None:

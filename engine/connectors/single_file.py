@@ -102,7 +102,8 @@ class SingleFileConnector(Connector):
     def is_bounded(self, table: TableConfig) -> bool:
         return table.role == SOURCE
 
-    def check_input(self, table: TableConfig) -> None:
+    def check_input(self, table: TableConfig, connect: bool = True) -> None:
+        del connect  # a file of the tenant's storage root
         parsed = self._parse(table)
         if os.path.isdir(parsed.path):
             raise ConnectorError(f"{parsed.given_path} is a directory; a single_file source "

@@ -182,12 +182,12 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
 
 
 def check_table_input(node: exp.Create, table: Table, text: SourceText, fallback: int,
-                      variables: Mapping[str, str]) -> None:
+                      variables: Mapping[str, str], connect: bool = True) -> None:
     """Ask a source's connector whether its input is there (a ``single_file``
     source's file), so a missing input is a located error before anything
     starts rather than a failure after Spark did."""
     try:
-        CONNECTORS[table.config.connector].check_input(table.config)
+        CONNECTORS[table.config.connector].check_input(table.config, connect)
     except ConnectorError as error:
         properties = node.args["properties"]
         _, option_nodes = _options(properties, text, fallback, variables)

@@ -53,7 +53,7 @@ def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None, *,
                   udfs: UdfRegistry | None = None,
                   boundary: Boundary = UNCONFINED,
                   previews: bool = True,
-                  check_inputs: bool = False) -> PipelinePlan:
+                  check_inputs: bool = False, connect: bool = True) -> PipelinePlan:
     """Plan a whole pipeline script.
 
     ``{{ NAME }}`` references in table options are filled from ``variables``;
@@ -76,7 +76,9 @@ def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None, *,
     ``previews`` False is for a pipeline that runs on its own: a bare SELECT,
     whose rows only a preview reads, is then a located error asking for a sink.
     ``check_inputs`` makes a missing input (a ``single_file`` source's file) a
-    located error now rather than a failure after Spark started.
+    located error now rather than a failure after Spark started; ``connect`` False
+    keeps those checks off the network (the API plans outside the tenant's compute
+    unit: a remote input is then checked when the job starts, in the unit).
     """
     text = SourceText(sql)
     values: Mapping[str, str] = os.environ if variables is None else variables
@@ -117,7 +119,7 @@ def plan_pipeline(sql: str, variables: Mapping[str, str] | None = None, *,
     used = {q.sink for q in queries} | {name for q in queries for name in q.sources}
     used |= _check_dead_letters(defined, used, queries, text)
     if check_inputs:
-        _check_inputs(statements, defined, used, text, values)
+        _check_inputs(statements, defined, used, text, values, connect)
     return PipelinePlan(udfs=udfs, tables={name: table for name, table in defined.items()
                                 if name not in catalog or name in used},
                         queries=tuple(queries), updating_ttl_us=updating_ttl_us)
@@ -302,14 +304,15 @@ def _translate_generated(statement: exp.Create, text: SourceText, offset: int,
 
 
 def _check_inputs(statements: list[tuple[int, exp.Expr]], tables: Mapping[str, Table],
-                  used: set[str], text: SourceText, variables: Mapping[str, str]) -> None:
+                  used: set[str], text: SourceText, variables: Mapping[str, str],
+                  connect: bool) -> None:
     """Missing inputs of the sources the queries read, once the SQL itself
     planned (a mistake in the query is reported before a missing file)."""
     for offset, statement in statements:
         if isinstance(statement, exp.Create):
             table = tables.get(_created_name(statement))
             if table is not None and table.role == "source" and table.name in used:
-                check_table_input(statement, table, text, offset, variables)
+                check_table_input(statement, table, text, offset, variables, connect)
 
 
 def _insert(statement: exp.Insert, text: SourceText, offset: int, tables: dict[str, Table],
