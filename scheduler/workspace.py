@@ -90,7 +90,8 @@ class Workspace:
         """What builds units' networks: for units whose Spark runs inside them (a local
         master). A standalone cluster's executors run on the operator's workers, outside
         any unit: the operator's network must filter those (docs/security.md)."""
-        if self.backend.spark_master() is not None:
+        master = self.backend.spark_master()
+        if master is not None and not master.startswith("local"):
             return None
         if self._network is None:
             policy = self.tenants.egress_policy()

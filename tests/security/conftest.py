@@ -3,8 +3,10 @@ tenants, for the hostile-tenant suite.
 
 The control plane runs on PostgreSQL (a throwaway database on the local
 server), so the attacks that aim at it have something to hit. The operator
-allows one destination besides public addresses: the local Redis, which
-plays a tenant's own Redis.
+allows a few destinations besides public addresses: the local Redis, which
+plays a tenant's own Redis, and the egress canary suite's decoy, control
+listener and Kafka broker (:mod:`tests.security.canary`); its canary listener
+is on a port nobody allows.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 from spate.scheduler.sandbox.unit import sandbox_problem
 from tests.api.serving import ServeProcess
 from tests.conftest import ThrowawayPostgres
+from tests.security.canary import Decoy, Listener, advertising_broker
 
 PLATFORM_KEY = "pk-" + secrets.token_urlsafe(32)
 #: The one destination the operator allow-lists: a tenant's "own" Redis.
@@ -37,6 +40,33 @@ class Tenant:
 
     def auth(self, role: str = "admin") -> dict[str, str]:
         return {"Authorization": f"Bearer {self.keys[role]}"}
+
+
+@dataclass
+class Canaries:
+    """The canary suite's servers: ``canary`` on a refused port, the rest allowed."""
+
+    canary: Listener
+    control: Listener
+    decoy: Decoy
+    #: a Kafka broker on an allowed port advertising the canary's port as its own
+    broker_port: int
+
+    def allowed(self) -> list[str]:
+        return [f"127.0.0.1:{port}" for port in
+                (self.control.port, self.decoy.port, self.broker_port)]
+
+
+@pytest.fixture(scope="package")
+def canaries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Canaries]:
+    canary, control = Listener(), Listener()
+    decoy = Decoy(default_port=canary.port)
+    try:
+        with advertising_broker(canary.port, tmp_path_factory.mktemp("broker")) as broker:
+            yield Canaries(canary, control, decoy, broker)
+    finally:
+        for server in (canary, control, decoy):
+            server.close()
 
 
 @dataclass
@@ -59,7 +89,7 @@ class Hosted:
 
 @pytest.fixture(scope="package")
 def hosted(tmp_path_factory: pytest.TempPathFactory,
-           throwaway_postgres: ThrowawayPostgres) -> Iterator[Hosted]:
+           throwaway_postgres: ThrowawayPostgres, canaries: Canaries) -> Iterator[Hosted]:
     if PROBLEM is not None:
         pytest.skip(f"this host cannot sandbox jobs: {PROBLEM}")
     workdir = tmp_path_factory.mktemp("serve")
@@ -67,7 +97,7 @@ def hosted(tmp_path_factory: pytest.TempPathFactory,
         "SPATE_DATABASE_URL": throwaway_postgres.create(),
         "SPATE_DATA_DIR": str(workdir / "data"),
         "SPATE_PLATFORM_ADMIN_KEY": PLATFORM_KEY,
-        "SPATE_EGRESS_ALLOW": ALLOWED_REDIS,
+        "SPATE_EGRESS_ALLOW": ",".join([ALLOWED_REDIS, *canaries.allowed()]),
         "SPATE_PLAN_TIMEOUT_S": "2",
         "SPATE_RECONCILE_INTERVAL_S": "1",
     })
