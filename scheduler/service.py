@@ -51,6 +51,7 @@ from spate.scheduler.reconcile import (
     starts_without_state,
 )
 from spate.scheduler.sandbox.cgroups import CgroupError
+from spate.scheduler.sandbox.network import sweep_idle_links
 from spate.scheduler.sandbox.unit import ComputeUnit
 from spate.scheduler.store import (
     CREATED,
@@ -116,6 +117,9 @@ class Scheduler:
         """Kill what runs without the control plane holding it as running (a job it
         has as ended, or no longer has at all); the ids of the queries found."""
         found = self.backend.orphans(self._holds_running)
+        if self.config.sandbox and self.backend.runs_here:
+            for link in sweep_idle_links():
+                log.info("removed the network of a compute unit nothing runs in: %s", link)
         for job_id in found:
             message = ("killed: it was still running though the control plane holds it "
                        "as ended")

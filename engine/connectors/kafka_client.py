@@ -7,6 +7,8 @@ cluster then advertises are checked too (:func:`check_brokers`) before any
 topic is read or written. librdkafka itself opens the broker connections, so
 an advertised broker is connected to for the metadata request that names it:
 the check refuses the table before a record moves, not before that connection.
+That connection is what the compute unit's network refuses (every tenant
+connection leaves through it: docs/security.md, "The network").
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ import os
 import shutil
 import socket
 import subprocess
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -364,6 +365,30 @@ def remove_link(name: str) -> None:
 def resolv_conf(link: UnitLink) -> str:
     """The unit's ``/etc/resolv.conf``: its link's host end answers DNS."""
     return f"nameserver {link.host_address}\noptions edns0\n"
+
+
+def sweep_idle_links(min_age_s: float = 120.0) -> list[str]:
+    """Remove units' networks that no process uses any more and that are older than
+    ``min_age_s`` (a unit being built has none yet): what a killed server left."""
+    removed: list[str] = []
+    try:
+        entries = list(NETNS_DIR.glob(f"spate-{LINK_PREFIX}*"))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        try:
+            if now - entry.stat().st_mtime < min_age_s:
+                continue
+            pids = subprocess.run([IP, "netns", "pids", entry.name], capture_output=True,
+                                  text=True, timeout=_COMMAND_TIMEOUT_S, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if pids.returncode == 0 and not pids.stdout.strip():
+            name = entry.name.removeprefix("spate-")
+            remove_link(name)
+            removed.append(name)
+    return removed
 
 
 def enter_command(link: UnitLink) -> list[str]:

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from spate.scheduler.sandbox.network import (
     UnitLink,
     UnitNetwork,
     host_ruleset,
+    sweep_idle_links,
 )
 from spate.scheduler.sandbox.unit import (
     ComputeUnit,
@@ -216,3 +218,23 @@ def test_rules_from_the_policy() -> None:
                              text=True, check=False)
     assert checked.returncode == 0, checked.stderr
 
+
+
+def test_the_sweep_removes_only_networks_nothing_runs_in(tmp_path: Path) -> None:
+    network = UnitNetwork(NetworkRules(allow=(), refuse=(), resolver=None))
+    idle, busy = _unit(tmp_path, network, "idle"), _unit(tmp_path, network, "busy")
+    assert idle.link is not None and busy.link is not None
+    argv, env = busy.command([sys.executable, "-c", "import time; time.sleep(60)"], {})
+    sleeper = subprocess.Popen(argv, env=env)
+    try:
+        time.sleep(1)  # the sleeper is in the namespace
+        assert idle.link.name not in sweep_idle_links(min_age_s=3600), "too young to sweep"
+        removed = sweep_idle_links(min_age_s=0)
+        assert idle.link.name in removed and busy.link.name not in removed
+        assert not (NETNS_DIR / idle.link.netns).exists()
+        assert (NETNS_DIR / busy.link.netns).exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        idle.remove()
+        busy.remove()
