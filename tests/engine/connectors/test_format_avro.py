@@ -7,6 +7,7 @@ import datetime as dt
 import io
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,9 @@ from pyspark.sql import types as T
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
 from spate.engine.connectors.arrow_batches import arrow_schema
 from spate.engine.connectors.avro_format import AvroDecoder, frame, schema_for, unframe
+from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.decoders import Decoded, RecordDecoder
+from spate.engine.connectors.egress import EgressPolicy
 from spate.engine.connectors.formats import FormatSpec, encode_records, record_column
 from spate.engine.runtime.runner import EpochReport
 from tests.conftest import redis_key_prefix
@@ -143,6 +146,23 @@ def test_avro_options_are_checked_at_plan_time(columns: tuple[ColumnDef, ...],
     with pytest.raises(ConnectorError, match=message) as caught:
         CONNECTORS["redis"].validate(_source(columns, **options))
     assert caught.value.option == option
+
+
+def test_every_registry_of_a_list_passes_the_egress_policy() -> None:
+    """The registry client tries each URL of a comma-separated list: each is checked."""
+    allowed, refused = "http://127.0.0.1:8081", "http://127.0.0.1:9"
+    boundary = Boundary(storage_root="/", egress=EgressPolicy.from_config(
+        ["127.0.0.1:6379", "127.0.0.1:8081"], []))
+    registry = {"avro.confluent_schema_registry": "true"}
+
+    def table(endpoint: str) -> TableConfig:
+        return replace(_source(**registry, **{"schema_registry.endpoint": endpoint}),
+                       boundary=boundary)
+
+    CONNECTORS["redis"].validate(table(allowed))
+    with pytest.raises(ConnectorError, match="cannot connect to 127.0.0.1:9") as caught:
+        CONNECTORS["redis"].validate(table(f"{allowed}, {refused}"))
+    assert caught.value.option == "schema_registry.endpoint"
 
 
 def test_avro_options_need_format_avro_and_raw_bytes_needs_a_bytea_value() -> None:
