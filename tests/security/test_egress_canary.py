@@ -72,6 +72,33 @@ def test_every_spelling_of_loopback_is_refused(hosted: Hosted, canaries: Canarie
     _untouched(canaries, before, f"/test of http://{host}")
 
 
+#: Connectors with a host option, pointed straight at the canary (by a spelling the
+#: planning check does not know as loopback where one exists).
+DIRECT = {
+    "mqtt": lambda port: {"url": f"tcp://127.1:{port}", "topic": "t", "format": "json",
+                          "type": "source"},
+    "nats": lambda port: {"servers": f"nats://0x7f000001:{port}", "subject": "s",
+                          "format": "json", "type": "source"},
+    "rabbitmq": lambda port: {"host": "2130706433", "port": str(port), "mode": "queue",
+                              "queue": "q", "format": "json", "type": "source"},
+    "redis": lambda port: {"address": f"redis://127.0.0.2:{port}/0", "stream": "s",
+                           "format": "json", "type": "source"},
+    "kafka": lambda port: {"bootstrap_servers": f"[::ffff:127.0.0.1]:{port}", "topic": "t",
+                           "format": "json", "type": "source"},
+    "iceberg": lambda port: {"catalog.uri": f"postgresql+psycopg://u@127.1:{port}/db",
+                             "catalog.warehouse": "wh", "table_name": "t"},
+}
+
+
+@pytest.mark.parametrize("connector", sorted(DIRECT))
+def test_a_host_option_naming_a_refused_port_goes_nowhere(hosted: Hosted, canaries: Canaries,
+                                                          connector: str) -> None:
+    before = canaries.canary.accepted
+    answer = _check(hosted, hosted.b, connector, DIRECT[connector](canaries.canary.port))
+    assert answer["ok"] is False
+    _untouched(canaries, before, f"/test of {connector}")
+
+
 #: Connectors with a URL option, pointed at the decoy (which redirects to the canary).
 REDIRECTED = {
     "polling_http": lambda c: ({"endpoint": c.decoy.url(c.canary.port), "format": "json",
