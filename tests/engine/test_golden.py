@@ -4,16 +4,15 @@ files, and every ``golden/<case>/expected/<name>`` must equal the sink file
 be written in any order).  ``golden/<case>/counters.json``, when present, holds
 counters the run must end with.
 
-Each case runs twice, in fresh directories, and must give the expected output
-both times:
-
-1. in full at parallelism 1;
-2. at parallelism 2, stopped by ``request_stop()`` once half of the epochs the
-   full run took have committed, then resumed from the same Spark checkpoint
-   and state store at parallelism 3 until done.  The stop must land midway:
-   both runs read input, and the first did not finish.  Sinks are
-   exactly-once across the restart, and since state is split by key group
-   the resume is a rescale.
+Each case runs at parallelism 1, stopped by ``request_stop()`` once half of
+its epochs have committed, then resumed from the same Spark checkpoint and
+state store at parallelism 3 until done, and must end with the expected
+output.  Its epochs are known from its input: a single_file source reads
+``max_lines_per_batch`` lines per epoch.  The stop must land midway: both
+runs read input, and the first did not finish.  Sinks are exactly-once across
+the restart, and since state is split by key group the resume is a rescale.
+(An uninterrupted run would add nothing the expected files do not check: the
+stop changes no epoch boundary, so the output is the same either way.)
 
 A case must therefore span several epochs: give its single_file sources a
 small ``max_lines_per_batch``.  Epoch boundaries do not move with the stop:
@@ -38,6 +37,7 @@ case's header comment) where lateness depends on epoch boundaries.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,6 +48,9 @@ from spate.engine.runtime.runner import EpochReport
 from tests.engine.harness import read_lines, run_pipeline
 
 GOLDEN = Path(__file__).parent / "golden"
+#: A single_file source's input file and its lines per epoch, in a case's SQL.
+_SOURCE_BATCHES = re.compile(
+    r"path = '\{\{ GOLDEN_DIR \}\}/([\w.]+)'[^;]*?max_lines_per_batch = '(\d+)'", re.S)
 CASES = sorted(p for p in GOLDEN.iterdir() if (p / "pipeline.sql").exists())
 
 pytestmark = pytest.mark.spark
@@ -66,6 +69,15 @@ class GoldenCase:
         intervals = [line.split(":", 1)[1] for line in self.sql.splitlines()
                      if line.startswith("-- update-flush-interval-ms:")]
         self.flush_interval_ms = int(intervals[0]) if intervals else DEFAULT_FLUSH_INTERVAL_MS
+
+    def epochs(self) -> int:
+        """The epochs its sources' input takes: per single_file source, its lines over
+        its ``max_lines_per_batch``; the longest source decides."""
+        found = 0
+        for name, batch in _SOURCE_BATCHES.findall(self.sql):
+            lines = len(read_lines(self.directory / name))
+            found = max(found, -(-lines // int(batch)))
+        return found
 
     def stop_condition(self, out_dir: Path) -> Callable[[], bool] | None:
         """For an unbounded case: whether every expected file is fully written."""
@@ -90,29 +102,21 @@ def test_golden(directory: Path, spark, tmp_path: Path,  # type: ignore[no-untyp
     case = GoldenCase(directory)
     monkeypatch.setenv("GOLDEN_DIR", str(directory))
 
-    full = tmp_path / "full"
-    monkeypatch.setenv("OUT_DIR", str(full))
-    full_reports: list[EpochReport] = []
-    counters = run_pipeline(spark, case.sql, full, parallelism=1, reports=full_reports,
-                            stop_when=case.stop_condition(full),
-                            update_flush_interval_ms=case.flush_interval_ms)
-    case.check(full, counters, "full run at parallelism 1")
-    epochs = len(full_reports)
+    epochs = case.epochs()
     assert epochs >= 2, (f"{case.name} runs in {epochs} epoch(s): give its sources a smaller "
                          "max_lines_per_batch so it can be stopped midway")
-
-    resumed = tmp_path / "resumed"
-    monkeypatch.setenv("OUT_DIR", str(resumed))
+    workdir = tmp_path / "run"
+    monkeypatch.setenv("OUT_DIR", str(workdir))
     before: list[EpochReport] = []
-    run_pipeline(spark, case.sql, resumed, parallelism=2, reports=before,
+    run_pipeline(spark, case.sql, workdir, parallelism=1, reports=before,
                  stop_after_epochs=epochs // 2, update_flush_interval_ms=case.flush_interval_ms)
     assert len(before) >= epochs // 2
     assert not before[-1].finished, "the run to stop finished before the stop"
     assert sum(r.rows_in for r in before) > 0, "the stopped run read no input"
     after: list[EpochReport] = []
-    counters = run_pipeline(spark, case.sql, resumed, parallelism=3, reports=after,
-                            stop_when=case.stop_condition(resumed),
+    counters = run_pipeline(spark, case.sql, workdir, parallelism=3, reports=after,
+                            stop_when=case.stop_condition(workdir),
                             update_flush_interval_ms=case.flush_interval_ms)
     assert after and after[0].epoch > before[-1].epoch, "the resumed run replayed a commit"
     assert sum(r.rows_in for r in after) > 0, "nothing was left to read after the stop"
-    case.check(resumed, counters, "run stopped at parallelism 2 and resumed at parallelism 3")
+    case.check(workdir, counters, "run stopped at parallelism 1 and resumed at parallelism 3")
