@@ -13,7 +13,6 @@ import json
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,7 +37,7 @@ from spate.scheduler.sandbox.unit import (
     release,
     sandbox_problem,
 )
-from tests.ports import free_port
+from tests.security.canary import Listener
 
 PROBLEM = sandbox_problem()
 pytestmark = [pytest.mark.e2e,
@@ -57,29 +56,6 @@ for host, port in json.loads(sys.argv[1]):
         results[f"{host}:{port}"] = type(error).__name__
 print(json.dumps(results))
 """
-
-
-class Listener:
-    """A TCP server on the host's loopback that records the connections it accepted."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.accepted = 0
-        self._server = socket.create_server(("127.0.0.1", self.port))
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self._server.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            conn.close()
-
-    def close(self) -> None:
-        self._server.close()
 
 
 @pytest.fixture
