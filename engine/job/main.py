@@ -143,8 +143,8 @@ class Job:
                         log.error("the application's Spark driver is gone: %s", error)
                         return EXIT_FAILED
                     if not _transient(error) or control.stop_mode is not None:
-                        self._fail(error)
-                        return EXIT_FAILED
+                        outcome = self._fail(error)
+                        break
                     wait_s = min(RETRY_FIRST_S * 2 ** retries, RETRY_MAX_S)
                     retries += 1
                     self._report_retry(error, wait_s)
@@ -152,9 +152,11 @@ class Job:
                         outcome = Outcome("stopped", f"stopped ({control.stop_mode}) while "
                                                      "waiting for the state store")
                         break
+        # The final status comes after the control's threads have stopped, so that it
+        # is the last event the job publishes (no heartbeat after it).
         self._publish(status_event(outcome.state, outcome.message, outcome.wake_at_ms))
         log.info("job ended", extra={"job": self.spec.job_id, "state": outcome.state})
-        return EXIT_OK
+        return EXIT_FAILED if outcome.state == "failed" else EXIT_OK
 
     def _run(self, control: JobControl) -> Outcome:
         _check_spec(self.spec)
@@ -251,11 +253,11 @@ class Job:
         log.warning("%s", message, extra={"job": self.spec.job_id})
         self._publish(error_event(message, ""))
 
-    def _fail(self, error: Exception) -> None:
+    def _fail(self, error: Exception) -> Outcome:
         message = _failure_message(error, self.spec.sql)
         log.error("job failed: %s", message, extra={"job": self.spec.job_id})
         self._publish(error_event(message, "".join(traceback.format_exception(error))))
-        self._publish(status_event("failed", message))
+        return Outcome("failed", message)
 
     def _publish(self, event: dict[str, object]) -> None:
         # The state store, not the channel, is the record of progress: a channel
