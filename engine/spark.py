@@ -31,6 +31,9 @@ _BASE_CONF = {
     # Text no format reads is NULL, as the dialect says, rather than an "upgrade"
     # exception about Spark 2's parser reading it differently.
     "spark.sql.legacy.timeParserPolicy": "CORRECTED",
+    # An epoch's cached frames live for one epoch: compressing them costs more
+    # (per-column statistics on every row) than the memory it saves.
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
 }
 
 

@@ -1,8 +1,12 @@
 """Runs one window-aggregate operator for one epoch.
 
 Native Spark computes the pane partials (:meth:`WindowOperatorRunner.partial_sql`);
-this module merges them into the operator's state, key group by key group,
-fires the windows the watermark closed, and stages what changed for the epoch.
+TUMBLE and HOP windows of count, sum, avg, min and max then run in columns
+(:mod:`spate.engine.runtime.window_columns`).  This module runs the others —
+SESSION windows and the aggregates kept as Python values (distinct counts,
+variances, first/last values, bags, aggregate UDFs): it merges the partials
+into the operator's state, key group by key group, fires the windows the
+watermark closed, and stages what changed for the epoch.
 
 State layout in the store (per key group):
 
@@ -43,11 +47,13 @@ from spate.engine.runtime.partials import PARTIAL_SQL
 from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput
 from spate.engine.runtime.tasks import (
     KEY_GROUP,
+    RangeWork,
     TaskEpoch,
     TaskStats,
     arrow_schema_to_spark,
     spark_schema_to_arrow,
 )
+from spate.engine.runtime.window_columns import WindowColumnsRange, columnar
 from spate.statestore import CachedPipelineState, EpochWriter, PipelineState, UserKey
 from spate.statestore.encoding import decode, encode
 
@@ -324,8 +330,11 @@ class WindowStep(OperatorStep):
 
     def run(self, epoch: EpochContext) -> StepOutput:
         partials = epoch.spark.sql(self.runner.partial_sql(self.spec.input_sql))
-        schema = output_schema(self.spec, spark_schema_to_arrow(partials.schema))
-        work = _WindowRange(self.spec, self.num_key_groups, schema)
+        partial_schema = spark_schema_to_arrow(partials.schema)
+        schema = output_schema(self.spec, partial_schema)
+        work: RangeWork = (WindowColumnsRange(self.spec, schema)
+                           if columnar(self.spec, partial_schema)
+                           else _WindowRange(self.spec, self.num_key_groups, schema))
         frame, stats = epoch.run_ranges(partials, work, arrow_schema_to_spark(schema),
                                         self.spec.operator_id)
         return StepOutput(frame, rows=stats.rows_out, rows_in=stats.rows_in,

@@ -1,0 +1,164 @@
+"""TUMBLE and HOP windows over pane columns: every key and every fired window at once.
+
+The input is a table of pane partials (what native Spark pre-aggregated per key
+and slide, merged with what the operator kept from earlier epochs), sorted by
+key and then pane.  Nothing here loops over rows, keys or windows in Python:
+
+* the windows that fire are, per key, the union of the intervals of window ends
+  its panes fall into (a pane in slot ``s`` is in the windows ending at slots
+  ``s + 1 … s + W``, ``W = width / slide``), cut to the ends the watermark
+  passed this epoch; overlapping intervals of a key merge into runs, and the
+  runs expand into one row per fired window (``np.repeat``);
+* each window covers the key's panes in slots ``[end - W, end)``: a binary
+  search over one sorted ``(key, slot)`` composite gives the window's first and
+  last pane positions;
+* invertible aggregates (count, sum, avg) are differences of prefix sums over
+  those positions; min and max answer range-minimum queries from a sparse
+  table of ``log2(W)`` levels.
+
+So the work per epoch is linear in panes plus fired windows, and does not
+grow with width / slide.  Aggregates this module does not compute columnarly
+(:func:`supported`) run in :mod:`spate.engine.operators.window` instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: The aggregates computed here, by their partials' shape (``PARTIAL_SQL``).
+COUNTS = frozenset({"count_star", "count"})
+SUMS = frozenset({"sum", "avg"})
+EXTREMES = frozenset({"min", "max"})
+
+
+def supported(function: str, partial_type: pa.DataType) -> bool:
+    """Whether aggregate ``function`` over partials of ``partial_type`` runs here."""
+    if function in COUNTS:
+        return True
+    numeric = bool(pa.types.is_integer(partial_type) or pa.types.is_floating(partial_type)
+                   or pa.types.is_decimal(partial_type))
+    if function in SUMS:
+        return numeric
+    if function in EXTREMES:
+        return numeric or bool(pa.types.is_timestamp(partial_type)
+                               or pa.types.is_date32(partial_type)
+                               or pa.types.is_boolean(partial_type))
+    return False
+
+
+@dataclass(frozen=True)
+class FiredWindows:
+    """The windows one epoch fires: per window, its key's row in the pane table, its
+    end slot, and the positions ``[first, stop)`` of the panes it covers."""
+
+    key_rows: np.ndarray
+    end_slots: np.ndarray
+    first: np.ndarray
+    stop: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.end_slots)
+
+
+def key_ids(table: pa.Table, key_columns: list[str]) -> np.ndarray:
+    """Per row of ``table`` (sorted by its keys), the number of its key: 0, 1, 2, …
+
+    NULL keys equal each other, as in GROUP BY.
+    """
+    rows = table.num_rows
+    changed = np.zeros(rows, dtype=bool)
+    if rows:
+        changed[0] = True
+    for name in key_columns:
+        column = table.column(name)
+        before, after = column.slice(0, rows - 1), column.slice(1)
+        same = pc.fill_null(pc.equal(after, before), False)
+        both_null = pc.and_(pc.is_null(after), pc.is_null(before))
+        differs = pc.invert(pc.or_(same, both_null))
+        changed[1:] |= np.asarray(differs.to_numpy(zero_copy_only=False), dtype=bool)
+    return np.cumsum(changed, dtype=np.int64) - 1
+
+
+def fired_windows(keys: np.ndarray, slots: np.ndarray, panes_per_window: int,
+                  first_end: int, last_end: int) -> FiredWindows:
+    """The windows with an end slot in ``[first_end, last_end]`` that hold a pane.
+
+    ``keys`` and ``slots`` (pane start / slide) are sorted by key, then slot, with
+    one row per (key, slot).  Windows come out in end order, keys ascending within
+    an end.
+    """
+    width = panes_per_window
+    empty = np.zeros(0, dtype=np.int64)
+    if len(slots) == 0 or first_end > last_end:
+        return FiredWindows(empty, empty, empty, empty)
+    lows = np.maximum(slots + 1, first_end)
+    highs = np.minimum(slots + width, last_end)
+    usable = np.flatnonzero(lows <= highs)
+    if len(usable) == 0:
+        return FiredWindows(empty, empty, empty, empty)
+    run_keys, lows, highs = keys[usable], lows[usable], highs[usable]
+    # Lows and highs only grow along a key's panes: the intervals of a key merge
+    # into a run wherever one starts at most one slot after the previous ended.
+    starts = np.ones(len(usable), dtype=bool)
+    starts[1:] = (run_keys[1:] != run_keys[:-1]) | (lows[1:] > highs[:-1] + 1)
+    first_of_run = np.flatnonzero(starts)
+    last_of_run = np.append(first_of_run[1:] - 1, len(usable) - 1)
+    run_lows, run_highs = lows[first_of_run], highs[last_of_run]
+    lengths = run_highs - run_lows + 1
+    total = int(lengths.sum())
+    offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    end_slots = np.repeat(run_lows, lengths) + offsets
+    window_keys = np.repeat(run_keys[first_of_run], lengths)
+
+    # Slots as ranks among the panes' distinct slots keep their order against any
+    # bound, so ``key * (distinct + 1) + rank`` orders (key, slot) in one int64.
+    distinct = np.unique(slots)
+    span = len(distinct) + 1
+    composite = keys * span + np.searchsorted(distinct, slots)
+    key_base = window_keys * span
+    first = np.searchsorted(composite, key_base + np.searchsorted(distinct, end_slots - width))
+    stop = np.searchsorted(composite, key_base + np.searchsorted(distinct, end_slots))
+    order = np.lexsort((window_keys, end_slots))
+    key_rows = np.searchsorted(keys, window_keys[order])
+    return FiredWindows(key_rows, end_slots[order], first[order], stop[order])
+
+
+def window_sums(values: np.ndarray, fired: FiredWindows) -> np.ndarray:
+    """Per fired window, the sum of ``values`` over its panes (differences of prefix
+    sums; floating-point sums accumulate in extended precision)."""
+    if values.dtype.kind == "f":
+        running = np.concatenate([[0], np.cumsum(values, dtype=np.longdouble)])
+        sums: np.ndarray = (running[fired.stop] - running[fired.first]).astype(np.float64)
+        return sums
+    # Integers wrap in int64 but their differences do not, while a window's sum fits.
+    running = np.concatenate([[0], np.cumsum(values, dtype=np.int64)])
+    totals: np.ndarray = running[fired.stop] - running[fired.first]
+    return totals
+
+
+def window_extremes(values: np.ndarray, fired: FiredWindows, largest: bool) -> np.ndarray:
+    """Per fired window, the least (or greatest) of ``values`` over its panes: a
+    sparse table of minima over 1, 2, 4, … panes answers each window with two
+    look-ups."""
+    pick = np.maximum if largest else np.minimum
+    lengths = fired.stop - fired.first
+    if len(lengths) == 0:
+        return values[:0]
+    levels = [values]
+    deepest = int(lengths.max()).bit_length() - 1
+    for level in range(1, deepest + 1):
+        half = 1 << (level - 1)
+        previous = levels[-1]
+        levels.append(pick(previous[:-half], previous[half:]))
+    level_of = np.floor(np.log2(np.maximum(lengths, 1))).astype(np.int64)
+    result = np.empty(len(lengths), dtype=values.dtype)
+    for level in np.unique(level_of):
+        chosen = level_of == level
+        table = levels[int(level)]
+        result[chosen] = pick(table[fired.first[chosen]],
+                              table[fired.stop[chosen] - (1 << int(level))])
+    return result

@@ -1,0 +1,330 @@
+"""Runs a TUMBLE/HOP window aggregate on one key-group range for one epoch, in columns.
+
+The columnar counterpart of :mod:`spate.engine.runtime.window_step` for the
+aggregates :func:`spate.engine.operators.window_columns.supported` computes
+(count, sum, avg, min, max): one pass of Arrow and NumPy over the range's
+panes, with no Python statement per row, key or fired window.
+
+State layout in the store (per key group):
+
+* operator ``<id>/pane_columns``: the group's pane partials as Arrow IPC
+  tables, one entry ``(chunk, epoch)`` per epoch that added panes to a chunk
+  of :data:`PANES_PER_CHUNK` slides.  Entries are written once and never
+  read back to be changed: an epoch that fires nothing in a group only adds
+  an entry (a cold task reads nothing of it).  A (key, pane) split over
+  several entries is merged when read.  A chunk's entries are deleted
+  together once every window of the panes they hold has fired, and folded
+  into one entry when a chunk collects more than :data:`ENTRIES_PER_CHUNK`.
+* operator ``<id>/pane_timers``: per key group, one entry ``()`` holding the
+  end of the earliest window still to fire in the group.
+
+A group whose timer is due by the epoch's watermark (or whose new rows are)
+is read whole; every due group of the range is then fired at once.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spate.engine.operators.window_columns import (
+    COUNTS,
+    EXTREMES,
+    SUMS,
+    FiredWindows,
+    fired_windows,
+    key_ids,
+    supported,
+    window_extremes,
+    window_sums,
+)
+from spate.engine.planner.plan import WindowAggregate
+from spate.engine.runtime.output import TIMESTAMP, WINDOW_TYPE
+from spate.engine.runtime.partials import PARTIAL_SQL
+from spate.engine.runtime.tasks import KEY_GROUP, TaskEpoch, TaskStats
+from spate.statestore import CachedPipelineState, EpochWriter, UserKey
+from spate.statestore.encoding import decode, encode
+
+#: Consecutive slides whose panes share state entries.
+PANES_PER_CHUNK = 64
+#: Entries of one chunk beyond which a firing epoch folds them into one.
+ENTRIES_PER_CHUNK = 8
+#: Later than any window end: a group with nothing buffered.
+_NEVER = 2**63 - 1
+PANE = "__pane"
+ROWS = "__rows"
+
+
+def columnar(spec: WindowAggregate, partial_schema: pa.Schema) -> bool:
+    """Whether ``spec`` runs here: a TUMBLE or HOP of columnar aggregates only."""
+    if spec.window.kind == "session":
+        return False
+    if any(pa.types.is_nested(partial_schema.field(k).type) for k in spec.key_columns):
+        return False  # grouped by value in Arrow, which takes plain keys only
+    return all(supported(call.function, partial_schema.field(f"p{i}_0").type)
+               for i, call in enumerate(spec.aggregates))
+
+
+@dataclass(frozen=True)
+class WindowColumnsRange:
+    """A window operator's work on one key-group range, run in a Spark task (picklable)."""
+
+    spec: WindowAggregate
+    #: the output table's schema (:func:`spate.engine.runtime.output.output_schema`)
+    schema: pa.Schema
+
+    @property
+    def panes_name(self) -> str:
+        return f"{self.spec.operator_id}/pane_columns"
+
+    @property
+    def timers_name(self) -> str:
+        return f"{self.spec.operator_id}/pane_timers"
+
+    def __call__(self, partials: pa.Table, state: CachedPipelineState, writer: EpochWriter,
+                 epoch: TaskEpoch, stats: TaskStats) -> pa.Table:
+        slide, width = self.spec.window.slide_us, self.spec.window.width_us
+        chunk_us = PANES_PER_CHUNK * slide
+        rows = partials.column(ROWS).to_numpy()
+        stats.rows_in = int(rows.sum())
+        late = partials.column(PANE).to_numpy() + width <= epoch.watermark_before
+        if late.any():
+            stats.rows_late += int(rows[late].sum())
+            partials = partials.filter(pa.array(~late))
+        new_by_group = _split_by_group(partials, chunk_us)
+
+        timers = state.read_range(self.timers_name, writer.key_groups,
+                                  epoch=epoch.previous_epoch)
+        open_before = _first_open_end(epoch.watermark_before, slide)
+        due: list[int] = []
+        for group in writer.key_groups:
+            stored = timers[group].get(())
+            held = _NEVER if stored is None else decode(stored)
+            new = new_by_group.get(group, {})
+            earliest = min([held, *(max(int(pc.min(t.column(PANE)).as_py()) + slide,
+                                        open_before) for t in new.values())])
+            if earliest <= epoch.watermark_after:
+                due.append(group)
+                continue
+            for chunk, table in new.items():
+                writer.put(self.panes_name, group, (chunk, epoch.number), _to_ipc(table))
+            if earliest != held:
+                writer.put(self.timers_name, group, (), encode(earliest))
+        if not due:
+            return self._empty()
+
+        stored_entries = {group: state.read_group(self.panes_name, group,
+                                                  epoch=epoch.previous_epoch)
+                          for group in due}
+        tables = [_from_ipc(raw) for group in due for raw in stored_entries[group].values()]
+        tables += [t for group in due for t in new_by_group.get(group, {}).values()]
+        panes = self._merged(tables, partials.schema)
+        output = self._fire(panes, epoch)
+        self._keep(panes, due, stored_entries, new_by_group, writer, epoch)
+        return output
+
+    # -- merging and firing ---------------------------------------------------------
+
+    def _merged(self, tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
+        """One row per (key, pane), sorted by key then pane."""
+        keys = list(self.spec.key_columns)
+        table = pa.concat_tables([t.select(schema.names).cast(schema) for t in tables])
+        aggregations = [(ROWS, "sum")]
+        for i, call in enumerate(self.spec.aggregates):
+            for j in range(len(PARTIAL_SQL[call.function])):
+                merge = call.function if call.function in EXTREMES and j == 0 else "sum"
+                aggregations.append((f"p{i}_{j}", merge))
+        merged = table.group_by([*keys, PANE, KEY_GROUP], use_threads=False) \
+            .aggregate(aggregations)
+        renamed = {f"{column}_{how}": column for column, how in aggregations}
+        merged = merged.rename_columns([renamed.get(n, n) for n in merged.column_names])
+        return merged.sort_by([*((k, "ascending") for k in keys), (PANE, "ascending")])
+
+    def _fire(self, panes: pa.Table, epoch: TaskEpoch) -> pa.Table:
+        slide = self.spec.window.slide_us
+        per_window = self.spec.window.width_us // slide
+        keys = key_ids(panes, list(self.spec.key_columns))
+        slots = panes.column(PANE).to_numpy() // slide
+        first_end = _first_open_end(epoch.watermark_before, slide) // slide
+        last_end = epoch.watermark_after // slide
+        fired = fired_windows(keys, slots, per_window, first_end, last_end)
+        return self._output(panes, fired)
+
+    def _output(self, panes: pa.Table, fired: FiredWindows) -> pa.Table:
+        schema = self.schema
+        slide = self.spec.window.slide_us
+        key_count = len(self.spec.key_columns)
+        taken = panes.select(list(self.spec.key_columns)).take(pa.array(fired.key_rows))
+        columns: list[pa.Array | pa.ChunkedArray] = [
+            taken.column(i).cast(schema.field(i).type) for i in range(key_count)]
+        ends = fired.end_slots * slide
+        starts = ends - self.spec.window.width_us
+        columns.append(pa.StructArray.from_arrays(
+            [_timestamps(starts), _timestamps(ends)], fields=list(WINDOW_TYPE)))
+        for i, call in enumerate(self.spec.aggregates):
+            kind = schema.field(key_count + 1 + i).type
+            columns.append(_aggregate(call.function, panes, i, fired, kind))
+        columns.append(_timestamps(ends - 1))
+        return pa.Table.from_arrays(columns, schema=schema)
+
+    def _empty(self) -> pa.Table:
+        return self.schema.empty_table()
+
+    # -- what the state keeps -------------------------------------------------------
+
+    def _keep(self, panes: pa.Table, due: list[int],
+              stored: Mapping[int, Mapping[UserKey, bytes]],
+              new_by_group: Mapping[int, Mapping[int, pa.Table]], writer: EpochWriter,
+              epoch: TaskEpoch) -> None:
+        """Stage the due groups' new panes, drop chunks whose windows all fired, fold
+        crowded ones, and set each group's timer."""
+        slide, width = self.spec.window.slide_us, self.spec.window.width_us
+        chunk_us = PANES_PER_CHUNK * slide
+        watermark = epoch.watermark_after
+        pane_starts = panes.column(PANE).to_numpy()
+        groups = panes.column(KEY_GROUP).to_numpy()
+        chunks = pane_starts // chunk_us
+        live = pane_starts + width > watermark
+        earliest = _min_by_group(groups[live], pane_starts[live])
+        open_after = _first_open_end(watermark, slide)
+        holding = set(zip(groups[live].tolist(), chunks[live].tolist(), strict=True))
+        for group in due:
+            entries: dict[int, list[UserKey]] = defaultdict(list)
+            for key in stored[group]:
+                entries[int(key[0])].append(key)
+            new = new_by_group.get(group, {})
+            for chunk in set(entries) | set(new):
+                old = entries.get(chunk, [])
+                if (group, chunk) not in holding:
+                    # Every window of the chunk's panes has fired.
+                    for key in old:
+                        writer.delete(self.panes_name, group, key)
+                elif len(old) + (chunk in new) > ENTRIES_PER_CHUNK:
+                    mask = (groups == group) & (chunks == chunk) & live
+                    writer.put(self.panes_name, group, (chunk, epoch.number),
+                               _to_ipc(panes.filter(pa.array(mask))))
+                    for key in old:
+                        if tuple(key) != (chunk, epoch.number):
+                            writer.delete(self.panes_name, group, key)
+                elif chunk in new:
+                    writer.put(self.panes_name, group, (chunk, epoch.number),
+                               _to_ipc(new[chunk]))
+            if group in earliest:
+                writer.put(self.timers_name, group, (),
+                           encode(max(earliest[group] + slide, open_after)))
+            else:
+                writer.delete(self.timers_name, group, ())
+
+
+def _aggregate(function: str, panes: pa.Table, index: int, fired: FiredWindows,
+               kind: pa.DataType) -> pa.Array:
+    """One aggregate's value per fired window, as the output column ``kind``."""
+    first = panes.column(f"p{index}_0")
+    if function in COUNTS:
+        return pa.array(window_sums(_numbers(first, 0), fired), kind)
+    if function in SUMS:
+        counted = window_sums(_numbers(panes.column(f"p{index}_1"), 0), fired)
+        totals = window_sums(_numbers(first, 0), fired)
+        if function == "avg":
+            totals = totals / np.maximum(counted, 1)
+        return pa.array(totals, mask=counted == 0).cast(kind)
+    largest = function == "max"
+    valid = window_sums(first.is_valid().to_numpy(zero_copy_only=False).astype(np.int64),
+                        fired)
+    numbers = _numbers(first, _worst(first.type, largest))
+    extremes = window_extremes(numbers, fired, largest)
+    return _from_numbers(extremes, valid == 0, first.type, kind)
+
+
+def _numbers(column: pa.ChunkedArray, fill: float | int) -> np.ndarray:
+    """``column`` as a NumPy array of int64 (integers, times, booleans) or float64."""
+    kind = column.type
+    if pa.types.is_decimal(kind) or pa.types.is_floating(kind):
+        column = column.cast(pa.float64())
+    elif pa.types.is_timestamp(kind):
+        column = column.cast(pa.timestamp("us", tz=kind.tz)).cast(pa.int64())
+    elif pa.types.is_date32(kind):
+        column = column.cast(pa.int32()).cast(pa.int64())
+    else:
+        column = column.cast(pa.int64())
+    numbers: np.ndarray = column.fill_null(fill).to_numpy()
+    return numbers
+
+
+def _worst(kind: pa.DataType, largest: bool) -> float | int:
+    """The value every other beats: what a NULL partial counts as in a min or max."""
+    if pa.types.is_decimal(kind) or pa.types.is_floating(kind):
+        return -np.inf if largest else np.inf
+    info = np.iinfo(np.int64)
+    return int(info.min) if largest else int(info.max)
+
+
+def _from_numbers(numbers: np.ndarray, nulls: np.ndarray, partial: pa.DataType,
+                  kind: pa.DataType) -> pa.Array:
+    array = pa.array(numbers, mask=nulls)
+    if pa.types.is_timestamp(partial):
+        return array.cast(pa.timestamp("us", tz=partial.tz)).cast(kind)
+    if pa.types.is_date32(partial):
+        return array.cast(pa.int32()).cast(kind)
+    if pa.types.is_boolean(partial):
+        return pc.not_equal(array, 0).cast(kind)
+    return array.cast(kind)
+
+
+def _timestamps(micros: np.ndarray) -> pa.Array:
+    return pa.array(micros, pa.int64()).cast(TIMESTAMP)
+
+
+def _first_open_end(watermark: int, slide: int) -> int:
+    """The end of the first window not yet fired at ``watermark``."""
+    return (watermark // slide + 1) * slide
+
+
+def _split_by_group(table: pa.Table, chunk_us: int) -> dict[int, dict[int, pa.Table]]:
+    """``table``'s rows by key group, then by chunk of panes."""
+    if table.num_rows == 0:
+        return {}
+    groups = table.column(KEY_GROUP).to_numpy().astype(np.int64)
+    chunks = table.column(PANE).to_numpy() // chunk_us
+    order = np.lexsort((chunks, groups))
+    ordered = table.take(pa.array(order))
+    groups, chunks = groups[order], chunks[order]
+    bounds = np.flatnonzero((groups[1:] != groups[:-1]) | (chunks[1:] != chunks[:-1])) + 1
+    starts = np.concatenate([[0], bounds])
+    stops = np.concatenate([bounds, [len(order)]])
+    split: dict[int, dict[int, pa.Table]] = defaultdict(dict)
+    for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
+        split[int(groups[start])][int(chunks[start])] = ordered.slice(start, stop - start)
+    return split
+
+
+def _min_by_group(groups: np.ndarray, values: np.ndarray) -> dict[int, int]:
+    """The least of ``values`` per group."""
+    if len(groups) == 0:
+        return {}
+    order = np.lexsort((values, groups))
+    groups, values = groups[order], values[order]
+    firsts = np.concatenate([[0], np.flatnonzero(groups[1:] != groups[:-1]) + 1])
+    return dict(zip(groups[firsts].tolist(), values[firsts].tolist(), strict=True))
+
+
+def _to_ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as stream:
+        stream.write_table(table)
+    encoded: bytes = sink.getvalue().to_pybytes()
+    return encoded
+
+
+def _from_ipc(raw: bytes) -> pa.Table:
+    return pa.ipc.open_stream(raw).read_all()
+
+
+def names(operator_id: str) -> Iterable[str]:
+    """The state operators the columnar path keeps for window operator ``operator_id``."""
+    return (f"{operator_id}/pane_columns", f"{operator_id}/pane_timers")

@@ -1,0 +1,236 @@
+"""The columnar TUMBLE/HOP operator over a real (embedded) state store, without Spark:
+pane partials as native pre-aggregation would produce them go in epoch by epoch
+(several ranges, late rows, NULL values and keys); what fires must equal a
+brute-force computation, in window order, and nothing may be left in the store
+once the input ended."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from spate.engine.operators.window_columns import fired_windows, key_ids
+from spate.engine.planner.plan import WINDOW_COLUMN, AggregateCall, WindowAggregate, WindowSpec
+from spate.engine.runtime.output import output_schema
+from spate.engine.runtime.tasks import TaskEpoch, TaskStats
+from spate.engine.runtime.watermarks import END_OF_TIME, NO_WATERMARK
+from spate.engine.runtime.window_columns import (
+    ENTRIES_PER_CHUNK,
+    PANES_PER_CHUNK,
+    WindowColumnsRange,
+    columnar,
+)
+from spate.statestore import StateCache, open_store, split_key_groups
+
+GROUPS = 8
+Row = tuple[Any, int, Any]  # key (None: NULL), event time, value (None: NULL)
+AGGREGATES = (AggregateCall("count_star", None, "n"), AggregateCall("count", "a0", "c"),
+              AggregateCall("sum", "a0", "s"), AggregateCall("avg", "a0", "mean"),
+              AggregateCall("min", "a0", "lo"), AggregateCall("max", "a0", "hi"))
+
+
+def _spec(slide: int, width: int) -> WindowAggregate:
+    return WindowAggregate(operator_id="q0_window", input_sql="", key_columns=("k0",),
+                           window=WindowSpec("hop", width, slide), aggregates=AGGREGATES,
+                           output_view="v")
+
+
+def _partials(rows: list[Row], slide: int) -> pa.Table:
+    """What native Spark's pre-aggregation gives for ``rows``."""
+    panes: dict[tuple[Any, int], list[Any]] = defaultdict(list)
+    for key, ts, value in rows:
+        panes[(key, ts - ts % slide)].append(value)
+    items = list(panes.items())
+    present = [[v for v in values if v is not None] for _, values in items]
+    return pa.table({
+        "k0": pa.array([k for (k, _), _ in items], pa.string()),
+        "__pane": pa.array([p for (_, p), _ in items], pa.int64()),
+        "__kg": pa.array([hash(k) % GROUPS for (k, _), _ in items], pa.int32()),
+        "__rows": pa.array([len(v) for _, v in items], pa.int64()),
+        "p0_0": pa.array([len(v) for _, v in items], pa.int64()),
+        "p1_0": pa.array([len(v) for v in present], pa.int64()),
+        "p2_0": pa.array([sum(v) if v else None for v in present], pa.int64()),
+        "p2_1": pa.array([len(v) for v in present], pa.int64()),
+        "p3_0": pa.array([sum(v) if v else None for v in present], pa.int64()),
+        "p3_1": pa.array([len(v) for v in present], pa.int64()),
+        "p4_0": pa.array([min(v) if v else None for v in present], pa.int64()),
+        "p5_0": pa.array([max(v) if v else None for v in present], pa.int64()),
+    })
+
+
+def _brute_force(rows: list[Row], slide: int, width: int) -> list[tuple[Any, ...]]:
+    windows: dict[tuple[Any, int], list[Any]] = defaultdict(list)
+    for key, ts, value in rows:
+        start = ts - ts % slide
+        for begin in range(start - width + slide, start + 1, slide):
+            windows[(key, begin)].append(value)
+    result = []
+    for (key, begin), values in windows.items():
+        present = [v for v in values if v is not None]
+        result.append((key, begin, begin + width, len(values), len(present),
+                       sum(present) if present else None,
+                       sum(present) / len(present) if present else None,
+                       min(present) if present else None, max(present) if present else None))
+    return result
+
+
+def _run(rows_by_epoch: list[list[Row]], watermarks: list[int], slide: int, width: int,
+         parallelism: int, path: Path) -> tuple[list[tuple[Any, ...]], int, int]:
+    """Each epoch's partials through the operator; returns what fired, the late rows,
+    and the entries left in the store."""
+    spec = _spec(slide, width)
+    schema = output_schema(spec, _partials([], slide).schema)
+    work = WindowColumnsRange(spec, schema)
+    fired: list[tuple[Any, ...]] = []
+    late = 0
+    with open_store(f"sqlite:///{path}") as store:
+        state = store.pipeline("t", "p")
+        ranges = split_key_groups(GROUPS, parallelism)
+        before = NO_WATERMARK
+        for epoch, (rows, after) in enumerate(zip(rows_by_epoch, watermarks, strict=True)):
+            state.begin_epoch(epoch, ranges)
+            task_epoch = TaskEpoch(b"", "t", "p", "run", epoch, epoch - 1 if epoch else None,
+                                   tuple((r.start, r.stop) for r in ranges), before, after)
+            for key_groups in ranges:  # each range as its own task would
+                partials = _partials(rows, slide)
+                mine = [g in key_groups for g in partials.column("__kg").to_pylist()]
+                stats = TaskStats()
+                writer = state.writer(epoch, key_groups)
+                table = work(partials.filter(pa.array(mine, pa.bool_())), state, writer,
+                             task_epoch, stats)
+                writer.commit()
+                late += stats.rows_late
+                ends = [w["end"] for w in table.column(WINDOW_COLUMN).to_pylist()]
+                assert ends == sorted(ends), "windows out of time order"
+                for row in table.to_pylist():
+                    window = row[WINDOW_COLUMN]
+                    fired.append((row["k0"], _micros(window["start"]), _micros(window["end"]),
+                                  row["n"], row["c"], row["s"], row["mean"], row["lo"],
+                                  row["hi"]))
+            state.commit_epoch(epoch, {})
+            before = after
+        left = sum(1 for name in (work.panes_name, work.timers_name)
+                   for _ in state.scan(name, range(GROUPS)))
+    return fired, late, left
+
+
+def _micros(value: datetime) -> int:
+    return (value - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.integers(0, 900),
+                               st.one_of(st.none(), st.integers(-9, 9))),
+                     min_size=1, max_size=80),
+       # a width longer than a chunk of panes makes windows span chunk boundaries
+       slide=st.sampled_from([1, 3]), factor=st.sampled_from([1, 5, PANES_PER_CHUNK + 16]),
+       epochs=st.integers(1, 6), parallelism=st.integers(1, 3))
+def test_windows_equal_brute_force(rows, slide, factor, epochs, parallelism,
+                                   tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+    width = slide * factor
+    ordered = sorted(rows, key=lambda r: r[1])
+    size = -(-len(ordered) // epochs)
+    chunks = [ordered[i:i + size] for i in range(0, len(ordered), size)]
+    watermarks = [max(r[1] for r in chunk) for chunk in chunks[:-1]] + [END_OF_TIME]
+    path = tmp_path_factory.mktemp("operator") / "state.db"
+    fired, late, left = _run(chunks, watermarks, slide, width, parallelism, path)
+    assert late == 0
+    assert len(set(fired)) == len(fired), "a window fired twice"
+    assert sorted(fired, key=repr) == sorted(_brute_force(ordered, slide, width), key=repr)
+    assert left == 0, "state left behind after the input ended"
+
+
+def test_rows_behind_the_watermark_count_as_late_only_when_every_window_fired(
+        tmp_path: Path) -> None:
+    # HOP(10, 30), watermark 100 after the first epoch, which fires [70, 100).  Then a
+    # row at 75 (pane 70: windows ending 80, 90, 100) is late; one at 96 (pane 90) is
+    # not: its windows [80, 110) and [90, 120) are still open.
+    first = [("a", 95, 1)]
+    second = [("a", 75, 5), ("a", 96, 2)]
+    fired, late, _ = _run([first, second], [100, END_OF_TIME], 10, 30, 1, tmp_path / "s.db")
+    assert late == 1
+    by_start = {start: (n, s) for _, start, _, n, _, s, *_ in fired}
+    assert by_start == {70: (1, 1), 80: (2, 3), 90: (2, 3)}
+
+
+def test_a_crowded_chunk_is_folded_into_one_entry(tmp_path: Path) -> None:
+    # Width far ahead of the watermark: nothing fires for a while, one entry per
+    # epoch lands in chunk 0, then a due epoch folds them.
+    epochs = [[("a", 1, i)] for i in range(ENTRIES_PER_CHUNK + 3)]
+    watermarks = [0] * (len(epochs) - 1) + [5]
+    spec = _spec(1, 1_000)
+    path = tmp_path / "s.db"
+    _run(epochs, watermarks, 1, 1_000, 1, path)
+    with open_store(f"sqlite:///{path}") as store:
+        entries = list(store.pipeline("t", "p").scan(f"{spec.operator_id}/pane_columns",
+                                                     range(GROUPS)))
+    assert len(entries) == 1
+
+
+def test_a_cold_task_reads_nothing_of_groups_whose_windows_are_not_due(tmp_path: Path) -> None:
+    """After a move or rescale a task's cache is empty: an epoch that fires nothing
+    reads the groups' timers, never their panes."""
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    spec = _spec(1_000, 10**9)  # the watermark stays before every window end
+    work = WindowColumnsRange(spec, output_schema(spec, _partials([], 1_000).schema))
+    ranges = split_key_groups(GROUPS, 1)
+
+    def run_epoch(epoch: int, rows: list[Row], cache: StateCache) -> int:
+        with open_store(url, cache=cache) as store:
+            state = store.pipeline("t", "p")
+            state.begin_epoch(epoch, ranges)
+            writer = state.writer(epoch, ranges[0])
+            task_epoch = TaskEpoch(b"", "t", "p", "run", epoch, epoch - 1 if epoch else None,
+                                   ((0, GROUPS),), NO_WATERMARK, 100)
+            assert work(_partials(rows, 1_000), state, writer, task_epoch,
+                        TaskStats()).num_rows == 0
+            writer.commit()
+            state.commit_epoch(epoch, {})
+            return cache.stats().remote_bytes
+
+    run_epoch(0, [(str(key), 500, key) for key in range(4_000)], StateCache(10**8))
+    with open_store(url) as store:
+        stored = sum(len(v) for _, _, v in store.pipeline("t", "p").scan(
+            work.panes_name, range(GROUPS), epoch=0))
+    read = run_epoch(1, [(str(key), 700, 1) for key in (3, 77, 1_001)], StateCache(10**8))
+    assert read < stored / 100, f"read {read} bytes of {stored} for 3 keys"
+
+
+def test_fired_windows_merge_a_keys_overlapping_intervals() -> None:
+    # key 0: panes in slots 0 and 2; key 1: slot 10.  Windows of 3 slots.
+    keys = np.array([0, 0, 1])
+    slots = np.array([0, 2, 10])
+    fired = fired_windows(keys, slots, 3, first_end=0, last_end=12)
+    got = list(zip(keys[fired.key_rows].tolist(), fired.end_slots.tolist(),
+                   (fired.stop - fired.first).tolist(), strict=True))
+    assert got == [(0, 1, 1), (0, 2, 1), (0, 3, 2), (0, 4, 1), (0, 5, 1),
+                   (1, 11, 1), (1, 12, 1)]
+
+
+def test_key_ids_treat_null_keys_as_one_key() -> None:
+    table = pa.table({"a": pa.array([1, 1, None, None, 2]),
+                      "b": pa.array(["x", "y", None, None, None])})
+    assert key_ids(table, ["a", "b"]).tolist() == [0, 1, 2, 2, 3]
+
+
+def test_aggregates_kept_as_python_values_and_sessions_are_not_columnar() -> None:
+    schema = _partials([], 1).schema
+    assert columnar(_spec(1, 5), schema)
+    session = WindowAggregate(operator_id="s", input_sql="", key_columns=("k0",),
+                              window=WindowSpec("session", 0, 0, 10), aggregates=AGGREGATES,
+                              output_view="v")
+    assert not columnar(session, schema)
+    distinct = WindowAggregate(operator_id="d", input_sql="", key_columns=("k0",),
+                               window=WindowSpec("hop", 5, 1),
+                               aggregates=(AggregateCall("count_distinct", "a0", "d"),),
+                               output_view="v")
+    assert not columnar(distinct, schema.set(schema.get_field_index("p0_0"),
+                                              pa.field("p0_0", pa.list_(pa.int64()))))
