@@ -323,19 +323,28 @@ class WindowStep(OperatorStep):
     firing in one Spark task per key-group range."""
 
     def __init__(self, spec: WindowAggregate, state: PipelineState, num_key_groups: int) -> None:
-        del state  # tasks open the pipeline's state themselves
         self.spec = spec
+        self.state = state  # tasks open the pipeline's state themselves
         self.num_key_groups = num_key_groups
         self.runner = WindowOperatorRunner(spec, num_key_groups)
+        self._columnar: bool | None = None
 
     def run(self, epoch: EpochContext) -> StepOutput:
         partials = epoch.spark.sql(self.runner.partial_sql(self.spec.input_sql))
         partial_schema = spark_schema_to_arrow(partials.schema)
         schema = output_schema(self.spec, partial_schema)
-        work: RangeWork = (WindowColumnsRange(self.spec, schema)
-                           if columnar(self.spec, partial_schema)
+        if self._columnar is None:
+            # Decided once a run.  Windows buffered per key by an earlier version stay
+            # on that path until they drain; the next run then takes the columnar one.
+            self._columnar = columnar(self.spec, partial_schema) and not self._keyed_state()
+        work: RangeWork = (WindowColumnsRange(self.spec, schema) if self._columnar
                            else _WindowRange(self.spec, self.num_key_groups, schema))
         frame, stats = epoch.run_ranges(partials, work, arrow_schema_to_spark(schema),
                                         self.spec.operator_id)
         return StepOutput(frame, rows=stats.rows_out, rows_in=stats.rows_in,
                           rows_late=stats.rows_late)
+
+    def _keyed_state(self) -> bool:
+        """Whether the operator holds state in the per-key layout."""
+        entries = self.state.scan(self.runner.records_name, range(self.num_key_groups))
+        return next(iter(entries), None) is not None

@@ -234,3 +234,19 @@ def test_aggregates_kept_as_python_values_and_sessions_are_not_columnar() -> Non
                                output_view="v")
     assert not columnar(distinct, schema.set(schema.get_field_index("p0_0"),
                                               pa.field("p0_0", pa.list_(pa.int64()))))
+
+
+def test_a_run_over_per_key_window_state_keeps_the_per_key_path(tmp_path: Path) -> None:
+    from spate.engine.runtime.window_step import WindowStep
+
+    spec = _spec(1, 5)
+    with open_store(f"sqlite:///{tmp_path / 'state.db'}") as store:
+        state = store.pipeline("t", "p")
+        assert not WindowStep(spec, state, GROUPS)._keyed_state()
+        ranges = split_key_groups(GROUPS, 1)
+        state.begin_epoch(0, ranges)
+        writer = state.writer(0, ranges[0])
+        writer.put(spec.operator_id, 3, ("a",), b"\x90")
+        writer.commit()
+        state.commit_epoch(0, {})
+        assert WindowStep(spec, state, GROUPS)._keyed_state()
