@@ -143,8 +143,9 @@ def window_sums(values: np.ndarray, fired: FiredWindows) -> np.ndarray:
 def window_extremes(values: np.ndarray, fired: FiredWindows, largest: bool) -> np.ndarray:
     """Per fired window, the least (or greatest) of ``values`` over its panes: a
     sparse table of minima over 1, 2, 4, … panes answers each window with two
-    look-ups."""
-    pick = np.maximum if largest else np.minimum
+    look-ups.  NaN is greater than any number, as in Spark: it wins a max and loses
+    a min."""
+    pick = np.maximum if largest else np.fmin
     lengths = fired.stop - fired.first
     if len(lengths) == 0:
         return values[:0]

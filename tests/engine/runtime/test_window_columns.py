@@ -250,3 +250,15 @@ def test_a_run_over_per_key_window_state_keeps_the_per_key_path(tmp_path: Path) 
         writer.commit()
         state.commit_epoch(0, {})
         assert WindowStep(spec, state, GROUPS)._keyed_state()
+
+
+def test_nan_wins_a_max_and_loses_a_min_as_in_spark() -> None:
+    from spate.engine.operators.window_columns import FiredWindows, window_extremes
+
+    values = np.array([1.0, np.nan, 3.0, 2.0])
+    one = np.array([0, 0])
+    fired = FiredWindows(key_rows=one, end_slots=np.array([3, 4]), first=np.array([0, 2]),
+                         stop=np.array([3, 4]))
+    assert window_extremes(values, fired, largest=False).tolist() == [1.0, 2.0]
+    largest = window_extremes(values, fired, largest=True)
+    assert np.isnan(largest[0]) and largest[1] == 3.0
