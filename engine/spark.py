@@ -12,8 +12,6 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from spate.engine.connectors import register_data_sources
-
 log = logging.getLogger(__name__)
 
 #: Spark settings every Spate session gets.  UTC session time zone because SQL
@@ -130,7 +128,6 @@ def build_spark(master: str | None = "local[2]", app_name: str = "spate",
     # PySpark logs each failed SQL call as a JSON line with the whole Java stack; the
     # pipeline reports the failure once, in one line of its own.
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
-    register_data_sources(spark)
     log.info("spark session ready", extra={"master": spark.sparkContext.master})
     return spark
 
@@ -149,7 +146,6 @@ def hosted_session(application: SparkSession, conf: Mapping[str, str] | None = N
             session.conf.set(key, value)
         except Exception:  # noqa: BLE001 - a static setting: the application's value holds
             log.debug("setting %s kept at the application's value", key)
-    register_data_sources(session)
     return session
 
 

@@ -34,7 +34,7 @@ from spate.engine.connectors.base import (
     registered,
 )
 from spate.engine.connectors.metadata import OptionSpec
-from spate.engine.connectors.streaming import SpateDataSource
+from spate.engine.connectors.streaming import data_sources
 
 #: Every connector by name (``preview`` included: the planner's implicit sink).
 CONNECTORS: Mapping[str, Connector]
@@ -68,19 +68,12 @@ def _load() -> None:
 
 
 def register_data_sources(spark: SparkSession) -> None:
-    """Register Spate's Python data sources (every :class:`SpateDataSource` a
-    connector module defines) with ``spark``; safe to call again."""
+    """Register every Python data source of Spate's connectors with ``spark``; safe to
+    call again.  A pipeline's own sources are registered as it reads them
+    (:func:`~spate.engine.connectors.streaming.register_data_source`)."""
     _load()
-    for source in _data_sources(SpateDataSource):
+    for source in data_sources():
         spark.dataSource.register(source)
-
-
-def _data_sources(base: type[SpateDataSource]) -> list[type[SpateDataSource]]:
-    found = []
-    for cls in base.__subclasses__():
-        found.append(cls)
-        found.extend(_data_sources(cls))
-    return found
 
 
 __all__ = [

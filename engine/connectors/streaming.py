@@ -91,7 +91,33 @@ def load_stream(spark: SparkSession, source_name: str, options: dict[str, str]) 
     start = (_START_OFFSETS.get() or {}).get(payload.get("table"))
     if start is not None:
         options = with_start_offset(options, start)
+    register_data_source(spark, source_name)
     return spark.readStream.format(source_name).schema(schema).options(**options).load()
+
+
+def register_data_source(spark: SparkSession, name: str) -> None:
+    """Register the data source called ``name`` with ``spark`` (again is harmless).
+
+    Sources are registered as a pipeline reads them: each registration is a round
+    trip to the JVM with the pickled class (about 0.1 s), so registering all of
+    them at session start cost every job more than a second.
+    """
+    found = [s for s in data_sources() if s.name() == name]
+    if not found:
+        from spate.engine.connectors import register_data_sources  # imports every connector
+
+        register_data_sources(spark)
+        return
+    spark.dataSource.register(found[0])
+
+
+def data_sources(base: type[SpateDataSource] | None = None) -> list[type[SpateDataSource]]:
+    """Every :class:`SpateDataSource` subclass imported so far."""
+    found = []
+    for cls in (base or SpateDataSource).__subclasses__():
+        found.append(cls)
+        found.extend(data_sources(cls))
+    return found
 
 
 def with_start_offset(options: dict[str, str], offset: dict[str, Any]) -> dict[str, str]:
