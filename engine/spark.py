@@ -25,9 +25,9 @@ _BASE_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
     "spark.python.worker.reuse": "true",
-    # PySpark's daemon, started so that workers import PySpark's compiled files
-    # rather than compiling its zip again (engine/worker_daemon.py).
-    "spark.python.daemon.module": "spate.engine.worker_daemon",
+    # Spark's Python processes import PySpark's compiled files rather than compile
+    # its zip again, each of them (engine/worker_site/sitecustomize.py).
+    "spark.executorEnv.PYTHONPATH": str(Path(__file__).with_name("worker_site")),
     "spark.sql.ansi.enabled": "false",
     # Text no format reads is NULL, as the dialect says, rather than an "upgrade"
     # exception about Spark 2's parser reading it differently.
