@@ -1,4 +1,7 @@
-"""Incremental TUMBLE/HOP aggregation for one key.
+"""Incremental TUMBLE/HOP aggregation for one key, for the aggregates kept as Python
+values (distinct counts, variances, first/last values, bags, bit operations,
+aggregate UDFs); count, sum, avg, min and max fire in columns instead
+(:mod:`spate.engine.operators.window_columns`).
 
 Rows arrive pre-aggregated by native Spark into *panes* of the slide.  Each
 pane partial is its own state entry (:class:`Panes`), and the key keeps a small
