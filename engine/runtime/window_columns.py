@@ -133,7 +133,8 @@ class WindowColumnsRange:
     def _merged(self, tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
         """One row per (key, pane), sorted by key then pane."""
         keys = list(self.spec.key_columns)
-        table = pa.concat_tables([t.select(schema.names).cast(schema) for t in tables])
+        table = pa.concat_tables([t if t.schema.equals(schema) else
+                                  t.select(schema.names).cast(schema) for t in tables])
         aggregations = [(ROWS, "sum")]
         for i, call in enumerate(self.spec.aggregates):
             for j in range(len(PARTIAL_SQL[call.function])):
