@@ -103,7 +103,9 @@ def _written(first: int, last: int) -> list[str]:
 
 
 def _lines_reach(path: Path, count: int) -> Callable[[], bool]:
-    return lambda: len(read_lines(path)) >= count
+    """Whether ``count`` different lines arrived: a source delivers at least once, so
+    repeats of a replayed epoch must not end the wait before the last records came."""
+    return lambda: len(set(read_lines(path))) >= count
 
 
 # -- options ---------------------------------------------------------------------
