@@ -25,7 +25,7 @@ is read whole; every due group of the range is then fired at once.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -325,7 +325,3 @@ def _to_ipc(table: pa.Table) -> bytes:
 def _from_ipc(raw: bytes) -> pa.Table:
     return pa.ipc.open_stream(raw).read_all()
 
-
-def names(operator_id: str) -> Iterable[str]:
-    """The state operators the columnar path keeps for window operator ``operator_id``."""
-    return (f"{operator_id}/pane_columns", f"{operator_id}/pane_timers")
