@@ -54,7 +54,14 @@ from spate.engine.runtime.sources import (
 )
 from spate.engine.runtime.step_kinds import make_step
 from spate.engine.runtime.steps import EpochContext, OperatorStep
-from spate.engine.runtime.tasks import RangeWork, TaskEpoch, TaskRouting, TaskStats, run_ranges
+from spate.engine.runtime.tasks import (
+    RangeWork,
+    TaskEpoch,
+    TaskRouting,
+    TaskStats,
+    route,
+    run_ranges,
+)
 from spate.engine.runtime.watermarks import END_OF_TIME, WatermarkTracker
 from spate.engine.udf import register_udfs
 from spate.statestore import DEFAULT_KEY_GROUPS, PipelineState, ship, split_key_groups
@@ -528,6 +535,7 @@ class PipelineRunner:
             lambda: self._watermark_after(epoch),
             lambda frame, work, schema, owns, clock_ms=None: self._run_ranges(
                 epoch, frame, work, schema, owns, clock_ms),
+            lambda frame: route(frame, self._task_routing(spark)),
             self.options.update_flush_interval_ms)
         produced = False
         rows_in = rows_late = 0
@@ -560,17 +568,21 @@ class PipelineRunner:
             prepared = expand_views(frame).persist(StorageLevel.MEMORY_AND_DISK)
             epoch.persisted.append(prepared)
             prepared.count()
-        if self._routing is None:
-            self._routing = TaskRouting(epoch.sources.spark, self.ranges)
         task_epoch = TaskEpoch(
             self._shipped_state, self.state.tenant, self.state.pipeline, self._run_id,
             epoch.number, self._last_committed,
             tuple((r.start, r.stop) for r in self.ranges), epoch.watermark_before,
             self._watermark_after(epoch), clock_ms, self.options.update_flush_interval_ms)
-        output, stats = run_ranges(prepared, work, task_epoch, schema, self._routing, owns)
+        output, stats = run_ranges(prepared, work, task_epoch, schema,
+                                   self._task_routing(epoch.sources.spark), owns)
         epoch.persisted.append(output)
         epoch.tasks.append(stats)
         return output, stats
+
+    def _task_routing(self, spark: SparkSession) -> TaskRouting:
+        if self._routing is None:
+            self._routing = TaskRouting(spark, self.ranges)
+        return self._routing
 
     def _write_sinks(self, epoch: int, outputs: dict[str, list[tuple[int, DataFrame]]]
                      ) -> tuple[dict[int, int], int]:

@@ -46,6 +46,10 @@ class EpochContext:
     #: state the work writes, None if it only reads); the epoch's end releases what it
     #: persisted
     run_ranges: RunRanges
+    #: ``route(frame with a __kg column)``: the frame placed by task (:func:`spate.engine.
+    #: runtime.tasks.route`), for steps that aggregate before ``run_ranges`` with no
+    #: second shuffle
+    route: Callable[[DataFrame], DataFrame]
     #: pipeline.update-aggregate-flush-interval (``RunOptions``)
     update_flush_interval_ms: int = DEFAULT_FLUSH_INTERVAL_MS
 

@@ -27,7 +27,6 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from functools import reduce
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -45,6 +44,8 @@ KEY_GROUP = "__kg"
 _TASK = "__spate_task"
 _ROUTE = "__spate_route"
 _STATS = "__spate_stats"
+#: The seed of Spark SQL's ``hash`` (its Murmur3 hash expression).
+_HASH_SEED = 42
 
 
 @dataclass(frozen=True)
@@ -128,17 +129,19 @@ class TaskRouting:
 
     Spark hash-partitions a shuffle by ``pmod(hash(column), partitions)``; the
     route of task ``i`` is the smallest integer that hashes to ``i``, found
-    once per run by a tiny Spark job (Spark's own hash, not a copy of it).
+    once per run by calling Spark's own hash function (``hash`` of an INT is
+    Murmur3 with seed 42) in the driver's JVM: no copy of it, and no Spark job.
     """
 
     def __init__(self, spark: SparkSession, ranges: list[range]) -> None:
         self.ranges = ranges
         tasks = len(ranges)
-        candidates = spark.range(0, 64 * tasks + 64).select(
-            F.col("id").cast("int").alias("v"))
-        found = candidates.select("v", F.expr(f"pmod(hash(v), {tasks})").alias("p")) \
-            .groupBy("p").agg(F.min("v").alias("v")).collect()
-        routes = {int(row["p"]): int(row["v"]) for row in found}
+        murmur3 = spark.sparkContext._jvm.org.apache.spark.unsafe.hash.Murmur3_x86_32  # type: ignore[union-attr]  # noqa: SLF001
+        routes: dict[int, int] = {}
+        for value in range(64 * tasks + 64):
+            routes.setdefault(murmur3.hashInt(value, _HASH_SEED) % tasks, value)
+            if len(routes) == tasks:
+                break
         missing = [i for i in range(tasks) if i not in routes]
         if missing:
             raise RuntimeError(f"no shuffle route found for tasks {missing}")
@@ -156,22 +159,41 @@ class TaskRouting:
         return F.element_at(F.array(*(F.lit(r).cast("int") for r in self.routes)), task + 1)
 
 
-def run_ranges(frame: DataFrame, work: RangeWork, epoch: TaskEpoch, output: T.StructType,
-               routing: TaskRouting, owns: str | None) -> tuple[DataFrame, TaskStats]:
-    """Run ``work`` on each range's rows of ``frame`` in its own task.
+#: The columns :func:`route` adds: the task of a row, and the value that places it.
+ROUTING_COLUMNS = (_TASK, _ROUTE)
 
-    ``owns``: the operator whose state only ``work`` writes this epoch (see
-    ``CachedPipelineState.task_writer``); None for work that only reads.
 
-    Returns the output rows (persisted: unpersist them once the epoch is written)
-    and the tasks' summed stats.
+def route(frame: DataFrame, routing: TaskRouting) -> DataFrame:
+    """``frame``'s rows (with a ``__kg`` column) and one tick row per task (``__kg``
+    NULL, so that every task runs), shuffled so that partition ``i`` holds task
+    ``i``'s rows.
+
+    What keeps that partitioning keeps the placement: an aggregate that groups by
+    :data:`ROUTING_COLUMNS` (among its keys) needs no shuffle of its own, and
+    :func:`run_ranges` hands its output to the tasks as it is.
     """
     spark = frame.sparkSession
     tasks = len(routing.ranges)
     ticks = spark.range(tasks).select(F.col("id").cast("int").alias(_TASK))
     rows = frame.withColumn(_TASK, routing.task_of(F.col(KEY_GROUP)))
-    routed = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), [rows, ticks])
-    routed = routed.withColumn(_ROUTE, routing.route(F.col(_TASK))).repartition(tasks, _ROUTE)
+    routed = rows.unionByName(ticks, allowMissingColumns=True)
+    return routed.withColumn(_ROUTE, routing.route(F.col(_TASK))).repartition(tasks, _ROUTE)
+
+
+def run_ranges(frame: DataFrame, work: RangeWork, epoch: TaskEpoch, output: T.StructType,
+               routing: TaskRouting, owns: str | None) -> tuple[DataFrame, TaskStats]:
+    """Run ``work`` on each range's rows of ``frame`` in its own task.
+
+    ``frame`` is routed here, unless it comes from :func:`route` already (it has
+    :data:`ROUTING_COLUMNS`; whatever was computed on it since must have kept its
+    partitioning).  ``owns``: the operator whose state only ``work`` writes this
+    epoch (see ``CachedPipelineState.task_writer``); None for work that only reads.
+
+    Returns the output rows (persisted: unpersist them once the epoch is written)
+    and the tasks' summed stats.
+    """
+    tasks = len(routing.ranges)
+    routed = frame if _ROUTE in frame.columns else route(frame, routing)
     with_stats = T.StructType([*(f for f in output.fields), T.StructField(_STATS, T.StringType())])
     ran = routed.mapInArrow(_RangeTask(work, epoch, with_stats, owns), with_stats) \
         .persist(StorageLevel.MEMORY_AND_DISK)

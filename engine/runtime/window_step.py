@@ -1,6 +1,8 @@
 """Runs one window-aggregate operator for one epoch.
 
-Native Spark computes the pane partials (:meth:`WindowOperatorRunner.partial_sql`);
+The input rows are placed by their key-group range's task, then native Spark
+computes the pane partials (:meth:`WindowOperatorRunner.partials`) in the same
+partitions;
 TUMBLE and HOP windows of count, sum, avg, min and max then run in columns
 (:mod:`spate.engine.runtime.window_columns`).  This module runs the others —
 SESSION windows and the aggregates kept as Python values (distinct counts,
@@ -35,6 +37,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from spate.engine.operators.aggregates import BAGS, COMOMENTS, MOMENTS, bit_counts, make_aggregate
 from spate.engine.operators.session import SessionWindow
@@ -47,6 +51,7 @@ from spate.engine.runtime.partials import PARTIAL_SQL
 from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput
 from spate.engine.runtime.tasks import (
     KEY_GROUP,
+    ROUTING_COLUMNS,
     RangeWork,
     TaskEpoch,
     TaskStats,
@@ -124,22 +129,28 @@ class WindowOperatorRunner:
 
     # -- SQL --------------------------------------------------------------------
 
-    def partial_sql(self, source_sql: str) -> str:
-        """Native pre-aggregation of the operator's input into pane partials."""
+    def pane_rows_sql(self, source_sql: str) -> str:
+        """The operator's input rows with their pane and key group (rows without an
+        event time belong to no window)."""
         keys = [f"`{k}`" for k in self.spec.key_columns]
         micros = f"unix_micros(`{EVENT_TIME}`)"
         slide = self.spec.window.slide_us
         pane = micros if self.session else f"({micros} - pmod({micros}, {slide}))"
-        parts = ["count(1) AS `__rows`"]
+        hashed = f"xxhash64({', '.join(keys)})" if keys else "0"
+        return (f"SELECT *, {pane} AS `__pane`, "
+                f"CAST(pmod({hashed}, {self.num_key_groups}) AS INT) AS `{KEY_GROUP}` "
+                f"FROM ({source_sql}) WHERE `{EVENT_TIME}` IS NOT NULL")
+
+    def partials(self, rows: DataFrame, placed_by: tuple[str, ...] = ()) -> DataFrame:
+        """Native pre-aggregation of :meth:`pane_rows_sql`'s rows into pane partials,
+        grouped by the columns ``placed_by`` too (what placed the rows in their
+        partitions, so that the aggregate keeps that placement)."""
+        parts = [F.count(F.lit(1)).alias("__rows")]
         for i, call in enumerate(self.spec.aggregates):
             for j, template in enumerate(PARTIAL_SQL[call.function]):
-                parts.append(f"{template.format(a=f'`{call.argument}`')} AS `p{i}_{j}`")
-        hashed = f"xxhash64({', '.join(keys)})" if keys else "0"
-        selected = [*keys, f"{pane} AS `__pane`",
-                    f"CAST(pmod({hashed}, {self.num_key_groups}) AS INT) AS `{KEY_GROUP}`",
-                    *parts]
-        return (f"SELECT {', '.join(selected)} FROM ({source_sql}) "
-                f"WHERE `{EVENT_TIME}` IS NOT NULL GROUP BY {', '.join([*keys, '`__pane`'])}")
+                parts.append(F.expr(template.format(a=f"`{call.argument}`")).alias(f"p{i}_{j}"))
+        groups = [*self.spec.key_columns, "__pane", KEY_GROUP, *placed_by]
+        return rows.groupBy(*(F.col(f"`{g}`") for g in groups)).agg(*parts)
 
     # -- one range of one epoch ---------------------------------------------------
 
@@ -330,8 +341,11 @@ class WindowStep(OperatorStep):
         self._columnar: bool | None = None
 
     def run(self, epoch: EpochContext) -> StepOutput:
-        partials = epoch.spark.sql(self.runner.partial_sql(self.spec.input_sql))
-        partial_schema = spark_schema_to_arrow(partials.schema)
+        # Rows go to their key-group range's task before they are aggregated: the
+        # aggregate keeps that placement, so the epoch shuffles them once.
+        rows = epoch.spark.sql(self.runner.pane_rows_sql(self.spec.input_sql))
+        partials = self.runner.partials(epoch.route(rows), ROUTING_COLUMNS)
+        partial_schema = spark_schema_to_arrow(partials.drop(*ROUTING_COLUMNS).schema)
         schema = output_schema(self.spec, partial_schema)
         if self._columnar is None:
             # Decided once a run.  Windows buffered per key by an earlier version stay
