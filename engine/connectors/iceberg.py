@@ -25,12 +25,9 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError
-from pyiceberg.table import Table
 from pyspark.sql import types as T
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -53,6 +50,10 @@ from spate.engine.connectors.delta_iceberg import (
 )
 from spate.engine.connectors.metadata import SINKS, TYPE, specs
 from spate.engine.connectors.options import OptionReader, check_role, reject_source_options
+
+if TYPE_CHECKING:  # pyiceberg is imported by what opens a catalog: planning needs none
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,8 @@ def open_catalog(settings: IcebergSettings, boundary: Boundary, what: str) -> Sq
         # libpq connects to the checked address and keeps the name for TLS.
         uri = uri.update_query_dict({"hostaddr": addresses[0]})
     os.makedirs(settings.warehouse.removeprefix("file://"), exist_ok=True)
+    from pyiceberg.catalog.sql import SqlCatalog
+
     try:
         return SqlCatalog(settings.catalog_name,
                           uri=uri.render_as_string(hide_password=False),
@@ -189,6 +192,8 @@ class IcebergSink(EpochAppendSink):
                                                "epoch_in_table": in_table})
 
     def _load_or_create(self, catalog: SqlCatalog, marker: Any | None) -> Table:
+        from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError
+
         identifier = self.settings.identifier
         try:
             return catalog.load_table(identifier)

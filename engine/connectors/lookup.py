@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
 import pyarrow as pa
 from pyspark.sql import types as T
 
@@ -156,6 +155,8 @@ def _duration_s(options: OptionReader, key: str) -> float | None:
     problem = f"option '{key}' must be a duration such as '5 minutes' or INTERVAL '5' MINUTE"
     if not re.search(r"[A-Za-z:]", text) or _CALENDAR.search(text):
         raise ConnectorError(f"{problem}, not '{value}'", option=key)
+    import pandas as pd  # its duration parser, imported when a duration option is given
+
     try:
         seconds = pd.Timedelta(text.lower()).total_seconds()
     except ValueError:
