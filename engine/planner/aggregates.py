@@ -23,7 +23,7 @@ from spate.engine.planner.plan import (
     WindowAggregate,
     WindowSpec,
 )
-from spate.engine.planner.windows import WINDOW_FUNCTIONS, window_spec
+from spate.engine.planner.window import WINDOW_FUNCTIONS, window_spec
 
 _AGGREGATES: dict[type[exp.Expr], str] = {
     exp.Sum: "sum",

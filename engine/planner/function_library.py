@@ -18,7 +18,7 @@ from spate.engine.planner.function_base import (
 )
 from spate.engine.planner.plan import EVENT_TIME
 from spate.engine.planner.time_formats import TimeFormatError, spark_pattern
-from spate.engine.planner.windows import IntervalError, interval_micros
+from spate.engine.planner.window import IntervalError, interval_micros
 
 # -- time ------------------------------------------------------------------------------------
 

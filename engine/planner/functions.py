@@ -33,7 +33,7 @@ from spate.engine.planner.function_library import LIBRARY
 from spate.engine.planner.json_functions import JSON_FUNCTIONS
 from spate.engine.planner.positions import SourceText
 from spate.engine.planner.types import UnsupportedTypeError, spark_type
-from spate.engine.planner.windows import WINDOW_FUNCTIONS
+from spate.engine.planner.window import WINDOW_FUNCTIONS
 from spate.engine.udf import UdfDefinitionError, UdfRegistry, UdfSignature, ValueType
 from spate.engine.udf.signatures import AGGREGATE
 

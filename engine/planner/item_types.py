@@ -19,7 +19,7 @@ from sqlglot import exp
 
 from spate.engine.planner.fields import ColumnResolver
 from spate.engine.planner.types import UnsupportedTypeError, spark_type
-from spate.engine.planner.windows import WINDOW_FUNCTIONS
+from spate.engine.planner.window import WINDOW_FUNCTIONS
 
 #: The type of a window column (TUMBLE, HOP, SESSION): its start and end.
 WINDOW_TYPE = T.StructType([T.StructField("start", T.TimestampType(), False),

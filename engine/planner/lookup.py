@@ -23,7 +23,7 @@ from sqlglot import exp
 from spate.engine.connectors import TableConfig
 from spate.engine.planner.context import QueryContext, Scope, own_nodes
 from spate.engine.planner.errors import PlanningError
-from spate.engine.planner.joins import joins_of
+from spate.engine.planner.join import joins_of
 from spate.engine.planner.plan import LookupJoin
 
 

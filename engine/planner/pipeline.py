@@ -39,7 +39,7 @@ from spate.engine.planner.plan import (
 from spate.engine.planner.positions import SourceText
 from spate.engine.planner.queries import plan_query
 from spate.engine.planner.sink_columns import conform_to_sink
-from spate.engine.planner.windows import IntervalError, interval_micros
+from spate.engine.planner.window import IntervalError, interval_micros
 from spate.engine.udf import UdfRegistry
 
 PREVIEW_SINK = "preview"

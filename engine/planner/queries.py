@@ -45,7 +45,7 @@ from spate.engine.planner.fields import (
 )
 from spate.engine.planner.functions import translate_functions, written_call_name
 from spate.engine.planner.item_types import item_type
-from spate.engine.planner.joins import (
+from spate.engine.planner.join import (
     check_join_shapes,
     join_stream,
     joined_event_time,
@@ -66,7 +66,7 @@ from spate.engine.planner.updating import (
     union_as_distinct,
 )
 from spate.engine.planner.updating_join import plan_updating_join
-from spate.engine.planner.windows import WINDOW_FUNCTIONS
+from spate.engine.planner.window import WINDOW_FUNCTIONS
 from spate.engine.udf import UdfRegistry
 
 _UNSUPPORTED = {

@@ -17,7 +17,7 @@ from spate.engine.runtime.join import UpdatingJoinStep
 from spate.engine.runtime.lookup import LookupJoinStep
 from spate.engine.runtime.steps import OperatorStep
 from spate.engine.runtime.updating import UpdatingAggregateStep
-from spate.engine.runtime.window_step import WindowStep
+from spate.engine.runtime.window import WindowStep
 from spate.statestore import PipelineState
 
 _STEPS: dict[type[Operator], Callable[[Any, PipelineState, int], OperatorStep]] = {

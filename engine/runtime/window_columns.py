@@ -1,6 +1,6 @@
 """Runs a TUMBLE/HOP window aggregate on one key-group range for one epoch, in columns.
 
-The columnar counterpart of :mod:`spate.engine.runtime.window_step` for the
+The columnar counterpart of :mod:`spate.engine.runtime.window` for the
 aggregates :func:`spate.engine.operators.window_columns.supported` computes
 (count, sum, avg, min, max): one pass of Arrow and NumPy over the range's
 panes, with no Python statement per row, key or fired window.

@@ -22,13 +22,13 @@ def test_the_job_protocol_imports_neither_the_planner_nor_spark() -> None:
     assert not {m for m in loaded if m.startswith(("spate.engine.planner", "pyspark"))}
 
 
-@pytest.mark.parametrize("step", ["window_step", "updating", "join", "lookup", "step_kinds"])
+@pytest.mark.parametrize("step", ["window", "updating", "join", "lookup", "step_kinds"])
 def test_the_step_base_imports_no_step(step: str) -> None:
     loaded = _loaded_after("spate.engine.runtime.steps")
     assert f"spate.engine.runtime.{step}" not in loaded
 
 
-@pytest.mark.parametrize("module", ["spate.engine.runtime.window_step",
+@pytest.mark.parametrize("module", ["spate.engine.runtime.window",
                                     "spate.engine.runtime.updating", "spate.engine.runtime.join",
                                     "spate.engine.planner.plan"])
 def test_what_sparks_workers_unpickle_loads_no_planner_and_no_client_library(module: str) -> None:

@@ -44,7 +44,7 @@ DRIVER = textwrap.dedent('''
 
     from pyspark import TaskContext
 
-    import spate.engine.runtime.window_step as window_step
+    import spate.engine.runtime.window as window
     from spate.engine.planner import plan_pipeline
     from spate.engine.runtime.runner import PipelineRunner, RunOptions
     from spate.engine.spark import build_spark
@@ -54,7 +54,7 @@ DRIVER = textwrap.dedent('''
     attempts = work / "attempts"
     attempts.mkdir()
 
-    class KilledOnce(window_step.WindowColumnsRange):
+    class KilledOnce(window.WindowColumnsRange):
         """The window's range work; in epoch 1 a first attempt commits, then dies."""
 
         def __call__(self, partials, state, writer, epoch, stats):
@@ -67,7 +67,7 @@ DRIVER = textwrap.dedent('''
             return result
 
     if kill:
-        window_step.WindowColumnsRange = KilledOnce
+        window.WindowColumnsRange = KilledOnce
     spark = build_spark("local[2,4]", "spate-task-retry")
     plan = plan_pipeline(Path(sys.argv[3]).read_text())
     store = open_store(f"sqlite:///{work / 'state.db'}")

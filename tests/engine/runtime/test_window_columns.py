@@ -237,7 +237,7 @@ def test_aggregates_kept_as_python_values_and_sessions_are_not_columnar() -> Non
 
 
 def test_a_run_over_per_key_window_state_keeps_the_per_key_path(tmp_path: Path) -> None:
-    from spate.engine.runtime.window_step import WindowStep
+    from spate.engine.runtime.window import WindowStep
 
     spec = _spec(1, 5)
     with open_store(f"sqlite:///{tmp_path / 'state.db'}") as store:

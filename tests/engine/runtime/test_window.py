@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from spate.engine.planner.plan import AggregateCall, WindowAggregate, WindowSpec
 from spate.engine.runtime.tasks import TaskEpoch, TaskStats
 from spate.engine.runtime.watermarks import END_OF_TIME, NO_WATERMARK
-from spate.engine.runtime.window_step import PANES_PER_CHUNK, WindowOperatorRunner
+from spate.engine.runtime.window import PANES_PER_CHUNK, WindowOperatorRunner
 from spate.statestore import open_store, split_key_groups
 
 GROUPS = 8
