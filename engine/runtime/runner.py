@@ -47,7 +47,7 @@ from spate.engine.runtime.pacing import EpochPacer, Pacing
 from spate.engine.runtime.sinks import dead_letter_targets, open_sinks
 from spate.engine.runtime.sources import (
     EpochSources,
-    SourceMetricColumns,
+    SourceColumns,
     expand_views,
     observed,
     source_stream,
@@ -198,7 +198,7 @@ class PipelineRunner:
         self._run_id = secrets.token_hex(8)
         self._shipped_state = ship(state) if self.stateful else b""
         self._routing: TaskRouting | None = None
-        self._metric_columns = SourceMetricColumns(plan.sources, options.parallelism,
+        self._source_columns = SourceColumns(plan.sources, options.parallelism,
                                                    watermarks=self.stateful)
         self._lock = threading.Lock()
         self._stop_requested = threading.Event()
@@ -425,7 +425,7 @@ class PipelineRunner:
 
     def _run_epoch(self, batch: DataFrame, number: int, single_pass: bool,
                    started: float) -> EpochReport:
-        sources = EpochSources(self.plan.sources, batch, self._metric_columns, number,
+        sources = EpochSources(self.plan.sources, batch, self._source_columns, number,
                                observe=single_pass, known=self._offset_facts(number))
         ranges = self.ranges if self.stateful else []
         self.state.begin_epoch(number, ranges)

@@ -83,14 +83,14 @@ def source_stream(spark: SparkSession, sources: list[Table], parallelism: int,
 class EpochSources:
     """The sources of one epoch's batch: views for the queries, and their metrics."""
 
-    def __init__(self, sources: list[Table], batch: DataFrame, metrics: SourceMetricColumns,
+    def __init__(self, sources: list[Table], batch: DataFrame, columns: SourceColumns,
                  epoch: int, observe: bool, known: Mapping[str, BatchFacts] | None = None
                  ) -> None:
         """``known``: sources whose metrics their offsets gave (nothing is counted)."""
         # The batch lives in the streaming query's own session: views go there.
         self.spark = batch.sparkSession
         self.sources = sources
-        self._columns = metrics
+        self._columns = columns
         self._known = dict(known or {})
         self._observations: dict[str, Observation] = {}
         self._metrics: dict[str, SourceMetrics] | None = None
@@ -98,13 +98,13 @@ class EpochSources:
         for i, table in enumerate(sources):
             raw = batch if len(sources) == 1 else \
                 batch.where(F.col(_SOURCE_TAG) == i).select(f"__s{i}.*")
-            frame = _with_event_time(raw, table)
+            frame = columns.with_event_time(raw, table.name)
             if observe and table.name not in self._known:
                 observation = Observation(f"spate_in_{table.name}_{epoch}")
-                frame = frame.observe(observation, *metrics.columns[table.name])
+                frame = frame.observe(observation, *columns.metrics[table.name])
                 self._observations[table.name] = observation
             self._frames[table.name] = frame
-            frame.where(F.col(HIDDEN_CONTROL).isNull()).createOrReplaceTempView(table.name)
+            frame.where(columns.data_row).createOrReplaceTempView(table.name)
 
     def frame(self, name: str) -> DataFrame:
         """Source ``name``'s rows of this epoch, control rows included."""
@@ -127,23 +127,33 @@ class EpochSources:
                 observation = self._observations.get(table.name)
                 row = observed(observation) if observation is not None else None
                 if row is None:
-                    collected = self._frames[table.name].agg(*self._columns.columns[table.name])
+                    collected = self._frames[table.name].agg(*self._columns.metrics[table.name])
                     row = collected.collect()[0].asDict()
                 self._metrics[table.name] = _parse(row)
         return self._metrics
 
 
-class SourceMetricColumns:
-    """The aggregate expressions giving each source's :class:`SourceMetrics`.
+class SourceColumns:
+    """The Spark columns each epoch computes from each source, built once per run.
 
-    Built once per run (building them costs JVM round trips) and reused by every
-    epoch.  Per partition only the largest watermark is aggregated: a partition
-    shows up when it had a row with a watermark.  A pipeline without window
-    operators needs no watermark, and skips that per-row work.
+    Built once because building them costs JVM round trips, and a DataFrame
+    given expressions as strings parses them again every epoch (a few
+    milliseconds a source and epoch).  The metrics' aggregate expressions
+    give :class:`SourceMetrics`: per partition only the largest watermark is
+    aggregated (a partition shows up when it had a row with a watermark), and a
+    pipeline without window operators needs no watermark, and skips that
+    per-row work.
     """
 
     def __init__(self, sources: list[Table], parallelism: int, watermarks: bool) -> None:
-        self.columns: dict[str, list[Column]] = {}
+        #: source -> the aggregate expressions of its :class:`SourceMetrics`
+        self.metrics: dict[str, list[Column]] = {}
+        #: source -> its generated columns (a first projection: the event time may use them)
+        self._generated: dict[str, list[Column]] = {}
+        #: source -> its rows with their event time and watermark
+        self._times: dict[str, list[Column]] = {}
+        #: a source's data rows (not its control rows): what its view shows
+        self.data_row = F.col(HIDDEN_CONTROL).isNull()
         for table in sources:
             connector = CONNECTORS[table.config.connector]
             partitions = connector.partition_count(table.config, parallelism)
@@ -153,7 +163,22 @@ class SourceMetricColumns:
             partition = F.col(HIDDEN_PARTITION)
             for p in range(partitions if watermarks else 0):
                 columns.append(F.max(F.when(partition == p, watermark)).alias(f"w{p}"))
-            self.columns[table.name] = columns
+            self.metrics[table.name] = columns
+            if table.generated:
+                self._generated[table.name] = [
+                    F.col("*"), *(F.expr(sql).alias(name) for name, sql in table.generated.items())]
+            event_time = table.event_time_sql or f"`{HIDDEN_TIMESTAMP}`"
+            watermark_sql = table.watermark_sql or f"{event_time} - {DEFAULT_WATERMARK_DELAY_SQL}"
+            self._times[table.name] = [
+                F.col("*"), F.expr(f"CAST({event_time} AS TIMESTAMP)").alias(EVENT_TIME),
+                F.expr(f"CAST({watermark_sql} AS TIMESTAMP)").alias(WATERMARK)]
+
+    def with_event_time(self, raw: DataFrame, name: str) -> DataFrame:
+        """Source ``name``'s rows as queries see them: generated columns, event time,
+        watermark."""
+        generated = self._generated.get(name)
+        frame = raw.select(*generated) if generated else raw
+        return frame.select(*self._times[name])
 
 
 def _parse(row: dict[str, Any]) -> SourceMetrics:
@@ -185,13 +210,3 @@ def observed(observation: Observation) -> dict[str, Any] | None:
     if handle is None or not handle.future().isCompleted():
         return None
     return observation.get
-
-
-def _with_event_time(raw: DataFrame, table: Table) -> DataFrame:
-    """A source's rows as queries see them: generated columns, event time, watermark."""
-    generated = [f"{sql} AS `{name}`" for name, sql in table.generated.items()]
-    frame = raw.selectExpr("*", *generated) if generated else raw
-    event_time = table.event_time_sql or f"`{HIDDEN_TIMESTAMP}`"
-    watermark = table.watermark_sql or f"{event_time} - {DEFAULT_WATERMARK_DELAY_SQL}"
-    return frame.selectExpr("*", f"CAST({event_time} AS TIMESTAMP) AS `{EVENT_TIME}`",
-                            f"CAST({watermark} AS TIMESTAMP) AS `{WATERMARK}`")
