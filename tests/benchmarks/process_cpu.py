@@ -5,8 +5,9 @@ A Spate or Spark run is a tree of processes: the driver's Python, the JVM
 starts (data-source readers, Arrow UDF tasks).  :func:`run_measured` samples
 ``/proc`` while the command runs and sums CPU seconds by kind, so a benchmark
 can say which of them a miss comes from.  With ``SPATE_BENCH_PROFILE`` set to
-a folder, each Python worker is also sampled by py-spy (one raw profile per
-worker, merged into ``<name>.workers.txt``: collapsed stacks, hottest first).
+a folder, the driver's Python and each Python worker are also sampled by py-spy
+(one raw profile per process, merged into ``<name>.driver.txt`` and
+``<name>.workers.txt``: collapsed stacks, hottest first).
 """
 
 from __future__ import annotations
@@ -74,14 +75,20 @@ def run_measured(command: list[str], cwd: Path, env: dict[str, str] | None = Non
     spies: list[subprocess.Popen[bytes]] = []
     seen: dict[int, tuple[str, float]] = {}
     started = time.perf_counter()
+    profiling = bool(profile_dir and profile_name and shutil.which("py-spy"))
     with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True) as process:
+        driver_spied = False
         # The pipes are read at the end: both outputs here are small.
         while process.poll() is None:
             for pid, (cmd, cpu) in _tree(process.pid).items():
-                if (profile_dir and profile_name and pid not in seen
-                        and _kind(cmd) == "python workers" and shutil.which("py-spy")):
+                if profiling and pid not in seen and _kind(cmd) == "python workers":
                     spies.append(_spy(pid, Path(profile_dir) / f"{profile_name}.{pid}.raw"))
+                # The command may start as a shell that execs Python (a version shim).
+                if (profiling and pid == process.pid and not driver_spied
+                        and "python" in cmd.split(" ", 1)[0]):
+                    spies.append(_spy(pid, Path(profile_dir) / f"{profile_name}.driver.raw"))
+                    driver_spied = True
                 seen[pid] = (cmd, cpu)
             time.sleep(0.2)
         stdout, stderr = process.communicate()
@@ -91,8 +98,9 @@ def run_measured(command: list[str], cwd: Path, env: dict[str, str] | None = Non
         cpu[_kind(cmd)] += seconds
     for spy in spies:
         spy.wait(timeout=30)
-    if profile_dir and profile_name:
-        _merge_profiles(Path(profile_dir), profile_name)
+    if profiling:
+        _merge_profiles(Path(profile_dir), f"{profile_name}.driver", "driver")
+        _merge_profiles(Path(profile_dir), f"{profile_name}.[0-9]*", "workers")
     return Measured(wall, process.returncode, stdout, stderr,
                     {k: round(v, 1) for k, v in cpu.items()})
 
@@ -104,14 +112,16 @@ def _spy(pid: int, output: Path) -> subprocess.Popen[bytes]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def _merge_profiles(folder: Path, name: str) -> None:
-    """The workers' raw profiles as one collapsed-stack file, hottest stacks first."""
+def _merge_profiles(folder: Path, pattern: str, kind: str) -> None:
+    """The raw profiles ``<pattern>.raw`` as one collapsed-stack file,
+    ``<name>.<kind>.txt``, hottest stacks first."""
+    name = pattern.split(".", 1)[0]
     stacks: Counter[str] = Counter()
-    for raw in folder.glob(f"{name}.*.raw"):
+    for raw in folder.glob(f"{pattern}.raw"):
         for line in raw.read_text().splitlines():
             stack, _, count = line.rpartition(" ")
             if count.isdigit():
                 stacks[stack] += int(count)
         raw.unlink()
     lines = [f"{stack} {count}" for stack, count in stacks.most_common()]
-    (folder / f"{name}.workers.txt").write_text("\n".join(lines) + "\n")
+    (folder / f"{name}.{kind}.txt").write_text("\n".join(lines) + "\n")
