@@ -12,6 +12,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from spate.engine.jvm_archive import driver_options
+
 log = logging.getLogger(__name__)
 
 #: Spark settings every Spate session gets.  UTC session time zone because SQL
@@ -99,12 +101,15 @@ def _pass_on(read_end: int, target: int) -> None:
 
 
 def build_spark(master: str | None = "local[2]", app_name: str = "spate",
-                conf: Mapping[str, str] | None = None) -> SparkSession:
+                conf: Mapping[str, str] | None = None,
+                java_options: str | None = None) -> SparkSession:
     """Return a SparkSession for ``master`` with Spate's data sources registered.
 
     ``master`` None means the process was launched by ``spark-submit``: its
     master, application name and driver JVM settings stand, and Spate's
-    session settings (then ``conf``) are applied on top.
+    session settings (then ``conf``) are applied on top.  Otherwise the driver's
+    JVM starts here, with ``java_options`` (default: the class archive's, if one
+    is in place: :mod:`spate.engine.jvm_archive`).
     """
     # Workers must start the interpreter Spate runs in, not whatever is on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -116,6 +121,10 @@ def build_spark(master: str | None = "local[2]", app_name: str = "spate",
     if master is not None:
         builder = builder.master(master).appName(app_name)
         settings.update(_DRIVER_LAUNCH_CONF)
+        extra = driver_options() if java_options is None else java_options
+        if extra:
+            key = "spark.driver.extraJavaOptions"
+            settings[key] = f"{settings[key]} {extra}"
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)

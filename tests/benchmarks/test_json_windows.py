@@ -10,7 +10,8 @@ and per key in ``TUMBLE(60 s)``.
 
 * Spate: ``spate run -p 2`` of a ``single_file`` source (declared watermark,
   250,000 lines an epoch) into ``blackhole``, in its own process, JVM start
-  included.
+  included, with the driver's class archive in place (``python -m
+  spate.engine.jvm_archive``, made first if missing, as an installation would).
 * Native: what a Spark user writes — ``spark.read.json`` with the schema given,
   ``groupBy(k, window(ts, width, 1 s)).count()``, written to Spark's ``noop``
   sink — in its own process, ``local[2]``, same JVM settings.
@@ -28,6 +29,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -92,6 +94,8 @@ def _run_native(data: Path, width_s: int, slide_s: int, folder: Path) -> tuple[M
 
 
 def test_json_windows_against_a_spark_users_job(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "spate.engine.jvm_archive"], check=True,
+                   capture_output=True, timeout=600)
     data = tmp_path / "events.jsonl"
     _write_input(data)
     queries = [(f"hop_{w}", f"HOP(INTERVAL '1' SECOND, INTERVAL '{w}' SECOND)", w, 1)
