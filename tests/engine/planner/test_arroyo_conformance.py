@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from spate.engine.connectors import CONNECTOR_OPTIONS
+from spate.engine.connectors import CONNECTOR_OPTIONS, CONNECTORS
 from spate.engine.planner import PlanningError, plan_pipeline
+from spate.engine.planner.catalog import NOT_YET_CONNECTORS
 from spate.engine.planner.functions import FUNCTIONS, NOT_YET
 from spate.engine.planner.plan import WindowSpec
 
@@ -321,6 +322,10 @@ def test_refused_where_it_is_written(sql: str, line: int, column: int, message: 
 
 def test_not_yet_functions_are_not_in_the_library() -> None:
     assert not set(NOT_YET) & set(FUNCTIONS)
+
+
+def test_not_yet_connectors_are_not_in_the_registry() -> None:
+    assert not NOT_YET_CONNECTORS & set(CONNECTORS)
 
 
 #: Expressions over the one row of ``t`` and the dialect's result for each.
