@@ -91,6 +91,9 @@ OTHER_VARIABLES = (
     Variable("SPATE_API_URL", "`SPATE_SERVER`",
              "The server the Terraform provider talks to, when its `api_url` is not set",
              "`api/terraform/provider.py`"),
+    Variable("SPATE_JVM_ARCHIVE", "`~/.cache/spate/jvm`",
+             "Folder of the driver JVM's class archive (`python -m spate.engine.jvm_archive` "
+             "makes it; drivers Spate starts map it), or `off`", "`engine/jvm_archive.py`"),
 )
 
 #: ``SPATE_*`` names in the source that are not settings, and why.
