@@ -58,6 +58,19 @@ class Spate(RisingWave):
                 MetadataColumnConstraint(this=self._parse_string())),
         }
 
+        def _parse_projections(self) -> tuple[list[exp.Expr], list[exp.Expr] | None]:
+            """sqlglot reads past a comma that ends the SELECT list (``SELECT a, b, FROM t``),
+            which hides a column the user meant to write or one they deleted: refused at the
+            comma."""
+            projections, exclude = super()._parse_projections()
+            comma, following = self._prev, self._curr
+            if projections and comma.token_type == TokenType.COMMA:
+                at_end = following.token_type == TokenType.SENTINEL
+                before = "" if at_end else f" before {following.text.upper()}"
+                self.raise_error(f"the SELECT list ends with a comma{before}; remove it or "
+                                 "add the column that should follow", comma)
+            return projections, exclude
+
     class Generator(RisingWave.Generator):  # type: ignore[misc,valid-type]
         TRANSFORMS = {
             **RisingWave.Generator.TRANSFORMS,
