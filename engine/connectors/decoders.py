@@ -45,6 +45,7 @@ from spate.engine.connectors.protobuf_format import ProtobufDecoder
 _WHITESPACE = np.zeros(256, dtype=bool)
 _WHITESPACE[[9, 10, 13, 32]] = True
 _MS_PER_DAY = 86_400_000
+_NS_PER_US = 1000
 _ARROW_ROW = re.compile(r"\.?\s+in row \d+\s*$")
 #: debezium_json ops that add ``after`` / withdraw ``before``.
 _ADDING_OPS = ("c", "r", "u")
@@ -255,6 +256,10 @@ class _JsonBlockDecoder:
     def __init__(self, schema: pa.Schema, spec: FormatSpec) -> None:
         self.schema = schema
         self.millis = spec.timestamp_format == UNIX_MILLIS
+        #: debezium_json takes a number in a TIMESTAMP field as nanoseconds since the
+        #: epoch, as Arroyo's reader does (the unit Arroyo keeps timestamps in); its
+        #: sinks still write milliseconds (docs/sql/updating.md#timestamps)
+        self.timestamp_nanos = self.millis and spec.kind == DEBEZIUM_JSON
         self.decimal_bytes = spec.decimal_encoding == DECIMAL_BYTES
         self.wire = pa.schema([pa.field(f.name, self._wire_type(f.type), True) for f in schema])
         self.parse_options = pa_json.ParseOptions(
@@ -369,6 +374,8 @@ class _JsonBlockDecoder:
 
     def _convert_unchecked(self, array: pa.Array, target: pa.DataType, path: str) -> pa.Array:
         if pa.types.is_timestamp(target):
+            if self.timestamp_nanos:
+                return _floor_micros(array).cast(TIMESTAMP_US)
             if self.millis:
                 return pc.multiply_checked(array, 1000).cast(TIMESTAMP_US)
             return parse_rfc3339(array)
@@ -393,6 +400,13 @@ class _JsonBlockDecoder:
             return pa.StructArray.from_arrays(children, fields=list(target),
                                               mask=array.is_null())
         return array.cast(target)
+
+
+def _floor_micros(nanos: pa.Array) -> pa.Array:
+    """Nanoseconds (int64) as whole microseconds, rounded down (Spark keeps µs)."""
+    truncated = pc.divide(nanos, _NS_PER_US)  # integer division: toward zero
+    negative_rest = pc.less(pc.subtract(nanos, pc.multiply(truncated, _NS_PER_US)), 0)
+    return pc.if_else(negative_rest, pc.subtract(truncated, 1), truncated)
 
 
 def coerce_json(value: Any, wire: pa.DataType, target: pa.DataType, path: str) -> Any:

@@ -30,6 +30,7 @@ from spate.engine.connectors.decoders import Decoded, RecordDecoder, split_lines
 from spate.engine.connectors.formats import FormatSpec, encoded_lines, parse_format, source_schema
 from spate.engine.connectors.options import OptionReader
 from tests.engine.connectors.support import make_table, run_stream
+from tests.engine.harness import run_pipeline
 
 COLUMNS = (ColumnDef("id", T.LongType(), False), ColumnDef("name", T.StringType()),
            ColumnDef("at", T.TimestampType()), ColumnDef("price", T.DecimalType(10, 2)))
@@ -120,12 +121,12 @@ def _envelope(op: str, before: dict[str, Any] | None, after: dict[str, Any] | No
 
 
 def test_ops_unroll_into_updating_rows_in_order() -> None:
-    one = {"id": 1, "name": "a", "at": 1704067200123, "price": _b64(1999)}
+    one = {"id": 1, "name": "a", "at": 1704067200123456789, "price": _b64(1999)}
     two = {"id": 1, "name": "b", "at": None, "price": _b64(-5)}
     decoded = _decode([_envelope("c", None, one), _envelope("u", one, two), "",
                        _envelope("r", None, {"id": 2}), _envelope("d", two, None)])
     assert decoded.bad == []
-    at = dt.datetime(2024, 1, 1, 0, 0, 0, 123000, tzinfo=UTC)
+    at = dt.datetime(2024, 1, 1, 0, 0, 0, 123456, tzinfo=UTC)
     a = (1, "a", at, decimal.Decimal("19.99"))
     b = (1, "b", None, decimal.Decimal("-0.05"))
     assert _rows(decoded) == [(*a, False), (*a, True), (*b, False), (2, None, None, None, False),
@@ -151,6 +152,17 @@ def test_malformed_envelopes_are_bad_records(line: str, problem: str) -> None:
     assert [index for index, _ in decoded.bad] == [1]
     assert problem in decoded.bad[0][1]
     assert [row[0] for row in _rows(decoded)] == [7, 7]
+
+
+@pytest.mark.parametrize("nanos, micros", [
+    (1734539354748899, 1734539354748),  # Debezium's MicroTimestamp, read as Arroyo reads it
+    (1704067200123456789, 1704067200123456),
+    (0, 0), (999, 0), (-1000, -1), (-1500, -2),  # rounded down, also before 1970
+])
+def test_numeric_timestamps_are_nanoseconds(nanos: int, micros: int) -> None:
+    decoded = _decode([_envelope("c", None, {"id": 1, "at": nanos})])
+    epoch = dt.datetime(1970, 1, 1, tzinfo=UTC)
+    assert _rows(decoded)[0][2] == epoch + dt.timedelta(microseconds=micros)
 
 
 def test_bytes_decimals_decode_like_debezium_writes_them() -> None:
@@ -296,8 +308,35 @@ def test_what_the_sink_writes_the_source_reads(spark: SparkSession, tmp_path: Pa
     assert read.failure is None
     rows = sorted((row["id"], row["name"], row["at"], row["price"], row[RETRACT])
                   for row in read.data_rows())
-    at = dt.datetime(2024, 1, 1, 0, 0, 1)
+    # Timestamps are written as milliseconds and read as nanoseconds, as Arroyo does.
+    at = dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=1704067201)
     assert rows == [(1, "a", at, decimal.Decimal("1.25"), True),
                     (1, "b", None, decimal.Decimal("-3.50"), False),
                     (2, "c", None, None, False)]
     assert all(row[HIDDEN_CONTROL] is None for row in read.data_rows())
+
+
+@pytest.mark.spark
+def test_pass_through_writes_what_arroyo_writes(spark: SparkSession, tmp_path: Path) -> None:
+    """A Debezium (PostgreSQL) microsecond timestamp comes out as Arroyo writes it: read
+    as nanoseconds, written as milliseconds, so 1734539354748899 becomes 1734539354."""
+    source = tmp_path / "orders.jsonl"
+    first = {"id": 1, "at": 1734539354748899}
+    changed = {"id": 1, "at": 1734539355447444}
+    source.write_text("\n".join([_envelope("c", None, first), _envelope("r", None, {"id": 2}),
+                                  _envelope("u", first, changed)]) + "\n")
+    sink = tmp_path / "out.jsonl"
+    sql = f"""
+        CREATE TABLE orders (id INT PRIMARY KEY, at TIMESTAMP) WITH (connector =
+          'single_file', path = '{source}', format = 'debezium_json', type = 'source',
+          max_lines_per_batch = '2');
+        CREATE TABLE out (id INT PRIMARY KEY, at TIMESTAMP) WITH (connector =
+          'single_file', path = '{sink}', format = 'debezium_json', type = 'sink');
+        INSERT INTO out SELECT * FROM orders;"""
+    run_pipeline(spark, sql, tmp_path, update_flush_interval_ms=0)
+    records = [json.loads(line) for line in sink.read_text().splitlines()]
+    assert sorted(records, key=json.dumps) == sorted([
+        {"before": None, "after": {"id": 1, "at": 1734539354}, "op": "c"},
+        {"before": None, "after": {"id": 2, "at": None}, "op": "c"},
+        {"before": {"id": 1, "at": 1734539354}, "after": {"id": 1, "at": 1734539355}, "op": "u"},
+    ], key=json.dumps)
