@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class PlanningError(Exception):
     """A pipeline's SQL cannot be planned; the message says what to change."""
@@ -18,3 +21,14 @@ class PlanningError(Exception):
     def to_dict(self) -> dict[str, object]:
         """The diagnostic shape the CLI and the API report."""
         return {"message": self.message, "line": self.line, "column": self.column}
+
+
+def did_you_mean(name: str, known: Iterable[str], shown: str = "{}") -> str:
+    """`` (did you mean 'x'?)`` naming the known name closest to ``name``, or nothing.
+
+    Most unknown names are typos of a known one, which a long list of every name
+    hides. Names fold to lower case, so they are compared that way; ``shown`` is
+    how to write the match (``"bids.{}"`` for a column of ``bids``).
+    """
+    close = difflib.get_close_matches(name.lower(), [k.lower() for k in known], n=1)
+    return f" (did you mean '{shown.format(close[0])}'?)" if close else ""

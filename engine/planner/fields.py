@@ -14,7 +14,6 @@ value) the path is left to Spark.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 
 from pyspark.sql import types as T
@@ -22,7 +21,7 @@ from sqlglot import exp
 
 from spate.engine.planner.catalog import Table
 from spate.engine.planner.dialect import Spate
-from spate.engine.planner.errors import PlanningError
+from spate.engine.planner.errors import PlanningError, did_you_mean
 from spate.engine.planner.positions import SourceText
 
 #: ``select.meta`` key: the known types of a SELECT's output columns, by name.
@@ -37,8 +36,14 @@ def table_types(table: Table) -> dict[str, T.DataType]:
 
 def column_path(node: exp.Column) -> list[str]:
     """The parts of a column reference, outermost first, lower case."""
+    return [str(p.name).lower() for p in column_parts(node)]
+
+
+def column_parts(node: exp.Column) -> list[exp.Identifier]:
+    """The identifiers of a column reference, outermost first: each keeps its
+    position, so an error about one part points at that part."""
     parts = [node.args.get(key) for key in ("catalog", "db", "table")] + [node.this]
-    return [str(p.name).lower() for p in parts if isinstance(p, exp.Identifier)]
+    return [p for p in parts if isinstance(p, exp.Identifier)]
 
 
 def field_type(column_type: T.DataType | None, column: str, fields: list[str],
@@ -64,9 +69,7 @@ def _field(struct: T.DataType | None, walked: str, name: str, node: exp.Expr,
     match = next((f for f in struct.fields if f.name.lower() == name), None)
     if match is None:
         known = [f.name for f in struct.fields]
-        close = difflib.get_close_matches(name, [k.lower() for k in known], n=1)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise _at_field(f"no field '{name}' in '{walked}'{hint}; its fields: "
+        raise _at_field(f"no field '{name}' in '{walked}'{did_you_mean(name, known)}; its fields: "
                         f"{', '.join(known)}", node, name, text, fallback)
     return match.dataType
 

@@ -26,7 +26,7 @@ from spate.engine.planner.catalog import (
     table_from_create,
 )
 from spate.engine.planner.dialect import Spate
-from spate.engine.planner.errors import PlanningError
+from spate.engine.planner.errors import PlanningError, did_you_mean
 from spate.engine.planner.functions import translate_functions
 from spate.engine.planner.memory import MemoryTables
 from spate.engine.planner.plan import (
@@ -330,7 +330,8 @@ def _insert(statement: exp.Insert, text: SourceText, offset: int, tables: dict[s
         raise text.error(f"cannot INSERT INTO view '{name}'", target, offset)
     table = tables.get(name)
     if table is None and name not in memory.declared:
-        raise text.error(f"unknown table '{name}'", target, offset)
+        known = [n for n, t in tables.items() if t.role == "sink"] + list(memory.declared)
+        raise text.error(f"unknown table '{name}'{did_you_mean(name, known)}", target, offset)
     if table is not None and table.role != "sink":
         kind = "lookup table" if table.role == "lookup" else table.role
         raise text.error(f"cannot INSERT INTO '{name}': it is a {kind}", target, offset)

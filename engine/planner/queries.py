@@ -36,9 +36,11 @@ from spate.engine.planner.context import (
     stream_of,
 )
 from spate.engine.planner.dialect import written_name
+from spate.engine.planner.errors import did_you_mean
 from spate.engine.planner.fields import (
     TYPES_META,
     ColumnResolver,
+    column_parts,
     column_path,
     table_types,
     types_of,
@@ -56,7 +58,7 @@ from spate.engine.planner.lookup import plan_lookup_joins
 from spate.engine.planner.over import check_over
 from spate.engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY, QueryPlan, Stream
 from spate.engine.planner.positions import SourceText
-from spate.engine.planner.scopes import inline_names, view_scope
+from spate.engine.planner.scopes import NAMES_META, inline_names, view_scope
 from spate.engine.planner.sink_columns import check_sink_types
 from spate.engine.planner.unnest import check_unnest_placement, rewrite_unnest
 from spate.engine.planner.updating import (
@@ -337,7 +339,9 @@ def _source_table(table: exp.Table, ctx: QueryContext, joined: bool) -> Table:
     name = table.name.lower()
     entry = ctx.tables.get(name)
     if entry is None:
-        raise ctx.error(f"unknown table '{name}'", table)
+        known = [n for n, t in ctx.tables.items() if t.role != "sink"]
+        known += table.meta.get(NAMES_META) or ctx.names.names
+        raise ctx.error(f"unknown table '{name}'{did_you_mean(name, known)}", table)
     if entry.role == "sink":
         raise ctx.error(f"table '{name}' is a sink and cannot be read", table)
     if entry.role == "lookup" and not joined:
@@ -402,7 +406,8 @@ def _expand_star(select: exp.Select, scopes: list[Scope], ctx: QueryContext) -> 
             continue
         qualifier = item.table.lower() if isinstance(item, exp.Column) and item.table else ""
         if qualifier and qualifier not in by_name:
-            raise ctx.error(f"unknown table '{qualifier}' in {qualifier}.*", item)
+            raise ctx.error(f"unknown table '{qualifier}' in {qualifier}.*"
+                            f"{did_you_mean(qualifier, by_name)}", item)
         chosen = [by_name[qualifier]] if qualifier else scopes
         for scope in chosen:
             table = scope.name if len(scopes) > 1 else None
@@ -427,17 +432,22 @@ def _check_columns(select: exp.Select, scopes: list[Scope], aliases: set[str],
                 continue  # item.column[.field…]: fields are checked with the types
             if scope is None and (qualifier in all_columns or qualifier in aliases):
                 continue  # struct field access: col.field[.field…]
-            available = scope.columns if scope is not None else sorted(all_columns)
-            raise ctx.error(f"unknown column '{qualifier}.{parts[1]}'; available: "
-                            f"{', '.join(available)}", node)
+            if scope is not None:  # the column is the bad name, else the qualifier
+                available, bad = scope.columns, 1
+                hint = did_you_mean(parts[1], available, f"{qualifier}.{{}}")
+            else:
+                available, bad = tuple(sorted(all_columns)), 0
+                hint = did_you_mean(qualifier, by_name, f"{{}}.{parts[1]}")
+            raise ctx.error(f"unknown column '{qualifier}.{parts[1]}'{hint}; available: "
+                            f"{', '.join(available)}", column_parts(node)[bad])
         owners = [s.name for s in scopes if name in s.columns]
         if len(owners) > 1 and name not in aliases:
             raise ctx.error(f"column '{name}' is ambiguous: qualify it "
                             f"({' or '.join(f'{o}.{name}' for o in owners)})", node)
         if owners or name in aliases or name in _HIDDEN:
             continue
-        raise ctx.error(f"unknown column '{name}'; available: "
-                        f"{', '.join(c for s in scopes for c in s.columns)}", node)
+        raise ctx.error(f"unknown column '{name}'{did_you_mean(name, all_columns | aliases)}; "
+                        f"available: {', '.join(c for s in scopes for c in s.columns)}", node)
 
 
 def _check_fields(select: exp.Select, resolve: ColumnResolver) -> None:

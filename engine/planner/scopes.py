@@ -17,6 +17,9 @@ from sqlglot import exp
 from spate.engine.planner.positions import SourceText
 
 _WITH_WORDS = ("WITH", "RECURSIVE")
+#: ``table.meta`` key of a name that is none of these: the names it could have
+#: meant (its CTEs, views and memory tables), for the planner's did-you-mean.
+NAMES_META = "spate_names_in_scope"
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class _Inliner:
         name = table.name.lower()
         named = names.get(name)
         if named is None:
+            table.meta[NAMES_META] = tuple(names)
             if name in self.unwritten:
                 raise self.text.error(
                     f"memory table '{name}' is read before it is written: put its "

@@ -229,3 +229,25 @@ def test_validate_reports_diagnostics_without_storing(client: TestClient,
     [diagnostic] = body["diagnostics"]
     assert "unknown connector 'nope'" in diagnostic["message"] and diagnostic["line"] == 1
     assert client.get(PIPELINES, headers=dev).json()["items"] == []
+
+
+#: SQL mistakes users made, and the located diagnostic validate answers for each.
+_MISTAKES = [
+    ("SELECT counter FROM impulse_typo",
+     (2, 21, "unknown table 'impulse_typo' (did you mean 'impulse'?)")),
+    ("SELECT countr FROM impulse",
+     (2, 8, "unknown column 'countr' (did you mean 'counter'?)")),
+]
+
+
+@pytest.mark.parametrize(("query", "expected"), _MISTAKES, ids=["table", "column"])
+def test_validate_locates_mistakes_in_the_users_words(
+        client: TestClient, dev: dict[str, str], query: str,
+        expected: tuple[int, int, str]) -> None:
+    sql = f"CREATE TABLE impulse WITH (connector = 'impulse', event_rate = '1');\n{query}"
+    response = client.post(f"{PIPELINES}/validate", headers=dev, json={"sql": sql})
+    assert response.status_code == 200
+    [diagnostic] = response.json()["diagnostics"]
+    line, column, message = expected
+    assert (diagnostic["line"], diagnostic["column"]) == (line, column), diagnostic
+    assert message in diagnostic["message"]

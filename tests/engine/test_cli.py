@@ -59,7 +59,8 @@ def test_unknown_column_is_located(tmp_path: Path) -> None:
     pipeline.write_text(SOURCE.format(path="in.jsonl", extra="") + "SELECT kk FROM t;\n")
     result = _spate(str(pipeline), cwd=tmp_path, no_java=True)
     assert result.returncode == 2
-    assert result.stderr.startswith(f"{pipeline}:3:8: error: unknown column 'kk'")
+    assert result.stderr.startswith(
+        f"{pipeline}:3:8: error: unknown column 'kk' (did you mean 'k'?); available: k, ts")
 
 
 def test_explain_needs_no_spark(tmp_path: Path) -> None:
