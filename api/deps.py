@@ -45,6 +45,7 @@ from spate.api.repositories.usage import UsageRepository
 from spate.api.scheduling import Scheduler, SchedulerNotifier
 from spate.api.security import Role, hash_token, parse_key_id, token_matches
 from spate.api.settings import Settings
+from spate.api.state_planning import UpdatePlanAnswer, UpdatePlanRequest
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
 from spate.engine.planner.external import TableDefinition
 from spate.scheduler.checks import CheckRunner
@@ -372,6 +373,13 @@ class TenantPlanner:
         for a pipeline that runs on its own (a bare SELECT is then an error)."""
         return self.pool.require_valid(self.tenant_id,
                                        self._request(sql, False, needs_sinks))
+
+    def plan_update(self, sql: str, state_sql: str | None, state_version: int | None,
+                    graph: bool = False) -> UpdatePlanAnswer:
+        """Plan ``sql`` as a pipeline's next version and judge the state ``state_sql``
+        wrote (None: the pipeline has none)."""
+        return self.pool.plan_update(self.tenant_id, UpdatePlanRequest(
+            self._request(sql, graph, needs_sinks=True), state_sql, state_version))
 
     def _request(self, sql: str, graph: bool, needs_sinks: bool = False) -> PlanRequest:
         return PlanRequest(sql=sql, tables=self.tables, boundary=self.boundary, graph=graph,

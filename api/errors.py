@@ -76,6 +76,13 @@ class ConflictError(ApiError):
     status_code, code = 409, "conflict"
 
 
+class StateIncompatibleError(ApiError):
+    """A restart asked to keep state the pipeline's new SQL cannot read; ``details``
+    name the operators whose state it would drop, and why."""
+
+    status_code, code = 409, "state_incompatible"
+
+
 class PayloadTooLargeError(ApiError):
     status_code, code = 413, "payload_too_large"
 

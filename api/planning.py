@@ -93,6 +93,13 @@ class PlanAnswer:
 def plan_request(request: PlanRequest) -> PlanAnswer:
     """Plan one request (in a planning process): its diagnostics, and its graph."""
     boundary = Boundary.from_dict(request.boundary)
+    checked = check_sql(request.sql, tenant_tables(request, boundary), boundary,
+                        previews=not request.needs_sinks)
+    return plan_answer(request, checked)
+
+
+def tenant_tables(request: PlanRequest, boundary: Boundary) -> dict[str, Table]:
+    """The tenant's connection tables a request's SQL may name, by lower-case name."""
     tables: dict[str, Table] = {}
     for definition in request.tables:
         try:
@@ -100,7 +107,11 @@ def plan_request(request: PlanRequest) -> PlanAnswer:
         except PlanningError as error:  # stored before the engine changed: left out
             log.warning("connection table no longer validates: %s", error.message,
                         extra={"table": definition.name})
-    checked = check_sql(request.sql, tables, boundary, previews=not request.needs_sinks)
+    return tables
+
+
+def plan_answer(request: PlanRequest, checked: SqlCheck) -> PlanAnswer:
+    """The answer to ``request`` once its SQL is checked: the graph if it asked."""
     graph = None
     if checked.plan is not None and request.graph:
         graph = plan_graph(checked.plan).model_dump()

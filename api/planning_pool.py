@@ -26,14 +26,17 @@ import multiprocessing
 import os
 import resource
 import threading
+from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from pebble import ProcessExpired, ProcessPool
 
 from spate.api.errors import ApiError, InvalidSqlError
 from spate.api.planning import PlanAnswer, PlanRequest, plan_request
 from spate.api.settings import Settings
+from spate.api.state_planning import UpdatePlanAnswer, UpdatePlanRequest, plan_update
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,7 @@ log = logging.getLogger(__name__)
 WAITING_PER_TENANT = 4
 #: Niceness of planning workers: the API's own threads come first.
 WORKER_NICENESS = 10
+T = TypeVar("T")
 
 
 class PlanningBudgetError(ApiError):
@@ -81,12 +85,21 @@ class PlanningPool:
 
     def plan(self, tenant_id: str, request: PlanRequest) -> PlanAnswer:
         """Plan ``request`` for ``tenant_id`` within the budget (blocking this thread)."""
+        return self._in_turn(tenant_id, plan_request, request)
+
+    def plan_update(self, tenant_id: str, request: UpdatePlanRequest) -> UpdatePlanAnswer:
+        """Plan new SQL for a pipeline and judge its state, within the same budget
+        (both SQL texts are planned in one worker, one turn)."""
+        return self._in_turn(tenant_id, plan_update, request)
+
+    def _in_turn(self, tenant_id: str, function: Callable[[Any], T], request: Any) -> T:
+        """Run ``function(request)`` in a worker once ``tenant_id`` has a turn."""
         turn = self._admit(tenant_id)
         try:
             if not turn.acquire(timeout=self.budget.timeout_s):
                 raise PlanningBusyError(self.budget.per_tenant)
             try:
-                return self._run(request)
+                return self._run(function, request)
             finally:
                 turn.release()
         finally:
@@ -102,13 +115,7 @@ class PlanningPool:
 
     def require_valid(self, tenant_id: str, request: PlanRequest) -> PlanAnswer:
         """The answer for valid SQL, else :class:`InvalidSqlError` (400) with diagnostics."""
-        answer = self.plan(tenant_id, request)
-        if not answer.valid:
-            first = answer.diagnostics[0]
-            raise InvalidSqlError(
-                f"line {first['line']}, column {first['column']}: {first['message']}",
-                details=answer.diagnostics)
-        return answer
+        return require_valid(self.plan(tenant_id, request))
 
     def close(self) -> None:
         with self._lock:
@@ -126,11 +133,12 @@ class PlanningPool:
             return self._running.setdefault(
                 tenant_id, threading.BoundedSemaphore(self.budget.per_tenant))
 
-    def _run(self, request: PlanRequest) -> PlanAnswer:
-        future = self._workers().schedule(plan_request, args=(request,),
+    def _run(self, function: Callable[[Any], T], request: Any) -> T:
+        future = self._workers().schedule(function, args=(request,),
                                           timeout=self.budget.timeout_s)
         try:
-            return future.result()
+            result: T = future.result()
+            return result
         except FutureTimeoutError:
             raise PlanningBudgetError(
                 f"planning this SQL took longer than its budget of {self.budget.timeout_s:g} s "
@@ -150,9 +158,20 @@ class PlanningPool:
             return self._pool
 
 
+def require_valid(answer: PlanAnswer) -> PlanAnswer:
+    """``answer`` when its SQL is valid, else :class:`InvalidSqlError` (400) with its
+    located diagnostics."""
+    if not answer.valid:
+        first = answer.diagnostics[0]
+        raise InvalidSqlError(
+            f"line {first['line']}, column {first['column']}: {first['message']}",
+            details=answer.diagnostics)
+    return answer
+
+
 def _forkserver() -> multiprocessing.context.BaseContext:
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["spate.api.planning"])
+    context.set_forkserver_preload(["spate.api.planning", "spate.api.state_planning"])
     return context
 
 

@@ -248,6 +248,14 @@ class PipelineRepository(TenantRepository):
             pipeline.updated_at = version.created_at
         return version, True
 
+    def state_version(self, name: str) -> PipelineVersion | None:
+        """The version whose job wrote the pipeline's state: the one its latest run
+        ran (None: it never ran, so it has no state)."""
+        job = self.latest_run(self.get(name))
+        if job is None or job.pipeline_version is None:
+            return None
+        return self.get_version(name, job.pipeline_version)
+
     def list_versions(self, name: str, after: str | None,
                       limit: int) -> tuple[list[PipelineVersion], str | None]:
         pipeline = self.get(name)

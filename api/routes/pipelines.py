@@ -1,8 +1,11 @@
 """/pipelines: create from SQL, list, get, change settings, delete; lifecycle controls
-(stop, restart, rescale, move); SQL versions; validation.
+(stop, restart, rescale, move); SQL versions; validation; whether new SQL can keep a
+pipeline's state (plan-update).
 
 SQL is planned before anything is stored, so a stored version always plans.
-Versions are immutable: a SQL change adds a version and makes it current.
+Versions are immutable: a SQL change adds a version and makes it current. A restart
+that keeps state is refused when the current version cannot read the state the latest
+job wrote (:mod:`spate.api.state_planning`).
 
 Whatever a request would add — a pipeline, a running one, compute units, a
 parallelism, a generator's rate — is admitted by the tenant's plan in the
@@ -30,12 +33,15 @@ from spate.api.deps import (
     PipelinesRead,
     PipelinesWrite,
     Planner,
+    TenantPlanner,
     ViewerCaller,
     app_state,
 )
-from spate.api.errors import ERROR_RESPONSES, BadRequestError
+from spate.api.errors import ERROR_RESPONSES, BadRequestError, StateIncompatibleError
 from spate.api.models import DESIRED_RUNNING, DESIRED_STOPPED, Pipeline
 from spate.api.pagination import DEFAULT_LIMIT, CursorQuery, LimitQuery, Page, decode_cursor
+from spate.api.planning import PlanAnswer
+from spate.api.planning_pool import require_valid
 from spate.api.repositories.pipelines import (
     PipelineFilter,
     PipelineRepository,
@@ -46,6 +52,7 @@ from spate.api.schemas.pipelines import (
     Diagnostic,
     PipelineCreate,
     PipelineMove,
+    PipelinePlanUpdate,
     PipelinePublic,
     PipelineRescale,
     PipelineRestart,
@@ -56,6 +63,7 @@ from spate.api.schemas.pipelines import (
     PipelineVersionCreate,
     PipelineVersionPublic,
     PlanGraph,
+    StatePlan,
     not_reserved,
 )
 from spate.api.settings import known_clusters
@@ -71,14 +79,20 @@ NewNamePath = Annotated[str, Path(pattern=NAME_PATTERN, max_length=63,
 
 
 @router.post("/validate", response_model=PipelineValidation)
-def validate_pipeline(body: PipelineValidate, caller: ViewerCaller,
-                      planner: Planner) -> PipelineValidation:
+def validate_pipeline(body: PipelineValidate, caller: ViewerCaller, planner: Planner,
+                      pipelines: PipelinesRead) -> PipelineValidation:
     """Plan SQL without storing it: diagnostics with line and column, or the plan graph.
-    A plan over its time or memory budget is a 422."""
-    answer = planner.check(body.sql, graph=True)
+    With ``pipeline`` (an unknown one is a 404), the SQL is planned as that pipeline's
+    next version and valid SQL's answer says whether it can keep its state. A plan over
+    its time or memory budget is a 422."""
+    state = None
+    if body.pipeline is None:
+        answer = planner.check(body.sql, graph=True)
+    else:
+        answer, state = _plan_update(pipelines, planner, body.pipeline, body.sql, graph=True)
     return PipelineValidation(
         valid=answer.valid, diagnostics=[Diagnostic(**d) for d in answer.diagnostics],
-        plan=PlanGraph(**answer.graph) if answer.graph is not None else None)
+        plan=PlanGraph(**answer.graph) if answer.graph is not None else None, state=state)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=PipelinePublic)
@@ -149,13 +163,31 @@ def update_pipeline(name: NamePath, body: PipelineUpdate, pipelines: PipelinesWr
     return _public(pipelines, pipeline)
 
 
+@router.post("/{name}/plan-update", response_model=StatePlan)
+def plan_pipeline_update(name: NamePath, body: PipelinePlanUpdate, pipelines: PipelinesRead,
+                         planner: Planner) -> StatePlan:
+    """Whether ``sql``, as the pipeline's next version, could restart keeping its state:
+    for each stateful operator of the version its latest job ran, whether the new SQL
+    reads that state as it is, and what would be dropped and why. Nothing is stored;
+    invalid SQL is a 400 with located diagnostics."""
+    answer, state = _plan_update(pipelines, planner, name, body.sql)
+    require_valid(answer)
+    assert state is not None  # valid SQL is always judged
+    return state
+
+
 @router.post("/{name}/restart", response_model=PipelinePublic,
              status_code=status.HTTP_202_ACCEPTED)
 def restart_pipeline(name: NamePath, pipelines: PipelinesWrite, notify: Notifier,
-                     body: PipelineRestart | None = None) -> PipelinePublic:
+                     planner: Planner, body: PipelineRestart | None = None) -> PipelinePublic:
     """Replace the pipeline's job with a new one, keeping its state unless
-    ``with_state`` is false; a stopped pipeline starts. The scheduler does it (202)."""
+    ``with_state`` is false; a stopped pipeline starts. The scheduler does it (202).
+    Keeping state that the current version's SQL cannot read (see plan-update) is a 409
+    ``state_incompatible`` naming the operators whose state it would drop, before any
+    job is stopped."""
     with_state = body.with_state if body is not None else True
+    if with_state:
+        _require_state_kept(pipelines, planner, name)
     pipeline = pipelines.restart(name, with_state)
     notify.pipeline_changed(pipeline.id)
     return _public(pipelines, pipeline)
@@ -239,6 +271,37 @@ def list_pipeline_versions(name: NamePath, pipelines: PipelinesRead,
 def get_pipeline_version(name: NamePath, version: Annotated[int, Path(ge=1, le=2**31 - 1)],
                          pipelines: PipelinesRead) -> PipelineVersionPublic:
     return PipelineVersionPublic.model_validate(pipelines.get_version(name, version))
+
+
+def _plan_update(pipelines: PipelineRepository, planner: TenantPlanner, name: str, sql: str,
+                 graph: bool = False) -> tuple[PlanAnswer, StatePlan | None]:
+    """Plan ``sql`` as the next version of pipeline ``name``, judging the state its
+    latest job wrote: the plan's answer, and the verdict when the SQL is valid."""
+    written_by = pipelines.state_version(name)
+    planned = planner.plan_update(sql, written_by.sql if written_by else None,
+                                  written_by.version if written_by else None, graph)
+    state = None if planned.state is None else StatePlan.of(
+        planned.state, written_by.version if written_by else None)
+    return planned.answer, state
+
+
+def _require_state_kept(pipelines: PipelineRepository, planner: TenantPlanner,
+                        name: str) -> None:
+    """Refuse (409) to restart ``name`` on its current version keeping state that version
+    cannot read. The same SQL as the state's needs no plan; SQL that no longer plans is
+    left to the restart, as before."""
+    pipeline = pipelines.get(name)
+    written_by = pipelines.state_version(name)
+    if written_by is None or written_by.sql_sha256 == pipeline.current.sql_sha256:
+        return
+    _, state = _plan_update(pipelines, planner, name, pipeline.current.sql)
+    if state is None or state.verdict == "compatible":
+        return
+    raise StateIncompatibleError(
+        f"pipeline '{name}' cannot restart on version {pipeline.current_version} keeping its "
+        f"state: {state.message} (with_state: false)",
+        details=[{**o.model_dump(), "message": f"{o.operator} ({o.label}): "
+                  f"{'; '.join(o.reasons)}"} for o in state.dropped])
 
 
 def _settings(spec: PipelineSpec) -> dict[str, object]:

@@ -172,6 +172,54 @@ class PipelineValidate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     sql: Sql
+    pipeline: Name | None = Field(
+        None, description="a pipeline the SQL would update: the answer then says whether "
+                          "it can keep that pipeline's state (``state``)")
+
+
+class PipelinePlanUpdate(BaseModel):
+    """New SQL for a pipeline, as a new version would carry it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sql: Sql
+
+
+class OperatorStatePublic(BaseModel):
+    """What becomes of one stateful operator's state under the new SQL."""
+
+    operator: str = Field(description="the operator's id (``q<query>_<kind>[n]``), under "
+                                      "which its state is stored")
+    kind: Literal["window", "aggregate", "join"]
+    label: str = Field(description="the operator in the SQL's terms")
+    status: Literal["kept", "changed", "removed", "new"] = Field(
+        description="kept: the new SQL reads it as it is; changed: the new SQL's operator "
+                    "of this id cannot read it; removed: the new SQL has no such operator; "
+                    "new: an operator with no state yet")
+    reasons: list[str] = Field(description="what changed, for changed and removed ones")
+
+
+class StatePlan(BaseModel):
+    """Whether new SQL can resume from a pipeline's state (``with_state``)."""
+
+    verdict: Literal["compatible", "incompatible"]
+    state_version: int | None = Field(
+        description="the version whose job wrote the state (the latest run's); null: the "
+                    "pipeline has not run, so it has no state")
+    operators: list[OperatorStatePublic]
+    dropped: list[OperatorStatePublic] = Field(
+        description="the operators whose state the new SQL does not carry on (changed or "
+                    "removed)")
+    message: str
+
+    @classmethod
+    def of(cls, state: dict[str, Any], state_version: int | None) -> StatePlan:
+        """The plain verdict a planning worker gives, as the API answers it."""
+        operators = [OperatorStatePublic(**o) for o in state["operators"]]
+        return cls(verdict="compatible" if state["compatible"] else "incompatible",
+                   state_version=state_version, operators=operators,
+                   dropped=[o for o in operators if o.status in ("changed", "removed")],
+                   message=state["message"])
 
 
 class Diagnostic(BaseModel):
@@ -212,6 +260,8 @@ class PipelineValidation(BaseModel):
     valid: bool
     diagnostics: list[Diagnostic]
     plan: PlanGraph | None = None
+    state: StatePlan | None = Field(
+        None, description="with ``pipeline``: whether valid SQL can keep its state")
 
 
 class PreviewCreate(BaseModel):
