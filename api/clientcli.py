@@ -32,6 +32,8 @@ from spate.api.client import DEFAULT_SERVER, ClientError, SpateClient
 
 EXIT_REFUSED = 1
 EXIT_INVALID_SQL = 2
+#: ``plan-update``: the new SQL cannot keep the pipeline's state.
+EXIT_INCOMPATIBLE_STATE = 3
 #: Ctrl-C, as a shell reports a process ended by SIGINT.
 EXIT_INTERRUPTED = 130
 STOP_MODES = ("checkpoint", "graceful", "immediate", "force")
@@ -57,6 +59,9 @@ CLI_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
      r"with 'spate pipelines delete \g<name>'"),
     (re.compile(r"^pipeline '(?P<name>[^']+)' not found$"),
      r"pipeline '\g<name>' not found; 'spate pipelines list' shows the tenant's pipelines"),
+    (re.compile(r"^(?P<refusal>pipeline '(?P<name>[^']+)' cannot restart .*) "
+                r"\(with_state: false\)$"),
+     r"\g<refusal> ('spate pipelines restart \g<name> --without-state')"),
     (re.compile(r"^invalid or revoked API key$"),
      "invalid or revoked API key; check SPATE_API_KEY (or --api-key)"),
     (re.compile(r"create another admin key before revoking it$"),
@@ -296,6 +301,28 @@ def validate_pipeline(client: SpateClient, sql_file: Path, explain: bool,
             click.echo(f"  {line}")
         if explain:
             click.echo("\n" + answer["plan"]["explain"])
+
+
+@pipelines.command("plan-update")
+@click.argument("name")
+@sql_file_argument
+@json_option
+@with_client
+def plan_update(client: SpateClient, name: str, sql_file: Path, as_json: bool) -> None:
+    """Say whether SQL_FILE, as pipeline NAME's next version, could keep its state: each
+    stateful operator's fate, and the verdict. Nothing is stored; an incompatible
+    verdict exits 3."""
+    plan = client.post(f"/pipelines/{name}/plan-update", {"sql": sql_file.read_text()})
+    if as_json:
+        click.echo(json.dumps(plan, indent=2, sort_keys=True))
+    else:
+        click.echo(f"{name}: {plan['verdict']}: {plan['message']}")
+        for operator in plan["operators"]:
+            click.echo(f"  {operator['status']:<8} {operator['operator']}  {operator['label']}")
+            for reason in operator["reasons"]:
+                click.echo(f"           {reason}")
+    if plan["verdict"] != "compatible":
+        sys.exit(EXIT_INCOMPATIBLE_STATE)
 
 
 def plan_summary(plan: dict[str, Any]) -> list[str]:
