@@ -9,7 +9,14 @@ from collections.abc import Callable
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.dialects.risingwave import RisingWave
-from sqlglot.tokenizer_core import TokenType
+from sqlglot.errors import ParseError
+from sqlglot.tokenizer_core import Token, TokenType
+
+#: Keys a Spate parser adds to a ``ParseError``'s error: the token it stood at (None at
+#: the statement's end), the token before it, and the node it could not complete.
+PARSER_AT = "spate_at"
+PARSER_AFTER = "spate_after"
+PARSER_INCOMPLETE = "spate_incomplete"
 
 
 class MetadataColumnConstraint(exp.Expression, exp.ColumnConstraintKind):
@@ -61,15 +68,40 @@ class Spate(RisingWave):
         def _parse_projections(self) -> tuple[list[exp.Expr], list[exp.Expr] | None]:
             """sqlglot reads past a comma that ends the SELECT list (``SELECT a, b, FROM t``),
             which hides a column the user meant to write or one they deleted: refused at the
-            comma."""
+            comma. An empty list is refused too, at what came instead."""
             projections, exclude = super()._parse_projections()
             comma, following = self._prev, self._curr
+            at_end = following.token_type == TokenType.SENTINEL
+            before = "" if at_end else f" before {following.text.upper()}"
             if projections and comma.token_type == TokenType.COMMA:
-                at_end = following.token_type == TokenType.SENTINEL
-                before = "" if at_end else f" before {following.text.upper()}"
                 self.raise_error(f"the SELECT list ends with a comma{before}; remove it or "
                                  "add the column that should follow", comma)
+            if not projections:  # sqlglot reads PostgreSQL's empty ``SELECT FROM t``
+                self.raise_error("the SELECT list is empty: name at least one column or "
+                                 f"expression (or *){before}")
             return projections, exclude
+
+        def raise_error(self, message: str, token: Token | None = None) -> None:
+            """sqlglot's error, carrying where the parser stood, from which the planner
+            says what was expected and what it found instead (``planner/syntax.py``)."""
+            try:
+                super().raise_error(message, token)
+            except ParseError as error:
+                at = self._curr if self._curr.token_type != TokenType.SENTINEL else None
+                for details in error.errors[:1]:
+                    details.update({PARSER_AT: at, PARSER_AFTER: self._prev})
+                raise
+
+        def validate_expression(self, expression: exp.Expr,
+                                args: list[object] | None = None) -> exp.Expr:
+            """sqlglot's check that a node has its parts; a failed one names the node."""
+            try:
+                checked: exp.Expr = super().validate_expression(expression, args)
+            except ParseError as error:
+                for details in error.errors[:1]:
+                    details[PARSER_INCOMPLETE] = expression
+                raise
+            return checked
 
     class Generator(RisingWave.Generator):  # type: ignore[misc,valid-type]
         TRANSFORMS = {

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
+from sqlglot.errors import ParseError
 from sqlglot.tokenizer_core import Token, TokenType
 
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
@@ -39,6 +39,7 @@ from spate.engine.planner.plan import (
 from spate.engine.planner.positions import SourceText
 from spate.engine.planner.queries import plan_query
 from spate.engine.planner.sink_columns import conform_to_sink
+from spate.engine.planner.syntax import parse_error, tokenize
 from spate.engine.planner.window import IntervalError, interval_micros
 from spate.engine.udf import UdfRegistry
 
@@ -175,10 +176,7 @@ def _created_name(statement: exp.Create) -> str:
 
 def _statements(sql: str, text: SourceText) -> list[tuple[int, exp.Expr]]:
     dialect = Spate()
-    try:
-        tokens = dialect.tokenize(sql)
-    except TokenError as error:
-        raise PlanningError(f"syntax error: {error}", 1, 1) from error
+    tokens = tokenize(text)
     chunks: list[list[Token]] = [[]]
     for token in tokens:
         if token.token_type == TokenType.SEMICOLON:
@@ -192,7 +190,7 @@ def _statements(sql: str, text: SourceText) -> list[tuple[int, exp.Expr]]:
         try:
             parsed = dialect.parser().parse(_quote_dotted_option_keys(chunk), sql)
         except ParseError as error:
-            raise _located_parse_error(error, text, chunk[0].start) from error
+            raise parse_error(error, text, chunk[0].start) from error
         for statement in parsed:
             if statement is not None:
                 if isinstance(statement, exp.Command):
@@ -245,18 +243,6 @@ def _dotted_key_end(chunk: list[Token], start: int) -> int | None:
             return None
         index += 2
     return None
-
-
-def _located_parse_error(error: ParseError, text: SourceText, fallback: int) -> PlanningError:
-    details = error.errors[0] if error.errors else {}
-    line = details.get("line")
-    column = details.get("col")
-    description = details.get("description") or str(error)
-    if not line or not column:
-        line, column = text.line_col(fallback)
-    else:
-        column = max(1, column - len(details.get("highlight") or "x") + 1)
-    return PlanningError(f"syntax error: {description}", line, column)
 
 
 def _create(statement: exp.Create, text: SourceText, offset: int,

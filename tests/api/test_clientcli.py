@@ -100,7 +100,7 @@ def test_bad_sql_prints_the_located_diagnostic_once(client: TestClient, tenant: 
                    str(sql_file))
     assert result.exit_code == 2
     [line] = result.stderr.splitlines()
-    assert line.startswith(f"{sql_file}:2:7: error: syntax error")
+    assert line.startswith(f"{sql_file}:2:1: error: syntax error: a statement starts with")
 
 
 def test_a_viewer_is_refused_and_told_why(client: TestClient, tenant: TenantKeys,

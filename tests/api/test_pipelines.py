@@ -237,10 +237,15 @@ _MISTAKES = [
      (2, 21, "unknown table 'impulse_typo' (did you mean 'impulse'?)")),
     ("SELECT countr FROM impulse",
      (2, 8, "unknown column 'countr' (did you mean 'counter'?)")),
+    ("SELECT counter,\nFROM impulse",
+     (2, 15, "the SELECT list ends with a comma before FROM; remove it")),
+    ("SELECT count(counter\nFROM impulse",
+     (3, 1, "expected ')' to close the '(' at line 2, column 13, found the keyword FROM")),
 ]
 
 
-@pytest.mark.parametrize(("query", "expected"), _MISTAKES, ids=["table", "column"])
+@pytest.mark.parametrize(("query", "expected"), _MISTAKES,
+                         ids=["table", "column", "trailing-comma", "syntax"])
 def test_validate_locates_mistakes_in_the_users_words(
         client: TestClient, dev: dict[str, str], query: str,
         expected: tuple[int, int, str]) -> None:

@@ -50,7 +50,8 @@ def test_bad_sql_reports_file_line_column_and_exits_2_without_spark(tmp_path: Pa
                         "SELECT counter FROM t WHERE (;\n")
     result = _spate(str(pipeline), cwd=tmp_path, no_java=True)
     assert result.returncode == 2, result.stderr
-    assert result.stderr.startswith(f"{pipeline}:3:29: error: syntax error")
+    assert result.stderr == (f"{pipeline}:3:30: error: syntax error: expected an expression "
+                             "after '(', found the end of the statement\n")
     assert result.stdout == ""
 
 

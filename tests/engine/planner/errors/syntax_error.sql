@@ -1,3 +1,3 @@
--- expect: 3:29: syntax error
+-- expect: 3:30: syntax error: expected an expression after '(', found the end of the statement
 CREATE TABLE t WITH (connector = 'impulse', event_rate = '10');
 SELECT counter FROM t WHERE (;
