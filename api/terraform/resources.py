@@ -22,7 +22,7 @@ from tf.utils import Diagnostics
 
 from spate.api.client import ClientError, SpateClient
 from spate.api.terraform.common import Object, api_errors, known, report
-from spate.api.terraform.servicer import WriteOnly, configuration
+from spate.api.terraform.servicer import WriteOnly, configuration, require_replace
 
 if TYPE_CHECKING:
     from spate.api.terraform.provider import SpateProvider
@@ -71,7 +71,9 @@ class PipelineResource(_Base):
                       description="the pipeline's name (its import id)"),
             Attribute("sql", String(), required=True,
                       description="the pipeline script; a change is a new version, and a "
-                                  "running pipeline restarts on it with its state"),
+                                  "running pipeline restarts on it with its state — or, "
+                                  "when the new SQL cannot keep that state, the pipeline "
+                                  "is replaced (deleted and created: no state)"),
             Attribute("description", String(), optional=True, computed=True),
             Attribute("parallelism", Number(), optional=True, computed=True,
                       description="tasks sharing the key groups (a change rescales)"),
@@ -92,7 +94,8 @@ class PipelineResource(_Base):
 
     def plan(self, ctx: PlanContext, current: State | None, planned: State) -> State:
         if "sql" in ctx.changed_fields and known(planned.get("sql")):
-            self._check_sql(ctx.diagnostics, planned["sql"])
+            self._check_sql(ctx.diagnostics, planned["sql"],
+                            current["name"] if current else None)
         if ctx.changed_fields - {"timeout_seconds"}:
             planned["state"] = planned["job_id"] = Unknown
         if "sql" in ctx.changed_fields:
@@ -106,12 +109,26 @@ class PipelineResource(_Base):
         if isinstance(proposed.get("sql"), str):
             self._check_sql(diags, proposed["sql"])
 
-    def _check_sql(self, diags: Diagnostics, sql: str) -> None:
+    def _check_sql(self, diags: Diagnostics, sql: str, pipeline: str | None = None) -> None:
+        """Diagnostics for invalid SQL; for new SQL of an existing ``pipeline``, a
+        replacement instead of an update when the API says it cannot keep its state."""
         with api_errors(diags, ["sql"]):
-            answer = self.client.post("/pipelines/validate", {"sql": sql})
+            body = {"sql": sql, **({"pipeline": pipeline} if pipeline else {})}
+            try:
+                answer = self.client.post("/pipelines/validate", body)
+            except ClientError as error:
+                if pipeline is None or not _absent(error):
+                    raise
+                answer = self.client.post("/pipelines/validate", {"sql": sql})
             for d in answer.get("diagnostics") or []:
                 diags.add_error(f"Invalid SQL at line {d['line']}, column {d['column']}",
                                 d["message"], path=["sql"])
+            state = answer.get("state") or {}
+            if state.get("verdict") == "incompatible":
+                require_replace("sql")
+                diags.add_warning(f"Pipeline '{pipeline}' is replaced, not updated",
+                                  f"{state['message']}. It is deleted and created again, "
+                                  "starting without state.", path=["sql"])
 
     def create(self, ctx: CreateContext, planned: State) -> State | None:
         name = planned["name"]

@@ -8,6 +8,10 @@
   planned, applied and read state (the resources import them as null).
 - **Checks when a create is planned**: the framework plans a create without
   asking the resource; a resource with ``check_create`` is asked here.
+- **Replacement decided when planning**: the framework replaces a resource only for
+  attributes its schema marks ``requires_replace``; a resource's ``plan`` may also
+  call :func:`require_replace` (the pipeline does when its new SQL cannot keep its
+  state), and Terraform then plans a replacement.
 """
 
 from __future__ import annotations
@@ -48,6 +52,11 @@ def configuration() -> dict[str, Any]:
     return getattr(_local, "config", None) or {}
 
 
+def require_replace(name: str) -> None:
+    """From a resource's ``plan``: its change of attribute ``name`` replaces it."""
+    _local.replace = [*(getattr(_local, "replace", None) or []), name]
+
+
 def _nulled(value: pb.DynamicValue, names: set[str]) -> pb.DynamicValue:
     decoded = read_dynamic_value(value)
     if not isinstance(decoded, dict) or not names:
@@ -64,15 +73,19 @@ class SpateServicer(ProviderServicer):  # type: ignore[misc]
     def PlanResourceChange(self, request: pb.PlanResourceChange.Request,  # noqa: N802
                            context: grpc.ServicerContext) -> pb.PlanResourceChange.Response:
         _local.config = read_dynamic_value(request.config)
+        _local.replace = []
         try:
             response = super().PlanResourceChange(request, context)
             self._check_create(request, response)
             if response.HasField("planned_state"):
                 response.planned_state.CopyFrom(
                     _nulled(response.planned_state, self._write_only(request.type_name)))
+            response.requires_replace.extend(
+                pb.AttributePath(steps=[pb.AttributePath.Step(attribute_name=name)])
+                for name in _local.replace)
             return response
         finally:
-            _local.config = None
+            _local.config = _local.replace = None
 
     def _check_create(self, request: pb.PlanResourceChange.Request,
                       response: pb.PlanResourceChange.Response) -> None:
