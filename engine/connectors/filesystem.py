@@ -2,18 +2,22 @@
 
 The source reads json-lines, parquet, avro or csv files, once (``one_shot``, a
 bounded source) or as they appear (``continuous``), with files as offsets
-(:mod:`.filesystem_reader`). The sink writes each epoch as files and publishes
-them only once the epoch is committed: exactly once (:mod:`.filesystem_sink`).
-Local paths are relative to the tenant's storage root; S3 goes through the
-egress policy with the table's own keys (:mod:`.object_store`).
+(:mod:`.filesystem_reader`); an idle continuous source is watched by listing its
+folder or prefix (:meth:`FilesystemConnector.has_input_after`). The sink writes
+each epoch as files and publishes them only once the epoch is committed: exactly
+once (:mod:`.filesystem_sink`). Local paths are relative to the tenant's storage
+root; S3 goes through the egress policy with the table's own keys
+(:mod:`.object_store`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -30,7 +34,7 @@ from spate.engine.connectors.base import (
 )
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.file_formats import FILE_FORMATS, JSON, check_types
-from spate.engine.connectors.filesystem_reader import SECRET_OPTION, SOURCE_NAME
+from spate.engine.connectors.filesystem_reader import SECRET_OPTION, SOURCE_NAME, unread
 from spate.engine.connectors.filesystem_sink import FilesystemSink, SinkLayout
 from spate.engine.connectors.formats import (
     FormatSpec,
@@ -69,6 +73,8 @@ SINK_OPTIONS = ("rolling_policy.file_size", "rolling_policy.interval",
                 "partitioning.time_pattern", "partitioning.time_field")
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+#: A source offset's high-water mark: ``(mtime, names)`` (:mod:`.filesystem_reader`).
+_Mark = tuple[int, tuple[str, ...]]
 
 
 @dataclass(frozen=True)
@@ -165,6 +171,10 @@ class FilesystemConnector(Connector):
                              "json.decimal_encoding", *S3_OPTIONS),
                *SOURCE_TIME, *specs(SOURCES, *SOURCE_OPTIONS), *specs(SINKS, *SINK_OPTIONS))
 
+    def __init__(self) -> None:
+        #: location -> the mark a listing found no file past, and when (time.monotonic())
+        self._quiet: dict[str | S3Location, tuple[_Mark, float]] = {}
+
     def _parse(self, table: TableConfig) -> _Table:
         options = OptionReader(table)
         role = check_role(options, self.roles)
@@ -226,6 +236,30 @@ class FilesystemConnector(Connector):
         del table
         before = int(start["bytes"]) if isinstance(start, dict) else 0
         return int(end["bytes"]) - before if isinstance(end, dict) else None
+
+    def has_input_after(self, table: TableConfig, parallelism: int, offset: Any) -> bool | None:
+        """Whether a listing of the folder or prefix (names, sizes and times: no file is
+        read) finds a file ``offset`` does not cover, as the reader's next listing would.
+        It lists no more often than the running source does: asked again about the same
+        offset within ``source.poll_interval`` of a listing that found nothing, it answers
+        False without listing.  A ``one_shot`` source: whether its end is still to come
+        (once it ended, nothing more is read whatever arrives)."""
+        del parallelism
+        if table.role != SOURCE:
+            return None
+        parsed = self._parse(table)
+        if parsed.bounded:
+            return not offset["eof"]
+        mark: _Mark = (int(offset["mtime"]), tuple(offset["names"]))
+        listed_s = time.monotonic()
+        quiet = self._quiet.get(parsed.root)
+        if quiet is not None and quiet[0] == mark and listed_s - quiet[1] < parsed.poll_s:
+            return False
+        if unread(self._store(parsed, table.boundary).list(), offset):
+            self._quiet.pop(parsed.root, None)
+            return True
+        self._quiet[parsed.root] = (mark, listed_s)
+        return False
 
     def reader_options(self, table: TableConfig, parallelism: int) -> dict[str, str]:
         parsed = self._parse(table)

@@ -53,6 +53,11 @@ def done(entry: FileEntry, offset: dict[str, Any]) -> bool:
     return entry.mtime_ns < mark or (entry.mtime_ns == mark and entry.name in offset["names"])
 
 
+def unread(entries: list[FileEntry], offset: dict[str, Any]) -> bool:
+    """Whether some listed file is not read at ``offset`` (the next listing reads it)."""
+    return any(not done(entry, offset) for entry in entries)
+
+
 def advance(start: dict[str, Any], entries: list[FileEntry], most: int,
             bounded: bool) -> dict[str, Any]:
     """The offset after reading up to ``most`` files not read at ``start``."""

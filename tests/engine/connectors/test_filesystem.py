@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
-from spate.engine.connectors.filesystem_reader import FilesystemDataSource
+from spate.engine.connectors.filesystem_reader import FRESH, FilesystemDataSource
 from spate.engine.connectors.object_store import PENDING_DIR
 from tests.engine.connectors.s3_support import S3Server, serve_s3
 from tests.engine.connectors.support import make_table
@@ -244,6 +244,94 @@ def test_continuous_picks_up_files_added_later_on_s3(s3: S3Server) -> None:
         _read_batch(reader, first, second)
     assert caught.value.option == "bad_data"
     assert "profile-secret" not in json.dumps(reader.settings["store"]["s3"]["bucket"])
+
+
+def _watched(reader: Any, table: TableConfig, offset: dict[str, Any]) -> tuple[bool | None, Any]:
+    """The idle watcher's answer at ``offset``, and the offset the reader's next listing
+    reaches from there."""
+    return (CONNECTORS["filesystem"].has_input_after(table, 1, offset),
+            reader.latestOffset(offset, None))
+
+
+def test_the_idle_watcher_sees_files_past_the_committed_offset(s3: S3Server,
+                                                                tmp_path: Path) -> None:
+    root = tmp_path / "in"
+    root.mkdir()
+    bucket = s3.create_bucket()
+    client = s3.client()
+    # Polled every microsecond: each question lists (the next test shows the interval).
+    local = _table(str(root), "source", format="json", source__mode="continuous",
+                   source__poll_interval="1 us")
+    on_s3 = _s3_table(s3, f"s3://{bucket}/in", "source", format="json",
+                      source__mode="continuous", source__poll_interval="1 us")
+
+    def put_local(name: str, data: bytes) -> None:
+        (root / name).write_bytes(data)
+
+    def put_s3(name: str, data: bytes) -> None:
+        client.put_object(Bucket=bucket, Key=f"in/{name}", Body=data)
+
+    for table, put in ((local, put_local), (on_s3, put_s3)):
+        reader = _reader(table, 1)
+        start = reader.initialOffset()
+        assert _watched(reader, table, start) == (False, start), "an empty folder"
+        put("1.json", b'{"id": 1}\n')
+        answer, read = _watched(reader, table, start)
+        assert answer is True and read["files"] == 1
+        assert _watched(reader, table, read) == (False, read)
+        # A writer's staging files and markers are not input, for the watcher either.
+        put("_SUCCESS", b"")
+        put(".2.json.pending", b'{"id": 2}\n')
+        assert _watched(reader, table, read) == (False, read)
+        put("2.json", b'{"id": 2}\n')
+        answer, then = _watched(reader, table, read)
+        assert answer is True and then["files"] == 2
+        assert [r["id"] for r in _read_batch(reader, read, then)] == [2]
+        assert _watched(reader, table, then) == (False, then)
+    # A folder that is not there has no input yet; an unreachable bucket says so.
+    assert CONNECTORS["filesystem"].has_input_after(
+        _table(str(tmp_path / "none"), "source", format="json", source__mode="continuous"),
+        1, dict(FRESH)) is False
+    with pytest.raises(ConnectorError, match="does not exist"):
+        CONNECTORS["filesystem"].has_input_after(
+            _s3_table(s3, "s3://no-such-bucket-here/in", "source", format="json",
+                      source__mode="continuous"), 1, dict(FRESH))
+
+
+def test_the_idle_watcher_lists_no_more_often_than_the_source_polls(tmp_path: Path) -> None:
+    connector = CONNECTORS["filesystem"]
+    root = tmp_path / "in"
+    root.mkdir()
+    (root / "1.json").write_text('{"id": 1}\n')
+    hourly = _table(str(root), "source", format="json", source__mode="continuous",
+                    source__poll_interval="1 h")
+    reader = _reader(hourly, 1)
+    read = reader.latestOffset(reader.initialOffset(), None)
+    assert connector.has_input_after(hourly, 1, read) is False
+    (root / "2.json").write_text('{"id": 2}\n')
+    assert connector.has_input_after(hourly, 1, read) is False, "listed again within the hour"
+    assert connector.has_input_after(hourly, 1, dict(FRESH)) is True, "another offset is listed"
+    often = _table(str(root), "source", format="json", source__mode="continuous",
+                   source__poll_interval="1 us")
+    assert connector.has_input_after(often, 1, read) is True
+    assert connector.has_input_after(hourly, 1, read) is True, "found: no quiet listing left"
+
+
+def test_a_one_shot_source_has_input_until_it_ended(tmp_path: Path) -> None:
+    connector = CONNECTORS["filesystem"]
+    root = tmp_path / "in"
+    root.mkdir()
+    (root / "1.json").write_text('{"id": 1}\n')
+    table = _table(str(root), "source", format="json")
+    reader = _reader(table, 1)
+    start = reader.initialOffset()
+    assert connector.has_input_after(table, 1, start) is True
+    end = reader.latestOffset(start, None)
+    assert end["eof"] and connector.has_input_after(table, 1, end) is False
+    (root / "2.json").write_text('{"id": 2}\n')
+    assert connector.has_input_after(table, 1, end) is False, "an ended source reads no more"
+    assert connector.has_input_after(_table(str(root), format="json"), 1, end) is None, \
+        "a sink"
 
 
 def test_options_are_checked_with_the_option_at_fault(tmp_path: Path) -> None:
