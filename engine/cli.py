@@ -27,7 +27,8 @@ from spate.engine.planner import PREVIEW_SINK, PipelinePlan, PlanningError, plan
 from spate.engine.runtime.errors import PipelineFailedError
 from spate.engine.runtime.failures import locate_in_sql
 from spate.engine.runtime.pacing import pacing_for
-from spate.engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
+from spate.engine.runtime.reports import EpochReport
+from spate.engine.runtime.runner import PipelineRunner, RunOptions
 from spate.engine.spark import build_spark
 from spate.engine.udf import UdfDefinitionError, UdfRegistry, load_udfs
 from spate.statestore import PipelineState, StateStoreError, open_store

@@ -32,7 +32,7 @@ An ``epoch`` event, one per committed epoch::
   from one epoch's end to the next (rather than from start to start) keeps
   the figure at most 1 and about the epoch it describes.
 - ``operators``: per source, query and sink, the rows counted by the runner
-  (:class:`spate.engine.runtime.runner.OperatorReport`).
+  (:class:`spate.engine.runtime.reports.OperatorReport`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from spate.engine.runtime.runner import EpochReport
+from spate.engine.runtime.reports import EpochReport
 from spate.engine.runtime.watermarks import NO_WATERMARK
 
 

@@ -68,7 +68,8 @@ from spate.engine.planner.external import TableDefinition, tables_from_definitio
 from spate.engine.runtime.errors import PipelineFailedError
 from spate.engine.runtime.failures import locate_in_sql
 from spate.engine.runtime.pacing import pacing_for
-from spate.engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
+from spate.engine.runtime.reports import EpochReport
+from spate.engine.runtime.runner import PipelineRunner, RunOptions
 from spate.engine.spark import build_spark, driver_alive, hosted_session
 from spate.engine.udf import UdfDefinitionError, UdfError, load_udfs
 from spate.statestore import (

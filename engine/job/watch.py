@@ -1,7 +1,7 @@
 """The watcher of an idle pipeline: no Spark, a look at its sources every few seconds.
 
 A pipeline whose sources had no input for its idle period stops after a commit
-(scale to zero, :meth:`~spate.engine.runtime.runner.PipelineRunner._stop_if_idle`).
+(scale to zero, :mod:`spate.engine.runtime.idle`).
 When a source cannot say when it will have more (a broker: only the broker knows),
 the scheduler runs a watch job in the tenant's compute unit: this module, with the
 pipeline's plan and its state store but no Spark.  It reads the offsets committed

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from spate.engine.planner import plan_pipeline
-from spate.engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
+from spate.engine.runtime.reports import EpochReport
+from spate.engine.runtime.runner import PipelineRunner, RunOptions
 from spate.engine.spark import build_spark
 from spate.statestore import PipelineState, open_store
 from tests.benchmarks.workloads import BASE_TIME_MS

@@ -29,7 +29,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spate.engine.planner import plan_pipeline
-from spate.engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
+from spate.engine.runtime.reports import EpochReport
+from spate.engine.runtime.runner import PipelineRunner, RunOptions
 from spate.engine.spark import build_spark
 from spate.statestore import open_store
 from tests.benchmarks.workloads import (

@@ -30,7 +30,8 @@ from pyspark.sql import SparkSession
 from spate.engine.defaults import DEFAULT_EPOCH_MAX_DELAY_MS
 from spate.engine.planner import plan_pipeline
 from spate.engine.runtime.pacing import Pacing, pacing_for
-from spate.engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
+from spate.engine.runtime.reports import EpochReport
+from spate.engine.runtime.runner import PipelineRunner, RunOptions
 from spate.statestore import open_store
 from tests.benchmarks.workloads import save_result
 

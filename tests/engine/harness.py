@@ -11,7 +11,8 @@ from pyspark.sql import SparkSession
 
 from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
 from spate.engine.planner import plan_pipeline
-from spate.engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
+from spate.engine.runtime.reports import EpochReport
+from spate.engine.runtime.runner import PipelineRunner, RunOptions
 from spate.engine.udf import UdfRegistry
 from spate.statestore import open_store
 

@@ -44,7 +44,7 @@ from pathlib import Path
 import pytest
 
 from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
-from spate.engine.runtime.runner import EpochReport
+from spate.engine.runtime.reports import EpochReport
 from tests.engine.harness import read_lines, run_pipeline
 
 GOLDEN = Path(__file__).parent / "golden"

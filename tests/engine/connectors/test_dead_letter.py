@@ -35,7 +35,7 @@ from spate.engine.connectors.rabbitmq_settings import read_settings
 from spate.engine.connectors.rabbitmq_stream import RabbitStreamReader
 from spate.engine.planner import plan_pipeline
 from spate.engine.planner.errors import PlanningError
-from spate.engine.runtime.runner import EpochReport
+from spate.engine.runtime.reports import EpochReport
 from tests.conftest import redis_key_prefix
 from tests.engine.connectors.kafka_broker import Broker, kafka_broker
 from tests.engine.connectors.kinesis_support import KinesisServer, serve_kinesis

@@ -27,7 +27,7 @@ from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.decoders import Decoded, RecordDecoder
 from spate.engine.connectors.egress import EgressPolicy
 from spate.engine.connectors.formats import FormatSpec, encode_records, record_column
-from spate.engine.runtime.runner import EpochReport
+from spate.engine.runtime.reports import EpochReport
 from tests.conftest import redis_key_prefix
 from tests.engine.harness import run_pipeline
 

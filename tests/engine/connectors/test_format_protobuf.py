@@ -32,7 +32,7 @@ from spate.engine.connectors.decoders import Decoded, RecordDecoder
 from spate.engine.connectors.formats import FormatSpec, check_sink_schema, record_column
 from spate.engine.connectors.protobuf_format import message_descriptor, strip_header
 from spate.engine.connectors.protobuf_writer import confluent_header, encoder, message_indexes
-from spate.engine.runtime.runner import EpochReport
+from spate.engine.runtime.reports import EpochReport
 from tests.conftest import redis_key_prefix
 from tests.engine.harness import run_pipeline
 

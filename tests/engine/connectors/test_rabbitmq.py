@@ -25,7 +25,7 @@ from spate.engine.connectors.rabbitmq_settings import read_settings
 from spate.engine.connectors.rabbitmq_stream import RabbitStreamReader, RabbitStreamSink
 from spate.engine.planner import plan_pipeline
 from spate.engine.planner.errors import PlanningError
-from spate.engine.runtime.runner import EpochReport
+from spate.engine.runtime.reports import EpochReport
 from tests.engine.connectors.rabbitmq_support import (
     drain_queue,
     output_stream,

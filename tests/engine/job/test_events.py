@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from spate.engine.job.events import EpochEvents
-from spate.engine.runtime.runner import EpochReport, OperatorReport
+from spate.engine.runtime.reports import EpochReport, OperatorReport
 from spate.engine.runtime.watermarks import END_OF_TIME, NO_WATERMARK
 
 

@@ -13,7 +13,8 @@ from pyspark.sql import SparkSession
 
 from spate.engine.planner import plan_pipeline
 from spate.engine.runtime.pacing import EpochPacer, Pacing
-from spate.engine.runtime.runner import EpochReport, PipelineRunner, RunOptions
+from spate.engine.runtime.reports import EpochReport
+from spate.engine.runtime.runner import PipelineRunner, RunOptions
 from spate.statestore import open_store
 from tests.engine.harness import read_lines
 

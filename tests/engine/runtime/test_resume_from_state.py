@@ -18,7 +18,7 @@ from spate.engine.connectors.nexmark import NexmarkDataSource
 from spate.engine.connectors.streaming import with_start_offset
 from spate.engine.runtime.errors import PipelineFailedError
 from spate.engine.runtime.offsets import CheckpointFolder
-from spate.engine.runtime.runner import EpochReport
+from spate.engine.runtime.reports import EpochReport
 from spate.statestore import open_store
 from tests.engine.connectors.support import make_table
 from tests.engine.harness import read_lines, run_pipeline

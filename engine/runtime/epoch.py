@@ -1,0 +1,380 @@
+"""One epoch of a pipeline: its queries over the batch's sources, its sinks, its commit.
+
+An epoch exposes the batch's sources to the queries, runs each query (native
+Spark SQL; Spate's stateful operators over the state store, one Spark task
+per key-group range), writes every sink, and commits: operator state,
+watermarks, sink markers, counters and the sources' end offsets become visible
+together.  :class:`EpochRunner` holds what lives from one epoch to the next
+(the watermarks, the sinks' markers, the counters) and is driven by
+:class:`~spate.engine.runtime.runner.PipelineRunner`, which owns the streaming
+query and decides when epochs run.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import reduce
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from spate.engine.connectors import CONNECTORS, Sink
+from spate.engine.connectors.base import BatchFacts, Connector
+from spate.engine.connectors.dead_letter import dead_letter_rows
+from spate.engine.planner.plan import PipelinePlan, QueryPlan, UpdatingJoin
+from spate.engine.runtime.offsets import BatchEpochs, StoredPosition
+from spate.engine.runtime.reports import EpochReport, OperatorNames
+from spate.engine.runtime.sources import EpochSources, SourceColumns, expand_views, observed
+from spate.engine.runtime.step_kinds import make_step
+from spate.engine.runtime.steps import EpochContext, OperatorStep
+from spate.engine.runtime.tasks import (
+    RangeWork,
+    TaskEpoch,
+    TaskRouting,
+    TaskStats,
+    route,
+    run_ranges,
+)
+from spate.engine.runtime.watermarks import END_OF_TIME, WatermarkTracker
+from spate.statestore import PipelineState, ship, split_key_groups
+
+#: Garbage-collect superseded state versions every this many epochs.
+GC_EVERY_EPOCHS = 10
+#: How often the state the pipeline holds is measured (the state store's own accounting,
+#: a scan of the live values): reported in epoch events, metered as state GiB-hours.
+STATE_SIZE_EVERY_S = 300.0
+
+
+class EpochAbandonedError(Exception):
+    """The batch is not run to its commit: an immediate stop abandoned it, or it started
+    after a stop was requested.  Raised (not returned) inside ``foreachBatch``, so Spark
+    does not mark the batch done and the next run replays it."""
+
+
+@dataclass(frozen=True)
+class EpochSettings:
+    """The run options an epoch depends on."""
+
+    parallelism: int
+    num_key_groups: int
+    update_flush_interval_ms: int
+
+
+@dataclass
+class _Epoch:
+    """Bookkeeping of the epoch in progress."""
+
+    number: int
+    sources: EpochSources
+    watermark_before: int
+    watermark_after: int | None = None
+    rows_late: int = 0
+    #: query index -> (rows into its Spate operators, late rows)
+    operator_rows: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: what the epoch's state tasks did, summed
+    tasks: list[TaskStats] = field(default_factory=list)
+    #: DataFrames persisted for the epoch, released at its end
+    persisted: list[DataFrame] = field(default_factory=list)
+
+
+class EpochRunner:
+    """Runs and commits a pipeline's epochs; keeps what one epoch hands the next."""
+
+    def __init__(self, plan: PipelinePlan, state: PipelineState, settings: EpochSettings,
+                 abandon: threading.Event) -> None:
+        self.plan = plan
+        self.state = state
+        self.settings = settings
+        self._abandon = abandon
+        self.ranges = split_key_groups(settings.num_key_groups, settings.parallelism)
+        #: query index -> the steps running its operators, in order
+        self.steps: dict[int, list[OperatorStep]] = {
+            q.index: [make_step(o, state, settings.num_key_groups) for o in q.operators]
+            for q in plan.queries
+        }
+        self.stateful = any(step.uses_state for steps in self.steps.values() for step in steps)
+        #: whether one pass reads each batch; otherwise the batch is kept in memory, as
+        #: each further pass would read (regenerate, re-decode) the source again
+        self.single_pass = _reads_batch_once(plan)
+        #: names this run: the tasks' process caches are scoped to it
+        self.run_id = secrets.token_hex(8)
+        self._shipped_state = ship(state) if self.stateful else b""
+        self._routing: TaskRouting | None = None
+        self.source_columns = SourceColumns(plan.sources, settings.parallelism,
+                                            watermarks=self.stateful)
+        self._names = OperatorNames(plan)
+        self.last_committed = state.last_committed_epoch()
+        #: The live state held after the last measured commit, and when it was measured.
+        self._state_held: tuple[float, int] | None = None
+        metadata = state.epoch_metadata() if self.last_committed is not None else {}
+        self.finished = bool(metadata.get("finished"))
+        self.watermarks = WatermarkTracker(
+            {t.name: t.idle_micros for t in plan.sources}, metadata.get("watermarks"),
+            settings.parallelism)
+        self.sinks: dict[str, Sink] = {}
+        self.dead_letter_targets: dict[str, str] = {}
+        self.sink_markers: dict[str, Any] = dict(metadata.get("sinks", {}))
+        self.counters: dict[str, int] = dict(metadata.get("counters", {}))
+        self.stored_position = StoredPosition.from_metadata(metadata)
+        #: batch ids -> epochs and each epoch's offsets (set once the run resumes)
+        self.batches: BatchEpochs | None = None
+
+    def committed_offsets(self) -> dict[str, Any] | None:
+        """The sources' end offsets of the last committed epoch (None: none yet)."""
+        if self.last_committed is None:
+            return None
+        return StoredPosition.from_metadata(self.state.epoch_metadata()).offsets or {}
+
+    def run(self, batch: DataFrame, number: int, started: float) -> EpochReport:
+        """Run epoch ``number`` over ``batch`` and commit it."""
+        sources = EpochSources(self.plan.sources, batch, self.source_columns, number,
+                               observe=self.single_pass, known=self._offset_facts(number))
+        self.state.begin_epoch(number, self.ranges if self.stateful else [])
+        epoch = _Epoch(number, sources, self.watermarks.value)
+        try:
+            outputs: dict[str, list[tuple[int, DataFrame]]] = {}
+            for query in self.plan.queries:
+                self._check_abandoned()
+                frame = self._run_query(query, epoch)
+                if frame is not None:
+                    outputs.setdefault(query.sink, []).append((query.index, frame))
+            self._check_abandoned()
+            rows_by_query, bytes_out = self._write_sinks(number, outputs)
+            dead_lettered, dead_bytes = self._write_dead_letters(number, sources)
+        finally:
+            for frame in epoch.persisted:
+                frame.unpersist()
+        watermark = self._watermark_after(epoch)
+        tasks = TaskStats.total(epoch.tasks)
+        metrics = sources.metrics()
+        rows_in = sum(m.rows for m in metrics.values())
+        # Dead letters left the rows too: rows_dropped (the job's metrics) counts them.
+        dropped = sum(m.dropped for m in metrics.values()) + dead_lettered
+        rows_out = sum(rows_by_query.values())
+        self._count(rows_in=rows_in, rows_out=rows_out, rows_late=epoch.rows_late,
+                    rows_dropped=dropped, rows_dead_lettered=dead_lettered)
+        self._check_abandoned()  # past this point the epoch commits whole
+        committed_at_ms = self._commit(number)
+        return EpochReport(
+            number, rows_in, rows_out, epoch.rows_late, dropped, watermark,
+            time.monotonic() - started, self.finished, started_s=started,
+            committed_at_ms=committed_at_ms, state_bytes=tasks.state_bytes,
+            cache_hits=tasks.cache_hits, cache_misses=tasks.cache_misses,
+            remote_bytes=tasks.remote_bytes, state_held_bytes=self._held_state_bytes(),
+            bytes_in=self._bytes_read(number), bytes_out=bytes_out + dead_bytes,
+            operators=self._names.reports({n: m.rows for n, m in metrics.items()},
+                                          epoch.operator_rows, rows_by_query),
+            rows_dead_lettered=dead_lettered)
+
+    def _offset_facts(self, number: int) -> dict[str, BatchFacts]:
+        """The sources whose rows and end of input this epoch's offsets tell, so that
+        nothing need count them row by row.  Not when stateful operators need the
+        sources' watermarks, which only the rows give."""
+        if self.stateful:
+            return {}
+        assert self.batches is not None
+        offsets = self.batches.batch_offsets(number)
+        known = {}
+        for table in self.plan.sources:
+            start, end = offsets.get(table.name, (None, None))
+            if end is None:  # nothing read yet
+                facts: BatchFacts | None = BatchFacts(rows=0, finished=False)
+            else:
+                facts = CONNECTORS[table.config.connector].batch_facts(
+                    table.config, self.settings.parallelism, start, end)
+            if facts is not None:
+                known[table.name] = facts
+        return known
+
+    def _check_abandoned(self) -> None:
+        if self._abandon.is_set():
+            raise EpochAbandonedError("epoch abandoned by an immediate stop")
+
+    def _watermark_after(self, epoch: _Epoch) -> int:
+        """The watermark at the end of ``epoch`` (from its source metrics; computed once)."""
+        if epoch.watermark_after is None:
+            now_us = time.time_ns() // 1000
+            for name, metrics in epoch.sources.metrics().items():
+                for partition, watermark in metrics.watermarks.items():
+                    self.watermarks.observe(name, partition, watermark, now_us)
+                if metrics.finished:
+                    self.watermarks.finish(name)
+            epoch.watermark_after = self.watermarks.advance(now_us)
+            if self.watermarks.all_done:
+                epoch.watermark_after = END_OF_TIME
+        return epoch.watermark_after
+
+    def _run_query(self, query: QueryPlan, epoch: _Epoch) -> DataFrame | None:
+        """The rows ``query`` sends to its sink this epoch (None: nothing)."""
+        spark = epoch.sources.spark
+        context = EpochContext(
+            spark, epoch.number, self.last_committed, epoch.watermark_before,
+            lambda: self._watermark_after(epoch),
+            lambda frame, work, schema, owns, clock_ms=None: self._run_ranges(
+                epoch, frame, work, schema, owns, clock_ms),
+            lambda frame: route(frame, self._task_routing(spark)),
+            self.settings.update_flush_interval_ms)
+        produced = False
+        rows_in = rows_late = 0
+        for operator, step in zip(query.operators, self.steps[query.index], strict=True):
+            self._check_abandoned()
+            output = step.run(context)
+            output.frame.createOrReplaceTempView(operator.output_view)
+            produced = produced or output.rows != 0
+            rows_in += output.rows_in
+            rows_late += output.rows_late
+        if query.operators:
+            epoch.rows_late += rows_late
+            epoch.operator_rows[query.index] = (rows_in, rows_late)
+            if not produced and not query.reads_sources:
+                return None
+        return spark.sql(query.output_sql)
+
+    def _run_ranges(self, epoch: _Epoch, frame: DataFrame, work: RangeWork,
+                    schema: T.StructType, owns: str | None,
+                    clock_ms: int | None) -> tuple[DataFrame, TaskStats]:
+        """Run a step's per-range ``work`` over ``frame`` in one Spark task per range.
+
+        The epoch's first stateful step computes and keeps ``frame`` (its native
+        pre-aggregation) first: that pass over the sources also yields their
+        watermarks, which the tasks need to fire.  Later steps know the
+        watermark already, and their input is computed by the tasks' own job.
+        """
+        prepared = frame
+        if epoch.watermark_after is None:
+            prepared = expand_views(frame).persist(StorageLevel.MEMORY_AND_DISK)
+            epoch.persisted.append(prepared)
+            prepared.count()
+        task_epoch = TaskEpoch(
+            self._shipped_state, self.state.tenant, self.state.pipeline, self.run_id,
+            epoch.number, self.last_committed,
+            tuple((r.start, r.stop) for r in self.ranges), epoch.watermark_before,
+            self._watermark_after(epoch), clock_ms, self.settings.update_flush_interval_ms)
+        output, stats = run_ranges(prepared, work, task_epoch, schema,
+                                   self._task_routing(epoch.sources.spark), owns)
+        epoch.persisted.append(output)
+        epoch.tasks.append(stats)
+        return output, stats
+
+    def _task_routing(self, spark: SparkSession) -> TaskRouting:
+        if self._routing is None:
+            self._routing = TaskRouting(spark, self.ranges)
+        return self._routing
+
+    def _write_sinks(self, epoch: int, outputs: dict[str, list[tuple[int, DataFrame]]]
+                     ) -> tuple[dict[int, int], int]:
+        """Write each sink's rows; return the rows each query sent (by query index) and
+        the bytes the sinks wrote (those that measure them)."""
+        rows_by_query: dict[int, int] = {}
+        written = 0
+        for sink_name, frames in outputs.items():
+            # Counted per query while the sink's own write runs: no extra Spark job.
+            counted: list[tuple[int, DataFrame, Observation]] = []
+            for index, frame in frames:
+                observation = Observation(f"spate_out_q{index}_{epoch}")
+                counted.append((index, frame.observe(observation, F.count(F.lit(1)).alias("rows")),
+                                observation))
+            # An append-only query into a sink an updating one also writes lacks the
+            # change columns: its rows get NULLs there, i.e. inserts without a key.
+            union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True),
+                           [frame for _, frame, _ in counted])
+            written += self._write_sink(epoch, sink_name, union)
+            for index, frame, observation in counted:
+                row = observed(observation)
+                rows_by_query[index] = int(row["rows"]) if row is not None else frame.count()
+        return rows_by_query, written
+
+    def _write_sink(self, epoch: int, name: str, frame: DataFrame) -> int:
+        """Write sink ``name`` this epoch's ``frame``, keep the marker it returns for the
+        commit, and return the bytes it wrote (0 when it does not measure them)."""
+        sink = self.sinks[name]
+        sink.epoch_bytes = None
+        self.sink_markers[name] = sink.write_epoch(epoch, frame)
+        return sink.epoch_bytes or 0
+
+    def _write_dead_letters(self, epoch: int, sources: EpochSources) -> tuple[int, int]:
+        """Write each dead-letter table its sources' undecodable records of this epoch
+        (with the epoch's other sink writes, under its commit); return how many, and the
+        bytes written."""
+        count = written = 0
+        by_target: dict[str, list[DataFrame]] = {}
+        for source, target in self.dead_letter_targets.items():
+            by_target.setdefault(target, []).append(
+                dead_letter_rows(sources.frame(source), source))
+        for target, frames in by_target.items():
+            letters = reduce(lambda a, b: a.unionByName(b), frames)
+            observation = Observation(f"spate_dead_{target}_{epoch}")
+            letters = letters.observe(observation, F.count(F.lit(1)).alias("rows"))
+            written += self._write_sink(epoch, target, letters)
+            row = observed(observation)
+            count += int(row["rows"]) if row is not None else letters.count()
+        return count, written
+
+    def _bytes_read(self, number: int) -> int:
+        """What this epoch's sources read from their systems, from their offsets (0
+        without reading them when no source's connector measures its bytes)."""
+        measured = [table for table in self.plan.sources
+                    if type(CONNECTORS[table.config.connector]).batch_bytes
+                    is not Connector.batch_bytes]
+        if not measured:
+            return 0
+        assert self.batches is not None
+        offsets = self.batches.batch_offsets(number)
+        total = 0
+        for table in measured:
+            start, end = offsets.get(table.name, (None, None))
+            if end is not None:
+                total += CONNECTORS[table.config.connector].batch_bytes(
+                    table.config, start, end) or 0
+        return total
+
+    def _commit(self, epoch: int) -> int:
+        """Commit ``epoch`` with its metadata (sources' end offsets included, so the
+        state alone can resume the pipeline); return its commit time (ms)."""
+        finished = self.watermarks.all_done
+        committed_at_ms = time.time_ns() // 10**6
+        assert self.batches is not None
+        self.state.commit_epoch(epoch, {
+            "watermarks": self.watermarks.to_stored(), "sinks": self.sink_markers,
+            "counters": self.counters, "finished": finished,
+            "parallelism": self.settings.parallelism, "committed_at_ms": committed_at_ms,
+            **self.batches.metadata(epoch),
+        })
+        self.last_committed = epoch
+        for sink in self.sinks.values():
+            sink.committed(epoch)
+        self.finished = finished
+        if epoch % GC_EVERY_EPOCHS == 0:
+            self.state.gc()
+        return committed_at_ms
+
+    def _held_state_bytes(self) -> int:
+        """The live state values the store holds for the pipeline, measured on the first
+        commit and then every :data:`STATE_SIZE_EVERY_S`."""
+        if not self.stateful:
+            return 0
+        now = time.monotonic()
+        if self._state_held is None or now - self._state_held[0] >= STATE_SIZE_EVERY_S:
+            held = sum(operator.value_bytes for operator in self.state.describe().operators)
+            self._state_held = (now, held)
+        return self._state_held[1]
+
+    def _count(self, **amounts: int) -> None:
+        for name, amount in amounts.items():
+            self.counters[name] = self.counters.get(name, 0) + amount
+
+
+def _reads_batch_once(plan: PipelinePlan) -> bool:
+    """One query whose sources one pass reads: no operator, or one that is not a join
+    (an updating join reads its two sides, and the new keys of each, apart)."""
+    if len(plan.queries) != 1:
+        return False
+    operators = plan.queries[0].operators
+    return len(operators) == 0 or (len(operators) == 1
+                                   and not isinstance(operators[0], UpdatingJoin))
