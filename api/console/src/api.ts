@@ -13,7 +13,15 @@ export interface PlanNode {
   id: string; kind: string; label: string; runs_on: "spark" | "spate"; detail: Record<string, unknown>;
 }
 export interface PlanGraph { bounded: boolean; nodes: PlanNode[]; edges: { source: string; target: string }[]; explain: string }
-export interface Validation { valid: boolean; diagnostics: Diagnostic[]; plan: PlanGraph | null }
+/** What becomes of one stateful operator's state under new SQL (POST /pipelines/{name}/plan-update). */
+export interface OperatorState {
+  operator: string; kind: string; label: string; status: "kept" | "changed" | "removed" | "new"; reasons: string[];
+}
+export interface StatePlan {
+  verdict: "compatible" | "incompatible"; state_version: number | null; operators: OperatorState[];
+  dropped: OperatorState[]; message: string;
+}
+export interface Validation { valid: boolean; diagnostics: Diagnostic[]; plan: PlanGraph | null; state?: StatePlan | null }
 export interface JobSummary {
   id: string; state: string; parallelism: number; started_at: string | null; last_epoch: number | null;
   failure_message: string | null; rows_in_per_s: number | null; rows_out_per_s: number | null;

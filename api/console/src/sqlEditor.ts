@@ -1,5 +1,6 @@
 // The SQL editor: CodeMirror 6 with SQL highlighting and inline diagnostics from
-// POST /pipelines/validate, re-checked (debounced) as the user types.
+// POST /pipelines/validate, re-checked (debounced) as the user types; editing a
+// pipeline's SQL, the answers also say whether the SQL can keep its state.
 
 import { sql } from "@codemirror/lang-sql";
 import { type Diagnostic as CmDiagnostic, linter, lintGutter } from "@codemirror/lint";
@@ -16,6 +17,8 @@ export interface SqlEditorOptions {
   label: string;
   /** The id of an element describing the editor (e.g. how to leave it by keyboard). */
   describedBy?: string;
+  /** A pipeline the SQL would update: each answer then says whether it keeps its state. */
+  pipeline?: string;
   /** Called with each validation's answer (or the error that prevented one). */
   onValidated: (result: Validation | null, error: Error | null) => void;
   validateDelayMs?: number;
@@ -45,7 +48,8 @@ export function createSqlEditor(options: SqlEditorOptions): EditorView {
       return [];
     }
     try {
-      const result = await post<Validation>("/pipelines/validate", { sql: text });
+      const result = await post<Validation>("/pipelines/validate",
+        options.pipeline ? { sql: text, pipeline: options.pipeline } : { sql: text });
       options.onValidated(result, null);
       // The document may have changed while the answer was on its way.
       if (view.state.doc.toString() !== text) return [];
