@@ -95,6 +95,8 @@ OPERATIONS = [
               {"sql": pipeline_sql("attacker-2")}),
     Operation("GET", "/pipelines/{pipeline}/versions", "viewer", "target"),
     Operation("GET", "/pipelines/{pipeline}/versions/{version}", "viewer", "target"),
+    Operation("POST", "/pipelines/{pipeline}/plan-update", "viewer", "target",
+              {"sql": pipeline_sql("attacker-3")}),
     Operation("POST", "/pipelines/{pipeline}/restart", "developer", "target",
               {"with_state": False}),
     Operation("POST", "/pipelines/{pipeline}/rescale", "developer", "target",
