@@ -28,8 +28,8 @@ def output_schema(spec: WindowAggregate, partial_schema: pa.Schema) -> pa.Schema
             kind = pa.float64()
         elif call.function in ("first_value", "last_value"):  # from struct<t, v>
             kind = _plain(partial_schema.field(f"p{i}_0").type.field("v").type)
-        elif call.function == "array_agg":  # from a list of struct<v>
-            kind = pa.list_(_plain(partial_schema.field(f"p{i}_0").type.value_type.field(0).type))
+        elif call.function == "array_agg":  # from a list of struct<v>; values kept exact
+            kind = pa.list_(partial_schema.field(f"p{i}_0").type.value_type.field(0).type)
         elif call.function in ("bit_and", "bit_or"):  # from a list of the values
             kind = _plain(partial_schema.field(f"p{i}_0").type.value_type)
         else:

@@ -244,7 +244,7 @@ class UpdatingAggregateOperator:
             if function == "count_distinct":
                 return [[[v, 1] for v in items] for items in values.to_python(first)]
             return values.to_python(first)
-        return _signed_values(first.combine_chunks())
+        return _signed_values(first.combine_chunks(), exact=function == "array_agg")
 
     def process_group(self, group: int, rows: list[_KeyRow], store: PipelineState,
                       writer: EpochWriter, epoch: TaskEpoch, changes: _Changes) -> None:
@@ -364,8 +364,8 @@ class UpdatingAggregateOperator:
         if function == "avg" or function in (*MOMENTS, *COMOMENTS, *BAGS[1:]):
             return pa.float64()
         kind = partial_schema.field(f"p{i}_0").type
-        if function == "array_agg":
-            return pa.list_(plain_type(kind.value_type.field("v").type))
+        if function == "array_agg":  # its values are kept exact
+            return pa.list_(kind.value_type.field("v").type)
         if function in _TIMED:  # struct<t, v>, or list<struct<v: struct<t, v>, s>>
             pair = kind.value_type.field("v").type if self.spec.updating_input else kind
             return plain_type(pair.field("v").type)
@@ -379,13 +379,14 @@ def plain_type(kind: pa.DataType) -> pa.DataType:
     return pa.float64() if pa.types.is_decimal(kind) else kind
 
 
-def _signed_values(column: pa.Array) -> list[Any]:
-    """``list<struct<v, s>>`` rows -> per row ``[[value, sign], ...]`` (plain values)."""
+def _signed_values(column: pa.Array, exact: bool = False) -> list[Any]:
+    """``list<struct<v, s>>`` rows -> per row ``[[value, sign], ...]`` (plain values,
+    decimals as text with ``exact``: :func:`spate.engine.runtime.values.to_python`)."""
     offsets = column.offsets.to_pylist()
     base = offsets[0] if offsets else 0
     offsets = [o - base for o in offsets]
     entries = column.flatten()
     signs = entries.field("s").to_pylist()
-    items = values.to_python(entries.field("v"))
+    items = values.to_python(entries.field("v"), exact)
     return [[[items[j], signs[j]] for j in range(offsets[i], offsets[i + 1])]
             for i in range(len(column))]

@@ -1,47 +1,82 @@
-"""Arrow columns to the plain Python values operator state stores, and back."""
+"""Arrow columns to the plain Python values operator state stores, and back.
+
+State is msgpack, which holds numbers, text, lists and maps only: timestamps
+become int microseconds, dates int days, and decimals floats (the arithmetic
+aggregates compute on them) or, where a value is kept as it is (array_agg's
+elements), their exact text.  The same holds inside arrays and structs.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_EPOCH_DAY = dt.date(1970, 1, 1)
+_MICROSECOND = dt.timedelta(microseconds=1)
 
-def to_python(column: pa.ChunkedArray | pa.Array) -> list[Any]:
-    """Plain values: timestamps as int microseconds, dates as int days, decimals as float."""
+
+def to_python(column: pa.ChunkedArray | pa.Array, exact: bool = False) -> list[Any]:
+    """Plain values: timestamps as int microseconds, dates as int days, decimals as
+    float, or with ``exact`` as their text, also inside arrays and structs."""
     kind = column.type
     if pa.types.is_timestamp(kind):
         column = pc.cast(column, pa.timestamp("us", tz=kind.tz)).cast(pa.int64())
     elif pa.types.is_date32(kind):
         column = column.cast(pa.int32())
-    elif pa.types.is_large_list(kind) or pa.types.is_list(kind):
-        return [_plain_list(v) for v in column.to_pylist()]
     result: list[Any] = column.to_pylist()
-    if pa.types.is_decimal(kind):
-        return [float(v) if isinstance(v, Decimal) else v for v in result]
+    if pa.types.is_decimal(kind) or pa.types.is_nested(kind):
+        return [_plain(v, exact) for v in result]
     return result
 
 
-def _plain_list(items: list[Any] | None) -> list[Any] | None:
-    if items is None:
-        return None
-    return [float(v) if isinstance(v, Decimal) else _plain_scalar(v) for v in items]
-
-
-def _plain_scalar(value: Any) -> Any:
-    if hasattr(value, "timestamp") and hasattr(value, "tzinfo"):
-        return int(value.timestamp() * 1_000_000)
+def _plain(value: Any, exact: bool) -> Any:
+    """One Python value from Arrow as msgpack can hold it (see :func:`to_python`)."""
+    if isinstance(value, Decimal):
+        return str(value) if exact else float(value)
+    if isinstance(value, dt.datetime):
+        moment = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+        return (moment - _EPOCH) // _MICROSECOND  # exact: no float seconds
+    if isinstance(value, dt.date):
+        return (value - _EPOCH_DAY).days
+    if isinstance(value, list):
+        return [_plain(v, exact) for v in value]
+    if isinstance(value, dict):
+        return {name: _plain(v, exact) for name, v in value.items()}
     return value
 
 
 def from_python(items: list[Any], kind: pa.DataType) -> pa.Array:
-    """The inverse of :func:`to_python` for a target Arrow type."""
+    """The inverse of :func:`to_python` for a target Arrow type (a DECIMAL alone comes
+    back as the float state holds; inside arrays and structs as that DECIMAL)."""
     if pa.types.is_timestamp(kind):
         return pa.array(items, pa.int64()).cast(pa.timestamp("us")).cast(kind)
     if pa.types.is_date32(kind):
         return pa.array(items, pa.int32()).cast(kind)
     if pa.types.is_decimal(kind):
         return pa.array(items, pa.float64())
+    if pa.types.is_nested(kind):
+        return pa.array([_rebuilt(v, kind) for v in items], kind)
     return pa.array(items, kind)
+
+
+def _rebuilt(value: Any, kind: pa.DataType) -> Any:
+    """A plain value (see :func:`_plain`) as the Python value Arrow takes for ``kind``."""
+    if value is None:
+        return None
+    if pa.types.is_timestamp(kind):
+        moment = _EPOCH + value * _MICROSECOND
+        return moment if kind.tz is not None else moment.replace(tzinfo=None)
+    if pa.types.is_date32(kind):
+        return _EPOCH_DAY + dt.timedelta(days=value)
+    if pa.types.is_decimal(kind):  # text is exact; a float is rounded to the scale
+        return Decimal(str(value)).quantize(Decimal(1).scaleb(-kind.scale))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return [_rebuilt(v, kind.value_type) for v in value]
+    if pa.types.is_struct(kind):
+        return {field.name: _rebuilt(value.get(field.name), field.type) for field in kind}
+    return value

@@ -189,7 +189,7 @@ class WindowOperatorRunner:
         for i, call in enumerate(self.spec.aggregates):
             column = partials.column(f"p{i}_0")
             first = (_struct_rows(column) if call.function == "udaf_rows"
-                     else values.to_python(column))
+                     else values.to_python(column, exact=call.function == "array_agg"))
             more = [values.to_python(partials.column(f"p{i}_{j}"))
                     for j in range(1, len(PARTIAL_SQL[call.function]))]
             columns.append(_partial_column(call.function, first, more))
