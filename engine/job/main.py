@@ -6,9 +6,9 @@ of ``spark-submit``, which has then configured the master (the spec's
 Spate's session settings applied on top).
 
 The job plans ``spec.sql`` (``{{ NAME }}`` references filled from
-``spec.variables`` only; its UDFs read from ``spec.udf_source``), opens the
-state store at ``spec.state_url`` scoped to ``(tenant_id, pipeline_id)`` and
-runs the plan with
+``spec.variables`` only; its UDFs read from ``spec.udf_source`` and
+``spec.udf_files``), opens the state store at ``spec.state_url`` scoped to
+``(tenant_id, pipeline_id)`` and runs the plan with
 :class:`~spate.engine.runtime.runner.PipelineRunner` against ``spec.checkpoint_dir``.
 Re-running the same spec after a crash resumes from the last committed epoch;
 re-running it after the pipeline finished reports ``finished`` at once (drop
@@ -71,7 +71,7 @@ from spate.engine.runtime.pacing import pacing_for
 from spate.engine.runtime.reports import EpochReport
 from spate.engine.runtime.runner import PipelineRunner, RunOptions
 from spate.engine.spark import build_spark, driver_alive, hosted_session
-from spate.engine.udf import UdfDefinitionError, UdfError, load_udfs
+from spate.engine.udf import UdfDefinitionError, UdfError, UdfFile, UdfRegistry, load_udf_files
 from spate.statestore import (
     DEFAULT_KEY_GROUPS,
     PipelineState,
@@ -205,9 +205,7 @@ class Job:
             boundary = Boundary.from_dict(spec.boundary)
             catalog = tables_from_definitions(
                 (TableDefinition.from_dict(table) for table in spec.tables), boundary)
-            udfs = (None if spec.udf_source is None
-                    else load_udfs(spec.udf_source, spec.udf_filename))
-            return plan_pipeline(spec.sql, spec.variables, tables=catalog, udfs=udfs,
+            return plan_pipeline(spec.sql, spec.variables, tables=catalog, udfs=_udfs(spec),
                                  boundary=boundary, previews=spec.kind == PREVIEW,
                                  check_inputs=True)
         except PlanningError as error:
@@ -286,6 +284,14 @@ def _stop_requested_within(control: JobControl, wait_s: float) -> bool:
             return True
         time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
     return control.stop_mode is not None
+
+
+def _udfs(spec: JobSpec) -> UdfRegistry | None:
+    """The UDFs the spec carries: its own file and the service's, read (never run) here."""
+    files = [UdfFile(f["filename"], f["source"]) for f in spec.udf_files]
+    if spec.udf_source is not None:
+        files.insert(0, UdfFile(spec.udf_filename, spec.udf_source))
+    return load_udf_files(files) if files else None
 
 
 def _check_spec(spec: JobSpec) -> None:

@@ -62,6 +62,9 @@ class JobSpec:
     udf_source: str | None = None
     #: The name UDF errors and tracebacks give that file.
     udf_filename: str = "udfs.py"
+    #: Further UDF files, ``{"filename", "source"}`` each: a tenant's UDFs kept by the
+    #: service (one file per UDF), those whose names the SQL mentions.
+    udf_files: list[dict[str, str]] = field(default_factory=list)
     #: pipeline.update-aggregate-flush-interval (ms; 0: every epoch)
     update_flush_interval_ms: int = DEFAULT_FLUSH_INTERVAL_MS
     #: What the tenant's tables may touch (:class:`~spate.engine.connectors.boundary.Boundary`

@@ -221,7 +221,7 @@ def check_udf_names(udfs: UdfRegistry) -> None:
         else:
             continue
         raise UdfDefinitionError(f"UDF '{name}' has the name of {clash}; rename it",
-                                 udfs.filename, signature.line, signature.column)
+                                 signature.filename, signature.line, signature.column)
 
 
 class UdafRows(exp.Expression, exp.AggFunc):

@@ -12,18 +12,20 @@ whose executors run them.
 
 from spate.engine.udf.decorators import udaf, udf, vectorized_udf
 from spate.engine.udf.errors import UdfDefinitionError, UdfError, UdfFailedError
-from spate.engine.udf.loader import load_udfs
+from spate.engine.udf.loader import load_udf_files, load_udfs
 from spate.engine.udf.session import failure_message, register_udfs
-from spate.engine.udf.signatures import UdfRegistry, UdfSignature, ValueType
+from spate.engine.udf.signatures import UdfFile, UdfRegistry, UdfSignature, ValueType
 
 __all__ = [
     "UdfDefinitionError",
     "UdfError",
     "UdfFailedError",
+    "UdfFile",
     "UdfRegistry",
     "UdfSignature",
     "ValueType",
     "failure_message",
+    "load_udf_files",
     "load_udfs",
     "register_udfs",
     "udaf",

@@ -1,7 +1,7 @@
 """How a UDF is called on an executor.
 
-Spark pickles the callables built here (they hold the file's source text and
-one signature) and runs them in its Python workers.  The first call in a
+Spark pickles the callables built here (they hold the source text of the
+UDF's file and its signature) and runs them in its Python workers.  The first call in a
 worker runs the UDF file as a module, once; later calls reuse it.  Around the
 tenant's function the callables apply the NULL rule, check and convert values
 against the signature, and turn any exception into a :class:`UdfFailedError`
@@ -24,7 +24,7 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_type
 
 from spate.engine.udf.errors import UdfFailedError
-from spate.engine.udf.signatures import LIST, Param, UdfRegistry, UdfSignature, ValueType
+from spate.engine.udf.signatures import LIST, Param, UdfFile, UdfSignature, ValueType
 
 #: Frames of the UDF file kept in a failure message.
 TRACEBACK_FRAMES = 5
@@ -32,34 +32,33 @@ TRACEBACK_FRAMES = 5
 _MODULES: dict[str, types.ModuleType] = {}
 
 
-def load_function(registry: UdfRegistry, signature: UdfSignature) -> Callable[..., Any]:
-    """The tenant's function (running the UDF file first, once per worker process)."""
-    digest = hashlib.sha256(registry.source.encode()).hexdigest()[:16]
+def load_function(file: UdfFile, signature: UdfSignature) -> Callable[..., Any]:
+    """The tenant's function (running its UDF file first, once per worker process)."""
+    digest = hashlib.sha256(f"{file.filename}\0{file.source}".encode()).hexdigest()[:16]
     module = _MODULES.get(digest)
     if module is None:
         module = types.ModuleType(f"spate_udfs_{digest}")
-        module.__file__ = registry.filename
+        module.__file__ = file.filename
         # Dataclasses and typing look their module up in sys.modules; tracebacks
         # read the lines from linecache, as the file itself is not on the executor.
         sys.modules[module.__name__] = module
-        linecache.cache[registry.filename] = (len(registry.source), None,
-                                              registry.source.splitlines(True),
-                                              registry.filename)
+        linecache.cache[file.filename] = (len(file.source), None, file.source.splitlines(True),
+                                          file.filename)
         try:
-            exec(compile(registry.source, registry.filename, "exec"), module.__dict__)
+            exec(compile(file.source, file.filename, "exec"), module.__dict__)
         except Exception as error:
             del sys.modules[module.__name__]
-            raise UdfFailedError(_failure(f"loading {registry.filename} failed", error,
-                                          registry.filename)) from None
+            raise UdfFailedError(_failure(f"loading {file.filename} failed", error,
+                                          file.filename)) from None
         _MODULES[digest] = module
     function = getattr(module, signature.function, None)
     if not callable(function):
-        raise UdfFailedError(f"UDF '{signature.name}': {registry.filename} defines no "
+        raise UdfFailedError(f"UDF '{signature.name}': {file.filename} defines no "
                              f"function '{signature.function}' when run")
     return cast(Callable[..., Any], function)
 
 
-def scalar_call(registry: UdfRegistry, signature: UdfSignature) -> Callable[..., Any]:
+def scalar_call(file: UdfFile, signature: UdfSignature) -> Callable[..., Any]:
     """The per-row callable: a NULL for a plain ``T`` parameter makes the result NULL."""
 
     def call(*args: Any) -> Any:
@@ -68,12 +67,12 @@ def scalar_call(registry: UdfRegistry, signature: UdfSignature) -> Callable[...,
             return None
         values = [_argument(signature, param.name, param.type, value)
                   for value, param in zip(args, signature.params, strict=True)]
-        return _invoke(registry, signature, values)
+        return _invoke(file, signature, values)
 
     return call
 
 
-def aggregate_call(registry: UdfRegistry, signature: UdfSignature) -> Callable[..., Any]:
+def aggregate_call(file: UdfFile, signature: UdfSignature) -> Callable[..., Any]:
     """The callable that applies an aggregate UDF to a window's collected rows.
 
     Each row holds one value per argument; a row with a NULL for a plain
@@ -89,12 +88,12 @@ def aggregate_call(registry: UdfRegistry, signature: UdfSignature) -> Callable[.
                 continue
             for column, value, param in zip(columns, values, signature.params, strict=True):
                 column.append(_argument(signature, param.name, param.type, value))
-        return _invoke(registry, signature, columns)
+        return _invoke(file, signature, columns)
 
     return call
 
 
-def vectorized_call(registry: UdfRegistry, signature: UdfSignature) -> Callable[..., Any]:
+def vectorized_call(file: UdfFile, signature: UdfSignature) -> Callable[..., Any]:
     """The per-batch callable: Arrow arrays in, one array of the same length out.
 
     Arrays arrive as Spark typed the argument; one of a type the parameter
@@ -104,14 +103,14 @@ def vectorized_call(registry: UdfRegistry, signature: UdfSignature) -> Callable[
     result_type = to_arrow_type(signature.returns.spark)
 
     def call(*arrays: pa.Array) -> pa.Array:
-        function = load_function(registry, signature)
+        function = load_function(file, signature)
         inputs = [_array_argument(signature, param, array, kind)
                   for param, array, kind in zip(signature.params, arrays, declared, strict=True)]
         try:
             result = function(*inputs)
         except Exception as error:
             raise UdfFailedError(_failure(f"UDF '{signature.name}' failed", error,
-                                          registry.filename)) from None
+                                          file.filename)) from None
         if isinstance(result, pa.ChunkedArray):
             result = result.combine_chunks()
         if not isinstance(result, pa.Array):
@@ -164,13 +163,13 @@ def _arrow_value_type(kind: pa.DataType) -> ValueType | None:
     return None
 
 
-def _invoke(registry: UdfRegistry, signature: UdfSignature, values: list[Any]) -> Any:
-    function = load_function(registry, signature)
+def _invoke(file: UdfFile, signature: UdfSignature, values: list[Any]) -> Any:
+    function = load_function(file, signature)
     try:
         result = function(*values)
     except Exception as error:
         raise UdfFailedError(_failure(f"UDF '{signature.name}' failed", error,
-                                      registry.filename)) from None
+                                      file.filename)) from None
     try:
         return conform(result, signature.returns, incoming=False)
     except TypeError as mismatch:

@@ -1,7 +1,7 @@
 """Reads a UDF file's signatures from its source text, without running it.
 
 Tenant code runs only on Spark executors (DESIGN.md), so planning — in the
-CLI, a job, and later the API — must not import the file.  The loader parses
+CLI, a job, and the API — must not import the file.  The loader parses
 it with :mod:`ast`, finds the top-level functions decorated with
 :func:`~spate.engine.udf.udf`, :func:`~spate.engine.udf.vectorized_udf` or
 :func:`~spate.engine.udf.udaf` (however they were imported), and turns their type
@@ -9,11 +9,15 @@ hints into :class:`~spate.engine.udf.signatures.UdfSignature`.  Hints are read a
 written, so they must name the supported types directly: ``int``,
 ``Optional[float]``, ``float | None``, ``list[str]``, ``datetime`` … (an alias
 of one's own is rejected with a message saying what is allowed).
+
+A pipeline under the service takes its tenant's UDFs from several files, one
+per UDF (:func:`load_udf_files`); a SQL name is declared once across them.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from spate.engine.udf.errors import UdfDefinitionError
@@ -23,6 +27,7 @@ from spate.engine.udf.signatures import (
     SCALAR,
     VECTORIZED,
     Param,
+    UdfFile,
     UdfRegistry,
     UdfSignature,
     ValueType,
@@ -65,7 +70,27 @@ def load_udfs(source: str, filename: str = "udfs.py") -> UdfRegistry:
         raise UdfDefinitionError(
             "the file declares no UDF: decorate functions with @udf, @vectorized_udf(...) "
             "or @udaf (from spate.engine.udf import udf, vectorized_udf, udaf)", filename)
-    return UdfRegistry(source, filename, functions)
+    return UdfRegistry((UdfFile(filename, source),), functions)
+
+
+def load_udf_files(files: Iterable[UdfFile]) -> UdfRegistry:
+    """The UDFs several files declare together; a SQL name declared in two of them is
+    an error at the second declaration (files are read in the order given)."""
+    loaded: list[UdfFile] = []
+    functions: dict[str, UdfSignature] = {}
+    for file in files:
+        if any(f.filename == file.filename for f in loaded):
+            raise UdfDefinitionError("two UDF files have this name; rename one", file.filename)
+        for signature in load_udfs(file.source, file.filename):
+            first = functions.get(signature.name)
+            if first is not None:
+                raise UdfDefinitionError(
+                    f"UDF '{signature.name}' is also defined in {first.filename} (line "
+                    f"{first.line}); a name may be declared once", file.filename,
+                    signature.line, signature.column)
+            functions[signature.name] = signature
+        loaded.append(file)
+    return UdfRegistry(tuple(loaded), functions)
 
 
 def _imports(tree: ast.Module) -> dict[str, str]:
@@ -134,7 +159,7 @@ class _Reader:
         else:
             params, returns = self._vectorized(node, decorator)
         return UdfSignature(node.name.lower(), node.name, kind, tuple(params), returns,
-                            *_position(node))
+                            *_position(node), filename=self.filename)
 
     def _decorator_kind(self, decorator: ast.expr) -> str | None:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator

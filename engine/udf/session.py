@@ -26,7 +26,14 @@ from pyspark.sql.pandas.functions import ArrowUDFType, arrow_udf
 
 from spate.engine.udf.errors import UdfDefinitionError
 from spate.engine.udf.execution import aggregate_call, scalar_call, vectorized_call
-from spate.engine.udf.signatures import AGGREGATE, SCALAR, VECTORIZED, UdfRegistry, UdfSignature
+from spate.engine.udf.signatures import (
+    AGGREGATE,
+    SCALAR,
+    VECTORIZED,
+    UdfFile,
+    UdfRegistry,
+    UdfSignature,
+)
 
 #: Session setting listing the function names Spate registered (comma-separated).
 REGISTERED_CONF = "spate.udf.registered"
@@ -40,24 +47,25 @@ def register_udfs(spark: SparkSession, registry: UdfRegistry) -> None:
         if signature.name not in registered and spark.catalog.functionExists(signature.name):
             raise UdfDefinitionError(
                 f"UDF '{signature.name}' has the name of a Spark built-in function; "
-                "rename it", registry.filename, signature.line, signature.column)
-        spark.udf.register(signature.name, spark_function(registry, signature))
+                "rename it", signature.filename, signature.line, signature.column)
+        spark.udf.register(signature.name, spark_function(registry.file(signature), signature))
         registered.add(signature.name)
     spark.conf.set(REGISTERED_CONF, ",".join(sorted(registered)))
 
 
-def spark_function(registry: UdfRegistry, signature: UdfSignature) -> Any:
-    """The Spark user-defined function that runs ``signature``'s UDF."""
+def spark_function(file: UdfFile, signature: UdfSignature) -> Any:
+    """The Spark user-defined function that runs ``signature``'s UDF from ``file`` (only
+    that file travels to the executors with it)."""
     returns = signature.returns.spark
     with warnings.catch_warnings():
         # PySpark would infer the UDF type from type hints; Spate states it instead.
         warnings.simplefilter("ignore", UserWarning)
         if signature.kind == SCALAR:
-            return python_udf(scalar_call(registry, signature), returns)
+            return python_udf(scalar_call(file, signature), returns)
         if signature.kind == AGGREGATE:
-            return python_udf(aggregate_call(registry, signature), returns)
+            return python_udf(aggregate_call(file, signature), returns)
         assert signature.kind == VECTORIZED
-        return arrow_udf(vectorized_call(registry, signature), returns, ArrowUDFType.SCALAR)
+        return arrow_udf(vectorized_call(file, signature), returns, ArrowUDFType.SCALAR)
 
 
 def failure_message(error_text: str) -> str | None:

@@ -1,8 +1,10 @@
 """What a pipeline knows about its UDFs without running them: name, kind, and
 the SQL types of the arguments and the result, as read from the type hints.
 
-A :class:`UdfRegistry` is plain data (the file's source text and the
-signatures), so it travels inside a plan and is pickled to executors.
+A :class:`UdfRegistry` is plain data (the files' source texts and the
+signatures), so it travels inside a plan and is pickled to executors.  A
+pipeline of ``spate run --udf`` has one file; one under the service has one
+file per UDF of its tenant that its SQL names (docs/udfs.md).
 """
 
 from __future__ import annotations
@@ -96,6 +98,8 @@ class UdfSignature:
     returns: ValueType
     line: int = 1
     column: int = 1
+    #: the file that declares it (errors and tracebacks name it)
+    filename: str = "udfs.py"
 
     def describe(self) -> str:
         """``ratio(a: int, b: Optional[int]) -> float``, as the Python file declares it."""
@@ -107,15 +111,26 @@ class UdfSignature:
 
 
 @dataclass(frozen=True)
-class UdfRegistry:
-    """The UDFs of one pipeline: the file's source text and its signatures by SQL name."""
+class UdfFile:
+    """One UDF file: the name errors and tracebacks give it, and its source text."""
 
-    source: str
     filename: str
+    source: str
+
+
+@dataclass(frozen=True)
+class UdfRegistry:
+    """The UDFs of one pipeline: their files and their signatures by SQL name."""
+
+    files: tuple[UdfFile, ...]
     functions: Mapping[str, UdfSignature] = field(default_factory=dict)
 
     def get(self, name: str) -> UdfSignature | None:
         return self.functions.get(name.lower())
+
+    def file(self, signature: UdfSignature) -> UdfFile:
+        """The file that declares ``signature`` (all an executor needs to run it)."""
+        return next(f for f in self.files if f.filename == signature.filename)
 
     def __iter__(self) -> Iterator[UdfSignature]:
         return iter(self.functions.values())

@@ -66,7 +66,7 @@ def registry() -> UdfRegistry:
 def scalar(registry: UdfRegistry, name: str) -> object:
     signature = registry.get(name)
     assert signature is not None
-    return scalar_call(registry, signature)
+    return scalar_call(registry.file(signature), signature)
 
 
 def test_plain_parameter_skips_nulls_and_optional_receives_none(registry: UdfRegistry) -> None:
@@ -133,7 +133,7 @@ def test_list_arguments_keep_null_elements_when_declared_optional(
 
 def test_vectorized_gets_arrays_and_must_return_one_value_per_row(
         registry: UdfRegistry) -> None:
-    halved, short = (vectorized_call(registry, registry.functions[n])
+    halved, short = (vectorized_call(registry.files[0], registry.functions[n])
                      for n in ("halved", "short"))
     assert halved(pa.array([1.0, None, 3.0])).to_pylist() == [0.5, None, 1.5]
     with pytest.raises(UdfFailedError, match="returned 1 values for a batch of 2 rows"):
@@ -142,7 +142,7 @@ def test_vectorized_gets_arrays_and_must_return_one_value_per_row(
 
 def test_vectorized_arguments_widen_to_the_declared_type_or_are_refused(
         registry: UdfRegistry) -> None:
-    halved = vectorized_call(registry, registry.functions["halved"])
+    halved = vectorized_call(registry.files[0], registry.functions["halved"])
     assert halved(pa.array([3, None], pa.int32())).to_pylist() == [1.5, None]
     with pytest.raises(UdfFailedError, match="parameter 'x' is declared DOUBLE but received "
                                              "an array of string"):
@@ -150,7 +150,7 @@ def test_vectorized_arguments_widen_to_the_declared_type_or_are_refused(
 
 
 def test_aggregate_skips_rows_with_null_in_a_plain_parameter(registry: UdfRegistry) -> None:
-    weighted = aggregate_call(registry, registry.functions["weighted"])
+    weighted = aggregate_call(registry.files[0], registry.functions["weighted"])
     rows = [(1.0, 2), (None, 5), (3.0, None), (0.5, 4)]
     assert weighted(rows) == 1.0 * 2 + 3.0 + 0.5 * 4
     assert weighted([]) == 0

@@ -48,6 +48,20 @@ def test_a_bad_udf_file_is_refused_before_spark_starts(tmp_path: Path) -> None:
     assert "spark session ready" not in job.log()
 
 
+def test_udf_files_of_the_service_are_read_with_the_spec_and_refused_by_file(
+        tmp_path: Path) -> None:
+    files = [{"filename": "inverse.py", "source": UDFS},
+             {"filename": "again.py", "source": UDFS.replace("inverse", "Inverse")}]
+    spec = make_spec(tmp_path, SQL, udf_files=files, variables={"IN": "in.jsonl"})
+    assert JobSpec.from_json(spec.to_json()).udf_files == files
+    job = start_job(spec, tmp_path)
+    assert job.finish(timeout_s=120) == 1
+    assert job.of_type("status")[-1]["message"] == (
+        "invalid UDF file: again.py:5:5: UDF 'inverse' is also defined in inverse.py "
+        "(line 5); a name may be declared once")
+    assert "spark session ready" not in job.log()
+
+
 @pytest.mark.spark
 def test_a_raising_udf_fails_the_job_with_its_name_and_traceback(tmp_path: Path) -> None:
     data = tmp_path / "in.jsonl"

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from pyspark.sql import types as T
 
-from spate.engine.udf import UdfDefinitionError, load_udfs
+from spate.engine.udf import UdfDefinitionError, UdfFile, load_udf_files, load_udfs
 from spate.engine.udf.signatures import AGGREGATE, SCALAR, VECTORIZED
 
 HEADER = """\
@@ -105,6 +105,50 @@ def test_registry_pickles_for_executors() -> None:
             return 2 * x
         """)
     assert pickle.loads(pickle.dumps(registry)) == registry
+
+
+def file_of(name: str, body: str) -> UdfFile:
+    return UdfFile(f"{name}.py", HEADER + textwrap.dedent(body))
+
+
+def test_several_files_make_one_registry_each_udf_knowing_its_file() -> None:
+    registry = load_udf_files([
+        file_of("twice", """
+            @udf
+            def twice(x: int) -> int:
+                return 2 * x
+            """),
+        file_of("total", """
+            def _helper(xs: list[int]) -> int:
+                return sum(xs)
+
+            @udaf
+            def total(xs: list[int]) -> int:
+                return _helper(xs)
+            """)])
+    assert [f.filename for f in registry.files] == ["twice.py", "total.py"]
+    twice, total = registry.get("twice"), registry.get("total")
+    assert twice is not None and total is not None
+    assert (twice.filename, total.filename) == ("twice.py", "total.py")
+    assert registry.file(total) is registry.files[1]
+    assert (total.line, total.column) == (HEADER.count("\n") + 6, 5)
+    assert pickle.loads(pickle.dumps(registry)) == registry
+
+
+def test_a_name_declared_in_two_files_is_an_error_at_the_second() -> None:
+    body = """
+        @udf
+        def Twice(x: int) -> int:
+            return 2 * x
+        """
+    with pytest.raises(UdfDefinitionError) as caught:
+        load_udf_files([file_of("a", body), file_of("b", body.replace("Twice", "twice"))])
+    error = caught.value
+    assert (error.filename, error.line, error.column) == ("b.py", HEADER.count("\n") + 3, 5)
+    assert error.message == ("UDF 'twice' is also defined in a.py (line "
+                             f"{HEADER.count(chr(10)) + 3}); a name may be declared once")
+    with pytest.raises(UdfDefinitionError, match="two UDF files have this name"):
+        load_udf_files([file_of("a", body), file_of("a", body)])
 
 
 def test_decorators_leave_functions_callable() -> None:
