@@ -3,7 +3,8 @@
 Every table but ``tenants`` carries ``tenant_id`` through :class:`TenantOwned`;
 :mod:`spate.api.tenancy` uses that marker to scope every query of a tenant's session.
 A pipeline's SQL lives in immutable :class:`PipelineVersion` rows: changing the
-SQL adds a version, it never edits one.
+SQL adds a version, it never edits one; a UDF's source, likewise, in
+:class:`UdfVersion` rows.
 """
 
 from __future__ import annotations
@@ -468,3 +469,68 @@ class Budget(TenantOwned, Base):
     #: Alerts raised: ``{"period", "threshold", "cost", "at"}``, oldest first.
     alerts: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+
+
+class Udf(TenantOwned, Base):
+    """A tenant's Python UDF, callable by its name from any of the tenant's pipelines
+    (docs/udfs.md); which source version is current."""
+
+    __tablename__ = "udfs"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "name"),
+        # Target of the versions' (tenant_id, udf_id) foreign key.
+        UniqueConstraint("tenant_id", "id"),
+        CheckConstraint("current_version >= 1", name="current_version"),
+    )
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True, default=new_id)
+    #: The SQL name: the name of the one function its file declares, in lower case.
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    current_version: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+
+    versions: Mapped[list[UdfVersion]] = relationship(
+        back_populates="udf", cascade="all, delete-orphan", passive_deletes=True,
+        order_by="UdfVersion.version",
+    )
+    #: The version whose source is current (loaded with the UDF).
+    current: Mapped[UdfVersion] = relationship(
+        primaryjoin="and_(Udf.id == foreign(UdfVersion.udf_id), "
+                    "Udf.current_version == UdfVersion.version)",
+        viewonly=True, lazy="joined", uselist=False,
+    )
+
+
+class UdfVersion(TenantOwned, Base):
+    """One immutable source text of a UDF, numbered from 1, with the signature read from
+    it when it was stored."""
+
+    __tablename__ = "udf_versions"
+    __table_args__ = (
+        ForeignKeyConstraint(["tenant_id", "udf_id"], ["udfs.tenant_id", "udfs.id"],
+                             ondelete="CASCADE"),
+        UniqueConstraint("udf_id", "version"),
+        CheckConstraint("version >= 1", name="version"),
+    )
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True, default=new_id)
+    udf_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    version: Mapped[int] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(Text)
+    source_sha256: Mapped[str] = mapped_column(String(64))
+    #: ``scalar``, ``vectorized`` or ``aggregate``.
+    kind: Mapped[str] = mapped_column(String(16))
+    #: The signature as the file declares it: ``ratio(a: int, b: Optional[int]) -> float``.
+    signature: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    created_by_key_id: Mapped[str | None] = mapped_column(
+        String(ID_LENGTH), ForeignKey("api_keys.id", ondelete="SET NULL"),
+    )
+
+    udf: Mapped[Udf] = relationship(back_populates="versions")
+
+
+@event.listens_for(UdfVersion, "before_update")
+def _refuse_udf_version_update(mapper: object, connection: object, target: UdfVersion) -> None:
+    raise ImmutableVersionError(f"UDF version {target.id} is immutable")
