@@ -35,7 +35,6 @@ from spate.engine.planner.context import (
     scopes_of,
     stream_of,
 )
-from spate.engine.planner.dialect import written_name
 from spate.engine.planner.errors import did_you_mean
 from spate.engine.planner.fields import (
     TYPES_META,
@@ -55,6 +54,7 @@ from spate.engine.planner.join import (
     plan_windowed_join,
 )
 from spate.engine.planner.lookup import plan_lookup_joins
+from spate.engine.planner.output_names import output_names
 from spate.engine.planner.over import check_over
 from spate.engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY, QueryPlan, Stream
 from spate.engine.planner.positions import SourceText
@@ -300,7 +300,7 @@ def _resolve(select: exp.Select, ctx: QueryContext, top: bool = False) -> list[s
     select.meta[SCOPES_META] = tuple(scopes)
     select.meta[_INPUT_META] = source
     select.meta[STREAM_META] = stream
-    names = _output_names(select, ctx, top)
+    names = output_names(select, ctx, top, _HIDDEN)
     select.meta[TYPES_META] = {
         item.alias_or_name.lower(): kind for item in select.expressions
         if isinstance(item, exp.Alias | exp.Column)
@@ -476,25 +476,3 @@ def _passed_window_columns(select: exp.Select, scopes: list[Scope]) -> frozenset
         if any(name in s.stream.window_columns for s in owners):
             passed.add(item.alias_or_name.lower())
     return frozenset(passed)
-
-
-def _output_names(select: exp.Select, ctx: QueryContext, top: bool) -> list[str]:
-    names: list[str] = []
-    items = []
-    for item in select.expressions:
-        name = item.alias_or_name if isinstance(item, exp.Alias | exp.Column) else ""
-        if not name:  # named as written in Spate's dialect: "payload -> 'k'", "UNNEST(tags)"
-            name = written_name(item)
-            if top:
-                item = exp.alias_(item, name, quoted=True)
-        name = name.lower() if not (isinstance(item, exp.Alias) and top) else name
-        if name in names:
-            raise ctx.error(f"output column name '{name}' appears twice; give each an alias",
-                            item)
-        if name in _HIDDEN and top:
-            continue
-        names.append(name)
-        items.append(item)
-    if top:
-        select.set("expressions", items)
-    return names
