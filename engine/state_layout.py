@@ -18,7 +18,7 @@ change while the state is kept. A lookup join keeps none (only a cache).
 with every epoch it commits. :func:`compare_layouts` is the one rule saying
 whether new SQL can resume from state written by old SQL: the API answers
 ``plan-update`` with it, and a job applies it to the stored layout before it
-reads any state, so the two never disagree.
+reads any state (:func:`resumed_layout`), so the two never disagree.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from spate.engine.planner.plan import (
     WindowAggregate,
     WindowSpec,
 )
+from spate.engine.runtime.errors import PipelineFailedError
 
 #: Epoch metadata: the layout of the state the epoch was written in.
 LAYOUT_KEY = "state_layout"
@@ -51,6 +52,8 @@ OperatorLayout = dict[str, Any]
 Layout = dict[str, OperatorLayout]
 
 KEPT, CHANGED, REMOVED, NEW = "kept", "changed", "removed", "new"
+#: The operators that keep state in the store (a lookup join keeps only a cache).
+_STATEFUL = (WindowAggregate, UpdatingAggregate, UpdatingJoin)
 #: What the layout fields are called in a reason, in the order reasons are given.
 _FIELDS = (
     ("keys", "its GROUP BY keys"),
@@ -106,6 +109,8 @@ def state_layout(plan: PipelinePlan) -> Layout:
     """The layout of each stateful operator of ``plan``, by operator id."""
     layout: Layout = {}
     for query in plan.queries:
+        if not any(isinstance(o, _STATEFUL) for o in query.operators):
+            continue  # naming a query's columns parses its SQL: only where state is kept
         names = QueryNames.of(query)
         for operator in query.operators:
             described = _describe(plan, query, names, operator)
@@ -126,6 +131,25 @@ def layout_of(stored: Any) -> Layout | None:
         return None
     operators = stored.get("operators")
     return dict(operators) if isinstance(operators, Mapping) else None
+
+
+def resumed_layout(plan: PipelinePlan, stored: Any) -> dict[str, Any]:
+    """The layout a run of ``plan`` stores with its epochs, once it is checked that
+    ``plan`` can read the state stored with the last epoch (its layout ``stored``).
+
+    Operators the plan no longer has stay in it, so that one coming back under the
+    same id is judged against the state it would find. State of an older Spate,
+    with no layout, is not judged.
+    """
+    new = state_layout(plan)
+    old = layout_of(stored) or {}
+    verdict = compare_layouts(old, new)
+    if not verdict.compatible:
+        raise PipelineFailedError(
+            f"this SQL cannot resume from the pipeline's state, which other SQL wrote: "
+            f"{verdict.summary()}; restart the pipeline without state (its state is "
+            "dropped), or run SQL whose stateful operators are unchanged")
+    return {"version": LAYOUT_VERSION, "operators": {**old, **new}}
 
 
 def compare_layouts(old: Mapping[str, OperatorLayout],

@@ -42,6 +42,7 @@ from spate.engine.runtime.tasks import (
     run_ranges,
 )
 from spate.engine.runtime.watermarks import END_OF_TIME, WatermarkTracker
+from spate.engine.state_layout import LAYOUT_KEY, resumed_layout
 from spate.statestore import PipelineState, ship, split_key_groups
 
 #: Garbage-collect superseded state versions every this many epochs.
@@ -113,6 +114,8 @@ class EpochRunner:
         #: The live state held after the last measured commit, and when it was measured.
         self._state_held: tuple[float, int] | None = None
         metadata = state.epoch_metadata() if self.last_committed is not None else {}
+        #: stored with each epoch; checked first: this plan can read the state it resumes
+        self.state_layout = resumed_layout(plan, metadata.get(LAYOUT_KEY))
         self.finished = bool(metadata.get("finished"))
         self.watermarks = WatermarkTracker(
             {t.name: t.idle_micros for t in plan.sources}, metadata.get("watermarks"),
@@ -344,7 +347,7 @@ class EpochRunner:
             "watermarks": self.watermarks.to_stored(), "sinks": self.sink_markers,
             "counters": self.counters, "finished": finished,
             "parallelism": self.settings.parallelism, "committed_at_ms": committed_at_ms,
-            **self.batches.metadata(epoch),
+            LAYOUT_KEY: self.state_layout, **self.batches.metadata(epoch),
         })
         self.last_committed = epoch
         for sink in self.sinks.values():

@@ -10,11 +10,13 @@ import msgpack
 import pytest
 
 from spate.engine.planner import plan_pipeline
+from spate.engine.runtime.errors import PipelineFailedError
 from spate.engine.state_layout import (
     LAYOUT_VERSION,
     StateVerdict,
     compare_layouts,
     layout_of,
+    resumed_layout,
     state_layout,
     stored_layout,
 )
@@ -123,3 +125,23 @@ def test_a_stored_layout_reads_back_as_it_was_written() -> None:
         assert layout is not None and compare_layouts(layout, state_layout(plan)).compatible
     assert layout_of(None) is None
     assert layout_of({"version": LAYOUT_VERSION + 1, "operators": {}}) is None
+
+
+def test_a_run_resumes_only_from_state_its_plan_can_read() -> None:
+    stored = stored_layout(plan_pipeline(WINDOW, connect=False))
+    wider = plan_pipeline(WINDOW.replace("'1' MINUTE", "'2' MINUTE"), connect=False)
+    with pytest.raises(PipelineFailedError, match="cannot resume from the pipeline's state") \
+            as refused:
+        resumed_layout(wider, stored)
+    assert "q0_window (TUMBLE 2 min by k: sum(price) AS total): its window changed: " \
+           "TUMBLE 1 min → TUMBLE 2 min" in str(refused.value)
+    assert "restart the pipeline without state" in str(refused.value)
+
+    # a run without the window keeps its layout, so the window cannot come back changed
+    stateless = plan_pipeline(SOURCE + "INSERT INTO out SELECT k FROM src;\n", connect=False)
+    carried = resumed_layout(stateless, stored)
+    assert carried["operators"] == stored["operators"]
+    with pytest.raises(PipelineFailedError):
+        resumed_layout(wider, carried)
+    # state written before layouts were stored is not judged
+    assert resumed_layout(wider, None) == stored_layout(wider)
