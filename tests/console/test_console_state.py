@@ -83,6 +83,7 @@ def test_keeping_state_is_offered_only_when_the_new_sql_can_read_it(
     expect(state.locator("li[data-operator=q0_window]")).to_have_text(
         "TUMBLE 10 s by k: count(*) AS n (q0_window): its window changed: TUMBLE 5 s → TUMBLE 10 s")
     watch.rendered("pipeline-edit-state")
+    watch.document("edit-state")
 
     # Back to SQL that can keep it: offered again.
     replace_sql(page, ADDED_COLUMN_SQL)
