@@ -37,6 +37,7 @@ from spate.api.routes import (
     preview,
     quotas,
     tenants,
+    udfs,
     usage,
 )
 from spate.api.routes.console import mount_console
@@ -111,7 +112,7 @@ def create_app(settings: Settings, *, scheduler: Scheduler | None = None) -> Fas
         app.include_router(router, prefix=API_PREFIX)
     app.include_router(metrics.platform_router)
     for router in (connections.profiles, connections.tables, connectors.router, me.router,
-                   quotas.router):
+                   quotas.router, udfs.router):
         app.include_router(router, prefix=API_PREFIX)
     mount_console(app)  # last: the console's pages at / never shadow the API
     return app

@@ -41,13 +41,16 @@ from spate.api.repositories.metrics import PlatformMetricsRepository, TenantMetr
 from spate.api.repositories.pipelines import PipelineRepository
 from spate.api.repositories.quotas import QuotaRepository
 from spate.api.repositories.tenants import PlatformRepository
+from spate.api.repositories.udfs import UdfRepository
 from spate.api.repositories.usage import UsageRepository
 from spate.api.scheduling import Scheduler, SchedulerNotifier
 from spate.api.security import Role, hash_token, parse_key_id, token_matches
 from spate.api.settings import Settings
 from spate.api.state_planning import UpdatePlanAnswer, UpdatePlanRequest
+from spate.api.udf_checking import UdfCallersRequest, UdfCheckAnswer, UdfCheckRequest
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
 from spate.engine.planner.external import TableDefinition
+from spate.engine.udf import UdfFile
 from spate.scheduler.checks import CheckRunner
 from spate.scheduler.tenants import Tenants
 
@@ -246,6 +249,14 @@ def _pipelines_write(session: SessionDep, caller: DeveloperCaller,
     return PipelineRepository(session, caller.tenant_id, quotas)
 
 
+def _udfs_read(session: SessionDep, caller: ViewerCaller) -> UdfRepository:
+    return UdfRepository(session, caller.tenant_id)
+
+
+def _udfs_write(session: SessionDep, caller: DeveloperCaller) -> UdfRepository:
+    return UdfRepository(session, caller.tenant_id)
+
+
 def _api_keys_admin(session: SessionDep, caller: AdminCaller) -> ApiKeyRepository:
     return ApiKeyRepository(session, caller.tenant_id)
 
@@ -307,6 +318,8 @@ def _notifier(request: Request) -> SchedulerNotifier:
 
 PipelinesRead = Annotated[PipelineRepository, Depends(_pipelines_read)]
 PipelinesWrite = Annotated[PipelineRepository, Depends(_pipelines_write)]
+UdfsRead = Annotated[UdfRepository, Depends(_udfs_read)]
+UdfsWrite = Annotated[UdfRepository, Depends(_udfs_write)]
 ApiKeysAdmin = Annotated[ApiKeyRepository, Depends(_api_keys_admin)]
 JobsRead = Annotated[JobRepository, Depends(_jobs_read)]
 JobsWrite = Annotated[JobRepository, Depends(_jobs_write)]
@@ -355,15 +368,21 @@ def _checks(request: Request) -> CheckRunner:
 ChecksDep = Annotated[CheckRunner, Depends(_checks)]
 
 
+def _no_udfs(sql: str) -> tuple[UdfFile, ...]:
+    return ()
+
+
 @dataclass(frozen=True)
 class TenantPlanner:
-    """Plans SQL for one tenant: over its connection tables, within its boundary, in the
-    planning pool (never in the API's process)."""
+    """Plans SQL for one tenant: over its connection tables and UDFs, within its boundary,
+    in the planning pool (never in the API's process); reads its UDF files there too."""
 
     pool: PlanningPool
     tenant_id: str
     tables: tuple[TableDefinition, ...]
     boundary: dict[str, Any]
+    #: the files of the tenant's UDFs whose names a SQL text mentions
+    udfs: Callable[[str], tuple[UdfFile, ...]] = _no_udfs
 
     def check(self, sql: str, graph: bool = False) -> PlanAnswer:
         return self.pool.plan(self.tenant_id, self._request(sql, graph))
@@ -378,21 +397,35 @@ class TenantPlanner:
                     graph: bool = False) -> UpdatePlanAnswer:
         """Plan ``sql`` as a pipeline's next version and judge the state ``state_sql``
         wrote (None: the pipeline has none)."""
-        return self.pool.plan_update(self.tenant_id, UpdatePlanRequest(
-            self._request(sql, graph, needs_sinks=True), state_sql, state_version))
+        new = self._request(sql, graph, needs_sinks=True, also=state_sql or "")
+        return self.pool.plan_update(self.tenant_id,
+                                     UpdatePlanRequest(new, state_sql, state_version))
 
-    def _request(self, sql: str, graph: bool, needs_sinks: bool = False) -> PlanRequest:
+    def check_udf(self, name: str, source: str) -> UdfCheckAnswer:
+        """Whether ``source`` can be stored as UDF ``name``: located problems, or its
+        kind and signature."""
+        return self.pool.check_udf(self.tenant_id, UdfCheckRequest(name, source))
+
+    def udf_callers(self, name: str, sql: dict[str, list[str]]) -> list[str]:
+        """The pipelines (keys of ``sql``: their SQL texts) that call UDF ``name``."""
+        return self.pool.udf_callers(self.tenant_id, UdfCallersRequest(name, sql))
+
+    def _request(self, sql: str, graph: bool, needs_sinks: bool = False,
+                 also: str = "") -> PlanRequest:
+        """A request to plan ``sql``, with the UDFs it (or ``also``) may call."""
         return PlanRequest(sql=sql, tables=self.tables, boundary=self.boundary, graph=graph,
-                           needs_sinks=needs_sinks)
+                           needs_sinks=needs_sinks, udfs=self.udfs(f"{sql}\n{also}"))
 
 
 def _tenant_planner(state: AppState, connections: ConnectionRepository,
                     tenant_id: str) -> TenantPlanner:
     if state.planning is None:
         raise RuntimeError("the app was built without a planning pool")
+    udfs = UdfRepository(connections.session, tenant_id)
     return TenantPlanner(pool=state.planning, tenant_id=tenant_id,
                          tables=tuple(connections.catalog_definitions()),
-                         boundary=state.boundary(tenant_id).to_dict())
+                         boundary=state.boundary(tenant_id).to_dict(),
+                         udfs=udfs.files_named_in)
 
 
 def _planner(request: Request, connections: ConnectionsRead,

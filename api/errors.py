@@ -57,6 +57,12 @@ class InvalidSqlError(ApiError):
     status_code, code = 400, "invalid_sql"
 
 
+class InvalidUdfError(ApiError):
+    """A UDF file that cannot be used; ``details`` locate each problem in the file."""
+
+    status_code, code = 400, "invalid_udf"
+
+
 class AuthenticationError(ApiError):
     status_code, code = 401, "unauthenticated"
 

@@ -10,6 +10,8 @@ from ``spate run``:
   tenant's, and a reference could echo one back in a diagnostic.
 - Tables are held to the tenant's boundary: file paths inside its storage
   root, network destinations through the egress policy.
+- The SQL may call the tenant's UDFs (:mod:`spate.api.udf_checking`), read
+  from their files' source text, never run.
 - SQL nested deeper than the parser can recurse is a diagnostic, not a crash.
 """
 
@@ -28,7 +30,9 @@ from spate.engine.explain import QueryNames, explain_plan, window_name
 from spate.engine.planner import PREVIEW_SINK, PipelinePlan, PlanningError, plan_pipeline
 from spate.engine.planner.catalog import Table
 from spate.engine.planner.external import TableDefinition, table_from_definition
+from spate.engine.planner.functions import check_udf_names
 from spate.engine.planner.plan import Operator, WindowAggregate
+from spate.engine.udf import UdfDefinitionError, UdfFile, UdfRegistry, load_udf_files, load_udfs
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +61,8 @@ class PlanRequest:
     graph: bool = False
     #: a pipeline that runs on its own: every query must write to a sink (no bare SELECT)
     needs_sinks: bool = False
+    #: the files of the tenant's UDFs whose names the SQL mentions
+    udfs: tuple[UdfFile, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,7 @@ def plan_request(request: PlanRequest) -> PlanAnswer:
     """Plan one request (in a planning process): its diagnostics, and its graph."""
     boundary = Boundary.from_dict(request.boundary)
     checked = check_sql(request.sql, tenant_tables(request, boundary), boundary,
-                        previews=not request.needs_sinks)
+                        previews=not request.needs_sinks, udfs=tenant_udfs(request))
     return plan_answer(request, checked)
 
 
@@ -110,6 +116,19 @@ def tenant_tables(request: PlanRequest, boundary: Boundary) -> dict[str, Table]:
     return tables
 
 
+def tenant_udfs(request: PlanRequest) -> UdfRegistry | None:
+    """The tenant's UDFs a request's SQL may call (None: none)."""
+    usable = []
+    for file in request.udfs:
+        try:
+            check_udf_names(load_udfs(file.source, file.filename))
+        except UdfDefinitionError as error:  # stored before the engine changed: left out
+            log.warning("UDF file no longer validates: %s", error, extra={"udf": file.filename})
+            continue
+        usable.append(file)
+    return load_udf_files(usable) if usable else None
+
+
 def plan_answer(request: PlanRequest, checked: SqlCheck) -> PlanAnswer:
     """The answer to ``request`` once its SQL is checked: the graph if it asked."""
     graph = None
@@ -121,11 +140,13 @@ def plan_answer(request: PlanRequest, checked: SqlCheck) -> PlanAnswer:
 
 
 def check_sql(sql: str, tables: Mapping[str, Table] | None = None,
-              boundary: Boundary = UNCONFINED, previews: bool = True) -> SqlCheck:
+              boundary: Boundary = UNCONFINED, previews: bool = True,
+              udfs: UdfRegistry | None = None) -> SqlCheck:
     """Plan ``sql``; problems come back as diagnostics, never as exceptions.
 
     ``tables`` are the tenant's connection tables, which the SQL may use by
-    name; their secrets are placeholders. ``boundary`` is the tenant's.
+    name; their secrets are placeholders. ``boundary`` is the tenant's;
+    ``udfs`` the tenant's UDFs the SQL may call.
     """
     reference = _ENV_REFERENCE.search(sql)
     if reference is not None:
@@ -137,7 +158,7 @@ def check_sql(sql: str, tables: Mapping[str, Table] | None = None,
     try:
         return SqlCheck(plan_pipeline(sql, tables=tables, boundary=boundary,
                                       previews=previews, check_inputs=True,
-                                      connect=False), [])
+                                      connect=False, udfs=udfs), [])
     except PlanningError as error:
         return SqlCheck(None, [Diagnostic(message=error.message, line=error.line,
                                           column=error.column)])

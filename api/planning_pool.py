@@ -1,4 +1,5 @@
-"""Planning SQL outside the API process, within a time and memory budget per request.
+"""Planning SQL (and reading UDF files) outside the API process, within a time and memory
+budget per request.
 
 A tenant's SQL can be expensive to plan (a 60,000-term expression takes
 seconds and much memory), and planning in the API's own process would stall
@@ -37,6 +38,13 @@ from spate.api.errors import ApiError, InvalidSqlError
 from spate.api.planning import PlanAnswer, PlanRequest, plan_request
 from spate.api.settings import Settings
 from spate.api.state_planning import UpdatePlanAnswer, UpdatePlanRequest, plan_update
+from spate.api.udf_checking import (
+    UdfCallersRequest,
+    UdfCheckAnswer,
+    UdfCheckRequest,
+    check_udf,
+    udf_callers,
+)
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +99,15 @@ class PlanningPool:
         """Plan new SQL for a pipeline and judge its state, within the same budget
         (both SQL texts are planned in one worker, one turn)."""
         return self._in_turn(tenant_id, plan_update, request)
+
+    def check_udf(self, tenant_id: str, request: UdfCheckRequest) -> UdfCheckAnswer:
+        """Read a UDF file as ``spate run --udf`` does (never running it), in the same
+        budget: a file can be made as expensive to parse as SQL."""
+        return self._in_turn(tenant_id, check_udf, request)
+
+    def udf_callers(self, tenant_id: str, request: UdfCallersRequest) -> list[str]:
+        """The pipelines among ``request``'s whose SQL calls its UDF."""
+        return self._in_turn(tenant_id, udf_callers, request)
 
     def _in_turn(self, tenant_id: str, function: Callable[[Any], T], request: Any) -> T:
         """Run ``function(request)`` in a worker once ``tenant_id`` has a turn."""
@@ -171,7 +188,8 @@ def require_valid(answer: PlanAnswer) -> PlanAnswer:
 
 def _forkserver() -> multiprocessing.context.BaseContext:
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["spate.api.planning", "spate.api.state_planning"])
+    context.set_forkserver_preload(["spate.api.planning", "spate.api.state_planning",
+                                    "spate.api.udf_checking"])
     return context
 
 

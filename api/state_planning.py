@@ -14,7 +14,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from spate.api.planning import PlanAnswer, PlanRequest, check_sql, plan_answer, tenant_tables
+from spate.api.planning import (
+    PlanAnswer,
+    PlanRequest,
+    check_sql,
+    plan_answer,
+    tenant_tables,
+    tenant_udfs,
+)
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.state_layout import Layout, compare_layouts, state_layout
 
@@ -44,15 +51,16 @@ def plan_update(request: UpdatePlanRequest) -> UpdatePlanAnswer:
     """Plan the new SQL and judge the state (in a planning process)."""
     boundary = Boundary.from_dict(request.new.boundary)
     tables = tenant_tables(request.new, boundary)
+    udfs = tenant_udfs(request.new)
     checked = check_sql(request.new.sql, tables, boundary,
-                        previews=not request.new.needs_sinks)
+                        previews=not request.new.needs_sinks, udfs=udfs)
     answer = plan_answer(request.new, checked)
     if checked.plan is None:
         return UpdatePlanAnswer(answer, None)
     new_layout = state_layout(checked.plan)
     if request.state_sql is None:
         return UpdatePlanAnswer(answer, _verdict({}, new_layout, None))
-    old = check_sql(request.state_sql, tables, boundary, previews=False)
+    old = check_sql(request.state_sql, tables, boundary, previews=False, udfs=udfs)
     if old.plan is None:
         problem = old.diagnostics[0]
         return UpdatePlanAnswer(answer, {

@@ -33,6 +33,9 @@ from tests.api.support import (
 V1 = "/api/v1"
 #: The month of the victim's usage.
 VICTIM_PERIOD = "2026-10"
+#: A UDF file declaring a UDF named like the victim's pipeline (``{pipeline}``).
+UDF_SOURCE = ("from spate.engine.udf import udf\n\n@udf\n"
+              "def {pipeline}(x: int) -> int:\n    return x\n")
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,15 @@ OPERATIONS = [
     Operation("GET", "/connection-tables/{pipeline}", "viewer", "target"),
     Operation("DELETE", "/connection-tables/{pipeline}", "developer", "target"),
     Operation("POST", "/connection-tables/{pipeline}/test", "developer", "target"),
+    # UDFs: the victim owns one named like its pipeline.
+    Operation("POST", "/udfs/validate", "viewer", "stateless",
+              {"name": "{pipeline}", "source": UDF_SOURCE}),
+    Operation("POST", "/udfs", "developer", "create",
+              {"name": "{pipeline}", "source": UDF_SOURCE}),
+    Operation("GET", "/udfs", "viewer", "list"),
+    Operation("GET", "/udfs/{pipeline}", "viewer", "target"),
+    Operation("GET", "/udfs/{pipeline}/versions/{version}", "viewer", "target"),
+    Operation("DELETE", "/udfs/{pipeline}", "developer", "target"),
     Operation("GET", "/connectors", "viewer", "stateless"),
     Operation("GET", "/me", "viewer", "stateless"),
     Operation("GET", "/quotas", "viewer", "stateless"),
@@ -171,6 +183,9 @@ def victim(module_client: TestClient) -> Victim:
                                    "config": {"type": "sink"}})):
         made = module_client.post(f"{V1}/{resource}", headers=tenant.auth("developer"), json=body)
         assert made.status_code == 201, made.text
+    udf = module_client.post(f"{V1}/udfs", headers=tenant.auth("developer"), json={
+        "name": name, "source": f"# {marker}\n" + UDF_SOURCE.format(pipeline=name)})
+    assert udf.status_code == 201, udf.text
     pipeline_id = created.json()["id"]
     job_id = insert_job(module_client.app, tenant.id, pipeline_id, state="running",
                         metrics={"epoch": 2, "rows_in": 10, "operators": [
@@ -231,6 +246,8 @@ def _assert_victim_intact(client: TestClient, victim: Victim) -> None:
         assert kept.status_code == 200, kept.text
     profile = client.get(f"{V1}/connection-profiles/{victim.pipeline}", headers=owner).json()
     assert profile["config"] == {"format": "json", "path": f"{victim.marker}.jsonl"}
+    udf = client.get(f"{V1}/udfs/{victim.pipeline}", headers=owner).json()
+    assert udf["version"] == 1 and victim.marker in udf["source"]
 
 
 @pytest.mark.parametrize(("operation", "caller"), CASES)
