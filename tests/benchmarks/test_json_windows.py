@@ -1,4 +1,5 @@
-"""Windows over a JSON file, whole processes: `spate run` against a Spark user's job.
+"""Windows over a JSON file, whole processes: `spate run` against a Spark user's job
+and a Flink SQL user's.
 
 ``SPATE_BENCHMARK=1 python -m pytest tests/benchmarks/test_json_windows.py -s``
 
@@ -15,6 +16,12 @@ and per key in ``TUMBLE(60 s)``.
 * Native: what a Spark user writes — ``spark.read.json`` with the schema given,
   ``groupBy(k, window(ts, width, 1 s)).count()``, written to Spark's ``noop``
   sink — in its own process, ``local[2]``, same JVM settings.
+* Flink: what a Flink SQL user writes (:mod:`tests.benchmarks.flink_json_windows`:
+  the filesystem source, the window TVF, parallelism 2) in its own process, on
+  PyFlink from the ``apache-flink`` package.  That package pins its own numpy and
+  pyarrow, so it lives in a separate environment: ``SPATE_BENCH_FLINK_PYTHON``
+  names its Python, or the benchmark makes one under ``test-artifacts/flink``
+  (``pip install apache-flink``) the first time.
 
 Per run, wall time and CPU seconds by process kind (JVM, Python workers,
 driver: :mod:`tests.benchmarks.process_cpu`).  Results go to ``results.json``
@@ -49,6 +56,8 @@ LINES = int(os.environ.get("SPATE_BENCH_JSON_LINES", "1000000"))
 KEYS = 1_000
 WIDTHS = [int(w) for w in os.environ.get("SPATE_BENCH_JSON_WIDTHS", "1,10,60,120,720").split(",")]
 NATIVE = Path(__file__).with_name("native_json_windows.py")
+FLINK = Path(__file__).with_name("flink_json_windows.py")
+FLINK_ENV = Path(__file__).resolve().parents[2] / "test-artifacts" / "flink"
 
 
 def _write_input(path: Path) -> None:
@@ -93,9 +102,33 @@ def _run_native(data: Path, width_s: int, slide_s: int, folder: Path) -> tuple[M
     return measured, int(measured.stdout.split()[-1])
 
 
-def test_json_windows_against_a_spark_users_job(tmp_path: Path) -> None:
+def _flink_python() -> str:
+    """The Python of an environment with PyFlink (made on first use)."""
+    named = os.environ.get("SPATE_BENCH_FLINK_PYTHON")
+    if named:
+        return named
+    python = FLINK_ENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(FLINK_ENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "apache-flink"],
+                       check=True, timeout=1800)
+    return str(python)
+
+
+def _run_flink(python: str, data: Path, width_s: int, slide_s: int,
+               folder: Path) -> tuple[Measured, int]:
+    measured = run_measured([python, str(FLINK), str(data), str(width_s), str(slide_s)],
+                            folder, dict(os.environ))
+    assert measured.returncode == 0, measured.stderr[-2000:]
+    counts = [line for line in measured.stdout.splitlines() if line.startswith("windows>")]
+    # The print sink's last change of the global count: "windows> +U[1234]" (or +I).
+    return measured, int(counts[-1].rsplit("[", 1)[1].rstrip("]"))
+
+
+def test_json_windows_against_spark_and_flink_users_jobs(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "spate.engine.jvm_archive"], check=True,
                    capture_output=True, timeout=600)
+    flink_python = _flink_python()
     data = tmp_path / "events.jsonl"
     _write_input(data)
     queries = [(f"hop_{w}", f"HOP(INTERVAL '1' SECOND, INTERVAL '{w}' SECOND)", w, 1)
@@ -104,14 +137,18 @@ def test_json_windows_against_a_spark_users_job(tmp_path: Path) -> None:
     results = {}
     for name, window, width_s, slide_s in queries:
         native, native_rows = _run_native(data, width_s, slide_s, tmp_path)
+        flink, flink_rows = _run_flink(flink_python, data, width_s, slide_s, tmp_path)
         spate, counts = _run_spate(data, window, tmp_path / name, name)
         assert counts["rows_in"] == LINES
         assert counts["rows_out"] == native_rows, f"{name}: windows differ from Spark's"
+        assert flink_rows == native_rows, f"{name}: Flink's windows differ from Spark's"
         results[name] = {
             "width_s": width_s, "slide_s": slide_s, "windows": native_rows,
-            "native_s": round(native.wall_s, 1), "spate_s": round(spate.wall_s, 1),
+            "native_s": round(native.wall_s, 1), "flink_s": round(flink.wall_s, 1),
+            "spate_s": round(spate.wall_s, 1),
             "spate_vs_native": round(native.wall_s / spate.wall_s, 2),
-            "native_cpu_s": native.cpu_s, "spate_cpu_s": spate.cpu_s,
+            "spate_vs_flink": round(flink.wall_s / spate.wall_s, 2),
+            "native_cpu_s": native.cpu_s, "flink_cpu_s": flink.cpu_s, "spate_cpu_s": spate.cpu_s,
         }
         print(name, json.dumps(results[name]))
     save_result("json_windows", {"lines": LINES, "keys": KEYS, "queries": results})
@@ -122,9 +159,11 @@ def _plot(results: dict[str, dict]) -> None:
     names = list(results)
     figure, axis = plt.subplots(figsize=(7.5, 3.6))
     positions = range(len(names))
-    axis.bar([p - 0.2 for p in positions], [results[n]["native_s"] for n in names], 0.4,
+    axis.bar([p - 0.27 for p in positions], [results[n]["native_s"] for n in names], 0.27,
              label="native Spark (spark.read.json + window)")
-    axis.bar([p + 0.2 for p in positions], [results[n]["spate_s"] for n in names], 0.4,
+    axis.bar(list(positions), [results[n]["flink_s"] for n in names], 0.27,
+             label="Flink SQL (window TVF, parallelism 2)")
+    axis.bar([p + 0.27 for p in positions], [results[n]["spate_s"] for n in names], 0.27,
              label="Spate (spate run -p 2)")
     axis.set_xticks(list(positions), [n.replace("_", " ") for n in names])
     axis.set_ylabel("seconds, whole process (lower is better)")
