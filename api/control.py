@@ -47,6 +47,7 @@ from spate.api.models import (
 )
 from spate.api.repositories.billing import BillingRepository
 from spate.api.repositories.connections import job_tables
+from spate.api.repositories.udfs import job_udfs
 from spate.scheduler.errors import JobConfigurationError
 from spate.scheduler.metering import BYTES_IN, BYTES_OUT, EVENTS_IN, EVENTS_OUT
 from spate.scheduler.store import (
@@ -237,6 +238,9 @@ class SqlControlStore(ControlStore):
             return job_tables(self.database.sessions, tenant_id, self.secret_box)
         except SecretKeyMismatchError as error:
             raise JobConfigurationError(str(error)) from None
+
+    def job_udfs(self, tenant_id: str) -> list[dict[str, str]]:
+        return job_udfs(self.database.sessions, tenant_id)
 
     # -- metering -------------------------------------------------------------
 

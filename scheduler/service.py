@@ -347,7 +347,8 @@ class Scheduler:
             else:
                 self.workspace.tenants.make_folders(claimed.tenant_id)
             spec = self._placed(claimed, self.workspace.spec(
-                claimed, self.store.job_tables(claimed.tenant_id), unit))
+                claimed, self.store.job_tables(claimed.tenant_id), unit,
+                self.store.job_udfs(claimed.tenant_id)))
             files = self.workspace.write_spec(claimed, spec, unit)
             handle = self.backend.submit(spec, files.spec, files.log, claimed.attempt, unit)
         except CgroupError as error:
@@ -391,7 +392,8 @@ class Scheduler:
         config = HostConfig(tenant, self.backend.spark_master() or DEFAULT_LOCAL_MASTER,
                             dict(self.config.spark_conf), self.config.application_idle_exit_s)
         application = applications.ensure(tenant, config, start, self._application_size())
-        spec = self._placed(job, self.workspace.spec(job, self.store.job_tables(tenant)))
+        spec = self._placed(job, self.workspace.spec(job, self.store.job_tables(tenant),
+                                                     udfs=self.store.job_udfs(tenant)))
         applications.place(tenant, spec, uid)
         log.info("job %s placed in the application of tenant %s (%s)", job.id, tenant,
                  job_dir)

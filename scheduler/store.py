@@ -266,6 +266,11 @@ class ControlStore(ABC):
         """
 
     @abstractmethod
+    def job_udfs(self, tenant_id: str) -> list[dict[str, str]]:
+        """The tenant's UDFs at their current versions, for a starting job's spec: each
+        its ``name`` (the SQL calls it by), ``filename`` and ``source``."""
+
+    @abstractmethod
     def record_epoch(self, job_id: str, epoch: int) -> JobView | None:
         """Set the job's ``last_epoch`` to ``epoch`` if that is newer."""
 

@@ -72,8 +72,20 @@ def named_tables(sql: str, tables: Iterable[dict[str, Any]]) -> list[dict[str, A
     A job's planner decides which tables a query really uses; this only keeps
     the decrypted secrets of tables the SQL never mentions out of its spec.
     """
-    words = {word.lower() for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", sql)}
+    words = _words(sql)
     return [table for table in tables if str(table.get("name", "")).lower() in words]
+
+
+def named_udfs(sql: str, udfs: Iterable[dict[str, str]]) -> list[dict[str, str]]:
+    """The files of the tenant's UDFs whose name appears as a word in ``sql``, as a
+    spec's ``udf_files``: a job reads (and its executors run) only those."""
+    words = _words(sql)
+    return [{"filename": udf["filename"], "source": udf["source"]} for udf in udfs
+            if udf["name"].lower() in words]
+
+
+def _words(sql: str) -> set[str]:
+    return {word.lower() for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", sql)}
 
 
 class Workspace:
@@ -205,9 +217,10 @@ class Workspace:
         shutil.rmtree(self.identity_dir(job.id), ignore_errors=True)
 
     def spec(self, job: JobView, tables: Iterable[dict[str, Any]] = (),
-             unit: ComputeUnit | None = None) -> JobSpec:
-        """The job's spec, with those of the connection ``tables`` its SQL names; a job
-        in a compute ``unit`` sizes its driver to the unit's memory."""
+             unit: ComputeUnit | None = None, udfs: Iterable[dict[str, str]] = ()) -> JobSpec:
+        """The job's spec, with those of the connection ``tables`` and the tenant's
+        ``udfs`` its SQL names; a job in a compute ``unit`` sizes its driver to the
+        unit's memory."""
         spark_conf = dict(self.config.spark_conf)
         if unit is not None:
             heap_mb = int(unit.limits.memory_bytes * DRIVER_HEAP_SHARE) // (1024 * 1024)
@@ -220,7 +233,7 @@ class Workspace:
             checkpoint_interval_ms=job.checkpoint_interval_ms,
             spark_master=self.backend.spark_master(), spark_conf=spark_conf,
             update_flush_interval_ms=self.config.update_flush_interval_ms,
-            tables=named_tables(job.sql, tables),
+            tables=named_tables(job.sql, tables), udf_files=named_udfs(job.sql, udfs),
             boundary=self.tenants.boundary(job.tenant_id).to_dict(),
             idle_stop_s=self.config.idle_stop_s if job.kind != PREVIEW else None,
             epoch_max_delay_ms=self.config.epoch_max_delay_ms)

@@ -10,6 +10,8 @@ from sqlalchemy import select
 
 from spate.api.control import SqlControlStore
 from spate.api.models import Job, JobCheckpoint, JobEvent, Pipeline
+from spate.api.repositories.udfs import UdfRepository
+from spate.api.udf_checking import UdfCheckAnswer
 from spate.scheduler.store import CheckpointRecord, ErrorRecord, EventBatch, StatusChange
 from tests.scheduler.harness import new_pipeline
 
@@ -120,3 +122,15 @@ def test_record_epoch_only_moves_forward(store: SqlControlStore) -> None:
     assert job is not None
     assert store.record_epoch(job.id, 7).last_epoch == 7  # type: ignore[union-attr]
     assert store.record_epoch(job.id, 3).last_epoch == 7  # type: ignore[union-attr]
+
+
+def test_job_udfs_are_the_tenants_current_versions(store: SqlControlStore) -> None:
+    tenant_id = new_pipeline(store.database).tenant_id
+    other = new_pipeline(store.database).tenant_id
+    checked = UdfCheckAnswer(kind="scalar", signature="ratio(a: int) -> int")
+    for owner, source in ((tenant_id, "# one\n"), (tenant_id, "# two\n"), (other, "# 3\n")):
+        with store.database.sessions() as session:
+            UdfRepository(session, owner).store("ratio", source, checked, None)
+    assert store.job_udfs(tenant_id) == [
+        {"name": "ratio", "filename": "ratio.py", "source": "# two\n"}]
+    assert [u["source"] for u in store.job_udfs(other)] == ["# 3\n"]

@@ -1,8 +1,14 @@
-"""Which connection tables a job's spec carries: only those its SQL names."""
+"""Which connection tables and UDFs a job's spec carries: only those its SQL names."""
 
 from __future__ import annotations
 
-from spate.scheduler.workspace import named_tables
+from pathlib import Path
+
+from spate.engine.job.spec import JobSpec
+from spate.scheduler.backends.local import LocalBackend
+from spate.scheduler.config import SchedulerConfig
+from spate.scheduler.workspace import Workspace, named_tables
+from tests.scheduler.factories import job
 
 TABLES = [{"name": "orders", "connector": "single_file"},
           {"name": "payments", "connector": "single_file"},
@@ -31,3 +37,18 @@ def test_a_job_spec_carries_the_deployment_flush_interval(tmp_path) -> None:  # 
     spec = Workspace(config, LocalBackend(config)).spec(job())
     assert spec.update_flush_interval_ms == 250
     assert JobSpec.from_json(spec.to_json()).update_flush_interval_ms == 250
+
+
+UDFS = [{"name": "ratio", "filename": "ratio.py", "source": "# ratio\n"},
+        {"name": "spread", "filename": "spread.py", "source": "# spread\n"}]
+
+
+def test_a_job_spec_carries_the_files_of_the_udfs_its_sql_names(tmp_path: Path) -> None:
+    config = SchedulerConfig(data_dir=tmp_path / "data",
+                             state_url=f"sqlite:///{tmp_path / 'state.db'}").resolved()
+    workspace = Workspace(config, LocalBackend(config))
+    sql = "INSERT INTO out SELECT RATIO(a, b) AS spread_x FROM t"
+    spec = workspace.spec(job(sql=sql), udfs=UDFS)
+    assert spec.udf_files == [{"filename": "ratio.py", "source": "# ratio\n"}]
+    assert JobSpec.from_json(spec.to_json()).udf_files == spec.udf_files
+    assert workspace.spec(job(sql="SELECT 1"), udfs=UDFS).udf_files == []
