@@ -135,7 +135,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 UTILITIES = frozenset({"file", "uname", "ldconfig", "getconf", "id", "git", "nproc", "gcc",
                        "ld", "sleep", "unshare",
                        # what builds a compute unit's network (its processes are the unit's)
-                       "ip", "nft"})
+                       "ip", "nft",
+                       # the sampler a profiled benchmark runs over itself (SPATE_BENCH_PROFILE)
+                       "py-spy"})
 
 
 def is_end_to_end(argv: list[str]) -> bool:

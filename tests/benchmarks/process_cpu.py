@@ -99,8 +99,8 @@ def run_measured(command: list[str], cwd: Path, env: dict[str, str] | None = Non
     for spy in spies:
         spy.wait(timeout=30)
     if profiling:
-        _merge_profiles(Path(profile_dir), f"{profile_name}.driver", "driver")
-        _merge_profiles(Path(profile_dir), f"{profile_name}.[0-9]*", "workers")
+        merge_profiles(Path(profile_dir), f"{profile_name}.driver", "driver")
+        merge_profiles(Path(profile_dir), f"{profile_name}.[0-9]*", "workers")
     return Measured(wall, process.returncode, stdout, stderr,
                     {k: round(v, 1) for k, v in cpu.items()})
 
@@ -112,7 +112,7 @@ def _spy(pid: int, output: Path) -> subprocess.Popen[bytes]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def _merge_profiles(folder: Path, pattern: str, kind: str) -> None:
+def merge_profiles(folder: Path, pattern: str, kind: str) -> None:
     """The raw profiles ``<pattern>.raw`` as one collapsed-stack file,
     ``<name>.<kind>.txt``, hottest stacks first."""
     name = pattern.split(".", 1)[0]

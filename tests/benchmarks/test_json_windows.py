@@ -55,6 +55,8 @@ pytestmark = [pytest.mark.benchmark, pytest.mark.e2e]
 LINES = int(os.environ.get("SPATE_BENCH_JSON_LINES", "1000000"))
 KEYS = 1_000
 WIDTHS = [int(w) for w in os.environ.get("SPATE_BENCH_JSON_WIDTHS", "1,10,60,120,720").split(",")]
+#: Each run is profiled apart (``SPATE_BENCH_PROFILE``, :func:`run_measured`).
+PROFILES_ITS_RUNS = True
 NATIVE = Path(__file__).with_name("native_json_windows.py")
 FLINK = Path(__file__).with_name("flink_json_windows.py")
 FLINK_ENV = Path(__file__).resolve().parents[2] / "test-artifacts" / "flink"
