@@ -48,6 +48,9 @@ COMMANDS = {
     "state": LazyCommand("spate.statestore.cli:state",
                          "Inspect or garbage-collect a state store (URL: sqlite:///…, "
                          "postgresql://…, fdb://…)."),
+    "udfs": LazyCommand("spate.api.udfcli:udfs",
+                        "Store, list, show and delete the tenant's Python UDFs "
+                        "(docs/udfs.md)."),
     "usage": LazyCommand("spate.api.clientcli:usage",
                          "Show what the tenant's pipelines and previews used and cost, per "
                          "period and dimension (docs/billing.md)."),
