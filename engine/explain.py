@@ -56,6 +56,8 @@ _AGGREGATE_SQL: dict[str, Callable[[AggregateCall, str], str]] = {
     "count_distinct": lambda call, argument: f"count(DISTINCT {argument})",
     "percentile_cont": lambda call, argument:
         f"approx_percentile_cont({call.fraction}) WITHIN GROUP (ORDER BY {argument})",
+    "percentile_cont_weighted": lambda call, argument:  # argument: "x, weight"
+        f"approx_percentile_cont_with_weight({argument}, {call.fraction})",
     # an aggregate UDF's rows, collected for the UDF that the output SQL calls on them
     "udaf_rows": lambda call, argument: f"collect_list({argument})",
 }

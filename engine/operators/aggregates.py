@@ -10,16 +10,19 @@ first_value and last_value: :class:`ByTime`).  Variances
 keep moments (:func:`merge_moments`, invertible with a negative count); bit_xor
 is its own inverse; bit_and and bit_or keep per-bit counts (:func:`bit_counts`).
 An aggregate UDF's rows (:class:`Rows`) and the values of array_agg, median and
-percentile_cont (:class:`Values`) are bags, invertible too.
+percentile_cont (and the ``[value, weight]`` pairs of the weighted percentile)
+(:class:`Values`) are bags, invertible too.
 All values are plain msgpack-able Python objects, because they are stored.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from functools import partial
-from math import sqrt
+from itertools import accumulate
+from math import floor, sqrt
 from typing import Any
 
 #: Bits of the integers bit_and and bit_or count (two's complement BIGINT).
@@ -380,6 +383,9 @@ def bag_result(function: str, values: list[Any], fraction: float | None) -> Any:
     ignored, interpolated linearly as DuckDB's quantile_cont; None for no values)."""
     if function == "array_agg":
         return values or None
+    if function == "percentile_cont_weighted":
+        return weighted_percentile([v for v in values if v is not None],
+                                   0.5 if fraction is None else fraction)
     ordered = sorted(v for v in values if v is not None)
     if not ordered:
         return None
@@ -387,6 +393,25 @@ def bag_result(function: str, values: list[Any], fraction: float | None) -> Any:
     below = int(position)
     above = min(below + 1, len(ordered) - 1)
     return float(ordered[below] + (ordered[above] - ordered[below]) * (position - below))
+
+
+def weighted_percentile(pairs: list[list[float]], fraction: float) -> float | None:
+    """The ``fraction`` percentile of ``[value, weight]`` pairs, exact: percentile_cont's
+    linear interpolation over the values as if each were repeated ``weight`` times
+    (DuckDB's quantile_cont of that multiset, Spark's percentile with frequencies), a
+    fractional weight covering that much of a position.  None without positive weights."""
+    ordered = sorted((value, weight) for value, weight in pairs if weight > 0)
+    if not ordered:
+        return None
+    ends = list(accumulate(weight for _, weight in ordered))  # each value's last position + 1
+    position = max(0.0, fraction * (ends[-1] - 1))
+    below = floor(position)
+
+    def value_at(index: int) -> float:
+        return ordered[min(bisect_right(ends, index), len(ordered) - 1)][0]
+
+    low, high = value_at(below), value_at(below + 1)
+    return float(low + (high - low) * (position - below))
 
 
 class Values(Aggregate):
@@ -417,7 +442,7 @@ class Values(Aggregate):
 
 
 #: Planner function names kept as bags of values (AggregateCall.function).
-BAGS = ("array_agg", "median", "percentile_cont")
+BAGS = ("array_agg", "median", "percentile_cont", "percentile_cont_weighted")
 #: Planner function names of the variance family (AggregateCall.function).
 MOMENTS = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
 #: ... and of (y, x) pairs.

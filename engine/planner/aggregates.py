@@ -57,11 +57,18 @@ _PAIRED: tuple[type[exp.Func], ...] = (
 _ANONYMOUS = {"MEAN": "avg", "APPROX_MEDIAN": "median"}
 #: Written WITHIN GROUP (ORDER BY x) or as a call: approx_percentile_cont(x, p[, centroids])
 _PERCENTILE = "APPROX_PERCENTILE_CONT"
+#: ... and weighted: approx_percentile_cont_with_weight(x, weight, p[, centroids]), or
+#: approx_percentile_cont_with_weight(weight, p[, centroids]) WITHIN GROUP (ORDER BY x)
+_WEIGHTED = "APPROX_PERCENTILE_CONT_WITH_WEIGHT"
+#: Planner function names of the percentiles, which take a fraction p
+_PERCENTILES = {_PERCENTILE: "percentile_cont", _WEIGHTED: "percentile_cont_weighted"}
 #: Named in the error for an aggregate not supported yet.
 _SUPPORTED = ("count, count(DISTINCT ...), sum, avg, min, max, stddev, stddev_samp, "
               "stddev_pop, var, var_samp, var_pop, bit_and, bit_or, bit_xor, bool_and, "
               "bool_or, array_agg, median, approx_median, approx_distinct, "
-              "approx_percentile_cont(p) WITHIN GROUP (ORDER BY x) or (x, p), first_value, "
+              "approx_percentile_cont(p) WITHIN GROUP (ORDER BY x) or (x, p), "
+              "approx_percentile_cont_with_weight(w, p) WITHIN GROUP (ORDER BY x) or (x, w, p), "
+              "first_value, "
               "last_value, corr, covar, covar_samp, covar_pop, regr_slope, regr_intercept, "
               "regr_count, regr_r2, regr_avgx, regr_avgy, regr_sxx, regr_syy, regr_sxy)")
 
@@ -82,7 +89,7 @@ def is_aggregate_call(node: exp.Expr) -> bool:
         return False
     return isinstance(node, exp.AggFunc | exp.WithinGroup) or (
         isinstance(node, exp.Anonymous) and (node.name.upper() in _ANONYMOUS or (
-            node.name.upper() == _PERCENTILE and not isinstance(node.parent, exp.WithinGroup))))
+            node.name.upper() in _PERCENTILES and not isinstance(node.parent, exp.WithinGroup))))
 
 
 def check_window_calls(select: exp.Select, ctx: QueryContext) -> None:
@@ -277,7 +284,7 @@ def _aggregate_call(
     kind: str,
 ) -> AggregateCall:
     function, argument = _aggregate_kind(node, ctx, kind)
-    fraction = _fraction(node, ctx) if function == "percentile_cont" else None
+    fraction = _fraction(node, ctx) if function in _PERCENTILES.values() else None
     argument_name = None
     if argument is not None:
         if argument in arguments:
@@ -308,12 +315,20 @@ def _aggregate_kind(node: exp.Expr, ctx: QueryContext,
             raise ctx.error("approx_percentile_cont(x, p[, centroids]) takes 2 or 3 arguments",
                             node)
         return "percentile_cont", node.expressions[0]
+    if isinstance(node, exp.Anonymous) and node.name.upper() == _WEIGHTED:
+        if not 3 <= len(node.expressions) <= 4:
+            raise ctx.error("approx_percentile_cont_with_weight(x, weight, p[, centroids]) "
+                            "takes 3 or 4 arguments", node)
+        return "percentile_cont_weighted", _weighted(*node.expressions[:2])
     if isinstance(node, exp.Anonymous):  # MEAN, APPROX_MEDIAN
         if len(node.expressions) != 1:
             raise ctx.error(f"{node.name.upper()} takes one argument", node)
         return _ANONYMOUS[node.name.upper()], node.expressions[0]
     if isinstance(node, exp.WithinGroup):
-        return "percentile_cont", _ordered_argument(node, ctx)
+        argument = _ordered_argument(node, ctx)
+        if node.this.name.upper() == _WEIGHTED and node.this.expressions:
+            return "percentile_cont_weighted", _weighted(argument, node.this.expressions[0])
+        return "percentile_cont", argument
     if isinstance(node, _PAIRED):
         return node.sql_name().lower(), _pair(node.this, node.expression)
     if isinstance(node, exp.Count):
@@ -348,37 +363,50 @@ def _pair(y: exp.Expr, x: exp.Expr) -> exp.Expr:
     return exp.If(this=either_null, true=exp.null(), false=pair)
 
 
+def _weighted(x: exp.Expr, weight: exp.Expr) -> exp.Expr:
+    """``[x, weight]`` as doubles, NULL when either is NULL or the weight is not positive
+    (such a row carries nothing to a weighted percentile)."""
+    ignored = exp.or_(exp.Is(this=x.copy(), expression=exp.null()),
+                      exp.Is(this=weight.copy(), expression=exp.null()),
+                      exp.LTE(this=weight.copy(), expression=exp.Literal.number(0)))
+    pair = exp.Array(expressions=[exp.cast(x.copy(), exp.DataType.Type.DOUBLE),
+                                  exp.cast(weight.copy(), exp.DataType.Type.DOUBLE)])
+    return exp.If(this=ignored, true=exp.null(), false=pair)
+
+
 def _ordered_argument(node: exp.WithinGroup, ctx: QueryContext) -> exp.Expr:
-    """The x of ``approx_percentile_cont(p) WITHIN GROUP (ORDER BY x)``."""
+    """The x of ``approx_percentile_cont(p) WITHIN GROUP (ORDER BY x)`` (or of the
+    weighted one)."""
     call = node.this
     order = node.expression
-    if not (isinstance(call, exp.Anonymous) and call.name.upper() == "APPROX_PERCENTILE_CONT"):
-        raise ctx.error("WITHIN GROUP is supported only for approx_percentile_cont", node)
+    if not (isinstance(call, exp.Anonymous) and call.name.upper() in _PERCENTILES):
+        raise ctx.error("WITHIN GROUP is supported only for approx_percentile_cont and "
+                        "approx_percentile_cont_with_weight", node)
     if not isinstance(order, exp.Order) or len(order.expressions) != 1 or \
             order.expressions[0].args.get("desc"):
-        raise ctx.error("approx_percentile_cont takes WITHIN GROUP (ORDER BY x) of one "
+        raise ctx.error(f"{call.name.lower()} takes WITHIN GROUP (ORDER BY x) of one "
                         "ascending x", node)
     argument: exp.Expr = order.expressions[0].this
     return argument
 
 
 def _fraction(node: exp.Expr, ctx: QueryContext) -> float:
-    """The p of ``approx_percentile_cont(p) WITHIN GROUP (...)`` or of
-    ``approx_percentile_cont(x, p[, centroids])``: a literal from 0 to 1. (The result is
-    exact, so the number of centroids, a bound on the error, needs no use.)"""
-    if isinstance(node, exp.WithinGroup):
-        arguments = node.this.expressions if len(node.this.expressions) == 1 else []
-    else:
-        arguments = node.expressions[1:2] if isinstance(node, exp.Anonymous) else []
-        centroids = node.expressions[2:] if isinstance(node, exp.Anonymous) else []
-        if centroids and not (isinstance(centroids[0], exp.Literal)
-                              and centroids[0].name.isdigit()):
-            raise ctx.error("approx_percentile_cont(): centroids must be a positive integer",
-                            centroids[0])
+    """The p of ``approx_percentile_cont(p[, centroids]) WITHIN GROUP (...)`` or of
+    ``approx_percentile_cont(x, p[, centroids])`` (after the weight, for the weighted
+    one): a literal from 0 to 1. (The result is exact, so the number of centroids, a
+    bound on the error, needs no use.)"""
+    call = node.this if isinstance(node, exp.WithinGroup) else node
+    assert isinstance(call, exp.Anonymous)  # as _aggregate_kind found it
+    name = call.name.lower()
+    before = int(not isinstance(node, exp.WithinGroup)) + int(name.upper() == _WEIGHTED)
+    arguments, centroids = call.expressions[before:before + 1], call.expressions[before + 1:]
+    if len(centroids) > 1 or centroids and not (isinstance(centroids[0], exp.Literal)
+                                                and centroids[0].name.isdigit()):
+        raise ctx.error(f"{name}(): centroids must be a positive integer", centroids[0])
     literal = arguments[0] if arguments else None
     if not isinstance(literal, exp.Literal) or literal.is_string or \
             not 0 <= float(literal.name) <= 1:
-        raise ctx.error("approx_percentile_cont(p) takes one number p from 0 to 1", node)
+        raise ctx.error(f"{name}(): the percentile p must be one number from 0 to 1", node)
     return float(literal.name)
 
 

@@ -55,7 +55,6 @@ NOT_YET: dict[str, str] = {
     "arrow_typeof": "Spark types are not Arrow's",
     "gcd": "Spark has no native gcd",
     "lcm": "Spark has no native lcm",
-    "approx_percentile_cont_with_weight": "use approx_percentile_cont(x, p) without weights",
     "wallclock": "now() is the pipeline's start; row_time() a row's event time",
 }
 
@@ -73,7 +72,8 @@ _SYNTAX: tuple[type[exp.Expr], ...] = (exp.Cast, exp.TryCast, exp.Case, exp.If, 
                                        exp.Unnest, exp.Explode, exp.AggFunc, exp.Connector)
 #: Calls other planning steps own: windows, windowed aggregates, OVER functions.
 _OTHER_CALLS = frozenset({*(w.lower() for w in WINDOW_FUNCTIONS), "mean", "unnest",
-                          "approx_median", "approx_percentile_cont"})
+                          "approx_median", "approx_percentile_cont",
+                          "approx_percentile_cont_with_weight"})
 
 _STARTS: WeakKeyDictionary[SourceText, datetime] = WeakKeyDictionary()
 

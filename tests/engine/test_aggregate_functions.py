@@ -27,6 +27,13 @@ pytestmark = pytest.mark.spark
 BASE = datetime(2024, 1, 1, tzinfo=UTC)
 BASE_US = int(BASE.timestamp() * 1_000_000)
 
+
+def _weighted(x: str, weight: str, p: float) -> str:
+    """DuckDB's quantile_cont of x repeated weight times (weights of at most 0 count none)."""
+    return (f"list_aggregate(flatten(list(list_resize([{x}], greatest({weight}, 0), {x}))), "
+            f"'quantile_cont', {p})")
+
+
 #: (Spate's call, DuckDB's, output name); approx_* are exact in Spate
 CALLS = [("stddev(v)", "stddev(v)", "sd"), ("stddev_samp(v)", "stddev_samp(v)", "sds"),
          ("stddev_pop(v)", "stddev_pop(v)", "sdp"), ("var(v)", "variance(v)", "var"),
@@ -37,6 +44,10 @@ CALLS = [("stddev(v)", "stddev(v)", "sd"), ("stddev_samp(v)", "stddev_samp(v)", 
          ("approx_median(v)", "median(v)", "amed"),
          ("approx_percentile_cont(0.3) WITHIN GROUP (ORDER BY v)", "quantile_cont(v, 0.3)",
           "pc"),
+         ("approx_percentile_cont_with_weight(v, abs(v) % 3 + 1, 0.3)",
+          _weighted("v", "abs(v) % 3 + 1", 0.3), "pw"),
+         ("approx_percentile_cont_with_weight(v % 3, 0.8) WITHIN GROUP (ORDER BY v)",
+          _weighted("v", "v % 3", 0.8), "pwg"),
          ("approx_distinct(v)", "count(DISTINCT v)", "ad"), ("array_agg(v)", "array_agg(v)", "aa"),
          # DuckDB has no covar (covar_samp); its NaN (a 0 divisor) is Spate's NULL
          *((f"{f}(v, v % 7)", f"{'covar_samp' if f == 'covar' else f}(v, v % 7)", f)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from functools import reduce
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -86,6 +87,32 @@ def test_values_leave_a_window_and_interpolate() -> None:
     assert array.result([[None, 3], [1]]) == [None, 3, 1] and array.result([]) is None
 
 
+@pytest.mark.parametrize("fraction, expected", [
+    (0.3, 3.2),   # -4 -4 5 5 5 7 7: position 1.8, between -4 and 5
+    (0.0, -4.0), (0.5, 5.0), (1.0, 7.0),
+    (0.25, 0.5),  # position 1.5
+])
+def test_weighted_percentile_repeats_each_value_weight_times(fraction: float,
+                                                             expected: float) -> None:
+    weighted = make_aggregate("percentile_cont_weighted", fraction)
+    acc = weighted.add(weighted.add(weighted.initialize(), [[5.0, 3.0], None]),
+                       [[-4.0, 2.0], [7.0, 2.0]])
+    assert weighted.result(acc) == pytest.approx(expected)
+    plain = make_aggregate("percentile_cont", fraction)
+    assert weighted.result([[[v, 1.0] for v in (5.0, -4.0, 7.0)]]) == \
+        pytest.approx(plain.result([[5.0, -4.0, 7.0]]))
+
+
+def test_weighted_percentile_of_fractional_and_no_weights() -> None:
+    half = make_aggregate("percentile_cont_weighted", 0.5)
+    assert half.result([[[3.0, 0.5]]]) == 3.0
+    # weights 1.5 and 2.5: places [0, 1.5) hold 1, [1.5, 4) hold 2; position 1.5 is
+    # halfway from place 1 (a 1) to place 2 (a 2)
+    assert half.result([[[1.0, 1.5], [2.0, 2.5]]]) == pytest.approx(1.5)
+    assert half.result([[[1.0, 0.0]], [None]]) is None
+    assert half.result(half.remove([[[1.0, 1.0]], [[2.0, 1.0]]], [[1.0, 1.0]])) == 2.0
+
+
 def test_first_and_last_value_by_event_time() -> None:
     first, last = make_aggregate("first_value"), make_aggregate("last_value")
     panes = [[5, 7], [2, None], [9, 1], [2, 4]]  # [event time, value]
@@ -123,3 +150,13 @@ def test_comoments_take_pairs_out() -> None:
     acc = slope.remove(acc, comoments(pairs[1]))
     assert slope.result(acc) is None  # x has no spread left
     assert make_aggregate("regr_count").result(acc) == 2
+
+
+@given(st.lists(st.tuples(st.integers(-50, 50), st.integers(1, 4)), min_size=1, max_size=8),
+       st.floats(0, 1))
+def test_whole_weights_are_repetitions(pairs: list[tuple[int, int]], fraction: float) -> None:
+    weighted = make_aggregate("percentile_cont_weighted", fraction)
+    plain = make_aggregate("percentile_cont", fraction)
+    repeated = [value for value, weight in pairs for _ in range(weight)]
+    assert weighted.result([[[float(v), float(w)] for v, w in pairs]]) == \
+        pytest.approx(plain.result([repeated]))

@@ -57,9 +57,13 @@ def test_other_aggregates_are_located_errors(call: str) -> None:
 
 
 @pytest.mark.parametrize("call, message", [
-    ("approx_percentile_cont(1.5) WITHIN GROUP (ORDER BY v)", "one number p from 0 to 1"),
+    ("approx_percentile_cont(1.5) WITHIN GROUP (ORDER BY v)", "p must be one number from 0 to 1"),
     ("approx_percentile_cont(0.5) WITHIN GROUP (ORDER BY v DESC)", "one ascending x"),
     ("percentile_cont(0.5) WITHIN GROUP (ORDER BY v)", "only for approx_percentile_cont"),
+    ("approx_percentile_cont_with_weight(v, 0.5)", "takes 3 or 4 arguments"),
+    ("approx_percentile_cont_with_weight(v, v, 2)", "p must be one number from 0 to 1"),
+    ("approx_percentile_cont_with_weight(0.5) WITHIN GROUP (ORDER BY v)",
+     "p must be one number from 0 to 1"),
 ])
 def test_percentile_errors(call: str, message: str) -> None:
     with pytest.raises(PlanningError, match=message) as caught:
@@ -74,3 +78,19 @@ def test_paired_aggregates_take_y_and_x_as_doubles() -> None:
     # a pair with a NULL is left out
     assert "IF(`v` IS NULL OR `v` + 1 IS NULL, NULL, ARRAY(CAST(`v` AS DOUBLE), " \
         "CAST(`v` + 1 AS DOUBLE))) AS `a0`" in operator.input_sql
+
+
+def test_weighted_percentile_takes_value_and_weight_pairs() -> None:
+    operator = _operator(
+        "INSERT INTO dbz SELECT k, approx_percentile_cont_with_weight(v, v % 3, 0.25) AS a, "
+        "approx_percentile_cont_with_weight(v % 3, 0.9, 100) WITHIN GROUP (ORDER BY v) AS b "
+        "FROM t GROUP BY k, TUMBLE(INTERVAL '1' SECOND);")
+    assert [(a.function, a.fraction, a.argument) for a in operator.aggregates] == [
+        ("percentile_cont_weighted", 0.25, "a0"), ("percentile_cont_weighted", 0.9, "a0")]
+    # a row without a value or a positive weight is left out
+    assert "IF(`v` IS NULL OR `v` % 3 IS NULL OR `v` % 3 <= 0, NULL, ARRAY(CAST(`v` AS " \
+        "DOUBLE), CAST(`v` % 3 AS DOUBLE))) AS `a0`" in operator.input_sql
+    call = "approx_percentile_cont_with_weight(v, v, 0.5, 'x')"
+    with pytest.raises(PlanningError, match="centroids must be a positive integer") as caught:
+        plan_pipeline(TABLES + f"INSERT INTO dbz SELECT k, {call} FROM t GROUP BY k;")
+    assert caught.value.column == len("INSERT INTO dbz SELECT k, ") + call.index("'x'") + 1

@@ -140,6 +140,10 @@ PLANS = [
                  "approx_percentile_cont(amount, 0.5, 200) AS p50, median(amount) AS m, "
                  "variance(amount) AS v, mean(amount) AS a FROM orders GROUP BY shop;",
                  id="aggregate-call-forms"),
+    pytest.param(ORDERS + "SELECT shop, approx_percentile_cont_with_weight(amount, "
+                 "character_length(shop), 0.5) AS w50, approx_percentile_cont_with_weight(id, "
+                 "0.9) WITHIN GROUP (ORDER BY amount) AS w90 FROM orders GROUP BY shop;",
+                 id="weighted-percentile"),
     # types and casts
     pytest.param("CREATE TABLE wide (a BOOLEAN, b INT, c INTEGER UNSIGNED, d BIGINT UNSIGNED, "
                  "e REAL, f DOUBLE, g VARCHAR, h CHAR, i STRING, j BYTEA, k JSON, l DECIMAL(10, "
@@ -270,10 +274,6 @@ REFUSED = [
     pytest.param(ORDERS + "SELECT shop, sum(DISTINCT amount) AS s FROM orders GROUP BY shop;",
                  4, 14, "sum(DISTINCT ...) is not supported yet; of the aggregates only count "
                  "takes DISTINCT", id="sum-distinct"),
-    pytest.param(ORDERS + "SELECT shop, approx_percentile_cont_with_weight(amount, id, 0.5) "
-                 "FROM orders GROUP BY shop;", 4, 14,
-                 "function 'approx_percentile_cont_with_weight' is not supported yet (use "
-                 "approx_percentile_cont(x, p) without weights)", id="weighted-percentile"),
     pytest.param(ORDERS + RETURNS + "SELECT id, shop FROM orders JOIN returns USING (id);",
                  7, 29, "JOIN ... USING is not supported yet; write ON a.k = b.k", id="using"),
     pytest.param(ORDERS + RETURNS + "SELECT o.n FROM (SELECT shop, SESSION(INTERVAL '1' MINUTE)"
