@@ -6,57 +6,53 @@ One global schedule, whatever the parallelism: row ``n = 0, 1, ...`` is due
 ``event_rate / p`` rows per second. A rescale changes only which subtask emits a
 row, never which rows there are or their event times: rows neither pause nor
 repeat across it. Offsets are ``{"start_ns", "next", "eof"}``: the wall-clock
-start recorded in the initial offset and the number of rows emitted so far, so a
+start (the first batch's trigger time) and the number of rows emitted so far, so a
 restart from a checkpoint (or from the offset a state store kept) regenerates the
 same rows. (An offset written before the schedule was global counted rows per
 subtask, ``{"counter"}``: it is read as ``counter × p`` rows emitted.)
+
+A generator (:mod:`~spate.engine.connectors.generator`): Spark computes the rows
+natively from their numbers.
 """
 
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
-from spate.engine.connectors.arrow_batches import arrow_schema, control_batch, data_batch
 from spate.engine.connectors.base import (
-    CONTROL_EOF,
     SOURCE,
     BatchFacts,
     ColumnDef,
-    Connector,
     TableConfig,
     check_fixed_columns,
     register,
     stream_schema,
 )
 from spate.engine.connectors.formats import reject_format_options
+from spate.engine.connectors.generator import (
+    NUMBER,
+    GeneratorConnector,
+    check_offset,
+    floor_div,
+    is_end,
+    sequence_numbers,
+    with_hidden,
+)
 from spate.engine.connectors.metadata import SOURCE_TIME, SOURCES, TYPE, specs
 from spate.engine.connectors.options import OptionReader, check_role, check_source_options
-from spate.engine.connectors.streaming import (
-    SpateDataSource,
-    default_limit,
-    initial_offset,
-    load_stream,
-    max_rows,
-    source_options,
-)
-from spate.engine.python_workers import settle
 
-SOURCE_NAME = "spate_impulse"
-#: Rows (over all subtasks) admitted per micro-batch unless Spark asks for all.
+#: Rows (over all subtasks) admitted per micro-batch.
 MAX_ROWS_PER_BATCH = 1_000_000
 COLUMNS = (ColumnDef("counter", T.LongType(), False),
            ColumnDef("subtask_index", T.LongType(), False))
+_SCHEMA = stream_schema(COLUMNS)
+_OFFSET_FIELDS = frozenset({"start_ns", "eof"})
 
 
 @dataclass(frozen=True)
@@ -67,7 +63,6 @@ class ImpulseSettings:
     event_time_interval_ns: int | None
     #: rows in all; None: unbounded
     message_count: int | None
-    parallelism: int = 1
 
 
 def _parse(table: TableConfig) -> ImpulseSettings:
@@ -86,7 +81,7 @@ def _parse(table: TableConfig) -> ImpulseSettings:
 
 
 @register
-class ImpulseConnector(Connector):
+class ImpulseConnector(GeneratorConnector):
     """``impulse``: a rate-limited counter source, bounded by ``message_count``."""
 
     name = "impulse"
@@ -100,11 +95,6 @@ class ImpulseConnector(Connector):
 
     def is_bounded(self, table: TableConfig) -> bool:
         return _parse(table).message_count is not None
-
-    def reader_options(self, table: TableConfig, parallelism: int) -> dict[str, str]:
-        """The options of the data source reading ``table`` (see :func:`source_options`)."""
-        settings = asdict(_parse(table)) | {"parallelism": max(1, parallelism)}
-        return source_options(stream_schema(COLUMNS), settings)
 
     def partition_count(self, table: TableConfig, parallelism: int) -> int:
         del table
@@ -129,103 +119,54 @@ class ImpulseConnector(Connector):
         due_ns = int(offset["start_ns"]) + emitted(offset, parallelism) * 1e9 / rate
         return int(due_ns // 1_000_000)
 
-    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
-        return load_stream(spark, SOURCE_NAME, self.reader_options(table, parallelism))
-
-
-class ImpulseDataSource(SpateDataSource):
-    """Registered as ``spate_impulse``."""
-
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE_NAME
-
-    def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
-        return ImpulseStreamReader(ImpulseSettings(**self.settings()), schema,
-                                   self.start_offset())
-
-
-class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Offsets count the rows of the global schedule emitted so far."""
-
-    def __init__(self, settings: ImpulseSettings, schema: T.StructType,
-                 start: dict[str, Any] | None = None) -> None:
-        self.settings = settings
-        self.schema = schema
-        #: the offset a resumed pipeline starts at (from its state store); None: the start
-        self.start = None if start is None else _current(start, settings.parallelism)
-        self._frozen_now_ns: int | None = None
-        #: the wall clock (ns); replaceable in tests
-        self.clock_ns: Callable[[], int] = time.time_ns
-
-    def initialOffset(self) -> dict[str, Any]:
-        return initial_offset(
-            self.start, lambda: {"start_ns": self.clock_ns(), "next": 0, "eof": False},
-            self.settings.table)
-
-    def getDefaultReadLimit(self) -> ReadLimit:
-        return default_limit(MAX_ROWS_PER_BATCH)
-
-    def prepareForTriggerAvailableNow(self) -> None:
-        self._frozen_now_ns = self.clock_ns()
-
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        start = _current(start, self.settings.parallelism)
+    def advance(self, table: TableConfig, parallelism: int, start: Any | None,
+                now_ms: int) -> dict[str, Any]:
+        """Every row due by ``now_ms``, at most :data:`MAX_ROWS_PER_BATCH` more."""
+        settings = _parse(table)
+        now_ns = now_ms * 1_000_000
+        if start is None:
+            start = {"start_ns": now_ns, "next": 0, "eof": False}
+        check_offset(table, start, _OFFSET_FIELDS)
+        start = _current(start, max(1, parallelism))
         if start["eof"]:
-            return start
-        now_ns = self.clock_ns() if self._frozen_now_ns is None else self._frozen_now_ns
+            return dict(start)
         elapsed_s = max(now_ns - start["start_ns"], 0) / 1e9
-        available = math.floor(elapsed_s * self.settings.event_rate) + 1
-        count = self.settings.message_count
+        available = math.floor(elapsed_s * settings.event_rate) + 1
+        count = settings.message_count
         if count is not None:
             available = min(available, count)
-        rows = max_rows(limit, MAX_ROWS_PER_BATCH)
-        if rows is not None:
-            available = min(available, start["next"] + max(1, rows))
+        available = min(available, start["next"] + MAX_ROWS_PER_BATCH)
         eof = count is not None and available >= count
         if available <= start["next"] and not eof:
-            return start
+            return dict(start)
         return {"start_ns": start["start_ns"], "next": max(available, start["next"]),
                 "eof": eof}
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        parallelism = self.settings.parallelism
-        start, end = _current(start, parallelism), _current(end, parallelism)
-        if start == end:
-            return []
-        finishing = end["eof"] and not start["eof"]
-        # Event times come from the end offset's clock start: it is in Spark's offset
-        # log, whereas the first batch's start offset is a fresh initialOffset() call
-        # (a later clock reading) that a replay would read differently again.
-        return [InputPartition({"first": start["next"], "stop": end["next"],
-                                "subtask": k, "count": parallelism,
-                                "start_ns": end["start_ns"], "eof": finishing and k == 0})
-                for k in range(parallelism)]
+    def rows(self, spark: SparkSession, table: TableConfig, parallelism: int,
+             start: Any | None, end: Any) -> DataFrame:
+        """Counters ``start`` to ``end``, counter ``n`` on subtask ``n mod p``."""
+        subtasks = max(1, parallelism)
+        end = _current(end, subtasks)
+        first = 0 if start is None else emitted(start, subtasks)
+        stop = int(end["next"])
+        finishing = bool(end["eof"]) and not (start is not None and start["eof"])
+        counter = F.col(NUMBER)
+        subtask = counter % F.lit(subtasks)
+        micros = floor_div(_event_time_ns(_parse(table), counter, int(end["start_ns"])), 1000)
+        columns = with_hidden([counter, subtask], is_end(stop, finishing), subtask, micros,
+                              _SCHEMA)
+        return sequence_numbers(spark, first, stop, subtasks, finishing).select(*columns)
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        settle()
-        part = partition.value
-        schema = arrow_schema(self.schema)
-        # This subtask's share of rows first..stop: those with n mod count == subtask.
-        offset = (part["subtask"] - part["first"]) % part["count"]
-        counters = np.arange(part["first"] + offset, part["stop"], part["count"],
-                             dtype=np.int64)
-        if len(counters):
-            stamps = pa.array(self._event_times_ns(counters, part["start_ns"]) // 1000,
-                              pa.int64())
-            subtasks = np.full(len(counters), part["subtask"], dtype=np.int64)
-            yield data_batch(schema, [pa.array(counters), pa.array(subtasks)],
-                             part["subtask"], stamps)
-        if part["eof"]:
-            yield control_batch(schema, part["subtask"], CONTROL_EOF)
 
-    def _event_times_ns(self, counters: np.ndarray, start_ns: int) -> np.ndarray:
-        """Event time: start + counter x interval, else when the row became due."""
-        interval = self.settings.event_time_interval_ns
-        if interval is not None:
-            return start_ns + counters * interval
-        step_ns = 1e9 / self.settings.event_rate
-        return start_ns + np.floor(counters * step_ns).astype(np.int64)
+def _event_time_ns(settings: ImpulseSettings, counter: Column, start_ns: int) -> Column:
+    """Event time: start + counter x interval, else when the row became due (the
+    double product rounded down, as the schedule computes it)."""
+    interval = settings.event_time_interval_ns
+    if interval is not None:
+        offset_ns = counter * F.lit(interval).cast(T.LongType())
+    else:
+        offset_ns = F.floor(counter.cast(T.DoubleType()) * F.lit(1e9 / settings.event_rate))
+    return F.lit(start_ns).cast(T.LongType()) + offset_ns
 
 
 def emitted(offset: dict[str, Any], parallelism: int) -> int:

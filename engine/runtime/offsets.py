@@ -21,6 +21,12 @@ of the checkpoint folder that ran it.  The checkpoint folder is thus a cache:
   discarded first, as they were planned from somewhere else;
 - a folder with committed batches the store does not know belongs to another
   run and is refused.
+
+A generator source (:mod:`~spate.engine.connectors.generator`) logs only ticks in
+Spark's offsets: its own offset for a batch is computed from the one stored with
+the previous epoch and the batch's trigger time, which Spark logs with the batch
+(the ``batchTimestampMs`` of its metadata line), so a replayed batch gets the
+same offset again.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
@@ -109,6 +115,17 @@ class CheckpointFolder:
 
     def end_offsets(self, batch_id: int, sources: Sequence[str]) -> dict[str, Any]:
         """Per source table: its offset at the end of batch ``batch_id`` (as Spark logged it)."""
+        lines = self._logged(batch_id, len(sources))
+        return {name: json.loads(line) for name, line in zip(sources, lines[2:], strict=True)
+                if line != _NO_OFFSET}
+
+    def batch_timestamp_ms(self, batch_id: int, sources: int) -> int:
+        """When Spark planned batch ``batch_id`` (wall clock, ms), as it logged it."""
+        metadata = json.loads(self._logged(batch_id, sources)[1])
+        return int(metadata["batchTimestampMs"])
+
+    def _logged(self, batch_id: int, sources: int) -> list[str]:
+        """The lines Spark logged for batch ``batch_id`` of a query over ``sources``."""
         path = os.path.join(self.path, "offsets", str(batch_id))
         try:
             with open(path, encoding="utf-8") as handle:
@@ -117,13 +134,12 @@ class CheckpointFolder:
             raise PipelineFailedError(
                 f"cannot read the offsets of batch {batch_id} in checkpoint {self.location}: "
                 f"{error.strerror or error}") from None
-        if not lines or lines[0] != _OFFSET_LOG_VERSION or len(lines) != 2 + len(sources):
+        if not lines or lines[0] != _OFFSET_LOG_VERSION or len(lines) != 2 + sources:
             raise PipelineFailedError(
                 f"the offsets of batch {batch_id} in checkpoint {self.location} are not in the "
                 f"layout this Spate reads ({_OFFSET_LOG_VERSION}, one line per each of the "
-                f"{len(sources)} sources); was the checkpoint written by another Spark version?")
-        return {name: json.loads(line) for name, line in zip(sources, lines[2:], strict=True)
-                if line != _NO_OFFSET}
+                f"{sources} sources); was the checkpoint written by another Spark version?")
+        return lines
 
 
 @dataclass
@@ -136,7 +152,14 @@ class BatchEpochs:
     base: int
     #: per source table: where it starts when Spark's checkpoint has no offset for it
     start_offsets: dict[str, Any] = field(default_factory=dict)
+    #: per source table: its offset stored with the last committed epoch
+    stored_offsets: dict[str, Any] = field(default_factory=dict)
+    #: generator sources, whose offsets are computed, each by its function of the offset
+    #: before the batch (None: the beginning) and the batch's trigger time (ms)
+    computed: Mapping[str, Callable[[Any | None, int], Any]] = field(default_factory=dict)
     _query_id: str | None = None
+    #: epoch -> the computed sources' end offsets (the last two epochs' only)
+    _computed_ends: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def epoch(self, batch_id: int) -> int:
         return batch_id + self.base
@@ -148,15 +171,33 @@ class BatchEpochs:
         end = self.folder.end_offsets(batch, self.sources)
         start = (self.folder.end_offsets(batch - 1, self.sources) if batch > 0
                  else self.start_offsets)
-        return {name: (start.get(name), offset) for name, offset in end.items()}
+        offsets = {name: (start.get(name), offset) for name, offset in end.items()
+                   if name not in self.computed}
+        return offsets | self._computed_offsets(epoch)
+
+    def _computed_offsets(self, epoch: int) -> dict[str, tuple[Any | None, Any]]:
+        """``(start, end)`` of each generator in ``epoch``, which runs right after the
+        last committed epoch: it starts where that one's offsets (just computed, or
+        stored) say."""
+        if not self.computed:
+            return {}
+        before = self._computed_ends.get(epoch - 1, self.stored_offsets)
+        ends = self._computed_ends.get(epoch)
+        if ends is None:
+            now_ms = self.folder.batch_timestamp_ms(epoch - self.base, len(self.sources))
+            ends = {name: advance(before.get(name), now_ms)
+                    for name, advance in self.computed.items()}
+            self._computed_ends = {e: v for e, v in self._computed_ends.items()
+                                   if e == epoch - 1} | {epoch: ends}
+        return {name: (before.get(name), end) for name, end in ends.items()}
 
     def metadata(self, epoch: int) -> dict[str, Any]:
         """The entries ``epoch``'s commit stores: its end offsets, the base, the checkpoint."""
         if self._query_id is None:
             # Spark writes the folder's id when the query starts, before any batch.
             self._query_id = self.folder.query_id()
-        return {OFFSETS_KEY: self.folder.end_offsets(epoch - self.base, self.sources),
-                BATCH_BASE_KEY: self.base, CHECKPOINT_KEY: self._query_id}
+        ends = {name: end for name, (_, end) in self.batch_offsets(epoch).items()}
+        return {OFFSETS_KEY: ends, BATCH_BASE_KEY: self.base, CHECKPOINT_KEY: self._query_id}
 
 
 def resume(folder: CheckpointFolder, sources: Sequence[str], last_committed: int | None,
@@ -186,7 +227,8 @@ def resume(folder: CheckpointFolder, sources: Sequence[str], last_committed: int
                 f"whose last epoch of pipeline '{pipeline}' is {last_committed}: the store "
                 "was reset or restored; delete the checkpoint folder (or give an empty one) "
                 "to resume from the state")
-        return BatchEpochs(folder, names, stored.batch_base)
+        return BatchEpochs(folder, names, stored.batch_base,
+                           stored_offsets=dict(stored.offsets))
     if committed:
         raise PipelineFailedError(
             f"checkpoint {folder.location} belongs to another run of pipeline '{pipeline}' "
@@ -199,7 +241,8 @@ def resume(folder: CheckpointFolder, sources: Sequence[str], last_committed: int
         folder.discard_offsets()
     log.info("resuming from the offsets in the state store",
              extra={"epoch": last_committed, "checkpoint": folder.location})
-    return BatchEpochs(folder, names, last_committed + 1, dict(stored.offsets))
+    return BatchEpochs(folder, names, last_committed + 1, dict(stored.offsets),
+                       dict(stored.offsets))
 
 
 def _resume_without_offsets(folder: CheckpointFolder, sources: tuple[str, ...],

@@ -31,6 +31,7 @@ from spate.engine.planner.plan import PipelinePlan
 from spate.engine.runtime.epoch import EpochAbandonedError, EpochRunner, EpochSettings
 from spate.engine.runtime.errors import PipelineFailedError, is_transient_text
 from spate.engine.runtime.failures import root_message
+from spate.engine.runtime.generators import Generators
 from spate.engine.runtime.idle import IdleWatch
 from spate.engine.runtime.offsets import CheckpointFolder, resume
 from spate.engine.runtime.pacing import EpochPacer, Pacing
@@ -87,6 +88,7 @@ class PipelineRunner:
         self.wake_at_ms: int | None = None
         self.watch_sources = False
         self._pacer: EpochPacer | None = None
+        self._generators = Generators(plan.sources, options.parallelism)
 
     @property
     def finished(self) -> bool:
@@ -130,6 +132,7 @@ class PipelineRunner:
             CheckpointFolder(self.options.checkpoint_dir), [t.name for t in self.plan.sources],
             epochs.last_committed, epochs.stored_position, self.state.pipeline,
             self.state.store_url)
+        epochs.batches.computed = self._generators.advancers()
         if self.plan.udfs is not None:
             register_udfs(self.spark, self.plan.udfs)
         owner = f"{self.state.tenant}/{self.state.pipeline}"
@@ -217,11 +220,16 @@ class PipelineRunner:
 
     def _epoch(self, batch: DataFrame, batch_id: int) -> None:
         report = self._locked_epoch(batch, batch_id)
-        if report is not None and self._pacer is not None:
+        if report is None:
+            return
+        wait_s = self._generators.wait_s(report.rows_in)
+        if self._pacer is not None:
+            wait_s = max(wait_s, self._pacer.wait_after(
+                report.rows_in, report.started_s, report.duration_s))
+        if wait_s > 0:
             # Waiting here holds the next trigger back; outside the lock, so a stop
             # (which sets the event) ends the wait and finds no epoch in progress.
-            self._stop_requested.wait(self._pacer.wait_after(
-                report.rows_in, report.started_s, report.duration_s))
+            self._stop_requested.wait(wait_s)
 
     def _locked_epoch(self, batch: DataFrame, batch_id: int) -> EpochReport | None:
         with self._lock:
@@ -248,6 +256,9 @@ class PipelineRunner:
 
     def _run_epoch(self, batch: DataFrame, number: int) -> EpochReport:
         started = time.monotonic()
+        if self._generators.connectors:
+            assert self.epochs.batches is not None
+            batch = self._generators.batch(batch, self.epochs.batches.batch_offsets(number))
         single_pass = self.epochs.single_pass
         if not single_pass:
             batch.persist()

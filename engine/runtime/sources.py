@@ -62,6 +62,27 @@ def source_stream(spark: SparkSession, sources: list[Table], parallelism: int,
     with starting_at(starts):
         frames = [CONNECTORS[t.config.connector].read_stream(
                       spark, replace(t.config, owner=owner), parallelism) for t in sources]
+    return _tagged_union(frames)
+
+
+def with_rows(batch: DataFrame, sources: list[Table], rows: Mapping[str, DataFrame]
+              ) -> DataFrame:
+    """``batch`` (of :func:`source_stream`) with the part of each source named in
+    ``rows`` replaced by those rows: a generator streams ticks, its rows are computed
+    per epoch (:mod:`spate.engine.connectors.generator`)."""
+    if not rows:
+        return batch
+    if len(sources) == 1:
+        return rows[sources[0].name]
+    frames = [rows[t.name] if t.name in rows else
+              batch.where(F.col(_SOURCE_TAG) == i).select(f"__s{i}.*")
+              for i, t in enumerate(sources)]
+    return _tagged_union(frames)
+
+
+def _tagged_union(frames: list[DataFrame]) -> DataFrame:
+    """One frame of several sources' rows: source ``i``'s row packed in column
+    ``__s<i>`` (NULL in the others), tagged ``i``; a single source's as it is."""
     if len(frames) == 1:
         return frames[0]
     packed = [F.struct(*(F.col(f"`{c}`") for c in frame.columns)) for frame in frames]

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from spate.engine.connectors import CONNECTORS, ConnectorError
-from spate.engine.connectors.impulse import ImpulseDataSource
+from spate.engine.connectors import CONNECTORS
 from spate.engine.connectors.nexmark import NexmarkDataSource
 from spate.engine.connectors.streaming import with_start_offset
 from spate.engine.runtime.errors import PipelineFailedError
@@ -296,11 +295,3 @@ def test_a_resumed_source_starts_at_the_given_offset() -> None:
     fresh = NexmarkDataSource(CONNECTORS["nexmark"].reader_options(table, 2))
     assert fresh.streamReader(fresh.schema()).initialOffset()["next"] == 0
 
-
-def test_an_offset_of_another_connector_is_refused() -> None:
-    table = make_table("impulse", name="ticks", event_rate=10)
-    nexmark_offset = {"start_wall_ns": 5, "base_ns": 10**9, "next": 42, "eof": False}
-    source = ImpulseDataSource(with_start_offset(
-        CONNECTORS["impulse"].reader_options(table, 1), nexmark_offset))
-    with pytest.raises(ConnectorError, match="source 'ticks' cannot resume"):
-        source.streamReader(source.schema()).initialOffset()
