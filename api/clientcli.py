@@ -51,16 +51,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: does it. (pattern of the API's message, replacement), applied in order.
 CLI_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^pipeline '(?P<name>[^']+)' is running \((?P<job>[^)]*)\): stop it first "
-                r"\(PATCH stop\).*$"),
+                r"and delete .*$"),
      r"pipeline '\g<name>' is running (\g<job>): stop it first with 'spate pipelines stop "
      r"\g<name>', or kill its job and delete it with 'spate pipelines delete \g<name> --force'"),
-    (re.compile(r"^a pipeline named '(?P<name>[^']+)' already exists; PUT .*$"),
+    (re.compile(r"^a pipeline named '(?P<name>[^']+)' already exists; choose another name, "
+                r"or delete it first$"),
      r"a pipeline named '\g<name>' already exists; choose another name, or delete it first "
      r"with 'spate pipelines delete \g<name>'"),
     (re.compile(r"^pipeline '(?P<name>[^']+)' not found$"),
      r"pipeline '\g<name>' not found; 'spate pipelines list' shows the tenant's pipelines"),
-    (re.compile(r"^(?P<refusal>pipeline '(?P<name>[^']+)' cannot restart .*) "
-                r"\(with_state: false\)$"),
+    (re.compile(r"^(?P<refusal>pipeline '(?P<name>[^']+)' cannot restart .* keeping its "
+                r"state: .*)$"),
      r"\g<refusal> ('spate pipelines restart \g<name> --without-state')"),
     (re.compile(r"^invalid or revoked API key$"),
      "invalid or revoked API key; check SPATE_API_KEY (or --api-key)"),

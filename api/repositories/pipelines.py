@@ -73,8 +73,8 @@ class PipelineRepository(TenantRepository):
         """A new pipeline at version 1 (``sources``: what its planned SQL reads); an
         existing name is a 409, a pipeline the plan has no room for a 403."""
         if self._find(name) is not None:
-            raise ConflictError(f"a pipeline named '{name}' already exists; PUT "
-                                f"/pipelines/{name} creates it only when absent")
+            raise ConflictError(f"a pipeline named '{name}' already exists; choose another "
+                                "name, or delete it first")
         now = utc_now()
         pipeline = Pipeline(id=new_id(), name=name, current_version=1, created_at=now,
                             updated_at=now, **settings)
@@ -297,5 +297,4 @@ def _still_running(name: str, job: Job, forced: bool) -> str:
         return (f"pipeline '{name}' was asked to stop (force) but its job {job.id} is still "
                 f"{job.shown_state}; retry the delete in a few seconds")
     return (f"pipeline '{name}' is running (job {job.id} is {job.shown_state}): stop it first "
-            f"(PATCH stop) and delete it once the job has stopped, or delete with "
-            f"?force=true to kill it")
+            "and delete it once the job has stopped, or delete it with force to kill the job")

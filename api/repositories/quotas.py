@@ -90,8 +90,8 @@ class QuotaRepository(TenantRepository):
         if budget is not None:
             raise BudgetExceededError(
                 f"this month's budget of {budget.amount:g} is spent and its hard stop is on: "
-                "nothing new starts until next month; raise the budget (PUT /api/v1/budget) "
-                "or remove its hard stop to start now",
+                "nothing new starts until next month; raise the budget or remove its hard stop "
+                "to start now",
                 {"limit": "budget", "value": budget.amount})
 
     def _lock(self) -> None:

@@ -299,7 +299,7 @@ def _require_state_kept(pipelines: PipelineRepository, planner: TenantPlanner,
         return
     raise StateIncompatibleError(
         f"pipeline '{name}' cannot restart on version {pipeline.current_version} keeping its "
-        f"state: {state.message} (with_state: false)",
+        f"state: {state.message}",
         details=[{**o.model_dump(), "message": f"{o.operator} ({o.label}): "
                   f"{'; '.join(o.reasons)}"} for o in state.dropped])
 

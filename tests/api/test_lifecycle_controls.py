@@ -185,6 +185,7 @@ def test_deleting_a_running_pipeline_needs_a_stop_first(client: TestClient,
     error = error_of(refused)
     assert "stop it first" in error["message"] and error["details"] == [
         {"job_id": job_id, "state": "running"}]
+    assert "PATCH" not in error["message"] and "?force" not in error["message"]
     assert client.get(f"{PIPELINES}/p", headers=dev).status_code == 200
 
     update_job(client.app, job_id, state="stopped")

@@ -30,6 +30,9 @@ def test_create_get_and_delete(client: TestClient, dev: dict[str, str]) -> None:
     assert client.get(f"{PIPELINES}/bids", headers=dev).json() == body
     again = client.post(PIPELINES, headers=dev, json={"name": "bids", "sql": QUICKSTART_SQL})
     assert again.status_code == 409
+    # In the user's words (the console shows it as it is): no HTTP verbs or paths.
+    assert again.json()["error"]["message"] == (
+        "a pipeline named 'bids' already exists; choose another name, or delete it first")
 
     assert client.delete(f"{PIPELINES}/bids", headers=dev).status_code == 204
     assert client.get(f"{PIPELINES}/bids", headers=dev).status_code == 404
