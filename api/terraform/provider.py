@@ -72,8 +72,9 @@ class SpateProvider(Provider):  # type: ignore[misc]
             ConnectionTableResource,
             PipelineResource,
         )
+        from spate.api.terraform.udfs import UdfResource
         return [PipelineResource, ConnectionProfileResource, ConnectionTableResource,
-                ApiKeyResource]
+                ApiKeyResource, UdfResource]
 
 
 def _known(value: Any) -> str | None:

@@ -34,6 +34,8 @@ _STOPPED = {"stopped", "finished", "failed", "idle"}
 DEFAULT_TIMEOUT_S = 300
 #: the roles of API keys (spate.api.security.Role; the provider imports no server code)
 ROLES = ("admin", "developer", "billing", "viewer")
+#: how the planner's message about a function it does not know begins
+_UNKNOWN_FUNCTION = "unknown function '"
 
 
 class _Base(Resource):  # type: ignore[misc]
@@ -121,8 +123,15 @@ class PipelineResource(_Base):
                     raise
                 answer = self.client.post("/pipelines/validate", {"sql": sql})
             for d in answer.get("diagnostics") or []:
-                diags.add_error(f"Invalid SQL at line {d['line']}, column {d['column']}",
-                                d["message"], path=["sql"])
+                where = f"line {d['line']}, column {d['column']}"
+                if str(d["message"]).startswith(_UNKNOWN_FUNCTION):
+                    # maybe a spate_udf this apply creates first: the API checks again then
+                    diags.add_warning(f"Unknown function at {where}",
+                                      f"{d['message']}. Unless a spate_udf of this "
+                                      "configuration creates it (make the pipeline depend "
+                                      "on it), the apply fails.", path=["sql"])
+                    continue
+                diags.add_error(f"Invalid SQL at {where}", d["message"], path=["sql"])
             state = answer.get("state") or {}
             if state.get("verdict") == "incompatible":
                 require_replace("sql")
