@@ -44,6 +44,8 @@ class UsageRow:
     pipeline_name: str | None
     dimension: str
     quantity: float
+    #: the pipeline no longer exists (its usage outlives it)
+    pipeline_deleted: bool = False
 
 
 class UsageRepository:
@@ -86,11 +88,19 @@ class UsageRepository:
             .order_by(period, UsageRecord.tenant_id, UsageRecord.pipeline_id,
                       UsageRecord.dimension)).all()
         names = self._names({row[2] for row in rows})
+        live = self._live({row[2] for row in rows})
         return [UsageRow(tenant_id=tenant, period_start=_as_time(start),
                          pipeline_id=pipeline, pipeline_name=names.get(pipeline or ""),
-                         dimension=dimension, quantity=float(quantity or 0.0))
+                         dimension=dimension, quantity=float(quantity or 0.0),
+                         pipeline_deleted=pipeline is not None and pipeline not in live)
                 for tenant, start, pipeline, dimension, quantity in rows]
 
+    def _live(self, pipeline_ids: set[str | None]) -> set[str]:
+        """Those of ``pipeline_ids`` whose pipeline still exists."""
+        wanted = {pipeline_id for pipeline_id in pipeline_ids if pipeline_id is not None}
+        if not wanted:
+            return set()
+        return set(self.session.scalars(select(Pipeline.id).where(Pipeline.id.in_(wanted))))
 
     def _names(self, pipeline_ids: set[str | None]) -> dict[str, str]:
         """The names of ``pipeline_ids``: a deleted pipeline's as it was named."""

@@ -63,6 +63,7 @@ def read_usage(
         items.append(UsageItem(
             period_start=row.period_start, tenant_id=row.tenant_id,
             pipeline_id=row.pipeline_id, pipeline_name=row.pipeline_name,
+            pipeline_deleted=row.pipeline_deleted,
             dimension=row.dimension,  # type: ignore[arg-type]
             quantity=row.quantity,
             cost=round(book.cost(row.dimension, row.quantity, row.period_start), 6)))

@@ -32,7 +32,10 @@ class UsageItem(BaseModel):
     period_start: datetime
     tenant_id: str
     pipeline_id: str | None = Field(description="None: the tenant's previews")
-    pipeline_name: str | None = Field(description="None for previews and deleted pipelines")
+    pipeline_name: str | None = Field(description="None for previews; a deleted pipeline's "
+                                                  "as it was named")
+    pipeline_deleted: bool = Field(False, description="the pipeline has been deleted (its "
+                                                      "usage stays)")
     dimension: Dimension
     quantity: float
     cost: float = Field(description="at the price-book version in effect then (0: unpriced)")

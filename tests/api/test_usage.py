@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from spate.scheduler.metering import COMPUTE_UNIT_SECONDS, EVENTS_IN
-from tests.api.job_rows import insert_usage
+from tests.api.job_rows import insert_job, insert_usage
 from tests.api.support import TenantKeys, TestClient, error_of, pipeline_sql, platform_auth
 
 V1 = "/api/v1"
@@ -58,6 +58,31 @@ def test_usage_by_day_sums_each_pipelines_runs_and_the_previews(
     assert body["totals"] == {COMPUTE_UNIT_SECONDS: 48.0, EVENTS_IN: 100}
     names = {item["pipeline_name"] for item in body["items"]}  # type: ignore[attr-defined]
     assert names == {"clicks", None}
+
+
+def test_a_deleted_pipelines_usage_keeps_its_name_and_says_it_is_deleted(
+        client: TestClient, tenant_factory: Callable[[], TenantKeys]) -> None:
+    tenant = tenant_factory()
+    developer = tenant.auth("developer")
+
+    def metered(name: str) -> str:
+        created = client.post(f"{V1}/pipelines", headers=developer,
+                              json={"name": name, "sql": pipeline_sql(), "stopped": True})
+        assert created.status_code == 201, created.text
+        pipeline_id: str = created.json()["id"]
+        job = insert_job(client.app, tenant.id, pipeline_id, state="stopped")
+        insert_usage(client.app, tenant.id, pipeline_id, [(DAY1, EVENTS_IN, 7)], job)
+        return pipeline_id
+
+    gone = metered("clicks")
+    assert client.delete(f"{V1}/pipelines/clicks", headers=developer).status_code == 204
+    # A new pipeline of the same name is another pipeline: its usage is not the old one's.
+    again = metered("clicks")
+    body = _usage(client, tenant.auth(), start="2026-10-01T00:00:00Z",
+                  end="2026-11-01T00:00:00Z")
+    shown = {(item["pipeline_id"], item["pipeline_name"], item["pipeline_deleted"])  # type: ignore[index]
+             for item in body["items"]}  # type: ignore[attr-defined]
+    assert shown == {(gone, "clicks", True), (again, "clicks", False)}
 
 
 def test_usage_by_minute_filtered_by_pipeline_and_dimension(

@@ -14,6 +14,7 @@ pipelines are created stopped.
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from collections.abc import Iterator
@@ -290,3 +291,68 @@ def test_billing_pages_load_at_their_address(server: ServedTenant, path: str) ->
     shell = httpx.get(server.url + path)
     assert shell.status_code == 200 and '<main id="main"' in shell.text, (
         f"{path} is not served: add it to PAGES in api/routes/console.py")
+
+
+def axes_of(page: Page, chart: str) -> list[dict[str, Any]]:
+    """The y axes of a chart as drawn: each one's title and tick labels."""
+    canvas = page.get_by_role("img", name=chart)
+    # Drawn once laid out: at least two ticks on the first axis.
+    expect(canvas).to_have_attribute("data-axes", re.compile(r'"ticks":\["[^"]*","'))
+    axes: list[dict[str, Any]] = json.loads(str(canvas.get_attribute("data-axes")))
+    return axes
+
+
+def test_usage_axes_read_in_units_and_a_deleted_pipeline_by_its_name(
+        shared_serve: ServeProcess, database: Database, watch: PageWatch) -> None:
+    tenant = new_tenant(shared_serve, SHARED_PLATFORM_KEY, "usage-axes")
+    try:
+        names = {}
+        for role in ("kept", "gone"):
+            name = f"{role}-{secrets.token_hex(2)}"
+            created = tenant.http.post("/pipelines", json={"name": name, "sql": SQL,
+                                                           "stopped": True})
+            assert created.status_code == 201, created.text
+            # 20 s of compute and a little state held today: the axes must not read
+            # 0.0056 SCU-hours or 6.0E-7 GiB.
+            now = datetime.now(UTC).replace(second=0, microsecond=0)
+            write_usage(database, tenant.tenant_id, created.json()["id"], [
+                (now, "compute_unit_seconds", 20.0), (now, "state_gb_seconds", 0.05),
+                (now, "events_in", 3)])
+            names[role] = name
+        assert tenant.http.delete(f"/pipelines/{names['gone']}").status_code == 204
+        page = watch.page
+        sign_in(page, tenant)
+        open_page(page, "Usage", "Usage")
+
+        [compute] = axes_of(page, "Compute units over time, stacked by pipeline")
+        assert compute["title"] == "SCU-seconds", compute
+        [state] = axes_of(page, "State held over time (average), by pipeline")
+        # Bytes, KiB or MiB: how much the average is depends on how much of today is over.
+        assert state["title"] in {"bytes (average)", "KiB (average)", "MiB (average)"}, state
+        [events] = axes_of(page, "Events read and written over time")
+        [cost] = axes_of(page, "Cost to date, the linear forecast to the month's end and the "
+                               "budget")
+        for axis in (compute, state, events, cost):
+            assert len(axis["ticks"]) >= 2, axis
+            for tick in axis["ticks"]:
+                # Plain numbers (or money), never in exponent notation.
+                assert re.fullmatch(r"\$?-?[\d,]*\.?\d*", tick), axis
+        assert max(float(t.replace(",", "")) for t in compute["ticks"] if t) >= 40
+        with page.expect_response(lambda r: "granularity=minute" in r.url and r.ok):
+            page.get_by_label("Last 2 hours, by minute").check()
+        expect(page.get_by_text("Each minute of the last 2 hours (UTC).")).to_be_visible()
+        [minutes] = axes_of(page, "Compute units over time, stacked by pipeline")
+        assert minutes["title"] == "SCU-seconds" and all("e" not in t.lower()
+                                                         for t in minutes["ticks"]), minutes
+
+        # The deleted pipeline keeps its row under its name, marked deleted and not linked
+        # (its page is gone); the live one links to its page.
+        table = page.get_by_role("table", name="Usage by pipeline")
+        gone = table.locator(f"tbody tr[data-pipeline='{names['gone']} (deleted)']")
+        expect(gone.locator("th")).to_have_text(f"{names['gone']} (deleted)")
+        expect(gone.get_by_role("link")).to_have_count(0)
+        expect(table.get_by_role("link", name=names["kept"], exact=True)).to_be_visible()
+        assert "deleted pipeline 0" not in page.content()
+        watch.rendered("usage-axes")
+    finally:
+        tenant.close()

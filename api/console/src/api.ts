@@ -58,6 +58,8 @@ export interface Check { ok: boolean; message: string }
 export interface Page<T> { items: T[]; next_cursor: string | null }
 export interface UsageItem {
   period_start: string; tenant_id: string; pipeline_id: string | null; pipeline_name: string | null;
+  /** The pipeline no longer exists: its usage stays, under the name it had. */
+  pipeline_deleted: boolean;
   dimension: string; quantity: number; cost: number;
 }
 export interface Usage {

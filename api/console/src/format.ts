@@ -31,8 +31,37 @@ export function formatQuantity(value: number | null | undefined): string {
   if (value === 0) return "0";
   if (Math.abs(value) >= 1000) return Math.round(value).toLocaleString();
   if (Math.abs(value) >= 1) return value.toFixed(2);
-  return String(Number(value.toPrecision(2)));
+  return plainNumber(value);
 }
+
+/** A number as a tick or a tooltip shows it: at most two decimals from 1 up, two
+ * significant digits below, and never in exponent notation (6.0E-10 reads as nothing). */
+export function plainNumber(value: number): string {
+  if (!Number.isFinite(value)) return "—";
+  if (value === 0) return "0";
+  if (Math.abs(value) >= 1) return value.toLocaleString(undefined, { maximumFractionDigits: 2 });
+  return value.toLocaleString(undefined, { maximumSignificantDigits: 2 });
+}
+
+/** A unit an axis can show its values in: its name, and how many of the series' own
+ * units make one of it. */
+export interface Unit { name: string; size: number }
+
+/** The unit of ``units`` (largest first) that values up to ``max`` read best in: the
+ * largest that ``max`` is at least one of, else the smallest. */
+export function unitFor(max: number, units: Unit[]): Unit {
+  return units.find((unit) => max >= unit.size) ?? units[units.length - 1];
+}
+
+/** Compute units, for series in SCU-hours. */
+export const SCU_UNITS: Unit[] = [
+  { name: "SCU-hours", size: 1 }, { name: "SCU-minutes", size: 1 / 60 }, { name: "SCU-seconds", size: 1 / 3600 },
+];
+/** Sizes of state, for series in GiB. */
+export const BYTE_UNITS: Unit[] = [
+  { name: "GiB", size: 1 }, { name: "MiB", size: 2 ** -10 }, { name: "KiB", size: 2 ** -20 },
+  { name: "bytes", size: 2 ** -30 },
+];
 
 /** A whole count (events), with the reader's digit grouping. */
 export function formatCount(value: number | null | undefined): string {
@@ -40,13 +69,14 @@ export function formatCount(value: number | null | undefined): string {
   return Math.round(value).toLocaleString();
 }
 
-/** An amount of money in its currency: cents, and more digits for a cost under a cent
- * (a preview's), so it does not read as free. */
+/** An amount of money in its currency: cents, and two significant digits for a cost
+ * under a cent (a preview's), so it does not read as free. */
 export function formatMoney(amount: number | null | undefined, currency: string): string {
   if (amount === null || amount === undefined || !Number.isFinite(amount)) return "—";
   const underACent = amount !== 0 && Math.abs(amount) < 0.01;
-  return new Intl.NumberFormat(undefined, { style: "currency", currency, minimumFractionDigits: 2,
-    maximumFractionDigits: underACent ? 4 : 2 }).format(amount);
+  return new Intl.NumberFormat(undefined, underACent
+    ? { style: "currency", currency, maximumSignificantDigits: 2 }
+    : { style: "currency", currency, minimumFractionDigits: 2, maximumFractionDigits: 2 }).format(amount);
 }
 
 /** ``part`` as a whole percentage of ``whole``, rounded down (0.29 of 1 is 29, not 28). */

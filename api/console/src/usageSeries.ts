@@ -31,17 +31,19 @@ export function pipelineKey(item: UsageItem): string {
 }
 
 /** A row's pipeline as people know it; previews are "previews", and a deleted
- * pipeline (its usage outlives it) is named by its id. */
+ * pipeline (its usage outlives it) by the name it had, marked deleted. */
 export function pipelineLabel(item: UsageItem): string {
   if (item.pipeline_id === null) return "previews";
-  return item.pipeline_name ?? `deleted pipeline ${item.pipeline_id.slice(0, 8)}`;
+  // Only a pipeline deleted before its name was kept for bills has none.
+  const name = item.pipeline_name ?? "a pipeline";
+  return item.pipeline_deleted ? `${name} (deleted)` : name;
 }
 
 /** One pipeline's (or the previews') usage over the whole span: each dimension in its
  * unit, and the cost. */
 export interface PipelineUsage {
   key: string; label: string;
-  /** The pipeline's name (null: previews, or a deleted pipeline). */
+  /** The name of a pipeline that still exists, to link to (null: previews, or deleted). */
   name: string | null;
   quantities: Record<string, number>; cost: number;
 }
@@ -51,8 +53,8 @@ export function byPipeline(usage: Usage): PipelineUsage[] {
   const rows = new Map<string, PipelineUsage>();
   for (const item of usage.items) {
     const key = pipelineKey(item);
-    const row = rows.get(key) ?? { key, label: pipelineLabel(item), name: item.pipeline_name, quantities: {},
-      cost: 0 };
+    const row = rows.get(key) ?? { key, label: pipelineLabel(item),
+      name: item.pipeline_deleted ? null : item.pipeline_name, quantities: {}, cost: 0 };
     row.quantities[item.dimension] = (row.quantities[item.dimension] ?? 0)
       + item.quantity / dimension(item.dimension).perUnit;
     row.cost += item.cost;

@@ -56,7 +56,7 @@ function invoiceCard(invoice: Invoice): HTMLElement {
   const money = (amount: number) => formatMoney(amount, invoice.currency);
   const lines = invoice.lines.map((line) => h("tr", {},
     h("th", { scope: "row" }, line.pipeline_id === null ? h("em", {}, "previews")
-      : line.pipeline_name ?? `deleted pipeline ${line.pipeline_id.slice(0, 8)}`),
+      : line.pipeline_name ?? "a deleted pipeline"),
     h("td", {}, dimension(line.dimension).label),
     h("td", { class: "num" }, `${formatQuantity(line.quantity)} ${line.unit}`),
     h("td", { class: "num" }, money(line.unit_price)),

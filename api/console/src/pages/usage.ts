@@ -7,7 +7,8 @@ import { ApiError, type Budget, describe, get, type Usage } from "../api";
 import { refreshBanner } from "../banner";
 import { type SeriesChart, seriesChart, type SeriesLine } from "../chart";
 import { append, h, replace } from "../dom";
-import { formatCount, formatMoney, formatQuantity, formatTime, percentOf } from "../format";
+import { BYTE_UNITS, formatCount, formatMoney, formatQuantity, formatTime, percentOf, plainNumber, SCU_UNITS,
+  unitFor } from "../format";
 import { every } from "../poll";
 import { averageGiB, byPipeline, costForecast, DIMENSIONS, monthName, periodLabel, periods,
   seriesByPipeline, seriesTotal } from "../usageSeries";
@@ -103,14 +104,18 @@ function usageView(main: HTMLElement, span: HTMLElement,
                    budget: Budget | null): UsageView {
   let currency = "USD";
   const summary = h("dl", { class: "summary" });
-  const compute = chartBox("Compute units (SCU-hours) over time, stacked by pipeline", (canvas) =>
-    seriesChart(canvas, { kind: "bar", stacked: true, axisTitle: "SCU-hours", format: formatQuantity }));
+  const compute = chartBox("Compute units over time, stacked by pipeline", (canvas) =>
+    seriesChart(canvas, { kind: "bar", stacked: true,
+      axis: { unit: (max) => unitFor(max, SCU_UNITS), title: "{unit}", format: plainNumber } }));
   const events = chartBox("Events read and written over time", (canvas) =>
-    seriesChart(canvas, { kind: "line", stacked: false, axisTitle: "events", format: formatCount }));
-  const state = chartBox("State held over time (GiB, average), by pipeline", (canvas) =>
-    seriesChart(canvas, { kind: "line", stacked: false, axisTitle: "GiB (average)", format: formatQuantity }));
+    seriesChart(canvas, { kind: "line", stacked: false,
+      axis: { title: "events", format: (v) => Number.isInteger(v) ? formatCount(v) : "" } }));
+  const state = chartBox("State held over time (average), by pipeline", (canvas) =>
+    seriesChart(canvas, { kind: "line", stacked: false,
+      axis: { unit: (max) => unitFor(max, BYTE_UNITS), title: "{unit} (average)", format: plainNumber } }));
   const cost = chartBox("Cost to date, the linear forecast to the month's end and the budget", (canvas) =>
-    seriesChart(canvas, { kind: "line", stacked: false, axisTitle: "cost", format: (v) => formatMoney(v, currency) }));
+    seriesChart(canvas, { kind: "line", stacked: false,
+      axis: { title: "cost", format: (v) => formatMoney(v, currency) } }));
   const forecastNote = h("p", { class: "muted", "data-testid": "forecast-note" });
   const table = h("div", { class: "scroll" });
   const rangeNote = h("p", { class: "muted" });
@@ -121,9 +126,9 @@ function usageView(main: HTMLElement, span: HTMLElement,
   append(main, [summary,
     h("section", { "aria-labelledby": "over-time-heading" },
       h("h2", { id: "over-time-heading" }, "Over time"), rangeChoice(onRange), rangeNote,
-      h("h3", {}, "Compute units (SCU-hours), stacked by pipeline"), compute.element,
+      h("h3", {}, "Compute units, stacked by pipeline"), compute.element,
       h("h3", {}, "Events in and out"), events.element,
-      h("h3", {}, "State held (GiB, average over each period)"), state.element),
+      h("h3", {}, "State held (average over each period)"), state.element),
     h("section", { "aria-labelledby": "cost-heading" },
       h("h2", { id: "cost-heading" }, "Cost to date and forecast"), cost.element, forecastNote),
     h("section", { "aria-labelledby": "budget-heading" }, h("h2", { id: "budget-heading" }, "Budget"), budgetBox),
