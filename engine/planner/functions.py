@@ -30,7 +30,7 @@ from spate.engine.planner.dialect import Spate, written_name
 from spate.engine.planner.errors import PlanningError
 from spate.engine.planner.function_base import Function, Translation, args_of
 from spate.engine.planner.function_library import LIBRARY
-from spate.engine.planner.json_functions import JSON_FUNCTIONS
+from spate.engine.planner.json_functions import JSON_FUNCTIONS, json_cast
 from spate.engine.planner.positions import SourceText
 from spate.engine.planner.types import UnsupportedTypeError, spark_type
 from spate.engine.planner.window import WINDOW_FUNCTIONS
@@ -97,6 +97,9 @@ def translate_functions(query: exp.Expr, text: SourceText, fallback: int,
         name = written_call_name(node, text)
         if udfs is not None and name is not None and name in udfs.functions:
             _udf_call(node, udfs.functions[name], ctx, udfs)
+            continue
+        if isinstance(node, exp.Cast) and (typed := json_cast(node, ctx)) is not None:
+            node.replace(typed)  # CAST(j -> 'k' AS BIGINT): json_get_int(j, 'k')
             continue
         if (isinstance(node, _SYNTAX) or name in _OTHER_CALLS
                 or isinstance(node.parent, exp.Window)):

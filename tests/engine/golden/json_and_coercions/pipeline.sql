@@ -2,7 +2,9 @@
 -- debezium_json source whose fields arrive with other JSON types than declared.
 -- Worked by hand:
 --   -> returns the value as JSON text (a string quoted, a JSON null as null), ->> as
---   text; a path into a missing key or into text that is not JSON gives NULL.
+--   text; a path into a missing key, or into text that is not JSON, gives the text
+--   null through -> and json_get (as the dialect writes its JSON value) and NULL
+--   through ->>.
 --   character_length and char_length are length.
 --   The view unnests tags: a row per element, none for the empty array; 'x' filtered.
 --   prices: a number declared TEXT is written as its JSON text, numeric text declared
