@@ -31,7 +31,6 @@ from spate.api.db import Database
 from spate.api.models import (
     DESIRED_RUNNING,
     DESIRED_STOPPED,
-    JOB_TERMINAL_STATES,
     Budget,
     Job,
     JobCheckpoint,
@@ -56,6 +55,7 @@ from spate.scheduler.store import (
     PROCESS_STATES,
     RUNNING,
     STARTING,
+    TERMINAL_STATES,
     CheckpointRecord,
     ControlStore,
     EventBatch,
@@ -90,7 +90,7 @@ class SqlControlStore(ControlStore):
     # -- reading --------------------------------------------------------------
 
     def pipelines_to_reconcile(self) -> list[str]:
-        live = select(Job.pipeline_id).where(Job.state.not_in(JOB_TERMINAL_STATES),
+        live = select(Job.pipeline_id).where(Job.state.not_in(TERMINAL_STATES),
                                              Job.pipeline_id.is_not(None))
         with self._session() as session:
             return list(session.scalars(select(Pipeline.id).where(or_(
@@ -100,7 +100,7 @@ class SqlControlStore(ControlStore):
     def active_preview_ids(self) -> list[str]:
         with self._session() as session:
             return list(session.scalars(select(Job.id).where(
-                Job.kind == "preview", Job.state.not_in(JOB_TERMINAL_STATES)).order_by(Job.id)))
+                Job.kind == "preview", Job.state.not_in(TERMINAL_STATES)).order_by(Job.id)))
 
     def starting_jobs(self) -> int:
         with self._session() as session:
@@ -115,9 +115,9 @@ class SqlControlStore(ControlStore):
     def pipeline_jobs(self, pipeline_id: str) -> list[JobView]:
         with self._session() as session:
             live = list(session.scalars(select(Job).where(
-                Job.pipeline_id == pipeline_id, Job.state.not_in(JOB_TERMINAL_STATES))))
+                Job.pipeline_id == pipeline_id, Job.state.not_in(TERMINAL_STATES))))
             ended = session.scalars(select(Job).where(
-                Job.pipeline_id == pipeline_id, Job.state.in_(JOB_TERMINAL_STATES))
+                Job.pipeline_id == pipeline_id, Job.state.in_(TERMINAL_STATES))
                 .order_by(Job.id.desc()).limit(1)).first()
             jobs = sorted(live + ([ended] if ended else []), key=lambda j: j.id, reverse=True)
             return [_job_view(session, job) for job in jobs]
@@ -141,7 +141,7 @@ class SqlControlStore(ControlStore):
                 return None
             if session.scalars(select(Job.id).where(
                     Job.pipeline_id == pipeline_id,
-                    Job.state.not_in(JOB_TERMINAL_STATES))).first() is not None:
+                    Job.state.not_in(TERMINAL_STATES))).first() is not None:
                 return None
             pipeline = session.get(Pipeline, pipeline_id)
             assert pipeline is not None  # locked above, in this transaction
@@ -190,7 +190,7 @@ class SqlControlStore(ControlStore):
             Job.stop_mode.is_(None), Job.stop_mode != _FORCE)
         with self._session() as session:
             done = session.execute(
-                update(Job).where(Job.id == job_id, Job.state.not_in(JOB_TERMINAL_STATES),
+                update(Job).where(Job.id == job_id, Job.state.not_in(TERMINAL_STATES),
                                   needed)
                 .values(stop_mode=mode, updated_at=utc_now())
                 .execution_options(synchronize_session=False))
@@ -422,13 +422,13 @@ def _record_batch(session: Session, job: Job, batch: EventBatch) -> None:
 
 def _apply_status(session: Session, job: Job, batch: EventBatch) -> None:
     status = batch.status
-    if status is None or job.state in JOB_TERMINAL_STATES or status.state == job.state:
+    if status is None or job.state in TERMINAL_STATES or status.state == job.state:
         return
     if status.state == RUNNING and job.state != STARTING:
         return  # a job already stopping stays stopping
     job.state = status.state
     message = status.message or status.state
-    if status.state in JOB_TERMINAL_STATES:
+    if status.state in TERMINAL_STATES:
         job.ended_at = utc_now()
     if status.state == FAILED:
         last_error = batch.errors[-1].message if batch.errors else None

@@ -35,6 +35,13 @@ from sqlalchemy.types import TypeDecorator
 
 from spate.api.ids import ID_LENGTH, new_id
 from spate.api.security import Role
+from spate.scheduler.store import (
+    DESIRED_RUNNING,
+    DESIRED_STOPPED,
+    JOB_KINDS,
+    JOB_STATES,
+    RUN,
+)
 
 NAME_LENGTH = 63
 KEY_NAME_LENGTH = 100
@@ -123,8 +130,6 @@ class ApiKey(TenantOwned, Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
-DESIRED_RUNNING = "running"
-DESIRED_STOPPED = "stopped"
 STOP_MODES = ("checkpoint", "graceful", "immediate", "force")
 
 
@@ -138,7 +143,8 @@ class Pipeline(TenantOwned, Base):
         UniqueConstraint("tenant_id", "id"),
         CheckConstraint("parallelism >= 1", name="parallelism"),
         CheckConstraint("current_version >= 1", name="current_version"),
-        CheckConstraint("desired_state IN ('running', 'stopped')", name="desired_state"),
+        CheckConstraint(f"desired_state IN ('{DESIRED_RUNNING}', '{DESIRED_STOPPED}')",
+                        name="desired_state"),
     )
 
     id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True, default=new_id)
@@ -198,17 +204,6 @@ class PipelineVersion(TenantOwned, Base):
     pipeline: Mapped[Pipeline] = relationship(back_populates="versions")
 
 
-#: A job's states. ``created`` → ``starting`` → ``running`` → ``stopping`` →
-#: ``stopped``; a bounded pipeline ends ``finished``; a job whose process died
-#: waits ``restarting`` for its backoff, and ends ``failed`` when its restart
-#: budget is spent or it cannot start; a job with no input for its idle period
-#: ends ``idle`` (``next_attempt_at``: when its input is due), and its pipeline
-#: resumes in a new job then.
-JOB_STATES = ("created", "starting", "running", "stopping", "restarting",
-              "stopped", "finished", "failed", "idle")
-#: States a job does not leave.
-JOB_TERMINAL_STATES = ("stopped", "finished", "failed", "idle")
-JOB_KINDS = ("run", "preview")
 
 
 class Job(TenantOwned, Base):
@@ -237,7 +232,7 @@ class Job(TenantOwned, Base):
     pipeline_version: Mapped[int | None] = mapped_column(Integer)
     #: A preview's SQL (a run's SQL is its pipeline version's).
     sql: Mapped[str | None] = mapped_column(Text)
-    kind: Mapped[str] = mapped_column(String(16), default="run")
+    kind: Mapped[str] = mapped_column(String(16), default=RUN)
     #: A run that watches an idle pipeline's sources, without Spark, until input arrives
     #: (it ends ``idle``, due at once); its pipeline shows as idle meanwhile.
     watch: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())

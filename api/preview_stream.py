@@ -33,10 +33,10 @@ from fastapi.sse import KEEPALIVE_COMMENT, format_sse_event
 
 from spate.api.db import Database
 from spate.api.errors import NotFoundError
-from spate.api.models import JOB_TERMINAL_STATES
 from spate.api.repositories.jobs import JobRepository
 from spate.api.scheduling import SchedulerNotifier
 from spate.engine.job.channel import ChannelError, JobChannel, open_channel
+from spate.scheduler.store import TERMINAL_STATES
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class PreviewStream:
             if self.rows_sent >= self.limit:
                 yield _event("end", self._end("limit")), False
                 return
-            if state in JOB_TERMINAL_STATES:
+            if state in TERMINAL_STATES:
                 async for chunk in self._finish(snapshot):
                     yield chunk, True
                 return

@@ -17,8 +17,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from spate.api.job_metrics import parse_epoch_figures
-from spate.api.models import JOB_STATES
 from spate.api.repositories.metrics import PipelineFigures, UsageFigure
+from spate.scheduler.store import JOB_STATES
 
 #: The media type of a scrape's body.
 CONTENT_TYPE = CONTENT_TYPE_LATEST

@@ -20,17 +20,26 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-#: Job states (mirrors ``spate.api.models.JOB_STATES``).
+#: A job's states: ``created`` → ``starting`` → ``running`` → ``stopping`` →
+#: ``stopped``; a bounded pipeline ends ``finished``; a job whose process died
+#: waits ``restarting`` for its backoff, and ends ``failed`` when its restart
+#: budget is spent or it cannot start; a job with no input for its idle period
+#: ends ``idle`` (``next_attempt_at``: when its input is due), and its pipeline
+#: resumes in a new job then.  Declared here only: the API's models, its database
+#: constraint and its metrics read these.
 CREATED, STARTING, RUNNING, STOPPING, RESTARTING = (
     "created", "starting", "running", "stopping", "restarting")
 STOPPED, FINISHED, FAILED = "stopped", "finished", "failed"
-#: A job that stopped for want of input; its pipeline resumes when input is due.
 IDLE = "idle"
-TERMINAL_STATES = frozenset({STOPPED, FINISHED, FAILED, IDLE})
+JOB_STATES = (CREATED, STARTING, RUNNING, STOPPING, RESTARTING, STOPPED, FINISHED, FAILED,
+              IDLE)
+#: States a job does not leave, in the order of :data:`JOB_STATES`.
+TERMINAL_STATES = (STOPPED, FINISHED, FAILED, IDLE)
 #: States in which a job's process may be running.
 PROCESS_STATES = frozenset({STARTING, RUNNING, STOPPING})
 
 RUN, PREVIEW = "run", "preview"
+JOB_KINDS = (RUN, PREVIEW)
 DESIRED_RUNNING, DESIRED_STOPPED = "running", "stopped"
 
 

@@ -17,7 +17,6 @@ from sqlalchemy.orm import Session
 from spate.api.errors import NotFoundError
 from spate.api.ids import new_id
 from spate.api.models import (
-    JOB_TERMINAL_STATES,
     Job,
     JobCheckpoint,
     JobError,
@@ -29,6 +28,7 @@ from spate.api.planning import PlannedSource
 from spate.api.quotas import new_preview
 from spate.api.repositories.base import TenantRepository, page, transaction
 from spate.api.repositories.quotas import QuotaRepository
+from spate.scheduler.store import TERMINAL_STATES
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ class JobRepository(TenantRepository):
     def request_stop(self, job_id: str, mode: str) -> Job:
         """Ask a job to stop (``mode``); a job already asked or ended is left as it is."""
         job = self.get(job_id)
-        if job.stop_mode is None and job.state not in JOB_TERMINAL_STATES:
+        if job.stop_mode is None and job.state not in TERMINAL_STATES:
             with transaction(self.session, f"job '{job_id}' changed concurrently; retry"):
                 job.stop_mode = mode
                 job.updated_at = utc_now()

@@ -25,7 +25,6 @@ from spate.api.ids import new_id
 from spate.api.models import (
     DESIRED_RUNNING,
     DESIRED_STOPPED,
-    JOB_TERMINAL_STATES,
     DeletedPipeline,
     Job,
     Pipeline,
@@ -36,6 +35,7 @@ from spate.api.planning import PlannedSource
 from spate.api.quotas import Demand, new_pipeline, new_sources, pipeline_change
 from spate.api.repositories.base import TenantRepository, page, transaction
 from spate.api.repositories.quotas import QuotaRepository
+from spate.scheduler.store import TERMINAL_STATES
 
 #: Settings compared by PUT: an existing pipeline must match them to be returned.
 _SPEC_FIELDS = ("description", "parallelism", "checkpoint_interval_ms")
@@ -225,7 +225,7 @@ class PipelineRepository(TenantRepository):
 
     def _active_job(self, pipeline_id: str) -> Job | None:
         return self.session.scalars(select(Job).where(
-            Job.pipeline_id == pipeline_id, Job.state.not_in(JOB_TERMINAL_STATES),
+            Job.pipeline_id == pipeline_id, Job.state.not_in(TERMINAL_STATES),
         ).order_by(Job.id.desc()).limit(1)).first()
 
     def add_version(self, name: str, sql: str, created_by_key_id: str | None,

@@ -16,11 +16,12 @@ from sqlalchemy.orm import Session
 
 from spate.api.billing import PriceBook
 from spate.api.errors import BudgetExceededError, QuotaExceededError
-from spate.api.models import DESIRED_RUNNING, JOB_TERMINAL_STATES, Job, Pipeline, Tenant
+from spate.api.models import DESIRED_RUNNING, Job, Pipeline, Tenant
 from spate.api.planning import PlannedSource
 from spate.api.quotas import Demand, Plan, Plans, SourcePlanner, Usage, check
 from spate.api.repositories.base import TenantRepository
 from spate.api.repositories.billing import BillingRepository
+from spate.scheduler.store import TERMINAL_STATES
 
 
 class QuotaRepository(TenantRepository):
@@ -55,7 +56,7 @@ class QuotaRepository(TenantRepository):
             func.count(), func.coalesce(func.sum(Job.parallelism), 0),
             func.coalesce(func.max(Job.parallelism), 0),
         ).where(Job.tenant_id == self.tenant_id, Job.kind == "preview",
-                Job.stop_mode.is_(None), Job.state.not_in(JOB_TERMINAL_STATES))).one()
+                Job.stop_mode.is_(None), Job.state.not_in(TERMINAL_STATES))).one()
         return Usage(pipelines=int(pipelines), running_pipelines=int(running),
                      pipeline_units=int(pipeline_units), preview_units=int(preview_units),
                      previews=int(previews),

@@ -20,7 +20,6 @@ from spate.api.errors import NotFoundError
 from spate.api.ids import new_id
 from spate.api.models import (
     DESIRED_RUNNING,
-    JOB_TERMINAL_STATES,
     Job,
     Pipeline,
     PipelineVersion,
@@ -31,6 +30,7 @@ from spate.api.models import (
 from spate.api.repositories.base import TenantRepository, page, transaction
 from spate.api.udf_checking import UdfCheckAnswer, udf_file
 from spate.engine.udf import UdfFile
+from spate.scheduler.store import TERMINAL_STATES
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -105,7 +105,7 @@ class UdfRepository(TenantRepository):
         their current version's and their live job's (which a restart of that job
         runs again). Only texts mentioning the name are kept."""
         live_jobs = (select(Job.pipeline_id, Job.pipeline_version)
-                     .where(Job.kind == "run", Job.state.not_in(JOB_TERMINAL_STATES))
+                     .where(Job.kind == "run", Job.state.not_in(TERMINAL_STATES))
                      .subquery())
         rows = self.session.execute(
             select(Pipeline.name, PipelineVersion.sql)
