@@ -7,12 +7,15 @@ The scheduler stores the job process's latest ``epoch`` event in
      "watermark_us": 1763856000000000, "busy_ratio": 0.4, "state_bytes": 5120,
      "cache_hits": 16, "cache_misses": 0, "remote_bytes": 0,
      "rows_in_per_s": 820.5, "rows_out_per_s": 20.5,
-     "operators": [{"operator": "source:bids", "kind": "source", "rows_out": 800}, ...]}
+     "operators": [{"operator": "source:bids", "kind": "source", "rows_out": 800,
+                    "rows_out_per_s": 790.2}, ...]}
 
 ``rows_in``/``rows_out`` are the epoch's own counts. The rates are per second
 of wall time; when the scheduler did not store them they are taken as the
-epoch's rows over its duration. Any key may be missing or of the wrong type
-(an older or newer job process): it then reads as null, never as an error.
+epoch's rows over its duration. An operator's rates and busy ratio are the
+job's over its last minute (``spate.engine.job.events``). Any key may be
+missing or of the wrong type (an older or newer job process): it then reads
+as null, never as an error.
 """
 
 from __future__ import annotations
@@ -30,12 +33,16 @@ _RATE_KEYS = {"in": "rows_in_per_s", "out": "rows_out_per_s"}
 
 @dataclass(frozen=True)
 class OperatorFigures:
-    """One operator's rows in the latest epoch."""
+    """One operator's rows in the latest epoch, and its rates and busy ratio over the
+    last minute."""
 
     operator: str
     kind: str | None
     rows_in: int | None
     rows_out: int | None
+    rows_in_per_s: float | None = None
+    rows_out_per_s: float | None = None
+    busy_ratio: float | None = None
 
 
 @dataclass(frozen=True)
@@ -97,7 +104,10 @@ def _operators(value: Any) -> tuple[OperatorFigures, ...]:
         kind = item.get("kind")
         operators.append(OperatorFigures(
             operator=item["operator"], kind=kind if isinstance(kind, str) else None,
-            rows_in=_integer(item.get("rows_in")), rows_out=_integer(item.get("rows_out"))))
+            rows_in=_integer(item.get("rows_in")), rows_out=_integer(item.get("rows_out")),
+            rows_in_per_s=_number(item.get("rows_in_per_s")),
+            rows_out_per_s=_number(item.get("rows_out_per_s")),
+            busy_ratio=_number(item.get("busy_ratio"))))
     return tuple(operators)
 
 

@@ -121,10 +121,20 @@ class JobErrorPublic(BaseModel):
 
 
 class OperatorMetrics(BaseModel):
-    operator: str
+    """One operator (a source, a query's operators, a sink) of the job's plan."""
+
+    operator: str = Field(description="source:<table>, sink:<table>, or a query by its sink")
     kind: str | None
-    rows_in: int | None
-    rows_out: int | None
+    rows_in: int | None = Field(description="rows into it in the latest epoch")
+    rows_out: int | None = Field(description="rows out of it in the latest epoch")
+    rows_in_per_s: float | None = Field(
+        None, description="rows into it per second of wall time over the job's last minute")
+    rows_out_per_s: float | None = Field(
+        None, description="rows out of it per second of wall time over the job's last minute")
+    busy_ratio: float | None = Field(
+        None, description="the share of the job's last minute its own work took (a query's "
+                          "Spate operators: their state tasks; a sink: its write); null for "
+                          "sources and native queries, which run inside those")
 
 
 class JobMetrics(BaseModel):
@@ -164,5 +174,7 @@ class JobMetrics(BaseModel):
             state_bytes=figures.state_bytes, state_cache_hits=figures.cache_hits,
             state_cache_misses=figures.cache_misses, state_remote_bytes=figures.remote_bytes,
             operators=[OperatorMetrics(operator=o.operator, kind=o.kind, rows_in=o.rows_in,
-                                       rows_out=o.rows_out) for o in figures.operators])
+                                       rows_out=o.rows_out, rows_in_per_s=o.rows_in_per_s,
+                                       rows_out_per_s=o.rows_out_per_s,
+                                       busy_ratio=o.busy_ratio) for o in figures.operators])
 

@@ -32,12 +32,20 @@ An ``epoch`` event, one per committed epoch::
   from one epoch's end to the next (rather than from start to start) keeps
   the figure at most 1 and about the epoch it describes.
 - ``operators``: per source, query and sink, the rows counted by the runner
-  (:class:`spate.engine.runtime.reports.OperatorReport`).
+  and, where it can be told apart, ``busy_s``, the time its own work took
+  (:class:`spate.engine.runtime.reports.OperatorReport`); and each one's
+  figures over the last minute of this run (:data:`RECENT_S`), steadier than
+  one epoch's (a window operator writes only when a window closes):
+  ``rows_in_per_s`` and ``rows_out_per_s``, its rows over that wall time, and
+  ``busy_ratio``, the share of that time its ``busy_s`` took.  A job-wide
+  ``busy_ratio`` near 1 with every operator's low means the time goes to
+  Spark's fixed cost per epoch, not to any operator.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from typing import Any
 
 from spate.engine.runtime.reports import EpochReport
@@ -70,15 +78,24 @@ def rows_event(epoch: int, sink: str, rows: list[dict[str, Any]]) -> dict[str, A
     return {"type": "rows", "epoch": epoch, "sink": sink, "rows": rows}
 
 
+#: Operators' rates and busy ratios are over this much of the run's latest wall time.
+RECENT_S = 60.0
+
+
 class EpochEvents:
     """Turns the runner's epoch reports into ``epoch`` events, timing the gaps between them."""
 
     def __init__(self) -> None:
         self._previous_end_s: float | None = None
+        #: when this run's first cycle began (its query's start, else its first epoch's)
+        self._run_started_s: float | None = None
+        #: (end, operators' figures) of the epochs of the last RECENT_S, oldest first
+        self._recent: deque[tuple[float, list[dict[str, Any]]]] = deque()
 
     def query_started(self) -> None:
         """The first epoch's cycle is measured from here."""
         self._previous_end_s = time.monotonic()
+        self._run_started_s = self._previous_end_s
 
     def event(self, report: EpochReport) -> dict[str, Any]:
         ended_s = report.started_s + report.duration_s
@@ -101,8 +118,37 @@ class EpochEvents:
             "state_held_bytes": report.state_held_bytes,
             "busy_ratio": self._busy_ratio(report.duration_s, ended_s),
             "finished": report.finished,
-            "operators": [operator.to_dict() for operator in report.operators],
+            "operators": self._recent_figures(
+                [operator.to_dict() for operator in report.operators], report.started_s, ended_s),
         }
+
+    def _recent_figures(self, operators: list[dict[str, Any]], started_s: float,
+                        ended_s: float) -> list[dict[str, Any]]:
+        """``operators`` with each one's rates and busy ratio over the last RECENT_S."""
+        if self._run_started_s is None:
+            self._run_started_s = started_s
+        self._recent.append((ended_s, operators))
+        while self._recent and self._recent[0][0] <= ended_s - RECENT_S:
+            self._recent.popleft()
+        span_s = ended_s - max(ended_s - RECENT_S, self._run_started_s)
+        if span_s <= 0:
+            return operators
+        totals: dict[str, dict[str, float]] = {}
+        for _ended, figures in self._recent:
+            for figure in figures:
+                summed = totals.setdefault(figure["operator"], {})
+                for name in ("rows_in", "rows_out", "busy_s"):
+                    if name in figure:
+                        summed[name] = summed.get(name, 0.0) + figure[name]
+        with_rates = []
+        for figure in operators:
+            summed = totals[figure["operator"]]
+            recent = {f"{name}_per_s": round(summed[name] / span_s, 3)
+                      for name in ("rows_in", "rows_out") if name in figure}
+            if "busy_s" in figure:
+                recent["busy_ratio"] = round(min(1.0, summed["busy_s"] / span_s), 4)
+            with_rates.append({**figure, **recent})
+        return with_rates
 
     def _busy_ratio(self, duration_s: float, ended_s: float) -> float:
         previous = self._previous_end_s

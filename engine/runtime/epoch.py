@@ -78,6 +78,8 @@ class _Epoch:
     rows_late: int = 0
     #: query index -> (rows into its Spate operators, late rows)
     operator_rows: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: query index -> seconds its Spate operators worked (their state tasks' mean)
+    operator_busy_s: dict[int, float] = field(default_factory=dict)
     #: what the epoch's state tasks did, summed
     tasks: list[TaskStats] = field(default_factory=list)
     #: DataFrames persisted for the epoch, released at its end
@@ -148,7 +150,7 @@ class EpochRunner:
                 if frame is not None:
                     outputs.setdefault(query.sink, []).append((query.index, frame))
             self._check_abandoned()
-            rows_by_query, bytes_out = self._write_sinks(number, outputs)
+            rows_by_query, bytes_out, sink_busy_s = self._write_sinks(number, outputs)
             dead_lettered, dead_bytes = self._write_dead_letters(number, sources)
         finally:
             for frame in epoch.persisted:
@@ -172,7 +174,8 @@ class EpochRunner:
             remote_bytes=tasks.remote_bytes, state_held_bytes=self._held_state_bytes(),
             bytes_in=self._bytes_read(number), bytes_out=bytes_out + dead_bytes,
             operators=self._names.reports({n: m.rows for n, m in metrics.items()},
-                                          epoch.operator_rows, rows_by_query),
+                                          epoch.operator_rows, rows_by_query,
+                                          epoch.operator_busy_s, sink_busy_s),
             rows_dead_lettered=dead_lettered)
 
     def _offset_facts(self, number: int) -> dict[str, BatchFacts]:
@@ -225,6 +228,7 @@ class EpochRunner:
             self.settings.update_flush_interval_ms)
         produced = False
         rows_in = rows_late = 0
+        first_task = len(epoch.tasks)
         for operator, step in zip(query.operators, self.steps[query.index], strict=True):
             self._check_abandoned()
             output = step.run(context)
@@ -235,6 +239,10 @@ class EpochRunner:
         if query.operators:
             epoch.rows_late += rows_late
             epoch.operator_rows[query.index] = (rows_in, rows_late)
+            # Each step's stats sum its tasks' (one per range): their mean is how long
+            # the operators kept a task busy.
+            epoch.operator_busy_s[query.index] = sum(
+                stats.seconds for stats in epoch.tasks[first_task:]) / len(self.ranges)
             if not produced and not query.reads_sources:
                 return None
         return spark.sql(query.output_sql)
@@ -271,12 +279,14 @@ class EpochRunner:
         return self._routing
 
     def _write_sinks(self, epoch: int, outputs: dict[str, list[tuple[int, DataFrame]]]
-                     ) -> tuple[dict[int, int], int]:
-        """Write each sink's rows; return the rows each query sent (by query index) and
-        the bytes the sinks wrote (those that measure them)."""
+                     ) -> tuple[dict[int, int], int, dict[str, float]]:
+        """Write each sink's rows; return the rows each query sent (by query index), the
+        bytes the sinks wrote (those that measure them) and the seconds each write took."""
         rows_by_query: dict[int, int] = {}
         written = 0
+        busy_s: dict[str, float] = {}
         for sink_name, frames in outputs.items():
+            started = time.monotonic()
             # Counted per query while the sink's own write runs: no extra Spark job.
             counted: list[tuple[int, DataFrame, Observation]] = []
             for index, frame in frames:
@@ -288,10 +298,11 @@ class EpochRunner:
             union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True),
                            [frame for _, frame, _ in counted])
             written += self._write_sink(epoch, sink_name, union)
+            busy_s[sink_name] = time.monotonic() - started
             for index, frame, observation in counted:
                 row = observed(observation)
                 rows_by_query[index] = int(row["rows"]) if row is not None else frame.count()
-        return rows_by_query, written
+        return rows_by_query, written, busy_s
 
     def _write_sink(self, epoch: int, name: str, frame: DataFrame) -> int:
         """Write sink ``name`` this epoch's ``frame``, keep the marker it returns for the

@@ -27,6 +27,11 @@ class OperatorReport:
     ``window`` when all are window aggregates, else ``stateful``) reports the
     rows that reached its operators (after the query's own filters).  Its
     ``rows_out`` are the rows it sent to its sink.
+
+    ``busy_s`` is the time the operator's own work took, where it can be told
+    apart: a query's Spate operators, the mean time of their state tasks; a
+    sink, its write (the Spark job that also runs the native steps feeding
+    it).  Sources and native queries run inside those jobs: None.
     """
 
     operator: str
@@ -34,6 +39,7 @@ class OperatorReport:
     rows_in: int | None = None
     rows_out: int | None = None
     rows_late: int | None = None
+    busy_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The figures that apply to this kind of operator."""
@@ -88,9 +94,13 @@ class OperatorNames:
                         for q in plan.queries}
 
     def reports(self, source_rows: dict[str, int], operator_rows: dict[int, tuple[int, int]],
-                rows_by_query: dict[int, int]) -> list[OperatorReport]:
+                rows_by_query: dict[int, int], query_busy_s: dict[int, float] | None = None,
+                sink_busy_s: dict[str, float] | None = None) -> list[OperatorReport]:
         """Per source, query and sink: the rows one epoch counted.  ``operator_rows``:
-        query index -> (rows into its Spate operators, late rows)."""
+        query index -> (rows into its Spate operators, late rows); ``query_busy_s`` and
+        ``sink_busy_s``: the seconds their own work took (see :class:`OperatorReport`)."""
+        query_busy_s = query_busy_s or {}
+        sink_busy_s = sink_busy_s or {}
         reports = [OperatorReport(f"source:{name}", SOURCE_OPERATOR, rows_out=rows)
                    for name, rows in source_rows.items()]
         sink_rows: dict[str, int] = {}
@@ -105,7 +115,14 @@ class OperatorNames:
                 operators_in, late = operator_rows.get(query.index, (0, 0))
                 kind = WINDOW_OPERATOR if all(isinstance(o, WindowAggregate)
                                               for o in query.operators) else STATEFUL_OPERATOR
-                reports.append(OperatorReport(name, kind, operators_in, rows_out, late))
-        reports.extend(OperatorReport(f"sink:{name}", SINK_OPERATOR, rows_in=rows)
+                reports.append(OperatorReport(name, kind, operators_in, rows_out, late,
+                                              _seconds(query_busy_s.get(query.index))))
+        reports.extend(OperatorReport(f"sink:{name}", SINK_OPERATOR, rows_in=rows,
+                                      busy_s=_seconds(sink_busy_s.get(name)))
                        for name, rows in sink_rows.items())
         return reports
+
+
+def _seconds(value: float | None) -> float | None:
+    """A duration as reported: to the millisecond."""
+    return None if value is None else round(value, 3)

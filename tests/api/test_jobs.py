@@ -122,9 +122,12 @@ def test_metrics_read_the_latest_epoch(client: TestClient, tenant: TenantKeys) -
         "watermark_us": watermark_us, "busy_ratio": 0.75, "state_bytes": 2048,
         "cache_hits": 12, "cache_misses": 3, "remote_bytes": 4096,
         "rows_in_per_s": 350.0, "rows_out_per_s": 35.0,
-        "operators": [{"operator": "source:src", "kind": "source", "rows_out": 400},
-                      {"operator": "q0", "kind": "window", "rows_in": 400, "rows_out": 40},
-                      {"operator": "sink:out", "kind": "sink", "rows_in": 40}]})
+        "operators": [{"operator": "source:src", "kind": "source", "rows_out": 400,
+                       "rows_out_per_s": 390.5},
+                      {"operator": "q0", "kind": "window", "rows_in": 400, "rows_out": 40,
+                       "rows_in_per_s": 390.5, "rows_out_per_s": 0.2, "busy_ratio": 0.05},
+                      {"operator": "sink:out", "kind": "sink", "rows_in": 40,
+                       "rows_in_per_s": 0.2, "busy_ratio": "lots"}]})
 
     metrics = client.get(f"{V1}/jobs/{job_id}/metrics", headers=tenant.auth("viewer")).json()
     assert (metrics["epoch"], metrics["rows_in"], metrics["rows_out"]) == (9, 400, 40)
@@ -133,10 +136,14 @@ def test_metrics_read_the_latest_epoch(client: TestClient, tenant: TenantKeys) -
     assert (metrics["state_cache_hits"], metrics["state_cache_misses"],
             metrics["state_remote_bytes"]) == (12, 3, 4096)
     assert 29 <= metrics["watermark_lag_s"] <= 60
+    # Each operator's own rates and busy ratio (over the job's last minute), not the job's.
     assert metrics["operators"] == [
-        {"operator": "source:src", "kind": "source", "rows_in": None, "rows_out": 400},
-        {"operator": "q0", "kind": "window", "rows_in": 400, "rows_out": 40},
-        {"operator": "sink:out", "kind": "sink", "rows_in": 40, "rows_out": None}]
+        {"operator": "source:src", "kind": "source", "rows_in": None, "rows_out": 400,
+         "rows_in_per_s": None, "rows_out_per_s": 390.5, "busy_ratio": None},
+        {"operator": "q0", "kind": "window", "rows_in": 400, "rows_out": 40,
+         "rows_in_per_s": 390.5, "rows_out_per_s": 0.2, "busy_ratio": 0.05},
+        {"operator": "sink:out", "kind": "sink", "rows_in": 40, "rows_out": None,
+         "rows_in_per_s": 0.2, "rows_out_per_s": None, "busy_ratio": None}]
 
 
 @pytest.mark.parametrize("stored", [
