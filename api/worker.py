@@ -14,6 +14,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Collection
+from dataclasses import fields
+from typing import Any
 from urllib.parse import urlsplit
 
 import click
@@ -47,33 +50,29 @@ def scheduler_config(settings: Settings) -> SchedulerConfig:
         image=settings.k8s_image, service_account=settings.k8s_service_account,
         checkpoint_claim=settings.k8s_checkpoint_claim,
         channel_redis_url=settings.redis_url or _redis_broker(settings))
-    return SchedulerConfig(
-        data_dir=settings.data_dir, state_url=settings.state_url,
-        cluster_backend=settings.cluster_backend, spark_master=settings.spark_master,
-        spark_clusters=parse_clusters(settings.spark_clusters),
-        restart_budget=settings.restart_budget, restart_backoff_s=settings.restart_backoff_s,
-        restart_backoff_max_s=settings.restart_backoff_max_s,
-        reconcile_interval_s=settings.reconcile_interval_s,
-        meter_interval_s=settings.meter_interval_s,
-        heartbeat_timeout_s=settings.heartbeat_timeout_s,
-        update_flush_interval_ms=settings.update_flush_interval_ms,
-        stop_timeout_s=settings.stop_timeout_s, kubernetes=kubernetes,
-        sandbox=settings.sandbox == "required", tenant_storage=settings.tenant_storage,
-        sandbox_uid_base=settings.sandbox_uid_base, job_memory_mb=settings.job_memory_mb,
-        job_memory_per_task_mb=settings.job_memory_per_task_mb,
-        applications=settings.applications == "on",
-        application_max_parallelism=settings.application_max_parallelism,
-        application_idle_exit_s=settings.application_idle_exit_s,
-        application_memory_mb=settings.application_memory_mb,
-        application_cpu_cores=settings.application_cpu_cores,
-        idle_stop_s=settings.idle_stop_s or None,
-        epoch_max_delay_ms=settings.epoch_max_delay_ms,
-        max_starting_jobs=settings.max_starting_jobs,
-        egress_allow=tuple(egress_entries(settings.egress_allow)),
-        control_plane=control_plane_endpoints(settings),
+    converted = {
+        "spark_clusters": parse_clusters(settings.spark_clusters), "kubernetes": kubernetes,
+        "sandbox": settings.sandbox == "required", "applications": settings.applications == "on",
+        "idle_stop_s": settings.idle_stop_s or None,
+        "egress_allow": tuple(egress_entries(settings.egress_allow)),
+        "control_plane": control_plane_endpoints(settings),
         # Only a PostgreSQL state store has per-tenant roles whose passwords derive from it.
-        state_role_secret=(secrets.derive("state-store roles")
-                           if settings.state_url.startswith("postgres") else b"")).resolved()
+        "state_role_secret": (secrets.derive("state-store roles")
+                              if settings.state_url.startswith("postgres") else b""),
+    }
+    return SchedulerConfig(**same_named_settings(settings, exclude=converted),
+                           **converted).resolved()
+
+
+#: The scheduler's fields the service leaves at their defaults (no setting of their own).
+DEFAULTED_SCHEDULER_FIELDS = frozenset({"checkpoint_root", "kill_timeout_s", "spark_conf"})
+
+
+def same_named_settings(settings: Settings, exclude: Collection[str]) -> dict[str, Any]:
+    """The scheduler's fields that a setting of the same name gives as it is: declared
+    once per side, never copied by hand (a test keeps every field accounted for)."""
+    return {f.name: getattr(settings, f.name) for f in fields(SchedulerConfig)
+            if f.name not in exclude and f.name not in DEFAULTED_SCHEDULER_FIELDS}
 
 
 def control_plane_endpoints(settings: Settings) -> tuple[Endpoint, ...]:

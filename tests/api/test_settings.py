@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import secrets
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from spate.api.settings import DEFAULT_DATABASE_URL, Settings
+from spate.api.worker import DEFAULTED_SCHEDULER_FIELDS, scheduler_config
+from spate.scheduler.config import SchedulerConfig
 
 STRONG_KEY = secrets.token_urlsafe(32)
 
@@ -87,3 +90,18 @@ def test_the_secret_is_hidden_in_the_settings_repr() -> None:
     settings = Settings(platform_admin_key=STRONG_KEY)
     assert STRONG_KEY not in repr(settings)
     assert STRONG_KEY not in str(settings.model_dump())
+
+
+def test_every_scheduler_field_comes_from_a_setting_or_is_left_at_its_default() -> None:
+    # scheduler_config copies same-named settings as they are, converts a few, and leaves
+    # DEFAULTED_SCHEDULER_FIELDS alone: a SchedulerConfig field with neither a setting of
+    # its name nor a conversion fails here (no setting to read), one both defaulted and a
+    # setting would ignore the setting.
+    settings = Settings(applications="on", idle_stop_s=30, restart_budget=7,
+                        application_memory_mb=1234, max_starting_jobs=3)
+    config = scheduler_config(settings)
+    assert (config.restart_budget, config.application_memory_mb, config.max_starting_jobs) == (
+        7, 1234, 3)
+    assert config.applications is True and config.idle_stop_s == 30
+    assert not DEFAULTED_SCHEDULER_FIELDS & set(Settings.model_fields)
+    assert DEFAULTED_SCHEDULER_FIELDS <= {field.name for field in fields(SchedulerConfig)}
