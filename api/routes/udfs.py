@@ -9,6 +9,10 @@ other source adds a version and makes it current (201); the same source again
 is a 200. A job loads the current version when it starts, inside its tenant's
 compute unit; a running job keeps the version it started with.
 
+A deployment whose state store is FoundationDB refuses to store UDFs (403): the
+cluster file its jobs hold reaches every tenant's keys, so no tenant's code may
+run next to it (docs/security.md).
+
 Deleting a UDF that a running pipeline's SQL calls (its current version's, or
 its live job's) is a 409 naming those pipelines: stop them or change their SQL
 first. A stopped pipeline does not hold a UDF: starting it after the UDF is
@@ -19,10 +23,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Response, status
+from fastapi import APIRouter, Path, Request, Response, status
 
-from spate.api.deps import DeveloperCaller, Planner, UdfsRead, UdfsWrite
-from spate.api.errors import ERROR_RESPONSES, ConflictError, InvalidUdfError
+from spate.api.deps import DeveloperCaller, Planner, UdfsRead, UdfsWrite, app_state
+from spate.api.errors import (
+    ERROR_RESPONSES,
+    ConflictError,
+    InvalidUdfError,
+    PermissionDeniedError,
+)
 from spate.api.pagination import DEFAULT_LIMIT, CursorQuery, LimitQuery, Page, decode_cursor
 from spate.api.schemas.pipelines import Diagnostic
 from spate.api.schemas.udfs import (
@@ -36,6 +45,8 @@ from spate.api.udf_checking import UdfCheckAnswer, udf_file
 router = APIRouter(prefix="/udfs", tags=["udfs"], responses=ERROR_RESPONSES)
 
 NamePath = Annotated[str, Path(max_length=63, description="the UDF's name")]
+#: State stores whose jobs hold credentials reaching every tenant: no tenant code there.
+_SHARED_STATE_STORES = ("fdb://",)
 
 
 @router.post("/validate", response_model=UdfValidation)
@@ -52,10 +63,15 @@ def validate_udf(body: UdfCreate, planner: Planner) -> UdfValidation:
              responses={200: {"model": UdfPublic,
                               "description": "the source equals the current version's"}})
 def create_udf(body: UdfCreate, udfs: UdfsWrite, caller: DeveloperCaller, planner: Planner,
-               response: Response) -> UdfPublic:
+               request: Request, response: Response) -> UdfPublic:
     """Store a UDF: a new one at version 1, or the next version of the UDF of that name
     (201); its current source again changes nothing (200). A file that cannot be used
     is a 400 ``invalid_udf`` locating each problem in it."""
+    if app_state(request).settings.state_url.startswith(_SHARED_STATE_STORES):
+        raise PermissionDeniedError(
+            "this deployment keeps state in FoundationDB, whose cluster file reaches every "
+            "tenant's state, so it runs no tenant's UDFs (docs/security.md); ask the "
+            "operator for a deployment on PostgreSQL or SQLite state")
     checked = _require_valid(body.name, planner.check_udf(body.name, body.source))
     udf, created = udfs.store(body.name, body.source, checked, caller.key_id)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK

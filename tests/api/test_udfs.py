@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from fastapi import FastAPI
 
 from tests.api.job_rows import insert_job
-from tests.api.support import TenantKeys, TestClient, error_of
+from tests.api.support import TenantKeys, TestClient, error_of, new_tenant
 
 UDFS = "/api/v1/udfs"
 PIPELINES = "/api/v1/pipelines"
@@ -221,3 +222,15 @@ def test_a_live_job_on_an_older_version_holds_the_udf(client: TestClient,
     refused = client.delete(f"{UDFS}/ratio", headers=dev)
     assert refused.status_code == 409 and error_of(refused)["details"] == [
         {"pipeline": "moving"}]
+
+
+def test_a_deployment_on_foundationdb_state_stores_no_udfs(
+        make_app: Callable[..., FastAPI]) -> None:
+    with TestClient(make_app("sqlite", state_url="fdb:///etc/foundationdb/fdb.cluster"),
+                    raise_server_exceptions=False) as client:
+        tenant = new_tenant(client)
+        refused = client.post(UDFS, headers=tenant.auth("developer"),
+                              json={"name": "ratio", "source": RATIO})
+        assert refused.status_code == 403
+        assert "FoundationDB" in error_of(refused)["message"]
+        assert client.get(f"{UDFS}/ratio", headers=tenant.auth()).status_code == 404
