@@ -29,8 +29,6 @@ from spate.api.billing import PriceBook
 from spate.api.crypto import SecretBox, SecretKeyMismatchError
 from spate.api.db import Database
 from spate.api.models import (
-    DESIRED_RUNNING,
-    DESIRED_STOPPED,
     Budget,
     Job,
     JobCheckpoint,
@@ -50,6 +48,8 @@ from spate.api.repositories.udfs import job_udfs
 from spate.scheduler.errors import JobConfigurationError
 from spate.scheduler.metering import BYTES_IN, BYTES_OUT, EVENTS_IN, EVENTS_OUT
 from spate.scheduler.store import (
+    DESIRED_RUNNING,
+    DESIRED_STOPPED,
     FAILED,
     IDLE,
     PROCESS_STATES,

@@ -50,7 +50,7 @@ def scheduler_config(settings: Settings) -> SchedulerConfig:
         image=settings.k8s_image, service_account=settings.k8s_service_account,
         checkpoint_claim=settings.k8s_checkpoint_claim,
         channel_redis_url=settings.redis_url or _redis_broker(settings))
-    converted = {
+    converted: dict[str, Any] = {
         "spark_clusters": parse_clusters(settings.spark_clusters), "kubernetes": kubernetes,
         "sandbox": settings.sandbox == "required", "applications": settings.applications == "on",
         "idle_stop_s": settings.idle_stop_s or None,

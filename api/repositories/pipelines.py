@@ -23,8 +23,6 @@ from sqlalchemy.orm import Session, lazyload
 from spate.api.errors import ConflictError, NotFoundError
 from spate.api.ids import new_id
 from spate.api.models import (
-    DESIRED_RUNNING,
-    DESIRED_STOPPED,
     DeletedPipeline,
     Job,
     Pipeline,
@@ -35,7 +33,7 @@ from spate.api.planning import PlannedSource
 from spate.api.quotas import Demand, new_pipeline, new_sources, pipeline_change
 from spate.api.repositories.base import TenantRepository, page, transaction
 from spate.api.repositories.quotas import QuotaRepository
-from spate.scheduler.store import TERMINAL_STATES
+from spate.scheduler.store import DESIRED_RUNNING, DESIRED_STOPPED, TERMINAL_STATES
 
 #: Settings compared by PUT: an existing pipeline must match them to be returned.
 _SPEC_FIELDS = ("description", "parallelism", "checkpoint_interval_ms")

@@ -16,12 +16,12 @@ from sqlalchemy.orm import Session
 
 from spate.api.billing import PriceBook
 from spate.api.errors import BudgetExceededError, QuotaExceededError
-from spate.api.models import DESIRED_RUNNING, Job, Pipeline, Tenant
+from spate.api.models import Job, Pipeline, Tenant
 from spate.api.planning import PlannedSource
 from spate.api.quotas import Demand, Plan, Plans, SourcePlanner, Usage, check
 from spate.api.repositories.base import TenantRepository
 from spate.api.repositories.billing import BillingRepository
-from spate.scheduler.store import TERMINAL_STATES
+from spate.scheduler.store import DESIRED_RUNNING, TERMINAL_STATES
 
 
 class QuotaRepository(TenantRepository):

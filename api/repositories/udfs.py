@@ -19,7 +19,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from spate.api.errors import NotFoundError
 from spate.api.ids import new_id
 from spate.api.models import (
-    DESIRED_RUNNING,
     Job,
     Pipeline,
     PipelineVersion,
@@ -30,7 +29,7 @@ from spate.api.models import (
 from spate.api.repositories.base import TenantRepository, page, transaction
 from spate.api.udf_checking import UdfCheckAnswer, udf_file
 from spate.engine.udf import UdfFile
-from spate.scheduler.store import TERMINAL_STATES
+from spate.scheduler.store import DESIRED_RUNNING, TERMINAL_STATES
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

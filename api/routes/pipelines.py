@@ -38,7 +38,7 @@ from spate.api.deps import (
     app_state,
 )
 from spate.api.errors import ERROR_RESPONSES, BadRequestError, StateIncompatibleError
-from spate.api.models import DESIRED_RUNNING, DESIRED_STOPPED, Pipeline
+from spate.api.models import Pipeline
 from spate.api.pagination import DEFAULT_LIMIT, CursorQuery, LimitQuery, Page, decode_cursor
 from spate.api.planning import PlanAnswer
 from spate.api.planning_pool import require_valid
@@ -67,6 +67,7 @@ from spate.api.schemas.pipelines import (
     not_reserved,
 )
 from spate.api.settings import known_clusters
+from spate.scheduler.store import DESIRED_RUNNING, DESIRED_STOPPED
 
 router = APIRouter(prefix="/pipelines", tags=["pipelines"], responses=ERROR_RESPONSES)
 #: How long ``DELETE ?force=true`` waits for a running job to be killed.
