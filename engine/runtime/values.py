@@ -78,5 +78,9 @@ def _rebuilt(value: Any, kind: pa.DataType) -> Any:
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
         return [_rebuilt(v, kind.value_type) for v in value]
     if pa.types.is_struct(kind):
-        return {field.name: _rebuilt(value.get(field.name), field.type) for field in kind}
+        if isinstance(value, dict):
+            return {field.name: _rebuilt(value.get(field.name), field.type) for field in kind}
+        # A struct as a sequence of its fields' values (an aggregate UDF's row).
+        return {field.name: _rebuilt(item, field.type)
+                for field, item in zip(kind, value, strict=True)}
     return value

@@ -42,3 +42,12 @@ def test_naive_timestamps_are_utc() -> None:
     rows = [[dt.datetime(1969, 12, 31, 23, 59, 59, 999999)]]
     assert to_python(pa.array(rows, kind)) == [[-1]]
     assert from_python([[-1]], kind).to_pylist() == rows
+
+
+def test_a_struct_given_as_its_fields_values_is_rebuilt_field_by_field() -> None:
+    # An aggregate UDF's row comes back as a tuple; its timestamp field still converts.
+    kind = pa.struct([("n", pa.int64()), ("at", pa.timestamp("us", tz="UTC"))])
+    column = from_python([(1, 5), {"n": 2, "at": None}, None], kind)
+    assert column.to_pylist()[0]["n"] == 1
+    assert column.field("at")[0].value == 5
+    assert column.to_pylist()[1] == {"n": 2, "at": None} and column[2].as_py() is None
