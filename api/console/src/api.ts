@@ -33,8 +33,14 @@ export interface Pipeline {
   desired_state: string; stop_mode: string | null; restart_generation: number; job: JobSummary | null;
 }
 export interface PipelineVersion { version: number; sql: string; created_at: string }
-export interface Job { id: string; state: string; pipeline_version: number | null }
-export interface OperatorMetrics { operator: string; kind: string | null; rows_in: number | null; rows_out: number | null }
+export interface Job {
+  id: string; state: string; pipeline_version: number | null; parallelism: number; restart_generation: number;
+}
+/** One operator's rows in the latest epoch, and its rates and busy ratio over the job's last minute. */
+export interface OperatorMetrics {
+  operator: string; kind: string | null; rows_in: number | null; rows_out: number | null;
+  rows_in_per_s: number | null; rows_out_per_s: number | null; busy_ratio: number | null;
+}
 export interface JobMetrics {
   job_id: string; state: string; epoch: number | null; rows_in: number | null; rows_out: number | null;
   rows_in_per_s: number | null; rows_out_per_s: number | null; duration_ms: number | null;

@@ -14,6 +14,7 @@ import { pipelinesPage } from "./pages/pipelines";
 import { quotasPage } from "./pages/quotas";
 import { signInPage } from "./pages/signin";
 import { usagePage } from "./pages/usage";
+import { setCallerRole } from "./roles";
 import { interceptLinks, navigate, type Page, render, route } from "./router";
 import { forgetKey, storedKey } from "./session";
 
@@ -36,6 +37,7 @@ export async function refreshHeader(): Promise<void> {
   const who = document.getElementById("who") as HTMLElement;
   if (!storedKey()) {
     caller = Promise.resolve(null);
+    setCallerRole(Promise.resolve(null));
     replace(nav);
     replace(who);
     void refreshBanner(null);
@@ -44,6 +46,7 @@ export async function refreshHeader(): Promise<void> {
   replace(nav, h("ul", {}, NAV.map(([path, label]) => h("li", {}, h("a", { href: path }, label)))));
   markCurrent();
   caller = get<Caller>("/me").catch(() => null);
+  setCallerRole(caller.then((me) => me?.role ?? null));
   try {
     const me = await caller;
     if (!me) throw new Error("not signed in");

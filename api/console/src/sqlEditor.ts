@@ -21,6 +21,8 @@ export interface SqlEditorOptions {
   pipeline?: string;
   /** Called with each validation's answer (or the error that prevented one). */
   onValidated: (result: Validation | null, error: Error | null) => void;
+  /** Called on every edit of the text (before it is checked again). */
+  onChange?: () => void;
   validateDelayMs?: number;
 }
 
@@ -69,6 +71,9 @@ export function createSqlEditor(options: SqlEditorOptions): EditorView {
       sql(),
       lintGutter(),
       validate,
+      EditorView.updateListener.of((update) => {
+        if (update.docChanged) options.onChange?.();
+      }),
       EditorView.contentAttributes.of({ "aria-label": options.label, "aria-multiline": "true",
         ...(options.describedBy ? { "aria-describedby": options.describedBy } : {}) }),
     ],

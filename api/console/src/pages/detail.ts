@@ -1,18 +1,21 @@
-// A pipeline's detail: its operator graph with live rates and backpressure, the
-// watermark lag, rows/s over time, its usage and cost this month, checkpoints,
-// versions, errors, the lifecycle controls, and editing (a new SQL version) and
-// deleting it.
+// A pipeline's detail: the operator graph of the version its job runs, each operator with
+// its own rates and busy ratio (and a new version's graph beside it while it waits for a
+// restart), the watermark lag, rows/s over time, its usage and cost this month,
+// checkpoints, versions, errors, the lifecycle controls, and editing (a new SQL version)
+// and deleting it. A pipeline whose job does not run shows no live figures.
 
-import { type Checkpoint, get, type Job, type JobError, type JobMetrics, type Page, patch, type Pipeline,
-  type PipelineVersion, post, type Validation, describe } from "../api";
+import { type Checkpoint, describe, get, type Job, type JobError, type JobMetrics, type Page, type Pipeline,
+  type PipelineVersion } from "../api";
 import { ratesChart, ratesOf, recentRates } from "../chart";
-import { field, h, replace } from "../dom";
+import { h, replace } from "../dom";
 import { firstLine, formatBytes, formatRate, formatTime } from "../format";
-import { drawGraph, type GraphView } from "../graph";
 import { every } from "../poll";
-import { deletePanel, editPanel, jobIsActive, type Panel, versionRows } from "./pipelineActions";
+import { callerRole, gate, roleNote } from "../roles";
+import { deletePanel, editPanel, type Panel, versionRows } from "./pipelineActions";
+import { controls, Notice } from "./pipelineControls";
+import { type GraphPanel, pipelineGraphs } from "./pipelineGraphs";
 import { usageSection } from "./pipelineUsage";
-import { idleUntil, stateOf } from "./pipelines";
+import { hasLiveFigures, idleUntil, jobIsActive, LIVE_STATES, stateOf } from "./pipelines";
 
 /** Watermarks at or past this mean "all input ended" (the engine's end of time). */
 const END_OF_TIME_US = 2 ** 62;
@@ -46,18 +49,32 @@ export async function detailPage(main: HTMLElement, params: Record<string, strin
     replace(main, h("h1", {}, name), h("p", { role: "alert", class: "error" }, describe(error)));
     return () => undefined;
   }
+  const role = await callerRole();
   const version = h("span", { class: "muted", "data-testid": "version" });
   const failure = h("div", { "aria-live": "polite" });
   const summary = h("dl", { class: "summary" });
-  const notice = h("p", { role: "status", class: "muted" });
-  const control = controls(path, notice);
+  const notice = new Notice();
+  const control = controls(path, notice, role, () => pipeline);
   const panelBox = h("div");
-  const graphBox = h("div", { class: "graph-box" });
   const canvas = h("canvas", { "aria-label": "Input and output rows per second over time", role: "img" });
   const chartEmpty = h("p", { class: "chart-empty muted" }, "No committed epochs yet.");
   const checkpoints = h("tbody");
   const versions = h("tbody");
   const errors = h("ul", { class: "errors" }, h("li", { class: "muted" }, "No runs yet."));
+
+  let versionList: PipelineVersion[] = [];
+  let runningVersion: number | null = null;
+  const showVersions = () => replace(versions, versionRows(versionList, pipeline.version, runningVersion));
+  const loadVersions = async () => {
+    versionList = (await get<Page<PipelineVersion>>(`${path}/versions?limit=200`)).items;
+    showVersions();
+  };
+  const sqlOf = async (number: number) => {
+    if (!versionList.some((v) => v.version === number)) await loadVersions();
+    return versionList.find((v) => v.version === number)?.sql ?? pipeline.sql;
+  };
+  const graphs = pipelineGraphs(sqlOf);
+  const panelsOf = runningGraphs();
 
   // One panel (edit or delete) at a time, under the heading; its buttons toggle it.
   let panel: Panel | null = null;
@@ -73,38 +90,35 @@ export async function detailPage(main: HTMLElement, params: Record<string, strin
     panel.element.querySelector<HTMLElement>("h2")?.setAttribute("tabindex", "-1");
     panel.element.querySelector<HTMLElement>("h2")?.focus();
   };
-  let versionList: PipelineVersion[] = [];
-  const showVersions = () => replace(versions, versionRows(versionList, pipeline.version, runningVersion));
-  const loadVersions = async () => {
-    versionList = (await get<Page<PipelineVersion>>(`${path}/versions?limit=200`)).items;
-    showVersions();
-  };
   const edit = h("button", { type: "button", class: "secondary", onclick: () => openPanel(() =>
-    editPanel(pipeline, (message) => {
+    editPanel(pipeline, (message, done) => {
       closePanel();
-      notice.textContent = message;
+      notice.say(message, "muted", done);
       void refresh().then(loadVersions);
     }, closePanel)) }, "Edit SQL");
   const remove = h("button", { type: "button", class: "danger", onclick: () => openPanel(() =>
     deletePanel(pipeline, closePanel)) }, "Delete pipeline");
+  gate(role, "write", edit, remove);
 
   control.update(pipeline);
   replace(main,
     h("div", { class: "page-head" },
       h("div", { class: "title" }, h("h1", {}, pipeline.name), version),
       h("div", { class: "actions" }, edit, remove)),
+    roleNote(role, "write", "this pipeline"),
     panelBox,
     failure,
     summary,
     control.element,
-    notice,
+    notice.element,
     h("section", { "aria-labelledby": "graph-heading" }, h("h2", { id: "graph-heading" }, "Operators"),
       h("p", { class: "legend muted" },
         h("span", { class: "key spark" }, "Spark"), " native Spark SQL · ",
-        h("span", { class: "key spate" }, "Spate"), " Spate operator or sink · fill: the job's busy ratio ",
+        h("span", { class: "key spate" }, "Spate"), " Spate operator or sink · each box: its own rows/s "
+          + "and, for Spate operators and sinks, how busy its work kept it over the last minute ",
         h("span", { class: "key low" }, "< 0.5"), " ", h("span", { class: "key medium" }, "< 0.8"), " ",
         h("span", { class: "key high" }, "≥ 0.8")),
-      graphBox),
+      graphs.element),
     h("section", { "aria-labelledby": "chart-heading" }, h("h2", { id: "chart-heading" }, "Rows per second"),
       h("div", { class: "chart" }, canvas, chartEmpty)),
     usageSection(pipeline.id, pipeline.name),
@@ -120,22 +134,16 @@ export async function detailPage(main: HTMLElement, params: Record<string, strin
         h("thead", {}, h("tr", {}, ["Version", "Created", "In use", "SQL"]
           .map((label) => h("th", { scope: "col" }, label)))), versions)));
 
-  let graph: GraphView | null = null;
-  let graphSql: string | null = null;
-  let runningVersion: number | null = null;
   const rates = ratesChart(canvas);
   let log: CheckpointLog | null = null;
   const refresh = async () => {
     pipeline = await get<Pipeline>(path);
     control.update(pipeline);
     const job = pipeline.job;
-    // The graph is of the current version's SQL: redrawn when a new version is saved.
-    if (pipeline.sql !== graphSql) {
-      graphSql = pipeline.sql;
-      graph = await planGraph(pipeline.sql, graphBox);
-    }
     const [metrics, run] = job ? await Promise.all([get<JobMetrics>(`/jobs/${job.id}/metrics`),
       get<Job>(`/jobs/${job.id}`)]) : [null, null];
+    notice.check(pipeline, run);
+    const live = hasLiveFigures(pipeline);
     // Which version the job runs, while it runs: a new version waits for a restart.
     const running = run && jobIsActive(pipeline) ? run.pipeline_version : null;
     if (running !== runningVersion) {
@@ -144,13 +152,10 @@ export async function detailPage(main: HTMLElement, params: Record<string, strin
     }
     version.textContent = `version ${pipeline.version}${runningVersion !== null && runningVersion !== pipeline.version
       ? ` · the job runs version ${runningVersion}` : ""}`;
-    const recent = job && log?.jobId === job.id && jobIsActive(pipeline) ? recentRates(log.items) : null;
-    showSummary(summary, pipeline, metrics, recent);
+    await graphs.show(await panelsOf(pipeline, run, metrics));
+    const recent = live && job && log?.jobId === job.id ? recentRates(log.items) : null;
+    showSummary(summary, pipeline, metrics, live, recent);
     showFailure(failure, pipeline);
-    if (graph && metrics) {
-      const perEpoch = metrics.rows_in && metrics.rows_in_per_s ? metrics.rows_in / metrics.rows_in_per_s : null;
-      graph.update(metrics.operators, perEpoch, metrics.backpressure);
-    }
     if (!job) return;
     if (log?.jobId !== job.id) log = new CheckpointLog(job.id);
     await log.refresh();
@@ -180,6 +185,46 @@ export async function detailPage(main: HTMLElement, params: Record<string, strin
   };
 }
 
+/** The graphs a pipeline's page shows: the plan of the version its job runs, with the job's
+ * figures (none when it does not run); while a restart's new job starts, the old job's
+ * plan and figures too, as long as it runs; and a new version that waits for a restart
+ * (or starts with one) beside the running one. */
+function runningGraphs(): (pipeline: Pipeline, run: Job | null, metrics: JobMetrics | null)
+    => Promise<GraphPanel[]> {
+  let lastLive: { jobId: string; version: number } | null = null;
+  return async (pipeline, run, metrics) => {
+    const job = pipeline.job;
+    const active = jobIsActive(pipeline);
+    const live = hasLiveFigures(pipeline);
+    const panels: GraphPanel[] = [];
+    if (job && active && !live && lastLive && lastLive.jobId !== job.id) {
+      const [old, figures] = await Promise.all([get<Job>(`/jobs/${lastLive.jobId}`),
+        get<JobMetrics>(`/jobs/${lastLive.jobId}/metrics`)]);
+      if (LIVE_STATES.has(old.state)) {
+        const version = old.pipeline_version ?? lastLive.version;
+        panels.push({ version, caption: `version ${version} · ${old.state}`, operators: figures.operators,
+          word: old.state });
+      } else {
+        lastLive = null;
+      }
+    }
+    const shown = active && run?.pipeline_version ? run.pipeline_version : pipeline.version;
+    if (job && live) lastLive = { jobId: job.id, version: shown };
+    const state = stateOf(pipeline);
+    if (!panels.some((p) => p.version === shown)) {
+      panels.push({ version: shown, caption: `version ${shown} · ${state}`,
+        operators: live ? metrics?.operators ?? [] : null, word: state });
+    }
+    if (active && shown !== pipeline.version) {
+      const asked = run !== null && pipeline.restart_generation > run.restart_generation;
+      panels.push({ version: pipeline.version, caption: `version ${pipeline.version} · ${asked
+        ? "starts with the restart asked for" : "runs after a restart"}`, operators: null,
+        word: asked ? "starting" : "not running yet" });
+    }
+    return panels;
+  };
+}
+
 /** A message's first line; the rest of it and any detail (a trace) behind "Detail". */
 function messageWithDetail(message: string, detail: string): (HTMLElement | string)[] {
   const rest = [message.trim().split("\n").slice(1).join("\n"), detail.trim()].filter(Boolean).join("\n\n");
@@ -196,83 +241,29 @@ function showFailure(box: HTMLElement, pipeline: Pipeline): void {
     h("strong", {}, "The job failed: "), messageWithDetail(message, "")));
 }
 
-async function planGraph(sql: string, box: HTMLElement): Promise<GraphView | null> {
-  try {
-    const validation = await post<Validation>("/pipelines/validate", { sql });
-    if (!validation.plan) {
-      replace(box, h("p", { class: "error-text" },
-        validation.diagnostics.map((d) => `Line ${d.line}, column ${d.column}: ${d.message}`).join("; ")));
-      return null;
-    }
-    const graph = drawGraph(validation.plan);
-    replace(box, graph.element);
-    return graph;
-  } catch (error) {
-    replace(box, h("p", { class: "error-text" }, `No graph: ${describe(error)}`));
-    return null;
-  }
-}
-
-/** The pipeline at a glance. Rows/s are the last minute's when its checkpoints are known
- * (``recent``), else the latest epoch's. */
-function showSummary(summary: HTMLElement, pipeline: Pipeline, metrics: JobMetrics | null,
+/** The pipeline at a glance. While its job runs, rows/s are the last minute's when its
+ * checkpoints are known (``recent``), else the latest epoch's; otherwise there are no live
+ * figures, and the rates, busy ratio and lag say what the pipeline is (stopped, …). */
+function showSummary(summary: HTMLElement, pipeline: Pipeline, metrics: JobMetrics | null, live: boolean,
                      recent: { rowsIn: number; rowsOut: number } | null): void {
-  const lag = metrics?.watermark_us !== null && metrics?.watermark_us !== undefined && metrics.watermark_us >= END_OF_TIME_US
-    ? "input ended" : metrics?.watermark_lag_s !== null && metrics?.watermark_lag_s !== undefined
-      ? `${metrics.watermark_lag_s.toFixed(1)} s` : "—";
+  const still = live ? null : stateOf(pipeline);
+  const ended = metrics?.watermark_us !== null && metrics?.watermark_us !== undefined
+    && metrics.watermark_us >= END_OF_TIME_US;
+  const lag = ended ? "input ended" : still ?? (metrics?.watermark_lag_s !== null && metrics?.watermark_lag_s !== undefined
+    ? `${metrics.watermark_lag_s.toFixed(1)} s` : "—");
+  const busy = metrics?.backpressure === null || metrics?.backpressure === undefined ? "—" : metrics.backpressure.toFixed(2);
   const items: [string, string, string][] = [
     ["State", stateOf(pipeline) + idleUntil(pipeline), "state"],
     ["Should be", pipeline.desired_state + (pipeline.stop_mode ? ` (${pipeline.stop_mode})` : ""), "desired"],
     ["Parallelism", String(pipeline.job?.parallelism ?? pipeline.parallelism), "parallelism"],
-    ["Epoch", metrics?.epoch === null || metrics?.epoch === undefined ? "—" : String(metrics.epoch), "epoch"],
-    [recent ? "Input rows/s (1 min)" : "Input rows/s", formatRate(recent?.rowsIn ?? metrics?.rows_in_per_s), "rows-in"],
-    [recent ? "Output rows/s (1 min)" : "Output rows/s", formatRate(recent?.rowsOut ?? metrics?.rows_out_per_s), "rows-out"],
-    ["Busy ratio", metrics?.backpressure === null || metrics?.backpressure === undefined ? "—" : metrics.backpressure.toFixed(2), "busy"],
+    [live ? "Epoch" : "Last epoch", metrics?.epoch === null || metrics?.epoch === undefined ? "—" : String(metrics.epoch), "epoch"],
+    [recent ? "Input rows/s (1 min)" : "Input rows/s", still ?? formatRate(recent?.rowsIn ?? metrics?.rows_in_per_s), "rows-in"],
+    [recent ? "Output rows/s (1 min)" : "Output rows/s", still ?? formatRate(recent?.rowsOut ?? metrics?.rows_out_per_s), "rows-out"],
+    ["Busy ratio (job)", still ?? busy, "busy"],
     ["Watermark lag", lag, "lag"],
-    ["State written", formatBytes(metrics?.state_bytes), "state-bytes"],
+    [live ? "State written" : "State written (last epoch)", formatBytes(metrics?.state_bytes), "state-bytes"],
   ];
   replace(summary, items.map(([term, value, id]) => h("div", {},
-    h("dt", {}, term), h("dd", { "data-testid": id }, value))));
-}
-
-/** Stop (with a mode), start, restart (with or without state) and rescale. */
-function controls(path: string, notice: HTMLElement): { element: HTMLElement; update: (p: Pipeline) => void } {
-  const act = (form: HTMLFormElement, action: () => Promise<unknown>, done: string) => {
-    form.addEventListener("submit", async (event) => {
-      event.preventDefault();
-      try {
-        await action();
-        notice.className = "muted";
-        notice.textContent = done;
-      } catch (error) {
-        notice.className = "error";
-        notice.textContent = `${form.getAttribute("aria-label")} failed: ${describe(error)}`;
-      }
-    });
-    return form;
-  };
-  const mode = h("select", { name: "stop_mode" },
-    h("option", { value: "checkpoint" }, "checkpoint: after the epoch in progress commits"),
-    h("option", { value: "graceful" }, "graceful: checkpoint, or immediate if that takes too long"),
-    h("option", { value: "immediate" }, "immediate: now; the epoch in progress is replayed"),
-    h("option", { value: "force" }, "force: kill the job"));
-  const keepState = h("input", { type: "checkbox", id: "keep-state", name: "with_state", checked: true });
-  const scale = h("input", { type: "number", name: "parallelism", min: 1, max: 128, value: 2, required: true });
-  const stop = act(h("form", { "aria-label": "Stop" }, field("Stop mode", mode),
-    h("button", { type: "submit" }, "Stop")), () => patch(path, { stop: mode.value }), "Stop requested.");
-  const start = act(h("form", { "aria-label": "Start" }, h("button", { type: "submit" }, "Start")),
-    () => patch(path, { stop: "none" }), "Start requested.");
-  const element = h("div", { class: "controls" }, stop, start,
-    act(h("form", { "aria-label": "Restart" },
-      h("div", { class: "check" }, keepState, h("label", { for: "keep-state" }, "Keep state")),
-      h("button", { type: "submit" }, "Restart")),
-      () => post(`${path}/restart`, { with_state: keepState.checked }), "Restart requested."),
-    act(h("form", { "aria-label": "Rescale" }, field("New parallelism", scale), h("button", { type: "submit" }, "Rescale")),
-      () => post(`${path}/rescale`, { parallelism: Number(scale.value) }), "Rescale requested."));
-  // Offer Stop to a pipeline that should run and Start to one that should not.
-  const update = (pipeline: Pipeline) => {
-    stop.hidden = pipeline.desired_state !== "running";
-    start.hidden = pipeline.desired_state === "running";
-  };
-  return { element, update };
+    h("dt", {}, term), h("dd", { "data-testid": id, class: still && ["rows-in", "rows-out", "busy", "lag"].includes(id)
+      && value === still ? "still" : null }, value))));
 }

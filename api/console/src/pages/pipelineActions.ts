@@ -10,13 +10,8 @@ import { h, replace } from "../dom";
 import { navigate } from "../router";
 import { createSqlEditor } from "../sqlEditor";
 import { showDiagnostics } from "./editor";
-
-/** Job states in which a job still runs (or is about to): deleting must stop it first. */
-const ACTIVE_JOB_STATES = new Set(["created", "starting", "running", "stopping", "restarting"]);
-
-export function jobIsActive(pipeline: Pipeline): boolean {
-  return pipeline.job !== null && ACTIVE_JOB_STATES.has(pipeline.job.state);
-}
+import { type Done, newJobSettled } from "./pipelineControls";
+import { jobIsActive } from "./pipelines";
 
 /** A panel that opens under the page's heading; only one is open at a time. */
 export interface Panel { element: HTMLElement; close: () => void }
@@ -73,7 +68,7 @@ function showStatePlan(note: HTMLElement, plan: StatePlan | null | undefined): v
 /** "Edit SQL": the SQL in the editor with live diagnostics; saving adds the next version,
  * then restarts the job with or without its state, or leaves it running the old one.
  * Keeping state is offered only while the API says the edited SQL can read it. */
-export function editPanel(pipeline: Pipeline, onSaved: (notice: string) => void,
+export function editPanel(pipeline: Pipeline, onSaved: (notice: string, done: Done | null) => void,
                           onClose: () => void): Panel {
   const editorBox = h("div", { class: "editor" });
   const diagnostics = h("ul", { class: "diagnostics", "aria-live": "polite", "aria-label": "Diagnostics" });
@@ -125,6 +120,10 @@ export function editPanel(pipeline: Pipeline, onSaved: (notice: string) => void,
       showDiagnostics(diagnostics, result, error);
       if (result?.valid) offer(result.state);
     },
+    // A refusal was about the SQL as it was: an edit makes it stale.
+    onChange: () => {
+      message.hidden = true;
+    },
   });
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -133,6 +132,7 @@ export function editPanel(pipeline: Pipeline, onSaved: (notice: string) => void,
     const path = `/pipelines/${encodeURIComponent(pipeline.name)}`;
     const sql = view.state.doc.toString();
     save.disabled = true;
+    const jobBefore = pipeline.job?.id ?? null;
     try {
       if (after === "restart") {
         // Asked again at the moment of saving: the answer may predate the last keystroke.
@@ -147,8 +147,11 @@ export function editPanel(pipeline: Pipeline, onSaved: (notice: string) => void,
       const saved = version.version === pipeline.version
         ? `The SQL is unchanged: still version ${version.version}`
         : `Version ${version.version} saved`;
+      // A restart's notice goes once a job runs the new version.
+      const settled = newJobSettled(jobBefore);
       onSaved(`${saved}${after === "none" ? "." : `; ${verb.toLowerCase()} requested${
-        after === "restart-empty" ? " from empty state" : ""}.`}`);
+        after === "restart-empty" ? " from empty state" : ""}.`}`, after === "none" ? null
+        : (p, run) => settled(p, run) && run?.pipeline_version === version.version);
     } catch (error) {
       message.textContent = `Not saved: ${describe(error)}`;
       message.hidden = false;

@@ -9,6 +9,22 @@ export function stateOf(pipeline: Pipeline): string {
   return pipeline.job?.state ?? (pipeline.desired_state === "running" ? "starting" : "stopped");
 }
 
+/** Job states in which a job still runs (or is about to): deleting must stop it first. */
+const ACTIVE_JOB_STATES = new Set(["created", "starting", "running", "stopping", "restarting"]);
+
+export function jobIsActive(pipeline: Pipeline): boolean {
+  return pipeline.job !== null && ACTIVE_JOB_STATES.has(pipeline.job.state);
+}
+
+/** Job states whose figures are the job's now. */
+export const LIVE_STATES = new Set(["running", "stopping", "restarting"]);
+
+/** Whether the pipeline's job runs, so its rates and busy ratio are live; otherwise
+ * (stopped, failed, idle, starting) they are a past epoch's, or none, and not shown. */
+export function hasLiveFigures(pipeline: Pipeline): boolean {
+  return pipeline.job !== null && LIVE_STATES.has(pipeline.job.state);
+}
+
 export function pipelinesPage(main: HTMLElement): () => void {
   const body = h("tbody");
   const status = h("p", { class: "muted", role: "status" });
@@ -32,8 +48,10 @@ export function pipelinesPage(main: HTMLElement): () => void {
       h("th", { scope: "row" }, h("a", { href: `/pipelines/${encodeURIComponent(pipeline.name)}` }, pipeline.name)),
       h("td", {}, h("span", { class: `state state-${stateOf(pipeline)}` }, stateOf(pipeline)),
         idleUntil(pipeline)),
-      h("td", { class: "num" }, formatRate(pipeline.job?.rows_in_per_s)),
-      h("td", { class: "num" }, formatRate(pipeline.job?.rows_out_per_s)),
+      h("td", { class: "num", "data-testid": "rows-in" },
+        hasLiveFigures(pipeline) ? formatRate(pipeline.job?.rows_in_per_s) : "—"),
+      h("td", { class: "num", "data-testid": "rows-out" },
+        hasLiveFigures(pipeline) ? formatRate(pipeline.job?.rows_out_per_s) : "—"),
       h("td", { class: "num" }, pipeline.parallelism),
       lastError(pipeline.job?.failure_message ?? null))));
     status.textContent = page.items.length === 0

@@ -1,0 +1,98 @@
+// A pipeline's lifecycle controls — stop (with a mode), start, restart (with or without
+// state), rescale — and the notice under them, which says what was asked and goes once
+// it is done: "Stop requested." stays only while the job is still stopping.
+
+import { describe, type Job, patch, type Pipeline, post } from "../api";
+import { field, h } from "../dom";
+import { gate } from "../roles";
+import { jobIsActive } from "./pipelines";
+
+/** Job states a start, restart or rescale has got through (or failed at). */
+const SETTLED = new Set(["running", "idle", "stopped", "finished", "failed"]);
+
+/** When a request is done, from the pipeline and its job as the page reads them. */
+export type Done = (pipeline: Pipeline, run: Job | null) => boolean;
+
+/** The notice under the controls: what was asked, until it is done. */
+export class Notice {
+  readonly element = h("p", { role: "status", class: "muted", "data-testid": "notice" });
+  private done: Done | null = null;
+
+  say(text: string, kind: "muted" | "error", done: Done | null = null): void {
+    this.element.className = kind;
+    this.element.textContent = text;
+    this.done = done;
+  }
+
+  /** Clear a request's notice once what it asked for has happened. */
+  check(pipeline: Pipeline, run: Job | null): void {
+    if (this.done?.(pipeline, run)) {
+      this.done = null;
+      this.element.textContent = "";
+    }
+  }
+}
+
+/** A new job (not ``before``) that got going, or stopped trying. */
+export function newJobSettled(before: string | null): Done {
+  return (pipeline) => pipeline.job !== null && pipeline.job.id !== before && SETTLED.has(pipeline.job.state);
+}
+
+const stopped: Done = (pipeline) => pipeline.desired_state !== "running" && !jobIsActive(pipeline);
+
+export interface Controls { element: HTMLElement; update: (pipeline: Pipeline) => void }
+
+/** Stop (with a mode), start, restart (with or without state) and rescale; a ``role``
+ * that may not change pipelines sees them disabled, with why. */
+export function controls(path: string, notice: Notice, role: string | null,
+                         current: () => Pipeline): Controls {
+  const act = (form: HTMLFormElement, action: () => Promise<unknown>, said: string, done: () => Done) => {
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const when = done();
+      try {
+        await action();
+        notice.say(said, "muted", when);
+      } catch (error) {
+        notice.say(`${form.getAttribute("aria-label")} failed: ${describe(error)}`, "error");
+      }
+    });
+    return form;
+  };
+  const mode = h("select", { name: "stop_mode" },
+    h("option", { value: "checkpoint" }, "checkpoint: after the epoch in progress commits"),
+    h("option", { value: "graceful" }, "graceful: checkpoint, or immediate if that takes too long"),
+    h("option", { value: "immediate" }, "immediate: now; the epoch in progress is replayed"),
+    h("option", { value: "force" }, "force: kill the job"));
+  const keepState = h("input", { type: "checkbox", id: "keep-state", name: "with_state", checked: true });
+  const scale = h("input", { type: "number", name: "parallelism", min: 1, max: 128, value: 2, required: true });
+  const buttons = {
+    stop: h("button", { type: "submit" }, "Stop"), start: h("button", { type: "submit" }, "Start"),
+    restart: h("button", { type: "submit" }, "Restart"), rescale: h("button", { type: "submit" }, "Rescale"),
+  };
+  const jobNow = () => current().job?.id ?? null;
+  const stop = act(h("form", { "aria-label": "Stop" }, field("Stop mode", mode), buttons.stop),
+    () => patch(path, { stop: mode.value }), "Stop requested.", () => stopped);
+  const start = act(h("form", { "aria-label": "Start" }, buttons.start),
+    () => patch(path, { stop: "none" }), "Start requested.", () => newJobSettled(jobNow()));
+  const restart = act(h("form", { "aria-label": "Restart" },
+    h("div", { class: "check" }, keepState, h("label", { for: "keep-state" }, "Keep state")), buttons.restart),
+    () => post(`${path}/restart`, { with_state: keepState.checked }), "Restart requested.",
+    () => newJobSettled(jobNow()));
+  const rescale = act(h("form", { "aria-label": "Rescale" }, field("New parallelism", scale), buttons.rescale),
+    () => post(`${path}/rescale`, { parallelism: Number(scale.value) }), "Rescale requested.", () => {
+      const wanted = Number(scale.value);
+      const before = jobNow();
+      // A stopped pipeline's rescale only stores the parallelism its next job starts with.
+      return (pipeline) => pipeline.parallelism === wanted
+        && (pipeline.desired_state !== "running" || newJobSettled(before)(pipeline, null));
+    });
+  gate(role, "write", mode, keepState, scale, ...Object.values(buttons));
+  const element = h("div", { class: "controls" }, stop, start, restart, rescale);
+  // Offer Stop to a pipeline that should run and Start to one that should not.
+  const update = (pipeline: Pipeline) => {
+    stop.hidden = pipeline.desired_state !== "running";
+    start.hidden = pipeline.desired_state === "running";
+  };
+  return { element, update };
+}
