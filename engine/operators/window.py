@@ -26,7 +26,8 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from spate.engine.operators.aggregates import Aggregate, Extreme
+from spate.engine.operators.aggregates import Aggregate
+from spate.engine.operators.aggregates.extremes import Extreme
 
 #: A pane partial: [row count, partial of aggregate 0, partial of aggregate 1, ...]
 Partial = list[Any]

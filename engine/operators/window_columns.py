@@ -29,10 +29,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-#: The aggregates computed here, by their partials' shape (``PARTIAL_SQL``).
-COUNTS = frozenset({"count_star", "count"})
-SUMS = frozenset({"sum", "avg"})
-EXTREMES = frozenset({"min", "max"})
+from spate.engine.operators.aggregates import AGGREGATES
+
+
+def _columnar(kind: str) -> frozenset[str]:
+    """The aggregates computed here whose partials merge as ``kind`` (their ``columnar``)."""
+    return frozenset(name for name, function in AGGREGATES.items() if function.columnar == kind)
+
+
+#: The aggregates computed here, by how their partials merge.
+COUNTS = _columnar("count")
+SUMS = _columnar("sum")
+EXTREMES = _columnar("extreme")
 
 
 def supported(function: str, partial_type: pa.DataType) -> bool:

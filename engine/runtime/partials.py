@@ -1,38 +1,61 @@
-"""The native Spark SQL computing each aggregate's partial over a group of rows:
-what the window and updating steps merge into their state.  ``{a}`` stands
-for the aggregate's argument."""
+"""The partial columns of a batch as the aggregates read them: Arrow columns
+``p<i>_<j>`` (what native Spark computed with an aggregate's partial SQL, declared
+in :mod:`spate.engine.operators.aggregates`) turned into plain Python values."""
 
 from __future__ import annotations
 
-from spate.engine.operators.aggregates import BAGS, COMOMENTS, MOMENTS
-from spate.engine.planner.plan import EVENT_TIME
+from dataclasses import dataclass
+from typing import Any
 
-#: The partial of a variance: ``[count, mean, sum of squared deviations]``.
-MOMENTS_SQL = ["count({a})", "avg(CAST({a} AS DOUBLE))",
-               "var_pop(CAST({a} AS DOUBLE)) * count({a})"]
-#: The partial of a (y, x) aggregate over ``[y, x]`` arrays (NULL: a pair left out):
-#: ``[count, mean y, mean x, y squares, x squares, products]`` (deviations summed).
-COMOMENTS_SQL = ["count({a})", "avg({a}[0])", "avg({a}[1])", "var_pop({a}[0]) * count({a})",
-                 "var_pop({a}[1]) * count({a})", "covar_pop({a}[0], {a}[1]) * count({a})"]
-#: A row's event time and value (first_value, last_value), ordered by time then value.
-TIMED_SQL = f"named_struct('t', unix_micros(`{EVENT_TIME}`), 'v', {{a}})"
-PARTIAL_SQL = {
-    "count_star": ["count(1)"],
-    "count": ["count({a})"],
-    "count_distinct": ["collect_set({a})"],
-    "sum": ["sum({a})", "count({a})"],
-    "avg": ["sum({a})", "count({a})"],
-    "min": ["min({a})"],
-    "max": ["max({a})"],
-    "bit_xor": ["bit_xor({a})", "count({a})"],
-    "bit_and": ["collect_list({a})"],
-    "bit_or": ["collect_list({a})"],
-    **{name: MOMENTS_SQL for name in MOMENTS},
-    **{name: COMOMENTS_SQL for name in COMOMENTS},
-    "first_value": ["min(" + TIMED_SQL + ")"],
-    "last_value": ["max(" + TIMED_SQL + ")"],
-    # NULLs kept (array_agg has them), sorted so that a replay collects them alike
-    **{name: ["array_sort(collect_list(named_struct('v', {a})))"] for name in BAGS},
-    # an aggregate UDF's argument rows, sorted so that a replay collects them alike
-    "udaf_rows": ["array_sort(collect_list({a}))"],
-}
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spate.engine.runtime import values
+
+
+@dataclass(frozen=True)
+class ArrowPartials:
+    """Aggregate ``index``'s partial columns of ``table``
+    (:class:`~spate.engine.operators.aggregates.PartialColumns`)."""
+
+    table: pa.Table
+    index: int
+
+    def column(self, j: int) -> pa.ChunkedArray:
+        return self.table.column(f"p{self.index}_{j}")
+
+    def python(self, j: int, exact: bool = False) -> list[Any]:
+        return values.to_python(self.column(j), exact=exact)
+
+    def signed(self, j: int, exact: bool = False) -> list[list[list[Any]]]:
+        return signed_values(self.column(j).combine_chunks(), exact)
+
+    def rows(self, j: int) -> list[list[list[Any]]]:
+        return struct_rows(self.column(j))
+
+
+def signed_values(column: pa.Array, exact: bool = False) -> list[list[list[Any]]]:
+    """``list<struct<v, s>>`` rows -> per row ``[[value, sign], ...]`` (plain values,
+    decimals as text with ``exact``: :func:`spate.engine.runtime.values.to_python`)."""
+    offsets = column.offsets.to_pylist()
+    base = offsets[0] if offsets else 0
+    offsets = [o - base for o in offsets]
+    entries = column.flatten()
+    signs = entries.field("s").to_pylist()
+    items = values.to_python(entries.field("v"), exact)
+    return [[[items[j], signs[j]] for j in range(offsets[i], offsets[i + 1])]
+            for i in range(len(column))]
+
+
+def struct_rows(column: pa.ChunkedArray) -> list[list[list[Any]]]:
+    """Per row, its list of STRUCT values, each as a list of plain values."""
+    lists = column.combine_chunks()
+    flat = pc.list_flatten(lists)
+    fields = [values.to_python(flat.field(i)) for i in range(flat.type.num_fields)]
+    rows = [list(row) for row in zip(*fields, strict=True)]
+    result: list[list[list[Any]]] = []
+    start = 0
+    for length in pc.list_value_length(lists).fill_null(0).to_pylist():
+        result.append(rows[start:start + length])
+        start += length
+    return result

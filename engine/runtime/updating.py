@@ -34,20 +34,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spate.engine.operators.aggregates import BAGS, COMOMENTS, MOMENTS, bit_counts
-from spate.engine.operators.updating import (
-    Change,
-    KeyState,
-    expire,
-    flush,
-    flush_due,
-    make_accumulator,
-    merge,
-)
+from spate.engine.operators.aggregates import AGGREGATES, make_accumulator
+from spate.engine.operators.aggregates.base import plain_type
+from spate.engine.operators.updating import Change, KeyState, expire, flush, flush_due, merge
 from spate.engine.planner.plan import EVENT_TIME, RETRACT, ROW_KEY, UpdatingAggregate
 from spate.engine.runtime import values
 from spate.engine.runtime.group_entries import GroupEntries
-from spate.engine.runtime.partials import COMOMENTS_SQL, MOMENTS_SQL, TIMED_SQL
+from spate.engine.runtime.partials import ArrowPartials
 from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput
 from spate.engine.runtime.tasks import (
     TaskEpoch,
@@ -60,9 +53,6 @@ from spate.statestore import CachedPipelineState, EpochWriter, PipelineState
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 _NEVER = 2**63
-_MULTISET = ("min", "max", "count_distinct", *BAGS)
-_BITS = ("bit_and", "bit_or")
-_TIMED = ("first_value", "last_value")
 
 
 @dataclass
@@ -161,9 +151,9 @@ class UpdatingAggregateOperator:
         parts = ["count(1) AS `__count`", f"sum({sign}) AS `__rows`",
                  f"max(`{EVENT_TIME}`) AS `__seen`"]
         for i, call in enumerate(self.spec.aggregates):
-            parts.extend(f"{sql} AS `p{i}_{j}`"
-                         for j, sql in enumerate(self._partials(call.function, call.argument,
-                                                                sign)))
+            function = AGGREGATES[call.function]
+            parts.extend(f"{sql} AS `p{i}_{j}`" for j, sql in enumerate(
+                function.signed_sql(f"`{call.argument}`", sign, self.spec.updating_input)))
         fields = ", ".join(f"'{k}', `{k}`" for k in self.spec.key_columns)
         row_key = f"to_json(named_struct({fields}))" if keys else "'{}'"
         grouped = (f"SELECT {row_key} AS `__key`, {', '.join([*keys, *parts])} "
@@ -172,45 +162,14 @@ class UpdatingAggregateOperator:
         return (f"SELECT *, CAST(pmod(xxhash64(`__key`), {self.num_key_groups}) AS INT) "
                 f"AS `__kg` FROM ({grouped})")
 
-    def _partials(self, function: str, argument: str | None, sign: str) -> list[str]:
-        a = f"`{argument}`"
-        counted = f"sum(IF({a} IS NULL, 0, {sign}))"
-        if function == "count_star":
-            return [f"sum({sign})"]
-        if function == "count":
-            return [counted]
-        if function in ("sum", "avg"):
-            signed = a if sign == "1" else f"{sign} * {a}"
-            return [f"sum({signed})", counted]
-        if function == "bit_xor":  # a withdrawn value xors out again
-            return [f"bit_xor({a})", counted]
-        if function in MOMENTS or function in COMOMENTS:
-            # (co-)moments of the rows added, then of those withdrawn
-            withdrawn = f"IF(`{RETRACT}`, {a}, NULL)" if self.spec.updating_input else "NULL"
-            added = f"IF(`{RETRACT}`, NULL, {a})" if self.spec.updating_input else a
-            templates = MOMENTS_SQL if function in MOMENTS else COMOMENTS_SQL
-            return [sql.format(a=rows) for rows in (added, withdrawn) for sql in templates]
-        if function in BAGS:  # every value and its sign, NULLs too (array_agg has them)
-            return [f"collect_list(named_struct('v', {a}, 's', {sign}))"]
-        if function in _TIMED:
-            timed = TIMED_SQL.format(a=a)
-            if self.spec.updating_input:
-                return [f"collect_list(named_struct('v', {timed}, 's', {sign}))"]
-            return [f"{'min' if function == 'first_value' else 'max'}({timed})"]
-        if not self.spec.updating_input and function not in _BITS:
-            simple = {"min": f"min({a})", "max": f"max({a})", "count_distinct": f"collect_set({a})"}
-            return [simple[function]]
-        # value and sign of every non-NULL argument: min, max and count(DISTINCT) keep
-        # multisets over updating input, bit_and and bit_or count bits
-        return [f"collect_list(IF({a} IS NULL, NULL, named_struct('v', {a}, 's', {sign})))"]
-
     # -- one key group of one epoch ----------------------------------------------------
 
     def rows_by_group(self, partials: pa.Table) -> dict[int, list[_KeyRow]]:
         keys = [values.to_python(partials.column(k)) for k in self.spec.key_columns]
         columns = [partials.column("__rows").to_pylist()]
-        for i, call in enumerate(self.spec.aggregates):
-            columns.append(self._partial_column(call.function, partials, i))
+        columns += [AGGREGATES[call.function].signed_partials(ArrowPartials(partials, i),
+                                                              self.spec.updating_input)
+                    for i, call in enumerate(self.spec.aggregates)]
         seen = values.to_python(partials.column("__seen"))
         by_group: dict[int, list[_KeyRow]] = defaultdict(list)
         for index, (row_key, group) in enumerate(zip(partials.column("__key").to_pylist(),
@@ -219,32 +178,6 @@ class UpdatingAggregateOperator:
             by_group[group].append(_KeyRow(row_key, [column[index] for column in keys],
                                            [column[index] for column in columns], seen[index]))
         return by_group
-
-    def _partial_column(self, function: str, partials: pa.Table, i: int) -> list[Any]:
-        first = partials.column(f"p{i}_0")
-        if function in ("sum", "avg", "bit_xor"):
-            counts = partials.column(f"p{i}_1").to_pylist()
-            return [[0 if s is None else s, c]
-                    for s, c in zip(values.to_python(first), counts, strict=True)]
-        if function in MOMENTS or function in COMOMENTS:
-            width = 6 if function in MOMENTS else 12
-            columns = [values.to_python(partials.column(f"p{i}_{j}")) for j in range(width)]
-            return [[0 if v is None else v for v in row] for row in zip(*columns, strict=True)]
-        if function in _BITS:
-            return [bit_counts((v, s) for v, s in row)
-                    for row in _signed_values(first.combine_chunks())]
-        if function in _TIMED and self.spec.updating_input:
-            return [[[[p["t"], p["v"]], s] for p, s in row]
-                    for row in _signed_values(first.combine_chunks())]
-        if function in _TIMED:
-            return [None if p is None else [p["t"], p["v"]] for p in values.to_python(first)]
-        if function not in _MULTISET:
-            return values.to_python(first)
-        if not self.spec.updating_input and function not in BAGS:
-            if function == "count_distinct":
-                return [[[v, 1] for v in items] for items in values.to_python(first)]
-            return values.to_python(first)
-        return _signed_values(first.combine_chunks(), exact=function == "array_agg")
 
     def process_group(self, group: int, rows: list[_KeyRow], store: PipelineState,
                       writer: EpochWriter, epoch: TaskEpoch, changes: _Changes) -> None:
@@ -338,7 +271,8 @@ class UpdatingAggregateOperator:
         """Keys ``k<i>``, aggregates ``agg<i>``, then RETRACT, ROW_KEY and event time."""
         fields = [pa.field(k, plain_type(partial_schema.field(k).type))
                   for k in self.spec.key_columns]
-        fields += [pa.field(call.output, self._result_type(call.function, partial_schema, i))
+        fields += [pa.field(call.output, AGGREGATES[call.function].updating_type(
+                       partial_schema.field(f"p{i}_0").type, self.spec.updating_input))
                    for i, call in enumerate(self.spec.aggregates)]
         fields += [pa.field(RETRACT, pa.bool_()), pa.field(ROW_KEY, pa.string()),
                    pa.field(EVENT_TIME, TIMESTAMP)]
@@ -357,36 +291,3 @@ class UpdatingAggregateOperator:
                     pa.array([r[0] for r in rows], pa.string()),
                     values.from_python([r[4] for r in rows], TIMESTAMP)]
         return pa.Table.from_arrays(columns, schema=schema)
-
-    def _result_type(self, function: str, partial_schema: pa.Schema, i: int) -> pa.DataType:
-        if function in ("count_star", "count", "count_distinct", "regr_count"):
-            return pa.int64()
-        if function == "avg" or function in (*MOMENTS, *COMOMENTS, *BAGS[1:]):
-            return pa.float64()
-        kind = partial_schema.field(f"p{i}_0").type
-        if function == "array_agg":  # its values are kept exact
-            return pa.list_(kind.value_type.field("v").type)
-        if function in _TIMED:  # struct<t, v>, or list<struct<v: struct<t, v>, s>>
-            pair = kind.value_type.field("v").type if self.spec.updating_input else kind
-            return plain_type(pair.field("v").type)
-        if function in _BITS or (function in ("min", "max") and self.spec.updating_input):
-            kind = kind.value_type.field("v").type  # list<struct<v, s>>
-        return plain_type(kind)
-
-
-def plain_type(kind: pa.DataType) -> pa.DataType:
-    """How state values of ``kind`` come back out (decimals as doubles, as in windows)."""
-    return pa.float64() if pa.types.is_decimal(kind) else kind
-
-
-def _signed_values(column: pa.Array, exact: bool = False) -> list[Any]:
-    """``list<struct<v, s>>`` rows -> per row ``[[value, sign], ...]`` (plain values,
-    decimals as text with ``exact``: :func:`spate.engine.runtime.values.to_python`)."""
-    offsets = column.offsets.to_pylist()
-    base = offsets[0] if offsets else 0
-    offsets = [o - base for o in offsets]
-    entries = column.flatten()
-    signs = entries.field("s").to_pylist()
-    items = values.to_python(entries.field("v"), exact)
-    return [[[items[j], signs[j]] for j in range(offsets[i], offsets[i + 1])]
-            for i in range(len(column))]

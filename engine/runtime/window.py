@@ -40,14 +40,14 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spate.engine.operators.aggregates import BAGS, COMOMENTS, MOMENTS, bit_counts, make_aggregate
+from spate.engine.operators.aggregates import AGGREGATES, make_aggregate
 from spate.engine.operators.session import SessionWindow
 from spate.engine.operators.window import Fired, Partial, SlidingKeyState, SlidingWindow
 from spate.engine.planner.plan import EVENT_TIME, WindowAggregate
 from spate.engine.runtime import values
 from spate.engine.runtime.group_entries import GroupEntries
 from spate.engine.runtime.output import fired_table, output_schema
-from spate.engine.runtime.partials import PARTIAL_SQL
+from spate.engine.runtime.partials import ArrowPartials
 from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput
 from spate.engine.runtime.tasks import (
     KEY_GROUP,
@@ -147,7 +147,7 @@ class WindowOperatorRunner:
         partitions, so that the aggregate keeps that placement)."""
         parts = [F.count(F.lit(1)).alias("__rows")]
         for i, call in enumerate(self.spec.aggregates):
-            for j, template in enumerate(PARTIAL_SQL[call.function]):
+            for j, template in enumerate(AGGREGATES[call.function].pane_sql()):
                 parts.append(F.expr(template.format(a=f"`{call.argument}`")).alias(f"p{i}_{j}"))
         groups = [*self.spec.key_columns, "__pane", KEY_GROUP, *placed_by]
         return rows.groupBy(*(F.col(f"`{g}`") for g in groups)).agg(*parts)
@@ -185,14 +185,8 @@ class WindowOperatorRunner:
         panes = partials.column("__pane").to_pylist()
         groups = partials.column(KEY_GROUP).to_pylist()
         rows = partials.column("__rows").to_pylist()
-        columns = []
-        for i, call in enumerate(self.spec.aggregates):
-            column = partials.column(f"p{i}_0")
-            first = (_struct_rows(column) if call.function == "udaf_rows"
-                     else values.to_python(column, exact=call.function == "array_agg"))
-            more = [values.to_python(partials.column(f"p{i}_{j}"))
-                    for j in range(1, len(PARTIAL_SQL[call.function]))]
-            columns.append(_partial_column(call.function, first, more))
+        columns = [AGGREGATES[call.function].pane_partials(ArrowPartials(partials, i))
+                   for i, call in enumerate(self.spec.aggregates)]
         by_group: dict[int, list[PaneRow]] = defaultdict(list)
         for index, group in enumerate(groups):
             key = tuple(column[index] for column in keys)
@@ -280,37 +274,6 @@ class WindowOperatorRunner:
         if self.session:
             return state or None
         return None if state.empty else state.to_stored()
-
-
-def _partial_column(function: str, first: list[Any], more: list[list[Any]]) -> list[Any]:
-    """Per-row pane partials of one aggregate, in the shape its Aggregate expects."""
-    if function in ("sum", "avg", "bit_xor"):
-        return [[0 if s is None else s, c] for s, c in zip(first, more[0], strict=True)]
-    if function in MOMENTS or function in COMOMENTS:
-        return [[n, *(v or 0.0 for v in rest)] for n, *rest in zip(first, *more, strict=True)]
-    if function in BAGS:
-        return [[item["v"] for item in bag or []] for bag in first]
-    if function in ("first_value", "last_value"):
-        return [None if pair is None else [pair["t"], pair["v"]] for pair in first]
-    if function in ("bit_and", "bit_or"):
-        return [bit_counts((v, 1) for v in bag or [] if v is not None) for bag in first]
-    if function == "count_distinct":
-        return [sorted(v or [], key=repr) for v in first]
-    return first
-
-
-def _struct_rows(column: pa.ChunkedArray) -> list[list[list[Any]]]:
-    """Per pane, its rows of STRUCT values as lists of plain values."""
-    lists = column.combine_chunks()
-    flat = pc.list_flatten(lists)
-    fields = [values.to_python(flat.field(i)) for i in range(flat.type.num_fields)]
-    rows = [list(row) for row in zip(*fields, strict=True)]
-    result: list[list[list[Any]]] = []
-    start = 0
-    for length in pc.list_value_length(lists).fill_null(0).to_pylist():
-        result.append(rows[start:start + length])
-        start += length
-    return result
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spate.engine.operators.aggregates import AGGREGATES
 from spate.engine.operators.window_columns import (
     COUNTS,
     EXTREMES,
@@ -45,7 +46,6 @@ from spate.engine.operators.window_columns import (
 )
 from spate.engine.planner.plan import WindowAggregate
 from spate.engine.runtime.output import TIMESTAMP, WINDOW_TYPE
-from spate.engine.runtime.partials import PARTIAL_SQL
 from spate.engine.runtime.tasks import KEY_GROUP, TaskEpoch, TaskStats
 from spate.statestore import CachedPipelineState, EpochWriter, UserKey
 from spate.statestore.encoding import decode, encode
@@ -137,7 +137,7 @@ class WindowColumnsRange:
                                   t.select(schema.names).cast(schema) for t in tables])
         aggregations = [(ROWS, "sum")]
         for i, call in enumerate(self.spec.aggregates):
-            for j in range(len(PARTIAL_SQL[call.function])):
+            for j in range(len(AGGREGATES[call.function].pane_sql())):
                 merge = call.function if call.function in EXTREMES and j == 0 else "sum"
                 aggregations.append((f"p{i}_{j}", merge))
         merged = table.group_by([*keys, PANE, KEY_GROUP], use_threads=False) \

@@ -10,14 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spate.engine.operators.aggregates import (
-    bit_counts,
-    bits_result,
-    make_aggregate,
-    merge_moments,
-    moments_result,
-)
-from spate.engine.operators.updating import make_accumulator
+from spate.engine.operators.aggregates import make_accumulator, make_aggregate
+from spate.engine.operators.aggregates.bits import bit_counts, bits_result
+from spate.engine.operators.aggregates.moments import merge_moments, moments_result
 
 panes = st.lists(st.lists(st.integers(-1000, 1000), max_size=6), min_size=1, max_size=6)
 

@@ -9,14 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spate.engine.operators.updating import (
-    KeyState,
-    expire,
-    flush,
-    flush_due,
-    make_accumulator,
-    merge,
-)
+from spate.engine.operators.aggregates import make_accumulator
+from spate.engine.operators.updating import KeyState, expire, flush, flush_due, merge
 
 FUNCTIONS = ["count_star", "count", "sum", "avg", "min", "max", "count_distinct"]
 

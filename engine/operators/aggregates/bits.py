@@ -1,0 +1,163 @@
+"""bit_xor, bit_and and bit_or over BIGINT values.
+
+bit_xor keeps ``[xor, non-NULL count]``: xor is its own inverse, so windows
+remove a pane and updating input withdraws a value by xoring it again.  bit_and
+and bit_or are not invertible as values, so they keep per-bit counts
+(:func:`bit_counts`), which add and subtract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow as pa
+
+from spate.engine.operators.aggregates.base import (
+    Accumulator,
+    Aggregate,
+    AggregateFunction,
+    PartialColumns,
+    counted,
+    plain_type,
+    signed_values_sql,
+    with_counts,
+)
+from spate.engine.operators.aggregates.sums import SignedSum, Sum
+
+#: Bits of the integers bit_and and bit_or count (two's complement BIGINT).
+INT_BITS = 64
+
+
+def bit_counts(signed_values: Iterable[tuple[int, int]]) -> list[Any]:
+    """``[net count, [net count of values with bit i set, for each bit]]``."""
+    count = 0
+    bits = [0] * INT_BITS
+    for value, sign in signed_values:
+        count += sign
+        for i in range(INT_BITS):
+            if value >> i & 1:
+                bits[i] += sign
+    return [count, bits]
+
+
+def add_bit_counts(acc: list[Any], more: list[Any], sign: int = 1) -> list[Any]:
+    return [acc[0] + sign * more[0],
+            [a + sign * b for a, b in zip(acc[1], more[1], strict=True)]]
+
+
+def bits_result(function: str, acc: list[Any]) -> int | None:
+    """bit_and (bits every value has) or bit_or (bits some value has), signed 64-bit."""
+    count, bits = acc
+    if count <= 0:
+        return None
+    value = sum(1 << i for i, set_in in enumerate(bits)
+                if (set_in == count if function == "bit_and" else set_in > 0))
+    return value - (1 << INT_BITS) if value >> (INT_BITS - 1) else value
+
+
+class BitXor(Sum):
+    """Partial and accumulator: ``[xor, non-null count]``; xor is its own inverse."""
+
+    def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        return [acc[0] ^ partial[0], acc[1] + partial[1]] if partial[1] else acc
+
+    def remove(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        return [acc[0] ^ partial[0], acc[1] - partial[1]] if partial[1] else acc
+
+
+class Bits(Aggregate):
+    """bit_and or bit_or: partial and accumulator are :func:`bit_counts`."""
+
+    def __init__(self, function: str) -> None:
+        self.function = function
+
+    def initialize(self) -> list[Any]:
+        return [0, [0] * INT_BITS]
+
+    def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        return add_bit_counts(acc, partial)
+
+    def merge(self, partial: list[Any], more: list[Any]) -> list[Any]:
+        return add_bit_counts(partial, more)
+
+    def remove(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        return add_bit_counts(acc, partial, sign=-1)
+
+    def result(self, acc: list[Any]) -> int | None:
+        return bits_result(self.function, acc)
+
+
+class SignedBitXor(SignedSum):
+    """bit_xor: ``[xor of every value added or withdrawn, net non-NULL count]``."""
+
+    def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        count = acc[1] + partial[1]
+        return [acc[0] ^ partial[0] if count else 0, count]
+
+
+class SignedBits(Accumulator):
+    """bit_and or bit_or: net per-bit counts (:func:`bit_counts`)."""
+
+    def __init__(self, function: str) -> None:
+        self.function = function
+
+    def initialize(self) -> list[Any]:
+        return [0, [0] * INT_BITS]
+
+    def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
+        return add_bit_counts(acc, partial)
+
+    def result(self, acc: list[Any]) -> int | None:
+        return bits_result(self.function, acc)
+
+
+class BitXorFunction(AggregateFunction):
+    """bit_xor: ``[xor, non-NULL count]`` partials."""
+
+    def pane_sql(self) -> list[str]:
+        return ["bit_xor({a})", "count({a})"]
+
+    def pane_partials(self, columns: PartialColumns) -> list[Any]:
+        return with_counts(columns.python(0), columns.python(1))
+
+    def window(self, fraction: float | None) -> Aggregate:
+        return BitXor()
+
+    def signed_sql(self, a: str, sign: str, updating_input: bool) -> list[str]:
+        return [f"bit_xor({a})", counted(a, sign)]  # a withdrawn value xors out again
+
+    def signed_partials(self, columns: PartialColumns, updating_input: bool) -> list[Any]:
+        return with_counts(columns.python(0), columns.python(1))
+
+    def accumulator(self, updating_input: bool, fraction: float | None) -> Accumulator:
+        return SignedBitXor()
+
+
+class BitsFunction(AggregateFunction):
+    """bit_and or bit_or (by ``name``): the values collected, counted per bit."""
+
+    def pane_sql(self) -> list[str]:
+        return ["collect_list({a})"]
+
+    def pane_partials(self, columns: PartialColumns) -> list[Any]:
+        return [bit_counts((v, 1) for v in bag or [] if v is not None)
+                for bag in columns.python(0)]
+
+    def window(self, fraction: float | None) -> Aggregate:
+        return Bits(self.name)
+
+    def window_type(self, partial: pa.DataType) -> pa.DataType:  # a list of the values
+        return super().window_type(partial.value_type)
+
+    def signed_sql(self, a: str, sign: str, updating_input: bool) -> list[str]:
+        return [signed_values_sql(a, sign)]
+
+    def signed_partials(self, columns: PartialColumns, updating_input: bool) -> list[Any]:
+        return [bit_counts((v, s) for v, s in row) for row in columns.signed(0)]
+
+    def accumulator(self, updating_input: bool, fraction: float | None) -> Accumulator:
+        return SignedBits(self.name)
+
+    def updating_type(self, partial: pa.DataType, updating_input: bool) -> pa.DataType:
+        return plain_type(partial.value_type.field("v").type)  # list<struct<v, s>>
