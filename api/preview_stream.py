@@ -9,6 +9,8 @@ neither a database connection nor a thread between polls.
 Events, each ``data`` a JSON value:
 
 - ``status`` — ``{"job_id", "state"}``, first ``created``, then each change;
+- ``epoch`` — ``{"epoch", "rows_in", "rows_out"}``: an epoch committed (what the
+  preview has read so far, while a window has not closed yet and nothing is out);
 - ``rows`` — an array of row objects (never more than ``limit`` in all);
 - ``error`` — ``{"message"}``: the job failed, or the preview timed out;
 - ``end`` — ``{"reason", "rows"}``: the last event; ``reason`` is ``limit``,
@@ -140,7 +142,7 @@ class PreviewStream:
             return JobSnapshot(job.state, job.channel_url, job.failure_message)
 
     def _read_channel(self, snapshot: JobSnapshot) -> list[bytes]:
-        """SSE chunks for the channel's new rows and error events."""
+        """SSE chunks for the channel's new rows, epoch and error events."""
         if snapshot.channel_url is None:
             return []  # the scheduler has not started the job yet
         try:
@@ -158,6 +160,9 @@ class PreviewStream:
                 if rows:
                     self.rows_sent += len(rows)
                     chunks.append(_event("rows", rows))
+            elif event.get("type") == "epoch":
+                chunks.append(_event("epoch", {name: event.get(name)
+                                               for name in ("epoch", "rows_in", "rows_out")}))
             elif event.get("type") == "error":
                 message = str(event.get("message") or "the preview failed")
                 self._errors_sent.add(message)

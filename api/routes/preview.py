@@ -23,7 +23,7 @@ from spate.api.schemas.pipelines import PreviewCreate
 # The route's response class is the event stream, so its error responses name
 # their (JSON) media type themselves rather than inherit the stream's.
 _RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {"description": "Server-Sent Events: status, rows, error, end",
+    200: {"description": "Server-Sent Events: status, epoch, rows, error, end",
           "content": {"text/event-stream": {"schema": {"type": "string"}}}},
     **{status: {"description": response["description"], "content": {"application/json": {
         "schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
@@ -44,7 +44,7 @@ class EventStream(StreamingResponse):
 def preview_pipeline(body: PreviewCreate, request: Request, caller: DeveloperCaller,
                      jobs: JobsWrite, notify: Notifier, planner: Planner) -> StreamingResponse:
     """Run SQL without storing it and stream its first ``limit`` rows as they come:
-    events ``status``, ``rows``, ``error`` and, last, ``end``. Closing the connection
+    events ``status``, ``epoch``, ``rows``, ``error`` and, last, ``end``. Closing the connection
     stops the preview job. A tenant streams as many previews at once as its plan allows
     (429 beyond: they end by themselves)."""
     planned = planner.require_valid(body.sql)

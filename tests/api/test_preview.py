@@ -140,6 +140,8 @@ def test_rows_stream_until_the_job_finishes(server: Server, tmp_path: Path) -> N
         time.sleep(0.4)
         self.start_job()
         channel.publish({"type": "heartbeat"})
+        channel.publish({"type": "epoch", "epoch": 0, "rows_in": 5, "rows_out": 0,
+                         "duration_ms": 40, "operators": []})
         channel.publish({"type": "rows", "epoch": 1, "rows": [{"counter": 0}, {"counter": 1}]})
         channel.publish({"type": "rows", "epoch": 2, "rows": [{"counter": 2}]})
         time.sleep(0.4)
@@ -154,6 +156,9 @@ def test_rows_stream_until_the_job_finishes(server: Server, tmp_path: Path) -> N
     assert ("status", {"job_id": job_id, "state": "running"}) in events
     rows = [row for name, data in events if name == "rows" for row in data]
     assert rows == [{"counter": 0}, {"counter": 1}, {"counter": 2}]
+    # Progress before any row: what each committed epoch read and wrote, and only that.
+    assert [data for name, data in events if name == "epoch"] == [
+        {"epoch": 0, "rows_in": 5, "rows_out": 0}]
     assert events[-2] == ("status", {"job_id": job_id, "state": "finished"})
     assert events[-1] == ("end", {"reason": "finished", "rows": 3})
     job = read_job(server.app, job_id)

@@ -6,7 +6,8 @@ busy ratio (a window's output between firings is not 0 rows/s; a source has no b
 figure of its own, so it is not painted by the job's); after "save as version 2" without a
 restart the graph is still version 1's, with version 2's beside it; a stop's notice goes
 when the job has stopped, and a stopped pipeline shows no rates and no busy colour, but
-"stopped".
+"stopped". Messages whose cause is gone go too (a failed preview once the SQL changes, a
+refused name once the name changes), and the API's refusals are in the user's words.
 """
 
 from __future__ import annotations
@@ -133,3 +134,64 @@ def test_operators_show_their_own_figures_the_running_version_and_stopped_shows_
     expect(row.get_by_test_id("rows-in")).to_have_text("—")
     expect(row.get_by_test_id("rows-out")).to_have_text("—")
     assert server.http.delete(f"/pipelines/{name}").status_code == 204
+
+
+def test_messages_go_with_their_cause_and_refusals_are_in_the_users_words(
+        server: ServedTenant, watch: PageWatch) -> None:
+    page = watch.page
+    taken = f"taken-{secrets.token_hex(3)}"
+    created = server.http.post("/pipelines", json={"name": taken, "sql": WINDOWED_SQL,
+                                                   "stopped": True})
+    assert created.status_code == 201, created.text
+    sign_in(page, server)
+    page.get_by_role("link", name="New pipeline").first.click()
+
+    # A preview of SQL that does not plan fails; editing the SQL takes the failure away.
+    replace_sql(page, WINDOWED_SQL.replace("subtask_index", "no_such_column"))
+    page.get_by_role("button", name="Run preview").click()
+    status = page.locator(".preview [role=status]")
+    expect(status).to_contain_text("Preview failed")
+    watch.problems = [p for p in watch.problems if "400" not in p]  # the API's refusal
+    replace_sql(page, WINDOWED_SQL)
+    expect(status).not_to_contain_text("failed")
+    expect(status).to_have_text("Run a preview to see the first rows.")
+
+    # A taken name: the API's answer in the user's words, gone once the name changes.
+    page.get_by_label("Pipeline name").fill(taken)
+    expect(page.locator(".diagnostics")).to_contain_text("Valid")
+    page.get_by_role("button", name="Start pipeline").click()
+    refused = page.locator("form[aria-label='New pipeline'] [role=alert]")
+    expect(refused).to_have_text(f"a pipeline named '{taken}' already exists; choose another "
+                                 "name, or delete it first")
+    watch.problems = [p for p in watch.problems if "409" not in p]
+    watch.rendered("editor-name-taken")
+    page.get_by_label("Pipeline name").fill(f"{taken}-2")
+    expect(refused).to_be_hidden()
+
+
+def test_a_preview_says_what_it_waits_for_and_for_how_long(server: ServedTenant,
+                                                           watch: PageWatch) -> None:
+    page = watch.page
+    sign_in(page, server)
+    page.get_by_role("link", name="New pipeline").first.click()
+    replace_sql(page, WINDOWED_SQL.replace("INSERT INTO out\n", ""))
+    expect(page.locator(".diagnostics")).to_contain_text("Valid")
+    page.get_by_role("button", name="Run preview").click()
+    status = page.get_by_test_id("preview-status")
+    waiting = re.compile(r"^(Waiting for the scheduler to start a preview job|Starting the preview "
+                         r"job and its Spark application|Running: waiting for the first epoch to "
+                         r"commit|Epoch \d+ committed \(\d+ rows? read, none out yet: a window "
+                         r"writes when it closes\); waiting for rows)… (\d+) s$")
+    expect(status).to_have_text(waiting)
+    seconds = int(waiting.match(str(status.text_content())).group(2))  # type: ignore[union-attr]
+    # The time it has waited goes on: it is a clock, not a label.
+    expect(status).not_to_have_text(re.compile(rf"… {seconds} s$"))
+    # Five-second windows: epochs commit before the first window closes, and it says so.
+    expect(status).to_have_text(re.compile(r"^Epoch \d+ committed \([1-9]\d* rows? read"),
+                                timeout=TIMEOUT_MS)
+    watch.rendered("preview-waiting")
+    rows = page.get_by_role("table", name="Preview rows").locator("tbody tr")
+    expect(rows.first).to_be_visible(timeout=TIMEOUT_MS)
+    expect(status).to_have_text(re.compile(r"^\d+ rows?$"))
+    page.get_by_role("button", name="Stop preview").click()
+    expect(status).to_contain_text("preview stopped")

@@ -43,9 +43,19 @@ export function editorPage(main: HTMLElement): () => void {
   replace(main, h("h1", {}, "New pipeline"),
     h("div", { class: "editor-layout" }, h("div", {}, form, preview.section), catalog));
 
+  // A refusal is about the name and SQL as they were: a change makes it stale.
+  const clearRefusal = () => {
+    formError.hidden = true;
+  };
+  name.addEventListener("input", clearRefusal);
+  parallelism.addEventListener("input", clearRefusal);
   const view: EditorView = createSqlEditor({
     parent: editorBox, doc: EXAMPLE, label: "Pipeline SQL", describedBy: "sql-hint",
     onValidated: (result, error) => showDiagnostics(diagnostics, result, error),
+    onChange: () => {
+      clearRefusal();
+      preview.sqlChanged();
+    },
   });
   void loadCatalog(catalog, view);
 
@@ -107,11 +117,23 @@ async function loadCatalog(catalog: HTMLElement, view: EditorView): Promise<void
 
 interface PreviewPanel {
   section: HTMLElement; runButton: HTMLButtonElement; stopButton: HTMLButtonElement; stop: () => void;
+  /** The SQL was edited: what the last preview said is about the SQL as it was. */
+  sqlChanged: () => void;
 }
 
-/** The live preview: rows streamed from POST /pipelines/preview into a table. */
+const PREVIEW_HINT = "Run a preview to see the first rows.";
+
+/** What a preview waits for, by its job's state. */
+const WAITING: Record<string, string> = {
+  created: "Waiting for the scheduler to start a preview job",
+  starting: "Starting the preview job and its Spark application",
+  running: "Running: waiting for the first epoch to commit",
+};
+
+/** The live preview: rows streamed from POST /pipelines/preview into a table, and until
+ * they come, what it waits for and for how long. */
 function previewPanel(sqlText: () => string, parallelism: () => number): PreviewPanel {
-  const status = h("p", { role: "status", class: "muted" }, "Run a preview to see the first rows.");
+  const status = h("p", { role: "status", class: "muted", "data-testid": "preview-status" }, PREVIEW_HINT);
   const table = h("table", { class: "data", "aria-label": "Preview rows" });
   const utcNote = h("small", { class: "muted", hidden: true }, "Times are in UTC.");
   const section = h("section", { "aria-labelledby": "preview-title", class: "preview" },
@@ -121,6 +143,8 @@ function previewPanel(sqlText: () => string, parallelism: () => number): Preview
   const runButton = h("button", { type: "button", class: "secondary" }, "Run preview");
   const stopButton = h("button", { type: "button", class: "secondary", disabled: true }, "Stop preview");
   let controller: AbortController | null = null;
+  let rowsShown = 0;
+  let outcome: "none" | "failed" | "rows" = "none";
   const stop = () => controller?.abort();
   stopButton.addEventListener("click", stop);
   runButton.addEventListener("click", async () => {
@@ -129,28 +153,53 @@ function previewPanel(sqlText: () => string, parallelism: () => number): Preview
     controller = mine;
     const rows: Record<string, unknown>[] = [];
     replace(table);
-    status.textContent = "Starting a preview job…";
+    utcNote.hidden = true;
     runButton.disabled = true;
     stopButton.disabled = false;
+    // Until rows come: what the preview waits for, and for how long (ticking each second).
+    const started = Date.now();
+    let waiting = "Asking for a preview";
+    let failure: string | null = null;
+    const tick = () => {
+      if (rows.length === 0) status.textContent = `${waiting}… ${Math.floor((Date.now() - started) / 1000)} s`;
+    };
+    tick();
+    const timer = window.setInterval(tick, 1000);
     try {
       await postEventStream("/pipelines/preview",
         { sql: sqlText(), limit: PREVIEW_LIMIT, parallelism: parallelism(), timeout_s: PREVIEW_TIMEOUT_S },
         mine.signal, (event) => {
-          if (event.event === "status") status.textContent = `Preview job ${(event.data as { state: string }).state}…`;
-          else if (event.event === "rows") {
+          if (event.event === "status") {
+            const state = (event.data as { state: string }).state;
+            waiting = WAITING[state] ?? `The preview job is ${state}`;
+            tick();
+          } else if (event.event === "epoch") {
+            const epoch = event.data as { epoch: number; rows_in: number | null; rows_out: number | null };
+            waiting = `Epoch ${epoch.epoch} committed (${countRows(epoch.rows_in ?? 0)} read, none out yet: `
+              + "a window writes when it closes); waiting for rows";
+            tick();
+          } else if (event.event === "rows") {
             rows.push(...(event.data as Record<string, unknown>[]));
             renderRows(table, rows);
             utcNote.hidden = false;
             status.textContent = countRows(rows.length);
-          } else if (event.event === "error") status.textContent = `Error: ${(event.data as { message: string }).message}`;
-          else if (event.event === "end") {
+          } else if (event.event === "error") {
+            failure = (event.data as { message: string }).message;
+            status.textContent = `Preview failed: ${failure}`;
+          } else if (event.event === "end") {
             const end = event.data as { reason: string; rows: number };
-            status.textContent = `${countRows(rows.length)}; preview ended (${end.reason}).`;
+            // The failure stays in view: it is what the user needs to read.
+            status.textContent = failure === null ? `${countRows(rows.length)}; preview ended (${end.reason}).`
+              : `Preview failed${rows.length ? ` after ${countRows(rows.length)}` : ""}: ${failure}`;
           }
         });
+      outcome = failure !== null ? "failed" : rows.length ? "rows" : "none";
     } catch (error) {
+      outcome = mine.signal.aborted ? (rows.length ? "rows" : "none") : "failed";
       status.textContent = mine.signal.aborted ? `${countRows(rows.length)}; preview stopped.` : `Preview failed: ${describe(error)}`;
     } finally {
+      window.clearInterval(timer);
+      rowsShown = rows.length;
       if (controller === mine) {
         controller = null;
         runButton.disabled = false;
@@ -158,7 +207,17 @@ function previewPanel(sqlText: () => string, parallelism: () => number): Preview
       }
     }
   });
-  return { section, runButton, stopButton, stop };
+  const sqlChanged = () => {
+    if (controller) return;  // a running preview says what it does until it ends
+    if (outcome === "failed" || (outcome === "none" && status.textContent !== PREVIEW_HINT)) {
+      status.textContent = PREVIEW_HINT;
+    } else if (outcome === "rows") {
+      status.textContent = `${countRows(rowsShown)} of the SQL before your last edit: run the preview again `
+        + "to see the new SQL's.";
+    }
+    outcome = outcome === "rows" ? "rows" : "none";
+  };
+  return { section, runButton, stopButton, stop, sqlChanged };
 }
 
 function countRows(count: number): string {
