@@ -50,7 +50,7 @@ from tests.benchmarks.workloads import RESULTS_DIR, save_result
 matplotlib.use("Agg")
 from matplotlib import pyplot as plt  # noqa: E402  (after choosing the file backend)
 
-pytestmark = [pytest.mark.benchmark, pytest.mark.e2e]
+pytestmark = [pytest.mark.benchmark, pytest.mark.e2e, pytest.mark.timeout(7200)]
 
 LINES = int(os.environ.get("SPATE_BENCH_JSON_LINES", "1000000"))
 KEYS = 1_000
