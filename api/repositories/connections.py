@@ -141,6 +141,19 @@ class ConnectionRepository(TenantRepository):
             self.session.add(table)
         return table
 
+    def unsaved_definition(self, name: str, connector: str, profile_name: str | None,
+                           options: Options, fields: list[dict[str, Any]]
+                           ) -> tuple[TableDefinition, Options]:
+        """A table not stored (yet) as a check sees it: its definition and its options over
+        its profile's, secrets decrypted. Nothing is written."""
+        check_connector(connector)
+        profile = self._profile_for(connector, profile_name)
+        base = self.reveal_profile(profile) if profile is not None else Options()
+        plain = {k: v for k, v in base.plain.items() if k not in options.secret}
+        secret = {k: v for k, v in base.secret.items() if k not in options.plain}
+        merged = Options(plain={**plain, **options.plain}, secret={**secret, **options.secret})
+        return table_definition(name, connector, merged.merged(), fields), merged
+
     def list_tables(self, after: str | None,
                     limit: int) -> tuple[list[ConnectionTable], str | None]:
         return page(self.session, select(ConnectionTable), ConnectionTable.id, after, limit)

@@ -12,7 +12,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Response, status
 
-from spate.api.connections import SECRET_PLACEHOLDER, build_table, masked, split_options
+from spate.api.connections import (
+    SECRET_PLACEHOLDER,
+    Options,
+    build_table,
+    masked,
+    split_options,
+)
 from spate.api.crypto import SecretKeyMismatchError
 from spate.api.deps import ChecksDep, ConnectionsRead, ConnectionsWrite
 from spate.api.errors import ERROR_RESPONSES, ApiError
@@ -29,6 +35,7 @@ from spate.api.schemas.connections import (
     FieldSchema,
 )
 from spate.engine.connectors.checks import CheckResult
+from spate.engine.planner.external import TableDefinition
 from spate.scheduler.checks import CheckRunner
 
 logger = logging.getLogger(__name__)
@@ -99,6 +106,16 @@ def delete_profile(name: NamePath, connections: ConnectionsWrite) -> Response:
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
+@profiles.post("/test", response_model=ConnectionCheck)
+def test_new_profile(body: ConnectionProfileCreate, connections: ConnectionsWrite,
+                     checks: ChecksDep) -> ConnectionCheck:
+    """Check a profile before creating it, as ``POST /connection-profiles/{name}/test``
+    checks one: nothing is stored. An option the connector does not know is a 400."""
+    options = split_options(body.connector, body.config, body.secrets)
+    return _checked(lambda: _run_check(connections, checks, body.connector, options.merged(),
+                                       None).scrubbed(options.secret, SECRET_PLACEHOLDER))
+
+
 @profiles.post("/{name}/test", response_model=ConnectionCheck)
 def test_profile(name: NamePath, connections: ConnectionsWrite,
                  checks: ChecksDep) -> ConnectionCheck:
@@ -143,6 +160,18 @@ def delete_table(name: NamePath, connections: ConnectionsWrite) -> Response:
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
+@tables.post("/test", response_model=ConnectionCheck)
+def test_new_table(body: ConnectionTableCreate, connections: ConnectionsWrite,
+                   checks: ChecksDep) -> ConnectionCheck:
+    """Check a table before creating it (over its profile's options), as ``POST
+    /connection-tables/{name}/test`` checks one: nothing is stored. Problems with its
+    request (an unknown option, connector or profile) are 400s naming them."""
+    options = split_options(body.connector, body.config, body.secrets)
+    definition, merged = connections.unsaved_definition(
+        body.name, body.connector, body.profile, options, [f.model_dump() for f in body.fields])
+    return _checked(lambda: _check_definition(connections, checks, definition, merged))
+
+
 @tables.post("/{name}/test", response_model=ConnectionCheck)
 def test_table(name: NamePath, connections: ConnectionsWrite,
                checks: ChecksDep) -> ConnectionCheck:
@@ -161,13 +190,18 @@ def _check_profile(connections: ConnectionRepository, checks: CheckRunner,
 
 def _check_table(connections: ConnectionRepository, checks: CheckRunner,
                  table: ConnectionTable) -> CheckResult:
-    options = connections.options(table, reveal=True)
+    return _check_definition(connections, checks, connections.definition(table, reveal=True),
+                             connections.options(table, reveal=True))
+
+
+def _check_definition(connections: ConnectionRepository, checks: CheckRunner,
+                      definition: TableDefinition, options: Options) -> CheckResult:
+    """Validate a table as CREATE TABLE would, then check what it points at."""
     try:
-        planned = build_table(connections.definition(table, reveal=True), options.secret,
-                              connections.boundary)
+        planned = build_table(definition, options.secret, connections.boundary)
     except ApiError as error:
         return CheckResult(False, error.message).scrubbed(options.secret, SECRET_PLACEHOLDER)
-    result = _run_check(connections, checks, table.connector, options.merged(), planned.role)
+    result = _run_check(connections, checks, definition.connector, options.merged(), planned.role)
     return result.scrubbed(options.secret, SECRET_PLACEHOLDER)
 
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from spate.api.deps import ViewerCaller
 from spate.api.errors import ERROR_RESPONSES
-from spate.api.schemas.connectors import ConnectorList, ConnectorPublic
+from spate.api.schemas.connectors import ConnectorList, ConnectorOption, ConnectorPublic
 from spate.engine.connectors import CONNECTORS
 
 router = APIRouter(tags=["connections"], responses=ERROR_RESPONSES)
@@ -17,8 +17,11 @@ _IMPLICIT = frozenset({"preview"})
 
 @router.get("/connectors", response_model=ConnectorList)
 def list_connectors(caller: ViewerCaller) -> ConnectorList:
-    """Every connector SQL may name, by name, with the roles its tables can take."""
+    """Every connector SQL may name, by name, with the roles its tables can take and the
+    options it declares (the console builds its connection forms from them)."""
     del caller  # authenticated like every tenant route; the list is the same for all
     return ConnectorList(items=[
-        ConnectorPublic(name=name, roles=sorted(connector.roles))
+        ConnectorPublic(name=name, roles=sorted(connector.roles), options=[
+            ConnectorOption(name=spec.name, roles=sorted(spec.roles), secret=spec.secret)
+            for spec in connector.options])
         for name, connector in sorted(CONNECTORS.items()) if name not in _IMPLICIT])

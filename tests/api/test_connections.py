@@ -216,6 +216,47 @@ def test_unknown_options_connectors_and_types_are_named(
 
 
 @pytest.mark.e2e  # its /test runs a check in the tenant's compute unit
+def test_a_profile_and_a_table_are_checked_before_they_are_stored(
+        keyed_client: TestClient, tenant: TenantKeys, tmp_path: Path) -> None:
+    developer = tenant.auth("developer")
+    path = _secret_path(tmp_path)
+    draft = {"name": "files", "connector": "single_file", "config": {"format": "json"},
+             "secrets": {"path": path}}
+    source = {"name": "orders", "connector": "single_file",
+              "config": {"type": "source", "format": "json"}, "secrets": {"path": path},
+              "fields": [{"name": "id", "type": "BIGINT"}]}
+    missing = keyed_client.post(f"{TABLES}/test", headers=developer, json=source)
+    assert missing.json() == {"ok": False, "message": "file ******** does not exist"}
+    written = storage_root(keyed_client, tenant.id) / path
+    written.parent.mkdir()
+    written.write_text('{"id": 1, "ts": "2024-01-01T00:00:00Z"}\n')
+    found = keyed_client.post(f"{PROFILES}/test", headers=developer, json=draft)
+    assert found.json() == {"ok": True, "message": "file ******** is readable"}
+    assert keyed_client.get(PROFILES, headers=developer).json()["items"] == []  # none stored
+
+    # A table over a stored profile: the profile's secret is used, never shown.
+    _profile(keyed_client, tenant, path)
+    table = {"name": "orders", "connector": "single_file", "profile": "files",
+             "config": {"type": "source"}, "fields": [{"name": "id", "type": "BIGINT"}]}
+    checked = keyed_client.post(f"{TABLES}/test", headers=developer, json=table)
+    assert checked.json()["ok"] is True and path not in checked.text
+    assert keyed_client.get(TABLES, headers=developer).json()["items"] == []
+    # What CREATE TABLE refuses is a failed check; what the request gets wrong, a 400.
+    as_sink = {"type": "sink", "event_time_field": "id"}
+    sink_only = keyed_client.post(f"{TABLES}/test", headers=developer,
+                                  json={**table, "config": as_sink})
+    assert sink_only.json()["ok"] is False and "event_time_field" in sink_only.json()["message"]
+    unknown = keyed_client.post(f"{TABLES}/test", headers=developer,
+                                json={**table, "config": {"no_such_option": "1"}})
+    assert unknown.status_code == 400 and "no_such_option" in error_of(unknown)["message"]
+    nowhere = keyed_client.post(f"{TABLES}/test", headers=developer,
+                                json={**table, "profile": "nope"})
+    assert nowhere.status_code == 400 and error_of(nowhere)["details"] == [{"field": "profile"}]
+    viewer = keyed_client.post(f"{PROFILES}/test", headers=tenant.auth("viewer"), json=draft)
+    assert viewer.status_code == 403
+
+
+@pytest.mark.e2e  # its /test runs a check in the tenant's compute unit
 def test_tables_validate_like_create_table_and_use_their_profile(
         keyed_client: TestClient, tenant: TenantKeys, tmp_path: Path) -> None:
     path = _secret_path(tmp_path)

@@ -60,7 +60,7 @@ class Operation:
     path: str  # may name {pipeline}, {key_id}, {tenant_id}, {job_id}: the victim's
     min_role: str | None  # None: only the platform key may call it
     #: target: names victim ids | create: makes a row | upsert: sets the caller's own
-    #: (200) | list | stateless | scrape: metrics
+    #: (200) | list | stateless | scrape: metrics | refused: a 400 before anything runs
     kind: str
     body: dict[str, Any] | None = None
     prefix: str = V1  # "" for the few routes outside /api/v1
@@ -127,12 +127,18 @@ OPERATIONS = [
               {"config": {"format": "raw_string"}}),
     Operation("DELETE", "/connection-profiles/{pipeline}", "developer", "target"),
     Operation("POST", "/connection-profiles/{pipeline}/test", "developer", "target"),
+    # Checked before storing: an option no connector has is refused before anything runs.
+    Operation("POST", "/connection-profiles/test", "developer", "refused",
+              {"name": "{pipeline}", "connector": "single_file", "config": {"nope": "1"}}),
     Operation("POST", "/connection-tables", "developer", "create",
               {"name": "{pipeline}", "connector": "blackhole"}),
     Operation("GET", "/connection-tables", "viewer", "list"),
     Operation("GET", "/connection-tables/{pipeline}", "viewer", "target"),
     Operation("DELETE", "/connection-tables/{pipeline}", "developer", "target"),
     Operation("POST", "/connection-tables/{pipeline}/test", "developer", "target"),
+    # The victim's profile is no profile of the caller's: refused, its secrets unused.
+    Operation("POST", "/connection-tables/test", "developer", "refused",
+              {"name": "{pipeline}", "connector": "single_file", "profile": "{pipeline}"}),
     # UDFs: the victim owns one named like its pipeline.
     Operation("POST", "/udfs/validate", "viewer", "stateless",
               {"name": "{pipeline}", "source": UDF_SOURCE}),
@@ -213,7 +219,7 @@ def _expected(operation: Operation, caller: str) -> int:
     if RANK[caller] < RANK[operation.min_role]:
         return 403
     return {"target": 404, "create": 201, "upsert": 200, "list": 200, "stateless": 200,
-            "scrape": 200}[operation.kind]
+            "scrape": 200, "refused": 400}[operation.kind]
 
 
 def _call(client: TestClient, operation: Operation, victim: Victim,

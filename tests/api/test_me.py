@@ -36,3 +36,12 @@ def test_connectors_lists_what_sql_may_declare(client: TestClient) -> None:
     assert roles["impulse"] == ["source"] and roles["blackhole"] == ["sink"]
     assert roles["single_file"] == ["sink", "source"]
     assert "preview" not in roles  # the engine's implicit sink cannot be declared
+    # Each connector's options, as the console's connection forms show them.
+    options = {c["name"]: {o["name"]: o for o in c["options"]}
+               for c in response.json()["items"]}
+    assert options["single_file"]["path"] == {"name": "path", "roles": ["sink", "source"],
+                                              "secret": False}
+    assert options["single_file"]["event_time_field"]["roles"] == ["source"]
+    assert options["postgres"]["password"]["secret"] is True
+    assert options["blackhole"] == {"type": {"name": "type", "roles": ["sink", "source"],
+                                             "secret": False}}

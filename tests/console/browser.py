@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import ConsoleMessage, Error, Page, expect
+from playwright.sync_api import ConsoleMessage, Error, Locator, Page, expect
 
 from tests.api.serving import ServedTenant
 
@@ -73,14 +73,18 @@ class PageWatch:
         assert not self.problems, f"{name}: {self.problems}"
         return path
 
-    def document(self, name: str) -> Path | None:
+    def document(self, name: str, start: Locator | None = None) -> Path | None:
         """With ``SPATE_CONSOLE_DOCS_IMAGES=1``, the page as docs/images/console-``name``.png
-        (the docs' size, what is in view); otherwise nothing."""
+        (the docs' size, what is in view: from the top, or from ``start``); otherwise
+        nothing."""
         if os.environ.get("SPATE_CONSOLE_DOCS_IMAGES") != "1":
             return None
         size = self.page.viewport_size
         self.page.set_viewport_size(DOCS_VIEWPORT)
-        self.page.evaluate("window.scrollTo(0, 0)")
+        if start is None:
+            self.page.evaluate("window.scrollTo(0, 0)")
+        else:
+            start.evaluate("el => el.scrollIntoView({block: 'start'})")
         path = DOCS_IMAGES / f"console-{name}.png"
         self.page.screenshot(path=path)
         if size:

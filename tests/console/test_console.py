@@ -221,15 +221,42 @@ def test_connections_are_tested_and_secrets_never_shown(server: ServedTenant,
     page.get_by_role("link", name="Connections").click()
     expect(page.get_by_role("heading", name="Connections")).to_be_visible()
     secret_value = f"s3cret-{secrets.token_hex(4)}"
+    # The form is the connector's: a field per option it declares, credentials as
+    # password fields; a path that carries a token can be kept encrypted too.
+    profile_form = page.locator("form[aria-labelledby=profile-form-title]")
     page.get_by_label("Profile name").fill("files")
     page.get_by_label("Connector of the profile").select_option("single_file")
-    page.get_by_label("Options of the profile", exact=True).fill("format = json")
-    page.get_by_label("Secret options of the profile").fill(f"path = {secret_value}.jsonl")
+    expect(profile_form.locator("legend").first).to_have_text("Options of single_file")
+    connectors = {c["name"]: c for c in server.http.get("/connectors").json()["items"]}
+    declared = [o["name"] for o in connectors["single_file"]["options"] if o["name"] != "type"]
+    expect(profile_form.locator(".option-grid label")).to_have_text(declared)
+    profile_form.get_by_label("format", exact=True).fill("json")
+    profile_form.get_by_text("Keep other options encrypted").click()
+    profile_form.get_by_label("Encrypted options (profile)").fill(f"path = {secret_value}.jsonl")
+    # Test checks what the form says, before anything is stored.
+    page.get_by_role("button", name="Test profile").click()
+    form_status = page.get_by_test_id("profile-form-status")
+    expect(form_status).to_have_text(re.compile(r"^OK: \*+ can be written \(not stored yet\)$"))
+    assert secret_value not in page.content()
+    assert server.http.get("/connection-profiles").json()["items"] == []
+    profile_form.get_by_label("format", exact=True).fill("jsonl")  # the test's answer goes
+    expect(form_status).to_have_text("")
+    profile_form.get_by_label("format", exact=True).fill("json")
     page.get_by_role("button", name="Add profile").click()
     profile = page.locator("tr[data-profile='files']")
     expect(profile).to_contain_text("path = ********")
+    # A table's fields are those of its role; a credential is a password field.
+    table_form = page.locator("form[aria-labelledby=table-form-title]")
+    page.get_by_label("Connector of the table").select_option("postgres")
+    expect(table_form.get_by_label("password", exact=True)).to_have_attribute("type", "password")
+    page.get_by_label("Connector of the table").select_option("single_file")
+    page.get_by_label("Role of the table").select_option("sink")
+    expect(table_form.get_by_label("event_time_field", exact=True)).to_have_count(0)
+    page.get_by_label("Role of the table").select_option("source")
+    expect(table_form.get_by_label("event_time_field", exact=True)).to_be_visible()
     page.get_by_label("Table name").fill("drain")
     page.get_by_label("Connector of the table").select_option("blackhole")
+    expect(page.get_by_label("Role of the table")).to_be_hidden()  # a sink only
     page.get_by_role("button", name="Add table").click()
     expect(page.locator("tr[data-table='drain']")).to_contain_text("sink")
     page.get_by_role("button", name="Test drain").click()
@@ -244,8 +271,9 @@ def test_connections_are_tested_and_secrets_never_shown(server: ServedTenant,
     # said beside it.
     page.get_by_label("Table name").fill("bids")
     page.get_by_label("Connector of the table").select_option("single_file")
-    page.get_by_label("Options of the table", exact=True).fill(
-        "path = bids.jsonl\nformat = json\ntype = source")
+    page.get_by_label("Role of the table").select_option("source")
+    table_form.get_by_label("path", exact=True).fill("bids.jsonl")
+    table_form.get_by_label("format", exact=True).fill("json")
     page.get_by_label("JSON sample").fill('{"auction": 1}\nnot json')
     page.get_by_role("button", name="Infer columns").click()
     expect(page.locator("#table-sample-status")).to_contain_text("Line 2 is not JSON")
@@ -263,6 +291,7 @@ def test_connections_are_tested_and_secrets_never_shown(server: ServedTenant,
     page.get_by_label("Column 6 type").fill("TEXT")
     page.keyboard.press("Tab")  # on, past the type's suggestions (a datalist popup)
     watch.rendered("connections-inferred")
+    watch.document("connections", table_form)
     page.get_by_role("button", name="Add table").click()
     expect(page.get_by_role("status").filter(has_text="bids added")).to_be_visible()
     expect(page.locator("tr[data-table='bids'] td.fields")).to_have_text(

@@ -59,7 +59,9 @@ export interface ConnectionTable {
   config: Record<string, string>; secrets: Record<string, string>;
   fields: { name: string; type: string; nullable: boolean }[];
 }
-export interface ConnectorInfo { name: string; roles: string[] }
+/** A WITH option a connector declares: which roles of table take it, and whether it is a credential. */
+export interface ConnectorOption { name: string; roles: string[]; secret: boolean }
+export interface ConnectorInfo { name: string; roles: string[]; options: ConnectorOption[] }
 export interface Check { ok: boolean; message: string }
 export interface Page<T> { items: T[]; next_cursor: string | null }
 export interface UsageItem {

@@ -54,14 +54,13 @@ export function gate(current: string | null, ability: Ability, ...controls: Cont
   return allowed;
 }
 
-/** A line for the top of a page whose ``things`` ``current`` may read but not change
- * (null when it may). */
-export function roleNote(current: string | null, ability: Ability, things: string): HTMLElement | null {
+/** A line for the top of a page saying what the key ``can`` do here and that what it
+ * ``cannot`` takes another role (null when it may do both). */
+export function roleNote(current: string | null, ability: Ability, can: string, cannot: string): HTMLElement | null {
   if (allows(current, ability)) return null;
   const note = document.createElement("p");
   note.className = "muted role-note";
   note.setAttribute("data-testid", "role-note");
-  note.textContent = `You are signed in with a ${current} key: it reads ${things}, and changing them `
-    + `needs ${NEEDS[ability]}.`;
+  note.textContent = `You are signed in with a ${current} key: it can ${can}; ${cannot} needs ${NEEDS[ability]}.`;
   return note;
 }

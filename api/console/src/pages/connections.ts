@@ -1,27 +1,20 @@
-// Connections: profiles and tables, each with a Test button. Secret options are
-// write-only: the API lists only which are set (masked), and this page never shows more.
-// A table's columns are typed in or inferred from a JSON sample. Every outcome is shown
-// where it was asked for: a test's in its row, an add's in its form.
+// Connections: profiles and tables, each with a Test button. The forms are built from
+// the connector's declared options (a field each; secret ones write-only), and Test
+// checks what the form says before anything is stored. Secret options are write-only:
+// the API lists only which are set (masked), and this page never shows more. A table's
+// columns are typed in or inferred from a JSON sample. Every outcome is shown where it
+// was asked for — a test's in its row or its form, an add's in its form — and goes when
+// what it was about changes.
 
-import { type Check, type ConnectionTable, type ConnectorInfo, del, get, type Page, post,
-  type Profile, describe } from "../api";
+import { type Check, type ConnectionTable, type ConnectorInfo, del, describe, get, type Page, post,
+  type Profile } from "../api";
 import { field, h, replace } from "../dom";
+import { callerRole, gate, roleNote } from "../roles";
 import { columnsEditor } from "./columnsEditor";
+import { optionFields } from "./connectorOptions";
 
 type Resource = "connection-profiles" | "connection-tables";
-
-/** ``key = value`` lines into an options object (blank lines and # comments skipped). */
-export function parseOptions(text: string): Record<string, string> {
-  const options: Record<string, string> = {};
-  for (const raw of text.split("\n")) {
-    const line = raw.trim();
-    if (!line || line.startsWith("#")) continue;
-    const equals = line.indexOf("=");
-    if (equals <= 0) throw new Error(`"${line}" is not "option = value"`);
-    options[line.slice(0, equals).trim()] = line.slice(equals + 1).trim();
-  }
-  return options;
-}
+type Kind = "profile" | "table";
 
 function options(config: Record<string, string>, secrets: Record<string, string>): string {
   return [...Object.entries(config).map(([k, v]) => `${k} = ${v}`),
@@ -41,12 +34,16 @@ export async function connectionsPage(main: HTMLElement): Promise<void> {
   const tableNotice = h("p", { role: "status", class: "muted" });
   // A test's outcome stays in its row across reloads of the list.
   const results = new Map<string, { text: string; ok: boolean }>();
-  const connectors = (await get<{ items: ConnectorInfo[] }>("/connectors")).items;
+  const [connectors, role] = await Promise.all([
+    get<{ items: ConnectorInfo[] }>("/connectors").then((list) => list.items), callerRole()]);
+  let known: Profile[] = [];
   const reload = async () => {
     const [p, t] = await Promise.all([get<Page<Profile>>("/connection-profiles?limit=200"),
       get<Page<ConnectionTable>>("/connection-tables?limit=200")]);
+    known = p.items;
+    tableForm.profilesChanged();
     const actions = (resource: Resource, name: string, notice: HTMLElement) =>
-      rowActions(resource, name, { results, notice, reload });
+      rowActions(resource, name, { results, notice, reload, role });
     replace(profiles, p.items.length === 0 ? none(4, "No profiles yet.") : p.items.map((profile) => h("tr", { "data-profile": profile.name },
       h("th", { scope: "row" }, profile.name), h("td", {}, profile.connector),
       h("td", {}, options(profile.config, profile.secrets)),
@@ -58,20 +55,23 @@ export async function connectionsPage(main: HTMLElement): Promise<void> {
         .join(", ")),
       h("td", {}, actions("connection-tables", table.name, tableNotice)))));
   };
+  const profileForm = createForm("profile", connectors, () => known, reload, role);
+  const tableForm = createForm("table", connectors, () => known, reload, role);
   const head = (labels: string[]) => h("thead", {}, h("tr", {}, labels.map((l) => h("th", { scope: "col" }, l))));
   replace(main, h("h1", {}, "Connections"),
+    roleNote(role, "write", "read the connections", "adding, testing or deleting them"),
     h("section", { "aria-labelledby": "profiles-title" }, h("h2", { id: "profiles-title" }, "Profiles"),
       h("p", { class: "muted" }, "Options that several tables share, such as a server and its credentials."),
       h("table", { class: "data", "aria-labelledby": "profiles-title" },
         head(["Name", "Connector", "Options", ""]), profiles),
       profileNotice,
-      createForm("profile", connectors, reload)),
+      profileForm.element),
     h("section", { "aria-labelledby": "tables-title" }, h("h2", { id: "tables-title" }, "Tables"),
       h("p", { class: "muted" }, "Sources and sinks that pipelines use by name, without CREATE TABLE."),
       h("table", { class: "data", "aria-labelledby": "tables-title" },
         head(["Name", "Connector", "Role", "Profile", "Options", "Columns", ""]), tables),
       tableNotice,
-      createForm("table", connectors, reload)));
+      tableForm.element));
   await reload();
 }
 
@@ -85,6 +85,7 @@ interface RowContext {
   /** Where a deletion is reported (its row is gone by then): under the list. */
   notice: HTMLElement;
   reload: () => Promise<void>;
+  role: string | null;
 }
 
 function rowActions(resource: Resource, name: string, context: RowContext): HTMLElement[] {
@@ -95,13 +96,8 @@ function rowActions(resource: Resource, name: string, context: RowContext): HTML
   const test = h("button", { type: "button", class: "secondary", "aria-label": `Test ${name}` }, "Test");
   test.addEventListener("click", async () => {
     say(result, `Testing ${name}…`, "muted", "row-result");
-    let outcome: { text: string; ok: boolean };
-    try {
-      const check = await post<Check>(`/${resource}/${encodeURIComponent(name)}/test`);
-      outcome = { text: `${check.ok ? "OK" : "Failed"}: ${check.message}`, ok: check.ok };
-    } catch (error) {
-      outcome = { text: `Failed: ${describe(error)}`, ok: false };
-    }
+    context.results.set(key, { text: "", ok: true });
+    const outcome = await check(`/${resource}/${encodeURIComponent(name)}/test`, undefined);
     context.results.set(key, outcome);
     say(result, outcome.text, outcome.ok ? "ok" : "error", "row-result");
   });
@@ -116,50 +112,117 @@ function rowActions(resource: Resource, name: string, context: RowContext): HTML
       say(result, `Not deleted: ${describe(error)}`, "error", "row-result");
     }
   });
+  gate(context.role, "write", test, remove);
   return [h("div", { class: "row-buttons" }, test, remove), result];
 }
 
-function createForm(kind: "profile" | "table", connectors: ConnectorInfo[],
-                    reload: () => Promise<void>): HTMLElement {
+/** A check's outcome as a line: OK or Failed, and the API's message. */
+async function check(path: string, body: unknown): Promise<{ text: string; ok: boolean }> {
+  try {
+    const answer = await post<Check>(path, body);
+    return { text: `${answer.ok ? "OK" : "Failed"}: ${answer.message}`, ok: answer.ok };
+  } catch (error) {
+    return { text: `Failed: ${describe(error)}`, ok: false };
+  }
+}
+
+interface CreateForm { element: HTMLElement; profilesChanged: () => void }
+
+/** Add a profile or a table: its name, connector (and a table's role and profile), the
+ * connector's options, a table's columns; Test checks it as it stands, unsaved. */
+function createForm(kind: Kind, connectors: ConnectorInfo[], profiles: () => Profile[],
+                    reload: () => Promise<void>, role: string | null): CreateForm {
   const title = kind === "profile" ? "Add a profile" : "Add a table";
   const prefix = `${kind}-`;
   const name = h("input", { type: "text", id: `${prefix}name`, required: true, autocomplete: "off" });
   const connector = h("select", { id: `${prefix}connector` },
     connectors.map((c) => h("option", { value: c.name }, `${c.name} (${c.roles.join(", ")})`)));
-  const profile = h("input", { type: "text", id: `${prefix}profile`, autocomplete: "off" });
-  const config = h("textarea", { id: `${prefix}config`, rows: 3,
-    placeholder: "path = bids.jsonl\nformat = json\ntype = source" });
-  const secrets = h("textarea", { id: `${prefix}secrets`, rows: 2, autocomplete: "off" });
+  const tableRole = h("select", { id: `${prefix}role` });
+  const profile = h("select", { id: `${prefix}profile` });
+  const fields = optionFields(prefix);
   const columns = kind === "table" ? columnsEditor(prefix) : null;
-  const status = h("p", { role: "status", class: "muted" });
+  const status = h("p", { role: "status", class: "muted", "data-testid": `${kind}-form-status` });
+  const test = h("button", { type: "button", class: "secondary" }, kind === "profile" ? "Test profile" : "Test table");
+  const add = h("button", { type: "submit" }, kind === "profile" ? "Add profile" : "Add table");
+  const chosen = () => connectors.find((c) => c.name === connector.value);
+  const roleField = field("Role of the table", tableRole, "Whether pipelines read it, write it or look keys up in it.");
+  const profileField = field("Profile (optional)", profile);
   const form = h("form", { class: "card", "aria-labelledby": `${prefix}form-title` },
     h("h3", { id: `${prefix}form-title` }, title),
     h("div", { class: "row" }, field(kind === "profile" ? "Profile name" : "Table name", name),
       field(`Connector of the ${kind}`, connector),
-      kind === "table" ? field("Profile (optional)", profile) : null),
-    h("div", { class: "row" },
-      field(`Options of the ${kind}`, config, "One 'option = value' per line (the WITH options)."),
-      field(`Secret options of the ${kind}`, secrets, "Stored encrypted; never shown again.")),
+      kind === "table" ? roleField : null, kind === "table" ? profileField : null),
+    fields.element,
     columns?.element,
-    h("div", { class: "actions" }, h("button", { type: "submit" }, kind === "profile" ? "Add profile" : "Add table")),
+    h("div", { class: "actions" }, add, test),
     status);
+
+  // The fields follow the connector (and a table's role); a profile must be of its connector.
+  const showRoles = () => {
+    const roles = chosen()?.roles ?? [];
+    const keep = tableRole.value;
+    replace(tableRole, roles.map((r) => h("option", { value: r, selected: r === keep }, r)));
+    roleField.hidden = roles.length < 2;
+  };
+  const profilesChanged = () => {
+    const keep = profile.value;
+    const usable = profiles().filter((p) => p.connector === connector.value);
+    replace(profile, h("option", { value: "" }, usable.length ? "none" : `none (no ${connector.value} profiles)`),
+      usable.map((p) => h("option", { value: p.name, selected: p.name === keep }, p.name)));
+  };
+  const refit = () => {
+    if (kind === "table") {
+      showRoles();
+      profilesChanged();
+    }
+    fields.show(chosen(), kind === "table" ? tableRole.value || null : null);
+  };
+  connector.addEventListener("change", refit);
+  tableRole.addEventListener("change", refit);
+  refit();
+  // Whatever was said about the form is about it as it was.
+  form.addEventListener("input", () => say(status, "", "muted"));
+  form.addEventListener("change", () => say(status, "", "muted"));
+
+  const body = (): Record<string, unknown> => {
+    const { config, secrets } = fields.values();
+    const made: Record<string, unknown> = { name: name.value.trim(), connector: connector.value, config, secrets };
+    if (kind === "table") {
+      if ((chosen()?.roles.length ?? 0) > 1) config.type = tableRole.value;
+      if (profile.value) made.profile = profile.value;
+      if (columns) made.fields = columns.columns();
+    }
+    return made;
+  };
+  test.addEventListener("click", async () => {
+    let request: Record<string, unknown>;
+    try {
+      request = body();
+    } catch (error) {
+      say(status, `Not tested: ${describe(error)}`, "error");
+      return;
+    }
+    say(status, `Testing ${String(request.name) || `the ${kind}`}…`, "muted");
+    const outcome = await check(`/connection-${kind === "profile" ? "profiles" : "tables"}/test`, request);
+    say(status, `${outcome.text} (not stored yet)`, outcome.ok ? "ok" : "error");
+  });
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const added = name.value.trim();
     try {
-      const body: Record<string, unknown> = { name: added, connector: connector.value,
-        config: parseOptions(config.value), secrets: parseOptions(secrets.value) };
-      if (kind === "table" && profile.value.trim()) body.profile = profile.value.trim();
-      if (columns) body.fields = columns.columns();
+      const request = body();
       say(status, `Adding ${added}…`, "muted");
-      await post(`/connection-${kind === "profile" ? "profiles" : "tables"}`, body);
+      await post(`/connection-${kind === "profile" ? "profiles" : "tables"}`, request);
       form.reset();
+      fields.clear();
       columns?.clear();
+      refit();
       say(status, `${added} added.`, "ok");
       await reload();
     } catch (error) {
       say(status, `Not added: ${describe(error)}`, "error");
     }
   });
-  return form;
+  gate(role, "write", add, test);
+  return { element: form, profilesChanged };
 }

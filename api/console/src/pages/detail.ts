@@ -105,7 +105,7 @@ export async function detailPage(main: HTMLElement, params: Record<string, strin
     h("div", { class: "page-head" },
       h("div", { class: "title" }, h("h1", {}, pipeline.name), version),
       h("div", { class: "actions" }, edit, remove)),
-    roleNote(role, "write", "this pipeline"),
+    roleNote(role, "write", "watch this pipeline", "changing it"),
     panelBox,
     failure,
     summary,
