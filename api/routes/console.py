@@ -20,7 +20,7 @@ from fastapi.staticfiles import StaticFiles
 DIST_DIR = Path(__file__).resolve().parent.parent / "console" / "dist"
 #: The console's pages (its client-side routes); each is served index.html.
 PAGES = ("/", "/sign-in", "/pipelines", "/pipelines/new", "/pipelines/{name}",
-         "/connections", "/usage", "/invoices", "/quotas", "/keys")
+         "/connections", "/udfs", "/usage", "/invoices", "/quotas", "/keys")
 # The bundle loads only from this origin; CodeMirror sets element styles, and the
 # favicon is a data: URL.
 _HEADERS = {

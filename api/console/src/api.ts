@@ -63,6 +63,13 @@ export interface ConnectionTable {
 export interface ConnectorOption { name: string; roles: string[]; secret: boolean }
 export interface ConnectorInfo { name: string; roles: string[]; options: ConnectorOption[] }
 export interface Check { ok: boolean; message: string }
+export interface UdfVersionSummary { version: number; kind: string; signature: string; source_sha256: string; created_at: string }
+/** A stored UDF: its current version's source and signature, and every version. */
+export interface Udf {
+  id: string; name: string; version: number; kind: string; signature: string; source: string;
+  created_at: string; updated_at: string; versions: UdfVersionSummary[];
+}
+export interface UdfValidation { valid: boolean; diagnostics: Diagnostic[]; kind: string | null; signature: string | null }
 export interface Page<T> { items: T[]; next_cursor: string | null }
 export interface UsageItem {
   period_start: string; tenant_id: string; pipeline_id: string | null; pipeline_name: string | null;

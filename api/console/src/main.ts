@@ -13,6 +13,7 @@ import { keysPage } from "./pages/keys";
 import { pipelinesPage } from "./pages/pipelines";
 import { quotasPage } from "./pages/quotas";
 import { signInPage } from "./pages/signin";
+import { udfsPage } from "./pages/udfs";
 import { usagePage } from "./pages/usage";
 import { setCallerRole } from "./roles";
 import { interceptLinks, navigate, type Page, render, route } from "./router";
@@ -22,6 +23,7 @@ const NAV: [string, string][] = [
   ["/pipelines", "Pipelines"],
   ["/pipelines/new", "New pipeline"],
   ["/connections", "Connections"],
+  ["/udfs", "UDFs"],
   ["/usage", "Usage"],
   ["/invoices", "Invoices"],
   ["/quotas", "Quotas"],
@@ -91,6 +93,7 @@ route("/pipelines/new", "New pipeline", signedIn(editorPage));
 route("/pipelines/:name", "Pipeline", signedIn(detailPage));
 route("/pipelines", "Pipelines", signedIn(pipelinesPage));
 route("/connections", "Connections", signedIn(connectionsPage));
+route("/udfs", "UDFs", signedIn(udfsPage));
 route("/usage", "Usage", signedIn(usagePage));
 route("/invoices", "Invoices", signedIn(invoicesPage));
 route("/quotas", "Quotas", signedIn(quotasPage));

@@ -32,7 +32,8 @@ export function offsetOf(doc: Text, line: number, column: number): number {
   return Math.min(lineInfo.from + Math.max(column - 1, 0), lineInfo.to);
 }
 
-function toCodeMirror(doc: Text, diagnostic: Diagnostic): CmDiagnostic {
+/** A located problem as CodeMirror marks it: from its column to the end of the word there. */
+export function toCodeMirror(doc: Text, diagnostic: Diagnostic): CmDiagnostic {
   const from = offsetOf(doc, diagnostic.line, diagnostic.column);
   const lineEnd = doc.lineAt(from).to;
   // Mark from the column to the end of the word there (at least one character).
