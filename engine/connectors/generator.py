@@ -109,5 +109,7 @@ def with_hidden(physical: list[Column], end: Column, partition: Column, micros: 
 
 def floor_div(column: Column, divisor: int) -> Column:
     """``column`` divided by ``divisor``, rounded down (both non-negative), exactly:
-    as integers, never through a double."""
-    return F.call_function("div", column, F.lit(divisor).cast(T.LongType()))
+    as integers, never through a double; never NULL (Spark's ``div`` would be for a
+    zero divisor, which a positive constant is not)."""
+    quotient = F.call_function("div", column, F.lit(divisor).cast(T.LongType()))
+    return F.coalesce(quotient, F.lit(0).cast(T.LongType()))

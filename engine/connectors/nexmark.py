@@ -1,63 +1,59 @@
-"""The ``nexmark`` source (docs/sql/connectors.md) over the generator of :mod:`nexmark_gen`.
+"""The ``nexmark`` source (docs/sql/connectors.md): the events of :mod:`nexmark_events`.
 
 Offsets are ``{"start_wall_ns", "base_ns", "next", "eof"}``: the wall clock at the
-start (paces a rate-limited source), the event-time base, and the number of
-events emitted. Event ``i`` happens at ``base + i * 1e9 / event_rate`` ns; a
-batch's index range is dealt to the ``parallelism`` partitions round-robin
-(event ``i`` to partition ``i mod p``), so every partition's event times span the
-whole batch and the pipeline watermark is not held back by one of them.
-A pipeline resuming from its state store starts at the offset stored there.
+start (paces a rate-limited source; the first batch's trigger time), the
+event-time base, and the number of events emitted. Event ``i`` happens at
+``base + i * 1e9 / event_rate`` ns and goes to partition ``i mod p``, so every
+partition's event times span the whole batch and the pipeline watermark is not
+held back by one of them.  A generator
+(:mod:`~spate.engine.connectors.generator`): Spark computes the events natively
+from their numbers; a pipeline resuming from its state store starts at the
+offset stored there.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import types as T
-from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
+from pyspark import SparkContext
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-from spate.engine.connectors.arrow_batches import arrow_schema, control_batch, data_batch
 from spate.engine.connectors.base import (
-    CONTROL_EOF,
     SOURCE,
     BatchFacts,
     ColumnDef,
-    Connector,
     TableConfig,
     check_fixed_columns,
     register,
     stream_schema,
 )
 from spate.engine.connectors.formats import reject_format_options
-from spate.engine.connectors.metadata import SOURCE_TIME, SOURCES, TYPE, specs
-from spate.engine.connectors.nexmark_gen import NEXMARK_TYPES, generate
-from spate.engine.connectors.options import OptionReader, check_role, check_source_options
-from spate.engine.connectors.streaming import (
-    SpateDataSource,
-    default_limit,
-    initial_offset,
-    load_stream,
-    max_rows,
-    source_options,
+from spate.engine.connectors.generator import (
+    NUMBER,
+    GeneratorConnector,
+    check_offset,
+    is_end,
+    sequence_numbers,
+    with_hidden,
 )
-from spate.engine.python_workers import settle
+from spate.engine.connectors.metadata import SOURCE_TIME, SOURCES, TYPE, specs
+from spate.engine.connectors.nexmark_events import auction, bid, micros, person, projections
+from spate.engine.connectors.nexmark_gen import NEXMARK_TYPES
+from spate.engine.connectors.options import OptionReader, check_role, check_source_options
 
-SOURCE_NAME = "spate_nexmark"
 DEFAULT_MAX_EVENTS_PER_BATCH = 100_000
 #: A bounded replay is split into at least this many epochs by default, so its
 #: first windows come out while the rest is still being generated.
 _REPLAY_EPOCHS = 5
-#: Events generated per Arrow batch inside one partition (keeps work cache-sized).
-_CHUNK_EVENTS = 32_768
 COLUMNS = tuple(ColumnDef(name, kind, True) for name, kind in NEXMARK_TYPES)
+_SCHEMA = stream_schema(COLUMNS)
+_OFFSET_FIELDS = frozenset({"start_wall_ns", "base_ns", "next", "eof"})
+#: The column marking the end-of-input control row among the numbers.
+_END = "_end"
 
 
 @dataclass(frozen=True)
@@ -70,7 +66,6 @@ class NexmarkSettings:
     max_events_per_batch: int
     #: fixed event-time base (nexmark.base_time_ms); None: the start's wall clock
     base_time_ms: int | None
-    parallelism: int = 1
 
 
 def _parse(table: TableConfig) -> NexmarkSettings:
@@ -105,7 +100,7 @@ def _default_batch(total_events: int | None, rate_limited: bool) -> int:
 
 
 @register
-class NexmarkConnector(Connector):
+class NexmarkConnector(GeneratorConnector):
     """``nexmark``: the benchmark's person / auction / bid event stream."""
 
     name = "nexmark"
@@ -120,11 +115,6 @@ class NexmarkConnector(Connector):
 
     def is_bounded(self, table: TableConfig) -> bool:
         return _parse(table).total_events is not None
-
-    def reader_options(self, table: TableConfig, parallelism: int) -> dict[str, str]:
-        """The options of the data source reading ``table`` (see :func:`source_options`)."""
-        settings = asdict(_parse(table)) | {"parallelism": max(1, parallelism)}
-        return source_options(stream_schema(COLUMNS), settings)
 
     def partition_count(self, table: TableConfig, parallelism: int) -> int:
         del table
@@ -152,103 +142,68 @@ class NexmarkConnector(Connector):
         due_ns = int(offset["start_wall_ns"]) + int(offset["next"]) * 1e9 / settings.event_rate
         return int(due_ns // 1_000_000)
 
-    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
-        return load_stream(spark, SOURCE_NAME, self.reader_options(table, parallelism))
-
-
-class NexmarkDataSource(SpateDataSource):
-    """Registered as ``spate_nexmark``."""
-
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE_NAME
-
-    def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
-        return NexmarkStreamReader(NexmarkSettings(**self.settings()), schema,
-                                   self.start_offset())
-
-
-class NexmarkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Admits event index ranges; generation happens in ``read`` on executors."""
-
-    def __init__(self, settings: NexmarkSettings, schema: T.StructType,
-                 start: dict[str, Any] | None = None) -> None:
-        self.settings = settings
-        self.schema = schema
-        #: the offset a resumed pipeline starts at (from its state store); None: the start
-        self.start = start
-        self._frozen_now_ns: int | None = None
-        #: the wall clock (ns); replaceable in tests
-        self.clock_ns: Callable[[], int] = time.time_ns
-
-    def initialOffset(self) -> dict[str, Any]:
-        return initial_offset(self.start, self._fresh_offset, self.settings.table)
-
-    def _fresh_offset(self) -> dict[str, Any]:
-        now_ns = self.clock_ns()
-        base_ms = self.settings.base_time_ms
-        base_ns = now_ns if base_ms is None else base_ms * 1_000_000
-        return {"start_wall_ns": now_ns, "base_ns": base_ns, "next": 0, "eof": False}
-
-    def getDefaultReadLimit(self) -> ReadLimit:
-        return default_limit(self.settings.max_events_per_batch)
-
-    def prepareForTriggerAvailableNow(self) -> None:
-        self._frozen_now_ns = self.clock_ns()
-
-    def _available(self, start: dict[str, Any]) -> int | None:
-        """Events generated so far (None: unlimited)."""
-        available: int | None = None
-        if self.settings.rate_limited:
-            now_ns = self.clock_ns() if self._frozen_now_ns is None else self._frozen_now_ns
-            elapsed_s = max(now_ns - start["start_wall_ns"], 0) / 1e9
-            available = math.floor(elapsed_s * self.settings.event_rate) + 1
-        total = self.settings.total_events
-        if total is not None:
-            available = total if available is None else min(available, total)
-        return available
-
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+    def advance(self, table: TableConfig, parallelism: int, start: Any | None,
+                now_ms: int) -> dict[str, Any]:
+        """Every event due by ``now_ms`` (all of them unless rate-limited), at most
+        ``max_events_per_batch`` more."""
+        del parallelism
+        settings = _parse(table)
+        now_ns = now_ms * 1_000_000
+        if start is None:
+            base_ms = settings.base_time_ms
+            start = {"start_wall_ns": now_ns, "next": 0, "eof": False,
+                     "base_ns": now_ns if base_ms is None else base_ms * 1_000_000}
+        check_offset(table, start, _OFFSET_FIELDS)
         if start["eof"]:
-            return start
-        available = self._available(start)
-        rows = max_rows(limit, self.settings.max_events_per_batch)
-        if rows is not None:
-            target = start["next"] + rows if available is None else \
-                min(available, start["next"] + rows)
-        else:  # "all available" of an endless stream: one default-sized batch
-            target = available if available is not None else \
-                start["next"] + self.settings.max_events_per_batch
-        total = self.settings.total_events
+            return dict(start)
+        target = start["next"] + settings.max_events_per_batch
+        if settings.rate_limited:
+            elapsed_s = max(now_ns - start["start_wall_ns"], 0) / 1e9
+            target = min(target, math.floor(elapsed_s * settings.event_rate) + 1)
+        total = settings.total_events
+        if total is not None:
+            target = min(target, total)
         eof = total is not None and target >= total
         if target <= start["next"] and not eof:
-            return start
+            return dict(start)
         return dict(start, next=max(target, start["next"]), eof=eof)
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        if start == end:
-            return []
-        count = self.settings.parallelism
-        finishing = end["eof"] and not start["eof"]
-        return [InputPartition({"first": start["next"], "stop": end["next"], "index": k,
-                                "count": count, "base_ns": start["base_ns"],
-                                "eof": finishing and k == 0})
-                for k in range(count)]
+    def rows(self, spark: SparkSession, table: TableConfig, parallelism: int,
+             start: Any | None, end: Any) -> DataFrame:
+        """Events ``start`` to ``end``, event ``i`` on partition ``i mod p``."""
+        partitions = max(1, parallelism)
+        first = 0 if start is None else int(start["next"])
+        stop = int(end["next"])
+        finishing = bool(end["eof"]) and not (start is not None and start["eof"])
+        numbers = sequence_numbers(spark, first, stop, partitions, finishing)
+        return events(numbers.select(F.col(NUMBER), is_end(stop, finishing)), table,
+                      partitions, int(end["base_ns"]))
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        settle()
-        part = partition.value
-        schema = arrow_schema(self.schema)
-        types = (schema.field(0).type, schema.field(1).type, schema.field(2).type)
-        index, count = part["index"], part["count"]
-        first = part["first"] + (index - part["first"]) % count
-        ns_per_event = 1e9 / self.settings.event_rate
-        step = _CHUNK_EVENTS * count
-        for chunk_first in range(first, part["stop"], step):
-            ids = np.arange(chunk_first, min(chunk_first + step, part["stop"]), count,
-                            dtype=np.int64)
-            events = generate(ids, part["base_ns"], ns_per_event, types)
-            yield data_batch(schema, [events.person, events.auction, events.bid], index,
-                             events.timestamps)
-        if part["eof"]:
-            yield control_batch(schema, index, CONTROL_EOF)
+
+def events(numbers: DataFrame, table: TableConfig, parallelism: int, base_ns: int
+           ) -> DataFrame:
+    """The events numbered by ``numbers``' columns ``id`` and (the end-of-input control
+    row) a second, boolean one: the source's rows, event ``i`` on partition ``i mod
+    p``, its time ``base_ns + i × 1e9 / event_rate``.  ``numbers`` may be a stream
+    (native Spark reads the same events so in the benchmarks)."""
+    frame = numbers.toDF(NUMBER, _END)
+    for columns in _projections(numbers.sparkSession.sparkContext, _parse(table),
+                                max(1, parallelism), base_ns):
+        frame = frame.select(*columns)
+    return frame
+
+
+@functools.lru_cache(maxsize=32)
+def _projections(context: SparkContext, settings: NexmarkSettings, partitions: int,
+                 base_ns: int) -> list[list[Column]]:
+    """The projections making events of numbers, built once per source and run (and
+    JVM, ``context``'s): their thousands of expressions would cost as many calls into
+    the JVM every epoch."""
+    del context
+    ns_per_event = 1e9 / settings.event_rate
+    ids = F.col(NUMBER)
+    rows = with_hidden([person(ids), auction(ids, ns_per_event), bid(ids)], F.col(_END),
+                       ids % partitions, micros(), _SCHEMA)
+    return [*projections(ids, base_ns, ns_per_event), rows]
+
+

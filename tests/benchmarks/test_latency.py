@@ -14,11 +14,12 @@ rate`` seconds after the stream's start.  A thread polls the sink's file every
   end, i.e. once a row ``delay`` past the end is due (the default watermark
   delay is 1 s); its latency is its appearance minus that moment.
 
-Native Spark runs the same queries on the same data source with its shortest
-trigger (the default: the next batch as soon as one ends), writing each batch's
-rows to a file in ``foreachBatch`` as Spate's ``single_file`` sink does
-(append, flush, fsync).  The first 5 s of each run are not counted (warm-up).
-Written to ``results.json`` under ``latency``.
+Native Spark runs the same queries over its own ``rate`` source at the same rate
+(row ``c`` stamped ``c / rate`` seconds after the source's start; Spark admits a
+second's rows at a time) with its shortest trigger (the default: the next batch as
+soon as one ends), writing each batch's rows to a file in ``foreachBatch`` as
+Spate's ``single_file`` sink does (append, flush, fsync).  The first 5 s of each
+run are not counted (warm-up).  Written to ``results.json`` under ``latency``.
 """
 
 from __future__ import annotations
@@ -39,10 +40,10 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spate.engine.connectors import CONNECTORS, HIDDEN_TIMESTAMP
+from spate.engine.connectors import HIDDEN_TIMESTAMP
 from spate.engine.planner import plan_pipeline
 from spate.engine.runtime.runner import PipelineRunner, RunOptions
-from spate.statestore import open_store
+from spate.statestore import StateStore, open_store
 from tests.benchmarks.workloads import save_result
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.spark, pytest.mark.timeout(3600)]
@@ -135,17 +136,25 @@ def run_spate(spark: SparkSession, name: str, rate: int) -> list[float]:
                             RunOptions(parallelism=1, checkpoint_dir=str(work / "checkpoint")))
     threading.Timer(RUN_S, runner.request_stop).start()
     try:
-        seen, start_s = _tailed(work, out, runner.run)
+        seen, start_s = _tailed(work, out, runner.run, lambda: _spate_start_s(store))
     finally:
         store.close()
     return latencies(name, seen, start_s, rate)
 
 
+def _spate_start_s(store: StateStore) -> float | None:
+    """The impulse stream's start (its offsets' ``start_ns``), as the state store keeps it."""
+    offsets = store.pipeline("bench", "latency").epoch_metadata().get("offsets") or {}
+    return int(offsets["ticks"]["start_ns"]) / 1e9 if "ticks" in offsets else None
+
+
 def run_native(spark: SparkSession, name: str, rate: int) -> list[float]:
     work = Path(tempfile.mkdtemp(prefix="native-latency-"))
     out = work / "out.jsonl"
-    table = plan_pipeline(source_sql(rate) + "SELECT counter FROM ticks;").tables["ticks"]
-    ticks = CONNECTORS["impulse"].read_stream(spark, table.config, 1)
+    ticks = (spark.readStream.format("rate").option("rowsPerSecond", rate)
+             .option("numPartitions", 1).load()
+             .select(F.col("value").alias("counter"), F.lit(0).alias("subtask_index"),
+                     F.col("timestamp").alias(HIDDEN_TIMESTAMP)))
     handle = out.open("ab")
 
     def write(batch: DataFrame, _: int) -> None:
@@ -163,21 +172,23 @@ def run_native(spark: SparkSession, name: str, rate: int) -> list[float]:
         query.stop()
 
     try:
-        seen, start_s = _tailed(work, out, run)
+        seen, start_s = _tailed(work, out, run,
+                                lambda: _rate_start_s(work / "checkpoint" / "sources" / "0"))
     finally:
         handle.close()
     return latencies(name, seen, start_s, rate)
 
 
-def _tailed(work: Path, out: Path, run: Callable[[], None]
+def _tailed(work: Path, out: Path, run: Callable[[], None],
+            start_of: Callable[[], float | None]
             ) -> tuple[list[tuple[float, dict[str, Any]]], float]:
     """``run()`` while a :class:`Tail` watches ``out``: the rows seen and the stream's
-    start (from its checkpoint; else when ``run`` began).  ``work`` goes after."""
+    start (``start_of()`` once it ran; else when ``run`` began).  ``work`` goes after."""
     tail = Tail(out)
     started = time.time()
     try:
         run()
-        start_s = _stream_start_s(work / "checkpoint")
+        start_s = start_of()
     finally:
         tail.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -188,13 +199,10 @@ def _plain(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v.timestamp() if hasattr(v, "timestamp") else v for k, v in row.items()}
 
 
-def _stream_start_s(checkpoint: Path) -> float | None:
-    """The impulse stream's start (its offsets' ``start_ns``), from Spark's offset log."""
-    logs = sorted((checkpoint / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
-    if not logs:
-        return None
-    offset = json.loads(logs[0].read_text().splitlines()[-1])
-    return int(offset["start_ns"]) / 1e9
+def _rate_start_s(metadata: Path) -> float | None:
+    """When Spark's ``rate`` source started (it logs the time, in ms, in its metadata)."""
+    logged = sorted(metadata.glob("[0-9]*"), key=lambda p: int(p.name))
+    return int(logged[0].read_text().splitlines()[-1]) / 1e3 if logged else None
 
 
 def summary(values: list[float]) -> dict[str, float]:

@@ -1,11 +1,12 @@
 """The benchmark workloads, each run once and timed: Spate pipelines and the
 same queries written natively in Spark Structured Streaming.
 
-Both read the same Nexmark stream (Spate's ``nexmark`` data source with a fixed
-seed, base time and batch size), so they see identical events in identical
-micro-batches.  A run is timed from building the streaming query until it has
-consumed all input (Spate: until the pipeline finished and flushed its windows;
-native: ``trigger(availableNow=True)`` until it terminates).
+Both read the same Nexmark stream (Spate's ``nexmark`` events with a fixed seed,
+base time and batch size; native Spark computes them with the same expressions over
+the numbers of Spark's ``rate-micro-batch`` source), so they see identical events in
+identical micro-batches.  A run is timed from building the streaming query until it
+has consumed all input (Spate: until the pipeline finished and flushed its windows;
+native: until its source's offset reached the last event).
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from typing import Any
 
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
 
-from spate.engine.connectors import CONNECTORS, HIDDEN_TIMESTAMP
+from spate.engine.connectors import HIDDEN_TIMESTAMP
+from spate.engine.connectors.nexmark import events
 from spate.engine.planner import plan_pipeline
 from spate.engine.runtime.runner import PipelineRunner, RunOptions
 from spate.statestore import open_store
@@ -199,8 +202,14 @@ def run_spate(spark: SparkSession, sql: str, events: int) -> Timing:
 
 
 def _nexmark(spark: SparkSession, stream: Stream) -> DataFrame:
+    """The stream's events in Spark alone: numbers ``batch`` a micro-batch from Spark's
+    ``rate-micro-batch`` source, the ones past the last event dropped."""
     table = plan_pipeline(stateless_sql(stream)).tables["nexmark"]
-    return CONNECTORS["nexmark"].read_stream(spark, table.config, PARALLELISM)
+    numbers = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", stream.batch)
+               .option("numPartitions", PARALLELISM).load()
+               .where(F.col("value") < stream.events)
+               .select(F.col("value"), F.lit(False)))
+    return events(numbers, table.config, PARALLELISM, BASE_TIME_MS * 1_000_000)
 
 
 def native_hop(events: DataFrame, slide_s: int, width_s: int) -> DataFrame:
@@ -276,6 +285,31 @@ def run_native(spark: SparkSession, stream: Stream, query: str,
     return run_native_query(spark, stream, lambda events: native_hop(events, slide_s, width_s))
 
 
+def _until_read(query: StreamingQuery, events: int) -> int:
+    """Wait until ``query`` processed the batch after the one holding event ``events - 1``
+    (it has none of them, but the watermark the last one advanced), stop it and return
+    the events its batches held: its source never ends by itself."""
+    processed: dict[int, int] = {}
+    while True:
+        for progress in query.recentProgress:
+            source = progress["sources"][0]
+            start, end = _offset(source["startOffset"]), _offset(source["endOffset"])
+            processed[progress["batchId"]] = min(end, events) - min(start, events)
+            if start >= events:
+                query.stop()
+                return sum(processed.values())
+        failure = query.exception()
+        if failure is not None:
+            raise failure
+        time.sleep(0.01)
+
+
+def _offset(logged: Any) -> int:
+    """The number of rows before a ``rate-micro-batch`` offset (as progress reports it)."""
+    offset = json.loads(logged) if isinstance(logged, str) else logged
+    return 0 if offset is None else int(offset["offset"])
+
+
 def run_native_query(spark: SparkSession, stream: Stream,
                      build: Callable[[DataFrame], DataFrame],
                      collect: list[Row] | None = None, output_mode: str = "append") -> Timing:
@@ -289,11 +323,9 @@ def run_native_query(spark: SparkSession, stream: Stream,
             writer = writer.format("noop")
         else:
             writer = writer.foreachBatch(lambda batch, _: collect.extend(batch.collect()))
-        running = (writer.option("checkpointLocation", str(work / "checkpoint"))
-                   .trigger(availableNow=True).start())
-        running.awaitTermination()
+        running = writer.option("checkpointLocation", str(work / "checkpoint")).start()
+        rows_in = _until_read(running, stream.events)
         seconds = time.perf_counter() - started
-        rows_in = sum(p["numInputRows"] for p in running.recentProgress)
         return Timing(seconds, stream.events, rows_in)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -29,12 +29,12 @@ from spate.api.models import JobCheckpoint
 from spate.engine.connectors.arrow_batches import arrow_schema
 from spate.engine.connectors.base import stream_schema
 from spate.engine.connectors.nexmark import COLUMNS
-from spate.engine.connectors.nexmark_gen import generate
 from spate.engine.job.spec import JobSpec
 from spate.scheduler.backends.standalone import StandaloneBackend
 from spate.scheduler.config import SchedulerConfig, cluster_masters, parse_clusters
 from spate.scheduler.errors import ConfigurationError
 from spate.statestore import open_store
+from tests.engine.connectors.nexmark_reference import generate
 from tests.scheduler.clusters import Cluster
 from tests.scheduler.conftest import running_scheduler
 from tests.scheduler.harness import NEXMARK_BASE_TIME_MS, Harness

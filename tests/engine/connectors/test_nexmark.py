@@ -1,89 +1,94 @@
-"""The nexmark generator and source: determinism, proportions, ids, offsets."""
+"""The nexmark source: its events (Spark's, value for value the NumPy reference
+generator's), their proportions and ids, its offsets."""
 
 from __future__ import annotations
 
 import json
 import re
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
-from pyspark.sql import types as T
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from spate.engine.connectors import CONNECTORS, HIDDEN_CONTROL, HIDDEN_PARTITION, HIDDEN_TIMESTAMP
 from spate.engine.connectors.arrow_batches import arrow_schema
-from spate.engine.connectors.nexmark import NexmarkDataSource, NexmarkStreamReader
-from spate.engine.connectors.nexmark_gen import NEXMARK_TYPES, Events, generate
-from tests.engine.connectors.support import make_table, run_stream
+from spate.engine.connectors.base import ConnectorError, stream_schema
+from spate.engine.connectors.nexmark import COLUMNS
+from tests.engine.connectors.nexmark_reference import generate
+from tests.engine.connectors.support import make_table
 
 BASE_NS = 1_700_000_000_000_000_000
-ARROW_TYPES = tuple(arrow_schema(T.StructType([T.StructField(n, t) for n, t in NEXMARK_TYPES])
-                                 ).field(i).type for i in range(3))
+NEXMARK = CONNECTORS["nexmark"]
+ARROW_TYPES = tuple(arrow_schema(stream_schema(COLUMNS)).field(i).type for i in range(3))
 
 
-def _events(ids: np.ndarray, ns_per_event: float = 1000.0) -> Events:
-    return generate(ids, BASE_NS, ns_per_event, ARROW_TYPES)
+def _offset(next_event: int, eof: bool = False, base_ns: int = BASE_NS) -> dict[str, Any]:
+    return {"start_wall_ns": 5 * 10**18, "base_ns": base_ns, "next": next_event, "eof": eof}
 
 
-def _rows(events: Events) -> list[dict[str, Any]]:
-    table = pa.table({"person": events.person, "auction": events.auction, "bid": events.bid})
-    return table.to_pylist()
+def _rows(spark: SparkSession, start: dict[str, Any] | None, end: dict[str, Any],
+          parallelism: int = 1, **options: Any) -> list[dict[str, Any]]:
+    frame = NEXMARK.rows(spark, make_table("nexmark", **options), parallelism, start, end)
+    assert frame.schema == stream_schema(COLUMNS)
+    return [row.asDict(recursive=True) for row in frame.collect()]
 
 
-def test_event_content_depends_only_on_its_index() -> None:
-    ids = np.arange(1_000, 6_000)
-    whole = _rows(_events(ids))
-    strided = {}
-    for k in range(3):
-        part = ids[k::3]
-        strided.update(zip(part.tolist(), _rows(_events(part)), strict=True))
-    assert [strided[i] for i in ids.tolist()] == whole
-    shuffled = np.random.default_rng(7).permutation(ids)
-    again = dict(zip(shuffled.tolist(), _rows(_events(shuffled)), strict=True))
-    assert [again[i] for i in ids.tolist()] == whole
+def _canonical(event: dict[str, Any]) -> str:
+    """An event as text, its times as µs since the epoch (aware or naive alike)."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if hasattr(value, "timestamp"):
+            return round(value.replace(tzinfo=None).timestamp() * 1e6)
+        return value
+    return json.dumps(plain(event), sort_keys=True)
 
 
-def test_proportions_and_one_struct_per_row() -> None:
-    rows = _rows(_events(np.arange(50_000)))
-    kinds = Counter(next(k for k in ("person", "auction", "bid") if row[k] is not None)
-                    for row in rows)
+@pytest.mark.spark
+@pytest.mark.parametrize(("rate", "first", "count"), [
+    (1_000, 0, 6_000), (7.5, 10**9, 1_500), (123_456.0, 10**12 + 17, 1_500)])
+def test_events_are_the_reference_generators(spark: SparkSession, rate: float, first: int,
+                                             count: int) -> None:
+    """Every field of every event, at any position of the stream and any rate."""
+    rows = _rows(spark, _offset(first), _offset(first + count), 3, event_rate=rate)
+    got = sorted(_canonical({k: r[k] for k in ("person", "auction", "bid", HIDDEN_TIMESTAMP)})
+                 for r in rows)
+    events = generate(np.arange(first, first + count), BASE_NS, 1e9 / rate, ARROW_TYPES)
+    expected = pa.table({"person": events.person, "auction": events.auction,
+                         "bid": events.bid, HIDDEN_TIMESTAMP: events.timestamps}).to_pylist()
+    assert got == sorted(_canonical(e) for e in expected)
+
+
+@pytest.mark.spark
+def test_proportions_and_ids_refer_to_existing_entities(spark: SparkSession) -> None:
+    frame = NEXMARK.rows(spark, make_table("nexmark", event_rate=1000), 2, None,
+                         _offset(50_000))
+    rows = frame.selectExpr("person.id AS person", "auction.id AS auction",
+                            "auction.seller AS seller", "bid.auction AS bid_auction",
+                            "bid.bidder AS bidder", HIDDEN_TIMESTAMP).collect()
+    kinds = Counter("person" if r.person is not None else "auction" if r.auction is not None
+                    else "bid" for r in rows)
     assert kinds == {"person": 1_000, "auction": 3_000, "bid": 46_000}
-    assert all(sum(row[k] is not None for k in row) == 1 for row in rows)
-
-
-def test_ids_refer_to_existing_entities_with_hot_skew() -> None:
-    rows = _rows(_events(np.arange(100_000)))
-    persons: set[int] = set()
-    auctions: set[int] = set()
-    hot_bids = bids = 0
-    for row in rows:
-        if (person := row["person"]) is not None:
-            persons.add(person["id"])
-        elif (auction := row["auction"]) is not None:
-            assert auction["seller"] in persons
-            auctions.add(auction["id"])
+    persons, auctions, hot_bids = set(), set(), 0
+    for row in sorted(rows, key=lambda r: r[HIDDEN_TIMESTAMP]):
+        if row.person is not None:
+            persons.add(row.person)
+        elif row.auction is not None:
+            assert row.seller in persons
+            auctions.add(row.auction)
         else:
-            bid = row["bid"]
-            assert bid["auction"] in auctions and bid["bidder"] in persons
-            bids += 1
-            hot_bids += (bid["auction"] - 1000) % 100 == 0
-    assert persons == set(range(1000, 3000))
-    assert auctions == set(range(1000, 7000))
-    assert hot_bids / bids > 0.45  # half the bids go to the current hot auction
+            assert row.bid_auction in auctions and row.bidder in persons
+            hot_bids += (row.bid_auction - 1000) % 100 == 0
+    assert persons == set(range(1000, 2000)) and auctions == set(range(1000, 4000))
+    assert hot_bids / kinds["bid"] > 0.45  # half the bids go to the current hot auction
 
 
-def test_field_shapes_and_event_times() -> None:
-    events = _events(np.arange(0, 2_000), ns_per_event=2_500.0)
-    rows = _rows(events)
-    stamps = np.asarray(events.timestamps.cast(pa.int64()))
-    assert stamps.tolist() == [(BASE_NS + int(np.floor(i * 2_500.0))) // 1000
-                               for i in range(2_000)]
-    for row in rows:
+@pytest.mark.spark
+def test_field_shapes(spark: SparkSession) -> None:
+    for row in _rows(spark, None, _offset(500), 1, event_rate=1000):
         if (person := row["person"]) is not None:
             assert re.fullmatch(r"\d{4} \d{4} \d{4} \d{4}", person["credit_card"])
             assert re.fullmatch(r"[a-z]+@[a-z]+\.com", person["email_address"])
@@ -97,92 +102,52 @@ def test_field_shapes_and_event_times() -> None:
             assert row["bid"]["channel"] in row["bid"]["url"]
 
 
-def _reader(parallelism: int, **options: Any) -> NexmarkStreamReader:
-    table = make_table("nexmark", nexmark__base_time_ms=BASE_NS // 10**6, **options)
-    source = NexmarkDataSource(CONNECTORS["nexmark"].reader_options(table, parallelism))
-    reader = source.streamReader(source.schema())
-    assert isinstance(reader, NexmarkStreamReader)
-    reader.clock_ns = lambda: 5 * 10**18
-    return reader
-
-
-def test_offsets_rate_limited_and_read_limits() -> None:
-    reader = _reader(2, event_rate=1_000, max_events_per_batch=300)
-    start = reader.initialOffset()
-    assert start["base_ns"] == BASE_NS and start["next"] == 0
-    reader.clock_ns = lambda: 5 * 10**18 + 1_000_000_000  # 1 s later: events 0..1000 due
-    assert reader.latestOffset(start, ReadAllAvailable())["next"] == 1_001
-    assert reader.latestOffset(start, reader.getDefaultReadLimit())["next"] == 300
-    assert reader.latestOffset(start, ReadMaxRows(10))["next"] == 10
-
-
-def test_unlimited_bounded_source_ends_with_one_eof() -> None:
-    reader = _reader(3, event_rate=100, runtime=2.5, rate_limited=False)
-    start = reader.initialOffset()
-    end = reader.latestOffset(start, ReadAllAvailable())
-    assert end["next"] == 250 and end["eof"]
-    assert reader.latestOffset(end, ReadAllAvailable()) == end
-    partitions = reader.partitions(start, end)
-    assert len(partitions) == 3
-    rows = [(partition.value["index"], row) for partition in partitions
-            for batch in reader.read(partition) for row in batch.to_pylist()]
-    assert len(rows) == 251
-    assert [row[HIDDEN_CONTROL] for _, row in rows if row[HIDDEN_CONTROL]] == ["eof"]
-    assert all(row[HIDDEN_PARTITION] == index for index, row in rows)
-
-
-def test_offsets_tell_a_batchs_rows_and_its_end() -> None:
-    """What the runner takes instead of counting rows (Connector.batch_facts)."""
+@pytest.mark.spark
+def test_events_are_dealt_to_partitions_and_the_last_batch_ends_the_input(
+        spark: SparkSession) -> None:
     options = {"event_rate": 100, "runtime": 2.5, "rate_limited": False}
+    rows = _rows(spark, _offset(40), _offset(250, eof=True), 3, **options)
+    data = [r for r in rows if r[HIDDEN_CONTROL] is None]
+    assert len(data) == 210
+    first = min(data, key=lambda r: r[HIDDEN_TIMESTAMP])
+    assert first["bid"] is not None and first[HIDDEN_PARTITION] == 40 % 3
+    assert {r[HIDDEN_PARTITION] for r in data} == {0, 1, 2}
+    [control] = [r for r in rows if r[HIDDEN_CONTROL] is not None]
+    assert control == {"person": None, "auction": None, "bid": None, HIDDEN_PARTITION: 0,
+                       HIDDEN_TIMESTAMP: None, HIDDEN_CONTROL: "eof"}
+    facts = NEXMARK.batch_facts(make_table("nexmark", **options), 3, _offset(40),
+                                _offset(250, eof=True))
+    assert facts.rows == len(data) and facts.finished
+
+
+def _advance(start: dict[str, Any] | None, now_ms: int, **options: Any) -> dict[str, Any]:
     table = make_table("nexmark", nexmark__base_time_ms=BASE_NS // 10**6, **options)
-    reader = _reader(2, **options)
-    start = reader.initialOffset()
-    middle = reader.latestOffset(start, ReadMaxRows(90))
-    end = reader.latestOffset(middle, ReadAllAvailable())
-    for first, last in ((None, middle), (middle, end)):
-        rows = [row for partition in reader.partitions(first or start, last)
-                for batch in reader.read(partition) for row in batch.to_pylist()]
-        facts = CONNECTORS["nexmark"].batch_facts(table, 2, first, last)
-        assert facts is not None
-        assert facts.rows == sum(1 for r in rows if r[HIDDEN_CONTROL] is None)
-        assert facts.finished == any(r[HIDDEN_CONTROL] == "eof" for r in rows)
-    assert facts.finished and facts.rows == 160
+    result: dict[str, Any] = NEXMARK.advance(table, 2, start, now_ms)
+    return result
 
 
-def _canonical(rows: list[dict[str, Any]]) -> Counter[str]:
-    return Counter(json.dumps({k: v for k, v in row.items() if k != HIDDEN_PARTITION},
-                              sort_keys=True, default=str) for row in rows)
+def test_offsets_rate_limited_and_capped_per_batch() -> None:
+    start = _advance(None, 5 * 10**12, event_rate=1_000, max_events_per_batch=300)
+    # the schedule starts at the first batch, the event times at the fixed base
+    assert start == {"start_wall_ns": 5 * 10**18, "base_ns": BASE_NS, "next": 1, "eof": False}
+    later = 5 * 10**12 + 1_000  # 1 s later: events 0..1000 are due, 300 a batch
+    assert _advance(start, later, event_rate=1_000, max_events_per_batch=300)["next"] == 301
+    assert _advance(start, later, event_rate=1_000, max_events_per_batch=5_000)["next"] == 1_001
+    assert _advance(start, 5 * 10**12, event_rate=1_000) == start  # nothing new due
 
 
-@pytest.mark.spark
-def test_same_events_at_any_parallelism(spark: SparkSession, tmp_path: Path) -> None:
-    table = make_table("nexmark", event_rate=1_000, runtime=8, rate_limited=False,
-                       max_events_per_batch=3_000, nexmark__base_time_ms=1_700_000_000_000)
-    runs = {}
-    for parallelism in (1, 3):
-        df = CONNECTORS["nexmark"].read_stream(spark, table, parallelism)
-        runs[parallelism] = run_stream(df, tmp_path / f"checkpoint{parallelism}")
-        assert runs[parallelism].failure is None
-    one, three = runs[1], runs[3]
-    assert len(one.data_rows()) == 8_000
-    assert _canonical(one.data_rows()) == _canonical(three.data_rows())
-    assert {row[HIDDEN_PARTITION] for row in three.data_rows()} == {0, 1, 2}
-    assert one.controls() == [(2, "eof")] and three.controls() == [(2, "eof")]
-    first = min(one.data_rows(), key=lambda row: row[HIDDEN_TIMESTAMP])
-    assert first["person"] is not None and first["person"]["id"] == 1000
+def test_an_unlimited_bounded_source_ends() -> None:
+    options = {"event_rate": 100, "runtime": 2.5, "rate_limited": False}
+    end = _advance(_offset(0), 0, **options)  # the wall clock does not matter
+    assert end == _offset(50, eof=False)  # a replay: in at least five epochs
+    last = _advance(_offset(240), 0, **options)
+    assert last == _offset(250, eof=True)
+    assert _advance(last, 0, **options) == last
+    fresh = _advance(None, 7, event_rate=10)
+    assert fresh["next"] == 1 and fresh["start_wall_ns"] == 7_000_000
 
 
-@pytest.mark.spark
-def test_replayed_batch_regenerates_identical_events(spark: SparkSession,
-                                                     tmp_path: Path) -> None:
-    table = make_table("nexmark", event_rate=1_000, runtime=6, rate_limited=False,
-                       max_events_per_batch=2_000)
-    checkpoint = tmp_path / "checkpoint"
-    crashed = run_stream(CONNECTORS["nexmark"].read_stream(spark, table, 2), checkpoint,
-                         crash_at=1)
-    assert crashed.failure is not None
-    resumed = run_stream(CONNECTORS["nexmark"].read_stream(spark, table, 2), checkpoint)
-    assert resumed.failure is None and min(resumed.batches) == 1
-    assert _canonical(resumed.batches[1]) == _canonical(crashed.batches[1])
-    everything = crashed.batches[0] + [r for b in resumed.batches.values() for r in b]
-    assert sum(r[HIDDEN_CONTROL] is None for r in everything) == 6_000
+def test_an_offset_of_another_connector_is_refused() -> None:
+    impulse_offset = {"start_ns": 5, "next": 42, "eof": False}
+    with pytest.raises(ConnectorError, match="source 't' cannot resume"):
+        _advance(impulse_offset, 0, event_rate=10)

@@ -12,14 +12,10 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from spate.engine.connectors import CONNECTORS
-from spate.engine.connectors.nexmark import NexmarkDataSource
-from spate.engine.connectors.streaming import with_start_offset
 from spate.engine.runtime.errors import PipelineFailedError
 from spate.engine.runtime.offsets import CheckpointFolder
 from spate.engine.runtime.reports import EpochReport
 from spate.statestore import open_store
-from tests.engine.connectors.support import make_table
 from tests.engine.harness import read_lines, run_pipeline
 
 pytestmark = pytest.mark.spark
@@ -284,14 +280,4 @@ def test_state_without_stored_offsets_needs_its_checkpoint(
                                "finished": False})
     with pytest.raises(PipelineFailedError, match="without source offsets"):
         runs.run()
-
-
-def test_a_resumed_source_starts_at_the_given_offset() -> None:
-    table = make_table("nexmark", event_rate=10, nexmark__base_time_ms=1000)
-    stored = {"start_wall_ns": 5, "base_ns": 10**9, "next": 42, "eof": False}
-    options = with_start_offset(CONNECTORS["nexmark"].reader_options(table, 2), stored)
-    source = NexmarkDataSource(options)
-    assert source.streamReader(source.schema()).initialOffset() == stored
-    fresh = NexmarkDataSource(CONNECTORS["nexmark"].reader_options(table, 2))
-    assert fresh.streamReader(fresh.schema()).initialOffset()["next"] == 0
 
