@@ -195,3 +195,69 @@ def test_a_preview_says_what_it_waits_for_and_for_how_long(server: ServedTenant,
     expect(status).to_have_text(re.compile(r"^\d+ rows?$"))
     page.get_by_role("button", name="Stop preview").click()
     expect(status).to_contain_text("preview stopped")
+
+
+def test_a_key_sees_what_its_role_cannot_do_disabled_and_why(server: ServedTenant,
+                                                              watch: PageWatch) -> None:
+    name = f"viewed-{secrets.token_hex(3)}"
+    created = server.http.post("/pipelines", json={"name": name, "sql": WINDOWED_SQL,
+                                                   "stopped": True})
+    assert created.status_code == 201, created.text
+    table = server.http.post("/connection-tables", json={"name": f"drain_{secrets.token_hex(3)}",
+                                                         "connector": "blackhole"})
+    assert table.status_code == 201, table.text
+    keys = {role: server.http.post("/api-keys", json={"name": f"{role}-{secrets.token_hex(2)}",
+                                                      "role": role}).json()["key"]
+            for role in ("viewer", "developer")}
+    page = watch.page
+    sign_in(page, server, keys["viewer"])
+    why = "This needs a developer or admin key; you are signed in with a viewer key."
+
+    def refused(button: Locator) -> None:
+        expect(button).to_be_disabled()
+        expect(button).to_have_attribute("title", why)
+
+    # Writing and checking SQL is a viewer's too; starting it, or a preview, is not.
+    page.get_by_role("link", name="New pipeline").first.click()
+    expect(page.locator(".diagnostics")).to_contain_text("Valid")
+    refused(page.get_by_role("button", name="Start pipeline"))
+    refused(page.get_by_role("button", name="Run preview"))
+    expect(page.get_by_test_id("role-note")).to_contain_text(
+        "viewer key: it can write and check SQL")
+    watch.rendered("viewer-editor")
+
+    page.goto(f"{server.url}/pipelines/{name}")
+    expect(page.get_by_test_id("state")).to_have_text("stopped")
+    for button in ("Edit SQL", "Delete pipeline", "Start", "Restart", "Rescale"):
+        refused(page.get_by_role("button", name=button, exact=True))
+    # Usage and costs are not the viewer's: not asked for (no refused requests), and said so.
+    expect(page.get_by_test_id("pipeline-usage")).to_have_text(
+        "Usage and costs are not shown. This needs an admin or billing key; you are signed in "
+        "with a viewer key.")
+    watch.rendered("viewer-pipeline")
+
+    page.get_by_role("link", name="Connections").click()
+    for button in ("Add profile", "Test profile", "Add table", "Test table"):
+        refused(page.get_by_role("button", name=button))
+    refused(page.get_by_role("button", name=f"Test {table.json()['name']}"))
+    refused(page.get_by_role("button", name=f"Delete {table.json()['name']}"))
+
+    page.get_by_role("link", name="UDFs").click()
+    refused(page.get_by_role("button", name="Save UDF"))
+    expect(page.get_by_role("button", name="Validate")).to_be_enabled()
+
+    # API keys are an admin's: the page says so instead of failing.
+    page.get_by_role("link", name="API keys").click()
+    expect(page.get_by_test_id("refused")).to_contain_text(
+        "API keys are not available to this key. This needs an admin key; you are signed in "
+        "with a viewer key.")
+    watch.rendered("viewer-keys")
+
+    # A developer may do all of that but manage keys.
+    page.get_by_role("button", name="Sign out").click()
+    sign_in(page, server, keys["developer"])
+    page.get_by_role("link", name="New pipeline").first.click()
+    expect(page.get_by_role("button", name="Start pipeline")).to_be_enabled()
+    expect(page.get_by_test_id("role-note")).to_have_count(0)
+    page.get_by_role("link", name="API keys").click()
+    expect(page.get_by_test_id("refused")).to_contain_text("with a developer key")

@@ -1,20 +1,20 @@
 // What the signed-in key's role lets it do, as the API decides it (api/security.py): a
 // page disables what the API would refuse, and says why on the control itself.
 
-/** What a page may ask for: write (pipelines, previews, connections, UDFs), the budget,
- * or API keys. Reading is every role's. */
-export type Ability = "write" | "budget" | "keys";
+/** What a page may ask for: write (pipelines, previews, connections, UDFs), billing
+ * (usage, costs, invoices, the budget), or API keys. Reading the rest is every role's. */
+export type Ability = "write" | "billing" | "keys";
 
 const ALLOWED: Record<Ability, string[]> = {
   write: ["developer", "admin"],
-  budget: ["billing", "admin"],
+  billing: ["billing", "admin"],
   keys: ["admin"],
 };
 
 /** The keys that may, as a sentence says it. */
 const NEEDS: Record<Ability, string> = {
   write: "a developer or admin key",
-  budget: "an admin or billing key",
+  billing: "an admin or billing key",
   keys: "an admin key",
 };
 

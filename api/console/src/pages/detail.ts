@@ -121,7 +121,7 @@ export async function detailPage(main: HTMLElement, params: Record<string, strin
       graphs.element),
     h("section", { "aria-labelledby": "chart-heading" }, h("h2", { id: "chart-heading" }, "Rows per second"),
       h("div", { class: "chart" }, canvas, chartEmpty)),
-    usageSection(pipeline.id, pipeline.name),
+    usageSection(pipeline.id, pipeline.name, role),
     h("section", { "aria-labelledby": "checkpoints-heading" },
       h("h2", { id: "checkpoints-heading" }, "Checkpoints"),
       h("div", { class: "scroll" }, h("table", { class: "data", "aria-labelledby": "checkpoints-heading" },

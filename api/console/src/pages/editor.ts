@@ -7,6 +7,7 @@ import { type ConnectionTable, type ConnectorInfo, get, type Page, type Pipeline
   postEventStream, type Validation, describe } from "../api";
 import { field, h, replace } from "../dom";
 import { formatCell } from "../format";
+import { callerRole, gate, roleNote } from "../roles";
 import { navigate } from "../router";
 import { createSqlEditor, insertAtCursor } from "../sqlEditor";
 
@@ -26,6 +27,7 @@ export function editorPage(main: HTMLElement): () => void {
   const diagnostics = h("ul", { class: "diagnostics", "aria-live": "polite", "aria-label": "Diagnostics" });
   const formError = h("p", { role: "alert", class: "error", hidden: true });
   const preview = previewPanel(() => view.state.doc.toString(), () => Number(parallelism.value) || 1);
+  const startButton = h("button", { type: "submit" }, "Start pipeline");
   const form = h("form", { class: "editor-form", "aria-label": "New pipeline" },
     h("div", { class: "row" },
       field("Pipeline name", name, "Lower-case letters, digits, '_' and '-', starting with a letter."),
@@ -36,12 +38,17 @@ export function editorPage(main: HTMLElement): () => void {
     diagnostics,
     formError,
     h("div", { class: "actions" },
-      h("button", { type: "submit" }, "Start pipeline"),
-      preview.runButton, preview.stopButton));
+      startButton, preview.runButton, preview.stopButton));
   const catalog = h("aside", { class: "catalog", "aria-labelledby": "catalog-title" },
     h("h2", { id: "catalog-title" }, "Catalog"), h("p", { class: "muted" }, "Loading…"));
-  replace(main, h("h1", {}, "New pipeline"),
+  const heading = h("h1", {}, "New pipeline");
+  replace(main, heading,
     h("div", { class: "editor-layout" }, h("div", {}, form, preview.section), catalog));
+  // Anyone may write and check SQL; starting it, or a preview, takes a developer's key.
+  void callerRole().then((role) => {
+    gate(role, "write", startButton, preview.runButton);
+    heading.after(roleNote(role, "write", "write and check SQL", "starting a pipeline or a preview") ?? "");
+  });
 
   // A refusal is about the name and SQL as they were: a change makes it stale.
   const clearRefusal = () => {

@@ -3,8 +3,16 @@
 import { type ApiKey, type ApiKeyCreated, del, get, type Page, post, describe } from "../api";
 import { field, h, replace } from "../dom";
 import { formatTime } from "../format";
+import { allows, callerRole, refusal } from "../roles";
 
 export async function keysPage(main: HTMLElement): Promise<void> {
+  const signedIn = await callerRole();
+  if (!allows(signedIn, "keys")) {
+    // The API refuses every key but an admin's here: say so instead of asking.
+    replace(main, h("h1", {}, "API keys"), h("div", { class: "failure", role: "alert", "data-testid": "refused" },
+      h("strong", {}, "API keys are not available to this key. "), refusal(signedIn, "keys")));
+    return;
+  }
   const body = h("tbody");
   const notice = h("p", { role: "status", class: "muted" });
   const created = h("div", { "aria-live": "polite" });

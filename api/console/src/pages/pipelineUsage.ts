@@ -4,11 +4,20 @@
 import { ApiError, describe, type Estimate, get, type Usage } from "../api";
 import { h, replace } from "../dom";
 import { formatCount, formatMoney, formatQuantity } from "../format";
+import { allows, refusal } from "../roles";
 import { monthName } from "../usageSeries";
 
-export function usageSection(pipelineId: string, name: string): HTMLElement {
+export function usageSection(pipelineId: string, name: string, role: string | null): HTMLElement {
   const figures = h("div", { "data-testid": "pipeline-usage" }, h("p", { class: "muted" }, "Reading usage…"));
   const estimate = h("p", { "data-testid": "pipeline-estimate" });
+  const section = h("section", { "aria-labelledby": "usage-heading" },
+    h("h2", { id: "usage-heading" }, "Usage this month"), figures, estimate,
+    h("p", { class: "muted" }, "All pipelines' usage, and the budget: ", h("a", { href: "/usage" }, "Usage"), "."));
+  if (!allows(role, "billing")) {
+    // Not asked for: the API refuses this key usage and costs.
+    replace(figures, h("p", { class: "muted" }, `Usage and costs are not shown. ${refusal(role, "billing")}`));
+    return section;
+  }
   void Promise.allSettled([
     get<Usage>(`/usage?granularity=day&pipeline_id=${encodeURIComponent(pipelineId)}`),
     get<Estimate>(`/pipelines/${encodeURIComponent(name)}/estimate`),
@@ -18,9 +27,7 @@ export function usageSection(pipelineId: string, name: string): HTMLElement {
     if (estimated.status === "fulfilled") replace(estimate, estimateText(estimated.value));
     else if (usage.status === "fulfilled") replace(estimate, unavailable(estimated.reason));
   });
-  return h("section", { "aria-labelledby": "usage-heading" },
-    h("h2", { id: "usage-heading" }, "Usage this month"), figures, estimate,
-    h("p", { class: "muted" }, "All pipelines' usage, and the budget: ", h("a", { href: "/usage" }, "Usage"), "."));
+  return section;
 }
 
 function usageFigures(usage: Usage): HTMLElement {
