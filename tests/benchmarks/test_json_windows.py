@@ -122,8 +122,8 @@ def _run_flink(python: str, data: Path, width_s: int, slide_s: int,
     measured = run_measured([python, str(FLINK), str(data), str(width_s), str(slide_s)],
                             folder, dict(os.environ))
     assert measured.returncode == 0, measured.stderr[-2000:]
-    counts = [line for line in measured.stdout.splitlines() if line.startswith("windows>")]
-    # The print sink's last change of the global count: "windows> +U[1234]" (or +I).
+    counts = [line for line in measured.stdout.splitlines() if line.startswith("windows")]
+    # The print sink's row of the count: "windows> +I[1234]" (or "windows:1> +I[1234]").
     return measured, int(counts[-1].rsplit("[", 1)[1].rstrip("]"))
 
 
