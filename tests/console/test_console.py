@@ -351,6 +351,7 @@ def test_a_stopped_pipelines_graph_edit_and_delete(server: ServedTenant, watch: 
     replace_sql(page, KEYED_WINDOW_SQL.replace("'5' SECOND", "'10' SECOND"))
     expect(edit.locator(".diagnostics")).to_contain_text("Valid")
     watch.rendered("pipeline-edit")
+    watch.document("edit")
     page.get_by_role("button", name="Save as version 2").click()
     expect(page.get_by_role("status").filter(has_text="Version 2 saved")).to_be_visible()
     expect(edit).to_have_count(0)
@@ -409,6 +410,7 @@ KEYBOARD_REACHES = {
     "/pipelines/new": {"Pipeline name", "Parallelism", "Pipeline SQL"},
     "/pipelines/{stopped}": {"Start", "Keep state", "Restart", "New parallelism", "Rescale"},
     "/connections": {"Profile name", "Add profile"},
+    "/udfs": {"UDF name", "UDF source"},
     "/keys": {"Key name", "Role", "Create key"},
 }
 

@@ -4,8 +4,8 @@
 // checkpoints, versions, errors, the lifecycle controls, and editing (a new SQL version)
 // and deleting it. A pipeline whose job does not run shows no live figures.
 
-import { type Checkpoint, describe, get, type Job, type JobError, type JobMetrics, type Page, type Pipeline,
-  type PipelineVersion } from "../api";
+import { type Checkpoint, describe, get, type Job, type JobError, type JobMetrics, type OperatorMetrics, type Page,
+  type Pipeline, type PipelineVersion } from "../api";
 import { ratesChart, ratesOf, recentRates } from "../chart";
 import { h, replace } from "../dom";
 import { firstLine, formatBytes, formatRate, formatTime } from "../format";
@@ -153,7 +153,10 @@ export async function detailPage(main: HTMLElement, params: Record<string, strin
     version.textContent = `version ${pipeline.version}${runningVersion !== null && runningVersion !== pipeline.version
       ? ` · the job runs version ${runningVersion}` : ""}`;
     await graphs.show(await panelsOf(pipeline, run, metrics));
-    const recent = live && job && log?.jobId === job.id ? recentRates(log.items) : null;
+    // The last minute's rates: the operators' own (the graph's figures, so the two agree),
+    // else from the checkpoints (a job from before operators reported them).
+    const recent = !live ? null : operatorRates(metrics?.operators ?? [])
+      ?? (job && log?.jobId === job.id ? recentRates(log.items) : null);
     showSummary(summary, pipeline, metrics, live, recent);
     showFailure(failure, pipeline);
     if (!job) return;
@@ -239,6 +242,18 @@ function showFailure(box: HTMLElement, pipeline: Pipeline): void {
   box.dataset.message = message ?? "";
   replace(box, message === null ? null : h("div", { class: "failure", role: "alert", "data-testid": "failure" },
     h("strong", {}, "The job failed: "), messageWithDetail(message, "")));
+}
+
+/** Rows/s read by the sources and written to the sinks over the job's last minute, from
+ * their own figures (null when the job does not report them). */
+function operatorRates(operators: OperatorMetrics[]): { rowsIn: number; rowsOut: number } | null {
+  const sum = (prefix: string, rate: (o: OperatorMetrics) => number | null) => {
+    const rates = operators.filter((o) => o.operator.startsWith(prefix)).map(rate);
+    return rates.length > 0 && rates.every((r) => r !== null) ? rates.reduce((a, b) => a! + b!, 0)! : null;
+  };
+  const rowsIn = sum("source:", (o) => o.rows_out_per_s);
+  const rowsOut = sum("sink:", (o) => o.rows_in_per_s);
+  return rowsIn === null || rowsOut === null ? null : { rowsIn, rowsOut };
 }
 
 /** The pipeline at a glance. While its job runs, rows/s are the last minute's when its

@@ -169,7 +169,7 @@ function udfEditor(role: string | null, onSaved: (name: string) => Promise<void>
       EditorView.updateListener.of((update) => {
         if (update.docChanged) replace(status);  // what was said is about the file as it was
       }),
-      EditorView.contentAttributes.of({ "aria-labelledby": "udf-source-label", "aria-multiline": "true",
+      EditorView.contentAttributes.of({ "aria-label": "UDF source", "aria-multiline": "true",
         "aria-describedby": "udf-source-hint" }),
     ],
   });
