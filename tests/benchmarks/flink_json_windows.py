@@ -34,10 +34,10 @@ def main(path: str, width_s: int, slide_s: int) -> None:
     env.execute_sql("CREATE TABLE total (n BIGINT) WITH ('connector' = 'print', "
                     "'print-identifier' = 'windows')")
     if width_s == slide_s:
-        window = f"TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '{width_s}' SECOND)"
+        window = f"TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '{width_s}' SECOND(6))"
     else:
-        window = (f"HOP(TABLE events, DESCRIPTOR(ts), INTERVAL '{slide_s}' SECOND, "
-                  f"INTERVAL '{width_s}' SECOND)")
+        window = (f"HOP(TABLE events, DESCRIPTOR(ts), INTERVAL '{slide_s}' SECOND(6), "
+                  f"INTERVAL '{width_s}' SECOND(6))")
     env.execute_sql(f"""CREATE TEMPORARY VIEW counts AS
         SELECT k, window_start AS w, window_time AS wt, count(*) AS n FROM TABLE({window})
         GROUP BY k, window_start, window_end, window_time""")
