@@ -202,7 +202,7 @@ def _projections(context: SparkContext, settings: NexmarkSettings, partitions: i
     del context
     ns_per_event = 1e9 / settings.event_rate
     ids = F.col(NUMBER)
-    rows = with_hidden([person(ids), auction(ids, ns_per_event), bid(ids)], F.col(_END),
+    rows = with_hidden([person(), auction(ns_per_event), bid()], F.col(_END),
                        ids % partitions, micros(), _SCHEMA)
     return [*projections(ids, base_ns, ns_per_event), rows]
 

@@ -35,6 +35,7 @@ from spate.engine.connectors.nexmark_gen import (
     HOT_CHANNELS,
     HOT_SELLER_RATIO,
     LAST_NAMES,
+    MIX_ROUNDS,
     NUM_CATEGORIES,
     NUM_CHANNELS,
     NUM_IN_FLIGHT_AUCTIONS,
@@ -46,7 +47,6 @@ from spate.engine.connectors.nexmark_gen import (
     US_CITIES,
     US_STATES,
     below,
-    hash_of,
     high,
     hot_group,
     hot_or,
@@ -54,6 +54,8 @@ from spate.engine.connectors.nexmark_gen import (
     last_auction,
     last_person,
     low,
+    mix_input,
+    mix_round,
     pick,
     pool_text,
     price,
@@ -71,9 +73,12 @@ _LONG = T.LongType()
 #: its padding, its texts' lengths and codes, and its texts in one string.
 DRAW_SLOTS = tuple(f"_d{slot}" for slot in range(len(PERSON_SALTS)))
 _KIND, _MICROS, _CHANNEL, _MISSING, _EXTRA = "_kind", "_micros", "_channel", "_missing", "_extra"
+#: The base-0 ids of the newest person and auction created at or before an event.
+_PERSON, _AUCTION = "_last_person", "_last_auction"
 _LENGTHS, _POSITIONS, _TEXTS = ("_n1", "_n2"), ("_p_letters", "_p_words"), ("_letters", "_words")
 _SALTS_BY_KIND = {PERSON: PERSON_SALTS, AUCTION: AUCTION_SALTS, BID: BID_SALTS}
-_NAMES = tuple(f"{first} {last}" for first in FIRST_NAMES for last in LAST_NAMES)
+#: A person's name is drawn among every first name followed by every last name.
+_NAMES = len(FIRST_NAMES) * len(LAST_NAMES)
 #: A bid's URL names its channel after 15 pool letters.
 _URL_LETTERS = 15
 
@@ -82,8 +87,9 @@ def projections(ids: Column, base_ns: int, ns_per_event: float) -> list[list[Col
     """The projections adding to events ``ids`` what :func:`person`, :func:`auction`
     and :func:`bid` are built from (each a list of columns, earlier columns kept)."""
     everything = F.col("*")
-    return [[everything, kind(ids).alias(_KIND)],
-            [everything, *_drawn(ids, base_ns, ns_per_event)],
+    return [[everything, kind(ids).alias(_KIND), last_person(ids).alias(_PERSON),
+             last_auction(ids).alias(_AUCTION)],
+            *_drawn(ids, base_ns, ns_per_event),
             [everything, _missing().alias(_MISSING), _channel_number().alias(_CHANNEL)],
             [everything, _extra_length().alias(_EXTRA)],
             [everything, *_segments()],
@@ -91,20 +97,32 @@ def projections(ids: Column, base_ns: int, ns_per_event: float) -> list[list[Col
              pool_text(F.col(_POSITIONS[1]), words=True).alias(_TEXTS[1])]]
 
 
-def _drawn(ids: Column, base_ns: int, ns_per_event: float) -> list[Column]:
-    """Each event's draws, slot ``j`` holding draw ``j`` of its kind (0 past the kind's
-    draws), and its time (µs)."""
-    columns = []
-    for slot, name in enumerate(DRAW_SLOTS):
+def _drawn(ids: Column, base_ns: int, ns_per_event: float) -> list[list[Column]]:
+    """Each event's time (µs) and draws, slot ``j`` holding draw ``j`` of its kind (0
+    past the kind's draws): a projection per mixing round, as a round reads its input
+    twice."""
+    inputs = []
+    for slot in range(len(DRAW_SLOTS)):
         offset = F.lit(None).cast(_LONG)
         for kind_number, salts in _SALTS_BY_KIND.items():
             if slot < len(salts):
                 offset = F.when(F.col(_KIND) == kind_number, u64(salt_offset(salts[slot]))) \
                     .otherwise(offset)
-        columns.append(F.coalesce(hash_of(ids, offset), F.lit(0).cast(_LONG)).alias(name))
+        inputs.append(mix_input(ids, offset).alias(f"{DRAW_SLOTS[slot]}_0"))
     offset_ns = F.floor(ids.cast(T.DoubleType()) * F.lit(ns_per_event))
-    columns.append(floor_div(F.lit(base_ns).cast(_LONG) + offset_ns, 1000).alias(_MICROS))
-    return columns
+    micros = floor_div(F.lit(base_ns).cast(_LONG) + offset_ns, 1000).alias(_MICROS)
+    stages = [[F.col("*"), *inputs, micros]]
+    for number, (shift, multiplier) in enumerate(MIX_ROUNDS, start=1):
+        last = number == len(MIX_ROUNDS)
+        stages.append([F.col("*"), *(
+            _final(mix_round(F.col(f"{slot}_{number - 1}"), shift, multiplier), last)
+            .alias(slot if last else f"{slot}_{number}") for slot in DRAW_SLOTS)])
+    return stages
+
+
+def _final(draw: Column, last: bool) -> Column:
+    """A slot's draw after its last round: 0 for a slot the event's kind does not use."""
+    return F.coalesce(draw, F.lit(0).cast(_LONG)) if last else draw
 
 
 def _draws() -> tuple[list[Column], list[Column]]:
@@ -135,6 +153,17 @@ def _description_length(hi: list[Column]) -> Column:
     return 3 + below(hi[1], 97)
 
 
+def _name_parts(hi: list[Column]) -> tuple[Column, Column]:
+    """The indexes of a person's first and last name."""
+    drawn = below(hi[0], _NAMES)
+    return floor_div(drawn, len(LAST_NAMES)), drawn % len(LAST_NAMES)
+
+
+def _name(hi: list[Column]) -> Column:
+    first, last = _name_parts(hi)
+    return F.concat(pick(FIRST_NAMES, first), F.lit(" "), pick(LAST_NAMES, last))
+
+
 def _length_of(values: tuple[str, ...], index: Column) -> Column:
     """``len(values[index])``."""
     return pick(tuple(str(len(v)) for v in values), index).cast(_LONG)
@@ -144,7 +173,9 @@ def _missing() -> Column:
     """The bytes an event lacks of its kind's average size (its padding makes them up,
     give or take a fifth)."""
     hi, lo = _draws()
-    person_bytes = (8 + _length_of(_NAMES, below(hi[0], len(_NAMES))) + _user_length(hi)
+    first, last = _name_parts(hi)
+    person_bytes = (8 + _length_of(FIRST_NAMES, first) + 1 + _length_of(LAST_NAMES, last)
+                    + _user_length(hi)
                     + _domain_length(hi) + len("@.com") + len("0000 0000 0000 0000")
                     + _length_of(US_CITIES, below(lo[0], len(US_CITIES)))
                     + _length_of(US_STATES, below(hi[1], len(US_STATES))))
@@ -218,46 +249,47 @@ def _time() -> Column:
     return F.timestamp_micros(micros())
 
 
-def person(ids: Column) -> Column:
+def person() -> Column:
     """The person of a person event (NULL for the others)."""
     hi, lo = _draws()
     user, domain = _split(_TEXTS[0], F.col(_LENGTHS[0]))
     extra = F.col(_TEXTS[1])
     card = F.format_string("%04d %04d %04d %04d", below(hi[4], 10_000), below(lo[4], 10_000),
                            below(hi[5], 10_000), below(lo[5], 10_000))
-    return _entity(PERSON, PERSON_TYPE, last_person(ids) + FIRST_PERSON_ID,
-                   pick(_NAMES, below(hi[0], len(_NAMES))),
+    return _entity(PERSON, PERSON_TYPE, F.col(_PERSON) + FIRST_PERSON_ID,
+                   _name(hi),
                    F.concat(user, F.lit("@"), domain, F.lit(".com")), card,
                    pick(US_CITIES, below(lo[0], len(US_CITIES))),
                    pick(US_STATES, below(hi[1], len(US_STATES))), _time(), extra)
 
 
-def auction(ids: Column, ns_per_event: float) -> Column:
+def auction(ns_per_event: float) -> Column:
     """The auction of an auction event (NULL for the others)."""
     hi, lo = _draws()
     item, description, extra = _split(_TEXTS[1], F.col(_LENGTHS[0]), F.col(_LENGTHS[1]))
     initial = price(hi[2])
-    seller = hot_or(hi[3], HOT_SELLER_RATIO, hot_group(last_person(ids)),
-                    recent_person(ids, lo[3]))
+    newest_person = F.col(_PERSON)
+    seller = hot_or(hi[3], HOT_SELLER_RATIO, hot_group(newest_person),
+                    recent_person(newest_person, lo[3]))
     # Auctions last up to twice the time the reference needs to create the in-flight ones.
     events_in_flight = NUM_IN_FLIGHT_AUCTIONS * PROPORTION_DENOMINATOR // AUCTION_PROPORTION
     horizon_ms = max(int(events_in_flight * ns_per_event / 1e6) * 2, 1)
     expires = micros() + (1 + below(lo[4], min(horizon_ms, 0xFFFFFFFF))) * 1000
-    return _entity(AUCTION, AUCTION_TYPE, last_auction(ids) + FIRST_AUCTION_ID, description,
+    return _entity(AUCTION, AUCTION_TYPE, F.col(_AUCTION) + FIRST_AUCTION_ID, description,
                    item, initial, initial + price(lo[2]), _time(), F.timestamp_micros(expires),
                    seller + FIRST_PERSON_ID, FIRST_CATEGORY_ID + below(hi[4], NUM_CATEGORIES),
                    extra)
 
 
-def bid(ids: Column) -> Column:
+def bid() -> Column:
     """The bid of a bid event (NULL for the others)."""
     hi, lo = _draws()
     letters, extra = F.col(_TEXTS[0]), F.col(_TEXTS[1])
-    to_auction = hot_or(hi[0], HOT_AUCTION_RATIO, hot_group(last_auction(ids)),
-                        recent_auction(ids, lo[0]))
-    newest = last_person(ids)
+    newest_auction, newest = F.col(_AUCTION), F.col(_PERSON)
+    to_auction = hot_or(hi[0], HOT_AUCTION_RATIO, hot_group(newest_auction),
+                        recent_auction(newest_auction, lo[0]))
     bidder = hot_or(hi[1], HOT_BIDDER_RATIO, F.least(hot_group(newest) + 1, newest),
-                    recent_person(ids, lo[1]))
+                    recent_person(newest, lo[1]))
     channel = F.col(_CHANNEL)
     name = F.when(channel < len(HOT_CHANNELS), pick(HOT_CHANNELS, channel)) \
         .otherwise(F.concat(F.lit("channel-"), (channel - len(HOT_CHANNELS)).cast("string")))

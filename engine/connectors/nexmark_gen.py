@@ -96,12 +96,15 @@ def u64(value: int) -> Column:
 #: splitmix64's finaliser: an increment, then three (shift, multiplier) rounds, the last
 #: without a multiplier.
 _MIX_INCREMENT = 0x9E3779B97F4A7C15
-_MIX_ROUNDS = ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB), (31, None))
+MIX_ROUNDS = ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB), (31, None))
 #: What a number is multiplied by before it is mixed.
 _SPREAD = 0xD1B54A32D192ED03
 
 
-def _mix_round(x: Column, shift: int, multiplier: int | None) -> Column:
+def mix_round(x: Column, shift: int, multiplier: int | None) -> Column:
+    """One round of the finaliser over ``x``, which it reads twice: give it a column,
+    not an expression, or the expression is computed twice (and its own parts
+    again, round after round)."""
     mixed = x.bitwiseXOR(F.shiftrightunsigned(x, shift))
     return mixed if multiplier is None else mixed * u64(multiplier)
 
@@ -111,18 +114,15 @@ def salt_offset(salt: int) -> int:
     return SEED + salt * 0x632BE59BD9B4E019
 
 
-def hash_of(numbers: Column, offset: Column) -> Column:
-    """The 64-bit draw of ``numbers`` for a draw number's ``offset`` (:func:`salt_offset`):
-    one expression, whose repeated parts Spark's code generation computes once."""
-    x = numbers * u64(_SPREAD) + offset + u64(_MIX_INCREMENT)
-    for shift, multiplier in _MIX_ROUNDS:
-        x = _mix_round(x, shift, multiplier)
-    return x
+def mix_input(numbers: Column, offset: Column) -> Column:
+    """What the finaliser's rounds (:data:`MIX_ROUNDS`, :func:`mix_round`) turn into the
+    64-bit draw of ``numbers`` for a draw number's ``offset`` (:func:`salt_offset`)."""
+    return numbers * u64(_SPREAD) + offset + u64(_MIX_INCREMENT)
 
 
 def _round(shift: int, multiplier: int | None) -> Callable[[Column], Column]:
     """One mixing round as a lambda of one element."""
-    return lambda x: _mix_round(x, shift, multiplier)
+    return lambda x: mix_round(x, shift, multiplier)
 
 
 def high(h: Column) -> Column:
@@ -164,7 +164,7 @@ def pool_text(positions: Column, words: bool) -> Column:
     each be computed again (lambdas are interpreted)."""
     offset = u64(salt_offset(TEXT_SALT) + _MIX_INCREMENT)
     draws = F.transform(positions, lambda k: k * u64(_SPREAD) + offset)
-    for shift, multiplier in _MIX_ROUNDS:
+    for shift, multiplier in MIX_ROUNDS:
         draws = F.transform(draws, _round(shift, multiplier))
     letters = F.transform(draws, _word_byte if words else _letter)
     return F.array_join(letters, "")
@@ -214,16 +214,17 @@ def last_auction(ids: Column) -> Column:
         .otherwise(epoch * AUCTION_PROPORTION + in_auctions)
 
 
-def recent_person(ids: Column, u32: Column) -> Column:
-    """A uniformly chosen base-0 id among the last NUM_ACTIVE_PEOPLE persons."""
-    created = last_person(ids) + 1
+def recent_person(newest: Column, u32: Column) -> Column:
+    """A uniformly chosen base-0 id among the last NUM_ACTIVE_PEOPLE persons, ``newest``
+    (:func:`last_person`) the last."""
+    created = newest + 1
     active = F.least(created, F.lit(NUM_ACTIVE_PEOPLE).cast(_LONG))
     return created - active + below(u32, active)
 
 
-def recent_auction(ids: Column, u32: Column) -> Column:
-    """A uniformly chosen base-0 id among the last NUM_IN_FLIGHT_AUCTIONS auctions."""
-    newest = last_auction(ids)
+def recent_auction(newest: Column, u32: Column) -> Column:
+    """A uniformly chosen base-0 id among the last NUM_IN_FLIGHT_AUCTIONS auctions,
+    ``newest`` (:func:`last_auction`) the last."""
     oldest = F.greatest(newest - NUM_IN_FLIGHT_AUCTIONS, F.lit(0).cast(_LONG))
     return oldest + below(u32, newest - oldest + 1)
 
