@@ -26,7 +26,9 @@ A generator source (:mod:`~spate.engine.connectors.generator`) logs only ticks i
 Spark's offsets: its own offset for a batch is computed from the one stored with
 the previous epoch and the batch's trigger time, which Spark logs with the batch
 (the ``batchTimestampMs`` of its metadata line), so a replayed batch gets the
-same offset again.
+same offset again.  A folder whose batches a generator logged as a Python data
+source (before generators ran as native Spark) cannot be read by its ticks: it
+is cleared, and the run resumes from the offsets in the state store.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+import shutil
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
@@ -53,6 +56,8 @@ CHECKPOINT_KEY = "checkpoint_id"
 _OFFSET_LOG_VERSION = "v1"
 #: How Spark logs a source that has no offset yet.
 _NO_OFFSET = "-"
+#: The field of the offset Spark logs for a generator's ticks (``rate-micro-batch``).
+TICK_FIELD = "offset"
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,16 @@ class CheckpointFolder:
                     os.remove(os.path.join(folder, name))
                 except FileNotFoundError:
                     pass
+
+    def clear(self) -> None:
+        """Remove what Spark keeps here (the query's id, offsets, commits, sources'
+        metadata): the next query over the folder starts afresh."""
+        for name in ("metadata", ".metadata.crc", "offsets", "commits", "sources"):
+            path = os.path.join(self.path, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            elif os.path.exists(path):
+                os.remove(path)
 
     def end_offsets(self, batch_id: int, sources: Sequence[str]) -> dict[str, Any]:
         """Per source table: its offset at the end of batch ``batch_id`` (as Spark logged it)."""
@@ -201,9 +216,11 @@ class BatchEpochs:
 
 
 def resume(folder: CheckpointFolder, sources: Sequence[str], last_committed: int | None,
-           stored: StoredPosition, pipeline: str, store_url: str) -> BatchEpochs:
+           stored: StoredPosition, pipeline: str, store_url: str,
+           generators: Collection[str] = ()) -> BatchEpochs:
     """Where this run starts, from the state store and whatever the checkpoint folder holds.
 
+    ``generators``: the sources that stream ticks (their offsets are computed).
     Raises :class:`PipelineFailedError` when the folder and the store describe
     different runs.
     """
@@ -227,8 +244,15 @@ def resume(folder: CheckpointFolder, sources: Sequence[str], last_committed: int
                 f"whose last epoch of pipeline '{pipeline}' is {last_committed}: the store "
                 "was reset or restored; delete the checkpoint folder (or give an empty one) "
                 "to resume from the state")
-        return BatchEpochs(folder, names, stored.batch_base,
-                           stored_offsets=dict(stored.offsets))
+        if not _logs_python_generators(folder, names, generators):
+            return BatchEpochs(folder, names, stored.batch_base,
+                               stored_offsets=dict(stored.offsets))
+        log.info("the checkpoint holds generator offsets of Python data sources, which the "
+                 "generators' ticks cannot read: resuming from the offsets in the state store",
+                 extra={"epoch": last_committed, "checkpoint": folder.location})
+        folder.clear()
+        return BatchEpochs(folder, names, last_committed + 1, dict(stored.offsets),
+                           dict(stored.offsets))
     if committed:
         raise PipelineFailedError(
             f"checkpoint {folder.location} belongs to another run of pipeline '{pipeline}' "
@@ -255,6 +279,17 @@ def _resume_without_offsets(folder: CheckpointFolder, sources: tuple[str, ...],
             "none: resume once with that run's --checkpoint, or drop the pipeline's state to "
             "start afresh")
     return BatchEpochs(folder, sources, 0)  # that run numbered epochs by batch id
+
+
+def _logs_python_generators(folder: CheckpointFolder, sources: tuple[str, ...],
+                            generators: Collection[str]) -> bool:
+    """Whether the folder's last batch logged a generator's offset as its Python data
+    source did (before generators ran as native Spark) rather than a tick."""
+    logged = folder.logged_batches()
+    if not generators or not logged:
+        return False
+    offsets = folder.end_offsets(logged[-1], sources)
+    return any(TICK_FIELD not in offsets.get(name, {TICK_FIELD: 0}) for name in generators)
 
 
 def _batch_ids(folder: str) -> list[int]:

@@ -131,7 +131,7 @@ class PipelineRunner:
         epochs.batches = resume(
             CheckpointFolder(self.options.checkpoint_dir), [t.name for t in self.plan.sources],
             epochs.last_committed, epochs.stored_position, self.state.pipeline,
-            self.state.store_url)
+            self.state.store_url, generators=tuple(self._generators.connectors))
         epochs.batches.computed = self._generators.advancers()
         if self.plan.udfs is not None:
             register_udfs(self.spark, self.plan.udfs)

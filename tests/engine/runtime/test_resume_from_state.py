@@ -220,6 +220,26 @@ def test_impulse_resumes_at_its_stored_counter(
     assert sorted(r["counter"] for r in rows) == list(range(300))
 
 
+def test_a_checkpoint_of_python_generator_sources_is_resumed_from_state(
+        spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run of an older Spate, whose impulse source was a Python data source, logged the
+    source's own offsets in Spark's checkpoint: the ticks now in its place cannot read
+    them, so the run resumes from the state store, exactly once."""
+    runs = Runs(spark, IMPULSE, tmp_path, monkeypatch)
+    assert not runs.run(stop_after_epochs=1)[-1].finished
+    with open_store(runs.state_url) as store:
+        stored = store.pipeline("default", "test").epoch_metadata()["offsets"]["ticks"]
+    offsets = runs.checkpoint(1) / "offsets"
+    for logged in offsets.glob("[0-9]*"):
+        lines = logged.read_text().splitlines()
+        logged.write_text("\n".join([*lines[:-1], json.dumps(stored)]) + "\n")
+        (offsets / f".{logged.name}.crc").unlink(missing_ok=True)
+    second = runs.run(checkpoint_of=runs.checkpoint(1).parent)
+    assert second[-1].finished
+    rows = [json.loads(line) for line in read_lines(runs.out / "ticks.jsonl")]
+    assert sorted(r["counter"] for r in rows) == list(range(300))
+
+
 #: Paced in real time (event time = when a row became due): 20 s of ticks at 100/s, so
 #: that three runs, each started and stopped after one epoch, fall within it.
 PACED_TICKS = """
