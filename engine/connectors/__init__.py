@@ -1,4 +1,5 @@
-"""Spate's connectors: sources as Python streaming data sources, sinks as epoch writers.
+"""Spate's connectors: sources as Python streaming data sources (the generators as native
+Spark), sinks as epoch writers.
 
 The contract lives in :mod:`spate.engine.connectors.base`; ``CONNECTORS`` maps each
 connector name of docs/sql/connectors.md to its implementation.
