@@ -1,7 +1,7 @@
 """The Nexmark generator in NumPy: the oracle the native one is checked against.
 
 Spate's ``nexmark`` source computed its events with this module in a Python data
-source until it became native Spark (``engine/connectors/nexmark_gen.py``, the
+source until it became native Spark (``engine/connectors/nexmark_events.py``, the
 same definition in Spark SQL expressions); the tests hold the two to the same
 events, value for value.
 
