@@ -20,7 +20,7 @@ from functools import reduce
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -108,7 +108,8 @@ class EpochRunner:
         #: names this run: the tasks' process caches are scoped to it
         self.run_id = secrets.token_hex(8)
         self._shipped_state = ship(state) if self.stateful else b""
-        self._routing: TaskRouting | None = None
+        #: which shuffle partition carries each range's rows
+        self.routing = TaskRouting(self.ranges)
         self.source_columns = SourceColumns(plan.sources, settings.parallelism,
                                             watermarks=self.stateful)
         self._names = OperatorNames(plan)
@@ -224,7 +225,7 @@ class EpochRunner:
             lambda: self._watermark_after(epoch),
             lambda frame, work, schema, owns, clock_ms=None: self._run_ranges(
                 epoch, frame, work, schema, owns, clock_ms),
-            lambda frame: route(frame, self._task_routing(spark)),
+            lambda frame: route(frame, self.routing),
             self.settings.update_flush_interval_ms)
         produced = False
         rows_in = rows_late = 0
@@ -268,15 +269,10 @@ class EpochRunner:
             tuple((r.start, r.stop) for r in self.ranges), epoch.watermark_before,
             self._watermark_after(epoch), clock_ms, self.settings.update_flush_interval_ms)
         output, stats = run_ranges(prepared, work, task_epoch, schema,
-                                   self._task_routing(epoch.sources.spark), owns)
+                                   self.routing, owns)
         epoch.persisted.append(output)
         epoch.tasks.append(stats)
         return output, stats
-
-    def _task_routing(self, spark: SparkSession) -> TaskRouting:
-        if self._routing is None:
-            self._routing = TaskRouting(spark, self.ranges)
-        return self._routing
 
     def _write_sinks(self, epoch: int, outputs: dict[str, list[tuple[int, DataFrame]]]
                      ) -> tuple[dict[int, int], int, dict[str, float]]:

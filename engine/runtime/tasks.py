@@ -28,10 +28,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 
+import mmh3
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema, to_arrow_type
@@ -124,22 +125,28 @@ class MeteredWriter(EpochWriter):
         self.inner.commit()
 
 
+def spark_int_hash(value: int) -> int:
+    """Spark's ``hash`` of an INT value (``Murmur3_x86_32.hashInt`` with seed 42)."""
+    return int(mmh3.hash(value.to_bytes(4, "little", signed=True), _HASH_SEED, signed=True))
+
+
 class TaskRouting:
     """Places task ``i``'s rows in shuffle partition ``i``.
 
     Spark hash-partitions a shuffle by ``pmod(hash(column), partitions)``; the
     route of task ``i`` is the smallest integer that hashes to ``i``, found
-    once per run by calling Spark's own hash function (``hash`` of an INT is
-    Murmur3 with seed 42) in the driver's JVM: no copy of it, and no Spark job.
+    once per run with Spark's hash of an INT — Murmur3 x86 32-bit of its four
+    little-endian bytes, seed 42 — computed by the ``mmh3`` library, so no Spark
+    job runs for it (nor a call into the driver's JVM, whose classes a job hosted in
+    a tenant's application cannot always resolve from its thread).
     """
 
-    def __init__(self, spark: SparkSession, ranges: list[range]) -> None:
+    def __init__(self, ranges: list[range]) -> None:
         self.ranges = ranges
         tasks = len(ranges)
-        murmur3 = spark.sparkContext._jvm.org.apache.spark.unsafe.hash.Murmur3_x86_32  # type: ignore[union-attr]  # noqa: SLF001
         routes: dict[int, int] = {}
         for value in range(64 * tasks + 64):
-            routes.setdefault(murmur3.hashInt(value, _HASH_SEED) % tasks, value)
+            routes.setdefault(spark_int_hash(value) % tasks, value)
             if len(routes) == tasks:
                 break
         missing = [i for i in range(tasks) if i not in routes]

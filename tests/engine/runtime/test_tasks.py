@@ -14,6 +14,7 @@ from spate.engine.runtime.tasks import (
     ROUTING_COLUMNS,
     TaskRouting,
     route,
+    spark_int_hash,
 )
 
 RANGES = [range(0, 5), range(5, 6), range(6, 64)]
@@ -31,7 +32,7 @@ def _key_groups(spark: Any) -> DataFrame:
 
 
 def test_each_tasks_rows_and_tick_land_in_its_own_partition(spark: Any) -> None:
-    routing = TaskRouting(spark, RANGES)
+    routing = TaskRouting(RANGES)
     placed = route(_key_groups(spark), routing) \
         .select(KEY_GROUP, ROUTING_COLUMNS[0], F.spark_partition_id().alias("p")).collect()
     assert len(placed) == 640 + len(RANGES)  # every row, and one tick per task
@@ -45,7 +46,7 @@ def test_each_tasks_rows_and_tick_land_in_its_own_partition(spark: Any) -> None:
 
 
 def test_an_aggregate_of_routed_rows_keeps_their_placement_with_one_shuffle(spark: Any) -> None:
-    routing = TaskRouting(spark, RANGES)
+    routing = TaskRouting(RANGES)
     routed = route(_key_groups(spark), routing)
     partials = routed.groupBy(KEY_GROUP, "v", *ROUTING_COLUMNS).agg(F.count(F.lit(1)).alias("n"))
     assert _exchanges(partials) == 1
@@ -60,3 +61,11 @@ def test_an_aggregate_of_routed_rows_keeps_their_placement_with_one_shuffle(spar
         assert all(r[KEY_GROUP] is None or r[KEY_GROUP] in RANGES[r["p"]] for r in rows)
     finally:
         cached.unpersist()
+
+
+def test_the_routes_hash_as_sparks_own_hash_function_does(spark: Any) -> None:
+    # Negative and large values too: Spark's hash of an INT over its four bytes.
+    values = [0, 1, 2, 41, 42, 1000, -1, -2**31, 2**31 - 1, 123456789]
+    frame = spark.createDataFrame([(v,) for v in values], "v INT")
+    hashed = {row["v"]: row["h"] for row in frame.select("v", F.hash("v").alias("h")).collect()}
+    assert {v: spark_int_hash(v) for v in values} == hashed
