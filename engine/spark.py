@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -168,3 +169,40 @@ def driver_alive(spark: SparkSession) -> bool:
     gateway = getattr(spark.sparkContext, "_gateway", None)
     process = getattr(gateway, "proc", None)
     return process is None or process.poll() is None
+
+
+#: How long a job whose call into the JVM failed on its connection waits for the JVM to
+#: exit before taking the failure for its own: a JVM out of heap runs its shutdown
+#: hooks, seconds after the gateway stopped answering.
+DRIVER_EXIT_WAIT_S = 30.0
+
+
+def driver_lost(spark: SparkSession, error: BaseException,
+                wait_s: float = DRIVER_EXIT_WAIT_S) -> bool:
+    """Whether ``error`` comes from the JVM driving ``spark`` going away: it is gone, or
+    the error is a lost connection to it and the JVM exits within ``wait_s``."""
+    if not driver_alive(spark):
+        return True
+    if not _lost_connection(error):
+        return False
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        if not driver_alive(spark):
+            return True
+    return False
+
+
+def _lost_connection(error: BaseException) -> bool:
+    """Whether ``error``, or an error it was raised from, is a broken connection (the
+    py4j gateway's, or a Python worker's to the JVM)."""
+    from py4j.protocol import Py4JNetworkError
+
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, (ConnectionError, Py4JNetworkError)):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False

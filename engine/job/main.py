@@ -70,7 +70,7 @@ from spate.engine.runtime.failures import locate_in_sql
 from spate.engine.runtime.pacing import pacing_for
 from spate.engine.runtime.reports import EpochReport
 from spate.engine.runtime.runner import PipelineRunner, RunOptions
-from spate.engine.spark import build_spark, driver_alive, hosted_session
+from spate.engine.spark import build_spark, driver_lost, hosted_session
 from spate.engine.udf import UdfDefinitionError, UdfError, UdfFile, UdfRegistry, load_udf_files
 from spate.statestore import (
     DEFAULT_KEY_GROUPS,
@@ -138,7 +138,7 @@ class Job:
                     outcome = self._run(control)
                     break
                 except Exception as error:  # every failure is reported; the exit code says so
-                    if self.application is not None and not driver_alive(self.application):
+                    if self.application is not None and driver_lost(self.application, error):
                         # The application died (its memory limit): not this job's failure.
                         # Its exit tells the scheduler, which restarts the job.
                         log.error("the application's Spark driver is gone: %s", error)
