@@ -45,6 +45,14 @@ class Listener:
             self.accepted += 1
             connection.close()
 
+    def counted(self, at_least: int, timeout_s: float = 10.0) -> int:
+        """The count once it reached ``at_least`` (a connection the caller knows it made
+        is counted by the listener's thread a moment later), or after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while self.accepted < at_least and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.accepted
+
     def close(self) -> None:
         self._server.close()
 
