@@ -2,15 +2,19 @@
 
 Every connector reads its options through an :class:`OptionReader`; whatever is
 left unread at the end is an unknown option and is rejected by name (see
-docs/sql/ddl.md, WITH options).
+docs/sql/ddl.md, WITH options).  Each read names the option by its declaration
+(:class:`~spate.engine.connectors.metadata.OptionSpec`), whose default and
+choices it takes unless the call gives its own; a plain name is read as is.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any, TypeAlias
 
 from spate.engine.connectors.base import SINK, SOURCE, ConnectorError, TableConfig
+from spate.engine.connectors.metadata import OptionSpec
 from spate.engine.defaults import DEFAULT_IDLE_MICROS
 
 _TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
@@ -26,6 +30,22 @@ NOT_YET_OPTIONS = frozenset({
 NOT_YET_OPTION_PREFIXES = ("parquet.", "raw_bytes.")
 
 
+#: An option, by its declaration or (for options not declared yet) its name.
+Key: TypeAlias = str | OptionSpec
+#: "Take the declaration's default" (a call may still pass None: no default).
+_DECLARED: Any = object()
+
+
+def _name(key: Key) -> str:
+    return key.name if isinstance(key, OptionSpec) else key
+
+
+def _default(key: Key, given: Any) -> Any:
+    if given is not _DECLARED:
+        return given
+    return key.default if isinstance(key, OptionSpec) else None
+
+
 class OptionReader:
     """Reads options of one table, remembering which ones were consumed."""
 
@@ -34,51 +54,56 @@ class OptionReader:
         self._values = {key.lower(): value for key, value in table.options.items()}
         self._consumed: set[str] = set()
 
-    def __contains__(self, key: str) -> bool:
-        return key in self._values
+    def __contains__(self, key: Key) -> bool:
+        return _name(key) in self._values
 
-    def peek(self, key: str, default: str | None = None) -> str | None:
+    def peek(self, key: Key, default: str | None = None) -> str | None:
         """The raw value of ``key`` without consuming it (another reader will)."""
-        return self._values.get(key, default)
+        return self._values.get(_name(key), default)
 
-    def _error(self, key: str, message: str) -> ConnectorError:
-        return ConnectorError(f"option '{key}' {message}", option=key)
+    def _error(self, key: Key, message: str) -> ConnectorError:
+        return ConnectorError(f"option '{_name(key)}' {message}", option=_name(key))
 
-    def string(self, key: str, default: str | None = None, *, required: bool = False) -> str | None:
+    def string(self, key: Key, default: Any = _DECLARED, *,
+               required: bool = False) -> str | None:
         """The raw value of ``key``; raises if ``required`` and absent or empty."""
-        self._consumed.add(key)
-        value = self._values.get(key)
+        name = _name(key)
+        self._consumed.add(name)
+        value = self._values.get(name)
         if value is None:
             if required:
                 raise ConnectorError(
-                    f"connector '{self.table.connector}' needs option '{key}'", option=key)
-            return default
+                    f"connector '{self.table.connector}' needs option '{name}'", option=name)
+            return _default(key, default)  # type: ignore[no-any-return]
         if required and not value.strip():
-            raise self._error(key, "must not be empty")
+            raise self._error(name, "must not be empty")
         return value
 
-    def required(self, key: str) -> str:
+    def required(self, key: Key) -> str:
         """The value of a required option."""
         value = self.string(key, required=True)
         assert value is not None
         return value
 
-    def choice(self, key: str, choices: Iterable[str], default: str | None = None) -> str | None:
-        """A value from ``choices`` (case-insensitive), or ``default`` when absent."""
-        value = self.string(key)
+    def choice(self, key: Key, choices: Iterable[str] | None = None,
+               default: Any = _DECLARED) -> str | None:
+        """A value from ``choices`` (by default the declaration's; case-insensitive), or
+        ``default`` when absent."""
+        value = self.string(key, None)
         if value is None:
-            return default
-        allowed = list(choices)
+            return _default(key, default)  # type: ignore[no-any-return]
+        allowed = list(choices if choices is not None
+                       else key.choices if isinstance(key, OptionSpec) else ())
         if value.lower() not in allowed:
             quoted = ", ".join(f"'{c}'" for c in allowed)
             raise self._error(key, f"must be one of {quoted}, not '{value}'")
         return value.lower()
 
-    def boolean(self, key: str, default: bool) -> bool:
+    def boolean(self, key: Key, default: Any = _DECLARED) -> bool:
         """A boolean (true/false, yes/no, on/off, 1/0)."""
-        value = self.string(key)
+        value = self.string(key, None)
         if value is None:
-            return default
+            return bool(_default(key, default))
         lowered = value.strip().lower()
         if lowered in _TRUE:
             return True
@@ -86,12 +111,12 @@ class OptionReader:
             return False
         raise self._error(key, f"must be true or false, not '{value}'")
 
-    def integer(self, key: str, default: int | None = None, *, minimum: int | None = None,
+    def integer(self, key: Key, default: Any = _DECLARED, *, minimum: int | None = None,
                 required: bool = False) -> int | None:
         """An integer, at least ``minimum`` if given."""
-        value = self.string(key, required=required)
+        value = self.string(key, None, required=required)
         if value is None:
-            return default
+            return _default(key, default)  # type: ignore[no-any-return]
         try:
             number = int(value.strip())
         except ValueError:
@@ -100,12 +125,12 @@ class OptionReader:
             raise self._error(key, f"must be at least {minimum}, not {number}")
         return number
 
-    def number(self, key: str, default: float | None = None, *, positive: bool = False,
+    def number(self, key: Key, default: Any = _DECLARED, *, positive: bool = False,
                required: bool = False) -> float | None:
         """A finite float, strictly positive if ``positive``."""
-        value = self.string(key, required=required)
+        value = self.string(key, None, required=required)
         if value is None:
-            return default
+            return _default(key, default)  # type: ignore[no-any-return]
         try:
             number = float(value.strip())
         except ValueError:
@@ -116,10 +141,11 @@ class OptionReader:
             raise self._error(key, f"must be greater than 0, not {value}")
         return number
 
-    def reject(self, key: str, reason: str) -> None:
+    def reject(self, key: Key, reason: str) -> None:
         """Raise if ``key`` is given: it is known but not accepted here, for ``reason``."""
-        if key in self._values:
-            raise ConnectorError(f"option '{key}' {reason}", option=key, at_key=True)
+        name = _name(key)
+        if name in self._values:
+            raise ConnectorError(f"option '{name}' {reason}", option=name, at_key=True)
 
     def finish(self) -> None:
         """Raise on the first option nobody consumed."""
