@@ -8,6 +8,7 @@ from spate.api.deps import ViewerCaller
 from spate.api.errors import ERROR_RESPONSES
 from spate.api.schemas.connectors import ConnectorList, ConnectorOption, ConnectorPublic
 from spate.engine.connectors import CONNECTORS
+from spate.engine.connectors.metadata import OptionSpec
 
 router = APIRouter(tags=["connections"], responses=ERROR_RESPONSES)
 
@@ -21,7 +22,15 @@ def list_connectors(caller: ViewerCaller) -> ConnectorList:
     options it declares (the console builds its connection forms from them)."""
     del caller  # authenticated like every tenant route; the list is the same for all
     return ConnectorList(items=[
-        ConnectorPublic(name=name, roles=sorted(connector.roles), options=[
-            ConnectorOption(name=spec.name, roles=sorted(spec.roles), secret=spec.secret)
-            for spec in connector.options])
+        ConnectorPublic(name=name, roles=sorted(connector.roles),
+                        options=[_option(spec) for spec in connector.options])
         for name, connector in sorted(CONNECTORS.items()) if name not in _IMPLICIT])
+
+
+def _option(spec: OptionSpec) -> ConnectorOption:
+    value = None if spec.default_text or spec.default is None else spec.shown_default
+    return ConnectorOption(
+        name=spec.name, roles=sorted(spec.roles), secret=spec.secret, kind=spec.kind,
+        required=spec.required, required_when=spec.required_when or None, default=value,
+        default_text=spec.default_text or None, choices=list(spec.choices),
+        description=spec.description)

@@ -39,9 +39,17 @@ def test_connectors_lists_what_sql_may_declare(client: TestClient) -> None:
     # Each connector's options, as the console's connection forms show them.
     options = {c["name"]: {o["name"]: o for o in c["options"]}
                for c in response.json()["items"]}
-    assert options["single_file"]["path"] == {"name": "path", "roles": ["sink", "source"],
-                                              "secret": False}
+    path = options["single_file"]["path"]
+    assert (path["roles"], path["secret"], path["required"], path["kind"]) == (
+        ["sink", "source"], False, True, "text")
+    assert "tenant's storage root" in path["description"]
     assert options["single_file"]["event_time_field"]["roles"] == ["source"]
     assert options["postgres"]["password"]["secret"] is True
-    assert options["blackhole"] == {"type": {"name": "type", "roles": ["sink", "source"],
-                                             "secret": False}}
+    # What a form needs to offer a field: its type, choices and default.
+    bad_data = options["kafka"]["bad_data"]
+    assert (bad_data["kind"], bad_data["choices"], bad_data["default"], bad_data["required"]) \
+        == ("choice", ["fail", "drop", "dead_letter"], "fail", False)
+    assert options["impulse"]["event_rate"]["required"] is True
+    assert options["blackhole"]["type"]["choices"] == ["source", "sink"]
+    assert all(option["description"] for connector in options.values()
+               for option in connector.values()), "an option without a meaning"

@@ -230,6 +230,18 @@ def test_connections_are_tested_and_secrets_never_shown(server: ServedTenant,
     connectors = {c["name"]: c for c in server.http.get("/connectors").json()["items"]}
     declared = [o["name"] for o in connectors["single_file"]["options"] if o["name"] != "type"]
     expect(profile_form.locator(".option-grid label")).to_have_text(declared)
+    # Each field is of its option's type (a list of its values, a number field), with its
+    # meaning, whether it is required and its default under it, all from the declaration.
+    expect(profile_form.get_by_label("bad_data", exact=True).locator("option")).to_have_text(
+        ["(default: fail)", "fail", "drop", "dead_letter"])
+    expect(profile_form.get_by_label("json.unstructured", exact=True).locator("option")) \
+        .to_have_text(["(default: false)", "true", "false"])
+    expect(profile_form.get_by_label("max_lines_per_batch", exact=True)).to_have_attribute(
+        "type", "number")
+    hint_id = profile_form.get_by_label("path", exact=True).get_attribute("aria-describedby")
+    path_hint = profile_form.locator(f"#{hint_id}")
+    expect(path_hint).to_contain_text("Required.")
+    expect(path_hint).to_contain_text("storage root")
     profile_form.get_by_label("format", exact=True).fill("json")
     profile_form.get_by_text("Keep other options encrypted").click()
     profile_form.get_by_label("Encrypted options (profile)").fill(f"path = {secret_value}.jsonl")

@@ -60,7 +60,14 @@ export interface ConnectionTable {
   fields: { name: string; type: string; nullable: boolean }[];
 }
 /** A WITH option a connector declares: which roles of table take it, and whether it is a credential. */
-export interface ConnectorOption { name: string; roles: string[]; secret: boolean }
+/** A WITH option as its connector declares it (the SQL reference's tables say the same). */
+export interface ConnectorOption {
+  name: string; roles: string[]; secret: boolean;
+  kind: "text" | "integer" | "number" | "boolean" | "choice" | "duration" | "size";
+  required: boolean; required_when: string | null;
+  default: string | null; default_text: string | null; choices: string[];
+  description: string;
+}
 export interface ConnectorInfo { name: string; roles: string[]; options: ConnectorOption[] }
 export interface Check { ok: boolean; message: string }
 export interface UdfVersionSummary { version: number; kind: string; signature: string; source_sha256: string; created_at: string }

@@ -1,7 +1,9 @@
 // The options part of a connection form, built from what the connector declares
-// (GET /connectors): a field per option its tables of the chosen role accept, secret
-// ones as password fields (stored encrypted, never shown again), and any other option
-// may be kept encrypted too (a path or URL that carries a token).
+// (GET /connectors): a field per option its tables of the chosen role accept, of the
+// option's type (a list for choices and booleans, a number field for numbers), with
+// its meaning, default and whether it is required under it; secret ones as password
+// fields (stored encrypted, never shown again), and any other option may be kept
+// encrypted too (a path or URL that carries a token).
 
 import type { ConnectorInfo, ConnectorOption } from "../api";
 import { field, h, replace } from "../dom";
@@ -45,7 +47,7 @@ export function optionFields(prefix: string): OptionFields {
         "One 'option = value' per line: stored encrypted like a password and never shown again, "
         + "for a value that carries a credential (a path or URL with a token).")));
   let shown: ConnectorOption[] = [];
-  const inputs = new Map<string, HTMLInputElement>();
+  const inputs = new Map<string, HTMLInputElement | HTMLSelectElement>();
 
   const show: OptionFields["show"] = (connector, role) => {
     shown = (connector?.options ?? []).filter((o) => o.name !== ROLE_OPTION
@@ -55,11 +57,9 @@ export function optionFields(prefix: string): OptionFields {
     inputs.clear();
     replace(grid, shown.map((option) => {
       const id = `${prefix}option-${option.name.replace(/[^a-z0-9]+/gi, "-")}`;
-      const input = h("input", { type: option.secret ? "password" : "text", id, name: option.name,
-        autocomplete: option.secret ? "new-password" : "off", spellcheck: "false",
-        value: kept.get(option.name) ?? "" });
+      const input = control(option, id, kept.get(option.name) ?? "");
       inputs.set(option.name, input);
-      return field(option.name, input, option.secret ? "secret: stored encrypted, never shown again" : undefined);
+      return field(option.name, input, hint(option));
     }));
     none.hidden = shown.length > 0;
   };
@@ -79,4 +79,43 @@ export function optionFields(prefix: string): OptionFields {
     encrypted.value = "";
   };
   return { element, show, values, clear };
+}
+
+/** The default as the form shows it ("" when there is none). */
+function shownDefault(option: ConnectorOption): string {
+  return option.default ?? (option.default_text ?? "").replace(/`/g, "");
+}
+
+/** The field for one option: a list of its values, a number field or a text field. */
+function control(option: ConnectorOption, id: string, value: string): HTMLInputElement | HTMLSelectElement {
+  const values = option.kind === "choice" ? option.choices
+    : option.kind === "boolean" ? ["true", "false"] : null;
+  if (values) {
+    const fallback = shownDefault(option);
+    const select = h("select", { id, name: option.name },
+      h("option", { value: "" }, fallback ? `(default: ${fallback})` : "(not set)"),
+      values.map((choice) => h("option", { value: choice }, choice)));
+    select.value = values.includes(value) ? value : "";
+    return select;
+  }
+  const numeric = option.kind === "integer" || option.kind === "number";
+  return h("input", {
+    type: option.secret ? "password" : numeric ? "number" : "text", id, name: option.name,
+    step: option.kind === "integer" ? 1 : numeric ? "any" : null,
+    autocomplete: option.secret ? "new-password" : "off", spellcheck: "false",
+    placeholder: shownDefault(option) || (option.kind === "duration" ? "e.g. 10s"
+      : option.kind === "size" ? "e.g. 64MB" : null),
+    value,
+  });
+}
+
+/** What goes under a field: the option's meaning, whether it is required, its default. */
+function hint(option: ConnectorOption): string {
+  const parts = [option.description.replace(/`/g, "").replace(/\[([^\]]+)\]\([^)]*\)/g, "$1")];
+  if (option.required) parts.push("Required.");
+  else if (option.required_when) parts.push(`Required ${option.required_when.replace(/`/g, "")}.`);
+  const fallback = shownDefault(option);
+  if (fallback) parts.push(`Default: ${fallback}.`);
+  if (option.secret) parts.push("Secret: stored encrypted, never shown again.");
+  return parts.filter(Boolean).join(" ");
 }
