@@ -46,12 +46,25 @@ from spate.engine.connectors.metadata import (
     FORMAT,
     FORMAT_BINARY,
     FORMAT_SOURCE,
+    FRAMING,
+    FRAMING_MAX_LENGTH,
     SINKS,
     SOURCE_TIME,
+    SOURCES,
     TYPE,
-    specs,
+    option,
 )
-from spate.engine.connectors.mqtt_client import BrokerSettings, close, connect
+from spate.engine.connectors.mqtt_client import (
+    DEFAULT_PORT,
+    MAX_PACKET_SIZE,
+    PASSWORD,
+    TOPIC,
+    URL,
+    USERNAME,
+    BrokerSettings,
+    close,
+    connect,
+)
 from spate.engine.connectors.mqtt_reader import SOURCE_NAME
 from spate.engine.connectors.mqtt_sink import MqttSink
 from spate.engine.connectors.options import (
@@ -62,16 +75,26 @@ from spate.engine.connectors.options import (
 )
 from spate.engine.connectors.streaming import load_stream, source_options
 
-DEFAULT_PORT = 1883
-DEFAULT_QOS = 1
-DEFAULT_CLIENT_PREFIX = "spate"
-DEFAULT_MAX_MESSAGES_PER_BATCH = 10_000
 _PLAIN_SCHEMES = ("tcp", "mqtt")
 _TLS_SCHEMES = ("ssl", "mqtts")
+#: Options of TLS connections, refused as not supported yet (so not declared).
 _TLS_OPTIONS = ("tls.ca", "tls.cert", "tls.key")
-_FRAMING = ("framing", "framing.newline.max_length")
+#: The framing options, refused: one message is one record.
+_FRAMING = (FRAMING, FRAMING_MAX_LENGTH)
 #: MQTT's own bound on a packet (a 4-byte variable length).
 _MAX_PACKET_BYTES = 268_435_455
+
+# The connection's options (url, topic, username, password, max_packet_size) are
+# declared in :mod:`.mqtt_client`, whose errors name them.
+QOS = option("qos", BOTH, "source: `1` (at-least-once) or `0` (at-most-once); `2` is not "
+             "supported yet by sources. Sink: `0`, `1` or `2`", choices=("0", "1", "2"),
+             default="1")
+CLIENT_PREFIX = option("client_prefix", BOTH, "start of the MQTT client ids; a source's id is "
+                       "`<client_prefix>-<table>-<hash of the pipeline, broker and topic>`",
+                       default="spate")
+RETAIN = option("retain", SINKS, "publish with the retain flag", default=False)
+MAX_MESSAGES_PER_BATCH = option("max_messages_per_batch", SOURCES, "messages per epoch "
+                                "(Spark micro-batch)", default=10_000)
 
 
 @dataclass(frozen=True)
@@ -93,19 +116,19 @@ class MqttTable:
 
 def read_broker(options: OptionReader, boundary: Boundary) -> BrokerSettings:
     """The connection options (``url``, credentials, ``max_packet_size``, TLS)."""
-    url = options.required("url").strip()
+    url = options.required(URL).strip()
     host, port = _parse_url(url)
     for key in _TLS_OPTIONS:
         options.reject(key, "is not supported yet: Spate's mqtt connector speaks plain TCP "
                             "(tcp:// or mqtt://) only; remove it")
     egress = None
     if boundary.egress is not None:
-        boundary.egress.check_literal(host, port, option="url")
+        boundary.egress.check_literal(host, port, option=URL.name)
         egress = boundary.egress.to_dict()
     return BrokerSettings(
-        host=host, port=port, username=options.string("username"),
-        password=options.string("password"),
-        max_packet_size=options.integer("max_packet_size", minimum=1),
+        host=host, port=port, username=options.string(USERNAME),
+        password=options.string(PASSWORD),
+        max_packet_size=options.integer(MAX_PACKET_SIZE, minimum=1),
         egress=egress)
 
 
@@ -121,37 +144,44 @@ def _parse_url(url: str) -> tuple[str, int]:
     except ValueError:
         scheme, port, has_extras = "", DEFAULT_PORT, True
     if scheme in _TLS_SCHEMES:
-        raise ConnectorError(f"option 'url': {scheme}:// (TLS) is not supported yet; use "
-                             "tcp:// or mqtt://", option="url")
+        raise ConnectorError(f"option '{URL.name}': {scheme}:// (TLS) is not supported yet; "
+                             "use tcp:// or mqtt://", option=URL.name)
     if scheme not in _PLAIN_SCHEMES or not parts.hostname or has_extras:
-        raise ConnectorError("option 'url' must be tcp://host[:port] or mqtt://host[:port] "
-                             f"(port {DEFAULT_PORT} by default), with credentials in options "
-                             "'username' and 'password'", option="url")
+        raise ConnectorError(f"option '{URL.name}' must be tcp://host[:port] or "
+                             f"mqtt://host[:port] (port {DEFAULT_PORT} by default), with "
+                             f"credentials in options '{USERNAME.name}' and '{PASSWORD.name}'",
+                             option=URL.name)
     return parts.hostname, port
 
 
 def _read_topic(options: OptionReader, role: str) -> str:
-    topic = options.required("topic")
+    topic = options.required(TOPIC)
     levels = topic.split("/")
     if role == SINK and ("+" in topic or "#" in topic):
-        raise ConnectorError(f"option 'topic': a sink publishes to one topic; '{topic}' holds "
-                             "a wildcard (+ or #)", option="topic")
+        raise ConnectorError(f"option '{TOPIC.name}': a sink publishes to one topic; '{topic}' "
+                             "holds a wildcard (+ or #)", option=TOPIC.name)
     for index, level in enumerate(levels):
         if ("+" in level and level != "+") or ("#" in level and (
                 level != "#" or index != len(levels) - 1)):
-            raise ConnectorError(f"option 'topic': '{topic}' is not a valid topic filter ('+' "
-                                 "must be a whole level, '#' the whole last level)",
-                                 option="topic")
+            raise ConnectorError(f"option '{TOPIC.name}': '{topic}' is not a valid topic "
+                                 "filter ('+' must be a whole level, '#' the whole last level)",
+                                 option=TOPIC.name)
     return topic
 
 
 def _read_qos(options: OptionReader, role: str) -> int:
-    qos = options.choice("qos", ("0", "1", "2"))
+    qos = options.choice(QOS)
     if qos == "2" and role == SOURCE:
-        raise ConnectorError("option 'qos': 2 is not supported yet by mqtt sources (their "
-                             "at-least-once delivery relies on QoS 1 acknowledgements); use "
-                             "1", option="qos")
-    return DEFAULT_QOS if qos is None else int(qos)
+        raise ConnectorError(f"option '{QOS.name}': 2 is not supported yet by mqtt sources "
+                             "(their at-least-once delivery relies on QoS 1 "
+                             "acknowledgements); use 1", option=QOS.name)
+    assert qos is not None
+    return int(qos)
+
+
+def _client_prefix(options: OptionReader) -> str:
+    """``client_prefix``; an empty one is the default's."""
+    return options.string(CLIENT_PREFIX) or str(CLIENT_PREFIX.default)
 
 
 def client_id(prefix: str, table: TableConfig, broker: BrokerSettings, topic: str) -> str:
@@ -171,22 +201,21 @@ def parse_table(table: TableConfig) -> MqttTable:
     broker = read_broker(options, table.boundary)
     topic = _read_topic(options, role)
     qos = _read_qos(options, role)
-    prefix = options.string("client_prefix", DEFAULT_CLIENT_PREFIX) or DEFAULT_CLIENT_PREFIX
+    prefix = _client_prefix(options)
     for key in _FRAMING:
         options.reject(key, "is not supported yet by mqtt tables: one message is one record; "
                             "remove it")
     spec = parse_format(options, role)
     if role == SOURCE:
         check_source_options(options)
-        options.reject("retain", "applies to sinks only")
+        options.reject(RETAIN, "applies to sinks only")
         retain = False
-        max_messages = options.integer("max_messages_per_batch",
-                                       DEFAULT_MAX_MESSAGES_PER_BATCH, minimum=1)
+        max_messages = options.integer(MAX_MESSAGES_PER_BATCH, minimum=1)
     else:
         reject_source_options(options)
-        options.reject("max_messages_per_batch", "applies to sources only")
-        retain = options.boolean("retain", False)
-        max_messages = DEFAULT_MAX_MESSAGES_PER_BATCH
+        options.reject(MAX_MESSAGES_PER_BATCH, "applies to sources only")
+        retain = options.boolean(RETAIN)
+        max_messages = MAX_MESSAGES_PER_BATCH.default
     options.finish()
     columns = table.data_columns
     if not columns and role == SOURCE and spec.single_value:
@@ -207,13 +236,10 @@ class MqttConnector(Connector):
     name = "mqtt"
     roles = frozenset({SOURCE, SINK})
     # tls.* are not listed: they are refused as not supported yet (read_broker).
-    options = (*TYPE, *specs(BOTH, "url", "topic", "qos", "username", "password",
-                             "client_prefix", "max_packet_size"),
-               *(spec for spec in (*FORMAT, *FORMAT_SOURCE) if spec.name not in _FRAMING),
-               *DEAD_LETTER,
-               *FORMAT_BINARY,
-               *SOURCE_TIME, *specs(SINKS, "retain"),
-               *specs(frozenset({SOURCE}), "max_messages_per_batch"))
+    options = (*TYPE, URL, TOPIC, QOS, USERNAME, PASSWORD, CLIENT_PREFIX, RETAIN,
+               MAX_PACKET_SIZE, MAX_MESSAGES_PER_BATCH,
+               *(spec for spec in (*FORMAT, *FORMAT_SOURCE) if spec not in _FRAMING),
+               *DEAD_LETTER, *FORMAT_BINARY, *SOURCE_TIME)
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         return parse_table(table).columns
@@ -232,7 +258,7 @@ class MqttConnector(Connector):
                             options=options, columns=(), boundary=boundary)
         reader = OptionReader(table)
         broker = read_broker(reader, boundary)
-        prefix = reader.string("client_prefix", DEFAULT_CLIENT_PREFIX) or DEFAULT_CLIENT_PREFIX
+        prefix = _client_prefix(reader)
         client = connect(broker, f"{prefix}-check-{secrets.token_hex(4)}",
                          what="mqtt check", persistent=False)
         close(client)

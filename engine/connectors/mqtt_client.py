@@ -1,7 +1,9 @@
 """Connecting to an MQTT broker for the ``mqtt`` connector, through the egress policy.
 
-One :class:`BrokerSettings` (a plain, JSON-serialisable value shipped to the
-reader's process) says where the broker is and how to log in; :func:`connect`
+The connection's WITH options are declared here, where the errors of a connection
+name them; :mod:`.mqtt` reads them.  One :class:`BrokerSettings` (a plain,
+JSON-serialisable value shipped to the reader's process) says where the broker is
+and how to log in; :func:`connect`
 resolves the host through the tenant's egress policy when there is one, connects
 to the checked address, and waits for the broker's CONNACK.  Every client speaks
 MQTT 5.  Errors name ``host:port`` as the table wrote it, never the password;
@@ -22,6 +24,22 @@ from paho.mqtt.reasoncodes import ReasonCode
 
 from spate.engine.connectors.egress import EgressPolicy, unreachable
 from spate.engine.connectors.errors import ConnectorError
+from spate.engine.connectors.metadata import BOTH, INTEGER, option
+
+#: The port of a ``url`` that names none.
+DEFAULT_PORT = 1883
+URL = option("url", BOTH, "`tcp://host[:port]` or `mqtt://host[:port]` "
+             f"(port {DEFAULT_PORT}). TLS (`ssl://`, `mqtts://`) is not supported yet. "
+             "Credentials go in `username` / `password`, not in the URL; the URL is never "
+             "echoed in errors", required=True)
+TOPIC = option("topic", BOTH, "source: a topic filter, `+` and `#` allowed (`sensors/+/temp`, "
+               "`logs/#`); sink: one topic, no wildcard", required=True)
+USERNAME = option("username", BOTH, "login: the user")
+PASSWORD = option("password", BOTH, "login: the user's password")
+MAX_PACKET_SIZE = option("max_packet_size", BOTH, "bytes: the largest packet the broker may "
+                         "send a source (MQTT 5 Maximum Packet Size; the broker drops bigger "
+                         "messages for it); a sink fails on a bigger record", kind=INTEGER,
+                         default_text="none")
 
 #: Seconds to wait for the TCP connection and the broker's CONNACK / SUBACK.
 CONNECT_TIMEOUT_S = 10.0
@@ -109,7 +127,7 @@ def subscribe(client: paho.Client, broker: BrokerSettings, topic: str, qos: int,
     if not granted.wait(CONNECT_TIMEOUT_S) or answer[0][0].is_failure:
         reason = str(answer[0][0]) if answer else "no answer to SUBSCRIBE"
         raise ConnectorError(f"{what}: the MQTT broker {broker.shown} refused the "
-                             f"subscription to '{topic}': {reason}", option="topic")
+                             f"subscription to '{topic}': {reason}", option=TOPIC.name)
 
 
 def close(client: paho.Client) -> None:
@@ -128,7 +146,7 @@ def _checked_address(broker: BrokerSettings) -> str:
     if broker.egress is None:
         return broker.host
     policy = EgressPolicy.from_dict(broker.egress)
-    return policy.resolve(broker.host, broker.port, option="url")[0]
+    return policy.resolve(broker.host, broker.port, option=URL.name)[0]
 
 
 def _connect_properties(broker: BrokerSettings, persistent: bool) -> Properties:
@@ -145,4 +163,5 @@ def _failed(broker: BrokerSettings, what: str, reason: str) -> ConnectorError:
     if broker.egress is not None:  # a tenant learns nothing about what is behind the policy
         return unreachable(what, broker.host, broker.port)
     return ConnectorError(f"{what}: could not connect to the MQTT broker {broker.shown}: "
-                          f"{reason}; check url, username and password", option="url")
+                          f"{reason}; check {URL.name}, {USERNAME.name} and "
+                          f"{PASSWORD.name}", option=URL.name)

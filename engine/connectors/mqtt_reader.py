@@ -40,7 +40,13 @@ from spate.engine.connectors.dead_letter import BadRecords
 from spate.engine.connectors.decoders import source_decoder
 from spate.engine.connectors.formats import FormatSpec
 from spate.engine.connectors.metadata_columns import decoded_schema, merge_physical
-from spate.engine.connectors.mqtt_client import BrokerSettings, close, connect, subscribe
+from spate.engine.connectors.mqtt_client import (
+    URL,
+    BrokerSettings,
+    close,
+    connect,
+    subscribe,
+)
 from spate.engine.connectors.numbered import NumberedBuffer
 from spate.engine.connectors.streaming import (
     SpateDataSource,
@@ -169,7 +175,7 @@ class _Subscription:
     def check(self) -> None:
         """Raise if the connection was lost: the resumed pipeline gets the messages again."""
         if self._lost is not None:
-            raise ConnectorError(self._lost, option="url")
+            raise ConnectorError(self._lost, option=URL.name)
 
     def admit(self, after: int, most: int | None) -> int:
         """Number waiting messages from ``after + 1`` (at most ``most``) into a batch;

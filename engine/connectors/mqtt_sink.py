@@ -19,7 +19,13 @@ from pyspark.sql import DataFrame
 
 from spate.engine.connectors.base import ConnectorError, Sink
 from spate.engine.connectors.formats import FormatSpec, encode_records, record_bytes
-from spate.engine.connectors.mqtt_client import BrokerSettings, close, connect
+from spate.engine.connectors.mqtt_client import (
+    MAX_PACKET_SIZE,
+    URL,
+    BrokerSettings,
+    close,
+    connect,
+)
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +80,8 @@ class MqttSink(Sink):
             if len(payload) > limit:
                 raise ConnectorError(
                     f"mqtt sink '{self.table}': a record of {len(payload)} bytes exceeds "
-                    f"max_packet_size ({limit}); raise it or write smaller rows",
-                    option="max_packet_size")
+                    f"{MAX_PACKET_SIZE.name} ({limit}); raise it or write smaller rows",
+                    option=MAX_PACKET_SIZE.name)
 
     def _wait(self, info: paho.MQTTMessageInfo) -> None:
         failed = info.rc != paho.MQTT_ERR_SUCCESS
@@ -89,5 +95,5 @@ class MqttSink(Sink):
                 f"mqtt sink '{self.table}': the MQTT broker {self.broker.shown} did not "
                 f"acknowledge a message within {ACK_TIMEOUT_S:.0f} s "
                 f"({paho.error_string(info.rc)}); the epoch is retried when the pipeline "
-                "resumes", option="url")
+                "resumes", option=URL.name)
 
