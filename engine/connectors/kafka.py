@@ -37,7 +37,17 @@ from spate.engine.connectors.formats import (
     with_row_key,
 )
 from spate.engine.connectors.kafka_client import (
+    ARROYO_GROUP_ID,
     AUTH_CONFIGS,
+    AUTH_TYPE,
+    BOOTSTRAP_SERVERS,
+    CLIENT_CONFIGS,
+    GROUP_ID,
+    READ_MODE,
+    SASL_MECHANISM,
+    SASL_PASSWORD,
+    SASL_USERNAME,
+    TOPIC,
     KafkaEndpoint,
     client_config,
     cluster_metadata,
@@ -48,7 +58,6 @@ from spate.engine.connectors.kafka_client import (
 from spate.engine.connectors.kafka_sink import KafkaSink
 from spate.engine.connectors.kafka_source import PASSWORD_OPTION, SOURCE_NAME, KafkaStreamReader
 from spate.engine.connectors.metadata import (
-    BOTH,
     DEAD_LETTER,
     FORMAT,
     FORMAT_BINARY,
@@ -57,7 +66,9 @@ from spate.engine.connectors.metadata import (
     SOURCE_TIME,
     SOURCES,
     TYPE,
-    specs,
+    TYPE_OPTION,
+    OptionSpec,
+    option,
 )
 from spate.engine.connectors.metadata_columns import HEADERS
 from spate.engine.connectors.options import (
@@ -69,13 +80,28 @@ from spate.engine.connectors.options import (
 from spate.engine.connectors.streaming import load_stream, source_options
 
 EARLIEST, LATEST, GROUP = "earliest", "latest", "group"
-READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
+READ_COMMITTED = "read_committed"
 EXACTLY_ONCE, AT_LEAST_ONCE = "exactly_once", "at_least_once"
-DEFAULT_MAX_RECORDS_PER_BATCH = 100_000
 #: Arroyo's Kafka options Spate does not implement yet.
 _NOT_YET = ("source.group_id_prefix", "sink.timestamp_field",
             "auth.sasl.protocol", "topic_pattern", "source.topic_pattern")
-_SASL_MECHANISMS = ("plain", "scram-sha-256", "scram-sha-512")
+
+# The options the clients are configured from are declared in kafka_client.
+START_FROM = option("source.offset", SOURCES, "where a new pipeline starts: `earliest`, "
+                    "`latest`, or `group` (the committed offsets of `group_id`; a partition "
+                    "without one from its beginning)", choices=(EARLIEST, LATEST, GROUP),
+                    default=LATEST)
+MAX_RECORDS_PER_BATCH = option("max_records_per_batch", SOURCES, "offsets read per epoch over "
+                               "all partitions, so a backlog is read in several epochs",
+                               default=100_000)
+COMMIT_MODE = option("sink.commit_mode", SINKS, "`exactly_once` (a Kafka transaction per "
+                     "epoch) or `at_least_once`", choices=(EXACTLY_ONCE, AT_LEAST_ONCE),
+                     default=EXACTLY_ONCE)
+KEY_FIELD = option("key_field", SINKS, "the column whose value (as text) is each record's "
+                   "key; without it records have no key")
+#: Arroyo's name of ``key_field``.
+ARROYO_KEY_FIELD = option("sink.key_field", SINKS, "`key_field` by Arroyo's name (give one of "
+                          "the two)")
 
 
 @dataclass(frozen=True)
@@ -97,38 +123,40 @@ class KafkaTable:
 
 def read_endpoint(options: OptionReader, confined: bool) -> KafkaEndpoint:
     """``bootstrap_servers``, ``auth.*`` and ``client_configs``."""
-    servers = parse_servers(options.required("bootstrap_servers"))
-    extra = parse_client_configs(options.string("client_configs", "") or "", confined)
-    auth_type = options.choice("auth.type", ("none", "sasl", "aws_msk_iam"), "none")
+    servers = parse_servers(options.required(BOOTSTRAP_SERVERS))
+    extra = parse_client_configs(options.string(CLIENT_CONFIGS) or "", confined)
+    auth_type = options.choice(AUTH_TYPE)
     if auth_type == "aws_msk_iam":
-        raise ConnectorError("option 'auth.type' = 'aws_msk_iam' is not supported yet; use "
-                             "'none' or 'sasl'", option="auth.type")
+        raise ConnectorError(f"option '{AUTH_TYPE.name}' = 'aws_msk_iam' is not supported yet; "
+                             "use 'none' or 'sasl'", option=AUTH_TYPE.name)
     auth: dict[str, str] = {}
     if auth_type == "sasl":
         clash = sorted((AUTH_CONFIGS - {"security.protocol"}) & set(extra))
         protocol = extra.pop("security.protocol", "SASL_PLAINTEXT").upper()
         if clash or protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
-            raise ConnectorError("option 'client_configs' sets what auth.type = 'sasl' sets "
-                                 "(only security.protocol = SASL_SSL may be added, for TLS); "
-                                 "keep one", option="client_configs")
-        mechanism = options.choice("auth.sasl.mechanism", _SASL_MECHANISMS, "plain")
+            raise ConnectorError(f"option '{CLIENT_CONFIGS.name}' sets what {AUTH_TYPE.name} = "
+                                 "'sasl' sets (only security.protocol = SASL_SSL may be added, "
+                                 "for TLS); keep one", option=CLIENT_CONFIGS.name)
+        mechanism = options.choice(SASL_MECHANISM)
         auth = {"security.protocol": protocol,
-                "sasl.mechanism": (mechanism or "plain").upper(),
-                "sasl.username": options.required("auth.sasl.username"),
-                "sasl.password": options.required("auth.sasl.password")}
+                "sasl.mechanism": str(mechanism).upper(),
+                "sasl.username": options.required(SASL_USERNAME),
+                "sasl.password": options.required(SASL_PASSWORD)}
     else:
-        for key in ("auth.sasl.mechanism", "auth.sasl.username", "auth.sasl.password"):
-            if options.string(key) is not None:
-                raise ConnectorError(f"option '{key}' needs auth.type = 'sasl'", option=key)
+        for key in (SASL_MECHANISM, SASL_USERNAME, SASL_PASSWORD):
+            if key in options:
+                raise ConnectorError(f"option '{key.name}' needs {AUTH_TYPE.name} = 'sasl'",
+                                     option=key.name)
     return KafkaEndpoint(servers, auth, extra)
 
 
-def _alias(options: OptionReader, name: str, arroyo_name: str) -> str | None:
-    """An option Spate names ``name`` and Arroyo ``arroyo_name``: either, not both."""
-    if name in options and arroyo_name in options:
-        raise ConnectorError(f"options '{name}' and '{arroyo_name}' are the same; keep one",
-                             option=arroyo_name, at_key=True)
-    return options.string(name) or options.string(arroyo_name)
+def _alias(options: OptionReader, spec: OptionSpec, arroyo_spec: OptionSpec) -> str | None:
+    """An option Spate declares as ``spec`` and Arroyo names ``arroyo_spec``: either, not
+    both."""
+    if spec in options and arroyo_spec in options:
+        raise ConnectorError(f"options '{spec.name}' and '{arroyo_spec.name}' are the same; "
+                             "keep one", option=arroyo_spec.name, at_key=True)
+    return options.string(spec) or options.string(arroyo_spec)
 
 
 def parse_table(table: TableConfig) -> KafkaTable:
@@ -137,13 +165,13 @@ def parse_table(table: TableConfig) -> KafkaTable:
     role = check_role(options, frozenset({SOURCE, SINK}))
     for key in _NOT_YET:
         options.reject(key, "is not supported yet by the kafka connector; remove it")
-    topic = options.required("topic").strip()
+    topic = options.required(TOPIC).strip()
     if topic.startswith("^"):
-        raise ConnectorError("option 'topic' is a pattern; topic patterns are not supported "
-                             "yet: name one topic", option="topic")
+        raise ConnectorError(f"option '{TOPIC.name}' is a pattern; topic patterns are not "
+                             "supported yet: name one topic", option=TOPIC.name)
     endpoint = read_endpoint(options, table.boundary.egress is not None)
     spec = parse_format(options, role)
-    group_id = _alias(options, "group_id", "source.group_id")
+    group_id = _alias(options, GROUP_ID, ARROYO_GROUP_ID)
     if role == SOURCE:
         settings = _source_settings(options, group_id)
     else:
@@ -157,37 +185,33 @@ def parse_table(table: TableConfig) -> KafkaTable:
         columns = table.columns if table.data_columns else columns + table.columns
     if table.boundary.egress is not None:
         for host, port in endpoint.servers:
-            table.boundary.egress.check_literal(host, port, option="bootstrap_servers")
+            table.boundary.egress.check_literal(host, port, option=BOOTSTRAP_SERVERS.name)
     return KafkaTable(role=role, topic=topic, endpoint=endpoint, spec=spec, columns=columns,
                       group_id=group_id, **settings)
 
 
 def _source_settings(options: OptionReader, group_id: str | None) -> dict[str, Any]:
     check_source_options(options)
-    for key in ("sink.commit_mode", "key_field", "sink.key_field"):
+    for key in (COMMIT_MODE, KEY_FIELD, ARROYO_KEY_FIELD):
         options.reject(key, "applies to sinks only")
-    start_from = options.choice("source.offset", (EARLIEST, LATEST, GROUP), LATEST) or LATEST
+    start_from = options.choice(START_FROM)
     if start_from == GROUP and not group_id:
-        raise ConnectorError("source.offset = 'group' starts from the committed offsets of a "
-                             "consumer group: set group_id", option="source.offset")
+        raise ConnectorError(f"{START_FROM.name} = 'group' starts from the committed offsets "
+                             f"of a consumer group: set {GROUP_ID.name}", option=START_FROM.name)
     return {"start_from": start_from,
-            "read_mode": options.choice("source.read_mode", (READ_COMMITTED, READ_UNCOMMITTED),
-                                        READ_COMMITTED) or READ_COMMITTED,
-            "max_records_per_batch": options.integer(
-                "max_records_per_batch", DEFAULT_MAX_RECORDS_PER_BATCH, minimum=1),
+            "read_mode": options.choice(READ_MODE),
+            "max_records_per_batch": options.integer(MAX_RECORDS_PER_BATCH, minimum=1),
             "commit_mode": EXACTLY_ONCE, "key_field": None}
 
 
 def _sink_settings(options: OptionReader) -> dict[str, Any]:
     reject_source_options(options)
-    for key in ("source.offset", "source.read_mode", "max_records_per_batch", "group_id",
-                "source.group_id"):
+    for key in (START_FROM, READ_MODE, MAX_RECORDS_PER_BATCH, GROUP_ID, ARROYO_GROUP_ID):
         options.reject(key, "applies to sources only")
-    return {"commit_mode": options.choice("sink.commit_mode", (EXACTLY_ONCE, AT_LEAST_ONCE),
-                                          EXACTLY_ONCE) or EXACTLY_ONCE,
-            "key_field": _alias(options, "key_field", "sink.key_field"),
-            "start_from": LATEST, "read_mode": READ_COMMITTED,
-            "max_records_per_batch": DEFAULT_MAX_RECORDS_PER_BATCH}
+    return {"commit_mode": options.choice(COMMIT_MODE),
+            "key_field": _alias(options, KEY_FIELD, ARROYO_KEY_FIELD),
+            "start_from": START_FROM.default, "read_mode": READ_MODE.default,
+            "max_records_per_batch": MAX_RECORDS_PER_BATCH.default}
 
 
 @register
@@ -196,19 +220,17 @@ class KafkaConnector(Connector):
 
     name = "kafka"
     roles = frozenset({SOURCE, SINK})
-    options = (*TYPE, *specs(BOTH, "bootstrap_servers", "topic", "client_configs", "auth.type",
-                             "auth.sasl.mechanism", "auth.sasl.username", "auth.sasl.password"),
-               *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER, *SOURCE_TIME,
-               *specs(SOURCES, "source.offset", "source.read_mode", "group_id",
-                      "source.group_id", "max_records_per_batch"),
-               *specs(SINKS, "sink.commit_mode", "key_field", "sink.key_field"))
+    options = (*TYPE, BOOTSTRAP_SERVERS, TOPIC, *FORMAT, START_FROM, READ_MODE, GROUP_ID,
+               ARROYO_GROUP_ID, MAX_RECORDS_PER_BATCH, COMMIT_MODE, KEY_FIELD, ARROYO_KEY_FIELD,
+               AUTH_TYPE, SASL_MECHANISM, SASL_USERNAME, SASL_PASSWORD, CLIENT_CONFIGS,
+               *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER, *SOURCE_TIME)
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         parsed = parse_table(table)
         if parsed.key_field is not None and parsed.key_field not in {
                 c.name for c in parsed.columns} and parsed.columns:
-            raise ConnectorError(f"key_field '{parsed.key_field}' is not a column of "
-                                 f"'{table.name}'", option="key_field")
+            raise ConnectorError(f"{KEY_FIELD.name} '{parsed.key_field}' is not a column of "
+                                 f"'{table.name}'", option=KEY_FIELD.name)
         return parsed.columns
 
     def metadata_fields(self, role: str) -> Mapping[str, tuple[T.DataType, ...]]:
@@ -224,14 +246,14 @@ class KafkaConnector(Connector):
 
     def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str | None:
         table = TableConfig(name="test", connector=self.name, role=role or SOURCE,
-                            options={**options, "type": role or SOURCE},
+                            options={**options, TYPE_OPTION.name: role or SOURCE},
                             columns=single_value_columns(), boundary=boundary)
         reader = OptionReader(table)
         endpoint = read_endpoint(reader, boundary.egress is not None)
         what = f"kafka cluster at {endpoint.shown}"
         config = client_config(endpoint, boundary, "test")
         metadata = cluster_metadata(config, endpoint, boundary, what)
-        topic = (options.get("topic") or "").strip()
+        topic = (options.get(TOPIC.name) or "").strip()
         if not topic:
             return f"reached the Kafka cluster at {endpoint.shown} ({len(metadata.brokers)} " \
                    "brokers)"
@@ -254,7 +276,7 @@ class KafkaConnector(Connector):
         parsed = parse_table(table)
         if parsed.role != SOURCE:
             raise ConnectorError(f"kafka table '{table.name}' is a sink; it cannot be read",
-                                 option="type")
+                                 option=TYPE_OPTION.name)
         settings = {
             "table": table.name,
             "topic": parsed.topic,
@@ -300,11 +322,11 @@ class KafkaConnector(Connector):
         check_sink_schema(parsed.spec, schema)
         if parsed.key_field is not None:
             if parsed.spec.updating:
-                raise ConnectorError("key_field with format 'debezium_json' is not supported "
-                                     "yet", option="key_field")
+                raise ConnectorError(f"{KEY_FIELD.name} with format 'debezium_json' is not "
+                                     "supported yet", option=KEY_FIELD.name)
             if parsed.key_field not in schema.fieldNames():
-                raise ConnectorError(f"key_field '{parsed.key_field}' is not a column of "
-                                     f"'{table.name}'", option="key_field")
+                raise ConnectorError(f"{KEY_FIELD.name} '{parsed.key_field}' is not a column of "
+                                     f"'{table.name}'", option=KEY_FIELD.name)
         return KafkaSink(table.name, parsed.topic, parsed.endpoint, table.boundary, parsed.spec,
                          exactly_once=parsed.commit_mode == EXACTLY_ONCE,
                          key_field=parsed.key_field)

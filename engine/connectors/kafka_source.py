@@ -55,6 +55,7 @@ from spate.engine.connectors.dead_letter import BadRecords
 from spate.engine.connectors.decoders import source_decoder
 from spate.engine.connectors.formats import DEBEZIUM_JSON, FormatSpec
 from spate.engine.connectors.kafka_client import (
+    TOPIC,
     KafkaEndpoint,
     client_config,
     cluster_metadata,
@@ -168,7 +169,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             raise ConnectorError(
                 f"kafka source '{self.table}' now reads topic '{self.topic}' but its stored "
                 f"offsets are of topic '{offset['topic']}'; drop the pipeline's state to start "
-                "afresh", option="topic")
+                "afresh", option=TOPIC.name)
         return offset
 
     def _fresh_offset(self) -> dict[str, Any]:
