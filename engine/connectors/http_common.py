@@ -32,6 +32,7 @@ from pyspark.sql.streaming.datasource import ReadLimit
 
 from spate.engine.connectors.arrow_batches import arrow_schema, data_batch
 from spate.engine.connectors.base import (
+    SOURCE,
     ColumnDef,
     ConnectorError,
     TableConfig,
@@ -50,13 +51,17 @@ from spate.engine.connectors.formats import (
     with_row_key,
 )
 from spate.engine.connectors.metadata import (
+    BOTH,
     DEAD_LETTER,
     FORMAT,
+    FORMAT_OPTION,
     FORMAT_SOURCE,
+    FRAMING,
+    FRAMING_MAX_LENGTH,
+    SINKS,
     SOURCE_TIME,
     SOURCES,
-    TYPE,
-    specs,
+    option,
 )
 from spate.engine.connectors.numbered import NumberedBuffer
 from spate.engine.connectors.options import (
@@ -80,23 +85,31 @@ log = logging.getLogger(__name__)
 #: The reader option carrying a source's headers: ``spark.redaction.regex`` matches
 #: its name, so Spark never prints the values (tokens) in a plan.
 SECRET_OPTION = "spate_http_secret"
-DEFAULT_MAX_MESSAGES_PER_BATCH = 10_000
-DEFAULT_TIMEOUT_MS = 30_000
 #: Reconnection backoff of a feed whose connection ended or failed.
 RECONNECT_FIRST_S = 0.1
 RECONNECT_MAX_S = 5.0
 _LINE_BREAKS = bytes.maketrans(b"\r\n", b"  ")
-_FRAMING = ("framing", "framing.newline.max_length")
+#: The framing options, refused: one message is one record.
+_FRAMING = (FRAMING, FRAMING_MAX_LENGTH)
 #: Header names a connector sets itself.
 _RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 _TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz"
                          "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
-#: The options every HTTP-family source takes, besides its own.
-SOURCE_OPTIONS = (*TYPE, *specs(SOURCES, "endpoint", "headers", "max_messages_per_batch"),
-                  *(spec for spec in (*FORMAT, *FORMAT_SOURCE) if spec.name not in _FRAMING),
-                  *DEAD_LETTER,
-                  *SOURCE_TIME)
+# The options of the whole family.  Each connector declares them again in its own
+# words (``spec.described``: what its endpoint is a URL of, what its timeout waits for);
+# the reads below take them from here, by the same name and default.
+ENDPOINT = option("endpoint", BOTH, "`http://` or `https://` URL. Never echoed in errors",
+                  required=True)
+HEADERS = option("headers", BOTH, "request headers, `'Name: value, Other: value'`")
+TIMEOUT_MS = option("timeout_ms", BOTH, "connect and response timeout", default=30_000)
+MAX_MESSAGES_PER_BATCH = option("max_messages_per_batch", SOURCES, "messages per epoch",
+                                default=10_000)
+#: The shared groups every HTTP-family source takes besides its own options (``format``
+#: aside, which each describes; framing aside, which they refuse).
+SOURCE_GROUPS = (*(spec for spec in (*FORMAT, *FORMAT_SOURCE)
+                   if spec not in (FORMAT_OPTION, *_FRAMING)),
+                 *DEAD_LETTER, *SOURCE_TIME)
 
 
 # -- endpoints and headers ---------------------------------------------------------
@@ -134,7 +147,7 @@ class Endpoint:
         if self.egress is None:
             return None
         addresses = EgressPolicy.from_dict(self.egress).resolve(self.host, self.port,
-                                                                option="endpoint")
+                                                                option=ENDPOINT.name)
         return self.host if self.secure else addresses[0]
 
     def connect_to(self) -> tuple[str, str | None]:
@@ -151,7 +164,7 @@ def read_endpoint(options: OptionReader, schemes: tuple[str, ...],
                   boundary: Boundary) -> Endpoint:
     """``endpoint``: an absolute URL of one of ``schemes``, checked against the egress
     policy (literal addresses at planning, names when connecting).  Never echoed."""
-    url = options.required("endpoint").strip()
+    url = options.required(ENDPOINT).strip()
     wanted = " or ".join(f"{s}://" for s in schemes)
     try:
         parts = urlsplit(url)
@@ -162,15 +175,15 @@ def read_endpoint(options: OptionReader, schemes: tuple[str, ...],
     except ValueError:
         scheme, host, port, has_login = "", "", 0, False
     if scheme not in schemes or not host:
-        raise ConnectorError(f"option 'endpoint' must be an absolute {wanted} URL",
-                             option="endpoint")
+        raise ConnectorError(f"option '{ENDPOINT.name}' must be an absolute {wanted} URL",
+                             option=ENDPOINT.name)
     if has_login:
-        raise ConnectorError("option 'endpoint' must not carry credentials (user:password@); "
-                             "send them in option 'headers' (e.g. 'Authorization: Basic ...')",
-                             option="endpoint")
+        raise ConnectorError(f"option '{ENDPOINT.name}' must not carry credentials "
+                             f"(user:password@); send them in option '{HEADERS.name}' (e.g. "
+                             "'Authorization: Basic ...')", option=ENDPOINT.name)
     egress = None
     if boundary.egress is not None:
-        boundary.egress.check_literal(host, port, option="endpoint")
+        boundary.egress.check_literal(host, port, option=ENDPOINT.name)
         egress = boundary.egress.to_dict()
     return Endpoint(url=url, scheme=scheme, host=host, port=port, egress=egress)
 
@@ -178,7 +191,7 @@ def read_endpoint(options: OptionReader, schemes: tuple[str, ...],
 def read_headers(options: OptionReader) -> dict[str, str]:
     """``headers``: ``'Name: value, Other-Name: value'`` (a comma separates headers, the
     first colon a name from its value).  Values are never echoed: they may be tokens."""
-    text = options.string("headers")
+    text = options.string(HEADERS)
     headers: dict[str, str] = {}
     if text is None or not text.strip():
         return headers
@@ -187,21 +200,21 @@ def read_headers(options: OptionReader) -> dict[str, str]:
         name = name.strip()
         if not colon or not name or not set(name) <= _TOKEN_CHARS:
             raise ConnectorError(
-                f"option 'headers': header {index} is not 'Name: value' (headers are "
-                "separated by commas, names are letters, digits and -)", option="headers")
+                f"option '{HEADERS.name}': header {index} is not 'Name: value' (headers are "
+                "separated by commas, names are letters, digits and -)", option=HEADERS.name)
         if name.lower() in _RESERVED_HEADERS:
-            raise ConnectorError(f"option 'headers': header '{name}' is set by Spate itself; "
-                                 "remove it", option="headers")
+            raise ConnectorError(f"option '{HEADERS.name}': header '{name}' is set by Spate "
+                                 "itself; remove it", option=HEADERS.name)
         if any(c in value for c in "\r\n\x00"):
-            raise ConnectorError(f"option 'headers': the value of header '{name}' holds a "
-                                 "line break", option="headers")
+            raise ConnectorError(f"option '{HEADERS.name}': the value of header '{name}' "
+                                 "holds a line break", option=HEADERS.name)
         headers[name] = value.strip()
     return headers
 
 
 def read_timeout(options: OptionReader) -> float:
     """``timeout_ms``: seconds to wait to connect or for a response."""
-    value = options.integer("timeout_ms", DEFAULT_TIMEOUT_MS, minimum=1)
+    value = options.integer(TIMEOUT_MS, minimum=1)
     assert value is not None
     return value / 1000
 
@@ -221,7 +234,7 @@ def request_headers(headers: Mapping[str, str], host: str | None) -> dict[str, s
 
 def unreachable(what: str, endpoint: Endpoint, problem: str) -> ConnectorError:
     return ConnectorError(f"{what}: could not reach {endpoint.shown} ({problem}); check "
-                          "option 'endpoint'", option="endpoint")
+                          f"option '{ENDPOINT.name}'", option=ENDPOINT.name)
 
 
 # -- source tables ---------------------------------------------------------------------
@@ -241,26 +254,25 @@ class SourceTable:
 def read_source(options: OptionReader, schemes: tuple[str, ...]) -> SourceTable:
     """The shared source options; the caller reads its own, then calls ``finish``."""
     table = options.table
-    check_role(options, frozenset({"source"}))
+    check_role(options, SOURCES)
     endpoint = read_endpoint(options, schemes, table.boundary)
     headers = read_headers(options)
     for key in _FRAMING:
         options.reject(key, f"is not supported yet by {table.connector} tables: one message "
                             "is one record; remove it")
-    spec = parse_format(options, "source")
+    spec = parse_format(options, SOURCE)
     check_source_options(options)
-    max_messages = options.integer("max_messages_per_batch", DEFAULT_MAX_MESSAGES_PER_BATCH,
-                                   minimum=1)
+    max_messages = options.integer(MAX_MESSAGES_PER_BATCH, minimum=1)
     assert max_messages is not None
     columns = table.columns
     if not columns and spec.single_value:
         columns = single_value_columns()
-    check_columns(spec, columns, "source")
+    check_columns(spec, columns, SOURCE)
     return SourceTable(endpoint, headers, spec, columns, max_messages)
 
 
 def check_sink_role(options: OptionReader) -> None:
-    check_role(options, frozenset({"sink"}))
+    check_role(options, SINKS)
     reject_source_options(options)
 
 
@@ -310,7 +322,7 @@ class Message:
 class FeedFailedError(Exception):
     """A feed cannot go on (a 4xx answer, a refused destination): fails the query."""
 
-    def __init__(self, message: str, option: str = "endpoint") -> None:
+    def __init__(self, message: str, option: str = ENDPOINT.name) -> None:
         super().__init__(message)
         self.option = option
 

@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSourceStreamReader
 
+from spate.engine.connectors import http_common
 from spate.engine.connectors.base import (
     SOURCE,
     ColumnDef,
@@ -33,7 +34,7 @@ from spate.engine.connectors.base import (
 )
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.http_common import (
-    SOURCE_OPTIONS,
+    SOURCE_GROUPS,
     Feed,
     FeedFailedError,
     FeedReader,
@@ -48,7 +49,7 @@ from spate.engine.connectors.http_common import (
     stream_reader,
     unreachable,
 )
-from spate.engine.connectors.metadata import SOURCES, specs
+from spate.engine.connectors.metadata import FORMAT_OPTION, SOURCES, TYPE, option
 from spate.engine.connectors.options import OptionReader
 from spate.engine.connectors.streaming import SpateDataSource
 
@@ -56,10 +57,23 @@ log = logging.getLogger(__name__)
 
 SOURCE_NAME = "spate_polling_http"
 _SCHEMES = ("http", "https")
-_METHODS = ("get", "post", "put", "patch")
-DEFAULT_POLL_INTERVAL_MS = 1000
 EMIT_ALL = "all"
 EMIT_CHANGED = "changed"
+
+ENDPOINT = http_common.ENDPOINT.for_roles(SOURCES)
+RECORD_FORMAT = FORMAT_OPTION.described("`json`, `debezium_json` or `raw_string` (a JSON body "
+                                        "may span lines)", roles=SOURCES)
+METHOD = option("method", SOURCES, "`GET`, `POST`, `PUT` or `PATCH` (any case)",
+                choices=("get", "post", "put", "patch"), default="get")
+BODY = option("body", SOURCES, "request body (not with `GET`)")
+HEADERS = http_common.HEADERS.for_roles(SOURCES)
+POLL_INTERVAL_MS = option("poll_interval_ms", SOURCES, "time between the end of a poll and "
+                          "the next", default=1000)
+EMIT_BEHAVIOR = option("emit_behavior", SOURCES, "`all`: every response is a record; "
+                       "`changed`: only a body that differs from the last one emitted",
+                       choices=(EMIT_ALL, EMIT_CHANGED), default=EMIT_ALL)
+TIMEOUT_MS = http_common.TIMEOUT_MS.for_roles(SOURCES)
+MAX_MESSAGES_PER_BATCH = http_common.MAX_MESSAGES_PER_BATCH.described("responses per epoch")
 
 
 @dataclass(frozen=True)
@@ -75,14 +89,14 @@ class PollingTable:
 def parse_table(table: TableConfig) -> PollingTable:
     options = OptionReader(table)
     source = read_source(options, _SCHEMES)
-    method = options.choice("method", _METHODS, "get")
-    body = options.string("body")
+    method = options.choice(METHOD)
+    body = options.string(BODY)
     assert method is not None
     if body is not None and method == "get":
-        raise ConnectorError("option 'body' needs method 'POST', 'PUT' or 'PATCH' (a GET "
-                             "request carries no body)", option="body")
-    interval = options.integer("poll_interval_ms", DEFAULT_POLL_INTERVAL_MS, minimum=1)
-    emit = options.choice("emit_behavior", (EMIT_ALL, EMIT_CHANGED), EMIT_ALL)
+        raise ConnectorError(f"option '{BODY.name}' needs {METHOD.name} 'POST', 'PUT' or "
+                             "'PATCH' (a GET request carries no body)", option=BODY.name)
+    interval = options.integer(POLL_INTERVAL_MS, minimum=1)
+    emit = options.choice(EMIT_BEHAVIOR)
     timeout = read_timeout(options)
     options.finish()
     assert interval is not None and emit is not None
@@ -126,7 +140,8 @@ class PollingFeed(Feed):
             return response.content
         if 400 <= status < 500 and status not in (408, 429):
             raise FeedFailedError(f"{self.what}: {self.endpoint.shown} answered HTTP {status}; "
-                                  "check options 'endpoint', 'method', 'body' and 'headers'")
+                                  f"check options '{ENDPOINT.name}', '{METHOD.name}', "
+                                  f"'{BODY.name}' and '{HEADERS.name}'")
         log.warning("poll answered an error; retried at the next interval",
                     extra={"table": self.table, "endpoint": self.endpoint.shown,
                            "status": status})
@@ -154,8 +169,8 @@ class PollingHttpConnector(Connector):
 
     name = "polling_http"
     roles = frozenset({SOURCE})
-    options = (*SOURCE_OPTIONS, *specs(SOURCES, "method", "body", "poll_interval_ms",
-                                       "emit_behavior", "timeout_ms"))
+    options = (*TYPE, ENDPOINT, RECORD_FORMAT, METHOD, BODY, HEADERS, POLL_INTERVAL_MS,
+               EMIT_BEHAVIOR, TIMEOUT_MS, MAX_MESSAGES_PER_BATCH, *SOURCE_GROUPS)
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         return parse_table(table).source.columns
@@ -170,8 +185,8 @@ class PollingHttpConnector(Connector):
         reader = OptionReader(table)
         endpoint = read_endpoint(reader, _SCHEMES, boundary)
         headers = read_headers(reader)
-        method = (reader.choice("method", _METHODS, "get") or "get").upper()
-        body = reader.string("body")
+        method = (reader.choice(METHOD) or METHOD.default).upper()
+        body = reader.string(BODY)
         url, host = endpoint.connect_to()
         try:
             with http_client(read_timeout(reader)) as client:

@@ -21,10 +21,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSourceStreamReader
 
+from spate.engine.connectors import http_common
 from spate.engine.connectors.base import SOURCE, ColumnDef, Connector, TableConfig, register
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.http_common import (
-    SOURCE_OPTIONS,
+    SOURCE_GROUPS,
     Feed,
     FeedFailedError,
     FeedReader,
@@ -39,7 +40,7 @@ from spate.engine.connectors.http_common import (
     stream_reader,
     unreachable,
 )
-from spate.engine.connectors.metadata import SOURCES, specs
+from spate.engine.connectors.metadata import FORMAT_OPTION, SOURCES, TYPE, option
 from spate.engine.connectors.options import OptionReader
 from spate.engine.connectors.streaming import SpateDataSource
 
@@ -48,12 +49,23 @@ _SCHEMES = ("http", "https")
 #: A silent stream is reopened (from its last event id) after this long.
 READ_TIMEOUT_S = 300.0
 
+ENDPOINT = http_common.ENDPOINT.described("`http://` or `https://` URL of the stream. Never "
+                                          "echoed in errors", roles=SOURCES)
+RECORD_FORMAT = FORMAT_OPTION.described("`json`, `debezium_json` or `raw_string`",
+                                        roles=SOURCES)
+EVENTS = option("events", SOURCES, "comma-separated event types to keep (an event without "
+                "`event:` is a `message`); others are skipped", default_text="all")
+HEADERS = http_common.HEADERS.for_roles(SOURCES)
+TIMEOUT_MS = http_common.TIMEOUT_MS.described("connect timeout (a stream silent for 5 minutes "
+                                              "is reopened)", roles=SOURCES)
+MAX_MESSAGES_PER_BATCH = http_common.MAX_MESSAGES_PER_BATCH.described("events per epoch")
+
 
 def parse_table(table: TableConfig) -> tuple[SourceTable, tuple[str, ...], float]:
     """The source, the event types it keeps (empty: all), and its connect timeout."""
     options = OptionReader(table)
     source = read_source(options, _SCHEMES)
-    events = tuple(e.strip() for e in (options.string("events") or "").split(",") if e.strip())
+    events = tuple(e.strip() for e in (options.string(EVENTS) or "").split(",") if e.strip())
     timeout = read_timeout(options)
     options.finish()
     return source, events, timeout
@@ -84,7 +96,7 @@ class SseFeed(Feed):
                     raise FeedFailedError(
                         f"{self.what}: {self.endpoint.shown} answered HTTP "
                         f"{response.status_code} to the event stream request; check options "
-                        "'endpoint' and 'headers'")
+                        f"'{ENDPOINT.name}' and '{HEADERS.name}'")
                 if response.status_code != 200:
                     return  # a server error: reconnect after the backoff
                 self._read(response.iter_lines())
@@ -140,7 +152,8 @@ class SseConnector(Connector):
 
     name = "sse"
     roles = frozenset({SOURCE})
-    options = (*SOURCE_OPTIONS, *specs(SOURCES, "events", "timeout_ms"))
+    options = (*TYPE, ENDPOINT, RECORD_FORMAT, EVENTS, HEADERS, TIMEOUT_MS,
+               MAX_MESSAGES_PER_BATCH, *SOURCE_GROUPS)
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         return parse_table(table)[0].columns

@@ -26,6 +26,7 @@ import httpx
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from spate.engine.connectors import http_common
 from spate.engine.connectors.base import (
     SINK,
     ColumnDef,
@@ -54,18 +55,36 @@ from spate.engine.connectors.http_common import (
     request_headers,
     unreachable,
 )
-from spate.engine.connectors.metadata import FORMAT, SINKS, TYPE, specs
+from spate.engine.connectors.metadata import (
+    FORMAT,
+    FORMAT_OPTION,
+    FRAMING,
+    SINKS,
+    TYPE,
+    option,
+)
 from spate.engine.connectors.options import OptionReader
 
 log = logging.getLogger(__name__)
 
 _SCHEMES = ("http", "https")
-_METHODS = ("post", "put", "patch")
-DEFAULT_MAX_ATTEMPTS = 5
-DEFAULT_RETRY_BACKOFF_MS = 100
 MAX_BACKOFF_S = 10.0
-DEFAULT_KEY_HEADER = "Idempotency-Key"
 _RETRIED_STATUSES = frozenset({408, 429})
+
+ENDPOINT = http_common.ENDPOINT.for_roles(SINKS)
+RECORD_FORMAT = FORMAT_OPTION.described("`json` or `raw_string` (`debezium_json` is not "
+                                        "supported yet)", roles=SINKS)
+HEADERS = http_common.HEADERS.for_roles(SINKS)
+METHOD = option("method", SINKS, "`POST`, `PUT` or `PATCH` (any case)",
+                choices=("post", "put", "patch"), default="post")
+MAX_ROWS_PER_REQUEST = option("max_rows_per_request", SINKS, "rows per request", default=1)
+MAX_ATTEMPTS = option("max_attempts", SINKS, "attempts per request before the epoch fails",
+                      default=5)
+RETRY_BACKOFF_MS = option("retry_backoff_ms", SINKS, "wait before the first retry, doubling "
+                          "up to 10 s", default=100)
+TIMEOUT_MS = http_common.TIMEOUT_MS.for_roles(SINKS)
+IDEMPOTENCY_HEADER = option("idempotency_header", SINKS, "the header carrying each request's "
+                            "key", default="Idempotency-Key")
 
 
 @dataclass(frozen=True)
@@ -87,25 +106,25 @@ def parse_table(table: TableConfig) -> WebhookTable:
     check_sink_role(options)
     endpoint = read_endpoint(options, _SCHEMES, table.boundary)
     headers = read_headers(options)
-    options.reject("framing", "is not supported by webhook sinks: one request carries "
-                              "one record, or a JSON array of them; remove it")
+    options.reject(FRAMING, "is not supported by webhook sinks: one request carries "
+                            "one record, or a JSON array of them; remove it")
     spec = parse_format(options, SINK)
     if spec.updating:
-        raise ConnectorError("format 'debezium_json' is not supported yet by webhook sinks",
-                             option="format")
-    method = options.choice("method", _METHODS, "post")
-    rows = options.integer("max_rows_per_request", 1, minimum=1)
-    attempts = options.integer("max_attempts", DEFAULT_MAX_ATTEMPTS, minimum=1)
-    backoff = options.integer("retry_backoff_ms", DEFAULT_RETRY_BACKOFF_MS, minimum=0)
+        raise ConnectorError(f"{FORMAT_OPTION.name} 'debezium_json' is not supported yet by "
+                             "webhook sinks", option=FORMAT_OPTION.name)
+    method = options.choice(METHOD)
+    rows = options.integer(MAX_ROWS_PER_REQUEST, minimum=1)
+    attempts = options.integer(MAX_ATTEMPTS, minimum=1)
+    backoff = options.integer(RETRY_BACKOFF_MS, minimum=0)
     timeout = read_timeout(options)
-    key_header = (options.string("idempotency_header", DEFAULT_KEY_HEADER) or "").strip()
+    key_header = (options.string(IDEMPOTENCY_HEADER) or "").strip()
     if not key_header or not key_header.replace("-", "").replace("_", "").isalnum():
-        raise ConnectorError("option 'idempotency_header' must be a header name (letters, "
-                             "digits, - and _)", option="idempotency_header")
+        raise ConnectorError(f"option '{IDEMPOTENCY_HEADER.name}' must be a header name "
+                             "(letters, digits, - and _)", option=IDEMPOTENCY_HEADER.name)
     if key_header.lower() in (name.lower() for name in headers):
-        raise ConnectorError(f"option 'headers' sets '{key_header}', the idempotency key "
-                             "header Spate sets per request; remove it or change "
-                             "'idempotency_header'", option="headers")
+        raise ConnectorError(f"option '{HEADERS.name}' sets '{key_header}', the idempotency "
+                             "key header Spate sets per request; remove it or change "
+                             f"'{IDEMPOTENCY_HEADER.name}'", option=HEADERS.name)
     options.finish()
     check_columns(spec, table.columns, SINK)
     assert method is not None and rows is not None and attempts is not None \
@@ -189,8 +208,8 @@ class WebhookSink(Sink):
                     raise ConnectorError(
                         f"webhook sink '{self.table}': {parsed.endpoint.shown} answered "
                         f"{problem} to the request of row {first} of epoch {epoch}; check "
-                        "options 'endpoint' and 'headers' (the epoch is sent again when the "
-                        "pipeline resumes)", option="endpoint")
+                        f"options '{ENDPOINT.name}' and '{HEADERS.name}' (the epoch is sent "
+                        "again when the pipeline resumes)", option=ENDPOINT.name)
             if attempt < parsed.max_attempts:
                 log.warning("webhook request failed; retrying",
                             extra={"table": self.table, "epoch": epoch, "attempt": attempt,
@@ -201,7 +220,7 @@ class WebhookSink(Sink):
             f"webhook sink '{self.table}': gave up on {parsed.endpoint.shown} after "
             f"{parsed.max_attempts} attempts at the request of row {first} of epoch {epoch} "
             f"(last: {problem}); the epoch is sent again when the pipeline resumes",
-            option="max_attempts")
+            option=MAX_ATTEMPTS.name)
 
     def close(self) -> None:
         if self._client is not None:
@@ -215,10 +234,9 @@ class WebhookConnector(Connector):
 
     name = "webhook"
     roles = frozenset({SINK})
-    options = (*TYPE, *specs(SINKS, "endpoint", "headers", "method", "max_rows_per_request",
-                             "max_attempts", "retry_backoff_ms", "timeout_ms",
-                             "idempotency_header"),
-               *(spec for spec in FORMAT if spec.name != "framing"))
+    options = (*TYPE, ENDPOINT, RECORD_FORMAT, HEADERS, METHOD, MAX_ROWS_PER_REQUEST,
+               MAX_ATTEMPTS, RETRY_BACKOFF_MS, TIMEOUT_MS, IDEMPOTENCY_HEADER,
+               *(spec for spec in FORMAT if spec not in (FORMAT_OPTION, FRAMING)))
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         return parse_table(table).columns
@@ -241,7 +259,7 @@ class WebhookConnector(Connector):
         if response.status_code in (401, 403):
             raise unreachable("webhook check", endpoint,
                               f"HTTP {response.status_code}: the credentials in option "
-                              "'headers' were refused")
+                              f"'{HEADERS.name}' were refused")
         return f"reached {endpoint.shown} (HTTP {response.status_code} to OPTIONS)"
 
     def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:

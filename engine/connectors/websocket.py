@@ -24,6 +24,7 @@ from pyspark.sql.datasource import DataSourceStreamReader
 from websockets.exceptions import InvalidHandshake, InvalidStatus, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
+from spate.engine.connectors import http_common
 from spate.engine.connectors.base import (
     SOURCE,
     ColumnDef,
@@ -34,7 +35,7 @@ from spate.engine.connectors.base import (
 )
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.http_common import (
-    SOURCE_OPTIONS,
+    SOURCE_GROUPS,
     Endpoint,
     Feed,
     FeedFailedError,
@@ -48,7 +49,7 @@ from spate.engine.connectors.http_common import (
     stream_reader,
     unreachable,
 )
-from spate.engine.connectors.metadata import SOURCES, specs
+from spate.engine.connectors.metadata import FORMAT_OPTION, SOURCES, TYPE, option
 from spate.engine.connectors.options import OptionReader
 from spate.engine.connectors.streaming import SpateDataSource
 
@@ -59,16 +60,32 @@ _RECEIVE_POLL_S = 0.5
 #: The largest message accepted (websockets' default is 1 MiB).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
+ENDPOINT = http_common.ENDPOINT.described(
+    "`ws://` or `wss://` URL. Never echoed in errors (only its scheme, host and port are); "
+    "credentials go in `headers`", roles=SOURCES)
+RECORD_FORMAT = FORMAT_OPTION.described("`json`, `debezium_json` or `raw_string` "
+                                        "([formats](#formats))", roles=SOURCES)
+SUBSCRIPTION_MESSAGE = option("subscription_message", SOURCES, "one text message sent after "
+                              "each connect")
+SUBSCRIPTION_MESSAGES = option(
+    "subscription_messages", SOURCES, "a JSON array of messages sent in order after each "
+    "connect: strings as they are, other values as JSON text "
+    "(`'[\"sub a\", {\"op\": \"subscribe\"}]'`); not with `subscription_message`")
+HEADERS = http_common.HEADERS.described(
+    "handshake headers, `'Name: value, Other: value'` (commas separate headers, so a value "
+    "cannot hold one)", roles=SOURCES)
+TIMEOUT_MS = http_common.TIMEOUT_MS.described("connect and handshake timeout", roles=SOURCES)
+
 
 def read_subscriptions(options: OptionReader) -> list[str]:
     """``subscription_message`` (one text message) or ``subscription_messages`` (a JSON
     array of messages: strings as they are, other values as JSON text)."""
-    one = options.string("subscription_message")
-    many = options.string("subscription_messages")
+    one = options.string(SUBSCRIPTION_MESSAGE)
+    many = options.string(SUBSCRIPTION_MESSAGES)
     if one is not None and many is not None:
-        raise ConnectorError("option 'subscription_messages' cannot be combined with "
-                             "'subscription_message'; put every message in the array",
-                             option="subscription_messages", at_key=True)
+        raise ConnectorError(f"option '{SUBSCRIPTION_MESSAGES.name}' cannot be combined with "
+                             f"'{SUBSCRIPTION_MESSAGE.name}'; put every message in the array",
+                             option=SUBSCRIPTION_MESSAGES.name, at_key=True)
     if many is None:
         return [] if one is None else [one]
     try:
@@ -76,9 +93,9 @@ def read_subscriptions(options: OptionReader) -> list[str]:
     except ValueError:
         values = None
     if not isinstance(values, list):
-        raise ConnectorError("option 'subscription_messages' must be a JSON array of "
+        raise ConnectorError(f"option '{SUBSCRIPTION_MESSAGES.name}' must be a JSON array of "
                              "messages, e.g. '[\"sub a\", {\"subscribe\": \"b\"}]'",
-                             option="subscription_messages")
+                             option=SUBSCRIPTION_MESSAGES.name)
     return [v if isinstance(v, str) else json.dumps(v) for v in values]
 
 
@@ -127,7 +144,8 @@ class WebSocketFeed(Feed):
             if 400 <= status < 500 and status not in (408, 429):
                 raise FeedFailedError(f"{self.what}: {self.endpoint.shown} refused the "
                                       f"WebSocket handshake with HTTP {status}; check "
-                                      "options 'endpoint' and 'headers'") from None
+                                      f"options '{ENDPOINT.name}' and '{HEADERS.name}'"
+                                      ) from None
             raise
 
     def _receive(self, connection: ClientConnection) -> None:
@@ -168,8 +186,8 @@ class WebSocketConnector(Connector):
 
     name = "websocket"
     roles = frozenset({SOURCE})
-    options = (*SOURCE_OPTIONS, *specs(SOURCES, "subscription_message", "subscription_messages",
-                                       "timeout_ms"))
+    options = (*TYPE, ENDPOINT, RECORD_FORMAT, SUBSCRIPTION_MESSAGE, SUBSCRIPTION_MESSAGES, HEADERS,
+               TIMEOUT_MS, http_common.MAX_MESSAGES_PER_BATCH, *SOURCE_GROUPS)
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         return parse_table(table)[0].columns
