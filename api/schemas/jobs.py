@@ -10,11 +10,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from spate.api.job_metrics import EpochFigures, parse_epoch_figures
 from spate.api.models import Job
+from spate.scheduler.store import IDLE, TERMINAL_STATES
 
 JobState = Literal["created", "starting", "running", "stopping", "restarting", "stopped",
                    "finished", "failed", "idle"]
 RESUMES_AT = ("idle: when its sources have input again and a new job starts by itself; "
               "null otherwise")
+
+
+def live(job: Job, figure: float | None) -> float | None:
+    """A rate or busy ratio as it is now: an idle job's is 0 (it reads and writes nothing,
+    whatever its last epoch did), an ended job has none (its last epoch's is history)."""
+    if job.shown_state == IDLE:
+        return 0.0
+    return None if job.shown_state in TERMINAL_STATES else figure
 
 
 def resumes_at(job: Job) -> datetime | None:
@@ -34,8 +43,10 @@ class JobSummary(BaseModel):
     last_epoch: int | None
     failure_message: str | None
     resumes_at: datetime | None = Field(description=RESUMES_AT)
-    rows_in_per_s: float | None = Field(description="input rows per second, latest epoch")
-    rows_out_per_s: float | None = Field(description="output rows per second, latest epoch")
+    rows_in_per_s: float | None = Field(
+        description="input rows per second, latest epoch; 0 while idle, null once ended")
+    rows_out_per_s: float | None = Field(
+        description="output rows per second, latest epoch; 0 while idle, null once ended")
 
     @classmethod
     def of(cls, job: Job) -> JobSummary:
@@ -44,9 +55,8 @@ class JobSummary(BaseModel):
                    parallelism=job.parallelism, cluster=job.cluster, started_at=job.started_at,
                    last_epoch=job.last_epoch, failure_message=job.failure_message,
                    resumes_at=resumes_at(job),
-                   # An idle job reads and writes nothing, whatever its last epoch did.
-                   rows_in_per_s=0.0 if job.shown_state == "idle" else figures.rows_in_per_s,
-                   rows_out_per_s=0.0 if job.shown_state == "idle" else figures.rows_out_per_s)
+                   rows_in_per_s=live(job, figures.rows_in_per_s),
+                   rows_out_per_s=live(job, figures.rows_out_per_s))
 
 
 class JobPublic(BaseModel):
@@ -145,12 +155,13 @@ class JobMetrics(BaseModel):
     epoch: int | None
     rows_in: int | None = Field(description="rows read in the latest epoch")
     rows_out: int | None = Field(description="rows written in the latest epoch")
-    rows_in_per_s: float | None
-    rows_out_per_s: float | None
+    rows_in_per_s: float | None = Field(description="0 while idle, null once ended")
+    rows_out_per_s: float | None = Field(description="0 while idle, null once ended")
     duration_ms: int | None = Field(description="how long the latest epoch took")
     backpressure: float | None = Field(
         description="busy ratio: the epoch's duration over the wall time since the previous "
-                    "epoch started (near 1: the job cannot keep up with its input)")
+                    "epoch started (near 1: the job cannot keep up with its input); 0 while "
+                    "idle, null once ended")
     watermark_us: int | None = Field(description="event time the job has completed (µs)")
     watermark_lag_s: float | None = Field(description="now minus the watermark, in seconds")
     state_bytes: int | None = Field(description="bytes of state the latest epoch wrote")
@@ -168,13 +179,16 @@ class JobMetrics(BaseModel):
         return cls(
             job_id=job.id, state=job.shown_state, epoch=figures.epoch,  # type: ignore[arg-type]
             rows_in=figures.rows_in, rows_out=figures.rows_out,
-            rows_in_per_s=figures.rows_in_per_s, rows_out_per_s=figures.rows_out_per_s,
-            duration_ms=figures.duration_ms, backpressure=figures.busy_ratio,
+            rows_in_per_s=live(job, figures.rows_in_per_s),
+            rows_out_per_s=live(job, figures.rows_out_per_s),
+            duration_ms=figures.duration_ms, backpressure=live(job, figures.busy_ratio),
             watermark_us=figures.watermark_us, watermark_lag_s=figures.watermark_lag_s(now),
             state_bytes=figures.state_bytes, state_cache_hits=figures.cache_hits,
             state_cache_misses=figures.cache_misses, state_remote_bytes=figures.remote_bytes,
             operators=[OperatorMetrics(operator=o.operator, kind=o.kind, rows_in=o.rows_in,
-                                       rows_out=o.rows_out, rows_in_per_s=o.rows_in_per_s,
-                                       rows_out_per_s=o.rows_out_per_s,
-                                       busy_ratio=o.busy_ratio) for o in figures.operators])
+                                       rows_out=o.rows_out,
+                                       rows_in_per_s=live(job, o.rows_in_per_s),
+                                       rows_out_per_s=live(job, o.rows_out_per_s),
+                                       busy_ratio=live(job, o.busy_ratio))
+                       for o in figures.operators])
 

@@ -208,5 +208,26 @@ def test_an_idle_job_says_when_it_resumes(client: TestClient, tenant: TenantKeys
     assert restarting["rows_in_per_s"] == 6.7
 
 
+@pytest.mark.parametrize("state", ["stopped", "finished", "failed"])
+def test_an_ended_job_shows_no_live_figures(client: TestClient, tenant: TenantKeys,
+                                            state: str) -> None:
+    last_epoch = {"epoch": 9, "rows_in": 300, "rows_out": 30, "duration_ms": 1000,
+                  "rows_in_per_s": 29.5, "rows_out_per_s": 3.0, "busy_ratio": 0.8,
+                  "operators": [{"operator": "sink:out", "kind": "sink", "rows_in": 30,
+                                 "rows_in_per_s": 3.0, "busy_ratio": 0.4}]}
+    job_id = insert_job(client.app, tenant.id, _pipeline(client, tenant, "done"), state=state,
+                        metrics=last_epoch)
+    viewer = tenant.auth("viewer")
+    summary = client.get(f"{V1}/pipelines/done", headers=viewer).json()["job"]
+    assert (summary["rows_in_per_s"], summary["rows_out_per_s"]) == (None, None)
+    metrics = client.get(f"{V1}/jobs/{job_id}/metrics", headers=viewer).json()
+    assert (metrics["rows_in_per_s"], metrics["backpressure"]) == (None, None)
+    assert [(o["rows_in_per_s"], o["busy_ratio"]) for o in metrics["operators"]] == [
+        (None, None)]
+    # What the last epoch did stays: it is history, not a live figure.
+    assert (metrics["epoch"], metrics["rows_in"], metrics["operators"][0]["rows_in"]) == (
+        9, 300, 30)
+
+
 def test_the_apis_job_states_are_the_models() -> None:
     assert set(get_args(JobState)) == set(JOB_STATES)
