@@ -53,16 +53,25 @@ from spate.engine.connectors.formats import (
     with_row_key,
 )
 from spate.engine.connectors.metadata import (
-    BOTH,
     DEAD_LETTER,
+    FORMAT,
     FORMAT_BINARY,
     FORMAT_SOURCE,
+    FRAMING,
+    INTEGER,
     SOURCE_TIME,
     SOURCES,
     TYPE,
-    specs,
+    TYPE_OPTION,
+    option,
 )
 from spate.engine.connectors.nats_client import (
+    AUTH_PASSWORD,
+    AUTH_TYPE,
+    AUTH_USERNAME,
+    NATS_STREAM,
+    NATS_SUBJECT,
+    SERVERS,
     ConnectSettings,
     connect,
     connect_error,
@@ -88,15 +97,32 @@ from spate.engine.connectors.streaming import load_stream, source_options
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_MESSAGES_PER_BATCH = 100_000
-_AUTH_TYPES = ("none", "credentials", "jwt")
-_DELIVER_POLICIES = (DELIVER_ALL, DELIVER_NEW, DELIVER_BY_START_SEQUENCE)
+#: An ``auth.type`` refused as not supported yet (rather than as unknown).
+_AUTH_NOT_YET = "jwt"
 _DELIVER_NOT_YET = ("last", "last_per_subject", "by_start_time")
 #: Arroyo's consumer settings: Spate reads with its own ephemeral consumer per batch.
 _CONSUMER_NOT_YET = ("ack_policy", "replay_policy", "ack_wait", "description",
                      "sample_frequency", "num_replicas", "inactive_threshold", "rate_limit",
                      "max_ack_pending", "max_deliver", "max_waiting", "max_batch", "max_bytes",
                      "max_expires")
+
+# The connection's options (servers, auth.*, nats.stream, nats.subject) are declared
+# in :mod:`.nats_client`, whose errors name them.
+DELIVER_POLICY = option("nats.consumer.deliver_policy", SOURCES, "JetStream ones: where a new "
+                        "pipeline starts: `all` (the stream's first message), `new` (after the "
+                        "last message when the pipeline starts) or `by_start_sequence`; `last`, "
+                        "`last_per_subject` and `by_start_time` are not supported yet",
+                        choices=(DELIVER_ALL, DELIVER_NEW, DELIVER_BY_START_SEQUENCE),
+                        default=DELIVER_ALL)
+START_SEQUENCE = option("nats.consumer.start_sequence", SOURCES, "the first stream sequence "
+                        "read", kind=INTEGER, required_when="with `by_start_sequence`")
+FILTER_SUBJECTS = option("nats.consumer.filter_subjects", SOURCES, "JetStream ones: read only "
+                         "the messages of this subject (one subject, wildcards allowed; "
+                         "several are not supported yet)", default_text="the whole stream")
+MAX_MESSAGES_PER_BATCH = option("max_messages_per_batch", SOURCES, "JetStream ones: stream "
+                                "sequences per epoch at most", default=100_000)
+#: The options of JetStream sources only.
+_JETSTREAM_SOURCE = (DELIVER_POLICY, START_SEQUENCE, FILTER_SUBJECTS, MAX_MESSAGES_PER_BATCH)
 
 
 @dataclass(frozen=True)
@@ -116,39 +142,41 @@ class NatsTable:
 
 
 def _connect_settings(options: OptionReader) -> ConnectSettings:
-    servers = parse_servers(options.required("servers"))
-    auth = options.choice("auth.type", _AUTH_TYPES, "none")
-    if auth == "jwt":
-        raise ConnectorError("option 'auth.type' = 'jwt' is not supported yet; use 'none' or "
-                             "'credentials'", option="auth.type")
+    servers = parse_servers(options.required(SERVERS))
+    auth = options.choice(AUTH_TYPE, (*AUTH_TYPE.choices, _AUTH_NOT_YET))
+    if auth == _AUTH_NOT_YET:
+        raise ConnectorError(f"option '{AUTH_TYPE.name}' = '{_AUTH_NOT_YET}' is not supported "
+                             "yet; use 'none' or 'credentials'", option=AUTH_TYPE.name)
     if auth == "credentials":
-        return ConnectSettings(servers, options.required("auth.username"),
-                               options.required("auth.password"))
-    for key in ("auth.username", "auth.password"):
+        return ConnectSettings(servers, options.required(AUTH_USERNAME),
+                               options.required(AUTH_PASSWORD))
+    for key in (AUTH_USERNAME, AUTH_PASSWORD):
         if key in options:
-            raise ConnectorError(f"option '{key}' needs 'auth.type' = 'credentials'",
-                                 option=key)
+            raise ConnectorError(f"option '{key.name}' needs '{AUTH_TYPE.name}' = "
+                                 "'credentials'", option=key.name)
     return ConnectSettings(servers)
 
 
 def _subject_or_stream(options: OptionReader, role: str) -> tuple[str | None, str | None]:
-    subject = options.string("nats.subject")
-    stream = options.string("nats.stream")
+    subject = options.string(NATS_SUBJECT)
+    stream = options.string(NATS_STREAM)
     subject = subject.strip() if subject is not None else None
     stream = stream.strip() if stream is not None else None
     if role == SINK and not subject:
-        raise ConnectorError("a nats sink needs option 'nats.subject' (and 'nats.stream' to "
-                             "publish through JetStream)", option="nats.subject")
+        raise ConnectorError(f"a nats sink needs option '{NATS_SUBJECT.name}' (and "
+                             f"'{NATS_STREAM.name}' to publish through JetStream)",
+                             option=NATS_SUBJECT.name)
     if role == SOURCE and (subject is None) == (stream is None):
-        raise ConnectorError("a nats source needs exactly one of 'nats.stream' (JetStream) "
-                             "and 'nats.subject' (core NATS)", option="nats.stream")
-    for name, value in (("nats.subject", subject), ("nats.stream", stream)):
+        raise ConnectorError(f"a nats source needs exactly one of '{NATS_STREAM.name}' "
+                             f"(JetStream) and '{NATS_SUBJECT.name}' (core NATS)",
+                             option=NATS_STREAM.name)
+    for key, value in ((NATS_SUBJECT, subject), (NATS_STREAM, stream)):
         if value is not None and (not value or any(c.isspace() for c in value)):
-            raise ConnectorError(f"option '{name}' must be a name without spaces, not "
-                                 f"'{value}'", option=name)
+            raise ConnectorError(f"option '{key.name}' must be a name without spaces, not "
+                                 f"'{value}'", option=key.name)
     if stream is not None and any(c in stream for c in ".*>"):
-        raise ConnectorError(f"option 'nats.stream' names a stream; '{stream}' holds '.', '*' "
-                             "or '>'", option="nats.stream")
+        raise ConnectorError(f"option '{NATS_STREAM.name}' names a stream; '{stream}' holds "
+                             "'.', '*' or '>'", option=NATS_STREAM.name)
     return subject, stream
 
 
@@ -158,27 +186,29 @@ def _consumer(options: OptionReader, jetstream_source: bool) -> tuple[str, int |
     for name in _CONSUMER_NOT_YET:
         options.reject(f"nats.consumer.{name}", "is not supported yet: Spate reads each batch "
                                                "with an ephemeral consumer of its own; remove it")
-    keys = ("nats.consumer.deliver_policy", "nats.consumer.start_sequence",
-            "nats.consumer.filter_subjects", "max_messages_per_batch")
     if not jetstream_source:
-        for key in keys:
+        for key in _JETSTREAM_SOURCE:
             if key in options:
-                raise ConnectorError(f"option '{key}' applies to JetStream sources (with "
-                                     "'nats.stream') only", option=key)
+                raise ConnectorError(f"option '{key.name}' applies to JetStream sources (with "
+                                     f"'{NATS_STREAM.name}') only", option=key.name)
         return DELIVER_ALL, None, None
-    raw_policy = (options.string(keys[0]) or DELIVER_ALL).strip().lower()
+    raw_policy = (options.string(DELIVER_POLICY) or DELIVER_ALL).strip().lower()
     if raw_policy in _DELIVER_NOT_YET:
-        raise ConnectorError(f"option '{keys[0]}' = '{raw_policy}' is not supported yet; use "
-                             "'all', 'new' or 'by_start_sequence'", option=keys[0])
-    policy = options.choice(keys[0], _DELIVER_POLICIES, DELIVER_ALL) or DELIVER_ALL
-    start = options.integer(keys[1], None, minimum=1)
+        raise ConnectorError(f"option '{DELIVER_POLICY.name}' = '{raw_policy}' is not "
+                             "supported yet; use 'all', 'new' or 'by_start_sequence'",
+                             option=DELIVER_POLICY.name)
+    policy = options.choice(DELIVER_POLICY) or DELIVER_ALL
+    start = options.integer(START_SEQUENCE, minimum=1)
     if (policy == DELIVER_BY_START_SEQUENCE) != (start is not None):
-        raise ConnectorError(f"option '{keys[1]}' goes with (and only with) '{keys[0]}' = "
-                             "'by_start_sequence'", option=keys[1])
-    filters = [s.strip() for s in (options.string(keys[2]) or "").split(",") if s.strip()]
+        raise ConnectorError(f"option '{START_SEQUENCE.name}' goes with (and only with) "
+                             f"'{DELIVER_POLICY.name}' = '{DELIVER_BY_START_SEQUENCE}'",
+                             option=START_SEQUENCE.name)
+    filters = [s.strip() for s in (options.string(FILTER_SUBJECTS) or "").split(",")
+               if s.strip()]
     if len(filters) > 1:
-        raise ConnectorError(f"option '{keys[2]}': more than one subject is not supported "
-                             "yet; give one (wildcards allowed)", option=keys[2])
+        raise ConnectorError(f"option '{FILTER_SUBJECTS.name}': more than one subject is not "
+                             "supported yet; give one (wildcards allowed)",
+                             option=FILTER_SUBJECTS.name)
     return policy, start, filters[0] if filters else None
 
 
@@ -188,26 +218,23 @@ class NatsConnector(Connector):
 
     name = "nats"
     roles = frozenset({SOURCE, SINK})
-    options = (*TYPE, *specs(BOTH, "servers", "auth.type", "auth.username", "auth.password",
-                             "nats.subject", "nats.stream", "format", "json.timestamp_format",
-                             "json.decimal_encoding", "json.unstructured"),
-               *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER, *SOURCE_TIME,
-               *specs(SOURCES, "nats.consumer.deliver_policy", "nats.consumer.start_sequence",
-                      "nats.consumer.filter_subjects", "max_messages_per_batch"))
+    options = (*TYPE, SERVERS, AUTH_TYPE, AUTH_USERNAME, AUTH_PASSWORD, NATS_STREAM,
+               NATS_SUBJECT, *_JETSTREAM_SOURCE,
+               *(spec for spec in FORMAT if spec is not FRAMING),  # framing is refused
+               *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER, *SOURCE_TIME)
 
     def _parse(self, table: TableConfig) -> NatsTable:
         options = OptionReader(table)
         role = check_role(options, self.roles)
         connect_settings = _connect_settings(options)
         subject, stream = _subject_or_stream(options, role)
-        options.reject("framing", "is not supported yet by nats: one message is one record")
+        options.reject(FRAMING, "is not supported yet by nats: one message is one record")
         spec = parse_format(options, role)
         policy, start, filter_subject = _consumer(options, role == SOURCE and bool(stream))
-        max_messages = DEFAULT_MAX_MESSAGES_PER_BATCH
+        max_messages = MAX_MESSAGES_PER_BATCH.default
         if role == SOURCE:
             check_source_options(options)
-            max_messages = options.integer("max_messages_per_batch", max_messages,
-                                           minimum=1) or max_messages
+            max_messages = options.integer(MAX_MESSAGES_PER_BATCH, minimum=1) or max_messages
         else:
             reject_source_options(options)
         options.finish()
@@ -219,7 +246,8 @@ class NatsConnector(Connector):
             columns = table.columns if table.data_columns else columns + table.columns
         if table.boundary.egress is not None:
             for server in connect_settings.servers:
-                table.boundary.egress.check_literal(server.host, server.port, option="servers")
+                table.boundary.egress.check_literal(server.host, server.port,
+                                                    option=SERVERS.name)
         if table.boundary.egress is not None:
             connect_settings = replace(connect_settings, boundary=table.boundary.to_dict(),
                                        egress=table.boundary.egress)
@@ -242,7 +270,7 @@ class NatsConnector(Connector):
         parsed = self._parse(table)
         if parsed.role != SOURCE:
             raise ConnectorError(f"nats table '{table.name}' is a sink; it cannot be read",
-                                 option="type")
+                                 option=TYPE_OPTION.name)
         connect_settings = parsed.connect.to_dict()
         password = connect_settings.pop("password")
         settings = {
@@ -293,10 +321,10 @@ class NatsConnector(Connector):
         """Connect with the servers and credentials, and look up ``nats.stream`` if named."""
         reader = OptionReader(TableConfig("test", self.name, role or SINK, options, ()))
         connect_settings = _connect_settings(reader)
-        stream = (reader.string("nats.stream") or "").strip() or None
+        stream = (reader.string(NATS_STREAM) or "").strip() or None
         if boundary.egress is not None:
             for server in connect_settings.servers:
-                boundary.egress.check_literal(server.host, server.port, option="servers")
+                boundary.egress.check_literal(server.host, server.port, option=SERVERS.name)
             connect_settings = replace(connect_settings, boundary=boundary.to_dict(),
                                        egress=boundary.egress)
         return run_sync(_reach(connect_settings, stream))

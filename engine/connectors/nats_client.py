@@ -23,10 +23,28 @@ from nats.aio.client import Client as NatsClient
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.egress import EgressPolicy, unreachable
 from spate.engine.connectors.errors import ConnectorError
+from spate.engine.connectors.metadata import BOTH, option
 
 DEFAULT_PORT = 4222
 #: Seconds to wait for a server to accept a connection or answer a request.
 TIMEOUT_S = 10.0
+
+# The options naming what a table connects to, declared here where the connection's
+# (and JetStream's) errors name them; :mod:`.nats` reads them.
+SERVERS = option("servers", BOTH, f"`nats://host:port` (or `host[:port]`, port {DEFAULT_PORT}), "
+                 "several separated by commas; no credentials inside (use `auth.*`); `tls://` "
+                 "is not supported yet", required=True)
+AUTH_TYPE = option("auth.type", BOTH, "`none` or `credentials`; `jwt` is not supported yet",
+                   choices=("none", "credentials"), default="none")
+AUTH_USERNAME = option("auth.username", BOTH, "the user", required_when="with `credentials`")
+AUTH_PASSWORD = option("auth.password", BOTH, "the user's password",
+                       required_when="with `credentials`")
+NATS_STREAM = option("nats.stream", BOTH, "the JetStream stream to read (a source), or to "
+                     "publish into through JetStream (a sink, with `nats.subject`)",
+                     required_when="a source: this or `nats.subject`")
+NATS_SUBJECT = option("nats.subject", BOTH, "the core subject to subscribe to (a source, "
+                      "wildcards allowed) or to publish to (a sink)",
+                      required_when="a sink; a source: this or `nats.stream`")
 
 T = TypeVar("T")
 
@@ -76,9 +94,9 @@ def parse_servers(text: str) -> tuple[Server, ...]:
     servers = []
     for entry in (part.strip() for part in text.split(",")):
         if not entry:
-            raise ConnectorError("option 'servers' has an empty entry; give "
+            raise ConnectorError(f"option '{SERVERS.name}' has an empty entry; give "
                                  "'nats://host:port' entries separated by commas",
-                                 option="servers")
+                                 option=SERVERS.name)
         servers.append(_parse_server(entry))
     return tuple(servers)
 
@@ -88,21 +106,21 @@ def _parse_server(entry: str) -> Server:
     if not found:
         scheme, rest = "nats", entry
     if scheme.lower() != "nats":
-        raise ConnectorError(f"option 'servers': scheme '{scheme}://' is not supported yet; "
-                             "use nats://host:port (TLS is not supported yet)",
-                             option="servers")
+        raise ConnectorError(f"option '{SERVERS.name}': scheme '{scheme}://' is not "
+                             "supported yet; use nats://host:port (TLS is not supported yet)",
+                             option=SERVERS.name)
     if "@" in rest:
-        raise ConnectorError("option 'servers' must not hold credentials: use 'auth.type' = "
-                             "'credentials' with 'auth.username' and 'auth.password'",
-                             option="servers")
+        raise ConnectorError(f"option '{SERVERS.name}' must not hold credentials: use "
+                             f"'{AUTH_TYPE.name}' = 'credentials' with '{AUTH_USERNAME.name}' "
+                             f"and '{AUTH_PASSWORD.name}'", option=SERVERS.name)
     host, port_text = _split_host_port(rest.rstrip("/"))
     try:
         port = int(port_text) if port_text else DEFAULT_PORT
     except ValueError:
         port = 0
     if not host or not 0 < port < 65536 or "/" in host:
-        raise ConnectorError(f"option 'servers': '{entry}' is not nats://host:port",
-                             option="servers")
+        raise ConnectorError(f"option '{SERVERS.name}': '{entry}' is not nats://host:port",
+                             option=SERVERS.name)
     return Server(host, port)
 
 
@@ -123,7 +141,7 @@ def server_urls(settings: ConnectSettings) -> list[str]:
     for server in settings.servers:
         host = server.host
         if egress is not None:
-            host = egress.resolve(server.host, server.port, option="servers")[0]
+            host = egress.resolve(server.host, server.port, option=SERVERS.name)[0]
         urls.append(f"nats://{Server(host, server.port)}")
     return urls
 
@@ -151,8 +169,8 @@ def connect_error(settings: ConnectSettings, what: str, error: BaseException) ->
     if settings.boundary and settings.boundary.get("egress") is not None:
         return unreachable(what, first.host, first.port)
     return ConnectorError(f"{what}: could not connect to NATS at {settings.shown} "
-                          f"({type(error).__name__}: {_reason(error)}); check 'servers' and "
-                          "the credentials", option="servers")
+                          f"({type(error).__name__}: {_reason(error)}); check "
+                          f"'{SERVERS.name}' and the credentials", option=SERVERS.name)
 
 
 def _reason(error: BaseException) -> str:

@@ -23,7 +23,7 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from spate.engine.connectors.errors import ConnectorError
-from spate.engine.connectors.nats_client import TIMEOUT_S
+from spate.engine.connectors.nats_client import NATS_STREAM, NATS_SUBJECT, TIMEOUT_S
 
 #: Messages asked for per pull request while reading a range.
 _FETCH_BATCH = 1000
@@ -122,11 +122,12 @@ def jetstream_error(what: str, stream: str, error: Exception) -> ConnectorError:
     """A JetStream request that failed: a missing stream, or a server's refusal."""
     if isinstance(error, nats.js.errors.NotFoundError):
         return ConnectorError(f"{what}: JetStream stream '{stream}' does not exist; create it "
-                              "or fix 'nats.stream'", option="nats.stream")
+                              f"or fix '{NATS_STREAM.name}'", option=NATS_STREAM.name)
     if isinstance(error, nats.errors.NoRespondersError | nats.js.errors.NoStreamResponseError):
         return ConnectorError(f"{what}: no JetStream answered for stream '{stream}' (is "
                               "JetStream enabled on the server, and does a stream capture "
-                              "'nats.subject'?)", option="nats.stream")
+                              f"'{NATS_SUBJECT.name}'?)", option=NATS_STREAM.name)
     detail = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
     return ConnectorError(f"{what}: JetStream failed on stream '{stream}': "
-                          f"{type(error).__name__} {detail}".rstrip(), option="nats.stream")
+                          f"{type(error).__name__} {detail}".rstrip(),
+                          option=NATS_STREAM.name)
