@@ -39,6 +39,13 @@ from spate.engine.connectors.formats import (
     with_row_key,
 )
 from spate.engine.connectors.kinesis_client import (
+    AWS_ACCESS_KEY_ID,
+    AWS_CREDENTIALS,
+    AWS_REGION,
+    AWS_SECRET_ACCESS_KEY,
+    AWS_SESSION_TOKEN,
+    ENDPOINT_URL,
+    STREAM_NAME,
     KinesisEndpoint,
     check_endpoint_url,
     check_planned,
@@ -57,7 +64,6 @@ from spate.engine.connectors.kinesis_sink import (
     RequestLimits,
 )
 from spate.engine.connectors.metadata import (
-    BOTH,
     DEAD_LETTER,
     FORMAT,
     FORMAT_BINARY,
@@ -66,7 +72,8 @@ from spate.engine.connectors.metadata import (
     SOURCE_TIME,
     SOURCES,
     TYPE,
-    specs,
+    TYPE_OPTION,
+    option,
 )
 from spate.engine.connectors.options import (
     OptionReader,
@@ -78,10 +85,22 @@ from spate.engine.connectors.streaming import load_stream, source_options
 
 EARLIEST = "earliest"
 LATEST = "latest"
-CREDENTIAL_OPTIONS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
-SINK_OPTIONS = ("key_field", "sink.max_records_per_batch", "sink.max_bytes_per_batch")
 #: Arroyo's sink option Spate refuses as not supported yet (so not in ``options``).
 NOT_YET_SINK_OPTION = "sink.flush_interval_millis"
+
+# The stream, region, endpoint and credentials are declared in kinesis_client.
+START_FROM = option("source.offset", SOURCES, "where a new pipeline starts, `earliest` (the "
+                    "oldest records the stream keeps) or `latest` (records arriving from the "
+                    "start on)", choices=(EARLIEST, LATEST), default=LATEST)
+KEY_FIELD = option("key_field", SINKS, "the column whose value is each record's partition key",
+                   default_text="a hash of the record")
+MAX_RECORDS_PER_BATCH = option("sink.max_records_per_batch", SINKS, "records per PutRecords "
+                               f"request (at most {MAX_RECORDS_PER_REQUEST})",
+                               default=MAX_RECORDS_PER_REQUEST)
+MAX_BYTES_PER_BATCH = option("sink.max_bytes_per_batch", SINKS, "bytes (data and keys) per "
+                             "PutRecords request, from 1 MiB to 5 MiB",
+                             default=MAX_BYTES_PER_REQUEST)
+SINK_OPTIONS = (KEY_FIELD, MAX_RECORDS_PER_BATCH, MAX_BYTES_PER_BATCH)
 
 
 @dataclass(frozen=True)
@@ -100,17 +119,17 @@ class _KinesisTable:
 
 def read_endpoint(options: OptionReader, stream_required: bool = True) -> KinesisEndpoint:
     """The stream, region, endpoint and credentials of a table's (or profile's) options."""
-    stream = options.required("stream_name") if stream_required else \
-        options.string("stream_name", "")
+    stream = options.required(STREAM_NAME) if stream_required else options.string(STREAM_NAME)
     stream_name = (stream or "").strip()
-    region = check_region(options.required("aws_region"))
-    url = options.string("endpoint_url")
-    key_id, secret, token = (options.string(key) for key in CREDENTIAL_OPTIONS)
+    region = check_region(options.required(AWS_REGION))
+    url = options.string(ENDPOINT_URL)
+    key_id, secret, token = (options.string(key) for key in AWS_CREDENTIALS)
     if not key_id or not secret:
-        missing = "aws_access_key_id" if not key_id else "aws_secret_access_key"
+        missing = AWS_ACCESS_KEY_ID.name if not key_id else AWS_SECRET_ACCESS_KEY.name
         raise ConnectorError(
-            f"connector 'kinesis' needs option '{missing}' (with 'aws_access_key_id' and "
-            "'aws_secret_access_key', and 'aws_session_token' for temporary keys), best kept "
+            f"connector 'kinesis' needs option '{missing}' (with '{AWS_ACCESS_KEY_ID.name}' "
+            f"and '{AWS_SECRET_ACCESS_KEY.name}', and '{AWS_SESSION_TOKEN.name}' for "
+            "temporary keys), best kept "
             "in a connection profile; Spate never uses the server's own AWS credentials",
             option=missing)
     return KinesisEndpoint(
@@ -124,19 +143,19 @@ def _sink_options(options: OptionReader) -> tuple[str | None, RequestLimits]:
     options.reject(NOT_YET_SINK_OPTION,
                    "is not supported yet: the kinesis sink puts each epoch's records when "
                    "the epoch ends; remove it")
-    key_field = options.string("key_field")
+    key_field = options.string(KEY_FIELD)
     if key_field is not None and key_field != key_field.strip():
-        raise ConnectorError("option 'key_field' must be a column name", option="key_field")
-    records = options.integer("sink.max_records_per_batch", MAX_RECORDS_PER_REQUEST,
-                              minimum=1)
-    size = options.integer("sink.max_bytes_per_batch", MAX_BYTES_PER_REQUEST,
-                           minimum=MAX_BYTES_PER_RECORD)
+        raise ConnectorError(f"option '{KEY_FIELD.name}' must be a column name",
+                             option=KEY_FIELD.name)
+    records = options.integer(MAX_RECORDS_PER_BATCH, minimum=1)
+    size = options.integer(MAX_BYTES_PER_BATCH, minimum=MAX_BYTES_PER_RECORD)
     assert records is not None and size is not None
-    for key, value, most in (("sink.max_records_per_batch", records, MAX_RECORDS_PER_REQUEST),
-                             ("sink.max_bytes_per_batch", size, MAX_BYTES_PER_REQUEST)):
+    for key, value, most in ((MAX_RECORDS_PER_BATCH, records, MAX_RECORDS_PER_REQUEST),
+                             (MAX_BYTES_PER_BATCH, size, MAX_BYTES_PER_REQUEST)):
         if value > most:
-            raise ConnectorError(f"option '{key}' must be at most {most} (Kinesis's limit "
-                                 f"per PutRecords request), not {value}", option=key)
+            raise ConnectorError(f"option '{key.name}' must be at most {most} (Kinesis's "
+                                 f"limit per PutRecords request), not {value}",
+                                 option=key.name)
     return key_field, RequestLimits(records, size)
 
 
@@ -146,10 +165,9 @@ class KinesisConnector(Connector):
 
     name = "kinesis"
     roles = frozenset({SOURCE, SINK})
-    options = (*TYPE, *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER, *SOURCE_TIME,
-               *specs(BOTH, "stream_name", "aws_region", "endpoint_url", *CREDENTIAL_OPTIONS),
-               *specs(SOURCES, "source.offset"),
-               *specs(SINKS, *SINK_OPTIONS))
+    options = (*TYPE, STREAM_NAME, AWS_REGION, *AWS_CREDENTIALS, ENDPOINT_URL, START_FROM,
+               *SINK_OPTIONS, *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER,
+               *SOURCE_TIME)
 
     def _parse(self, table: TableConfig) -> _KinesisTable:
         options = OptionReader(table)
@@ -160,12 +178,12 @@ class KinesisConnector(Connector):
         limits = RequestLimits()
         if role == SOURCE:
             check_source_options(options)
-            offset = options.choice("source.offset", (EARLIEST, LATEST), LATEST)
+            offset = options.choice(START_FROM)
             for key in (*SINK_OPTIONS, NOT_YET_SINK_OPTION):
                 options.reject(key, "applies to sinks only")
         else:
             reject_source_options(options)
-            options.reject("source.offset", "applies to sources only")
+            options.reject(START_FROM, "applies to sources only")
             key_field, limits = _sink_options(options)
         options.finish()
         columns = table.data_columns
@@ -207,7 +225,7 @@ class KinesisConnector(Connector):
         parsed = self._parse(table)
         if parsed.role != SOURCE:
             raise ConnectorError(f"kinesis table '{table.name}' is a sink; it cannot be read",
-                                 option="type")
+                                 option=TYPE_OPTION.name)
         endpoint = parsed.endpoint.to_dict()
         secrets = {key: endpoint.pop(key) for key in SECRET_FIELDS}
         settings = {
@@ -235,9 +253,9 @@ class KinesisConnector(Connector):
             return super().create_sink(table, schema)
         check_sink_schema(parsed.spec, schema)
         if parsed.key_field is not None and parsed.key_field not in schema.fieldNames():
-            raise ConnectorError(f"option 'key_field' names '{parsed.key_field}', which is "
-                                 f"not a column of sink '{table.name}' (its columns: "
-                                 f"{', '.join(schema.fieldNames())})", option="key_field")
+            raise ConnectorError(f"option '{KEY_FIELD.name}' names '{parsed.key_field}', which "
+                                 f"is not a column of sink '{table.name}' (its columns: "
+                                 f"{', '.join(schema.fieldNames())})", option=KEY_FIELD.name)
         return KinesisSink(table.name, parsed.endpoint, table.boundary, parsed.spec,
                            parsed.key_field, parsed.limits)
 

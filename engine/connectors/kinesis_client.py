@@ -33,6 +33,22 @@ from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionEr
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.egress import unreachable
 from spate.engine.connectors.errors import ConnectorError
+from spate.engine.connectors.metadata import BOTH, option
+
+# The options a Kinesis endpoint is made of. The AWS ones are the same for every
+# connector reaching AWS (delta and filesystem's s3:// paths re-describe them), so one
+# AWS connection profile serves them all.
+STREAM_NAME = option("stream_name", BOTH, "the stream", required=True)
+AWS_REGION = option("aws_region", BOTH, "e.g. `us-east-1`; the endpoint is then "
+                    "`https://kinesis.<region>.amazonaws.com`", required=True)
+AWS_ACCESS_KEY_ID = option("aws_access_key_id", BOTH, "the access key, best kept in a "
+                           "connection profile", required=True)
+AWS_SECRET_ACCESS_KEY = option("aws_secret_access_key", BOTH, "its secret", required=True)
+AWS_SESSION_TOKEN = option("aws_session_token", BOTH, "for temporary credentials")
+ENDPOINT_URL = option("endpoint_url", BOTH, "`http(s)://host[:port]` of a Kinesis-compatible "
+                      "server", default_text="the region's AWS endpoint")
+#: The credentials, in the order a boto3 session takes them.
+AWS_CREDENTIALS = (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)
 
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
 #: Error codes AWS answers for keys it does not accept.
@@ -85,8 +101,8 @@ def check_region(region: str) -> str:
     """An AWS region name such as ``us-east-1``; raises naming ``aws_region``."""
     region = region.strip().lower()
     if not _REGION.fullmatch(region):
-        raise ConnectorError(f"option 'aws_region' must be an AWS region such as "
-                             f"'us-east-1', not '{region}'", option="aws_region")
+        raise ConnectorError(f"option '{AWS_REGION.name}' must be an AWS region such as "
+                             f"'us-east-1', not '{region}'", option=AWS_REGION.name)
     return region
 
 
@@ -100,9 +116,9 @@ def check_endpoint_url(url: str) -> str:
     if (parts.scheme not in ("http", "https") or not parts.hostname or not port_ok
             or parts.username or parts.password or parts.path.strip("/")
             or parts.query or parts.fragment):
-        raise ConnectorError("option 'endpoint_url' must be 'http(s)://host[:port]' with no "
-                             "credentials, path or query, e.g. 'https://kinesis.example:4567'",
-                             option="endpoint_url")
+        raise ConnectorError(f"option '{ENDPOINT_URL.name}' must be 'http(s)://host[:port]' "
+                             "with no credentials, path or query, e.g. "
+                             "'https://kinesis.example:4567'", option=ENDPOINT_URL.name)
     return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
 
 
@@ -120,8 +136,8 @@ def check_planned(endpoint: KinesisEndpoint, boundary: Boundary) -> None:
 
 
 def _endpoint_option(endpoint: KinesisEndpoint) -> str:
-    return ("aws_region" if endpoint.endpoint_url == regional_endpoint(endpoint.region)
-            else "endpoint_url")
+    return (AWS_REGION.name if endpoint.endpoint_url == regional_endpoint(endpoint.region)
+            else ENDPOINT_URL.name)
 
 
 def _isolated_session() -> botocore.session.Session:
@@ -171,12 +187,13 @@ def failure(error: Exception, endpoint: KinesisEndpoint, what: str) -> Connector
         if code == "ResourceNotFoundException":
             return ConnectorError(f"{what}: {stream} does not exist in region "
                                   f"{endpoint.region} at {endpoint.shown}; check "
-                                  "stream_name and aws_region", option="stream_name")
+                                  f"{STREAM_NAME.name} and {AWS_REGION.name}",
+                                  option=STREAM_NAME.name)
         if code in _CREDENTIAL_ERRORS:
             return ConnectorError(f"{what}: {endpoint.shown} refused the credentials "
-                                  f"({code}); check aws_access_key_id, aws_secret_access_key "
-                                  "and aws_session_token in the connection profile",
-                                  option="aws_access_key_id")
+                                  f"({code}); check {AWS_ACCESS_KEY_ID.name}, "
+                                  f"{AWS_SECRET_ACCESS_KEY.name} and {AWS_SESSION_TOKEN.name} "
+                                  "in the connection profile", option=AWS_ACCESS_KEY_ID.name)
         return ConnectorError(f"{what}: {stream} at {endpoint.shown} answered {code}")
     if isinstance(error, EndpointConnectionError | BotoCoreError):
         host, port = endpoint.host_port
