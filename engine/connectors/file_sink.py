@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame
 
 from spate.engine.connectors.base import ConnectorError, Sink
 from spate.engine.connectors.formats import FormatSpec, encoded_lines
+from spate.engine.connectors.single_file_reader import PATH
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ class SingleFileSink(Sink):
             raise ConnectorError(
                 f"single_file sink '{self.table}': {self.shown_path} holds {size} bytes but "
                 f"{length} were committed; it was changed outside Spate. Restore the file "
-                "or start the pipeline afresh", option="path")
+                "or start the pipeline afresh", option=PATH.name)
         handle.truncate(length)
         self._file = handle
         log.info("single_file sink opened", extra={"path": self.path, "bytes": length})

@@ -33,11 +33,13 @@ from spate.engine.connectors.formats import (
 from spate.engine.connectors.metadata import (
     BOTH,
     FORMAT,
+    FORMAT_OPTION,
     FORMAT_SOURCE,
     SOURCE_TIME,
     SOURCES,
     TYPE,
-    specs,
+    TYPE_OPTION,
+    option,
 )
 from spate.engine.connectors.options import (
     OptionReader,
@@ -45,10 +47,16 @@ from spate.engine.connectors.options import (
     check_source_options,
     reject_source_options,
 )
-from spate.engine.connectors.single_file_reader import SOURCE_NAME
+from spate.engine.connectors.single_file_reader import PATH, SOURCE_NAME
 from spate.engine.connectors.streaming import load_stream, source_options
 
-DEFAULT_MAX_LINES_PER_BATCH = 100_000
+#: Records are lines: the binary formats are refused (``require_line_format``).
+LINE_FORMAT = FORMAT_OPTION.described("`json`, `debezium_json` or `raw_string` "
+                                      "([formats](#formats))")
+MAX_LINES_PER_BATCH = option("max_lines_per_batch", SOURCES, "lines per epoch (Spark "
+                             "micro-batch)", default=100_000)
+WAIT_FOR_CONTROL = option("wait_for_control", BOTH, "accepted for compatibility; no effect",
+                          default=False)
 
 
 @dataclass(frozen=True)
@@ -68,26 +76,26 @@ class SingleFileConnector(Connector):
 
     name = "single_file"
     roles = frozenset({SOURCE, SINK})
-    options = (*TYPE, *specs(BOTH, "path", "wait_for_control"), *FORMAT, *FORMAT_SOURCE,
-               *SOURCE_TIME, *specs(SOURCES, "max_lines_per_batch"))
+    options = (*TYPE, PATH, LINE_FORMAT, MAX_LINES_PER_BATCH, WAIT_FOR_CONTROL,
+               *(spec for spec in FORMAT if spec is not FORMAT_OPTION), *FORMAT_SOURCE,
+               *SOURCE_TIME)
 
     def _parse(self, table: TableConfig) -> _FileTable:
         options = OptionReader(table)
         role = check_role(options, self.roles)
         # Under a tenant's boundary the path is relative to its storage root.
-        given_path = options.required("path")
+        given_path = options.required(PATH)
         path = table.boundary.resolve_path(given_path)
         require_line_format(options)
         spec = parse_format(options, role)
-        options.boolean("wait_for_control", False)  # accepted for Arroyo compatibility
+        options.boolean(WAIT_FOR_CONTROL)  # accepted for Arroyo compatibility
         if role == SOURCE:
             check_source_options(options)
-            max_lines = options.integer("max_lines_per_batch", DEFAULT_MAX_LINES_PER_BATCH,
-                                        minimum=1)
+            max_lines = options.integer(MAX_LINES_PER_BATCH, minimum=1)
         else:
             reject_source_options(options)
-            options.reject("max_lines_per_batch", "applies to sources only")
-            max_lines = DEFAULT_MAX_LINES_PER_BATCH
+            options.reject(MAX_LINES_PER_BATCH, "applies to sources only")
+            max_lines = MAX_LINES_PER_BATCH.default
         options.finish()
         columns = table.columns
         if not columns and role == SOURCE and spec.single_value:
@@ -107,20 +115,20 @@ class SingleFileConnector(Connector):
         parsed = self._parse(table)
         if os.path.isdir(parsed.path):
             raise ConnectorError(f"{parsed.given_path} is a directory; a single_file source "
-                                 "reads one file", option="path")
+                                 "reads one file", option=PATH.name)
         if not os.path.isfile(parsed.path):
-            raise ConnectorError(f"file {parsed.given_path} does not exist", option="path")
+            raise ConnectorError(f"file {parsed.given_path} does not exist", option=PATH.name)
 
     def reader_options(self, table: TableConfig) -> dict[str, str]:
         """The options of the data source reading ``table`` (see :func:`source_options`)."""
         parsed = self._parse(table)
         if parsed.role != SOURCE:
             raise ConnectorError(f"single_file table '{table.name}' is a sink; it cannot be "
-                                 "read", option="type")
+                                 "read", option=TYPE_OPTION.name)
         path = parsed.path
         if not os.path.isfile(path):
             raise ConnectorError(f"single_file source '{table.name}': file "
-                                 f"{parsed.given_path} does not exist", option="path")
+                                 f"{parsed.given_path} does not exist", option=PATH.name)
         settings = {
             "table": table.name,
             "path": path,

@@ -26,6 +26,7 @@ from spate.engine.connectors.arrow_batches import arrow_schema, control_batch, d
 from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, CONTROL_EOF, ConnectorError
 from spate.engine.connectors.decoders import source_decoder, split_lines
 from spate.engine.connectors.formats import FormatSpec
+from spate.engine.connectors.metadata import BAD_DATA, BOTH, option
 from spate.engine.connectors.streaming import (
     SpateDataSource,
     default_limit,
@@ -37,6 +38,11 @@ from spate.engine.python_workers import settle
 log = logging.getLogger(__name__)
 
 SOURCE_NAME = "spate_single_file"
+#: Declared here, where the reader's (and the sink's) errors point at it; the connector
+#: (:mod:`.single_file`) declares its other options.
+PATH = option("path", BOTH, "the file; relative paths are relative to the working directory "
+              "of `spate run`, and to the tenant's storage root in the Spate service (which "
+              "refuses paths leading out of it)", required=True)
 _SCAN_CHUNK_BYTES = 4 << 20
 #: Lines decoded (and yielded) per Arrow batch inside one read.
 _DECODE_LINES = 65_536
@@ -65,7 +71,7 @@ def scan_lines(path: str, start_byte: int, limit: int | None,
         raise ConnectorError(f"{shown_path or path} shrank below byte {start_byte} while "
                              "being read; a "
                              "source file must not be modified while a pipeline reads it",
-                             option="path")
+                             option=PATH.name)
     lines, position, line_end = 0, start_byte, start_byte
     with open(path, "rb") as handle:
         handle.seek(start_byte)
@@ -113,7 +119,8 @@ class SingleFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             return start
         if not os.path.isfile(self.path):
             raise ConnectorError(f"single_file source '{self.settings['table']}': file "
-                                 f"{self.shown_path} does not exist (any more)", option="path")
+                                 f"{self.shown_path} does not exist (any more)",
+                                 option=PATH.name)
         lines, end_byte, at_eof = scan_lines(self.path, start["byte"],
                                              max_rows(limit, self.max_lines), self.shown_path)
         return {"line": start["line"] + lines, "byte": end_byte, "eof": at_eof}
@@ -153,7 +160,8 @@ class _RangeReader:
             raise ConnectorError(
                 f"single_file source '{self.table}': {self.shown_path} changed while being read "
                 f"(expected {expected} lines from byte {start['byte']}, found {len(starts)}); "
-                "a source file must not be modified while a pipeline reads it", option="path")
+                "a source file must not be modified while a pipeline reads it",
+                option=PATH.name)
         ingested = np.full(1, time.time_ns() // 1000, dtype=np.int64)
         dropped = 0
         for first in range(0, expected, _DECODE_LINES):
@@ -176,5 +184,5 @@ class _RangeReader:
         index, problem = bad[0]
         raise ConnectorError(
             f"single_file source '{self.table}': bad record in {self.shown_path} at line "
-            f"{first_line + index + 1}: {problem}. Fix the record, or set bad_data = 'drop' "
-            "to skip undecodable records", option="bad_data")
+            f"{first_line + index + 1}: {problem}. Fix the record, or set {BAD_DATA.name} = "
+            "'drop' to skip undecodable records", option=BAD_DATA.name)
