@@ -23,7 +23,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from spate.scheduler.store import IDLE, TERMINAL_STATES
+
+if TYPE_CHECKING:
+    from spate.api.models import Job
 
 #: Watermarks outside this range (µs since 1970) are sentinels (+∞ at the end of
 #: a bounded input, −∞ before the first row), not times a lag can be measured from.
@@ -92,6 +97,14 @@ def parse_epoch_figures(metrics: Any) -> EpochFigures:
         remote_bytes=_integer(metrics.get("remote_bytes")),
         operators=_operators(metrics.get("operators")),
     )
+
+
+def live(job: Job, figure: float | None) -> float | None:
+    """A rate or busy ratio as it is now: an idle job's is 0 (it reads and writes nothing,
+    whatever its last epoch did), an ended job has none (its last epoch's is history)."""
+    if job.shown_state == IDLE:
+        return 0.0
+    return None if job.shown_state in TERMINAL_STATES else figure
 
 
 def _operators(value: Any) -> tuple[OperatorFigures, ...]:

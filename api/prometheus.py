@@ -16,7 +16,7 @@ from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from spate.api.job_metrics import parse_epoch_figures
+from spate.api.job_metrics import live, parse_epoch_figures
 from spate.api.repositories.metrics import PipelineFigures, UsageFigure
 from spate.scheduler.store import JOB_STATES
 
@@ -83,11 +83,11 @@ class SpateCollector:
             for name in JOB_STATES:
                 state.add_metric([*key, name], 1 if job.shown_state == name else 0)
             latest = parse_epoch_figures(job.metrics)
-            _add(rate, [*key, "in"], latest.rows_in_per_s)
-            _add(rate, [*key, "out"], latest.rows_out_per_s)
+            _add(rate, [*key, "in"], live(job, latest.rows_in_per_s))
+            _add(rate, [*key, "out"], live(job, latest.rows_out_per_s))
             _add(epoch, key, job.last_epoch if job.last_epoch is not None else latest.epoch)
             _add(lag, key, latest.watermark_lag_s(self.now))
-            _add(backpressure, key, latest.busy_ratio)
+            _add(backpressure, key, live(job, latest.busy_ratio))
             _add(state_bytes, key, latest.state_bytes)
         yield from (rows_in, rows_out, rate, desired, state, epoch, lag, backpressure,
                     state_bytes)

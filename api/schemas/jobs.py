@@ -8,22 +8,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from spate.api.job_metrics import EpochFigures, parse_epoch_figures
+from spate.api.job_metrics import EpochFigures, live, parse_epoch_figures
 from spate.api.models import Job
-from spate.scheduler.store import IDLE, TERMINAL_STATES
 
 JobState = Literal["created", "starting", "running", "stopping", "restarting", "stopped",
                    "finished", "failed", "idle"]
 RESUMES_AT = ("idle: when its sources have input again and a new job starts by itself; "
               "null otherwise")
-
-
-def live(job: Job, figure: float | None) -> float | None:
-    """A rate or busy ratio as it is now: an idle job's is 0 (it reads and writes nothing,
-    whatever its last epoch did), an ended job has none (its last epoch's is history)."""
-    if job.shown_state == IDLE:
-        return 0.0
-    return None if job.shown_state in TERMINAL_STATES else figure
 
 
 def resumes_at(job: Job) -> datetime | None:
