@@ -35,16 +35,14 @@ from spate.engine.connectors.formats import (
     with_row_key,
 )
 from spate.engine.connectors.metadata import (
-    BOTH,
     DEAD_LETTER,
     FORMAT,
     FORMAT_BINARY,
+    FORMAT_OPTION,
     FORMAT_SOURCE,
-    SINKS,
     SOURCE_TIME,
-    SOURCES,
     TYPE,
-    specs,
+    TYPE_OPTION,
 )
 from spate.engine.connectors.rabbitmq_queue import SOURCE_NAME as QUEUE_SOURCE
 from spate.engine.connectors.rabbitmq_queue import (
@@ -54,8 +52,21 @@ from spate.engine.connectors.rabbitmq_queue import (
     connect,
 )
 from spate.engine.connectors.rabbitmq_settings import (
+    EXCHANGE,
+    HOST,
+    MAX_MESSAGES_PER_BATCH,
+    MODE,
+    PASSWORD,
     PASSWORD_OPTION,
+    PORT,
+    PRODUCER_NAME,
     QUEUE,
+    QUEUE_NAME,
+    ROUTING_KEY,
+    SOURCE_OFFSET,
+    STREAM_NAME,
+    USERNAME,
+    VIRTUAL_HOST,
     RabbitSettings,
     read_settings,
 )
@@ -76,11 +87,10 @@ class RabbitMQConnector(Connector):
 
     name = "rabbitmq"
     roles = frozenset({SOURCE, SINK})
-    options = (*TYPE, *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER, *SOURCE_TIME,
-               *specs(BOTH, "mode", "host", "port", "username", "password", "virtual_host",
-                      "stream"),
-               *specs(SOURCES, "queue", "source.offset", "max_messages_per_batch"),
-               *specs(SINKS, "exchange", "routing_key", "producer_name"))
+    options = (*TYPE, MODE, HOST, PORT, USERNAME, PASSWORD, VIRTUAL_HOST, STREAM_NAME,
+               SOURCE_OFFSET, PRODUCER_NAME, QUEUE_NAME, EXCHANGE, ROUTING_KEY,
+               MAX_MESSAGES_PER_BATCH,
+               *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER, *SOURCE_TIME)
 
     def _settings(self, table: TableConfig, resolve: bool = False) -> RabbitSettings:
         settings = read_settings(table, self.roles, resolve)
@@ -153,12 +163,13 @@ class RabbitMQConnector(Connector):
         """Connect to the broker; when the table names its queue (source) or stream,
         check it exists.  A connection profile may name neither: then only the login
         is checked."""
-        role = role or options.get("type") or SOURCE
+        role = role or options.get(TYPE_OPTION.name) or SOURCE
         named = {key.lower() for key in options}
-        target = "stream" if options.get("mode", "stream").lower() != QUEUE else (
-            "queue" if role == SOURCE else "routing_key")
+        target = STREAM_NAME.name if options.get(MODE.name, MODE.default).lower() != QUEUE else (
+            QUEUE_NAME.name if role == SOURCE else ROUTING_KEY.name)
         placeholder = {} if target in named else {target: "-"}
-        values = {"format": "raw_string", **options, **placeholder, "type": role}
+        values = {FORMAT_OPTION.name: "raw_string", **options, **placeholder,
+                  TYPE_OPTION.name: role}
         table = TableConfig(name="reach", connector=self.name, role=role, options=values,
                             columns=(), boundary=boundary)
         settings = self._settings(table, resolve=True)

@@ -40,6 +40,9 @@ from spate.engine.connectors.arrow_batches import arrow_schema
 from spate.engine.connectors.base import ConnectorError, Sink
 from spate.engine.connectors.formats import encode_records, record_bytes
 from spate.engine.connectors.rabbitmq_settings import (
+    EXCHANGE,
+    QUEUE_NAME,
+    ROUTING_KEY,
     TIMEOUT_S,
     MessageDecoder,
     RabbitSettings,
@@ -76,7 +79,7 @@ def check_queue(connection: pika.BlockingConnection, settings: RabbitSettings) -
         raise ConnectorError(f"rabbitmq table '{settings.table}': queue '{settings.queue}' "
                              f"does not exist on {settings.host}:{settings.port} (virtual host "
                              f"'{settings.virtual_host}'); declare it first",
-                             option="queue") from None
+                             option=QUEUE_NAME.name) from None
     count = int(declared.method.message_count)
     channel.close()
     return count
@@ -91,7 +94,7 @@ def check_exchange(connection: pika.BlockingConnection, settings: RabbitSettings
         raise ConnectorError(f"rabbitmq table '{settings.table}': exchange "
                              f"'{settings.exchange}' does not exist on {settings.host}:"
                              f"{settings.port} (virtual host '{settings.virtual_host}'); "
-                             "declare it first", option="exchange") from None
+                             "declare it first", option=EXCHANGE.name) from None
     channel.close()
 
 
@@ -223,11 +226,11 @@ class RabbitQueueSink(Sink):
             raise ConnectorError(
                 f"rabbitmq sink '{self.settings.table}': epoch {epoch}: no queue takes "
                 f"messages sent to {self.settings.where()}; bind a queue to it",
-                option="routing_key") from None
+                option=ROUTING_KEY.name) from None
         except pika.exceptions.ChannelClosedByBroker as error:
             raise ConnectorError(f"rabbitmq sink '{self.settings.table}': the broker refused "
                                  f"to publish to {self.settings.where()}: {error.reply_text}",
-                                 option="exchange") from None
+                                 option=EXCHANGE.name) from None
         except (pika.exceptions.AMQPError, OSError):
             raise self.settings.unreachable() from None
 

@@ -4,8 +4,10 @@ A table's WITH options are read once on the driver into :class:`RabbitSettings`,
 a plain JSON-serialisable value shipped to the reader; the broker's host is
 resolved through the tenant's egress policy there too, so readers and sinks
 connect to the checked address (``address``) while messages name the host the
-tenant wrote.  :func:`decode_messages` turns message bodies into the table's
-Arrow batches with the shared record decoders, under the table's ``bad_data``.
+tenant wrote.  The options are declared here, where they are read; the queue and
+stream modules name them in their errors.  :func:`decode_messages` turns message
+bodies into the table's Arrow batches with the shared record decoders, under the
+table's ``bad_data``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from spate.engine.connectors.dead_letter import BadRecords
 from spate.engine.connectors.decoders import source_decoder
 from spate.engine.connectors.egress import unreachable
 from spate.engine.connectors.formats import FormatSpec, parse_format
+from spate.engine.connectors.metadata import BOTH, INTEGER, SINKS, SOURCES, option
 from spate.engine.connectors.metadata_columns import decoded_schema, merge_physical
 from spate.engine.connectors.options import (
     OptionReader,
@@ -42,7 +45,6 @@ EARLIEST = "earliest"
 LATEST = "latest"
 AMQP_PORT = 5672
 STREAM_PORT = 5552
-DEFAULT_MAX_MESSAGES_PER_BATCH = 10_000
 #: Seconds to wait for the broker to accept a connection or answer a request.
 TIMEOUT_S = 10.0
 #: The reader option carrying the password apart from the other settings: Spark hides
@@ -51,6 +53,31 @@ PASSWORD_OPTION = "spate_password"
 #: Options of Arroyo's RabbitMQ connector that Spate does not implement yet.
 _NOT_YET = ("tls_config", "load_balancer_mode")
 _NOT_YET_PREFIXES = ("tls_config.", "tls.")
+
+MODE = option("mode", BOTH, "`stream` or `queue`", choices=(QUEUE, STREAM), default=STREAM)
+HOST = option("host", BOTH, "the broker's host name or address", required=True)
+PORT = option("port", BOTH, "the broker's port", kind=INTEGER,
+              default_text=f"{STREAM_PORT} (`stream`), {AMQP_PORT} (`queue`)")
+USERNAME = option("username", BOTH, "the user to log in as", default="guest")
+PASSWORD = option("password", BOTH, "the user's password", default="guest")
+VIRTUAL_HOST = option("virtual_host", BOTH, "the virtual host", default="/")
+STREAM_NAME = option("stream", BOTH, "the stream to read or write; it must exist",
+                     required_when="`stream` mode")
+SOURCE_OFFSET = option("source.offset", SOURCES, "`stream` mode: where a new pipeline starts, "
+                       "`earliest` (the first message the stream holds) or `latest` (after its "
+                       "last message)", choices=(EARLIEST, LATEST), default=LATEST)
+PRODUCER_NAME = option("producer_name", SINKS, "`stream` mode: the name RabbitMQ "
+                       "de-duplicates under; unique per pipeline",
+                       default_text="`spate:<tenant>/<pipeline>/<table name>`")
+QUEUE_NAME = option("queue", SOURCES, "the queue to consume; it must exist",
+                    required_when="`queue` sources")
+EXCHANGE = option("exchange", SINKS, "`queue` mode: where messages are published", default="",
+                  default_text="`''` (the default exchange)")
+ROUTING_KEY = option("routing_key", SINKS, "the messages' routing key: with the default "
+                     "exchange, the name of the queue to deliver to",
+                     required_when="`queue` sinks")
+MAX_MESSAGES_PER_BATCH = option("max_messages_per_batch", SOURCES, "messages per epoch",
+                                default=10_000)
 
 
 @dataclass(frozen=True)
@@ -72,7 +99,7 @@ class RabbitSettings:
     routing_key: str | None = None
     stream: str | None = None
     start: str = LATEST
-    max_messages_per_batch: int = DEFAULT_MAX_MESSAGES_PER_BATCH
+    max_messages_per_batch: int = MAX_MESSAGES_PER_BATCH.default
     producer_name: str | None = None
     #: columns whose value every record must have (NOT NULL, PRIMARY KEY)
     not_null: tuple[str, ...] = ()
@@ -117,12 +144,13 @@ def read_settings(table: TableConfig, roles: frozenset[str],
     options = OptionReader(table)
     role = check_role(options, roles)
     _reject_not_yet(options)
-    mode = options.choice("mode", (QUEUE, STREAM), STREAM) or STREAM
-    host = options.required("host").strip()
-    port = options.integer("port", STREAM_PORT if mode == STREAM else AMQP_PORT, minimum=1)
+    mode = options.choice(MODE) or STREAM
+    host = options.required(HOST).strip()
+    port = options.integer(PORT, STREAM_PORT if mode == STREAM else AMQP_PORT, minimum=1)
     assert port is not None
     if port > 65535:
-        raise ConnectorError(f"option 'port' must be at most 65535, not {port}", option="port")
+        raise ConnectorError(f"option '{PORT.name}' must be at most 65535, not {port}",
+                             option=PORT.name)
     spec = parse_format(options, role)
     target = _queue_target(options, role) if mode == QUEUE else _stream_target(options, role,
                                                                                 table.name)
@@ -134,9 +162,9 @@ def read_settings(table: TableConfig, roles: frozenset[str],
     settings = RabbitSettings(
         table=table.name, role=role, mode=mode, host=host, port=port,
         address=_address(table, host, port, resolve),
-        username=options.string("username", "guest") or "guest",
-        password=options.string("password", "guest") or "",
-        virtual_host=options.string("virtual_host", "/") or "/",
+        username=options.string(USERNAME) or str(USERNAME.default),
+        password=options.string(PASSWORD) or "",
+        virtual_host=options.string(VIRTUAL_HOST) or str(VIRTUAL_HOST.default),
         format=spec.to_dict(), max_messages_per_batch=max_messages,
         not_null=tuple(c.name for c in table.columns
                        if (not c.nullable or c.name in table.primary_key)
@@ -156,38 +184,40 @@ def _reject_not_yet(options: OptionReader) -> None:
 
 
 def _queue_target(options: OptionReader, role: str) -> dict[str, Any]:
-    for key in ("stream", "source.offset", "producer_name"):
-        options.reject(key, "applies to mode 'stream' only")
+    for key in (STREAM_NAME, SOURCE_OFFSET, PRODUCER_NAME):
+        options.reject(key, f"applies to {MODE.name} '{STREAM}' only")
     if role == SOURCE:
-        options.reject("exchange", "applies to sinks only: a source consumes a queue")
-        options.reject("routing_key", "applies to sinks only: a source consumes a queue")
-        return {"queue": options.required("queue")}
-    options.reject("queue", "applies to sources only: a sink publishes to 'exchange' with "
-                            "'routing_key' (exchange '' delivers to the queue named by the key)")
-    return {"exchange": options.string("exchange", "") or "",
-            "routing_key": options.required("routing_key")}
+        for key in (EXCHANGE, ROUTING_KEY):
+            options.reject(key, "applies to sinks only: a source consumes a queue")
+        return {"queue": options.required(QUEUE_NAME)}
+    options.reject(QUEUE_NAME, f"applies to sources only: a sink publishes to "
+                               f"'{EXCHANGE.name}' with '{ROUTING_KEY.name}' ({EXCHANGE.name} "
+                               "'' delivers to the queue named by the key)")
+    return {"exchange": options.string(EXCHANGE) or "",
+            "routing_key": options.required(ROUTING_KEY)}
 
 
 def _stream_target(options: OptionReader, role: str, table: str) -> dict[str, Any]:
-    for key in ("queue", "exchange", "routing_key"):
-        options.reject(key, "applies to mode 'queue' only")
-    stream = options.required("stream")
+    for key in (QUEUE_NAME, EXCHANGE, ROUTING_KEY):
+        options.reject(key, f"applies to {MODE.name} '{QUEUE}' only")
+    stream = options.required(STREAM_NAME)
     if role == SOURCE:
-        options.reject("producer_name", "applies to sinks only")
-        start = options.choice("source.offset", (EARLIEST, LATEST), LATEST) or LATEST
+        options.reject(PRODUCER_NAME, "applies to sinks only")
+        start = options.choice(SOURCE_OFFSET) or LATEST
         return {"stream": stream, "start": start}
-    options.reject("source.offset", "applies to sources only")
-    name = options.string("producer_name")
+    options.reject(SOURCE_OFFSET, "applies to sources only")
+    name = options.string(PRODUCER_NAME)
     if name is not None and not name.strip():
-        raise ConnectorError("option 'producer_name' must not be empty", option="producer_name")
+        raise ConnectorError(f"option '{PRODUCER_NAME.name}' must not be empty",
+                             option=PRODUCER_NAME.name)
     return {"stream": stream, "producer_name": name}
 
 
 def _batch_size(options: OptionReader, role: str) -> int:
     if role == SINK:
-        options.reject("max_messages_per_batch", "applies to sources only")
-        return DEFAULT_MAX_MESSAGES_PER_BATCH
-    size = options.integer("max_messages_per_batch", DEFAULT_MAX_MESSAGES_PER_BATCH, minimum=1)
+        options.reject(MAX_MESSAGES_PER_BATCH, "applies to sources only")
+        return int(MAX_MESSAGES_PER_BATCH.default)
+    size = options.integer(MAX_MESSAGES_PER_BATCH, minimum=1)
     assert size is not None
     return size
 
@@ -197,9 +227,9 @@ def _address(table: TableConfig, host: str, port: int, resolve: bool) -> str:
     if egress is None:
         return host
     if not resolve:
-        egress.check_literal(host, port, option="host")
+        egress.check_literal(host, port, option=HOST.name)
         return host
-    return egress.resolve(host, port, option="host")[0]
+    return egress.resolve(host, port, option=HOST.name)[0]
 
 
 # -- decoding ----------------------------------------------------------------------

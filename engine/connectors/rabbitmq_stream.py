@@ -50,6 +50,8 @@ from spate.engine.connectors.base import ConnectorError, Sink
 from spate.engine.connectors.formats import encode_records, record_bytes
 from spate.engine.connectors.rabbitmq_settings import (
     EARLIEST,
+    PRODUCER_NAME,
+    STREAM_NAME,
     TIMEOUT_S,
     MessageDecoder,
     RabbitSettings,
@@ -109,7 +111,7 @@ async def open_client(client: Consumer | Producer, settings: RabbitSettings,
         raise ConnectorError(f"rabbitmq table '{settings.table}': stream '{settings.stream}' "
                              f"does not exist on {settings.host}:{settings.port} (virtual "
                              f"host '{settings.virtual_host}'); create it first",
-                             option="stream")
+                             option=STREAM_NAME.name)
 
 
 async def _close_quietly(client: Consumer | Producer) -> None:
@@ -170,7 +172,7 @@ class RabbitStreamReader(SimpleDataSourceStreamReader):
                 f"rabbitmq source '{self.settings.table}': offsets {first} to {stop - 1} of "
                 f"{self.settings.where()} cannot be read again (the stream no longer holds "
                 "them: retention removed them?); the epoch cannot be replayed exactly",
-                option="stream")
+                option=STREAM_NAME.name)
         return self._batches(messages, first)
 
     def has_message_at(self, offset: int) -> bool:
@@ -300,9 +302,9 @@ class RabbitStreamSink(Sink):
                 f"rabbitmq sink '{self.settings.table}': producer name '{self.producer_name}' "
                 f"has already written epoch {(written >> EPOCH_SHIFT) - 1} to "
                 f"{self.settings.where()}, but this pipeline's next epoch is {next_epoch}: "
-                "its messages would be dropped as duplicates. Set option 'producer_name' to "
-                "a name no other pipeline (or earlier run of this one) used",
-                option="producer_name")
+                "its messages would be dropped as duplicates. Set option "
+                f"'{PRODUCER_NAME.name}' to a name no other pipeline (or earlier run of this "
+                "one) used", option=PRODUCER_NAME.name)
 
     async def _last_publishing_id(self) -> int:
         assert self._producer is not None
