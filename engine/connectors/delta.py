@@ -52,17 +52,41 @@ from spate.engine.connectors.delta_iceberg import (
     lake_schema,
 )
 from spate.engine.connectors.kinesis_client import check_endpoint_url
-from spate.engine.connectors.metadata import SINKS, TYPE, specs
+from spate.engine.connectors.metadata import SINKS, TYPE, option
+from spate.engine.connectors.object_store import (
+    AWS_ACCESS_KEY_ID,
+    AWS_REGION,
+    AWS_SECRET_ACCESS_KEY,
+    AWS_SESSION_TOKEN,
+    ENDPOINT_URL,
+)
 from spate.engine.connectors.options import OptionReader, check_role, reject_source_options
 
 log = logging.getLogger(__name__)
 
 
+PATH = option("path", SINKS, "the table's folder: a local path, relative to the working "
+              "directory of `spate run` and to the tenant's storage root in the service (paths "
+              "leading out of it are refused), or `s3://bucket/folder`", required=True)
+PARTITIONING_FIELDS = option("partitioning.fields", SINKS, "comma-separated columns to "
+                             "partition the table by (used when the sink creates it)")
+# The S3 options, named as the filesystem connector's (one AWS profile serves both).
+DELTA_ENDPOINT_URL = ENDPOINT_URL.described(
+    "`s3://` only: `http(s)://host[:port]` of an S3-compatible store", roles=SINKS,
+    default_text="AWS's S3 endpoint of `aws_region`")
+DELTA_AWS_REGION = AWS_REGION.described("`s3://` only", roles=SINKS, required_when="",
+                                        default="us-east-1")
+DELTA_AWS_ACCESS_KEY_ID = AWS_ACCESS_KEY_ID.described(
+    "`s3://` only: the access key, taken from these options only (never from the server's "
+    "environment)", roles=SINKS, required_when="")
+DELTA_AWS_SECRET_ACCESS_KEY = AWS_SECRET_ACCESS_KEY.described(
+    "`s3://` only: its secret", roles=SINKS, required_when="")
+DELTA_AWS_SESSION_TOKEN = AWS_SESSION_TOKEN.described(
+    "`s3://` only: for temporary credentials", roles=SINKS)
 #: WITH options of a table on S3, and the delta-rs storage option each one sets.
-S3_OPTIONS = {"aws_region": "AWS_REGION", "aws_access_key_id": "AWS_ACCESS_KEY_ID",
-              "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY",
-              "aws_session_token": "AWS_SESSION_TOKEN"}
-DEFAULT_REGION = "us-east-1"
+S3_OPTIONS = {DELTA_AWS_REGION: "AWS_REGION", DELTA_AWS_ACCESS_KEY_ID: "AWS_ACCESS_KEY_ID",
+              DELTA_AWS_SECRET_ACCESS_KEY: "AWS_SECRET_ACCESS_KEY",
+              DELTA_AWS_SESSION_TOKEN: "AWS_SESSION_TOKEN"}
 
 
 @dataclass(frozen=True)
@@ -87,33 +111,34 @@ class DeltaSettings:
 def read_settings(options: OptionReader, boundary: Boundary,
                   columns: tuple[ColumnDef, ...] | None) -> DeltaSettings:
     """The location, partitioning and S3 settings of a table's (or profile's) options."""
-    given = options.required("path")
-    fields = options.string("partitioning.fields")
+    given = options.required(PATH)
+    fields = options.string(PARTITIONING_FIELDS)
     partition_by = tuple(f.strip() for f in fields.split(",") if f.strip()) if fields else ()
     if columns is not None:
         names = {c.name for c in columns}
         unknown = [f for f in partition_by if f not in names]
         if unknown:
-            raise ConnectorError(f"partitioning.fields names {', '.join(unknown)}, which the "
-                                 "table does not have", option="partitioning.fields")
+            raise ConnectorError(f"{PARTITIONING_FIELDS.name} names {', '.join(unknown)}, "
+                                 "which the table does not have",
+                                 option=PARTITIONING_FIELDS.name)
     scheme = urlsplit(given).scheme.lower() if "://" in given else ""
     if scheme in ("", "file"):
-        for name in (*S3_OPTIONS, "endpoint_url"):
-            options.reject(name, "applies to s3:// paths only")
+        for spec in (*S3_OPTIONS, DELTA_ENDPOINT_URL):
+            options.reject(spec, "applies to s3:// paths only")
         return DeltaSettings(boundary.resolve_path(given), given, partition_by)
     if scheme not in ("s3", "s3a") or not urlsplit(given).netloc:
         raise ConnectorError(f"delta path '{given}': give a local path or "
-                             "s3://bucket/folder", option="path")
-    region = options.string("aws_region", DEFAULT_REGION) or DEFAULT_REGION
-    url = options.string("endpoint_url")
+                             "s3://bucket/folder", option=PATH.name)
+    region = options.string(DELTA_AWS_REGION) or DELTA_AWS_REGION.default
+    url = options.string(DELTA_ENDPOINT_URL)
     endpoint = check_endpoint_url(url) if url is not None else f"https://s3.{region}.amazonaws.com"
     if boundary.egress is not None:
         parts = urlsplit(endpoint)
         assert parts.hostname is not None
         boundary.egress.check_literal(parts.hostname, _port(parts), option=_endpoint_option(url))
     storage = {"AWS_REGION": region, "AWS_ENDPOINT_URL": endpoint}
-    for name, key in S3_OPTIONS.items():
-        value = options.string(name)
+    for spec, key in S3_OPTIONS.items():
+        value = options.string(spec, None)
         if value is not None:
             storage[key] = value
     if endpoint.startswith("http://"):
@@ -145,7 +170,7 @@ def _port(parts: SplitResult) -> int:
 
 
 def _endpoint_option(url: str | None) -> str:
-    return "endpoint_url" if url is not None else "aws_region"
+    return DELTA_ENDPOINT_URL.name if url is not None else DELTA_AWS_REGION.name
 
 
 class DeltaSink(EpochAppendSink):
@@ -172,14 +197,14 @@ class DeltaSink(EpochAppendSink):
                 raise ConnectorError(
                     f"{self._what()}: the table is gone, but epoch {marker['epoch']} was "
                     "committed to it; restore it or start the pipeline afresh",
-                    option="path") from None
+                    option=PATH.name) from None
             if not self.settings.on_s3:
                 os.makedirs(location, exist_ok=True)
             delta = self._create(location, storage)
         except (DeltaError, OSError) as error:
             raise ConnectorError(f"{self._what()}: cannot open the table: "
                                  f"{first_line(error, *_secrets(self.settings))}",
-                                 option="path") from None
+                                 option=PATH.name) from None
         self._check_schema(delta)
         in_table = delta.transaction_version(self.app_id)
         if marker is not None and marker.get("version") is not None \
@@ -187,7 +212,7 @@ class DeltaSink(EpochAppendSink):
             raise ConnectorError(
                 f"{self._what()}: the table is at version {delta.version()} but version "
                 f"{marker['version']} was committed; it was replaced outside Spate. Restore "
-                "it or start the pipeline afresh", option="path")
+                "it or start the pipeline afresh", option=PATH.name)
         # A fresh pipeline starts its epochs afresh (see the module's docstring).
         self._written = int(in_table) if marker is not None and in_table is not None else -1
         self._delta = delta
@@ -202,7 +227,7 @@ class DeltaSink(EpochAppendSink):
         except (DeltaError, ValueError, TypeError, pa.ArrowException) as error:
             raise ConnectorError(f"{self._what()}: cannot create the table: "
                                  f"{first_line(error, *_secrets(self.settings))}",
-                                 option="path") from None
+                                 option=PATH.name) from None
 
     def _check_schema(self, delta: DeltaTable) -> None:
         have = [f.name for f in delta.schema().fields]
@@ -211,7 +236,7 @@ class DeltaSink(EpochAppendSink):
             raise ConnectorError(
                 f"{self._what()}: the table has the columns ({', '.join(have)}) but the sink "
                 f"writes ({', '.join(want)}); write to another path or declare the same "
-                "columns", option="path")
+                "columns", option=PATH.name)
 
     def _opened(self) -> bool:
         return self._delta is not None
@@ -226,7 +251,7 @@ class DeltaSink(EpochAppendSink):
         except (DeltaError, pa.ArrowException) as error:
             raise ConnectorError(f"{self._what()}: epoch {epoch} could not be appended: "
                                  f"{first_line(error, *_secrets(self.settings))}",
-                                 option="path") from None
+                                 option=PATH.name) from None
         self._delta.update_incremental()
         return None  # delta-rs reports no size of the files a commit added: not measured
 
@@ -244,8 +269,7 @@ class DeltaConnector(Connector):
 
     name = "delta"
     roles = frozenset({SINK})
-    options = (*TYPE, *specs(SINKS, "path", "partitioning.fields", "endpoint_url",
-                             *S3_OPTIONS))
+    options = (*TYPE, PATH, PARTITIONING_FIELDS, DELTA_ENDPOINT_URL, *S3_OPTIONS)
 
     def _parse(self, table: TableConfig) -> DeltaSettings:
         options = OptionReader(table)
@@ -282,12 +306,12 @@ class DeltaConnector(Connector):
                 parent = os.path.dirname(parent)
             if not os.access(parent, os.W_OK):
                 raise ConnectorError(f"delta path '{settings.given}' cannot be created: "
-                                     "not writable", option="path") from None
+                                     "not writable", option=PATH.name) from None
             return f"delta: no table at '{settings.given}' yet; the first write creates it"
         except (DeltaError, OSError) as error:
             raise ConnectorError(f"delta path '{settings.given}' cannot be read: "
                                  f"{first_line(error, *_secrets(settings))}",
-                                 option="path") from None
+                                 option=PATH.name) from None
         return (f"delta table at '{settings.given}': version {delta.version()}, "
                 f"columns {', '.join(f.name for f in delta.schema().fields)}")
 

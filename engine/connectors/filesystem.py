@@ -35,7 +35,17 @@ from spate.engine.connectors.base import (
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.file_formats import FILE_FORMATS, JSON, check_types
 from spate.engine.connectors.filesystem_reader import SECRET_OPTION, SOURCE_NAME, unread
-from spate.engine.connectors.filesystem_sink import FilesystemSink, SinkLayout
+from spate.engine.connectors.filesystem_sink import (
+    PARTITIONING_FIELDS,
+    PARTITIONING_TIME_FIELD,
+    PARTITIONING_TIME_PATTERN,
+    ROLLING_FILE_SIZE,
+    ROLLING_INTERVAL,
+    ROLLING_MAX_RECORDS,
+    SINK_OPTIONS,
+    FilesystemSink,
+    SinkLayout,
+)
 from spate.engine.connectors.formats import (
     FormatSpec,
     check_columns,
@@ -44,9 +54,28 @@ from spate.engine.connectors.formats import (
     with_row_key,
 )
 from spate.engine.connectors.lookup import _duration_s
-from spate.engine.connectors.metadata import BOTH, SINKS, SOURCE_TIME, SOURCES, TYPE, specs
+from spate.engine.connectors.metadata import (
+    BAD_DATA,
+    CHOICE,
+    DURATION,
+    FORMAT_OPTION,
+    JSON_DECIMAL_ENCODING,
+    JSON_TIMESTAMP_FORMAT,
+    JSON_UNSTRUCTURED,
+    SOURCE_TIME,
+    SOURCES,
+    TYPE,
+    TYPE_OPTION,
+    OptionSpec,
+    option,
+)
 from spate.engine.connectors.object_store import (
-    S3_OPTIONS,
+    AWS_ACCESS_KEY_ID,
+    AWS_REGION,
+    AWS_SECRET_ACCESS_KEY,
+    AWS_SESSION_TOKEN,
+    ENDPOINT_URL,
+    PATH,
     SECRET_FIELDS,
     S3Location,
     Store,
@@ -64,13 +93,28 @@ from spate.engine.connectors.streaming import load_stream, source_options
 
 ONE_SHOT, CONTINUOUS = "one_shot", "continuous"
 DEFAULT_POLL_S = 10.0
-DEFAULT_MAX_FILES = 1000
-DEFAULT_FILE_SIZE = 128 << 20
-SOURCE_OPTIONS = ("source.mode", "source.poll_interval", "source.max_files_per_batch",
-                  "bad_data")
-SINK_OPTIONS = ("rolling_policy.file_size", "rolling_policy.interval",
-                "rolling_policy.max_records", "partitioning.fields",
-                "partitioning.time_pattern", "partitioning.time_field")
+
+FILE_FORMAT = FORMAT_OPTION.described(
+    "`json` (one object per line), `parquet`, `avro` (an Avro object container file, its "
+    "schema from the columns) or `csv` (a header line; scalar columns only)", kind=CHOICE,
+    choices=FILE_FORMATS)
+FILE_TIMESTAMP_FORMAT = JSON_TIMESTAMP_FORMAT.described("format `json` only: as for "
+                                                        "[json](#json)", default_text="`rfc3339`")
+FILE_DECIMAL_ENCODING = JSON_DECIMAL_ENCODING.described("format `json` only: as for "
+                                                        "[json](#json)", default_text="`number`")
+SOURCE_MODE = option("source.mode", SOURCES, "`one_shot` reads the files there and ends (a "
+                     "bounded source); `continuous` keeps looking for new files",
+                     choices=(ONE_SHOT, CONTINUOUS), default=ONE_SHOT)
+SOURCE_POLL_INTERVAL = option("source.poll_interval", SOURCES, "how often a `continuous` "
+                              "source lists the folder or prefix", kind=DURATION,
+                              default_text="`10s`")
+SOURCE_MAX_FILES = option("source.max_files_per_batch", SOURCES, "the most files one epoch "
+                          "reads", default=1000)
+FILE_BAD_DATA = BAD_DATA.described(
+    "what an undecodable record does: `fail` the pipeline or `drop` it (counted) "
+    "([bad data](#bad-data)); a json line is one record, a parquet, avro or csv file that "
+    "cannot be read is one bad record (dropped whole)", choices=("fail", "drop"))
+SOURCE_OPTIONS = (SOURCE_MODE, SOURCE_POLL_INTERVAL, SOURCE_MAX_FILES, FILE_BAD_DATA)
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 #: A source offset's high-water mark: ``(mtime, names)`` (:mod:`.filesystem_reader`).
@@ -87,78 +131,82 @@ class _Table:
     columns: tuple[ColumnDef, ...]
     bounded: bool = True
     poll_s: float = DEFAULT_POLL_S
-    max_files: int = DEFAULT_MAX_FILES
+    max_files: int = SOURCE_MAX_FILES.default
     layout: SinkLayout | None = None
 
 
-def _size(options: OptionReader, key: str) -> int | None:
-    value = options.string(key)
+def _size(options: OptionReader, spec: OptionSpec) -> int | None:
+    """A size option in bytes (its declared default when absent)."""
+    value = options.string(spec, None)
     if value is None:
-        return None
+        default: int | None = spec.default
+        return default
     match = _SIZE.fullmatch(value)
     if match is None or float(match.group(1)) <= 0:
-        raise ConnectorError(f"option '{key}' must be a size such as '128MB' or '1GB', not "
-                             f"'{value}'", option=key)
+        raise ConnectorError(f"option '{spec.name}' must be a size such as '128MB' or '1GB', "
+                             f"not '{value}'", option=spec.name)
     unit = (match.group(2) or "").lower()[:1]
     return int(float(match.group(1)) * _UNITS[unit])
 
 
 def _format(options: OptionReader, role: str) -> tuple[str, FormatSpec]:
-    kind = (options.peek("format") or "").strip().lower()
+    kind = (options.peek(FILE_FORMAT) or "").strip().lower()
     if kind not in FILE_FORMATS:
-        raise ConnectorError(f"connector 'filesystem' needs option 'format', one of "
+        raise ConnectorError(f"connector 'filesystem' needs option '{FILE_FORMAT.name}', one of "
                              f"{', '.join(repr(k) for k in FILE_FORMATS)}"
-                             + (f", not '{kind}'" if kind else ""), option="format")
+                             + (f", not '{kind}'" if kind else ""), option=FILE_FORMAT.name)
     if kind == JSON:
         spec = parse_format(options, role)
         if spec.unstructured:
-            raise ConnectorError("json.unstructured is not supported by the filesystem "
-                                 "connector; declare the columns", option="json.unstructured")
+            raise ConnectorError(f"{JSON_UNSTRUCTURED.name} is not supported by the filesystem "
+                                 "connector; declare the columns", option=JSON_UNSTRUCTURED.name)
         return kind, spec
-    options.string("format")
+    options.string(FILE_FORMAT)
     bad = "fail"
     if role == SOURCE:
-        bad = options.choice("bad_data", ("fail", "drop"), "fail") or "fail"
+        bad = options.choice(FILE_BAD_DATA) or "fail"
     return kind, FormatSpec(kind=JSON, bad_data=bad)
 
 
 def _layout(options: OptionReader, kind: str, columns: tuple[ColumnDef, ...]) -> SinkLayout:
     names = [c.name for c in columns]
-    fields_text = options.string("partitioning.fields") or ""
+    fields_text = options.string(PARTITIONING_FIELDS) or ""
     fields = tuple(f.strip() for f in fields_text.split(",") if f.strip())
     for name in fields:
         if columns and name not in names:
-            raise ConnectorError(f"option 'partitioning.fields' names '{name}', which is not a "
-                                 f"column (columns: {', '.join(names)})",
-                                 option="partitioning.fields")
-    pattern = options.string("partitioning.time_pattern")
-    time_field = options.string("partitioning.time_field")
+            raise ConnectorError(f"option '{PARTITIONING_FIELDS.name}' names '{name}', which "
+                                 f"is not a column (columns: {', '.join(names)})",
+                                 option=PARTITIONING_FIELDS.name)
+    pattern = options.string(PARTITIONING_TIME_PATTERN)
+    time_field = options.string(PARTITIONING_TIME_FIELD)
     if pattern is not None:
         if "%" not in pattern or ".." in pattern.split("/"):
-            raise ConnectorError("option 'partitioning.time_pattern' must be a strftime "
-                                 "pattern such as '%Y/%m/%d/%H'",
-                                 option="partitioning.time_pattern")
+            raise ConnectorError(f"option '{PARTITIONING_TIME_PATTERN.name}' must be a "
+                                 "strftime pattern such as '%Y/%m/%d/%H'",
+                                 option=PARTITIONING_TIME_PATTERN.name)
         stamps = [c.name for c in columns
                   if isinstance(c.spark_type, T.TimestampType | T.TimestampNTZType)]
         if time_field is None and columns:
             if not stamps:
-                raise ConnectorError("option 'partitioning.time_pattern' needs a TIMESTAMP "
-                                     "column; name it with 'partitioning.time_field'",
-                                     option="partitioning.time_pattern")
+                raise ConnectorError(f"option '{PARTITIONING_TIME_PATTERN.name}' needs a "
+                                     "TIMESTAMP column; name it with "
+                                     f"'{PARTITIONING_TIME_FIELD.name}'",
+                                     option=PARTITIONING_TIME_PATTERN.name)
             time_field = stamps[0]
         elif time_field is not None and columns and time_field not in stamps:
-            raise ConnectorError(f"option 'partitioning.time_field' must name a TIMESTAMP "
-                                 f"column, not '{time_field}'", option="partitioning.time_field")
+            raise ConnectorError(f"option '{PARTITIONING_TIME_FIELD.name}' must name a "
+                                 f"TIMESTAMP column, not '{time_field}'",
+                                 option=PARTITIONING_TIME_FIELD.name)
     elif time_field is not None:
-        raise ConnectorError("option 'partitioning.time_field' needs "
-                             "'partitioning.time_pattern'", option="partitioning.time_field")
-    max_records = options.integer("rolling_policy.max_records", None, minimum=1)
-    size = _size(options, "rolling_policy.file_size")
+        raise ConnectorError(f"option '{PARTITIONING_TIME_FIELD.name}' needs "
+                             f"'{PARTITIONING_TIME_PATTERN.name}'",
+                             option=PARTITIONING_TIME_FIELD.name)
+    max_records = options.integer(ROLLING_MAX_RECORDS, minimum=1)
     # Files close with their epoch at the latest: an interval only has to be valid.
-    _duration_s(options, "rolling_policy.interval")
+    _duration_s(options, ROLLING_INTERVAL)
     return SinkLayout(kind=kind, partition_fields=fields, time_pattern=pattern,
                       time_field=time_field, max_records=max_records,
-                      max_bytes=size if size is not None else DEFAULT_FILE_SIZE)
+                      max_bytes=_size(options, ROLLING_FILE_SIZE))
 
 
 @register
@@ -167,9 +215,9 @@ class FilesystemConnector(Connector):
 
     name = "filesystem"
     roles = frozenset({SOURCE, SINK})
-    options = (*TYPE, *specs(BOTH, "path", "format", "json.timestamp_format",
-                             "json.decimal_encoding", *S3_OPTIONS),
-               *SOURCE_TIME, *specs(SOURCES, *SOURCE_OPTIONS), *specs(SINKS, *SINK_OPTIONS))
+    options = (*TYPE, PATH, FILE_FORMAT, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+               AWS_SESSION_TOKEN, ENDPOINT_URL, FILE_TIMESTAMP_FORMAT, FILE_DECIMAL_ENCODING,
+               *SOURCE_OPTIONS, *SINK_OPTIONS, *SOURCE_TIME)
 
     def __init__(self) -> None:
         #: location -> the mark a listing found no file past, and when (time.monotonic())
@@ -178,30 +226,29 @@ class FilesystemConnector(Connector):
     def _parse(self, table: TableConfig) -> _Table:
         options = OptionReader(table)
         role = check_role(options, self.roles)
-        given = options.required("path")
-        s3 = {key: options.string(key) for key in S3_OPTIONS}
-        root = parse_location(given, s3, table.boundary)
+        given = options.required(PATH)
+        root = parse_location(given, options, table.boundary)
         kind, spec = _format(options, role)
         columns = table.data_columns
         if not columns and role == SOURCE:
             raise ConnectorError(f"filesystem source '{table.name}' needs its columns "
                                  "declared, e.g. CREATE TABLE t (id BIGINT, name TEXT) WITH "
-                                 "(...)", option="format")
+                                 "(...)", option=FILE_FORMAT.name)
         check_columns(spec, columns, role)
         if role == SOURCE:
             check_source_options(options)
             for key in SINK_OPTIONS:
                 options.reject(key, "applies to sinks only")
-            mode = options.choice("source.mode", (ONE_SHOT, CONTINUOUS), ONE_SHOT)
-            poll = _duration_s(options, "source.poll_interval")
+            mode = options.choice(SOURCE_MODE)
+            poll = _duration_s(options, SOURCE_POLL_INTERVAL)
             if poll is not None and mode != CONTINUOUS:
-                raise ConnectorError("option 'source.poll_interval' applies to "
-                                     "source.mode = 'continuous' only",
-                                     option="source.poll_interval")
-            most = options.integer("source.max_files_per_batch", DEFAULT_MAX_FILES, minimum=1)
+                raise ConnectorError(f"option '{SOURCE_POLL_INTERVAL.name}' applies to "
+                                     f"{SOURCE_MODE.name} = 'continuous' only",
+                                     option=SOURCE_POLL_INTERVAL.name)
+            most = options.integer(SOURCE_MAX_FILES, minimum=1)
             options.finish()
             return _Table(role, root, given, kind, spec, table.columns, mode == ONE_SHOT,
-                          poll or DEFAULT_POLL_S, most or DEFAULT_MAX_FILES)
+                          poll or DEFAULT_POLL_S, most or SOURCE_MAX_FILES.default)
         reject_source_options(options)
         for key in SOURCE_OPTIONS:
             options.reject(key, "applies to sources only")
@@ -265,7 +312,7 @@ class FilesystemConnector(Connector):
         parsed = self._parse(table)
         if parsed.role != SOURCE:
             raise ConnectorError(f"filesystem table '{table.name}' is a sink; it cannot be "
-                                 "read", option="type")
+                                 "read", option=TYPE_OPTION.name)
         store = store_settings(parsed.root)
         secrets = {}
         if "s3" in store:
@@ -302,7 +349,8 @@ class FilesystemConnector(Connector):
         assert parsed.layout is not None
         problem = check_types(parsed.kind, schema)
         if problem is not None:
-            raise ConnectorError(f"filesystem sink '{table.name}': {problem}", option="format")
+            raise ConnectorError(f"filesystem sink '{table.name}': {problem}",
+                                 option=FILE_FORMAT.name)
         missing = [f for f in parsed.layout.partition_fields if f not in schema.fieldNames()]
         if parsed.layout.time_field is not None \
                 and parsed.layout.time_field not in schema.fieldNames():
@@ -310,7 +358,7 @@ class FilesystemConnector(Connector):
         if missing:
             raise ConnectorError(f"filesystem sink '{table.name}': partitioning names "
                                  f"{', '.join(missing)}, not columns of the rows written",
-                                 option="partitioning.fields")
+                                 option=PARTITIONING_FIELDS.name)
         return FilesystemSink(self._store(parsed, table.boundary), parsed.layout, schema,
                               table.name, parsed.spec)
 
@@ -319,7 +367,6 @@ class FilesystemConnector(Connector):
         table = TableConfig("connection", self.name, role or SOURCE, options, (),
                             boundary=boundary)
         reader = OptionReader(table)
-        given = reader.required("path")
-        root = parse_location(given, {key: reader.string(key) for key in S3_OPTIONS},
-                              boundary)
+        given = reader.required(PATH)
+        root = parse_location(given, reader, boundary)
         return open_store(root, given, boundary).reach()

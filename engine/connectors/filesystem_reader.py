@@ -34,6 +34,7 @@ from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, CONTROL_EOF, Co
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.file_formats import FileDecoder
 from spate.engine.connectors.formats import FormatSpec
+from spate.engine.connectors.metadata import BAD_DATA
 from spate.engine.connectors.object_store import FileEntry, Store, store_from_settings
 from spate.engine.connectors.streaming import SpateDataSource, initial_offset
 from spate.engine.python_workers import settle
@@ -189,8 +190,8 @@ class _FileReader:
                     index, problem = bad[0]
                     raise ConnectorError(
                         f"filesystem source '{self.table}': bad record in {name} (record "
-                        f"{index + 1}): {problem}. Fix the file, or set bad_data = 'drop' to "
-                        "skip undecodable records", option="bad_data")
+                        f"{index + 1}): {problem}. Fix the file, or set {BAD_DATA.name} = "
+                        "'drop' to skip undecodable records", option=BAD_DATA.name)
                 dropped += len(bad)
             if not table.num_rows:
                 continue

@@ -33,6 +33,7 @@ from spate.engine.connectors.arrow_batches import join_lines
 from spate.engine.connectors.base import ConnectorError, Sink
 from spate.engine.connectors.file_formats import EXTENSIONS, JSON, encode, estimate_row_bytes
 from spate.engine.connectors.formats import FormatSpec, record_column
+from spate.engine.connectors.metadata import DURATION, INTEGER, SINKS, SIZE, option
 from spate.engine.connectors.object_store import Store
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,25 @@ log = logging.getLogger(__name__)
 WRITER = 0
 #: The column of a json sink's epoch holding each row's line, encoded by Spark.
 _LINE = "__spate_line"
+
+# The WITH options of a sink's layout (read by :mod:`.filesystem`).
+ROLLING_MAX_RECORDS = option("rolling_policy.max_records", SINKS, "the most rows in one file",
+                             kind=INTEGER)
+ROLLING_FILE_SIZE = option("rolling_policy.file_size", SINKS, "the largest file, estimated from "
+                           "the rows' size in memory (`'64MB'`, `'1GB'`)", kind=SIZE,
+                           default=128 << 20, default_text="`128MB`")
+ROLLING_INTERVAL = option("rolling_policy.interval", SINKS, "accepted for Arroyo's pipelines; "
+                          "files close with their epoch at the latest anyway", kind=DURATION)
+PARTITIONING_FIELDS = option("partitioning.fields", SINKS, "comma-separated columns; rows go "
+                             "under `column=value/` folders (Hive style, NULL is `__null__`)")
+PARTITIONING_TIME_PATTERN = option("partitioning.time_pattern", SINKS, "a strftime pattern "
+                                   "(`'%Y/%m/%d/%H'`) of a timestamp column naming the folders "
+                                   "above the field ones")
+PARTITIONING_TIME_FIELD = option("partitioning.time_field", SINKS, "the column "
+                                 "`partitioning.time_pattern` formats",
+                                 default_text="the first `TIMESTAMP` column")
+SINK_OPTIONS = (ROLLING_FILE_SIZE, ROLLING_INTERVAL, ROLLING_MAX_RECORDS, PARTITIONING_FIELDS,
+                PARTITIONING_TIME_PATTERN, PARTITIONING_TIME_FIELD)
 
 
 @dataclass(frozen=True)
@@ -158,5 +178,5 @@ class FilesystemSink(Sink):
             per_file = min(per_file, max(1, by_size))
         if per_file <= 0:
             raise ConnectorError("rolling policy leaves no room for a row",
-                                 option="rolling_policy.max_records")
+                                 option=ROLLING_MAX_RECORDS.name)
         return [rows.slice(first, per_file) for first in range(0, rows.num_rows, per_file)]

@@ -48,7 +48,7 @@ from spate.engine.connectors.delta_iceberg import (
     lake_columns,
     lake_schema,
 )
-from spate.engine.connectors.metadata import SINKS, TYPE, specs
+from spate.engine.connectors.metadata import SINKS, TYPE, option
 from spate.engine.connectors.options import OptionReader, check_role, reject_source_options
 
 if TYPE_CHECKING:  # pyiceberg is imported by what opens a catalog: planning needs none
@@ -60,9 +60,20 @@ log = logging.getLogger(__name__)
 #: Snapshot summary properties naming the writer and the epoch of an append.
 APP_ID_PROPERTY = "spate.app-id"
 EPOCH_PROPERTY = "spate.epoch"
-DEFAULT_CATALOG_NAME = "spate"
-DEFAULT_NAMESPACE = "default"
 _DRIVERS = ("postgresql", "postgresql+psycopg")
+
+CATALOG_URI = option("catalog.uri", SINKS, "the catalog's database, "
+                     "`postgresql+psycopg://user@host:port/database`; no password in it",
+                     required=True)
+CATALOG_PASSWORD = option("catalog.password", SINKS, "the database password")
+CATALOG_NAME = option("catalog.name", SINKS, "the catalog's name within the database (several "
+                      "catalogs can share one)", default="spate")
+CATALOG_WAREHOUSE = option("catalog.warehouse", SINKS, "folder of the tables' files; relative "
+                           "to the working directory of `spate run`, to the tenant's storage "
+                           "root in the service. Object stores are not supported yet",
+                           required=True)
+NAMESPACE = option("namespace", SINKS, "the table's namespace (one level)", default="default")
+TABLE_NAME = option("table_name", SINKS, "the table's name", required=True)
 
 
 @dataclass(frozen=True)
@@ -91,41 +102,41 @@ class IcebergSettings:
 def read_settings(options: OptionReader, boundary: Boundary,
                   table_required: bool = True) -> IcebergSettings:
     """The catalog, warehouse and table of a table's (or profile's) options."""
-    raw = options.required("catalog.uri")
+    raw = options.required(CATALOG_URI)
     try:
         uri = make_url(raw)
     except (ArgumentError, ValueError):
-        raise ConnectorError("catalog.uri is not a database URL; give "
+        raise ConnectorError(f"{CATALOG_URI.name} is not a database URL; give "
                              "postgresql+psycopg://user@host:port/database",
-                             option="catalog.uri") from None
+                             option=CATALOG_URI.name) from None
     if uri.drivername not in _DRIVERS:
-        raise ConnectorError(f"catalog.uri: the catalog must be on PostgreSQL "
+        raise ConnectorError(f"{CATALOG_URI.name}: the catalog must be on PostgreSQL "
                              f"(postgresql+psycopg://...), not '{uri.drivername}'",
-                             option="catalog.uri")
+                             option=CATALOG_URI.name)
     if uri.password is not None:
-        raise ConnectorError("catalog.uri must not hold the password: give it in "
-                             "catalog.password (kept secret)", option="catalog.uri")
+        raise ConnectorError(f"{CATALOG_URI.name} must not hold the password: give it in "
+                             f"{CATALOG_PASSWORD.name} (kept secret)", option=CATALOG_URI.name)
     if not uri.host or uri.query:
-        raise ConnectorError("catalog.uri needs a host and takes no query parameters: "
+        raise ConnectorError(f"{CATALOG_URI.name} needs a host and takes no query parameters: "
                              "postgresql+psycopg://user@host:port/database",
-                             option="catalog.uri")
+                             option=CATALOG_URI.name)
     uri = uri.set(drivername="postgresql+psycopg")
     if boundary.egress is not None and uri.host is not None:
         boundary.egress.check_literal(uri.host, uri.port or 5432, uri.database,
-                                      option="catalog.uri")
-    password = options.string("catalog.password")
-    name = options.string("catalog.name", DEFAULT_CATALOG_NAME) or DEFAULT_CATALOG_NAME
-    given = options.required("catalog.warehouse")
+                                      option=CATALOG_URI.name)
+    password = options.string(CATALOG_PASSWORD)
+    name = options.string(CATALOG_NAME) or CATALOG_NAME.default
+    given = options.required(CATALOG_WAREHOUSE)
     if "://" in given and not given.startswith("file://"):
-        raise ConnectorError(f"catalog.warehouse '{given}': only local paths (inside your "
-                             "storage root) are supported so far", option="catalog.warehouse")
-    folder = boundary.resolve_path(given, option="catalog.warehouse")
-    namespace = options.string("namespace", DEFAULT_NAMESPACE) or DEFAULT_NAMESPACE
-    table_name = options.string("table_name", required=table_required)
-    for option, value in (("namespace", namespace), ("table_name", table_name)):
+        raise ConnectorError(f"{CATALOG_WAREHOUSE.name} '{given}': only local paths (inside your "
+                             "storage root) are supported so far", option=CATALOG_WAREHOUSE.name)
+    folder = boundary.resolve_path(given, option=CATALOG_WAREHOUSE.name)
+    namespace = options.string(NAMESPACE) or NAMESPACE.default
+    table_name = options.string(TABLE_NAME, required=table_required)
+    for spec, value in ((NAMESPACE, namespace), (TABLE_NAME, table_name)):
         if value is not None and (not value.strip() or "." in value):
-            raise ConnectorError(f"{option} '{value}' must be one non-empty name without "
-                                 "dots", option=option)
+            raise ConnectorError(f"{spec.name} '{value}' must be one non-empty name without "
+                                 "dots", option=spec.name)
     return IcebergSettings(uri, password, name, "file://" + folder, given, namespace,
                            table_name)
 
@@ -138,7 +149,7 @@ def open_catalog(settings: IcebergSettings, boundary: Boundary, what: str) -> Sq
     if boundary.egress is not None:
         assert uri.host is not None
         addresses = boundary.egress.resolve(uri.host, uri.port or 5432, uri.database,
-                                            option="catalog.uri")
+                                            option=CATALOG_URI.name)
         # libpq connects to the checked address and keeps the name for TLS.
         uri = uri.update_query_dict({"hostaddr": addresses[0]})
     os.makedirs(settings.warehouse.removeprefix("file://"), exist_ok=True)
@@ -151,7 +162,7 @@ def open_catalog(settings: IcebergSettings, boundary: Boundary, what: str) -> Sq
     except SQLAlchemyError as error:
         raise ConnectorError(f"{what}: cannot reach the catalog at {settings.shown_uri}: "
                              f"{first_line(error, settings.password)}",
-                             option="catalog.uri") from None
+                             option=CATALOG_URI.name) from None
 
 
 class IcebergSink(EpochAppendSink):
@@ -177,13 +188,13 @@ class IcebergSink(EpochAppendSink):
         except SQLAlchemyError as error:
             raise ConnectorError(f"{self._what()}: the catalog at {self.settings.shown_uri} "
                                  f"failed: {first_line(error, self.settings.password)}",
-                                 option="catalog.uri") from None
+                                 option=CATALOG_URI.name) from None
         have = [f.name for f in iceberg.schema().fields]
         if have != list(self.schema.names):
             raise ConnectorError(
                 f"{self._what()}: the table has the columns ({', '.join(have)}) but the sink "
                 f"writes ({', '.join(self.schema.names)}); name another table or declare the "
-                "same columns", option="table_name")
+                "same columns", option=TABLE_NAME.name)
         in_table = last_epoch(iceberg, self.app_id)
         # A fresh pipeline starts its epochs afresh (see the module's docstring).
         self._written = in_table if marker is not None and in_table is not None else -1
@@ -202,7 +213,7 @@ class IcebergSink(EpochAppendSink):
                 raise ConnectorError(
                     f"{self._what()}: table {'.'.join(identifier)} is gone, but epoch "
                     f"{marker['epoch']} was committed to it; restore it or start the "
-                    "pipeline afresh", option="table_name") from None
+                    "pipeline afresh", option=TABLE_NAME.name) from None
         try:
             catalog.create_namespace(self.settings.namespace)
         except NamespaceAlreadyExistsError:
@@ -220,7 +231,7 @@ class IcebergSink(EpochAppendSink):
         except SQLAlchemyError as error:
             raise ConnectorError(f"{self._what()}: epoch {epoch} could not be committed: "
                                  f"{first_line(error, self.settings.password)}",
-                                 option="catalog.uri") from None
+                                 option=CATALOG_URI.name) from None
         return _added_bytes(self._iceberg)
 
     def _marker(self, epoch: int) -> dict[str, Any]:
@@ -267,8 +278,8 @@ class IcebergConnector(Connector):
 
     name = "iceberg"
     roles = frozenset({SINK})
-    options = (*TYPE, *specs(SINKS, "catalog.uri", "catalog.password", "catalog.name",
-                             "catalog.warehouse", "namespace", "table_name"))
+    options = (*TYPE, CATALOG_URI, CATALOG_PASSWORD, CATALOG_NAME, CATALOG_WAREHOUSE, NAMESPACE,
+               TABLE_NAME)
 
     def _parse(self, table: TableConfig) -> IcebergSettings:
         options = OptionReader(table)
@@ -303,7 +314,7 @@ class IcebergConnector(Connector):
         except SQLAlchemyError as error:
             raise ConnectorError(f"iceberg: the catalog at {settings.shown_uri} failed: "
                                  f"{first_line(error, settings.password)}",
-                                 option="catalog.uri") from None
+                                 option=CATALOG_URI.name) from None
         finally:
             catalog.engine.dispose()
         return (f"iceberg catalog '{settings.catalog_name}' at {settings.shown_uri}: "

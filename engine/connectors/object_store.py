@@ -45,15 +45,31 @@ from spate.engine.connectors.kinesis_client import (
     check_endpoint_url,
     check_region,
 )
+from spate.engine.connectors.metadata import BOTH, option
+from spate.engine.connectors.options import OptionReader
 
 PENDING_DIR = ".spate-pending"
 S3_SCHEME = "s3://"
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")
-#: The table options of an S3 location (the secret ones travel apart, see ``secrets``).
-#: The WITH options of an s3:// location: the same names as the kinesis and delta
-#: connectors', so one AWS connection profile serves them all.
-S3_OPTIONS = ("aws_region", "endpoint_url", "aws_access_key_id", "aws_secret_access_key",
-              "aws_session_token")
+
+# The WITH options of a location. The s3:// ones have the same names as the kinesis and
+# delta connectors', so one AWS connection profile serves them all.
+PATH = option("path", BOTH, "a folder (in the Spate service: relative to the tenant's storage "
+              "root) or `s3://bucket/prefix`", required=True)
+AWS_REGION = option("aws_region", BOTH, "the bucket's AWS region, e.g. `us-east-1`",
+                    required_when="with `s3://` paths")
+AWS_ACCESS_KEY_ID = option("aws_access_key_id", BOTH, "the access key, best kept in a "
+                           "connection profile", required_when="with `s3://` paths")
+AWS_SECRET_ACCESS_KEY = option("aws_secret_access_key", BOTH, "its secret",
+                               required_when="with `s3://` paths")
+AWS_SESSION_TOKEN = option("aws_session_token", BOTH, "for temporary credentials")
+ENDPOINT_URL = option("endpoint_url", BOTH, "`http(s)://host[:port]` of an S3-compatible "
+                      "server (path-style requests)",
+                      default_text="`https://s3.<region>.amazonaws.com`")
+S3_OPTIONS = (AWS_REGION, ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+              AWS_SESSION_TOKEN)
+
+#: The fields of an :class:`S3Location` that travel apart from the others (secrets).
 SECRET_FIELDS = ("secret_access_key", "session_token")
 _CREDENTIAL_ERRORS = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied",
                                 "ExpiredToken", "InvalidToken"})
@@ -102,43 +118,41 @@ class S3Location:
                 "session_token": self.session_token}
 
 
-def parse_location(path: str, options: dict[str, str | None], boundary: Boundary
+def parse_location(path: str, options: OptionReader, boundary: Boundary
                    ) -> str | S3Location:
-    """``path`` as a local absolute path (through the boundary) or an S3 location.
-
-    ``options`` holds the S3 options (``S3_OPTIONS``) the table gave, None when absent.
-    """
+    """``path`` as a local absolute path (through the boundary) or an S3 location, with
+    the S3 options (:data:`S3_OPTIONS`) of ``options``."""
     given = path.strip()
     if not given.startswith(S3_SCHEME):
-        for key in S3_OPTIONS:
-            if options.get(key) is not None:
-                raise ConnectorError(f"option '{key}' applies to 's3://' paths only; path "
-                                     f"'{given}' is local", option=key)
+        for spec in S3_OPTIONS:
+            if options.string(spec) is not None:
+                raise ConnectorError(f"option '{spec.name}' applies to 's3://' paths only; "
+                                     f"path '{given}' is local", option=spec.name)
         return boundary.resolve_path(given)
     bucket, _, prefix = given.removeprefix(S3_SCHEME).partition("/")
     if not _BUCKET.fullmatch(bucket):
         raise ConnectorError(f"path '{given}' must be 's3://bucket[/prefix]' with a valid "
-                             "bucket name", option="path")
+                             "bucket name", option=PATH.name)
     prefix = prefix.strip("/")
     if ".." in prefix.split("/"):
-        raise ConnectorError("an S3 path must not contain '..'", option="path")
-    region = check_region(options.get("aws_region") or "")
-    key_id, secret = options.get("aws_access_key_id"), options.get("aws_secret_access_key")
+        raise ConnectorError("an S3 path must not contain '..'", option=PATH.name)
+    region = check_region(options.string(AWS_REGION) or "")
+    key_id, secret = options.string(AWS_ACCESS_KEY_ID), options.string(AWS_SECRET_ACCESS_KEY)
     if not key_id or not secret:
-        missing = "aws_access_key_id" if not key_id else "aws_secret_access_key"
+        missing = AWS_ACCESS_KEY_ID.name if not key_id else AWS_SECRET_ACCESS_KEY.name
         raise ConnectorError(
-            f"an 's3://' path needs option '{missing}' (with 'aws_access_key_id' and "
-            "'aws_secret_access_key', and 'aws_session_token' for temporary keys), best kept in a "
-            "connection profile; Spate never uses the server's own AWS credentials",
-            option=missing)
-    url = options.get("endpoint_url")
+            f"an 's3://' path needs option '{missing}' (with '{AWS_ACCESS_KEY_ID.name}' and "
+            f"'{AWS_SECRET_ACCESS_KEY.name}', and '{AWS_SESSION_TOKEN.name}' for temporary "
+            "keys), best kept in a connection profile; Spate never uses the server's own AWS "
+            "credentials", option=missing)
+    url = options.string(ENDPOINT_URL)
     endpoint = check_endpoint_url(url) if url else f"https://s3.{region}.amazonaws.com"
     location = S3Location(bucket, prefix, region, endpoint, key_id.strip(), secret,
-                          options.get("aws_session_token") or None)
+                          options.string(AWS_SESSION_TOKEN) or None)
     if boundary.egress is not None:
         host, port = location.host_port
         boundary.egress.check_literal(host, port,
-                                      option="endpoint_url" if url else "aws_region")
+                                      option=ENDPOINT_URL.name if url else AWS_REGION.name)
     return location
 
 
@@ -221,7 +235,7 @@ class LocalStore(Store):
                 return  # published before a crash
             raise ConnectorError(f"file {name} of epoch {epoch} under {self.shown} was "
                                  "neither staged nor published: it was removed outside Spate",
-                                 option="path")
+                                 option=PATH.name)
         os.makedirs(os.path.dirname(final), exist_ok=True)
         os.replace(pending, final)
 
@@ -230,7 +244,7 @@ class LocalStore(Store):
 
     def reach(self) -> str:
         if not os.path.isdir(self.root):
-            raise ConnectorError(f"directory {self.shown} does not exist", option="path")
+            raise ConnectorError(f"directory {self.shown} does not exist", option=PATH.name)
         files = len(self.list())
         return f"directory {self.shown}: {files} file{'' if files == 1 else 's'}"
 
@@ -307,7 +321,7 @@ class S3Store(Store):
             except Exception:  # noqa: BLE001
                 raise ConnectorError(
                     f"object {name} of epoch {epoch} under {self.shown} was neither staged "
-                    "nor published: its upload was aborted outside Spate", option="path"
+                    "nor published: its upload was aborted outside Spate", option=PATH.name
                 ) from None
         except Exception as error:  # noqa: BLE001
             raise self.failure(error) from None
@@ -344,12 +358,13 @@ class S3Store(Store):
             code = error.response.get("Error", {}).get("Code", "")
             if code == "NoSuchBucket":
                 return ConnectorError(f"bucket '{self.location.bucket}' does not exist at "
-                                      f"{host}:{port}", option="path")
+                                      f"{host}:{port}", option=PATH.name)
             if code in _CREDENTIAL_ERRORS:
                 return ConnectorError(f"{host}:{port} refused the credentials ({code}) for "
-                                      f"{self.shown}; check aws_access_key_id, "
-                                      "aws_secret_access_key and aws_session_token in the "
-                                      "connection profile", option="aws_access_key_id")
+                                      f"{self.shown}; check {AWS_ACCESS_KEY_ID.name}, "
+                                      f"{AWS_SECRET_ACCESS_KEY.name} and "
+                                      f"{AWS_SESSION_TOKEN.name} in the connection profile",
+                                      option=AWS_ACCESS_KEY_ID.name)
             return ConnectorError(f"{self.shown} at {host}:{port} answered {code}")
         if isinstance(error, BotoCoreError):
             return unreachable(f"S3 {self.shown}", host, port)
@@ -361,7 +376,7 @@ def connect(location: S3Location, boundary: Boundary) -> Any:
     url = location.endpoint_url
     if boundary.egress is not None:
         host, port = location.host_port
-        addresses = boundary.egress.resolve(host, port, option="endpoint_url")
+        addresses = boundary.egress.resolve(host, port, option=ENDPOINT_URL.name)
         url = _at_address(url, addresses[0])
     session = boto3.Session(
         aws_access_key_id=location.access_key_id,
