@@ -26,7 +26,15 @@ from spate.engine.connectors.lookup import (
     check_lookup_table,
     read_cache_settings,
 )
-from spate.engine.connectors.metadata import LOOKUP_ROLES, LOOKUP_TABLE, specs
+from spate.engine.connectors.metadata import (
+    CACHE_MAX_BYTES,
+    CACHE_TTL,
+    LOOKUP_PASSWORD,
+    LOOKUP_ROLES,
+    LOOKUP_TYPE,
+    LOOKUP_USERNAME,
+    option,
+)
 from spate.engine.connectors.options import OptionReader
 
 if TYPE_CHECKING:  # psycopg is imported where a connection is made: see the README
@@ -56,6 +64,17 @@ _CONFINED_KEYS = frozenset({"host", "port", "dbname", "user", "password", "sslmo
                             "application_name", "connect_timeout", "options",
                             "target_session_attrs", "sslnegotiation"})
 
+URL = option("url", LOOKUP_ROLES, "`postgresql://user@host:5432/db`, or a libpq `key=value` "
+             "string", required=True)
+USERNAME = LOOKUP_USERNAME.described("the user to log in as, overriding the URL's",
+                                     default_text="from `url`")
+PASSWORD = LOOKUP_PASSWORD.described("its password, overriding the URL's",
+                                     default_text="from `url`")
+TABLE = option("table", LOOKUP_ROLES, "a table, `name` or `schema.name`",
+               required_when="one of `table`, `query`")
+QUERY = option("query", LOOKUP_ROLES, "a `SELECT` whose result has the declared columns",
+               required_when="one of `table`, `query`")
+
 
 @dataclass(frozen=True)
 class PostgresLookupSettings:
@@ -84,27 +103,27 @@ def read_settings(table: TableConfig) -> PostgresLookupSettings:
     options = OptionReader(table)
     check_lookup_table(options)
     read_cache_settings(options)
-    url = options.required("url").strip()
+    url = options.required(URL).strip()
     try:
         conninfo = conninfo_to_dict(url)
     except psycopg.ProgrammingError:
         # The URL may hold a password: never repeat it.
-        raise ConnectorError("option 'url' must be a PostgreSQL URL such as "
+        raise ConnectorError(f"option '{URL.name}' must be a PostgreSQL URL such as "
                              "'postgresql://user@host:5432/db' (or a libpq connection "
-                             "string)", option="url") from None
-    name, query = options.string("table"), options.string("query")
+                             "string)", option=URL.name) from None
+    name, query = options.string(TABLE), options.string(QUERY)
     if (name is None) == (query is None):
         raise ConnectorError(f"postgres lookup table '{table.name}' needs exactly one of the "
-                             "options 'table' (a table name) and 'query' (a SELECT)",
-                             option="query" if name is not None else None)
+                             f"options '{TABLE.name}' (a table name) and '{QUERY.name}' (a "
+                             "SELECT)", option=QUERY.name if name is not None else None)
     parts: tuple[str, ...] = ()
     if name is not None:
         parts = tuple(p.strip() for p in name.split("."))
         if not 1 <= len(parts) <= 2 or not all(parts):
-            raise ConnectorError("option 'table' must be a table name or schema.table, "
-                                 f"not '{name}'", option="table")
+            raise ConnectorError(f"option '{TABLE.name}' must be a table name or "
+                                 f"schema.table, not '{name}'", option=TABLE.name)
     elif query is not None and not query.strip().rstrip(";").strip():
-        raise ConnectorError("option 'query' must not be empty", option="query")
+        raise ConnectorError(f"option '{QUERY.name}' must not be empty", option=QUERY.name)
     for column in table.columns:
         if postgres_type(column.spark_type) is None:
             raise ConnectorError(f"column '{column.name}' is "
@@ -112,20 +131,20 @@ def read_settings(table: TableConfig) -> PostgresLookupSettings:
                                  "table cannot return (structs and nested arrays are not "
                                  "supported)")
     settings = PostgresLookupSettings(
-        url=url, username=options.string("username"), password=options.string("password"),
+        url=url, username=options.string(USERNAME), password=options.string(PASSWORD),
         table=parts, query=query.strip().rstrip(";") if query is not None else None)
     options.finish()
     if table.boundary.egress is not None:
         host, port = confined_destination(conninfo)
         table.boundary.egress.check_literal(host, port, _database(conninfo, settings.username),
-                                            option="url")
+                                            option=URL.name)
     return settings
 
 
 @register
 class PostgresLookupConnector(LookupConnector):
     name = "postgres"
-    options = (*LOOKUP_TABLE, *specs(LOOKUP_ROLES, "url", "table", "query"))
+    options = (LOOKUP_TYPE, URL, USERNAME, PASSWORD, TABLE, QUERY, CACHE_MAX_BYTES, CACHE_TTL)
 
     def read_settings(self, table: TableConfig) -> PostgresLookupSettings:
         return read_settings(table)
@@ -197,7 +216,7 @@ class PostgresLookup(LookupSource):
         parts = conninfo_to_dict(self.settings.url)
         host, port = confined_destination(parts)
         database = _database(parts, extra.get("user"))
-        addresses = egress.resolve(host, port, database, option="url")
+        addresses = egress.resolve(host, port, database, option=URL.name)
         pinned = {"hostaddr": addresses[0], "port": str(port),
                   **({"dbname": database} if database is not None else {})}
         conninfo = make_conninfo(self.settings.url, **extra, **pinned,
@@ -267,19 +286,20 @@ def confined_destination(parts: dict[str, Any]) -> tuple[str, int]:
     that read local files or service definitions."""
     unsafe = sorted(set(parts) - _CONFINED_KEYS)
     if unsafe:
-        raise ConnectorError(f"option 'url': the connection parameter '{unsafe[0]}' cannot be "
-                             "used here; give host, port, dbname, user, password and sslmode",
-                             option="url")
+        raise ConnectorError(f"option '{URL.name}': the connection parameter '{unsafe[0]}' "
+                             "cannot be used here; give host, port, dbname, user, password and "
+                             "sslmode",
+                             option=URL.name)
     host = str(parts.get("host") or "")
     if not host or host.startswith("/") or "," in host or host.startswith("@"):
-        raise ConnectorError("option 'url' must name one network host "
+        raise ConnectorError(f"option '{URL.name}' must name one network host "
                              "('postgresql://user@host:5432/db'); local sockets and lists of "
-                             "hosts cannot be used here", option="url")
+                             "hosts cannot be used here", option=URL.name)
     try:
         port = int(str(parts.get("port") or 5432))
     except ValueError:
-        raise ConnectorError("option 'url' has a port that is not a number",
-                             option="url") from None
+        raise ConnectorError(f"option '{URL.name}' has a port that is not a number",
+                             option=URL.name) from None
     return host, port
 
 
