@@ -18,8 +18,9 @@ from spate.engine.connectors.formats import (
     reject_format_options,
     require_line_format,
 )
-from spate.engine.connectors.metadata import FORMAT, TYPE
+from spate.engine.connectors.metadata import FORMAT, FORMAT_OPTION, TYPE
 from spate.engine.connectors.options import OptionReader, check_role, reject_source_options
+from spate.engine.connectors.single_file import LINE_FORMAT
 
 
 class StdoutSink(Sink):
@@ -62,7 +63,7 @@ class StdoutConnector(Connector):
 
     name = "stdout"
     roles = frozenset({SINK})
-    options = (*TYPE, *FORMAT)
+    options = (*TYPE, LINE_FORMAT, *(spec for spec in FORMAT if spec is not FORMAT_OPTION))
 
     def _parse(self, table: TableConfig) -> FormatSpec:
         options = OptionReader(table)
