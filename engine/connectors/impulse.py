@@ -44,7 +44,8 @@ from spate.engine.connectors.generator import (
     sequence_numbers,
     with_hidden,
 )
-from spate.engine.connectors.metadata import SOURCE_TIME, SOURCES, TYPE, specs
+from spate.engine.connectors.metadata import INTEGER, SOURCE_TIME, SOURCES, TYPE, option
+from spate.engine.connectors.metadata import NUMBER as NUMBER_KIND  # NUMBER: a column here
 from spate.engine.connectors.options import OptionReader, check_role, check_source_options
 
 #: Rows (over all subtasks) admitted per micro-batch.
@@ -53,6 +54,13 @@ COLUMNS = (ColumnDef("counter", T.LongType(), False),
            ColumnDef("subtask_index", T.LongType(), False))
 _SCHEMA = stream_schema(COLUMNS)
 _OFFSET_FIELDS = frozenset({"start_ns", "eof"})
+
+EVENT_RATE = option("event_rate", SOURCES, "rows per second, over all subtasks together",
+                    kind=NUMBER_KIND, required=True)
+MESSAGE_COUNT = option("message_count", SOURCES, "rows in all; makes the source bounded",
+                       kind=INTEGER)
+EVENT_TIME_INTERVAL = option("event_time_interval", SOURCES, "nanoseconds of event time "
+                             "between consecutive rows", kind=INTEGER)
 
 
 @dataclass(frozen=True)
@@ -72,9 +80,9 @@ def _parse(table: TableConfig) -> ImpulseSettings:
     check_source_options(options)
     settings = ImpulseSettings(
         table=table.name,
-        event_rate=options.number("event_rate", positive=True, required=True) or 0.0,
-        event_time_interval_ns=options.integer("event_time_interval", None, minimum=0),
-        message_count=options.integer("message_count", None, minimum=0),
+        event_rate=options.number(EVENT_RATE, positive=True, required=True) or 0.0,
+        event_time_interval_ns=options.integer(EVENT_TIME_INTERVAL, minimum=0),
+        message_count=options.integer(MESSAGE_COUNT, minimum=0),
     )
     options.finish()
     return settings
@@ -86,8 +94,7 @@ class ImpulseConnector(GeneratorConnector):
 
     name = "impulse"
     roles = frozenset({SOURCE})
-    options = (*TYPE, *SOURCE_TIME,
-               *specs(SOURCES, "event_rate", "event_time_interval", "message_count"))
+    options = (*TYPE, EVENT_RATE, MESSAGE_COUNT, EVENT_TIME_INTERVAL, *SOURCE_TIME)
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         _parse(table)
