@@ -40,12 +40,12 @@ from spate.engine.connectors.generator import (
     sequence_numbers,
     with_hidden,
 )
-from spate.engine.connectors.metadata import SOURCE_TIME, SOURCES, TYPE, specs
+from spate.engine.connectors.metadata import INTEGER, SOURCE_TIME, SOURCES, TYPE, option
+from spate.engine.connectors.metadata import NUMBER as NUMBER_KIND  # NUMBER: a column here
 from spate.engine.connectors.nexmark_events import auction, bid, micros, person, projections
 from spate.engine.connectors.nexmark_gen import NEXMARK_TYPES
 from spate.engine.connectors.options import OptionReader, check_role, check_source_options
 
-DEFAULT_MAX_EVENTS_PER_BATCH = 100_000
 #: A bounded replay is split into at least this many epochs by default, so its
 #: first windows come out while the rest is still being generated.
 _REPLAY_EPOCHS = 5
@@ -54,6 +54,19 @@ _SCHEMA = stream_schema(COLUMNS)
 _OFFSET_FIELDS = frozenset({"start_wall_ns", "base_ns", "next", "eof"})
 #: The column marking the end-of-input control row among the numbers.
 _END = "_end"
+
+EVENT_RATE = option("event_rate", SOURCES, "events per second", kind=NUMBER_KIND,
+                    required=True)
+RUNTIME = option("runtime", SOURCES, "seconds of events; makes the source bounded at "
+                 "⌊`event_rate` × `runtime`⌋ events", kind=NUMBER_KIND)
+RATE_LIMITED = option("rate_limited", SOURCES, "`false` makes every event available at once "
+                      "instead of as the wall clock passes", default=True)
+MAX_EVENTS_PER_BATCH = option("max_events_per_batch", SOURCES, "events per epoch (without "
+                              "it, a bounded replay, `runtime` with `rate_limited = false`, "
+                              f"takes at least {_REPLAY_EPOCHS} epochs)", default=100_000)
+BASE_TIME_MS = option("nexmark.base_time_ms", SOURCES, "event time of the first event, in "
+                      "milliseconds since the epoch, for reproducible runs", kind=INTEGER,
+                      default_text="the start time")
 
 
 @dataclass(frozen=True)
@@ -73,19 +86,19 @@ def _parse(table: TableConfig) -> NexmarkSettings:
     check_role(options, frozenset({SOURCE}))
     reject_format_options(options)
     check_source_options(options)
-    rate = options.number("event_rate", positive=True, required=True) or 1.0
-    runtime_s = options.number("runtime", None, positive=True)
+    rate = options.number(EVENT_RATE, positive=True, required=True) or 1.0
+    runtime_s = options.number(RUNTIME, positive=True)
     total = None if runtime_s is None else math.floor(rate * runtime_s)
-    rate_limited = options.boolean("rate_limited", True)
+    rate_limited = options.boolean(RATE_LIMITED)
     settings = NexmarkSettings(
         table=table.name,
         event_rate=rate,
         total_events=total,
         rate_limited=rate_limited,
-        max_events_per_batch=options.integer("max_events_per_batch",
+        max_events_per_batch=options.integer(MAX_EVENTS_PER_BATCH,
                                              _default_batch(total, rate_limited),
                                              minimum=1) or 1,
-        base_time_ms=options.integer("nexmark.base_time_ms", None, minimum=0),
+        base_time_ms=options.integer(BASE_TIME_MS, minimum=0),
     )
     options.finish()
     return settings
@@ -94,9 +107,10 @@ def _parse(table: TableConfig) -> NexmarkSettings:
 def _default_batch(total_events: int | None, rate_limited: bool) -> int:
     """Events per epoch when ``max_events_per_batch`` is not given: a bounded
     replay (``rate_limited = false``) in at least :data:`_REPLAY_EPOCHS` epochs."""
+    most: int = MAX_EVENTS_PER_BATCH.default
     if total_events is None or rate_limited:
-        return DEFAULT_MAX_EVENTS_PER_BATCH
-    return min(DEFAULT_MAX_EVENTS_PER_BATCH, max(1, math.ceil(total_events / _REPLAY_EPOCHS)))
+        return most
+    return min(most, max(1, math.ceil(total_events / _REPLAY_EPOCHS)))
 
 
 @register
@@ -105,9 +119,8 @@ class NexmarkConnector(GeneratorConnector):
 
     name = "nexmark"
     roles = frozenset({SOURCE})
-    options = (*TYPE, *SOURCE_TIME,
-               *specs(SOURCES, "event_rate", "runtime", "rate_limited", "max_events_per_batch",
-                      "nexmark.base_time_ms"))
+    options = (*TYPE, EVENT_RATE, RUNTIME, RATE_LIMITED, MAX_EVENTS_PER_BATCH, BASE_TIME_MS,
+               *SOURCE_TIME)
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         _parse(table)
