@@ -23,6 +23,7 @@ import pyarrow as pa
 from pyspark.sql import types as T
 
 from spate.engine.connectors.base import ConnectorError
+from spate.engine.connectors.metadata import FORMAT_OPTION
 
 MAGIC = 0
 HEADER = struct.Struct(">bI")
@@ -167,7 +168,7 @@ def _avro_type(data_type: T.DataType, name: str) -> Any:
         inner = schema_for(data_type, name)
     else:
         raise ConnectorError(f"type {data_type.simpleString()} cannot be written as Avro",
-                             option="format")
+                             option=FORMAT_OPTION.name)
     return [_NULL, inner]
 
 

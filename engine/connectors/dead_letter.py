@@ -32,7 +32,8 @@ from spate.engine.connectors.base import (
     HIDDEN_CONTROL,
     ConnectorError,
 )
-from spate.engine.connectors.formats import FormatSpec
+from spate.engine.connectors.formats import DEAD_LETTER, FormatSpec
+from spate.engine.connectors.metadata import BAD_DATA, DEAD_LETTER_TABLE
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +110,9 @@ class BadRecords:
         _, problem, position = letters[0]
         place = self.where.format(position=position)
         raise ConnectorError(
-            f"{self.source}: bad record {place}: {problem}. {self.fix}, or set bad_data = "
-            "'drop' to skip undecodable records ('dead_letter' to keep them in a table)",
-            option="bad_data")
+            f"{self.source}: bad record {place}: {problem}. {self.fix}, or set "
+            f"{BAD_DATA.name} = 'drop' to skip undecodable records ('dead_letter' to keep them "
+            "in a table)", option=BAD_DATA.name)
 
     def finish(self) -> pa.RecordBatch | None:
         """The ``dropped:N`` control row of the records dropped so far (then none), if any."""
@@ -141,7 +142,7 @@ def dead_letter_rows(frame: DataFrame, source: str) -> DataFrame:
 def dead_letter_target(options: Mapping[str, str]) -> str | None:
     """The dead-letter table a source's options name, if its bad_data is dead_letter."""
     lowered = {key.lower(): value for key, value in options.items()}
-    if (lowered.get("bad_data") or "").strip().lower() != "dead_letter":
+    if (lowered.get(BAD_DATA.name) or "").strip().lower() != DEAD_LETTER:
         return None
-    target = (lowered.get("dead_letter.table") or "").strip()
+    target = (lowered.get(DEAD_LETTER_TABLE.name) or "").strip()
     return target or None

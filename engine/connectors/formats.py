@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,6 +24,7 @@ from spate.engine.connectors import avro_format, protobuf_format, protobuf_write
 from spate.engine.connectors.arrow_batches import join_lines
 from spate.engine.connectors.base import (
     HIDDEN_CONTROL,
+    LOOKUP,
     RETRACT,
     ROW_KEY,
     SINK,
@@ -32,6 +34,30 @@ from spate.engine.connectors.base import (
     stream_schema,
 )
 from spate.engine.connectors.changes import change_records, change_rows
+from spate.engine.connectors.metadata import (
+    AVRO_REGISTRY,
+    AVRO_SCHEMA,
+    AVRO_SCHEMA_ID,
+    AVRO_WIRE_FORMAT,
+    BAD_DATA,
+    DEAD_LETTER_TABLE,
+    EVENT_TIME_FIELD,
+    FORMAT_OPTION,
+    FRAMING,
+    FRAMING_MAX_LENGTH,
+    JSON_DECIMAL_ENCODING,
+    JSON_TIMESTAMP_FORMAT,
+    JSON_UNSTRUCTURED,
+    PROTOBUF_DESCRIPTOR,
+    PROTOBUF_DESCRIPTOR_FILE,
+    PROTOBUF_MESSAGE_NAME,
+    PROTOBUF_SCHEMA_ID,
+    PROTOBUF_WIRE_FORMAT,
+    REGISTRY_API_KEY,
+    REGISTRY_API_SECRET,
+    REGISTRY_ENDPOINT,
+    VALUE_SUBJECT,
+)
 from spate.engine.connectors.options import OptionReader
 
 JSON = "json"
@@ -46,10 +72,6 @@ OPAQUE_FORMATS = (RAW_STRING, RAW_BYTES, AVRO, PROTOBUF)
 #: Formats whose sinks write binary records (the ``record`` column is BINARY).
 BINARY_FORMATS = (RAW_BYTES, AVRO, PROTOBUF)
 DEAD_LETTER = "dead_letter"
-#: Sources whose readers hand undecodable records to a dead-letter table (the message
-#: sources: their readers' bad records go through ``dead_letter.BadRecords``).
-DEAD_LETTER_CONNECTORS = frozenset({"kafka", "kinesis", "mqtt", "nats", "polling_http",
-                                    "rabbitmq", "redis", "sse", "websocket"})
 RFC3339 = "rfc3339"
 UNIX_MILLIS = "unix_millis"
 DECIMAL_NUMBER = "number"
@@ -59,14 +81,13 @@ DECIMAL_BYTES = "bytes"
 #: rfc3339 as written by sinks: microseconds kept, UTC as ``Z``.
 RFC3339_SPARK_PATTERN = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
 
-_JSON_OPTIONS = ("json.unstructured", "json.timestamp_format", "json.decimal_encoding")
-_AVRO_OPTIONS = ("avro.schema", "avro.confluent_schema_registry", "avro.confluent_wire_format",
-                 "avro.schema_id", "schema_registry.endpoint", "schema_registry.api_key",
-                 "schema_registry.api_secret", "value.subject")
-_PROTOBUF_OPTIONS = ("protobuf.descriptor_file", "protobuf.descriptor", "protobuf.message_name",
-                     "protobuf.confluent_wire_format", "protobuf.schema_id")
-_FORMAT_OPTIONS = ("format", *_JSON_OPTIONS, *_AVRO_OPTIONS, *_PROTOBUF_OPTIONS, "framing",
-                   "framing.newline.max_length", "bad_data", "dead_letter.table")
+_JSON_OPTIONS = (JSON_UNSTRUCTURED, JSON_TIMESTAMP_FORMAT, JSON_DECIMAL_ENCODING)
+_AVRO_OPTIONS = (AVRO_SCHEMA, AVRO_REGISTRY, AVRO_WIRE_FORMAT, AVRO_SCHEMA_ID, REGISTRY_ENDPOINT,
+                 REGISTRY_API_KEY, REGISTRY_API_SECRET, VALUE_SUBJECT)
+_PROTOBUF_OPTIONS = (PROTOBUF_DESCRIPTOR_FILE, PROTOBUF_DESCRIPTOR, PROTOBUF_MESSAGE_NAME,
+                     PROTOBUF_WIRE_FORMAT, PROTOBUF_SCHEMA_ID)
+_FORMAT_OPTIONS = (FORMAT_OPTION, *_JSON_OPTIONS, *_AVRO_OPTIONS, *_PROTOBUF_OPTIONS, FRAMING,
+                   FRAMING_MAX_LENGTH, BAD_DATA, DEAD_LETTER_TABLE)
 #: Spark's ``to_json`` options of every json record: NULL fields kept, µs timestamps.
 _TO_JSON_OPTIONS = {"ignoreNullFields": "false", "timestampFormat": RFC3339_SPARK_PATTERN}
 #: 2**64, to split a DECIMAL(38, 0) into two 64-bit halves.
@@ -138,18 +159,19 @@ class FormatSpec:
 
 def parse_format(options: OptionReader, role: str) -> FormatSpec:
     """Read ``format`` and its dependent options for a connector that needs a format."""
-    kind = options.string("format")
+    kind = options.string(FORMAT_OPTION)
     if kind is None:
         raise ConnectorError(
-            f"connector '{options.table.connector}' needs option 'format' "
-            "('json', 'debezium_json', 'avro', 'raw_string' or 'raw_bytes')", option="format")
+            f"connector '{options.table.connector}' needs option '{FORMAT_OPTION.name}' "
+            "('json', 'debezium_json', 'avro', 'raw_string' or 'raw_bytes')",
+            option=FORMAT_OPTION.name)
     kind = kind.strip().lower()
     if kind not in FORMATS:
         raise ConnectorError(f"unknown format '{kind}'; Spate supports 'json', 'debezium_json', "
-                             "'avro', 'raw_string' and 'raw_bytes'", option="format")
-    if role == "lookup" and kind in BINARY_FORMATS:
+                             "'avro', 'raw_string' and 'raw_bytes'", option=FORMAT_OPTION.name)
+    if role == LOOKUP and kind in BINARY_FORMATS:
         raise ConnectorError(f"format '{kind}' is not supported by lookup tables yet; use "
-                             "'json' or 'raw_string'", option="format")
+                             "'json' or 'raw_string'", option=FORMAT_OPTION.name)
     if kind != AVRO:
         for key in _AVRO_OPTIONS:
             options.reject(key, f"applies to format 'avro' only, not '{kind}'")
@@ -161,26 +183,25 @@ def parse_format(options: OptionReader, role: str) -> FormatSpec:
             options.reject(key, f"applies to formats 'json' and 'debezium_json' only, not "
                                 f"'{kind}'")
     if kind in (AVRO, PROTOBUF):
-        options.choice("framing", ("newline",), "newline")
-        options.reject("framing.newline.max_length", f"does not apply to format '{kind}': one "
-                                                     "message is one record")
+        options.choice(FRAMING)
+        options.reject(FRAMING_MAX_LENGTH, f"does not apply to format '{kind}': one message "
+                                           "is one record")
         settings = _avro(options, role) if kind == AVRO else _protobuf(options, role)
         return FormatSpec(kind=kind, bad_data=_bad_data(options, role),
                           dead_letter=_dead_letter(options, role), **settings)
     changes = kind == DEBEZIUM_JSON
     if changes:
-        options.reject("json.unstructured", "applies to format 'json' only: a debezium_json "
-                                            "record is a change envelope of declared columns")
+        options.reject(JSON_UNSTRUCTURED, "applies to format 'json' only: a debezium_json "
+                                          "record is a change envelope of declared columns")
         if role == SOURCE:
             _check_change_source(options)
     return FormatSpec(
         kind=kind,
-        timestamp_format=options.choice("json.timestamp_format", (RFC3339, UNIX_MILLIS))
+        timestamp_format=options.choice(JSON_TIMESTAMP_FORMAT)
         or (UNIX_MILLIS if changes else RFC3339),
-        decimal_encoding=options.choice(
-            "json.decimal_encoding", (DECIMAL_NUMBER, DECIMAL_STRING, DECIMAL_BYTES))
+        decimal_encoding=options.choice(JSON_DECIMAL_ENCODING)
         or (DECIMAL_BYTES if changes else DECIMAL_NUMBER),
-        unstructured=options.boolean("json.unstructured", False),
+        unstructured=options.boolean(JSON_UNSTRUCTURED),
         bad_data=_bad_data(options, role),
         dead_letter=_dead_letter(options, role),
         max_line_bytes=_framing(options, role),
@@ -189,27 +210,27 @@ def parse_format(options: OptionReader, role: str) -> FormatSpec:
 
 def _avro(options: OptionReader, role: str) -> dict[str, Any]:
     """The avro options (docs/sql/connectors.md#avro)."""
-    text = options.string("avro.schema")
+    text = options.string(AVRO_SCHEMA)
     if text is not None:
-        avro_format.parse_schema(text, "avro.schema")
-    use_registry = options.boolean("avro.confluent_schema_registry", False)
-    wire = options.boolean("avro.confluent_wire_format", use_registry)
+        avro_format.parse_schema(text, AVRO_SCHEMA.name)
+    use_registry = options.boolean(AVRO_REGISTRY)
+    wire = options.boolean(AVRO_WIRE_FORMAT, use_registry)
     if use_registry and not wire:
-        raise ConnectorError("option 'avro.confluent_wire_format' cannot be false with the "
+        raise ConnectorError(f"option '{AVRO_WIRE_FORMAT.name}' cannot be false with the "
                              "schema registry: registry records carry the schema id header",
-                             option="avro.confluent_wire_format")
+                             option=AVRO_WIRE_FORMAT.name)
     registry = None
     if use_registry:
-        endpoint = options.required("schema_registry.endpoint")
+        endpoint = options.required(REGISTRY_ENDPOINT)
         urls = [url.strip() for url in endpoint.split(",")]
         if not all(url.startswith(("http://", "https://")) for url in urls):
-            raise ConnectorError("option 'schema_registry.endpoint' must be an http:// or "
+            raise ConnectorError(f"option '{REGISTRY_ENDPOINT.name}' must be an http:// or "
                                  "https:// URL (or several, separated by commas)",
-                                 option="schema_registry.endpoint")
-        key = options.string("schema_registry.api_key")
-        secret = options.string("schema_registry.api_secret")
+                                 option=REGISTRY_ENDPOINT.name)
+        key = options.string(REGISTRY_API_KEY)
+        secret = options.string(REGISTRY_API_SECRET)
         if (key is None) != (secret is None):
-            missing = "schema_registry.api_secret" if secret is None else "schema_registry.api_key"
+            missing = (REGISTRY_API_SECRET if secret is None else REGISTRY_API_KEY).name
             raise ConnectorError(f"option '{missing}' is needed too: the registry's "
                                  "credentials are a key and a secret", option=missing)
         for url in urls:  # the registry's client tries each of them
@@ -217,75 +238,77 @@ def _avro(options: OptionReader, role: str) -> dict[str, Any]:
         registry = {"endpoint": ",".join(url.rstrip("/") for url in urls), "api_key": key or "",
                     "api_secret": secret or ""}
     else:
-        for key in ("schema_registry.endpoint", "schema_registry.api_key",
-                    "schema_registry.api_secret", "value.subject"):
-            options.reject(key, "needs avro.confluent_schema_registry = true")
+        for spec in (REGISTRY_ENDPOINT, REGISTRY_API_KEY, REGISTRY_API_SECRET, VALUE_SUBJECT):
+            options.reject(spec, f"needs {AVRO_REGISTRY.name} = true")
     if role == SOURCE and text is None and not use_registry:
-        raise ConnectorError("an avro source needs its writer schema: option 'avro.schema' "
-                             "(the schema's JSON), or avro.confluent_schema_registry = true "
-                             "with schema_registry.endpoint", option="avro.schema")
+        raise ConnectorError(f"an avro source needs its writer schema: option "
+                             f"'{AVRO_SCHEMA.name}' (the schema's JSON), or "
+                             f"{AVRO_REGISTRY.name} = true with {REGISTRY_ENDPOINT.name}",
+                             option=AVRO_SCHEMA.name)
     schema_id = None
     if role == SOURCE:
-        options.reject("avro.schema_id", "applies to sinks only: a source reads each record's "
-                                         "schema id from its header")
-        options.reject("value.subject", "applies to sinks only")
+        options.reject(AVRO_SCHEMA_ID, "applies to sinks only: a source reads each record's "
+                                       "schema id from its header")
+        options.reject(VALUE_SUBJECT, "applies to sinks only")
     else:
-        schema_id = options.integer("avro.schema_id", None, minimum=0)
+        schema_id = options.integer(AVRO_SCHEMA_ID, minimum=0)
         if schema_id is not None and (use_registry or not wire):
-            raise ConnectorError("option 'avro.schema_id' is for the Confluent wire format "
-                                 "without a registry (avro.confluent_wire_format = true); with "
-                                 "the registry the id is the registered schema's",
-                                 option="avro.schema_id")
+            raise ConnectorError(f"option '{AVRO_SCHEMA_ID.name}' is for the Confluent wire "
+                                 f"format without a registry ({AVRO_WIRE_FORMAT.name} = true); "
+                                 "with the registry the id is the registered schema's",
+                                 option=AVRO_SCHEMA_ID.name)
         if wire and not use_registry and schema_id is None:
             raise ConnectorError("an avro sink writing the Confluent wire format without a "
-                                 "registry needs option 'avro.schema_id' (the id written in "
-                                 "each header)", option="avro.schema_id")
+                                 f"registry needs option '{AVRO_SCHEMA_ID.name}' (the id "
+                                 "written in each header)", option=AVRO_SCHEMA_ID.name)
     subject = None
     if use_registry and role != SOURCE:
-        subject = options.string("value.subject") or _default_subject(options)
+        subject = options.string(VALUE_SUBJECT) or _default_subject(options)
     return {"avro_schema": text, "confluent_wire": wire, "schema_id": schema_id,
             "registry": registry, "subject": subject}
 
 
 def _protobuf(options: OptionReader, role: str) -> dict[str, Any]:
     """The protobuf options (docs/sql/connectors.md#protobuf)."""
-    path = options.string("protobuf.descriptor_file")
-    inline = options.string("protobuf.descriptor")
+    path = options.string(PROTOBUF_DESCRIPTOR_FILE)
+    inline = options.string(PROTOBUF_DESCRIPTOR)
     if (path is None) == (inline is None):
         raise ConnectorError("format 'protobuf' needs the message's descriptor: exactly one "
-                             "of 'protobuf.descriptor_file' (a FileDescriptorSet written by "
-                             "protoc --descriptor_set_out) or 'protobuf.descriptor' (the same, "
-                             "base64)", option="protobuf.descriptor_file")
+                             f"of '{PROTOBUF_DESCRIPTOR_FILE.name}' (a FileDescriptorSet "
+                             "written by protoc --descriptor_set_out) or "
+                             f"'{PROTOBUF_DESCRIPTOR.name}' (the same, base64)",
+                             option=PROTOBUF_DESCRIPTOR_FILE.name)
     if path is not None:
-        resolved = options.table.boundary.resolve_path(path, option="protobuf.descriptor_file")
+        resolved = options.table.boundary.resolve_path(path,
+                                                       option=PROTOBUF_DESCRIPTOR_FILE.name)
         try:
             with open(resolved, "rb") as handle:
                 data = handle.read()
         except OSError as error:
-            raise ConnectorError(f"option 'protobuf.descriptor_file': cannot read '{path}' "
-                                 f"({error.strerror})",
-                                 option="protobuf.descriptor_file") from None
-        option = "protobuf.descriptor_file"
+            raise ConnectorError(f"option '{PROTOBUF_DESCRIPTOR_FILE.name}': cannot read "
+                                 f"'{path}' ({error.strerror})",
+                                 option=PROTOBUF_DESCRIPTOR_FILE.name) from None
+        option = PROTOBUF_DESCRIPTOR_FILE.name
     else:
         data = protobuf_format.inline_descriptor(inline or "")
-        option = "protobuf.descriptor"
-    name = options.required("protobuf.message_name")
+        option = PROTOBUF_DESCRIPTOR.name
+    name = options.required(PROTOBUF_MESSAGE_NAME)
     message = protobuf_format.message_descriptor(data, name, option)
-    wire = options.boolean("protobuf.confluent_wire_format", False)
+    wire = options.boolean(PROTOBUF_WIRE_FORMAT)
     schema_id = None
     if role == SOURCE:
-        options.reject("protobuf.schema_id", "applies to sinks only: a source reads each "
-                                             "record's schema id from its header")
+        options.reject(PROTOBUF_SCHEMA_ID, "applies to sinks only: a source reads each "
+                                           "record's schema id from its header")
     else:
-        schema_id = options.integer("protobuf.schema_id", None, minimum=0)
+        schema_id = options.integer(PROTOBUF_SCHEMA_ID, minimum=0)
         if wire and schema_id is None:
             raise ConnectorError("a protobuf sink writing the Confluent wire format needs "
-                                 "option 'protobuf.schema_id' (the id written in each "
-                                 "header)", option="protobuf.schema_id")
+                                 f"option '{PROTOBUF_SCHEMA_ID.name}' (the id written in each "
+                                 "header)", option=PROTOBUF_SCHEMA_ID.name)
         if not wire and schema_id is not None:
-            raise ConnectorError("option 'protobuf.schema_id' is written in the Confluent "
-                                 "header only: set 'protobuf.confluent_wire_format' = 'true' "
-                                 "or remove it", option="protobuf.schema_id")
+            raise ConnectorError(f"option '{PROTOBUF_SCHEMA_ID.name}' is written in the "
+                                 f"Confluent header only: set '{PROTOBUF_WIRE_FORMAT.name}' = "
+                                 "'true' or remove it", option=PROTOBUF_SCHEMA_ID.name)
     return {"descriptor": base64.b64encode(data).decode(), "message_name": message.full_name,
             "confluent_wire": wire, "schema_id": schema_id}
 
@@ -299,9 +322,9 @@ def _check_registry_egress(options: OptionReader, endpoint: str) -> None:
     try:
         port = url.port or (443 if url.scheme == "https" else 80)
     except ValueError:
-        raise ConnectorError("option 'schema_registry.endpoint' has an invalid port",
-                             option="schema_registry.endpoint") from None
-    egress.resolve(url.hostname or "", port, option="schema_registry.endpoint")
+        raise ConnectorError(f"option '{REGISTRY_ENDPOINT.name}' has an invalid port",
+                             option=REGISTRY_ENDPOINT.name) from None
+    egress.resolve(url.hostname or "", port, option=REGISTRY_ENDPOINT.name)
 
 
 def _default_subject(options: OptionReader) -> str:
@@ -315,52 +338,74 @@ def _default_subject(options: OptionReader) -> str:
 
 def require_line_format(options: OptionReader) -> None:
     """Newline-framed connectors (files, stdout) cannot hold binary records."""
-    kind = (options.peek("format") or "").strip().lower()
+    kind = (options.peek(FORMAT_OPTION) or "").strip().lower()
     connector = options.table.connector
     if kind in BINARY_FORMATS:
         raise ConnectorError(f"format '{kind}' is binary and cannot be framed by newlines "
                              f"in connector '{connector}'; use a message connector (kafka, "
-                             "redis, nats, mqtt, rabbitmq, kinesis)", option="format")
+                             "redis, nats, mqtt, rabbitmq, kinesis)", option=FORMAT_OPTION.name)
 
 
 def _check_change_source(options: OptionReader) -> None:
     """A debezium_json source needs a PRIMARY KEY, no event_time_field (docs/sql/updating.md)."""
-    options.reject("event_time_field", "cannot be used with format 'debezium_json': its "
-                                       "rows are changes keyed by the PRIMARY KEY; remove it")
+    options.reject(EVENT_TIME_FIELD, "cannot be used with format 'debezium_json': its rows "
+                                     "are changes keyed by the PRIMARY KEY; remove it")
     if not options.table.primary_key:
         raise ConnectorError(
             "a debezium_json source needs a PRIMARY KEY to know which row a change updates: "
-            "declare it on the key column(s), e.g. `id BIGINT PRIMARY KEY`", option="format")
+            "declare it on the key column(s), e.g. `id BIGINT PRIMARY KEY`",
+            option=FORMAT_OPTION.name)
 
 
 def _bad_data(options: OptionReader, role: str) -> str:
     if role != SOURCE:
         return "fail"
-    return options.choice("bad_data", ("fail", "drop", DEAD_LETTER), "fail") or "fail"
+    return options.choice(BAD_DATA) or "fail"
 
 
 def _dead_letter(options: OptionReader, role: str) -> str | None:
     """The dead-letter table of a ``bad_data = 'dead_letter'`` source."""
-    if role != SOURCE or (options.peek("bad_data") or "").strip().lower() != DEAD_LETTER:
-        options.reject("dead_letter.table", "applies with bad_data = 'dead_letter' only")
+    if role != SOURCE or (options.peek(BAD_DATA) or "").strip().lower() != DEAD_LETTER:
+        options.reject(DEAD_LETTER_TABLE, f"applies with {BAD_DATA.name} = 'dead_letter' only")
         return None
-    if options.table.connector not in DEAD_LETTER_CONNECTORS:
-        raise ConnectorError(f"bad_data = 'dead_letter' is not supported by "
+    takers = dead_letter_connectors()
+    if options.table.connector not in takers:
+        raise ConnectorError(f"{BAD_DATA.name} = 'dead_letter' is not supported by "
                              f"{options.table.connector} sources yet (only by "
-                             f"{', '.join(sorted(DEAD_LETTER_CONNECTORS))}); use 'drop' or "
-                             "'fail'", option="bad_data")
-    table = options.required("dead_letter.table").strip()
+                             f"{', '.join(sorted(takers))}); use 'drop' or 'fail'",
+                             option=BAD_DATA.name)
+    table = options.required(DEAD_LETTER_TABLE).strip()
     if table.lower() == options.table.name.lower():
-        raise ConnectorError("option 'dead_letter.table' must name a sink table, not the "
-                             "source itself", option="dead_letter.table")
+        raise ConnectorError(f"option '{DEAD_LETTER_TABLE.name}' must name a sink table, not "
+                             "the source itself", option=DEAD_LETTER_TABLE.name)
     return table
 
 
+@cache
+def dead_letter_connectors() -> frozenset[str]:
+    """The sources whose readers hand undecodable records to a dead-letter table: those
+    that declare ``dead_letter.table``, by name, as some connectors declare it again
+    (the message sources, whose readers' bad records go through
+    ``dead_letter.BadRecords``).  Computed on first use: the registry imports every
+    connector, and they import this module."""
+    from spate.engine.connectors import CONNECTORS
+
+    return frozenset(name for name, connector in CONNECTORS.items()
+                     if any(spec.name == DEAD_LETTER_TABLE.name for spec in connector.options))
+
+
+def __getattr__(name: str) -> Any:
+    """``DEAD_LETTER_CONNECTORS``: :func:`dead_letter_connectors`, read as a constant."""
+    if name == "DEAD_LETTER_CONNECTORS":
+        return dead_letter_connectors()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _framing(options: OptionReader, role: str) -> int | None:
-    options.choice("framing", ("newline",), "newline")
+    options.choice(FRAMING)
     if role != SOURCE:
         return None
-    return options.integer("framing.newline.max_length", None, minimum=1)
+    return options.integer(FRAMING_MAX_LENGTH, minimum=1)
 
 
 def reject_format_options(options: OptionReader) -> None:
@@ -382,7 +427,7 @@ def check_columns(spec: FormatSpec, columns: tuple[ColumnDef, ...], role: str) -
         if spec.avro_schema is not None and columns:
             avro_format.check_compatible(json.loads(spec.avro_schema),
                                          [(c.name, c.spark_type, c.nullable) for c in columns],
-                                         "avro.schema")
+                                         AVRO_SCHEMA.name)
         return
     if spec.kind == PROTOBUF:
         if role == SOURCE and not columns:
@@ -391,9 +436,9 @@ def check_columns(spec: FormatSpec, columns: tuple[ColumnDef, ...], role: str) -
         message = _protobuf_message(spec)
         typed = [(c.name, c.spark_type) for c in columns]
         if role == SINK:
-            protobuf_writer.check_writable(message, typed, "protobuf.message_name")
+            protobuf_writer.check_writable(message, typed, PROTOBUF_MESSAGE_NAME.name)
         else:
-            protobuf_format.check_compatible(message, typed, "protobuf.message_name")
+            protobuf_format.check_compatible(message, typed, PROTOBUF_MESSAGE_NAME.name)
         return
     if role == SOURCE and not columns:
         raise ConnectorError(f"a {spec.kind} source needs its columns declared, e.g. "
@@ -404,13 +449,13 @@ def check_columns(spec: FormatSpec, columns: tuple[ColumnDef, ...], role: str) -
             if problem is not None:
                 raise ConnectorError(
                     f"column '{column.name}': type {problem} cannot be read from JSON yet",
-                    option="format")
+                    option=FORMAT_OPTION.name)
 
 
 def _protobuf_message(spec: FormatSpec) -> Any:
     """The message descriptor of a protobuf :class:`FormatSpec`."""
     return protobuf_format.message_descriptor(base64.b64decode(spec.descriptor or ""),
-                                              spec.message_name or "", "protobuf.descriptor")
+                                              spec.message_name or "", PROTOBUF_DESCRIPTOR.name)
 
 
 def check_sink_schema(spec: FormatSpec, schema: T.StructType) -> None:
@@ -422,7 +467,7 @@ def check_sink_schema(spec: FormatSpec, schema: T.StructType) -> None:
         # are checked when an epoch is encoded (:func:`_protobuf_column`), on the driver.
         protobuf_writer.check_writable(_protobuf_message(spec),
                                        [(name, None) for name in schema.names],
-                                       "protobuf.message_name")
+                                       PROTOBUF_MESSAGE_NAME.name)
     if spec.kind == AVRO and spec.avro_schema is not None:
         # The runtime knows the names of a query's columns when it opens a sink; their
         # types meet the schema when the first epoch is encoded.
@@ -431,13 +476,13 @@ def check_sink_schema(spec: FormatSpec, schema: T.StructType) -> None:
             if name not in names:
                 raise ConnectorError(f"column '{name}' is not a field of the Avro schema "
                                      f"(its fields: {', '.join(sorted(names))})",
-                                     option="avro.schema")
+                                     option=AVRO_SCHEMA.name)
 
 
 def _check_single_value(spec: FormatSpec, columns: list[tuple[str, T.DataType]],
                         role: str) -> None:
-    what = "json.unstructured" if spec.unstructured else f"format '{spec.kind}'"
-    option = "json.unstructured" if spec.unstructured else "format"
+    what = JSON_UNSTRUCTURED.name if spec.unstructured else f"format '{spec.kind}'"
+    option = JSON_UNSTRUCTURED.name if spec.unstructured else FORMAT_OPTION.name
     if role == SINK and not columns:
         return
     wanted: tuple[type[T.DataType], ...] = (T.StringType,)
@@ -559,7 +604,7 @@ def _avro_column(df: DataFrame, spec: FormatSpec) -> Column:
         except Exception as error:  # noqa: BLE001 - the registry client's errors
             raise ConnectorError(f"the schema registry did not register the writer schema "
                                  f"under subject '{spec.subject}': {error}",
-                                 option="schema_registry.endpoint") from None
+                                 option=REGISTRY_ENDPOINT.name) from None
     udf = avro_format.encoder_udf(writer, schema_id if spec.confluent_wire else None)
     encoded: Column = udf(F.struct(*(F.col(f"`{f.name}`") for f in rows.fields)))
     return encoded
@@ -569,7 +614,7 @@ def _protobuf_column(df: DataFrame, spec: FormatSpec) -> Column:
     """Protobuf records of ``df``'s rows, by an Arrow UDF (on the executors)."""
     message = _protobuf_message(spec)
     protobuf_writer.check_writable(message, [(f.name, f.dataType) for f in df.schema.fields],
-                                   "protobuf.message_name")
+                                   PROTOBUF_MESSAGE_NAME.name)
     header = b""
     if spec.confluent_wire:
         indexes = protobuf_writer.message_indexes(message)

@@ -22,10 +22,9 @@ from pyspark.sql import types as T
 from spate.engine.connectors.arrow_batches import arrow_schema
 from spate.engine.connectors.base import LOOKUP as LOOKUP
 from spate.engine.connectors.base import ColumnDef, Connector, ConnectorError, TableConfig
+from spate.engine.connectors.metadata import CACHE_MAX_BYTES, CACHE_TTL, LOOKUP_TYPE, OptionSpec
 from spate.engine.connectors.options import OptionReader
 
-CACHE_MAX_BYTES = "lookup.cache.max_bytes"
-CACHE_TTL = "lookup.cache.ttl"
 #: Cache bound when only ``lookup.cache.ttl`` is given.
 DEFAULT_CACHE_MAX_BYTES = 16 * 1024 * 1024
 
@@ -105,10 +104,10 @@ class LookupConnector(Connector, ABC):
 def check_lookup_table(options: OptionReader) -> None:
     """The rules every lookup table follows: role, declared columns and a PRIMARY KEY."""
     table = options.table
-    declared = options.string("type")
+    declared = options.string(LOOKUP_TYPE)
     if declared is not None and declared.strip().lower() != LOOKUP:
         raise ConnectorError(f"connector '{table.connector}' can only be a lookup table, "
-                             f"not a {declared.strip().lower()}", option="type")
+                             f"not a {declared.strip().lower()}", option=LOOKUP_TYPE.name)
     if table.role != LOOKUP:
         raise ConnectorError(f"connector '{table.connector}' serves lookup tables only: "
                              f"declare '{table.name}' with CREATE TEMPORARY TABLE")
@@ -138,14 +137,15 @@ def read_cache_settings(options: OptionReader) -> CacheSettings:
     max_bytes = options.integer(CACHE_MAX_BYTES, default, minimum=0)
     assert max_bytes is not None
     if max_bytes == 0 and ttl_s is not None:
-        raise ConnectorError(f"option '{CACHE_TTL}' needs a cache: remove it or set "
-                             f"'{CACHE_MAX_BYTES}' above 0", option=CACHE_TTL)
+        raise ConnectorError(f"option '{CACHE_TTL.name}' needs a cache: remove it or set "
+                             f"'{CACHE_MAX_BYTES.name}' above 0", option=CACHE_TTL.name)
     return CacheSettings(max_bytes=max_bytes, ttl_s=ttl_s)
 
 
-def _duration_s(options: OptionReader, key: str) -> float | None:
+def _duration_s(options: OptionReader, spec: OptionSpec) -> float | None:
     """Seconds of a duration option: ``INTERVAL '5' SECOND``, ``'5 seconds'``, ``'1m 30s'``."""
-    value = options.string(key)
+    key = spec.name
+    value = options.string(spec)
     if value is None:
         return None
     text = value.strip()

@@ -194,7 +194,7 @@ LOOKUP_USERNAME = option("username", LOOKUP_ROLES, "the user to log in as")
 LOOKUP_PASSWORD = option("password", LOOKUP_ROLES, "its password")
 CACHE_MAX_BYTES = option("lookup.cache.max_bytes", LOOKUP_ROLES, "bound, in bytes, of the "
                          "cache of looked-up rows each worker process keeps; `0` disables it",
-                         kind=SIZE, default_text="no cache")
+                         kind=INTEGER, default_text="no cache")
 CACHE_TTL = option("lookup.cache.ttl", LOOKUP_ROLES, "how long a cached row (or a cached "
                    "absence) is trusted: `INTERVAL '30' SECOND` or `'30 seconds'`; given "
                    "alone, the cache holds up to 16 MiB", kind=DURATION,

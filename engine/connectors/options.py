@@ -13,9 +13,16 @@ import math
 from collections.abc import Iterable
 from typing import Any, TypeAlias
 
-from spate.engine.connectors.base import SINK, SOURCE, ConnectorError, TableConfig
-from spate.engine.connectors.metadata import OptionSpec
-from spate.engine.defaults import DEFAULT_IDLE_MICROS
+from spate.engine.connectors.base import LOOKUP, SINK, SOURCE, ConnectorError, TableConfig
+from spate.engine.connectors.metadata import (
+    BAD_DATA,
+    EVENT_TIME_FIELD,
+    FRAMING_MAX_LENGTH,
+    IDLE_MICROS,
+    TYPE_OPTION,
+    WATERMARK_FIELD,
+    OptionSpec,
+)
 
 _TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
 _FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
@@ -169,28 +176,29 @@ def check_role(options: OptionReader, roles: frozenset[str]) -> str:
     agree) when it has one (docs/sql/ddl.md).
     """
     table = options.table
-    declared = options.string("type")
+    name = TYPE_OPTION.name
+    declared = options.string(TYPE_OPTION)
     if declared is not None:
         declared = declared.strip().lower()
-        if declared == "lookup":
+        if declared == LOOKUP:
             raise ConnectorError(
-                f"connector '{table.connector}' cannot be a lookup table", option="type")
+                f"connector '{table.connector}' cannot be a lookup table", option=name)
         if declared not in (SOURCE, SINK):
             raise ConnectorError(
-                f"option 'type' must be 'source' or 'sink', not '{declared}'", option="type")
+                f"option '{name}' must be 'source' or 'sink', not '{declared}'", option=name)
         if declared not in roles:
             raise ConnectorError(
                 f"connector '{table.connector}' can only be a {_roles_text(roles)}, "
-                f"not a {declared}", option="type")
+                f"not a {declared}", option=name)
     elif len(roles) > 1:
         raise ConnectorError(
-            f"connector '{table.connector}' needs option 'type' = 'source' or 'sink'",
-            option="type")
+            f"connector '{table.connector}' needs option '{name}' = 'source' or 'sink'",
+            option=name)
     role = declared or next(iter(roles))
     if table.role != role:
         raise ConnectorError(
             f"table '{table.name}' is used as a {table.role} but is declared as a {role}",
-            option="type" if declared else None)
+            option=name if declared else None)
     return role
 
 
@@ -200,15 +208,14 @@ def _roles_text(roles: frozenset[str]) -> str:
 
 def check_source_options(options: OptionReader) -> None:
     """Type-check the source options the planner interprets (docs/sql/ddl.md)."""
-    options.integer("idle_micros", DEFAULT_IDLE_MICROS)
-    for key in ("event_time_field", "watermark_field"):
+    options.integer(IDLE_MICROS)
+    for key in (EVENT_TIME_FIELD, WATERMARK_FIELD):
         if key in options:
             options.required(key)
 
 
 def reject_source_options(options: OptionReader) -> None:
     """Sinks: source-only options are errors with a precise reason."""
-    for key in ("idle_micros", "event_time_field", "watermark_field", "bad_data",
-                "framing.newline.max_length"):
+    for key in (IDLE_MICROS, EVENT_TIME_FIELD, WATERMARK_FIELD, BAD_DATA, FRAMING_MAX_LENGTH):
         options.reject(key, f"applies to sources only; remove it from sink "
                             f"'{options.table.name}'")

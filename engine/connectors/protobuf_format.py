@@ -26,6 +26,7 @@ from pyspark.sql import types as T
 
 from spate.engine.connectors.avro_format import unframe
 from spate.engine.connectors.base import ConnectorError
+from spate.engine.connectors.metadata import PROTOBUF_DESCRIPTOR, PROTOBUF_MESSAGE_NAME
 
 TIMESTAMP = "google.protobuf.Timestamp"
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -68,8 +69,8 @@ def inline_descriptor(text: str) -> bytes:
     try:
         return base64.b64decode(text.strip(), validate=True)
     except (binascii.Error, ValueError):
-        raise ConnectorError("option 'protobuf.descriptor' must be a base64-encoded "
-                             "FileDescriptorSet", option="protobuf.descriptor") from None
+        raise ConnectorError(f"option '{PROTOBUF_DESCRIPTOR.name}' must be a base64-encoded "
+                             "FileDescriptorSet", option=PROTOBUF_DESCRIPTOR.name) from None
 
 
 def message_descriptor(data: bytes, name: str, option: str) -> Descriptor:
@@ -85,7 +86,7 @@ def message_descriptor(data: bytes, name: str, option: str) -> Descriptor:
                        for f in files.file for m in f.message_type)
         raise ConnectorError(f"message '{name}' is not in the descriptor set (its top-level "
                              f"messages: {', '.join(known) or 'none'})",
-                             option="protobuf.message_name") from None
+                             option=PROTOBUF_MESSAGE_NAME.name) from None
     except TypeError as error:  # an incomplete set: a file's dependency is missing
         raise ConnectorError(f"option '{option}': the descriptor set is incomplete ({error}); "
                              "compile it with protoc --include_imports",
@@ -196,7 +197,7 @@ class ProtobufDecoder:
                  wire: bool) -> None:
         self.schema = schema
         self.wire = wire
-        self.message = message_descriptor(descriptor, message_name, "protobuf.descriptor")
+        self.message = message_descriptor(descriptor, message_name, PROTOBUF_DESCRIPTOR.name)
         self.cls = message_factory.GetMessageClass(self.message)
         self.fields = [self.message.fields_by_name[f.name] for f in schema]
 

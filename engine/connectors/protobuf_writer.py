@@ -29,6 +29,7 @@ from pyspark.sql import types as T
 
 from spate.engine.connectors.avro_format import HEADER, MAGIC
 from spate.engine.connectors.base import ConnectorError
+from spate.engine.connectors.metadata import PROTOBUF_DESCRIPTOR
 from spate.engine.connectors.protobuf_format import (
     TIMESTAMP,
     field_mismatch,
@@ -134,7 +135,7 @@ def _message_class(descriptor: bytes, name: str) -> Any:
     cls = _CLASSES.get(key)
     if cls is None:
         cls = message_factory.GetMessageClass(
-            message_descriptor(descriptor, name, "protobuf.descriptor"))
+            message_descriptor(descriptor, name, PROTOBUF_DESCRIPTOR.name))
         _CLASSES[key] = cls
     return cls
 

@@ -15,6 +15,13 @@ from sqlglot import exp
 from spate.engine.connectors import CONNECTORS, ColumnDef, Connector, ConnectorError, TableConfig
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
 from spate.engine.connectors.lookup import LOOKUP, LookupConnector
+from spate.engine.connectors.metadata import (
+    EVENT_TIME_FIELD,
+    IDLE_MICROS,
+    TYPE_OPTION,
+    WATERMARK_FIELD,
+    OptionSpec,
+)
 from spate.engine.defaults import DEFAULT_IDLE_MICROS as DEFAULT_IDLE_MICROS
 from spate.engine.planner.dialect import MetadataColumnConstraint
 from spate.engine.planner.errors import PlanningError
@@ -174,7 +181,7 @@ def table_from_create(node: exp.Create, text: SourceText, fallback: int,
     return Table(
         name=name, config=config, columns=tuple(physical), generated=generated,
         event_time_sql=event_time_sql, watermark_sql=watermark_sql,
-        idle_micros=_int_option(options, "idle_micros", DEFAULT_IDLE_MICROS),
+        idle_micros=_int_option(options, IDLE_MICROS),
         bounded=role == "source" and connector.is_bounded(config),
     )
 
@@ -250,7 +257,7 @@ def _check_lookup_declaration(name: str, connector: Connector, temporary: bool,
                               text: SourceText, node: exp.Create, fallback: int) -> None:
     """Lookup tables are exactly the TEMPORARY tables, served by a lookup connector."""
     is_lookup_connector = isinstance(connector, LookupConnector)
-    declared = options.get("type", "").strip().lower()
+    declared = options.get(TYPE_OPTION.name, "").strip().lower()
     if (temporary or declared == LOOKUP) and not is_lookup_connector:
         raise text.error(
             f"connector '{connector.name}' cannot serve lookup table {name}: lookup tables "
@@ -262,7 +269,7 @@ def _check_lookup_declaration(name: str, connector: Connector, temporary: bool,
         raise text.error(
             f"a {connector.name} {declared} is not supported yet: connector "
             f"'{connector.name}' serves lookup tables, declared with CREATE TEMPORARY TABLE "
-            f"{name} (...)", option_nodes.get("type"), fallback)
+            f"{name} (...)", option_nodes.get(TYPE_OPTION.name), fallback)
     if not temporary and (declared == LOOKUP or (is_lookup_connector
                                                  and declared not in streams)):
         types = " or ".join(f"'{role}'" for role in reversed(streams))
@@ -333,7 +340,7 @@ def _check_generated_references(name: str, generated: dict[str, exp.Expr],
 
 
 def _role(connector: Connector, options: dict[str, str]) -> str:
-    declared = options.get("type")
+    declared = options.get(TYPE_OPTION.name)
     if declared in ("source", "sink"):
         return declared
     roles = connector.roles
@@ -582,7 +589,7 @@ def _event_time(
     (``types``: every column's type, generated ones included)."""
     if watermark is not None:
         column = watermark.this.name.lower()
-        for option in ("event_time_field", "watermark_field"):
+        for option in (EVENT_TIME_FIELD.name, WATERMARK_FIELD.name):
             if option in options:
                 raise text.error_at(
                     f"table {name}: option '{option}' conflicts with WATERMARK FOR {column}, "
@@ -594,9 +601,9 @@ def _event_time(
         if not isinstance(expression, exp.Expr):  # WATERMARK FOR col (no AS)
             return column_sql, column_sql
         return column_sql, expression.sql(dialect="spark")
-    event_time = _field_option("event_time_field", options, types, text, fallback,
+    event_time = _field_option(EVENT_TIME_FIELD.name, options, types, text, fallback,
                                option_nodes)
-    mark = _field_option("watermark_field", options, types, text, fallback, option_nodes)
+    mark = _field_option(WATERMARK_FIELD.name, options, types, text, fallback, option_nodes)
     if mark is not None:
         return event_time, mark
     base = event_time or "`_spate_timestamp`"
@@ -647,6 +654,7 @@ def _type_error(error: UnsupportedTypeError, item: exp.ColumnDef, text: SourceTe
     return text.error_at(str(error), type_at)
 
 
-def _int_option(options: dict[str, str], key: str, default: int) -> int:
-    value = options.get(key)
-    return default if value is None else int(value)
+def _int_option(options: dict[str, str], spec: OptionSpec) -> int:
+    """An integer option the connector has validated, or its declared default."""
+    value = options.get(spec.name)
+    return int(spec.default) if value is None else int(value)

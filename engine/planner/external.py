@@ -24,7 +24,13 @@ from sqlglot.errors import ParseError, TokenError
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
 from spate.engine.connectors.lookup import LOOKUP, LookupConnector
-from spate.engine.planner.catalog import DEFAULT_IDLE_MICROS, DEFAULT_WATERMARK_DELAY_SQL, Table
+from spate.engine.connectors.metadata import (
+    EVENT_TIME_FIELD,
+    IDLE_MICROS,
+    TYPE_OPTION,
+    WATERMARK_FIELD,
+)
+from spate.engine.planner.catalog import DEFAULT_WATERMARK_DELAY_SQL, Table
 from spate.engine.planner.dialect import Spate
 from spate.engine.planner.errors import PlanningError
 from spate.engine.planner.types import UnsupportedTypeError, spark_type
@@ -101,7 +107,7 @@ def table_from_definition(definition: TableDefinition,
                                    option="connector")
     columns = tuple(_column(f) for f in definition.fields)
     _check_unique([c.name for c in columns])
-    declared = options.get("type")
+    declared = options.get(TYPE_OPTION.name)
     role = declared if declared in ("source", "sink") else (
         next(iter(connector.roles)) if len(connector.roles) == 1
         # without a type, a lookup connector's table stays a lookup table (redis)
@@ -117,7 +123,7 @@ def table_from_definition(definition: TableDefinition,
     event_time_sql, watermark_sql = _event_time(options, {c.name: c.spark_type for c in physical})
     return Table(name=name, config=config, columns=tuple(physical),
                  event_time_sql=event_time_sql, watermark_sql=watermark_sql,
-                 idle_micros=int(options.get("idle_micros", DEFAULT_IDLE_MICROS)),
+                 idle_micros=int(options.get(IDLE_MICROS.name, IDLE_MICROS.default)),
                  bounded=role == "source" and connector.is_bounded(config))
 
 
@@ -166,7 +172,7 @@ def _event_time(options: Mapping[str, str],
                 known: Mapping[str, T.DataType]) -> tuple[str | None, str]:
     """Event time and watermark SQL from the options, as for CREATE TABLE without WATERMARK."""
     event_time: str | None = None
-    for key in ("event_time_field", "watermark_field"):
+    for key in (EVENT_TIME_FIELD.name, WATERMARK_FIELD.name):
         column = options.get(key)
         if column is None:
             continue
@@ -176,9 +182,9 @@ def _event_time(options: Mapping[str, str],
         if not isinstance(kind, T.TimestampType):
             raise TableDefinitionError(f"{key} names field '{column}', which must be a "
                                        f"TIMESTAMP (it is {kind.simpleString()})", option=key)
-    if "event_time_field" in options:
-        event_time = f"`{options['event_time_field'].lower()}`"
-    if "watermark_field" in options:
-        return event_time, f"`{options['watermark_field'].lower()}`"
+    if EVENT_TIME_FIELD.name in options:
+        event_time = f"`{options[EVENT_TIME_FIELD.name].lower()}`"
+    if WATERMARK_FIELD.name in options:
+        return event_time, f"`{options[WATERMARK_FIELD.name].lower()}`"
     base = event_time or "`_spate_timestamp`"
     return event_time, f"{base} - {DEFAULT_WATERMARK_DELAY_SQL}"

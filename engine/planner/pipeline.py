@@ -16,6 +16,7 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
 from spate.engine.connectors.dead_letter import dead_letter_target
+from spate.engine.connectors.metadata import DEAD_LETTER_TABLE
 from spate.engine.planner.catalog import (
     DEBEZIUM_JSON,
     Table,
@@ -137,13 +138,13 @@ def _check_dead_letters(defined: Mapping[str, Table], used: set[str],
         if table is None or target is None or table.config.role != "source":
             continue
         found = next((n for n in defined if n.lower() == target.lower()), None)
-        where = text.sql.lower().find("dead_letter.table")
+        where = text.sql.lower().find(DEAD_LETTER_TABLE.name)
         line, column = text.line_col(max(where, 0))
         if found is None or defined[found].config.role != "sink":
             raise PlanningError(
-                f"option 'dead_letter.table' of source {name} must name a sink table declared "
-                f"in the script (CREATE TABLE {target} WITH (connector = ..., type = 'sink', "
-                "...)); "
+                f"option '{DEAD_LETTER_TABLE.name}' of source {name} must name a sink table "
+                f"declared in the script (CREATE TABLE {target} WITH (connector = ..., "
+                "type = 'sink', ...)); "
                 + ("there is none of that name" if found is None else f"{found} is not a sink"),
                 line, column)
         if any(q.sink == found for q in queries):
