@@ -17,6 +17,7 @@ from spate.engine.connectors.boundary import UNCONFINED, Boundary
 from spate.engine.connectors.lookup import LOOKUP, LookupConnector
 from spate.engine.connectors.metadata import (
     EVENT_TIME_FIELD,
+    FORMAT_OPTION,
     IDLE_MICROS,
     TYPE_OPTION,
     WATERMARK_FIELD,
@@ -237,13 +238,13 @@ def _connector(name: str, connector_name: str | None, temporary: bool,
         else:
             message = f"unknown connector '{connector_name}'; known connectors: {known}"
         raise text.error(message, option_nodes.get("connector"), fallback)
-    chosen_format = (options.get("format") or "").strip().lower()
+    chosen_format = (options.get(FORMAT_OPTION.name) or "").strip().lower()
     # the filesystem connector writes and reads whole parquet files, not records
     if chosen_format in NOT_YET_FORMATS and connector.name != "filesystem":
         raise text.error(f"format '{chosen_format}' is not supported yet; Spate reads and "
                          "writes 'json', 'debezium_json', 'avro', 'protobuf', 'raw_string' and "
                          "'raw_bytes'",
-                         option_nodes.get("format"), fallback)
+                         option_nodes.get(FORMAT_OPTION.name), fallback)
     return connector
 
 
@@ -280,7 +281,7 @@ def _check_lookup_declaration(name: str, connector: Connector, temporary: bool,
 
 
 def _is_debezium(options: Mapping[str, str]) -> bool:
-    return (options.get("format") or "").strip().lower() == DEBEZIUM_JSON
+    return (options.get(FORMAT_OPTION.name) or "").strip().lower() == DEBEZIUM_JSON
 
 
 def _check_lookup_columns(name: str, generated: dict[str, exp.Expr],

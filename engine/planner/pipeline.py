@@ -16,7 +16,7 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from spate.engine.connectors.boundary import UNCONFINED, Boundary
 from spate.engine.connectors.dead_letter import dead_letter_target
-from spate.engine.connectors.metadata import DEAD_LETTER_TABLE
+from spate.engine.connectors.metadata import DEAD_LETTER_TABLE, FORMAT_OPTION
 from spate.engine.planner.catalog import (
     DEBEZIUM_JSON,
     Table,
@@ -338,7 +338,7 @@ def _insert(statement: exp.Insert, text: SourceText, offset: int, tables: dict[s
 def _check_updating_sink(query: QueryPlan, table: Table, target: exp.Expr, text: SourceText,
                          offset: int) -> None:
     """docs/sql/updating.md: updating rows go to a debezium_json sink (or one without a format)."""
-    sink_format = (table.config.options.get("format") or "").strip().lower() or None
+    sink_format = (table.config.options.get(FORMAT_OPTION.name) or "").strip().lower() or None
     if query.updating and sink_format not in (None, DEBEZIUM_JSON):
         raise text.error(
             f"the query writes updating rows (the changes of a non-windowed aggregate, a "
