@@ -21,7 +21,11 @@ from spate.engine.connectors.base import ConnectorError
 from spate.engine.connectors.egress import EgressPolicy, unreachable
 from spate.engine.connectors.options import OptionReader
 from spate.engine.connectors.redis_destination import (
+    ADDRESS,
+    CONNECTION_TYPE,
     DEFAULT_PORT,
+    PASSWORD,
+    USERNAME,
     confined_client,
     confined_destination,
 )
@@ -56,18 +60,17 @@ class RedisConnection:
 
 def read_connection(options: OptionReader, egress: EgressPolicy | None) -> RedisConnection:
     """The connection options of any redis table; raises :class:`ConnectorError`."""
-    connection_type = options.choice("connection_type", ("standalone", "cluster"),
-                                     "standalone")
+    connection_type = options.choice(CONNECTION_TYPE)
     if connection_type == "cluster":
-        raise ConnectorError("option 'connection_type' = 'cluster' is not supported yet: "
-                             "Spate connects to one standalone Redis server",
-                             option="connection_type")
-    address = options.required("address").strip()
+        raise ConnectorError(f"option '{CONNECTION_TYPE.name}' = 'cluster' is not supported "
+                             "yet: Spate connects to one standalone Redis server",
+                             option=CONNECTION_TYPE.name)
+    address = options.required(ADDRESS).strip()
     connection = RedisConnection(address, credentials_of(options, address))
     if egress is not None:
         destination = confined_destination(address)
         egress.check_literal(destination.host, destination.port, str(destination.db),
-                             option="address")
+                             option=ADDRESS.name)
     return connection
 
 
@@ -77,21 +80,23 @@ def credentials_of(options: OptionReader, address: str) -> dict[str, str]:
         parts = urlsplit(address)
         if parts.scheme.lower() not in _SCHEMES or not (parts.hostname or parts.path):
             raise ValueError("not a Redis URL")
-        in_address = {"username": parts.username, "password": parts.password,
-                      "port": parts.port}  # reading the port checks it
+        in_address = {USERNAME: parts.username, PASSWORD: parts.password}
+        parts.port  # noqa: B018 (reading the port checks it)
     except ValueError:
         # The address may hold a password: never repeat it.
-        raise ConnectorError("option 'address' must be a redis://, rediss:// or unix:// URL, "
-                             "e.g. 'redis://localhost:6379/0'", option="address") from None
+        raise ConnectorError(f"option '{ADDRESS.name}' must be a redis://, rediss:// or "
+                             "unix:// URL, e.g. 'redis://localhost:6379/0'",
+                             option=ADDRESS.name) from None
     credentials: dict[str, str] = {}
-    for key in ("username", "password"):
-        value = options.string(key)
+    for spec in (USERNAME, PASSWORD):
+        value = options.string(spec)
         if value is None:
             continue
-        if in_address.get(key):
-            raise ConnectorError(f"the {key} is given twice: in 'address' and in option "
-                                 f"'{key}'; keep one", option=key)
-        credentials[key] = value
+        if in_address[spec]:
+            raise ConnectorError(f"the {spec.name} is given twice: in '{ADDRESS.name}' and in "
+                                 f"option '{spec.name}'; keep one", option=spec.name)
+        # redis-py's parameters are named as the options
+        credentials[spec.name] = value
     return credentials
 
 
@@ -112,7 +117,7 @@ class RedisClient:
         # built from the checked parts alone, connects to the checked address.
         destination = confined_destination(connection.address)
         addresses = egress.resolve(destination.host, destination.port, str(destination.db),
-                                   option="address")
+                                   option=ADDRESS.name)
         self.client = confined_client(destination, addresses[0], TIMEOUT_S,
                                       connection.credentials)
 

@@ -29,40 +29,72 @@ from spate.engine.connectors.metadata import (
     DEAD_LETTER,
     FORMAT,
     FORMAT_BINARY,
+    FORMAT_OPTION,
     FORMAT_SOURCE,
     LOOKUP_ROLES,
     LOOKUP_TABLE,
-    SINKS,
     SOURCE_TIME,
-    SOURCES,
+    TYPE_OPTION,
     OptionSpec,
-    specs,
 )
 from spate.engine.connectors.options import OptionReader
 from spate.engine.connectors.redis_connection import RedisClient, read_connection
+from spate.engine.connectors.redis_destination import (
+    ADDRESS,
+    ALL_ROLES,
+    CONNECTION_TYPE,
+    PASSWORD,
+    USERNAME,
+)
 from spate.engine.connectors.redis_lookup import (
+    KEY_PREFIX,
+    KEY_SEPARATOR,
+    VALUE_TYPE,
     RedisLookup,
     RedisLookupSettings,
     read_settings,
 )
-from spate.engine.connectors.redis_sink import RedisSink, read_sink_settings
+from spate.engine.connectors.redis_sink import (
+    TARGET,
+    TARGET_FIELD_COLUMN,
+    TARGET_KEY_COLUMN,
+    TARGET_KEY_PREFIX,
+    RedisSink,
+    read_sink_settings,
+)
 from spate.engine.connectors.redis_stream import (
+    MAX_ENTRIES_PER_BATCH,
+    SOURCE_OFFSET,
+    STREAM,
+    STREAM_BAD_DATA,
+    VALUE_FIELD,
     StreamSettings,
     has_entries_after,
     read_redis_stream,
     read_stream_settings,
 )
 
-ALL_ROLES = frozenset({LOOKUP, SOURCE, SINK})
+REDIS_TYPE = TYPE_OPTION.described(
+    "`source` (a stream source) or `sink`; a lookup table (`CREATE TEMPORARY TABLE`) takes "
+    "none, or `lookup`", roles=ALL_ROLES, choices=(LOOKUP, SOURCE, SINK),
+    required_when="sources and sinks")
+REDIS_FORMAT = FORMAT_OPTION.described(
+    "sources and sinks: `json`, `avro`, `protobuf`, `raw_string` or `raw_bytes` "
+    "(`debezium_json` is not supported yet); lookup tables: `json` or `raw_string`, with "
+    "`value.type = 'string'` only ([formats](#formats))", roles=ALL_ROLES, required=False,
+    required_when="except lookup tables of hashes")
 
 
 def _merged(*groups: tuple[OptionSpec, ...]) -> tuple[OptionSpec, ...]:
-    """One spec per option name, accepted by the union of its groups' roles."""
+    """Each option once, as its first declaration says, accepted by the union of the roles
+    of all its declarations (a format option serves lookup tables as well as streams)."""
+    first: dict[str, OptionSpec] = {}
     roles: dict[str, frozenset[str]] = {}
     for group in groups:
         for spec in group:
+            first.setdefault(spec.name, spec)
             roles[spec.name] = roles.get(spec.name, frozenset()) | spec.roles
-    return tuple(OptionSpec(name, accepted) for name, accepted in roles.items())
+    return tuple(spec.for_roles(roles[name]) for name, spec in first.items())
 
 
 @register
@@ -72,15 +104,12 @@ class RedisConnector(LookupConnector):
     name = "redis"
     roles = ALL_ROLES
     options = _merged(
-        LOOKUP_TABLE, specs(ALL_ROLES, "type", "address", "username", "password",
-                            "connection_type"),
-        specs(LOOKUP_ROLES, "key.prefix", "key.separator", "value.type", "format",
-              "json.timestamp_format", "json.decimal_encoding", "json.unstructured",
-              "framing"),
-        FORMAT, FORMAT_SOURCE, FORMAT_BINARY, DEAD_LETTER, SOURCE_TIME,
-        specs(SOURCES, "stream", "source.offset", "value_field", "max_entries_per_batch"),
-        specs(SINKS, "target", "target.key_prefix", "target.key_column",
-              "target.field_column"))
+        (REDIS_TYPE, ADDRESS, USERNAME, PASSWORD, CONNECTION_TYPE, REDIS_FORMAT),
+        (KEY_PREFIX, KEY_SEPARATOR, VALUE_TYPE),
+        (STREAM, SOURCE_OFFSET, VALUE_FIELD, MAX_ENTRIES_PER_BATCH, STREAM_BAD_DATA),
+        (TARGET, TARGET_KEY_PREFIX, TARGET_KEY_COLUMN, TARGET_FIELD_COLUMN),
+        LOOKUP_TABLE, FORMAT, tuple(spec.for_roles(LOOKUP_ROLES) for spec in FORMAT),
+        FORMAT_SOURCE, FORMAT_BINARY, DEAD_LETTER, SOURCE_TIME)
 
     def metadata_fields(self, role: str) -> Mapping[str, tuple[T.DataType, ...]]:
         """A stream source's entry id and stream name."""
@@ -141,12 +170,13 @@ class RedisConnector(LookupConnector):
 def _stream_options(table: TableConfig) -> OptionReader:
     """The options of a source or sink, its ``type`` checked against its role."""
     options = OptionReader(table)
-    declared = options.string("type")
+    declared = options.string(REDIS_TYPE)
     if declared is None:
         raise ConnectorError(
-            f"table '{table.name}' is used as a {table.role}: give it type = '{table.role}' "
-            f"(a lookup table: declare '{table.name}' with CREATE TEMPORARY TABLE)")
+            f"table '{table.name}' is used as a {table.role}: give it {REDIS_TYPE.name} = "
+            f"'{table.role}' (a lookup table: declare '{table.name}' with CREATE TEMPORARY "
+            "TABLE)")
     if declared.strip().lower() != table.role:
         raise ConnectorError(f"table '{table.name}' is used as a {table.role} but is declared "
-                             f"as a {declared.strip().lower()}", option="type")
+                             f"as a {declared.strip().lower()}", option=REDIS_TYPE.name)
     return options

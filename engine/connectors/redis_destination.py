@@ -31,7 +31,24 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import redis
 from redis.connection import AbstractConnection
 
+from spate.engine.connectors.base import LOOKUP, SINK, SOURCE
 from spate.engine.connectors.errors import ConnectorError
+from spate.engine.connectors.metadata import LOOKUP_PASSWORD, LOOKUP_USERNAME, option
+
+#: The roles of redis tables: lookup tables, stream sources and sinks.
+ALL_ROLES = frozenset({LOOKUP, SOURCE, SINK})
+# The options every redis table connects with, declared here where the address is
+# checked (:mod:`.redis_connection` reads them).
+ADDRESS = option("address", ALL_ROLES, "`redis://[user:password@]host[:port][/db]`, "
+                 "`rediss://…` (TLS) or `unix:///path.sock`; in the Spate service a network host "
+                 "under the tenant's egress policy, and only `?db=` after `?`", required=True)
+USERNAME = LOOKUP_USERNAME.described("the user to log in as, kept out of the address",
+                                     roles=ALL_ROLES, default_text="from `address`")
+PASSWORD = LOOKUP_PASSWORD.described("its password, kept out of the address",
+                                     roles=ALL_ROLES, default_text="from `address`")
+CONNECTION_TYPE = option("connection_type", ALL_ROLES, "one standalone server; `cluster` is "
+                         "not supported yet", choices=("standalone", "cluster"),
+                         default="standalone")
 
 DEFAULT_PORT = 6379
 #: Query options that would move the connection, or set its socket, elsewhere.
@@ -108,14 +125,14 @@ def _why_not(key: str) -> str:
                 "against the public certificate authorities")
     if key in ("username", "password"):
         return (f"has the URL option '{key}': give credentials in the address "
-                "('redis://user:password@host:6379/0') or as the options 'username' and "
-                "'password'")
+                f"('redis://user:password@host:6379/0') or as the options '{USERNAME.name}' "
+                f"and '{PASSWORD.name}'")
     return (f"has the URL option '{key}', which cannot be used here; only the database "
             "may follow '?' ('?db=2')")
 
 
 def _refused(why: str) -> ConnectorError:
-    return ConnectorError(f"option 'address' {why}", option="address")
+    return ConnectorError(f"option '{ADDRESS.name}' {why}", option=ADDRESS.name)
 
 
 def confined_client(destination: RedisDestination, address: str, timeout_s: float,

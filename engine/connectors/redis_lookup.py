@@ -33,9 +33,22 @@ from spate.engine.connectors.lookup import (
     check_lookup_table,
     read_cache_settings,
 )
+from spate.engine.connectors.metadata import (
+    FORMAT_OPTION,
+    FRAMING,
+    JSON_DECIMAL_ENCODING,
+    JSON_TIMESTAMP_FORMAT,
+    JSON_UNSTRUCTURED,
+    LOOKUP_ROLES,
+    option,
+)
 from spate.engine.connectors.options import OptionReader
 from spate.engine.connectors.redis_connection import TIMEOUT_S, read_connection
-from spate.engine.connectors.redis_destination import confined_client, confined_destination
+from spate.engine.connectors.redis_destination import (
+    ADDRESS,
+    confined_client,
+    confined_destination,
+)
 
 STRING_VALUES = "string"
 HASH_VALUES = "hash"
@@ -43,6 +56,14 @@ _KEY_TYPES = (T.StringType, T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _HASH_TYPES = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType,
                T.FloatType, T.DoubleType, T.DecimalType, T.StringType, T.BinaryType,
                T.DateType, T.TimestampType)
+
+KEY_PREFIX = option("key.prefix", LOOKUP_ROLES, "prepended to every key, e.g. `'customer:'`",
+                    default="", default_text="`''`")
+KEY_SEPARATOR = option("key.separator", LOOKUP_ROLES, "joins the values of a `PRIMARY KEY` of "
+                       "several columns", default=":")
+VALUE_TYPE = option("value.type", LOOKUP_ROLES, "`string`: the key holds one value, decoded "
+                    "with `format`; `hash`: the key holds a hash whose fields are named like the "
+                    "columns", choices=(STRING_VALUES, HASH_VALUES), default=STRING_VALUES)
 
 
 @dataclass(frozen=True)
@@ -63,14 +84,14 @@ def read_settings(table: TableConfig) -> RedisLookupSettings:
     check_lookup_table(options)
     read_cache_settings(options)
     connection = read_connection(options, table.boundary.egress)
-    value_type = options.choice("value.type", (STRING_VALUES, HASH_VALUES), STRING_VALUES)
+    value_type = options.choice(VALUE_TYPE)
     values = tuple(c for c in table.columns if c.name not in table.primary_key)
     spec = None
     if value_type == STRING_VALUES:
         spec = parse_format(options, "lookup")
         if spec.kind not in ("json", "raw_string"):
             raise ConnectorError(f"format '{spec.kind}' cannot be a lookup table's values; "
-                                 "use 'json' or 'raw_string'", option="format")
+                                 "use 'json' or 'raw_string'", option=FORMAT_OPTION.name)
         check_columns(spec, values, "lookup")
     else:
         _check_hash_columns(options, values)
@@ -78,8 +99,8 @@ def read_settings(table: TableConfig) -> RedisLookupSettings:
         address=connection.address, credentials=connection.credentials,
         value_type=value_type or STRING_VALUES,
         format=spec,
-        key_prefix=options.string("key.prefix", "") or "",
-        key_separator=options.string("key.separator", ":") or ":")
+        key_prefix=options.string(KEY_PREFIX) or KEY_PREFIX.default,
+        key_separator=options.string(KEY_SEPARATOR) or KEY_SEPARATOR.default)
     for column in table.columns:
         if column.name in table.primary_key and not isinstance(column.spark_type, _KEY_TYPES):
             raise ConnectorError(f"PRIMARY KEY column '{column.name}' is "
@@ -90,16 +111,16 @@ def read_settings(table: TableConfig) -> RedisLookupSettings:
 
 
 def _check_hash_columns(options: OptionReader, values: tuple[ColumnDef, ...]) -> None:
-    for key in ("format", "json.unstructured", "json.timestamp_format",
-                "json.decimal_encoding", "framing"):
-        options.reject(key, "applies to value.type 'string' only: hash fields are read as "
-                            "text and converted to their column's type")
+    for spec in (FORMAT_OPTION, JSON_UNSTRUCTURED, JSON_TIMESTAMP_FORMAT, JSON_DECIMAL_ENCODING,
+                 FRAMING):
+        options.reject(spec, f"applies to {VALUE_TYPE.name} '{STRING_VALUES}' only: hash "
+                             "fields are read as text and converted to their column's type")
     for column in values:
         if not isinstance(column.spark_type, _HASH_TYPES):
             raise ConnectorError(f"column '{column.name}' is "
                                  f"{column.spark_type.simpleString()}: hash fields hold "
-                                 "scalars only (use value.type 'string' with JSON values)",
-                                 option="value.type")
+                                 f"scalars only (use {VALUE_TYPE.name} '{STRING_VALUES}' with "
+                                 "JSON values)", option=VALUE_TYPE.name)
 
 
 class RedisLookup(LookupSource):
@@ -128,7 +149,7 @@ class RedisLookup(LookupSource):
         # built from the checked parts alone, connects to the checked address.
         destination = confined_destination(self.settings.address)
         addresses = egress.resolve(destination.host, destination.port, str(destination.db),
-                                   option="address")
+                                   option=ADDRESS.name)
         self._destination = (destination.host, destination.port)
         return confined_client(destination, addresses[0], TIMEOUT_S,
                                self.settings.credentials)

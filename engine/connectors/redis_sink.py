@@ -44,6 +44,7 @@ from spate.engine.connectors.formats import (
     parse_format,
     record_column,
 )
+from spate.engine.connectors.metadata import FORMAT_OPTION, SINKS, OptionSpec, option
 from spate.engine.connectors.options import OptionReader, reject_source_options
 from spate.engine.connectors.redis_connection import RedisClient, RedisConnection, read_connection
 
@@ -63,6 +64,15 @@ MARKER_SUFFIX = "__spate_epoch"
 #: Arroyo's options Spate does not implement yet.
 _NOT_YET = ("target.ttl_secs", "target.max_length", "target.operation",
             "cluster.addresses", "sink.max_push_keys", "sink.flush_interval_millis")
+
+TARGET = option("target", SINKS, "`string`, `list`, `hash`, `stream` or `pubsub`",
+                required=True, choices=TARGETS)
+TARGET_KEY_PREFIX = option("target.key_prefix", SINKS, "the key, or the start of every key "
+                           "(the channel for `pubsub`)", required=True)
+TARGET_KEY_COLUMN = option("target.key_column", SINKS, "a column whose value ends each row's "
+                           "key")
+TARGET_FIELD_COLUMN = option("target.field_column", SINKS, "a column whose value names the "
+                             "row's hash field", required_when="`hash` only")
 
 
 @dataclass(frozen=True)
@@ -89,40 +99,41 @@ def read_sink_settings(table: TableConfig, options: OptionReader) -> SinkSetting
         if key in options:
             raise ConnectorError(f"option '{key}' is not supported yet by redis sinks; "
                                  "remove it", option=key, at_key=True)
-    target = options.choice("target", TARGETS)
+    target = options.choice(TARGET)
     if target is None:
-        raise ConnectorError("connector 'redis' needs option 'target' for a sink: 'string', "
-                             "'list', 'hash', 'stream' or 'pubsub'", option="target")
-    key_prefix = options.required("target.key_prefix")
-    key_column = _column_option(options, table, "target.key_column")
-    field_column = _column_option(options, table, "target.field_column")
+        raise ConnectorError(f"connector 'redis' needs option '{TARGET.name}' for a sink: "
+                             "'string', 'list', 'hash', 'stream' or 'pubsub'",
+                             option=TARGET.name)
+    key_prefix = options.required(TARGET_KEY_PREFIX)
+    key_column = _column_option(options, table, TARGET_KEY_COLUMN)
+    field_column = _column_option(options, table, TARGET_FIELD_COLUMN)
     if target == HASH and field_column is None:
-        raise ConnectorError("a redis hash sink needs option 'target.field_column': the "
-                             "column whose value names each row's hash field",
-                             option="target.field_column")
+        raise ConnectorError(f"a redis hash sink needs option '{TARGET_FIELD_COLUMN.name}': "
+                             "the column whose value names each row's hash field",
+                             option=TARGET_FIELD_COLUMN.name)
     if target != HASH and field_column is not None:
-        raise ConnectorError("option 'target.field_column' applies to target 'hash' only",
-                             option="target.field_column", at_key=True)
+        raise ConnectorError(f"option '{TARGET_FIELD_COLUMN.name}' applies to target 'hash' "
+                             "only", option=TARGET_FIELD_COLUMN.name, at_key=True)
     reject_source_options(options)
     spec = parse_format(options, "sink")
     if spec.kind == DEBEZIUM_JSON:
         raise ConnectorError("format 'debezium_json' is not supported yet by redis sinks; "
-                             "use 'json' or 'raw_string'", option="format")
+                             "use 'json' or 'raw_string'", option=FORMAT_OPTION.name)
     options.finish()
     check_columns(spec, table.columns, "sink")
     return SinkSettings(connection, target, key_prefix, key_column, field_column, spec)
 
 
-def _column_option(options: OptionReader, table: TableConfig, key: str) -> str | None:
+def _column_option(options: OptionReader, table: TableConfig, spec: OptionSpec) -> str | None:
     """An option naming a column of the sink (checked when columns are declared)."""
-    value = options.string(key)
+    value = options.string(spec)
     if value is None:
         return None
     name = value.strip().lower()
     declared = [c.name for c in table.columns]
     if not name or (declared and name not in declared):
-        raise ConnectorError(f"option '{key}' must name a column of '{table.name}' "
-                             f"({', '.join(declared)}), not '{value}'", option=key)
+        raise ConnectorError(f"option '{spec.name}' must name a column of '{table.name}' "
+                             f"({', '.join(declared)}), not '{value}'", option=spec.name)
     return name
 
 
@@ -132,12 +143,12 @@ class RedisSink(Sink):
     def __init__(self, table: TableConfig, settings: SinkSettings,
                  schema: T.StructType) -> None:
         check_sink_schema(settings.spec, schema)
-        for option, column in (("target.key_column", settings.key_column),
-                               ("target.field_column", settings.field_column)):
+        for spec, column in ((TARGET_KEY_COLUMN, settings.key_column),
+                             (TARGET_FIELD_COLUMN, settings.field_column)):
             if column is not None and column not in schema.fieldNames():
-                raise ConnectorError(f"option '{option}' names column '{column}', which the "
+                raise ConnectorError(f"option '{spec.name}' names column '{column}', which the "
                                      f"rows written to '{table.name}' do not have",
-                                     option=option)
+                                     option=spec.name)
         self.table = table
         self.settings = settings
         self.egress: EgressPolicy | None = table.boundary.egress
@@ -187,8 +198,8 @@ class RedisSink(Sink):
             columns.append(F.col(f"`{settings.field_column}`").cast("string").alias("field"))
         table = df.select(*columns).toArrow()
         rows = {name: table.column(name).to_pylist() for name in table.column_names}
-        self._check_present(rows, "key", "target.key_column", settings.key_column)
-        self._check_present(rows, "field", "target.field_column", settings.field_column)
+        self._check_present(rows, "key", TARGET_KEY_COLUMN.name, settings.key_column)
+        self._check_present(rows, "field", TARGET_FIELD_COLUMN.name, settings.field_column)
         rows["record"] = [r or "" for r in rows["record"]]  # raw_string NULL: empty
         return rows
 

@@ -52,6 +52,7 @@ from spate.engine.connectors.formats import (
     single_value_columns,
     source_schema,
 )
+from spate.engine.connectors.metadata import BAD_DATA, FORMAT_OPTION, SOURCES, option
 from spate.engine.connectors.metadata_columns import decoded_schema, merge_physical
 from spate.engine.connectors.options import OptionReader, check_source_options
 from spate.engine.connectors.redis_connection import RedisClient, RedisConnection, read_connection
@@ -70,10 +71,22 @@ SOURCE_NAME = "spate_redis_stream"
 SECRET_OPTION = "spate_redis_secret"
 EARLIEST = "earliest"
 LATEST = "latest"
-DEFAULT_MAX_ENTRIES_PER_BATCH = 100_000
 #: Entries fetched by one XRANGE call inside a read.
 _FETCH_ENTRIES = 10_000
 _FIRST_ID = "0-0"
+
+STREAM = option("stream", SOURCES, "the stream's key", required=True)
+SOURCE_OFFSET = option("source.offset", SOURCES, "where a new pipeline starts: `earliest` (the "
+                       "first entry) or `latest` (entries added after it starts)",
+                       choices=(EARLIEST, LATEST), default=LATEST)
+VALUE_FIELD = option("value_field", SOURCES, "the entry field holding the record",
+                     default="value")
+MAX_ENTRIES_PER_BATCH = option("max_entries_per_batch", SOURCES, "entries per epoch at most",
+                               default=100_000)
+STREAM_BAD_DATA = BAD_DATA.described(
+    "an entry without `value_field`, or whose value does not decode, fails the pipeline "
+    "naming the entry id; `drop` skips and counts it; `dead_letter` also writes it to "
+    "`dead_letter.table` ([dead letters](#dead-letters))")
 
 
 @dataclass(frozen=True)
@@ -93,19 +106,18 @@ def read_stream_settings(table: TableConfig, options: OptionReader) -> StreamSet
     """Check every option of a redis source (``type`` already read); raises
     :class:`ConnectorError` naming the option."""
     connection = read_connection(options, table.boundary.egress)
-    stream = options.required("stream")
-    start = options.choice("source.offset", (EARLIEST, LATEST), LATEST) or LATEST
-    value_field = options.string("value_field", "value") or ""
+    stream = options.required(STREAM)
+    start = options.choice(SOURCE_OFFSET) or LATEST
+    value_field = options.string(VALUE_FIELD) or ""
     if not value_field.strip():
-        raise ConnectorError("option 'value_field' must name the entry field holding the "
-                             "record, e.g. 'value'", option="value_field")
-    if (options.string("format") or "").strip().lower() == DEBEZIUM_JSON:
+        raise ConnectorError(f"option '{VALUE_FIELD.name}' must name the entry field holding "
+                             f"the record, e.g. '{VALUE_FIELD.default}'", option=VALUE_FIELD.name)
+    if (options.string(FORMAT_OPTION) or "").strip().lower() == DEBEZIUM_JSON:
         raise ConnectorError("format 'debezium_json' is not supported yet by redis "
-                             "sources; use 'json' or 'raw_string'", option="format")
+                             "sources; use 'json' or 'raw_string'", option=FORMAT_OPTION.name)
     spec = parse_format(options, "source")
     check_source_options(options)
-    max_entries = options.integer("max_entries_per_batch", DEFAULT_MAX_ENTRIES_PER_BATCH,
-                                  minimum=1)
+    max_entries = options.integer(MAX_ENTRIES_PER_BATCH, minimum=1)
     assert max_entries is not None
     options.finish()
     columns = table.data_columns or (single_value_columns(spec) if spec.single_value else ())
