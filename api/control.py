@@ -29,6 +29,7 @@ from spate.api.billing import PriceBook
 from spate.api.crypto import SecretBox, SecretKeyMismatchError
 from spate.api.db import Database
 from spate.api.models import (
+    AUTOSCALE_REASON_LENGTH,
     Budget,
     Job,
     JobCheckpoint,
@@ -45,6 +46,7 @@ from spate.api.models import (
 from spate.api.repositories.billing import BillingRepository
 from spate.api.repositories.connections import job_tables
 from spate.api.repositories.udfs import job_udfs
+from spate.scheduler.autoscale import AutoscaleRange
 from spate.scheduler.errors import JobConfigurationError
 from spate.scheduler.metering import BYTES_IN, BYTES_OUT, EVENTS_IN, EVENTS_OUT
 from spate.scheduler.store import (
@@ -334,6 +336,17 @@ class SqlControlStore(ControlStore):
             return None if job is None else _job_view(session, job)
 
 
+    def autoscale(self, pipeline_id: str, parallelism: int, reason: str, at: datetime) -> bool:
+        with self._session() as session:
+            changed = session.execute(
+                update(Pipeline).where(Pipeline.id == pipeline_id,
+                                       Pipeline.autoscale_min.is_not(None))
+                .values(parallelism=parallelism, autoscaled_at=at,
+                        autoscale_reason=reason[:AUTOSCALE_REASON_LENGTH], updated_at=at)
+                .execution_options(synchronize_session=False))
+            return bool(changed.rowcount)  # type: ignore[attr-defined]
+
+
 def _held_bytes(metrics: Any) -> int:
     """The ``state_held_bytes`` a job's latest epoch reported (0 when absent or odd)."""
     value = metrics.get("state_held_bytes") if isinstance(metrics, dict) else None
@@ -446,7 +459,10 @@ def _pipeline_view(row: Pipeline) -> PipelineView:
         stop_mode=row.stop_mode, restart_generation=row.restart_generation,
         restart_with_state=row.restart_with_state, parallelism=row.parallelism,
         checkpoint_interval_ms=row.checkpoint_interval_ms, current_version=row.current_version,
-        cluster=row.cluster)
+        cluster=row.cluster, autoscaled_at=row.autoscaled_at,
+        autoscale_reason=row.autoscale_reason,
+        autoscale=None if row.autoscale_min is None or row.autoscale_max is None
+        else AutoscaleRange(row.autoscale_min, row.autoscale_max))
 
 
 def _job_view(session: Session, job: Job) -> JobView:
@@ -470,5 +486,5 @@ def _job_view(session: Session, job: Job) -> JobView:
         next_attempt_at=job.next_attempt_at, heartbeat_at=job.heartbeat_at,
         last_epoch=job.last_epoch, created_at=job.created_at, updated_at=job.updated_at,
         sql=sql, state_since=state_since, last_error=last_error, cluster=job.cluster,
-        watch=job.watch)
+        watch=job.watch, metrics=job.metrics if isinstance(job.metrics, dict) else None)
 

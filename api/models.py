@@ -133,6 +133,10 @@ class ApiKey(TenantOwned, Base):
 STOP_MODES = ("checkpoint", "graceful", "immediate", "force")
 
 
+#: The longest reason the autoscaler gives for a decision.
+AUTOSCALE_REASON_LENGTH = 300
+
+
 class Pipeline(TenantOwned, Base):
     """A tenant's pipeline: its desired settings and which SQL version is current."""
 
@@ -142,6 +146,9 @@ class Pipeline(TenantOwned, Base):
         # Target of the versions' (tenant_id, pipeline_id) foreign key.
         UniqueConstraint("tenant_id", "id"),
         CheckConstraint("parallelism >= 1", name="parallelism"),
+        CheckConstraint("(autoscale_min IS NULL AND autoscale_max IS NULL) OR "
+                        "(autoscale_min >= 1 AND autoscale_max >= autoscale_min)",
+                        name="autoscale"),
         CheckConstraint("current_version >= 1", name="current_version"),
         CheckConstraint(f"desired_state IN ('{DESIRED_RUNNING}', '{DESIRED_STOPPED}')",
                         name="desired_state"),
@@ -166,6 +173,13 @@ class Pipeline(TenantOwned, Base):
     restart_with_state: Mapped[bool] = mapped_column(Boolean, default=True)
     #: The Spark cluster its latest move asked for; None: never moved (the default cluster).
     cluster: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    #: The parallelism the autoscaler may choose from (both None: autoscaling is off).
+    autoscale_min: Mapped[int | None] = mapped_column(Integer)
+    autoscale_max: Mapped[int | None] = mapped_column(Integer)
+    #: When the autoscaler last changed the parallelism, and why (None after a change
+    #: made through the API).
+    autoscaled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    autoscale_reason: Mapped[str | None] = mapped_column(String(AUTOSCALE_REASON_LENGTH))
 
     versions: Mapped[list[PipelineVersion]] = relationship(
         back_populates="pipeline", cascade="all, delete-orphan", passive_deletes=True,

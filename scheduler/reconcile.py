@@ -12,7 +12,8 @@ Rules, in short:
 - A job started before the pipeline's latest restart request, on another
   cluster than the one the pipeline was moved to, or at another parallelism or
   checkpoint interval, is stopped in ``checkpoint`` mode and replaced once it
-  is over (a restart, a move or a rescale is a new job). A pipeline whose
+  is over (a restart, a move or a rescale is a new job). A rescale the
+  autoscaler decided (:mod:`.autoscale`) gives the autoscaler's reason. A pipeline whose
   newest job finished or failed on another cluster than the one it was moved
   to starts there.
 - A job whose process died (gone, or silent longer than the heartbeat
@@ -291,6 +292,9 @@ def replacement_reason(pipeline: PipelineView, job: JobView) -> str | None:
     if moved:
         return moved
     if job.parallelism != pipeline.parallelism:
+        if pipeline.autoscale_reason and pipeline.autoscaled_at is not None \
+                and pipeline.autoscaled_at >= job.created_at:
+            return pipeline.autoscale_reason
         return f"rescale from parallelism {job.parallelism} to {pipeline.parallelism}"
     if job.checkpoint_interval_ms != pipeline.checkpoint_interval_ms:
         return "the checkpoint interval changed"

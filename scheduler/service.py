@@ -22,6 +22,7 @@ from spate.engine.host.folder import HostConfig, HostFolder
 from spate.engine.job.channel import ChannelError, open_channel
 from spate.engine.job.nofollow import open_regular
 from spate.engine.job.spec import JobSpec
+from spate.scheduler.autoscale import Load, decide_scale
 from spate.scheduler.backends.applications import APPLICATION
 from spate.scheduler.backends.base import ClusterBackend
 from spate.scheduler.backends.local import DEFAULT_LOCAL_MASTER
@@ -55,10 +56,12 @@ from spate.scheduler.sandbox.network import sweep_idle_links
 from spate.scheduler.sandbox.unit import ComputeUnit
 from spate.scheduler.store import (
     CREATED,
+    DESIRED_RUNNING,
     FAILED,
     PREVIEW,
     PROCESS_STATES,
     RESTARTING,
+    RUN,
     RUNNING,
     STARTING,
     STOPPED,
@@ -149,6 +152,7 @@ class Scheduler:
             if not job.terminal:
                 self.reconcile_job(job.id)
         wanted, jobs = self._on_clusters(pipeline, self.store.pipeline_jobs(pipeline_id))
+        wanted = self._autoscaled(wanted, jobs)
         for action in decide_pipeline(wanted, jobs, self.clock()):
             if isinstance(action, StopJob):
                 log.info("stopping job %s (%s): %s", action.job_id, action.mode, action.reason)
@@ -162,6 +166,27 @@ class Scheduler:
                     log.info("created job %s for pipeline %s: %s", created.id, pipeline_id,
                              action.reason)
                     self.reconcile_job(created.id)
+
+    def _autoscaled(self, pipeline: PipelineView, jobs: list[JobView]) -> PipelineView:
+        """The pipeline at the parallelism the autoscaler decides from its running job's
+        latest figures (unchanged without autoscaling, or without a job at work)."""
+        if pipeline.autoscale is None or pipeline.desired_state != DESIRED_RUNNING:
+            return pipeline
+        working = [job for job in jobs if job.kind == RUN and job.state == RUNNING
+                   and not job.watch and job.stop_mode is None
+                   and job.parallelism == pipeline.parallelism]
+        if not working:
+            return pipeline
+        now = self.clock()
+        decision = decide_scale(pipeline.autoscale, pipeline.parallelism,
+                                Load.of(working[0].metrics), running_since=working[0].state_since,
+                                last_change=pipeline.autoscaled_at, now=now)
+        if decision is None or not self.store.autoscale(pipeline.id, decision.parallelism,
+                                                        decision.reason, now):
+            return pipeline
+        log.info("pipeline %s: %s", pipeline.id, decision.reason)
+        return replace(pipeline, parallelism=decision.parallelism, autoscaled_at=now,
+                       autoscale_reason=decision.reason)
 
     def _on_clusters(self, pipeline: PipelineView, jobs: list[JobView]
                      ) -> tuple[PipelineView, list[JobView]]:

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from spate.scheduler.autoscale import AutoscaleRange
+
 #: A job's states: ``created`` → ``starting`` → ``running`` → ``stopping`` →
 #: ``stopped``; a bounded pipeline ends ``finished``; a job whose process died
 #: waits ``restarting`` for its backoff, and ends ``failed`` when its restart
@@ -58,6 +60,11 @@ class PipelineView:
     current_version: int
     #: The Spark cluster its latest move asked for; None: never moved (the default cluster).
     cluster: str | None = None
+    #: The parallelism the autoscaler may choose from; None: autoscaling is off.
+    autoscale: AutoscaleRange | None = None
+    #: When the autoscaler last changed the parallelism, and why.
+    autoscaled_at: datetime | None = None
+    autoscale_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,8 @@ class JobView:
     cluster: str | None = None
     #: A run that watches an idle pipeline's sources without Spark (:mod:`spate.engine.job.watch`).
     watch: bool = False
+    #: Its latest epoch's figures, as it reported them (:mod:`spate.engine.job.events`).
+    metrics: dict[str, Any] | None = None
 
     @property
     def terminal(self) -> bool:
@@ -282,6 +291,12 @@ class ControlStore(ABC):
     @abstractmethod
     def record_epoch(self, job_id: str, epoch: int) -> JobView | None:
         """Set the job's ``last_epoch`` to ``epoch`` if that is newer."""
+
+    @abstractmethod
+    def autoscale(self, pipeline_id: str, parallelism: int, reason: str, at: datetime) -> bool:
+        """Set the pipeline's parallelism to ``parallelism`` as the autoscaler decided at
+        ``at`` for ``reason`` (which its job's replacement then gives as its own); False
+        when its autoscaling was turned off meanwhile."""
 
     # -- metering (see spate.scheduler.metering) --------------------------------
 

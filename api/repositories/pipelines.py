@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, lazyload
 
-from spate.api.errors import ConflictError, NotFoundError
+from spate.api.errors import BadRequestError, ConflictError, NotFoundError
 from spate.api.ids import new_id
 from spate.api.models import (
     DeletedPipeline,
@@ -36,7 +36,8 @@ from spate.api.repositories.quotas import QuotaRepository
 from spate.scheduler.store import DESIRED_RUNNING, DESIRED_STOPPED, TERMINAL_STATES
 
 #: Settings compared by PUT: an existing pipeline must match them to be returned.
-_SPEC_FIELDS = ("description", "parallelism", "checkpoint_interval_ms")
+_SPEC_FIELDS = ("description", "parallelism", "checkpoint_interval_ms", "autoscale_min",
+                "autoscale_max")
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,31 @@ class PipelineFilter:
 
 def sql_sha256(sql: str) -> str:
     return hashlib.sha256(sql.encode("utf-8")).hexdigest()
+
+
+def setting_columns(settings: dict[str, Any], pipeline: Pipeline | None = None
+                    ) -> dict[str, Any]:
+    """The API's settings as the pipeline's columns: ``autoscale`` (a range, or None: off)
+    as its bounds, and the parallelism kept within them. A parallelism set through the
+    API is nobody's autoscale decision; one outside the pipeline's range is a 400."""
+    columns = dict(settings)
+    if "autoscale" in columns:
+        autoscale = columns.pop("autoscale")
+        columns["autoscale_min"] = None if autoscale is None else autoscale.min
+        columns["autoscale_max"] = None if autoscale is None else autoscale.max
+    low = columns.get("autoscale_min", pipeline.autoscale_min if pipeline else None)
+    high = columns.get("autoscale_max", pipeline.autoscale_max if pipeline else None)
+    parallelism = columns.get("parallelism", pipeline.parallelism if pipeline else 1)
+    if low is not None and high is not None and not low <= parallelism <= high:
+        if "parallelism" in settings:
+            raise BadRequestError(
+                f"parallelism {parallelism} is outside the pipeline's autoscale range "
+                f"{low}–{high}; change the range, or turn autoscaling off (autoscale: null)")
+        columns["parallelism"] = min(max(parallelism, low), high)
+    if "parallelism" in columns or "autoscale_min" in columns:
+        columns["autoscale_reason"] = None
+        columns["autoscaled_at"] = None
+    return columns
 
 
 def desired_state_changes(stop: str) -> dict[str, Any]:
@@ -75,10 +101,11 @@ class PipelineRepository(TenantRepository):
                                 "name, or delete it first")
         now = utc_now()
         pipeline = Pipeline(id=new_id(), name=name, current_version=1, created_at=now,
-                            updated_at=now, **settings)
+                            updated_at=now, **setting_columns(settings))
         pipeline.versions.append(self._version(pipeline, 1, sql, created_by_key_id))
         self.quotas.admit(new_pipeline(pipeline.parallelism,
                                        pipeline.desired_state == DESIRED_RUNNING, sources))
+        self._admit_range(pipeline.autoscale_max)
         with transaction(self.session, f"a pipeline named '{name}' was created concurrently"):
             self.session.add(pipeline)
         return self.get(name)
@@ -97,8 +124,9 @@ class PipelineRepository(TenantRepository):
                 return self.create(name, sql, settings, created_by_key_id, sources), True
             except ConflictError:
                 existing = self.get(name)  # created by a concurrent PUT
+        wanted = setting_columns(settings)
         differences = [field for field in _SPEC_FIELDS
-                       if getattr(existing, field) != settings[field]]
+                       if getattr(existing, field) != wanted.get(field)]
         if existing.current.sql_sha256 != sql_sha256(sql):
             differences.insert(0, "sql")
         if differences:
@@ -132,9 +160,12 @@ class PipelineRepository(TenantRepository):
         """Set settings and desired-state columns (see :func:`desired_state_changes`);
         a start or a higher parallelism is admitted by the plan first."""
         pipeline = self.get(name)
+        changes = setting_columns(changes, pipeline)
         self._admit(pipeline, running=changes.get("desired_state", pipeline.desired_state)
                     == DESIRED_RUNNING,
                     parallelism=changes.get("parallelism", pipeline.parallelism))
+        if changes.get("autoscale_max") is not None:
+            self._admit_range(changes["autoscale_max"])
         with transaction(self.session, f"pipeline '{name}' changed concurrently; retry"):
             for field, value in changes.items():
                 setattr(pipeline, field, value)
@@ -279,6 +310,11 @@ class PipelineRepository(TenantRepository):
         if demand.new_job:
             demand = replace(demand, sources=self.quotas.sources_of(pipeline.current.sql))
         self.quotas.admit(demand)
+
+    def _admit_range(self, autoscale_max: int | None) -> None:
+        """An autoscale range reaches no higher than the plan lets one pipeline run."""
+        if autoscale_max is not None:
+            self.quotas.admit(Demand(parallelism=autoscale_max))
 
     def _find(self, name: str) -> Pipeline | None:
         return self.session.scalars(select(Pipeline).where(Pipeline.name == name)).one_or_none()

@@ -306,8 +306,11 @@ def _require_state_kept(pipelines: PipelineRepository, planner: TenantPlanner,
 
 
 def _settings(spec: PipelineSpec) -> dict[str, object]:
-    return {"description": spec.description, "parallelism": spec.parallelism,
-            "checkpoint_interval_ms": spec.checkpoint_interval_ms,
+    # An autoscaled pipeline given no parallelism starts at its range's minimum.
+    parallelism = spec.autoscale.min if spec.autoscale is not None and \
+        "parallelism" not in spec.model_fields_set else spec.parallelism
+    return {"description": spec.description, "parallelism": parallelism,
+            "checkpoint_interval_ms": spec.checkpoint_interval_ms, "autoscale": spec.autoscale,
             "desired_state": DESIRED_STOPPED if spec.stopped else DESIRED_RUNNING}
 
 

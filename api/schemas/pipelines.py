@@ -45,6 +45,29 @@ MAX_PREVIEW_PARALLELISM = 8
 MAX_PREVIEW_TIMEOUT_S = 3600
 
 
+class Autoscale(BaseModel):
+    """The parallelism range the autoscaler keeps a running pipeline in: it rescales from
+    the run's backlog and busy ratio (docs/running.md, Autoscaling)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min: Parallelism
+    max: Parallelism
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Autoscale:
+        if self.min > self.max:
+            raise ValueError(f"autoscale min ({self.min}) is above its max ({self.max})")
+        return self
+
+
+class AutoscalePublic(Autoscale):
+    last_decision: str | None = Field(
+        description="the autoscaler's latest rescale, with its reason (null: none since "
+                    "the parallelism was last set through the API)")
+    last_decision_at: datetime | None
+
+
 class PipelineSpec(BaseModel):
     """What defines a pipeline besides its name (the body of PUT /pipelines/{name})."""
 
@@ -54,6 +77,9 @@ class PipelineSpec(BaseModel):
     description: Description = ""
     parallelism: Parallelism = 1
     checkpoint_interval_ms: CheckpointIntervalMs | None = None
+    autoscale: Autoscale | None = Field(
+        None, description="a parallelism range the autoscaler keeps the pipeline in; null: "
+                          "its parallelism is what you set")
     stopped: bool = Field(
         False, description="create the pipeline without starting it (it starts with PATCH "
                            "stop=none); only read when the pipeline is created")
@@ -73,6 +99,8 @@ class PipelineUpdate(BaseModel):
     checkpoint_interval_ms: CheckpointIntervalMs | None = Field(
         None, description="null clears it (epochs back to back); leave it out to keep it",
     )
+    autoscale: Autoscale | None = Field(
+        None, description="null turns autoscaling off; leave it out to keep it")
     stop: StopMode | None = Field(
         None, description="none: run the pipeline; checkpoint, graceful, immediate or force: "
                           "stop it that way")
@@ -133,6 +161,7 @@ class PipelinePublic(BaseModel):
     cluster: str | None = Field(
         description="the Spark cluster the pipeline was last moved to; null: never moved "
                     "(it runs on the deployment's default cluster)")
+    autoscale: AutoscalePublic | None = Field(description="null: autoscaling is off")
     job: JobSummary | None = Field(description="the current (latest) run; null before the "
                                                "scheduler first starts the pipeline")
     created_at: datetime
@@ -148,8 +177,18 @@ class PipelinePublic(BaseModel):
                    desired_state=pipeline.desired_state,  # type: ignore[arg-type]
                    stop_mode=pipeline.stop_mode,  # type: ignore[arg-type]
                    restart_generation=pipeline.restart_generation, cluster=pipeline.cluster,
+                   autoscale=_autoscale(pipeline),
                    job=JobSummary.of(job) if job is not None else None,
                    created_at=pipeline.created_at, updated_at=pipeline.updated_at)
+
+
+def _autoscale(pipeline: Pipeline) -> AutoscalePublic | None:
+    if pipeline.autoscale_min is None or pipeline.autoscale_max is None:
+        return None
+    return AutoscalePublic(min=pipeline.autoscale_min, max=pipeline.autoscale_max,
+                           last_decision=pipeline.autoscale_reason,
+                           last_decision_at=pipeline.autoscaled_at
+                           if pipeline.autoscale_reason else None)
 
 
 class PipelineVersionCreate(BaseModel):

@@ -192,6 +192,12 @@ def test_parallelism(app: FastAPI, client: TestClient, tenant: TenantKeys) -> No
             "parallelism")
     refusal(preview(client, tenant, impulse_sql(10), parallelism=4), "parallelism")
     assert client.get(f"{PIPELINES}/p", headers=dev).json()["parallelism"] == 3
+    # An autoscale range reaches no higher than one pipeline may run.
+    refusal(patch(client, tenant, "p", {"autoscale": {"min": 1, "max": 4}}), "parallelism")
+    refusal(client.post(PIPELINES, headers=dev, json={
+        "name": "q", "sql": pipeline_sql("q"), "autoscale": {"min": 1, "max": 4},
+        "stopped": True}), "parallelism")
+    assert patch(client, tenant, "p", {"autoscale": {"min": 1, "max": 3}}).status_code == 200
 
 
 def test_previews_and_their_compute_units_are_429s(app: FastAPI, client: TestClient,
