@@ -110,12 +110,18 @@ def group_table(name: str) -> str:
     return "\n".join(_rows(group.specs, roles)) + "\n"
 
 
+def _member(spec: OptionSpec, specs: Iterable[OptionSpec]) -> bool:
+    """Whether ``spec`` is one of ``specs`` as declared there, whatever tables take it (a
+    connector may give a shared option to more of its roles)."""
+    return any(spec.for_roles(member.roles) == member for member in specs)
+
+
 def _shared(spec: OptionSpec) -> str | None:
     """The group ``spec`` is a member of, as declared there (None: the connector's own)."""
     for name, group in GROUPS.items():
-        if spec in group.specs:
+        if _member(spec, group.specs):
             return name
-    return "" if spec in _SILENT else None
+    return "" if _member(spec, _SILENT) else None
 
 
 def connector_table(name: str) -> str:
@@ -124,7 +130,7 @@ def connector_table(name: str) -> str:
     own = [spec for spec in connector.options if _shared(spec) is None]
     groups = [group for group in GROUPS if any(_shared(spec) == group
                                                 for spec in connector.options)]
-    lines = _rows(own, connector.roles) if own else []
+    lines = _rows(own, connector.roles) if own else ["No options of its own."]
     if groups:
         links = ", ".join(f"[{GROUPS[group].title}]({GROUPS[group].link})" for group in groups)
         lines += ["", f"Also: {links}."]

@@ -35,6 +35,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyspark.sql import types as T
 
+from spate.engine.connectors.aws import check_endpoint_url
 from spate.engine.connectors.base import (
     SINK,
     ColumnDef,
@@ -51,7 +52,6 @@ from spate.engine.connectors.delta_iceberg import (
     lake_columns,
     lake_schema,
 )
-from spate.engine.connectors.kinesis_client import check_endpoint_url
 from spate.engine.connectors.metadata import SINKS, TYPE, option
 from spate.engine.connectors.object_store import (
     AWS_ACCESS_KEY_ID,

@@ -18,6 +18,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from spate.engine.connectors.aws import check_endpoint_url, check_region
 from spate.engine.connectors.base import (
     SINK,
     SOURCE,
@@ -47,9 +48,7 @@ from spate.engine.connectors.kinesis_client import (
     ENDPOINT_URL,
     STREAM_NAME,
     KinesisEndpoint,
-    check_endpoint_url,
     check_planned,
-    check_region,
     connect,
     failure,
     regional_endpoint,

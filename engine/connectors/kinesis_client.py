@@ -19,46 +19,47 @@ job's sandbox enforces the same policy again, from outside).
 
 from __future__ import annotations
 
-import os
-import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import boto3
-import botocore.session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
+from spate.engine.connectors import aws
+from spate.engine.connectors.aws import (
+    CONNECT_TIMEOUT_S,
+    READ_TIMEOUT_S,
+    at_address,
+    isolated_session,
+)
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.egress import unreachable
 from spate.engine.connectors.errors import ConnectorError
 from spate.engine.connectors.metadata import BOTH, option
 
-# The options a Kinesis endpoint is made of. The AWS ones are the same for every
-# connector reaching AWS (delta and filesystem's s3:// paths re-describe them), so one
-# AWS connection profile serves them all.
+# The options a Kinesis endpoint is made of: its stream, and the AWS options every
+# connector reaching AWS shares (:mod:`.aws`), as a Kinesis table needs them.
 STREAM_NAME = option("stream_name", BOTH, "the stream", required=True)
-AWS_REGION = option("aws_region", BOTH, "e.g. `us-east-1`; the endpoint is then "
-                    "`https://kinesis.<region>.amazonaws.com`", required=True)
-AWS_ACCESS_KEY_ID = option("aws_access_key_id", BOTH, "the access key, best kept in a "
-                           "connection profile", required=True)
-AWS_SECRET_ACCESS_KEY = option("aws_secret_access_key", BOTH, "its secret", required=True)
-AWS_SESSION_TOKEN = option("aws_session_token", BOTH, "for temporary credentials")
-ENDPOINT_URL = option("endpoint_url", BOTH, "`http(s)://host[:port]` of a Kinesis-compatible "
-                      "server", default_text="the region's AWS endpoint")
+AWS_REGION = aws.AWS_REGION.described("e.g. `us-east-1`; the endpoint is then "
+                                      "`https://kinesis.<region>.amazonaws.com`", required=True)
+AWS_ACCESS_KEY_ID = aws.AWS_ACCESS_KEY_ID.described(aws.AWS_ACCESS_KEY_ID.description,
+                                                    required=True)
+AWS_SECRET_ACCESS_KEY = aws.AWS_SECRET_ACCESS_KEY.described(
+    aws.AWS_SECRET_ACCESS_KEY.description, required=True)
+AWS_SESSION_TOKEN = aws.AWS_SESSION_TOKEN
+ENDPOINT_URL = aws.ENDPOINT_URL.described("`http(s)://host[:port]` of a Kinesis-compatible "
+                                          "server", default_text="the region's AWS endpoint")
 #: The credentials, in the order a boto3 session takes them.
 AWS_CREDENTIALS = (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)
 
-_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
 #: Error codes AWS answers for keys it does not accept.
 _CREDENTIAL_ERRORS = frozenset({
     "UnrecognizedClientException", "InvalidSignatureException", "AccessDeniedException",
     "ExpiredTokenException", "IncompleteSignature", "MissingAuthenticationToken",
     "InvalidClientTokenId", "SignatureDoesNotMatch",
 })
-CONNECT_TIMEOUT_S = 10
-READ_TIMEOUT_S = 30
 
 
 @dataclass(frozen=True)
@@ -97,31 +98,6 @@ class KinesisEndpoint:
         return cls(**data)
 
 
-def check_region(region: str) -> str:
-    """An AWS region name such as ``us-east-1``; raises naming ``aws_region``."""
-    region = region.strip().lower()
-    if not _REGION.fullmatch(region):
-        raise ConnectorError(f"option '{AWS_REGION.name}' must be an AWS region such as "
-                             f"'us-east-1', not '{region}'", option=AWS_REGION.name)
-    return region
-
-
-def check_endpoint_url(url: str) -> str:
-    """``http(s)://host[:port]`` with nothing after it; raises naming ``endpoint_url``."""
-    parts = urlsplit(url.strip())
-    try:
-        port_ok = parts.port is None or parts.port > 0
-    except ValueError:
-        port_ok = False
-    if (parts.scheme not in ("http", "https") or not parts.hostname or not port_ok
-            or parts.username or parts.password or parts.path.strip("/")
-            or parts.query or parts.fragment):
-        raise ConnectorError(f"option '{ENDPOINT_URL.name}' must be 'http(s)://host[:port]' "
-                             "with no credentials, path or query, e.g. "
-                             "'https://kinesis.example:4567'", option=ENDPOINT_URL.name)
-    return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
-
-
 def regional_endpoint(region: str) -> str:
     """AWS's Kinesis endpoint of ``region``."""
     suffix = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
@@ -140,41 +116,21 @@ def _endpoint_option(endpoint: KinesisEndpoint) -> str:
             else ENDPOINT_URL.name)
 
 
-def _isolated_session() -> botocore.session.Session:
-    """A botocore session that reads no environment variable and no config file."""
-    session = botocore.session.Session()
-    for name, (config_name, _env, default, convert) in list(session.session_var_map.items()):
-        session.session_var_map[name] = (config_name, None, default, convert)
-    session.set_config_variable("config_file", os.devnull)
-    session.set_config_variable("credentials_file", os.devnull)
-    return session
-
-
 def connect(endpoint: KinesisEndpoint, boundary: Boundary) -> Any:
     """A Kinesis client of ``endpoint``'s stream, through ``boundary``'s egress policy."""
     url = endpoint.endpoint_url
     if boundary.egress is not None:
         host, port = endpoint.host_port
         addresses = boundary.egress.resolve(host, port, option=_endpoint_option(endpoint))
-        url = _at_address(url, addresses[0])
+        url = at_address(url, addresses[0])
     session = boto3.Session(
         aws_access_key_id=endpoint.access_key_id,
         aws_secret_access_key=endpoint.secret_access_key,
         aws_session_token=endpoint.session_token,
-        region_name=endpoint.region, botocore_session=_isolated_session())
+        region_name=endpoint.region, botocore_session=isolated_session())
     config = Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S,
                     retries={"max_attempts": 3, "mode": "standard"})
     return session.client("kinesis", endpoint_url=url, verify=True, config=config)
-
-
-def _at_address(url: str, address: str) -> str:
-    """``url`` with its host replaced by the checked ``address`` (plain http only)."""
-    parts = urlsplit(url)
-    if parts.scheme != "http":
-        return url
-    host = f"[{address}]" if ":" in address else address
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, "", "", ""))
 
 
 def failure(error: Exception, endpoint: KinesisEndpoint, what: str) -> ConnectorError:

@@ -34,17 +34,18 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from spate.engine.connectors import aws
+from spate.engine.connectors.aws import (
+    CONNECT_TIMEOUT_S,
+    READ_TIMEOUT_S,
+    at_address,
+    check_endpoint_url,
+    check_region,
+    isolated_session,
+)
 from spate.engine.connectors.boundary import Boundary
 from spate.engine.connectors.egress import unreachable
 from spate.engine.connectors.errors import ConnectorError
-from spate.engine.connectors.kinesis_client import (
-    CONNECT_TIMEOUT_S,
-    READ_TIMEOUT_S,
-    _at_address,
-    _isolated_session,
-    check_endpoint_url,
-    check_region,
-)
 from spate.engine.connectors.metadata import BOTH, option
 from spate.engine.connectors.options import OptionReader
 
@@ -56,16 +57,16 @@ _BUCKET = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")
 # delta connectors', so one AWS connection profile serves them all.
 PATH = option("path", BOTH, "a folder (in the Spate service: relative to the tenant's storage "
               "root) or `s3://bucket/prefix`", required=True)
-AWS_REGION = option("aws_region", BOTH, "the bucket's AWS region, e.g. `us-east-1`",
-                    required_when="with `s3://` paths")
-AWS_ACCESS_KEY_ID = option("aws_access_key_id", BOTH, "the access key, best kept in a "
-                           "connection profile", required_when="with `s3://` paths")
-AWS_SECRET_ACCESS_KEY = option("aws_secret_access_key", BOTH, "its secret",
-                               required_when="with `s3://` paths")
-AWS_SESSION_TOKEN = option("aws_session_token", BOTH, "for temporary credentials")
-ENDPOINT_URL = option("endpoint_url", BOTH, "`http(s)://host[:port]` of an S3-compatible "
-                      "server (path-style requests)",
-                      default_text="`https://s3.<region>.amazonaws.com`")
+AWS_REGION = aws.AWS_REGION.described("the bucket's AWS region, e.g. `us-east-1`",
+                                      required_when="with `s3://` paths")
+AWS_ACCESS_KEY_ID = aws.AWS_ACCESS_KEY_ID.described(aws.AWS_ACCESS_KEY_ID.description,
+                                                    required_when="with `s3://` paths")
+AWS_SECRET_ACCESS_KEY = aws.AWS_SECRET_ACCESS_KEY.described(
+    aws.AWS_SECRET_ACCESS_KEY.description, required_when="with `s3://` paths")
+AWS_SESSION_TOKEN = aws.AWS_SESSION_TOKEN
+ENDPOINT_URL = aws.ENDPOINT_URL.described("`http(s)://host[:port]` of an S3-compatible "
+                                          "server (path-style requests)",
+                                          default_text="`https://s3.<region>.amazonaws.com`")
 S3_OPTIONS = (AWS_REGION, ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
               AWS_SESSION_TOKEN)
 
@@ -377,12 +378,12 @@ def connect(location: S3Location, boundary: Boundary) -> Any:
     if boundary.egress is not None:
         host, port = location.host_port
         addresses = boundary.egress.resolve(host, port, option=ENDPOINT_URL.name)
-        url = _at_address(url, addresses[0])
+        url = at_address(url, addresses[0])
     session = boto3.Session(
         aws_access_key_id=location.access_key_id,
         aws_secret_access_key=location.secret_access_key,
         aws_session_token=location.session_token, region_name=location.region,
-        botocore_session=_isolated_session())
+        botocore_session=isolated_session())
     config = Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S,
                     retries={"max_attempts": 3, "mode": "standard"},
                     s3={"addressing_style": "path"})
