@@ -246,6 +246,14 @@ class Connector(ABC):
         del table, parallelism, offset
         return None
 
+    def backlog(self, table: TableConfig, parallelism: int, offset: Any) -> int | None:
+        """How many records a source read up to ``offset`` has yet to read, asked of its
+        system without Spark (a broker's end offsets); the run reports it every few
+        seconds, and the autoscaler scales on it (:mod:`spate.engine.runtime.backlog`).
+        None (the default): the source cannot tell.  May raise :class:`ConnectorError`."""
+        del table, parallelism, offset
+        return None
+
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         """A streaming DataFrame: physical columns then :data:`HIDDEN_COLUMNS`."""
         del spark, parallelism

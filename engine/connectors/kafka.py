@@ -304,6 +304,15 @@ class KafkaConnector(Connector):
         finally:
             reader.stop()
 
+    def backlog(self, table: TableConfig, parallelism: int, offset: Any) -> int:
+        """The records the topic holds past ``offset``, asked of the cluster."""
+        settings, schema = self.source_settings(table, parallelism)
+        reader = KafkaStreamReader(settings, schema)
+        try:
+            return reader.records_after(offset)
+        finally:
+            reader.stop()
+
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         settings, schema = self.source_settings(table, parallelism)
         # The SASL password travels in an option of its own, which Spark's redaction

@@ -207,12 +207,17 @@ class KafkaStreamReader(DataSourceStreamReader):
     def has_records_after(self, offset: dict[str, Any]) -> bool:
         """Whether some partition's end lies past ``offset`` (a new partition with records
         counts): the idle pipeline's watcher asks, no Spark involved."""
+        return self.records_after(offset) > 0
+
+    def records_after(self, offset: dict[str, Any]) -> int:
+        """How many records the partitions hold past ``offset`` (a new partition's all):
+        the run's backlog, no Spark involved."""
         current = {int(p): int(o) for p, o in offset["partitions"].items()}
+        behind = 0
         for partition in self._partitions():
             low, high = self._watermarks(partition)
-            if high > current.get(partition, low):
-                return True
-        return False
+            behind += max(0, high - max(low, current.get(partition, low)))
+        return behind
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         readers: int = self.settings["readers"]

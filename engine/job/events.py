@@ -31,6 +31,9 @@ An ``epoch`` event, one per committed epoch::
   near 0 it mostly waits for input or for the trigger interval.  Measuring
   from one epoch's end to the next (rather than from start to start) keeps
   the figure at most 1 and about the epoch it describes.
+- ``backlog``: the rows the sources hold past the epoch's end, as last measured
+  (every few seconds, by the sources that can tell: :mod:`spate.engine.runtime.backlog`);
+  null when none can.  The autoscaler scales up on it.
 - ``operators``: per source, query and sink, the rows counted by the runner
   and, where it can be told apart, ``busy_s``, the time its own work took
   (:class:`spate.engine.runtime.reports.OperatorReport`); and each one's
@@ -117,6 +120,7 @@ class EpochEvents:
             "bytes_out": report.bytes_out,
             "state_held_bytes": report.state_held_bytes,
             "busy_ratio": self._busy_ratio(report.duration_s, ended_s),
+            "backlog": report.backlog,
             "finished": report.finished,
             "operators": self._recent_figures(
                 [operator.to_dict() for operator in report.operators], report.started_s, ended_s),

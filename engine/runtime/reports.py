@@ -79,6 +79,9 @@ class EpochReport:
     state_held_bytes: int = 0
     #: Of ``rows_dropped``, the undecodable records written to dead-letter tables.
     rows_dead_lettered: int = 0
+    #: Rows the sources hold past the epoch's end, as last measured (None: not known;
+    #: :mod:`spate.engine.runtime.backlog`).
+    backlog: int | None = None
 
 
 class OperatorNames:

@@ -28,6 +28,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from spate.engine.connectors import CONNECTORS, Sink
 from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
 from spate.engine.planner.plan import PipelinePlan
+from spate.engine.runtime.backlog import BacklogGauge
 from spate.engine.runtime.epoch import EpochAbandonedError, EpochRunner, EpochSettings
 from spate.engine.runtime.errors import PipelineFailedError, is_transient_text
 from spate.engine.runtime.failures import root_message
@@ -82,6 +83,7 @@ class PipelineRunner:
             self._abandon)
         self._query: StreamingQuery | None = None
         self._idle_watch = IdleWatch(plan, options.parallelism, options.idle_stop_s)
+        self._backlog = BacklogGauge(plan, options.parallelism)
         #: whether the run stopped for want of input (scale to zero), and then: when
         #: input is due (None: not known) and whether a watcher must look for it
         self.idle = False
@@ -147,6 +149,7 @@ class PipelineRunner:
                 self.options.on_start()
             self._wait(query)
         finally:
+            self._backlog.stop()
             if query.isActive:
                 query.stop()
             for sink in epochs.sinks.values():
@@ -244,6 +247,9 @@ class PipelineRunner:
                 log.info("skipping replayed epoch", extra={"epoch": number})
                 return None
             report = self._run_epoch(batch, number)
+            self._backlog.read_up_to({table: end for table, (_, end)
+                                      in epochs.batches.batch_offsets(number).items()})
+            report.backlog = self._backlog.rows
             if report.rows_in:
                 self._idle_watch.input_seen()
             if report.finished:

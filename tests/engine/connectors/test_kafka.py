@@ -477,6 +477,19 @@ def test_at_least_once_sink_writes_a_replayed_epoch_again(spark: SparkSession,
     assert _values(kafka_broker.read_all(topic, 2, expected=6)) == [0, 0, 1, 1, 2, 2]
 
 
+def test_the_backlog_counts_the_records_past_the_committed_offsets(kafka_broker: Broker
+                                                                     ) -> None:
+    topic = kafka_broker.create_topic(2)
+    kafka_broker.produce(topic, _records(range(6), partitions=2))  # 3 per partition
+    table = _source_table(kafka_broker, topic)
+    assert KAFKA.backlog(table, 1, {"topic": topic, "partitions": {"0": 3, "1": 3}}) == 0
+    assert KAFKA.backlog(table, 1, {"topic": topic, "partitions": {"0": 1, "1": 3}}) == 2
+    # A partition not read yet is behind by all it holds.
+    assert KAFKA.backlog(table, 1, {"topic": topic, "partitions": {"0": 3}}) == 3
+    kafka_broker.produce(topic, [(1, json_records([{"id": 9, "name": "n"}])[0], BASE_MS)])
+    assert KAFKA.backlog(table, 1, {"topic": topic, "partitions": {"0": 3, "1": 3}}) == 1
+
+
 def test_the_idle_watcher_sees_records_past_the_committed_offsets(kafka_broker: Broker) -> None:
     topic = kafka_broker.create_topic(2)
     kafka_broker.produce(topic, _records(range(4), partitions=2))
