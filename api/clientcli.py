@@ -182,6 +182,29 @@ def _show_pipeline(pipeline: dict[str, Any], as_json: bool) -> None:
     job = pipeline.get("job") or {}
     if not as_json and job.get("failure_message"):
         click.echo(f"failure: {job['failure_message']}")
+    autoscale = pipeline.get("autoscale")
+    if not as_json and autoscale:
+        last = autoscale.get("last_decision")
+        click.echo(f"autoscale: {autoscale['min']}–{autoscale['max']}"
+                   + (f" (last: {last}, at {autoscale['last_decision_at']})" if last else ""))
+
+
+class AutoscaleRange(click.ParamType):
+    """``MIN:MAX`` (a parallelism range for the autoscaler), or ``off``."""
+
+    name = "MIN:MAX|off"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> dict[str, int] | None:
+        if isinstance(value, dict) or value is None:
+            return value
+        text = str(value).strip().lower()
+        if text == "off":
+            return None
+        low, colon, high = text.partition(":")
+        if not colon or not low.isdigit() or not high.isdigit():
+            self.fail(f"'{value}' is not MIN:MAX (e.g. 1:4) or 'off'", param, ctx)
+        return {"min": int(low), "max": int(high)}
 
 
 # -- waiting for a job -------------------------------------------------------------
@@ -265,15 +288,24 @@ def pipelines(ctx: click.Context, server: str, api_key: str | None) -> None:
 @click.option("--checkpoint-interval-ms", type=click.IntRange(1), default=None)
 @click.option("--description", default="")
 @click.option("--stopped", is_flag=True, help="Create without starting it.")
+@click.option("--autoscale", type=AutoscaleRange(), default=None,
+              help="Let the autoscaler choose the parallelism within MIN:MAX (it starts at "
+                   "MIN unless --parallelism says otherwise).")
 @wait_options
 @json_option
 @with_client
 def create_pipeline(client: SpateClient, name: str, sql_file: Path, parallelism: int,
                     checkpoint_interval_ms: int | None, description: str, stopped: bool,
-                    wait: bool, timeout_s: int, as_json: bool) -> None:
+                    autoscale: dict[str, int] | None, wait: bool, timeout_s: int,
+                    as_json: bool) -> None:
     """Create pipeline NAME from SQL_FILE and start it (unless --stopped)."""
     body: dict[str, Any] = {"name": name, "sql": sql_file.read_text(),
-                            "parallelism": parallelism, "description": description}
+                            "description": description}
+    parameter = click.get_current_context().get_parameter_source("parallelism")
+    if autoscale is None or parameter != click.core.ParameterSource.DEFAULT:
+        body["parallelism"] = parallelism
+    if autoscale is not None:
+        body["autoscale"] = autoscale
     if stopped:
         body["stopped"] = True
     if checkpoint_interval_ms is not None:
@@ -429,6 +461,18 @@ def rescale_pipeline(client: SpateClient, name: str, parallelism: int, wait: boo
                    f"('spate pipelines start {name}')", err=True)
     _finish(client, answer, _settled_job(parallelism=parallelism) if running else None,
             wait, timeout_s, as_json)
+
+
+@pipelines.command("autoscale")
+@click.argument("name")
+@click.argument("range_", metavar="MIN:MAX|off", type=AutoscaleRange())
+@json_option
+@with_client
+def autoscale_pipeline(client: SpateClient, name: str, range_: dict[str, int] | None,
+                       as_json: bool) -> None:
+    """Let the autoscaler choose pipeline NAME's parallelism within MIN:MAX, from its
+    backlog and busy ratio ('off': the parallelism stays what you set)."""
+    _show_pipeline(client.patch(f"/pipelines/{name}", {"autoscale": range_}), as_json)
 
 
 @pipelines.command("move")

@@ -92,6 +92,29 @@ def test_pipeline_commands_drive_the_desired_state(client: TestClient, tenant: T
     assert spate(client, developer, "pipelines", "get", "clicks").exit_code == 0
 
 
+def test_autoscale_is_set_on_create_changed_and_turned_off(client: TestClient,
+                                                          tenant: TenantKeys,
+                                                          tmp_path: Path) -> None:
+    developer = tenant.keys["developer"]
+    sql_file = tmp_path / "p.sql"
+    sql_file.write_text(pipeline_sql())
+    created = spate(client, developer, "pipelines", "create", "auto", str(sql_file),
+                    "--autoscale", "2:4", "--stopped", "--json")
+    assert created.exit_code == 0, created.output
+    body = json.loads(created.stdout)
+    assert (body["parallelism"], body["autoscale"]["min"], body["autoscale"]["max"]) == (
+        2, 2, 4)  # starts at the range's minimum
+    changed = spate(client, developer, "pipelines", "autoscale", "auto", "1:3")
+    assert changed.exit_code == 0, changed.output
+    assert "autoscale: 1–3" in changed.stdout
+    off = spate(client, developer, "pipelines", "autoscale", "auto", "off", "--json")
+    assert json.loads(off.stdout)["autoscale"] is None
+    bad = spate(client, developer, "pipelines", "autoscale", "auto", "4")
+    assert bad.exit_code == 2 and "is not MIN:MAX (e.g. 1:4) or 'off'" in bad.stderr
+    inverted = spate(client, developer, "pipelines", "autoscale", "auto", "4:2")
+    assert inverted.exit_code == 1 and "autoscale min (4) is above its max (2)" in inverted.stderr
+
+
 def test_bad_sql_prints_the_located_diagnostic_once(client: TestClient, tenant: TenantKeys,
                                                     tmp_path: Path) -> None:
     sql_file = tmp_path / "bad.sql"
