@@ -9,6 +9,9 @@ latest epoch figures (:mod:`spate.engine.job.events`):
   ``rows_in_per_s``, how fast it reads them;
 - ``busy_ratio``: the share of wall time its epochs take (near 1: it cannot keep up).
 
+A run without an epoch for :data:`QUIET_AFTER_S` had no input (an epoch runs only when
+its sources have rows): it is idle, with nothing to read.
+
 Up, when the backlog would take longer than :data:`DRAIN_TARGET_S` to read at the
 current rate, or the run is busy :data:`UP_BUSY` of the time: to the parallelism that
 would bring the busy ratio to :data:`TARGET_BUSY`, at least one more, at most double.
@@ -45,6 +48,9 @@ CAUGHT_UP_ROWS = 1_000
 COOLDOWN_S = 60.0
 #: How long a new run works before its figures are a load.
 SETTLE_S = 10.0
+#: A run that committed no epoch for this long had no input: it is idle, not busy (an
+#: epoch runs only when its sources have rows, so its last figures would stay).
+QUIET_AFTER_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -64,9 +70,14 @@ class Load:
     backlog: int | None
 
     @classmethod
-    def of(cls, metrics: Any) -> Load:
-        """From a job's stored epoch event; anything unreadable is unknown."""
+    def of(cls, metrics: Any, now: datetime) -> Load:
+        """From a job's stored epoch event at ``now``; anything unreadable is unknown, and
+        a run with no epoch for :data:`QUIET_AFTER_S` is idle with nothing to read."""
         metrics = metrics if isinstance(metrics, dict) else {}
+        committed_ms = metrics.get("committed_at_ms")
+        if isinstance(committed_ms, int) and not isinstance(committed_ms, bool) \
+                and now.timestamp() * 1000 - committed_ms > QUIET_AFTER_S * 1000:
+            return cls(busy_ratio=0.0, rows_in_per_s=0.0, backlog=0)
 
         def number(key: str) -> float | None:
             value = metrics.get(key)

@@ -35,7 +35,7 @@ STATUS_STATES = {"running": RUNNING, "stopped": STOPPED, "finished": FINISHED, "
 #: Epoch figures copied into the job's metrics as they are.
 _EPOCH_FIGURES = ("epoch", "duration_ms", "rows_in", "rows_out", "rows_late", "rows_dropped",
                   "watermark_us", "state_bytes", "state_held_bytes", "busy_ratio", "operators",
-                  "committed_at_ms")
+                  "committed_at_ms", "backlog")
 
 
 def fold_events(events: Iterable[dict[str, Any]]) -> EventBatch:

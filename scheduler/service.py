@@ -179,7 +179,8 @@ class Scheduler:
             return pipeline
         now = self.clock()
         decision = decide_scale(pipeline.autoscale, pipeline.parallelism,
-                                Load.of(working[0].metrics), running_since=working[0].state_since,
+                                Load.of(working[0].metrics, now),
+                                running_since=working[0].state_since,
                                 last_change=pipeline.autoscaled_at, now=now)
         if decision is None or not self.store.autoscale(pipeline.id, decision.parallelism,
                                                         decision.reason, now):

@@ -81,6 +81,11 @@ class PipelineResource(_Base):
                       description="tasks sharing the key groups (a change rescales)"),
             Attribute("checkpoint_interval_ms", Number(), optional=True,
                       description="time between epochs in ms; null: back to back"),
+            Attribute("autoscale_min", Number(), optional=True,
+                      description="with autoscale_max: the autoscaler chooses the "
+                                  "parallelism in this range (leave parallelism unset)"),
+            Attribute("autoscale_max", Number(), optional=True,
+                      description="the highest parallelism the autoscaler may choose"),
             Attribute("stopped", Bool(), optional=True,
                       description="true: the pipeline is stopped (after a checkpoint); "
                                   "false or null: it runs"),
@@ -146,6 +151,8 @@ class PipelineResource(_Base):
         for field in ("description", "parallelism", "checkpoint_interval_ms"):
             if known(planned.get(field)):
                 body[field] = planned[field]
+        if _autoscale(planned) is not None:
+            body["autoscale"] = _autoscale(planned)
         with api_errors(ctx.diagnostics):
             try:
                 pipeline = self.client.post("/pipelines", body)
@@ -188,6 +195,9 @@ class PipelineResource(_Base):
                         if known(planned.get(f)) and planned[f] != before[f]}
             if planned.get("checkpoint_interval_ms") != before["checkpoint_interval_ms"]:
                 settings["checkpoint_interval_ms"] = planned.get("checkpoint_interval_ms")
+            autoscale = _autoscale(planned)
+            if autoscale != _range(before.get("autoscale")):
+                settings["autoscale"] = autoscale
             was_running = before["desired_state"] == "running"
             if not run and was_running:
                 settings["stop"] = "checkpoint"
@@ -276,6 +286,8 @@ class PipelineResource(_Base):
             "description": pipeline["description"],
             "parallelism": pipeline["parallelism"],
             "checkpoint_interval_ms": pipeline["checkpoint_interval_ms"],
+            "autoscale_min": (pipeline.get("autoscale") or {}).get("min"),
+            "autoscale_max": (pipeline.get("autoscale") or {}).get("max"),
             # null in the configuration means running: keep it null while it runs
             "stopped": stopped if (stopped or config.get("stopped") is not None) else None,
             "timeout_seconds": config.get("timeout_seconds"),
@@ -284,6 +296,18 @@ class PipelineResource(_Base):
             "state": job.get("state", "stopped" if stopped else "created"),
             "job_id": job.get("id", ""),
         }
+
+
+def _autoscale(state: State) -> dict[str, int] | None:
+    """The autoscale range a configuration gives (None: off; both bounds or none)."""
+    low, high = state.get("autoscale_min"), state.get("autoscale_max")
+    if not known(low) or not known(high) or low is None or high is None:
+        return None
+    return {"min": int(low), "max": int(high)}
+
+
+def _range(autoscale: dict[str, Any] | None) -> dict[str, int] | None:
+    return None if not autoscale else {"min": autoscale["min"], "max": autoscale["max"]}
 
 
 # ------------------------------------------------------------------------- connections

@@ -214,6 +214,33 @@ def test_write_preview_start_watch_stop_and_keys(server: ServedTenant, watch: Pa
                      headers={"Authorization": f"Bearer {token}"}).status_code == 401
 
 
+def test_autoscaling_is_set_shown_and_turned_off(server: ServedTenant,
+                                                 watch: PageWatch) -> None:
+    page = watch.page
+    sign_in(page, server)
+    name = f"auto-{secrets.token_hex(3)}"
+    created = server.http.post("/pipelines", json={"name": name, "sql": WINDOWED_SQL,
+                                                   "stopped": True})
+    assert created.status_code == 201, created.text
+    page.goto(f"{server.url}/pipelines/{name}")
+    scaling = page.get_by_test_id("autoscale")
+    expect(scaling).to_have_text("Autoscaling is off: the parallelism is what you set.")
+    expect(page.get_by_role("button", name="Turn autoscaling off")).to_be_hidden()
+    page.get_by_label("Autoscale from").fill("1")
+    page.get_by_label("Autoscale to").fill("3")
+    page.get_by_role("button", name="Autoscale", exact=True).click()
+    expect(scaling).to_have_text("Autoscaling between 1 and 3.")
+    assert server.http.get(f"/pipelines/{name}").json()["autoscale"]["max"] == 3
+    # A range the API refuses says why, in the notice.
+    page.get_by_label("Autoscale from").fill("4")
+    page.get_by_role("button", name="Autoscale", exact=True).click()
+    expect(page.get_by_test_id("notice")).to_contain_text("autoscale min (4) is above its max (3)")
+    watch.rendered("pipeline-autoscale")
+    page.get_by_role("button", name="Turn autoscaling off").click()
+    expect(scaling).to_have_text("Autoscaling is off: the parallelism is what you set.")
+    assert server.http.get(f"/pipelines/{name}").json()["autoscale"] is None
+
+
 def test_connections_are_tested_and_secrets_never_shown(server: ServedTenant,
                                                         watch: PageWatch) -> None:
     page = watch.page

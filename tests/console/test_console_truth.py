@@ -236,7 +236,7 @@ def test_a_key_sees_what_its_role_cannot_do_disabled_and_why(server: ServedTenan
 
     page.goto(f"{server.url}/pipelines/{name}")
     expect(page.get_by_test_id("state")).to_have_text("stopped")
-    for button in ("Edit SQL", "Delete pipeline", "Start", "Restart", "Rescale"):
+    for button in ("Edit SQL", "Delete pipeline", "Start", "Restart", "Rescale", "Autoscale"):
         refused(page.get_by_role("button", name=button, exact=True))
     # Usage and costs are not the viewer's: not asked for (no refused requests), and said so.
     expect(page.get_by_test_id("pipeline-usage")).to_have_text(

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from spate.scheduler.autoscale import (
     COOLDOWN_S,
     DOWN_BUSY,
+    QUIET_AFTER_S,
     SETTLE_S,
     UP_BUSY,
     AutoscaleRange,
@@ -62,6 +63,18 @@ def test_between_the_thresholds_nothing_changes() -> None:
 
 def test_unknown_figures_decide_nothing() -> None:
     assert _decide(3, Load(None, None, None)) is None
+    assert Load.of({"busy_ratio": "high", "backlog": -5, "rows_in_per_s": float("nan")},
+                   T0) == Load(None, None, None)
+    assert Load.of(None, T0) == Load(None, None, None)
+
+
+def test_a_run_without_epochs_for_a_while_is_idle_whatever_its_last_epoch_said() -> None:
+    busy = {"busy_ratio": 1.0, "rows_in_per_s": 500.0, "backlog": 0,
+            "committed_at_ms": int(T0.timestamp() * 1000) - int(QUIET_AFTER_S * 1000) - 1}
+    assert Load.of(busy, T0) == Load(0.0, 0.0, 0)
+    assert _decide(2, Load.of(busy, T0)).parallelism == 1  # type: ignore[union-attr]
+    busy["committed_at_ms"] = int(T0.timestamp() * 1000) - 1_000  # a second ago: busy
+    assert Load.of(busy, T0) == Load(1.0, 500.0, 0)
 
 
 def test_a_pipeline_outside_its_range_is_brought_back_at_once() -> None:

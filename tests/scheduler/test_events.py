@@ -16,7 +16,7 @@ def test_epochs_become_checkpoints_and_the_latest_metrics_with_rates() -> None:
         {"type": "heartbeat", "at_ms": 2_500},
         {"type": "epoch", "epoch": 1, "committed_at_ms": 3_000, "duration_ms": 250,
          "rows_in": 50, "rows_out": 5, "rows_late": 1, "operators": [{"id": "w"}],
-         "at_ms": 3_001},
+         "backlog": 12_000, "at_ms": 3_001},
     ]
     batch = fold_events(events)
     assert [c.epoch for c in batch.checkpoints] == [0, 1]
@@ -28,6 +28,7 @@ def test_epochs_become_checkpoints_and_the_latest_metrics_with_rates() -> None:
     assert batch.metrics is not None
     assert batch.metrics["rows_in_per_s"] == 200.0 and batch.metrics["rows_out_per_s"] == 20.0
     assert batch.metrics["operators"] == [{"id": "w"}] and batch.metrics["rows_late"] == 1
+    assert batch.metrics["backlog"] == 12_000  # the autoscaler's signal
     assert batch.heartbeat_at == datetime.fromtimestamp(3.001, UTC)
     assert batch.status is not None and batch.status.state == "running"
 

@@ -24,7 +24,8 @@ ROTATED = f"secret-dir-{secrets.token_hex(8)}/rotated.jsonl"
 
 
 def config(sql_rate: str, *, stopped: str = "null", description: str = "ticks to nowhere",
-           query: str | None = None, secret: str = SECRET, secrets_version: str = "1") -> str:
+           query: str | None = None, secret: str = SECRET, secrets_version: str = "1",
+           pipeline_extra: str = "") -> str:
     query = query or f"""
 CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '{sql_rate}');
 CREATE TABLE nowhere WITH (connector = 'blackhole');
@@ -70,6 +71,7 @@ resource "spate_pipeline" "ticks" {{
   name        = "ticks"
   description = "{description}"
   stopped     = {stopped}
+{pipeline_extra}
   sql         = <<-SQL
 {query}
 SQL
@@ -156,6 +158,18 @@ def test_a_pipeline_through_its_life_with_terraform(serve: ServedTenant,
     assert pipeline["desired_state"] == "stopped"
     assert pipeline["job"]["state"] in ("stopped", "finished")
     terraform.run("plan", "-detailed-exitcode")
+
+    # an autoscale range is set, kept, and turned off when the configuration drops it
+    autoscaled = '  autoscale_min = 1\n  autoscale_max = 3'
+    terraform.write(config("60", stopped="true", pipeline_extra=autoscaled))
+    planned = terraform.run("plan", "-detailed-exitcode", ok=(2,))
+    assert "+ autoscale_max" in planned.stdout and "1 to change" in planned.stdout
+    terraform.run("apply", "-auto-approve")
+    assert _get(serve, "/pipelines/ticks")["autoscale"]["max"] == 3
+    terraform.run("plan", "-detailed-exitcode")
+    terraform.write(config("60", stopped="true"))
+    terraform.run("apply", "-auto-approve")
+    assert _get(serve, "/pipelines/ticks")["autoscale"] is None
 
     # a new secret is sent when secrets_version changes
     before = _get(serve, "/connection-profiles/files")["updated_at"]

@@ -28,9 +28,12 @@ export interface JobSummary {
   /** When an idle job's pipeline resumes by itself (its sources have input again). */
   resumes_at: string | null;
 }
+/** The parallelism range the autoscaler keeps a pipeline in, and its latest decision. */
+export interface Autoscale { min: number; max: number; last_decision: string | null; last_decision_at: string | null }
 export interface Pipeline {
   id: string; name: string; description: string; parallelism: number; version: number; sql: string;
   desired_state: string; stop_mode: string | null; restart_generation: number; job: JobSummary | null;
+  autoscale: Autoscale | null;
 }
 export interface PipelineVersion { version: number; sql: string; created_at: string }
 export interface Job {

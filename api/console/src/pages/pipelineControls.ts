@@ -1,5 +1,5 @@
 // A pipeline's lifecycle controls — stop (with a mode), start, restart (with or without
-// state), rescale — and the notice under them, which says what was asked and goes once
+// state), rescale, autoscale (a parallelism range, or off) — and the notice under them, which says what was asked and goes once
 // it is done: "Stop requested." stays only while the job is still stopping.
 
 import { describe, type Job, patch, type Pipeline, post } from "../api";
@@ -66,9 +66,13 @@ export function controls(path: string, notice: Notice, role: string | null,
     h("option", { value: "force" }, "force: kill the job"));
   const keepState = h("input", { type: "checkbox", id: "keep-state", name: "with_state", checked: true });
   const scale = h("input", { type: "number", name: "parallelism", min: 1, max: 128, value: 2, required: true });
+  const low = h("input", { type: "number", name: "autoscale_min", min: 1, max: 128, value: 1, required: true });
+  const high = h("input", { type: "number", name: "autoscale_max", min: 1, max: 128, value: 4, required: true });
   const buttons = {
     stop: h("button", { type: "submit" }, "Stop"), start: h("button", { type: "submit" }, "Start"),
     restart: h("button", { type: "submit" }, "Restart"), rescale: h("button", { type: "submit" }, "Rescale"),
+    autoscale: h("button", { type: "submit" }, "Autoscale"),
+    autoscaleOff: h("button", { type: "button" }, "Turn autoscaling off"),
   };
   const jobNow = () => current().job?.id ?? null;
   const stop = act(h("form", { "aria-label": "Stop" }, field("Stop mode", mode), buttons.stop),
@@ -87,12 +91,35 @@ export function controls(path: string, notice: Notice, role: string | null,
       return (pipeline) => pipeline.parallelism === wanted
         && (pipeline.desired_state !== "running" || newJobSettled(before)(pipeline, null));
     });
-  gate(role, "write", mode, keepState, scale, ...Object.values(buttons));
-  const element = h("div", { class: "controls" }, stop, start, restart, rescale);
+  const range = () => ({ min: Number(low.value), max: Number(high.value) });
+  const autoscale = act(h("form", { "aria-label": "Autoscale" }, field("Autoscale from", low),
+    field("Autoscale to", high), buttons.autoscale, buttons.autoscaleOff),
+  () => patch(path, { autoscale: range() }), "Autoscaling set.", () => {
+    const wanted = range();
+    return (pipeline) => pipeline.autoscale?.min === wanted.min && pipeline.autoscale?.max === wanted.max;
+  });
+  buttons.autoscaleOff.addEventListener("click", async () => {
+    try {
+      await patch(path, { autoscale: null });
+      notice.say("Autoscaling turned off.", "muted", (pipeline) => pipeline.autoscale === null);
+    } catch (error) {
+      notice.say(`Turning autoscaling off failed: ${describe(error)}`, "error");
+    }
+  });
+  // What the autoscaler does: its range and its latest decision, with its reason.
+  const scaling = h("p", { class: "muted", "data-testid": "autoscale" });
+  gate(role, "write", mode, keepState, scale, low, high, ...Object.values(buttons));
+  const element = h("div", { class: "controls" }, stop, start, restart, rescale, autoscale, scaling);
   // Offer Stop to a pipeline that should run and Start to one that should not.
   const update = (pipeline: Pipeline) => {
     stop.hidden = pipeline.desired_state !== "running";
     start.hidden = pipeline.desired_state === "running";
+    const auto = pipeline.autoscale;
+    buttons.autoscaleOff.hidden = auto === null;
+    scaling.textContent = auto === null ? "Autoscaling is off: the parallelism is what you set."
+      : `Autoscaling between ${auto.min} and ${auto.max}.`
+        + (auto.last_decision ? ` Latest: ${auto.last_decision.replace(/^autoscale: /, "")}`
+          + ` (${new Date(auto.last_decision_at ?? "").toLocaleTimeString()}).` : "");
   };
   return { element, update };
 }
