@@ -54,6 +54,7 @@ SLOW_GROUPS = (
     "engine/test_crash.py",
     "standalone",
     "engine/test_cli.py",
+    "scheduler/test_autoscale_e2e.py",
     "scheduler/test_local.py",
     "api/test_lifecycle.py",
     "engine/job/test_job_stop.py",
