@@ -231,10 +231,11 @@ def test_autoscaling_is_set_shown_and_turned_off(server: ServedTenant,
     page.get_by_role("button", name="Autoscale", exact=True).click()
     expect(scaling).to_have_text("Autoscaling between 1 and 3.")
     assert server.http.get(f"/pipelines/{name}").json()["autoscale"]["max"] == 3
-    # A range the API refuses says why, in the notice.
+    # A range upside down is refused in the page, saying why.
     page.get_by_label("Autoscale from").fill("4")
     page.get_by_role("button", name="Autoscale", exact=True).click()
-    expect(page.get_by_test_id("notice")).to_contain_text("autoscale min (4) is above its max (3)")
+    expect(page.get_by_test_id("notice")).to_contain_text(
+        "Autoscale from (4) is above Autoscale to (3)")
     watch.rendered("pipeline-autoscale")
     page.get_by_role("button", name="Turn autoscaling off").click()
     expect(scaling).to_have_text("Autoscaling is off: the parallelism is what you set.")

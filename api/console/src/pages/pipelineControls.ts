@@ -94,7 +94,11 @@ export function controls(path: string, notice: Notice, role: string | null,
   const range = () => ({ min: Number(low.value), max: Number(high.value) });
   const autoscale = act(h("form", { "aria-label": "Autoscale" }, field("Autoscale from", low),
     field("Autoscale to", high), buttons.autoscale, buttons.autoscaleOff),
-  () => patch(path, { autoscale: range() }), "Autoscaling set.", () => {
+  async () => {
+    const wanted = range();
+    if (wanted.min > wanted.max) throw new Error(`Autoscale from (${wanted.min}) is above Autoscale to (${wanted.max})`);
+    return patch(path, { autoscale: wanted });
+  }, "Autoscaling set.", () => {
     const wanted = range();
     return (pipeline) => pipeline.autoscale?.min === wanted.min && pipeline.autoscale?.max === wanted.max;
   });
