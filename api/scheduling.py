@@ -24,6 +24,8 @@ class Scheduler(Protocol):
 
     def job_changed(self, job_id: str) -> None: ...
 
+    def tenant_active(self, tenant_id: str) -> None: ...
+
 
 class SchedulerNotifier:
     """Pokes the scheduler, if the app has one, without ever failing the request."""
@@ -38,6 +40,10 @@ class SchedulerNotifier:
     def job_changed(self, job_id: str) -> None:
         if self.scheduler is not None:
             self._poke(self.scheduler.job_changed, job_id)
+
+    def tenant_active(self, tenant_id: str) -> None:
+        if self.scheduler is not None:
+            self._poke(self.scheduler.tenant_active, tenant_id)
 
     @staticmethod
     def _poke(poke: Callable[[str], None], item_id: str) -> None:

@@ -23,6 +23,8 @@ Tasks:
   committed for the job (see :meth:`Scheduler.checkpoint`).
 - ``spate.meter`` — every ``meter_interval_s`` (beat): read every compute unit
   and charge its jobs' usage (:mod:`spate.scheduler.metering`).
+- ``spate.warm(tenant_id)`` — start the tenant's application ahead of its first
+  job, when the API sees one coming (its SQL validated).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ RESTART = "spate.restart"
 RESCALE = "spate.rescale"
 CHECKPOINT = "spate.checkpoint"
 METER = "spate.meter"
+WARM = "spate.warm"
 
 
 def create_celery(broker_url: str | None = None, *, queue: str = DEFAULT_QUEUE,
@@ -103,6 +106,7 @@ def register_tasks(app: Celery, scheduler: Scheduler) -> None:
         STOP: scheduler.stop,
         CHECKPOINT: scheduler.checkpoint,
         METER: scheduler.meter_all,
+        WARM: scheduler.warm,
     }
     for name, function in tasks.items():
         # Not shared: each app runs its own scheduler (a shared task joins every app).

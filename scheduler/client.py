@@ -12,7 +12,7 @@ import logging
 from celery import Celery
 from kombu.exceptions import OperationalError
 
-from spate.scheduler.app import RECONCILE_JOB, RECONCILE_PIPELINE
+from spate.scheduler.app import RECONCILE_JOB, RECONCILE_PIPELINE, WARM
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,11 @@ class SchedulerClient:
     def job_changed(self, job_id: str) -> None:
         """The job changed (a preview was created, or asked to stop): act on it."""
         self._send(RECONCILE_JOB, job_id)
+
+    def tenant_active(self, tenant_id: str) -> None:
+        """The tenant is writing SQL: a preview or a pipeline may follow, so its
+        application may start now (a no-op where it runs, or without applications)."""
+        self._send(WARM, tenant_id)
 
     def _send(self, task: str, item_id: str) -> None:
         try:

@@ -389,18 +389,29 @@ class Scheduler:
             return self._fail_start(job, unit, f"could not start the job: {error}")
         return self.store.update(job.id, {STARTING, RUNNING}, handle=handle)
 
-    def _place(self, job: JobView) -> dict[str, Any]:
-        """Give ``job`` to its tenant's warm application, starting one if the tenant has
-        none running; the job's handle."""
+    def warm(self, tenant_id: str) -> bool:
+        """Start the tenant's application ahead of its first job, on a sign that one is
+        coming (its SQL being written); False when applications are off, or it runs."""
+        applications = self.backend.applications
+        if applications is None or not self.backend.runs_here:
+            return False
+        record = applications.describe(tenant_id)
+        if record is not None and record["state"] == "running":
+            return False
+        self._application(tenant_id)
+        log.info("started the application of tenant %s ahead of its first job", tenant_id)
+        return True
+
+    def _application(self, tenant: str) -> tuple[HostFolder, int | None, dict[str, Any]]:
+        """The tenant's application folder, user id and running application (started
+        when the tenant has none)."""
         applications = self.backend.applications
         assert applications is not None
-        tenant = job.tenant_id
         number = self.store.tenant_number(tenant) if self.config.sandbox else None
         uid = None if number is None else self.config.sandbox_uid_base + number
         folder = applications.prepare(tenant, uid)
         if number is None:
             self.workspace.tenants.make_folders(tenant)
-        job_dir = applications.job_dir(tenant, job.id, uid)
         if uid is not None:  # the application's log, its user's
             os.close(open_regular(folder.log, os.O_WRONLY | os.O_CREAT, 0o600, (uid, 0)))
             os.lchown(folder.log, uid, uid)
@@ -417,7 +428,17 @@ class Scheduler:
 
         config = HostConfig(tenant, self.backend.spark_master() or DEFAULT_LOCAL_MASTER,
                             dict(self.config.spark_conf), self.config.application_idle_exit_s)
-        application = applications.ensure(tenant, config, start, self._application_size())
+        return folder, uid, applications.ensure(tenant, config, start,
+                                                self._application_size())
+
+    def _place(self, job: JobView) -> dict[str, Any]:
+        """Give ``job`` to its tenant's warm application, starting one if the tenant has
+        none running; the job's handle."""
+        applications = self.backend.applications
+        assert applications is not None
+        tenant = job.tenant_id
+        folder, uid, application = self._application(tenant)
+        job_dir = applications.job_dir(tenant, job.id, uid)
         spec = self._placed(job, self.workspace.spec(job, self.store.job_tables(tenant),
                                                      udfs=self.store.job_udfs(tenant)))
         applications.place(tenant, spec, uid)

@@ -66,6 +66,7 @@ from spate.api.schemas.pipelines import (
     StatePlan,
     not_reserved,
 )
+from spate.api.security import Role
 from spate.api.settings import known_clusters
 from spate.scheduler.store import DESIRED_RUNNING, DESIRED_STOPPED
 
@@ -81,11 +82,16 @@ NewNamePath = Annotated[str, Path(pattern=NAME_PATTERN, max_length=63,
 
 @router.post("/validate", response_model=PipelineValidation)
 def validate_pipeline(body: PipelineValidate, caller: ViewerCaller, planner: Planner,
-                      pipelines: PipelinesRead) -> PipelineValidation:
+                      pipelines: PipelinesRead, notify: Notifier) -> PipelineValidation:
     """Plan SQL without storing it: diagnostics with line and column, or the plan graph.
     With ``pipeline`` (an unknown one is a 404), the SQL is planned as that pipeline's
     next version and valid SQL's answer says whether it can keep its state. A plan over
-    its time or memory budget is a 422."""
+    its time or memory budget is a 422.
+
+    A key that may run what it writes is about to preview or start it: its tenant's
+    application starts now, so that the preview or the pipeline finds it running."""
+    if caller.role.allows(Role.DEVELOPER):
+        notify.tenant_active(caller.tenant_id)
     state = None
     if body.pipeline is None:
         answer = planner.check(body.sql, graph=True)

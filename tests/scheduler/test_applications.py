@@ -125,6 +125,26 @@ def test_an_idle_application_exits_and_the_next_job_starts_another(hosted: Harne
     hosted.wait_for_job(second, ("finished",))
 
 
+def test_a_tenant_writing_sql_gets_its_application_before_its_first_job(
+        hosted: Harness) -> None:
+    # A stopped pipeline makes the tenant; nothing of it runs.
+    tenant = hosted.tenant_of(hosted.add_pipeline(impulse_sql("none.jsonl"),
+                                                  desired_state="stopped"))
+    applications = hosted.scheduler.backend.applications
+    assert applications is not None and applications.describe(tenant) is None
+    hosted.client.tenant_active(tenant)  # what the API sends when its SQL is validated
+    record = hosted.wait_for("the application to start ahead of any job", lambda: (
+        (applications.describe(tenant) or {}).get("state") == "running"
+        and applications.describe(tenant)), timeout_s=60)
+    assert record["jobs"] == []
+    assert hosted.scheduler.warm(tenant) is False, "a second sign starts nothing more"
+    pipeline = hosted.add_pipeline(impulse_sql("first.jsonl"), tenant_id=tenant)
+    assert _application_pid(hosted, pipeline) == record["pid"], \
+        "the first job went to the application started for it"
+    hosted.change_pipeline(pipeline, desired_state="stopped", stop_mode="immediate")
+    hosted.wait_for_job(pipeline, ("stopped",))
+
+
 def test_a_job_ticket_with_secrets_is_the_tenants_alone_and_goes_once_taken(
         hosted: Harness) -> None:
     pipeline = hosted.add_pipeline(impulse_sql("t.jsonl", event_rate=5))
