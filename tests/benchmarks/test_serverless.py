@@ -27,7 +27,7 @@ import pytest
 from tests.api.serving import ServeProcess, sse_events
 from tests.benchmarks.workloads import save_result
 
-pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(3600)]
+pytestmark = [pytest.mark.benchmark, pytest.mark.e2e, pytest.mark.timeout(3600)]
 
 PREVIEW_SQL = """
 CREATE TABLE ticks WITH (connector = 'impulse', event_rate = '100');
