@@ -394,12 +394,6 @@ def dead_letter_connectors() -> frozenset[str]:
                      if any(spec.name == DEAD_LETTER_TABLE.name for spec in connector.options))
 
 
-def __getattr__(name: str) -> Any:
-    """``DEAD_LETTER_CONNECTORS``: :func:`dead_letter_connectors`, read as a constant."""
-    if name == "DEAD_LETTER_CONNECTORS":
-        return dead_letter_connectors()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 def _framing(options: OptionReader, role: str) -> int | None:
     options.choice(FRAMING)

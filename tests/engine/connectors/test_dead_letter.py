@@ -23,7 +23,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from spate.engine.connectors import CONNECTORS, HIDDEN_CONTROL, ColumnDef, ConnectorError
 from spate.engine.connectors.dead_letter import CONTROL_DEAD_PREFIX
-from spate.engine.connectors.formats import DEAD_LETTER_CONNECTORS, source_schema
+from spate.engine.connectors.formats import dead_letter_connectors, source_schema
 from spate.engine.connectors.http_common import BatchDecoder
 from spate.engine.connectors.kafka_source import KafkaStreamReader
 from spate.engine.connectors.kinesis_reader import KinesisDataSource
@@ -136,9 +136,15 @@ def test_other_connectors_refuse_dead_letters_for_now(tmp_path: Path) -> None:
         plan_pipeline(sql)
 
 
-def test_every_message_source_takes_the_dead_letter_options() -> None:
-    for name in DEAD_LETTER_CONNECTORS:
-        assert "dead_letter.table" in {o.name for o in CONNECTORS[name].options}, name
+def test_a_source_offers_dead_letters_exactly_when_it_takes_a_dead_letter_table() -> None:
+    """What a connection form offers for ``bad_data`` agrees with what the source does."""
+    takers = dead_letter_connectors()
+    assert {"kafka", "mqtt", "nats", "redis"} <= takers
+    for name, connector in CONNECTORS.items():
+        declared = {o.name: o for o in connector.options}
+        if "bad_data" in declared:
+            offers = "dead_letter" in declared["bad_data"].choices
+            assert offers == (name in takers), name
 
 
 # -- every message source's reader -----------------------------------------------------
