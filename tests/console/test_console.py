@@ -261,7 +261,7 @@ def test_connections_are_tested_and_secrets_never_shown(server: ServedTenant,
     # Each field is of its option's type (a list of its values, a number field), with its
     # meaning, whether it is required and its default under it, all from the declaration.
     expect(profile_form.get_by_label("bad_data", exact=True).locator("option")).to_have_text(
-        ["(default: fail)", "fail", "drop", "dead_letter"])
+        ["(default: fail)", "fail", "drop"])  # single_file has no dead-letter table
     expect(profile_form.get_by_label("json.unstructured", exact=True).locator("option")) \
         .to_have_text(["(default: false)", "true", "false"])
     expect(profile_form.get_by_label("max_lines_per_batch", exact=True)).to_have_attribute(
