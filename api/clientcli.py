@@ -189,7 +189,7 @@ def _show_pipeline(pipeline: dict[str, Any], as_json: bool) -> None:
                    + (f" (last: {last}, at {autoscale['last_decision_at']})" if last else ""))
 
 
-class AutoscaleRange(click.ParamType):
+class AutoscaleRange(click.ParamType["dict[str, int] | None"]):
     """``MIN:MAX`` (a parallelism range for the autoscaler), or ``off``."""
 
     name = "MIN:MAX|off"
