@@ -36,6 +36,7 @@ def test_epoch_event_fields() -> None:
         "watermark_us": 1_000_000, "state_bytes": 456, "cache_hits": 5, "cache_misses": 2,
         "remote_bytes": 789, "bytes_in": 0, "bytes_out": 0, "state_held_bytes": 0,
         "busy_ratio": 1.0,
+        "backlog": None,  # the sources could not tell (or were not asked yet)
         "finished": False,
         # Over the run's first 0.25 s, all there is of the last minute.
         "operators": [{"operator": "source:s", "kind": "source", "rows_out": 10,
