@@ -297,12 +297,7 @@ class KafkaConnector(Connector):
 
     def has_input_after(self, table: TableConfig, parallelism: int, offset: Any) -> bool:
         """Whether the topic holds records past ``offset``, asked of the cluster."""
-        settings, schema = self.source_settings(table, parallelism)
-        reader = KafkaStreamReader(settings, schema)
-        try:
-            return reader.has_records_after(offset)
-        finally:
-            reader.stop()
+        return self.backlog(table, parallelism, offset) > 0
 
     def backlog(self, table: TableConfig, parallelism: int, offset: Any) -> int:
         """The records the topic holds past ``offset``, asked of the cluster."""

@@ -204,11 +204,6 @@ class KafkaStreamReader(DataSourceStreamReader):
         budget = max_rows(limit, self.settings["max_records_per_batch"])
         return self._offset(advance(current, high, budget))
 
-    def has_records_after(self, offset: dict[str, Any]) -> bool:
-        """Whether some partition's end lies past ``offset`` (a new partition with records
-        counts): the idle pipeline's watcher asks, no Spark involved."""
-        return self.records_after(offset) > 0
-
     def records_after(self, offset: dict[str, Any]) -> int:
         """How many records the partitions hold past ``offset`` (a new partition's all):
         the run's backlog, no Spark involved."""

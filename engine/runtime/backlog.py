@@ -6,8 +6,8 @@ reached from the tenant's compute unit, never from the control plane. So the run
 each source (:meth:`~spate.engine.connectors.base.Connector.backlog`) every
 :data:`MEASURE_EVERY_S`, in a thread of its own (a broker's answer takes a round trip,
 which an epoch should not wait for), and each epoch's report carries the latest answer.
-A source that cannot tell is asked once; the backlog is then that of the sources that
-can (None when none can).
+Only sources whose connector implements ``backlog`` are asked; the backlog is theirs
+(None when none can tell), and a run without such a source measures nothing at all.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import threading
 from typing import Any
 
 from spate.engine.connectors import CONNECTORS
+from spate.engine.connectors.base import Connector
 from spate.engine.planner.plan import PipelinePlan
 
 log = logging.getLogger(__name__)
@@ -32,13 +33,21 @@ class BacklogGauge:
                  every_s: float = MEASURE_EVERY_S) -> None:
         self.parallelism = parallelism
         self.every_s = every_s
-        #: the sources still asked (one that cannot tell is dropped)
-        self._tables = {table.name: table.config for table in plan.sources}
+        #: the sources asked: those whose connector can tell (one that answers None after
+        #: all is dropped)
+        self._tables = {table.name: table.config for table in plan.sources
+                        if type(CONNECTORS[table.config.connector]).backlog
+                        is not Connector.backlog}
         self._offsets: dict[str, Any] = {}
         self._rows: dict[str, int] = {}
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+
+    @property
+    def measures(self) -> bool:
+        """Whether any source of the run can say its backlog."""
+        return bool(self._tables)
 
     @property
     def rows(self) -> int | None:

@@ -247,9 +247,10 @@ class PipelineRunner:
                 log.info("skipping replayed epoch", extra={"epoch": number})
                 return None
             report = self._run_epoch(batch, number)
-            self._backlog.read_up_to({table: end for table, (_, end)
-                                      in epochs.batches.batch_offsets(number).items()})
-            report.backlog = self._backlog.rows
+            if self._backlog.measures:  # the offsets are read from the checkpoint's files
+                self._backlog.read_up_to({table: end for table, (_, end)
+                                          in epochs.batches.batch_offsets(number).items()})
+                report.backlog = self._backlog.rows
             if report.rows_in:
                 self._idle_watch.input_seen()
             if report.finished:
