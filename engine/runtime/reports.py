@@ -120,8 +120,9 @@ class OperatorNames:
                                               for o in query.operators) else STATEFUL_OPERATOR
                 reports.append(OperatorReport(name, kind, operators_in, rows_out, late,
                                               _seconds(query_busy_s.get(query.index))))
+        # A sink its queries sent nothing this epoch was not written: it took no time.
         reports.extend(OperatorReport(f"sink:{name}", SINK_OPERATOR, rows_in=rows,
-                                      busy_s=_seconds(sink_busy_s.get(name)))
+                                      busy_s=_seconds(sink_busy_s.get(name, 0.0)))
                        for name, rows in sink_rows.items())
         return reports
 
