@@ -2,7 +2,7 @@
 
 A profile or table's options arrive as ``config`` (plain) and ``secrets``
 (write-only). Options are checked against the connector's option table
-(:mod:`spate.engine.connectors.metadata`); an option whose name marks a credential
+(:mod:`spate.engine.connectors.core.metadata`); an option whose name marks a credential
 (``password``, ``token``, …) is secret even when sent in ``config``, and any
 other option may be sent in ``secrets`` to keep it encrypted (a path or URL
 carrying a token). Planning and validation in the API see secrets only as
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from spate.api.errors import BadRequestError
 from spate.engine.connectors import CONNECTOR_OPTIONS
-from spate.engine.connectors.boundary import UNCONFINED, Boundary
-from spate.engine.connectors.metadata import is_secret_option
+from spate.engine.connectors.core.boundary import UNCONFINED, Boundary
+from spate.engine.connectors.core.metadata import is_secret_option
 from spate.engine.planner.catalog import Table
 from spate.engine.planner.external import (
     FieldDefinition,

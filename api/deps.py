@@ -48,7 +48,7 @@ from spate.api.security import Role, hash_token, parse_key_id, token_matches
 from spate.api.settings import Settings
 from spate.api.state_planning import UpdatePlanAnswer, UpdatePlanRequest
 from spate.api.udf_checking import UdfCallersRequest, UdfCheckAnswer, UdfCheckRequest
-from spate.engine.connectors.boundary import UNCONFINED, Boundary
+from spate.engine.connectors.core.boundary import UNCONFINED, Boundary
 from spate.engine.planner.external import TableDefinition
 from spate.engine.udf import UdfFile
 from spate.scheduler.checks import CheckRunner

@@ -25,7 +25,7 @@ from itertools import pairwise
 from typing import Any
 
 from spate.api.schemas.pipelines import Diagnostic, PlanEdge, PlanGraph, PlanNode
-from spate.engine.connectors.boundary import UNCONFINED, Boundary
+from spate.engine.connectors.core.boundary import UNCONFINED, Boundary
 from spate.engine.explain import QueryNames, explain_plan, window_name
 from spate.engine.planner import PREVIEW_SINK, PipelinePlan, PlanningError, plan_pipeline
 from spate.engine.planner.catalog import Table
@@ -55,7 +55,7 @@ class PlanRequest:
     sql: str
     #: the tenant's connection tables, secrets as placeholders
     tables: tuple[TableDefinition, ...] = ()
-    #: the tenant's :class:`~spate.engine.connectors.boundary.Boundary` as a dict
+    #: the tenant's :class:`~spate.engine.connectors.core.boundary.Boundary` as a dict
     boundary: dict[str, Any] = field(default_factory=dict)
     #: also draw the plan as a graph (what /validate answers with)
     graph: bool = False

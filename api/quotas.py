@@ -48,8 +48,8 @@ from spate.api.errors import BadRequestError, QuotaExceededError
 from spate.api.planning import PlannedSource
 from spate.api.schemas.common import NAME_PATTERN
 from spate.api.schemas.pipelines import MAX_PARALLELISM
-from spate.engine.connectors.base import SOURCE, TableConfig
-from spate.engine.connectors.options import OptionReader
+from spate.engine.connectors.core.base import SOURCE, TableConfig
+from spate.engine.connectors.core.options import OptionReader
 
 logger = logging.getLogger(__name__)
 

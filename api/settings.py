@@ -32,7 +32,7 @@ from spate.api.quotas import (
     RunningCount,
     parse_plans,
 )
-from spate.engine.connectors.egress import AllowRule
+from spate.engine.connectors.core.egress import AllowRule
 from spate.engine.defaults import (
     DEFAULT_EPOCH_MAX_DELAY_MS,
     DEFAULT_FLUSH_INTERVAL_MS,

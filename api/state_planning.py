@@ -22,7 +22,7 @@ from spate.api.planning import (
     tenant_tables,
     tenant_udfs,
 )
-from spate.engine.connectors.boundary import Boundary
+from spate.engine.connectors.core.boundary import Boundary
 from spate.engine.state_layout import Layout, compare_layouts, state_layout
 
 

@@ -28,7 +28,7 @@ from spate.api.control import SqlControlStore
 from spate.api.crypto import SecretBox
 from spate.api.db import Database, create_database
 from spate.api.settings import Settings, egress_entries
-from spate.engine.connectors.egress import Endpoint
+from spate.engine.connectors.core.egress import Endpoint
 from spate.scheduler.app import create_celery, register_tasks
 from spate.scheduler.backends import create_backend
 from spate.scheduler.client import SchedulerClient

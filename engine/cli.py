@@ -15,8 +15,8 @@ from pathlib import Path
 import click
 
 from spate.engine.connectors import ConnectorError
-from spate.engine.connectors.formats import JSON, FormatSpec
-from spate.engine.connectors.sinks import StdoutSink
+from spate.engine.connectors.builtin.sinks import StdoutSink
+from spate.engine.connectors.formats.records import JSON, FormatSpec
 from spate.engine.defaults import (
     DEFAULT_EPOCH_MAX_DELAY_MS,
     DEFAULT_FLUSH_INTERVAL_MS,

@@ -20,7 +20,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from spate.engine.connectors.base import HIDDEN_TIMESTAMP
+from spate.engine.connectors.core.base import HIDDEN_TIMESTAMP
 from spate.engine.planner.catalog import Table
 from spate.engine.planner.plan import (
     EVENT_TIME,

@@ -3,7 +3,7 @@
 A check connects to what a tenant configured, so it must not run in the API's
 process, which sits next to the control plane's database and broker and is
 not sandboxed. :class:`CheckRunner` starts one short process per check
-(``python -m spate.engine.connectors.checks``): with sandboxing on, in a
+(``python -m spate.engine.connectors.core.checks``): with sandboxing on, in a
 compute unit of the tenant's own — its user, its folders, small limits and a
 network of its own that the host filters by the egress policy
 (:mod:`spate.scheduler.sandbox.network`) — which is removed when the check
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 CHECK_TIMEOUT_S = 60.0
 #: What a check's unit may use: enough for a client library, nothing like a job.
 CHECK_LIMITS = Limits(cpu_cores=1.0, memory_bytes=512 * 1024 * 1024)
-_COMMAND = [sys.executable, "-m", "spate.engine.connectors.checks"]
+_COMMAND = [sys.executable, "-m", "spate.engine.connectors.core.checks"]
 
 
 class CheckRunner:
@@ -52,7 +52,7 @@ class CheckRunner:
 
     def run(self, tenant_id: str, request: Mapping[str, Any]) -> dict[str, Any]:
         """The check's answer (``ok`` and ``message``) for ``request``
-        (:func:`spate.engine.connectors.checks.check_request`)."""
+        (:func:`spate.engine.connectors.core.checks.check_request`)."""
         payload = json.dumps(dict(request))
         unit = None
         try:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from spate.engine.connectors.egress import Endpoint
+from spate.engine.connectors.core.egress import Endpoint
 from spate.engine.defaults import DEFAULT_EPOCH_MAX_DELAY_MS, DEFAULT_STATE_URL
 from spate.scheduler.errors import ConfigurationError
 

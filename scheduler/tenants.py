@@ -25,8 +25,8 @@ from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from spate.engine.connectors.boundary import Boundary
-from spate.engine.connectors.egress import EgressPolicy
+from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors.core.egress import EgressPolicy
 from spate.scheduler.config import SchedulerConfig
 from spate.scheduler.errors import SchedulerError
 

@@ -121,7 +121,7 @@ CLIENT_LIBRARIES = ("psycopg", "redis", "confluent_kafka", "paho", "nats", "pika
 def test_a_sources_module_loads_no_other_systems_client_library() -> None:
     # Spark starts Python processes per query that import the source's module: they must
     # not pay for every connector's client (tens of MB each, per process).
-    probe = ("import sys, spate.engine.connectors.impulse; "
+    probe = ("import sys, spate.engine.connectors.generators.impulse; "
              f"print(sorted(m for m in {CLIENT_LIBRARIES!r} if m in sys.modules)); "
              "from spate.engine.connectors import CONNECTORS; "
              "print(len(CONNECTORS) > 10)")

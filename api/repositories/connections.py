@@ -33,7 +33,7 @@ from spate.api.planning import PlannedSource
 from spate.api.quotas import new_sources
 from spate.api.repositories.base import TenantRepository, page, transaction
 from spate.api.repositories.quotas import QuotaRepository
-from spate.engine.connectors.boundary import UNCONFINED, Boundary
+from spate.engine.connectors.core.boundary import UNCONFINED, Boundary
 from spate.engine.planner.catalog import Table
 from spate.engine.planner.external import TableDefinition
 

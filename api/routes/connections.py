@@ -34,7 +34,7 @@ from spate.api.schemas.connections import (
     ConnectionTablePublic,
     FieldSchema,
 )
-from spate.engine.connectors.checks import CheckResult
+from spate.engine.connectors.core.checks import CheckResult
 from spate.engine.planner.external import TableDefinition
 from spate.scheduler.checks import CheckRunner
 

@@ -8,7 +8,7 @@ from spate.api.deps import ViewerCaller
 from spate.api.errors import ERROR_RESPONSES
 from spate.api.schemas.connectors import ConnectorList, ConnectorOption, ConnectorPublic
 from spate.engine.connectors import CONNECTORS
-from spate.engine.connectors.metadata import OptionSpec
+from spate.engine.connectors.core.metadata import OptionSpec
 
 router = APIRouter(tags=["connections"], responses=ERROR_RESPONSES)
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from spate.engine.connectors.metadata import KINDS
+from spate.engine.connectors.core.metadata import KINDS
 
 
 class ConnectorOption(BaseModel):

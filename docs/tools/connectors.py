@@ -11,7 +11,7 @@ between them is generated::
     <!-- /options -->
 
 ``mqtt`` names a connector: its table lists the options it declares itself
-(:mod:`spate.engine.connectors.metadata`), then a line naming the shared groups it
+(:mod:`spate.engine.connectors.core.metadata`), then a line naming the shared groups it
 also takes (format options, source time options), each documented once under its
 own marker: ``format``, ``binary-format``, ``source-time`` or ``lookup``.
 
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spate.engine.connectors import CONNECTORS
-from spate.engine.connectors.base import LOOKUP, SINK, SOURCE
-from spate.engine.connectors.metadata import (
+from spate.engine.connectors.core.base import LOOKUP, SINK, SOURCE
+from spate.engine.connectors.core.metadata import (
     DEAD_LETTER,
     FORMAT,
     FORMAT_BINARY,

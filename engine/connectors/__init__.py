@@ -1,7 +1,7 @@
 """Spate's connectors: sources as Python streaming data sources (the generators as native
 Spark), sinks as epoch writers.
 
-The contract lives in :mod:`spate.engine.connectors.base`; ``CONNECTORS`` maps each
+The contract lives in :mod:`spate.engine.connectors.core.base`; ``CONNECTORS`` maps each
 connector name of docs/sql/connectors.md to its implementation.
 
 ``CONNECTORS`` and ``CONNECTOR_OPTIONS`` are built on first use, by importing every
@@ -22,7 +22,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from spate.engine.connectors.base import (
+from spate.engine.connectors.core.base import (
     HIDDEN_COLUMNS,
     HIDDEN_CONTROL,
     HIDDEN_PARTITION,
@@ -34,8 +34,8 @@ from spate.engine.connectors.base import (
     TableConfig,
     registered,
 )
-from spate.engine.connectors.metadata import OptionSpec
-from spate.engine.connectors.streaming import data_sources
+from spate.engine.connectors.core.metadata import OptionSpec
+from spate.engine.connectors.core.streaming import data_sources
 
 #: Every connector by name (``preview`` included: the planner's implicit sink).
 CONNECTORS: Mapping[str, Connector]
@@ -54,13 +54,13 @@ def __getattr__(name: str) -> Any:
 
 
 def _load() -> None:
-    """Import every module of this package, so that each connector registers itself
-    (``@register``): adding one is adding its module."""
+    """Import every module of this package and its subpackages, so that each connector
+    registers itself (``@register``): adding one is adding its package."""
     with _loading:
         if "CONNECTORS" in globals():
             return
-        for module in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{module.name}")
+        for module in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
+            importlib.import_module(module.name)
         connectors = MappingProxyType(dict(sorted(registered().items())))
         globals()["CONNECTOR_OPTIONS"] = MappingProxyType({
             name: MappingProxyType({spec.name: spec for spec in connector.options})
@@ -71,7 +71,7 @@ def _load() -> None:
 def register_data_sources(spark: SparkSession) -> None:
     """Register every Python data source of Spate's connectors with ``spark``; safe to
     call again.  A pipeline's own sources are registered as it reads them
-    (:func:`~spate.engine.connectors.streaming.register_data_source`)."""
+    (:func:`~spate.engine.connectors.core.streaming.register_data_source`)."""
     _load()
     for source in data_sources():
         spark.dataSource.register(source)

@@ -53,7 +53,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from spate.engine.connectors import ConnectorError, Sink
-from spate.engine.connectors.boundary import Boundary
+from spate.engine.connectors.core.boundary import Boundary
 from spate.engine.job.channel import ChannelError, JobChannel, open_channel
 from spate.engine.job.cluster import check_state_reachable, submitted_master
 from spate.engine.job.control import JobControl

@@ -17,7 +17,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from spate.engine.connectors import Sink
-from spate.engine.connectors.formats import JSON, FormatSpec, encoded_lines
+from spate.engine.connectors.formats.records import JSON, FormatSpec, encoded_lines
 from spate.engine.job.channel import JobChannel
 from spate.engine.job.events import rows_event
 from spate.engine.planner import PipelinePlan

@@ -67,7 +67,7 @@ class JobSpec:
     udf_files: list[dict[str, str]] = field(default_factory=list)
     #: pipeline.update-aggregate-flush-interval (ms; 0: every epoch)
     update_flush_interval_ms: int = DEFAULT_FLUSH_INTERVAL_MS
-    #: What the tenant's tables may touch (:class:`~spate.engine.connectors.boundary.Boundary`
+    #: What the tenant's tables may touch (:class:`~spate.engine.connectors.core.boundary.Boundary`
     #: as a dict); empty: unconfined, as ``spate run``.
     boundary: dict[str, Any] = field(default_factory=dict)
     #: A run with no input for this long stops after a commit, when its sources can say

@@ -6,7 +6,7 @@ When a source cannot say when it will have more (a broker: only the broker knows
 the scheduler runs a watch job in the tenant's compute unit: this module, with the
 pipeline's plan and its state store but no Spark.  It reads the offsets committed
 with the pipeline's last epoch and asks each source whether it has input past them
-(:meth:`~spate.engine.connectors.base.Connector.has_input_after`), every
+(:meth:`~spate.engine.connectors.core.base.Connector.has_input_after`), every
 :data:`WATCH_EVERY_S`.  When one has, or when a generator source's schedule comes
 due, the watch ends ``idle`` due at once, and the scheduler starts the pipeline's
 real job, which resumes from those same offsets.  A stop request ends it

@@ -13,9 +13,9 @@ from pyspark.sql import types as T
 from sqlglot import exp
 
 from spate.engine.connectors import CONNECTORS, ColumnDef, Connector, ConnectorError, TableConfig
-from spate.engine.connectors.boundary import UNCONFINED, Boundary
-from spate.engine.connectors.lookup import LOOKUP, LookupConnector
-from spate.engine.connectors.metadata import (
+from spate.engine.connectors.core.boundary import UNCONFINED, Boundary
+from spate.engine.connectors.core.lookup import LOOKUP, LookupConnector
+from spate.engine.connectors.core.metadata import (
     EVENT_TIME_FIELD,
     FORMAT_OPTION,
     IDLE_MICROS,

@@ -22,9 +22,9 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
-from spate.engine.connectors.boundary import UNCONFINED, Boundary
-from spate.engine.connectors.lookup import LOOKUP, LookupConnector
-from spate.engine.connectors.metadata import (
+from spate.engine.connectors.core.boundary import UNCONFINED, Boundary
+from spate.engine.connectors.core.lookup import LOOKUP, LookupConnector
+from spate.engine.connectors.core.metadata import (
     EVENT_TIME_FIELD,
     IDLE_MICROS,
     TYPE_OPTION,

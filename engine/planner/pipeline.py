@@ -14,9 +14,9 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 from sqlglot.tokenizer_core import Token, TokenType
 
-from spate.engine.connectors.boundary import UNCONFINED, Boundary
-from spate.engine.connectors.dead_letter import dead_letter_target
-from spate.engine.connectors.metadata import DEAD_LETTER_TABLE, FORMAT_OPTION
+from spate.engine.connectors.core.boundary import UNCONFINED, Boundary
+from spate.engine.connectors.core.dead_letter import dead_letter_target
+from spate.engine.connectors.core.metadata import DEAD_LETTER_TABLE, FORMAT_OPTION
 from spate.engine.planner.catalog import (
     DEBEZIUM_JSON,
     Table,

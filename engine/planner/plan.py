@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from spate.engine.connectors.base import RETRACT as RETRACT
-from spate.engine.connectors.base import ROW_KEY as ROW_KEY
+from spate.engine.connectors.core.base import RETRACT as RETRACT
+from spate.engine.connectors.core.base import ROW_KEY as ROW_KEY
 
 if TYPE_CHECKING:  # plan objects reach Spark's workers, which need no catalog
-    from spate.engine.connectors.base import TableConfig
+    from spate.engine.connectors.core.base import TableConfig
     from spate.engine.planner.catalog import Table
     from spate.engine.udf.signatures import UdfRegistry
 

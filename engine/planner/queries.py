@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from sqlglot import exp
 
-from spate.engine.connectors.base import ColumnDef
+from spate.engine.connectors.core.base import ColumnDef
 from spate.engine.planner.aggregates import (
     aggregate_stream,
     check_window_calls,

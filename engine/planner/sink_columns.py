@@ -21,7 +21,7 @@ from dataclasses import replace
 from pyspark.sql import types as T
 from sqlglot import exp
 
-from spate.engine.connectors.base import ColumnDef
+from spate.engine.connectors.core.base import ColumnDef
 from spate.engine.planner.casts import castable, literal_reading
 from spate.engine.planner.catalog import Table
 from spate.engine.planner.context import branches

@@ -3,7 +3,7 @@
 The autoscaler (:mod:`spate.scheduler.autoscale`) scales a pipeline up when its backlog
 would take too long to read. Only the run can measure it: the sources' systems are
 reached from the tenant's compute unit, never from the control plane. So the run asks
-each source (:meth:`~spate.engine.connectors.base.Connector.backlog`) every
+each source (:meth:`~spate.engine.connectors.core.base.Connector.backlog`) every
 :data:`MEASURE_EVERY_S`, in a thread of its own (a broker's answer takes a round trip,
 which an epoch should not wait for), and each epoch's report carries the latest answer.
 Only sources whose connector implements ``backlog`` are asked; the backlog is theirs
@@ -17,7 +17,7 @@ import threading
 from typing import Any
 
 from spate.engine.connectors import CONNECTORS
-from spate.engine.connectors.base import Connector
+from spate.engine.connectors.core.base import Connector
 from spate.engine.planner.plan import PipelinePlan
 
 log = logging.getLogger(__name__)

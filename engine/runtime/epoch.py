@@ -25,8 +25,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spate.engine.connectors import CONNECTORS, Sink
-from spate.engine.connectors.base import BatchFacts, Connector
-from spate.engine.connectors.dead_letter import dead_letter_rows
+from spate.engine.connectors.core.base import BatchFacts, Connector
+from spate.engine.connectors.core.dead_letter import dead_letter_rows
 from spate.engine.planner.plan import PipelinePlan, QueryPlan, UpdatingJoin
 from spate.engine.runtime.offsets import BatchEpochs, StoredPosition
 from spate.engine.runtime.reports import EpochReport, OperatorNames

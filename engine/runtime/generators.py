@@ -1,6 +1,6 @@
 """A pipeline's generator sources in its epochs: their offsets, their rows, their pace.
 
-A generator (:mod:`spate.engine.connectors.generator`) streams one tick per
+A generator (:mod:`spate.engine.connectors.generators.native`) streams one tick per
 Spark batch.  Each epoch its offsets are computed (by
 :class:`~spate.engine.runtime.offsets.BatchEpochs`, from the offsets committed
 with the epoch before and the batch's logged trigger time), its ticks are
@@ -20,7 +20,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from spate.engine.connectors import CONNECTORS
-from spate.engine.connectors.generator import GeneratorConnector
+from spate.engine.connectors.generators.native import GeneratorConnector
 from spate.engine.planner.catalog import Table
 from spate.engine.runtime.sources import with_rows
 

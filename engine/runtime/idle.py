@@ -3,7 +3,7 @@
 A run that read nothing for ``idle_stop_s`` asks each source, from the offsets
 of its last committed epoch, when it has more: a source with a schedule (a
 generator's next row) says when; another says whether it has input now
-(:meth:`~spate.engine.connectors.base.Connector.has_input_after`), and if not, a
+(:meth:`~spate.engine.connectors.core.base.Connector.has_input_after`), and if not, a
 watcher looks for it without Spark (:mod:`spate.engine.job.watch`).  A source
 that cannot tell keeps the run going.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spate.engine.connectors import CONNECTORS
-from spate.engine.connectors.base import Connector, ConnectorError, TableConfig
+from spate.engine.connectors.core.base import Connector, ConnectorError, TableConfig
 from spate.engine.planner.plan import PipelinePlan
 
 log = logging.getLogger(__name__)

@@ -30,8 +30,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from spate.engine.connectors import CONNECTORS, TableConfig
-from spate.engine.connectors.arrow_batches import arrow_schema
-from spate.engine.connectors.lookup import CacheSettings, Key, LookupConnector, LookupSource
+from spate.engine.connectors.core.arrow_batches import arrow_schema
+from spate.engine.connectors.core.lookup import CacheSettings, Key, LookupConnector, LookupSource
 from spate.engine.planner.plan import LookupJoin
 from spate.engine.python_workers import settle
 from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput

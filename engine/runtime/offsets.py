@@ -22,7 +22,7 @@ of the checkpoint folder that ran it.  The checkpoint folder is thus a cache:
 - a folder with committed batches the store does not know belongs to another
   run and is refused.
 
-A generator source (:mod:`~spate.engine.connectors.generator`) logs only ticks in
+A generator source (:mod:`~spate.engine.connectors.generators.native`) logs only ticks in
 Spark's offsets: its own offset for a batch is computed from the one stored with
 the previous epoch and the batch's trigger time, which Spark logs with the batch
 (the ``batchTimestampMs`` of its metadata line), so a replayed batch gets the

@@ -7,8 +7,8 @@ from typing import Any
 from pyspark.sql import types as T
 
 from spate.engine.connectors import CONNECTORS, Sink
-from spate.engine.connectors.dead_letter import DEAD_LETTER_SCHEMA, dead_letter_target
-from spate.engine.connectors.preview import PreviewSink
+from spate.engine.connectors.builtin.preview import PreviewSink
+from spate.engine.connectors.core.dead_letter import DEAD_LETTER_SCHEMA, dead_letter_target
 from spate.engine.planner.plan import PipelinePlan
 
 

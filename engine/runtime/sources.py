@@ -8,7 +8,7 @@ row's event time and watermark computed natively.
 
 What the runner needs from a batch (rows in, per-partition watermarks,
 end-of-input and dropped-record control rows) comes from the source's offsets
-where its connector can tell (:meth:`~spate.engine.connectors.base.Connector.
+where its connector can tell (:meth:`~spate.engine.connectors.core.base.Connector.
 batch_facts`: generators count their rows by offset) and no watermark is
 needed; otherwise it is computed by Spark aggregate expressions, either
 observed during the epoch's single pass over the batch
@@ -27,8 +27,8 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from spate.engine.connectors import CONNECTORS, HIDDEN_CONTROL, HIDDEN_PARTITION, HIDDEN_TIMESTAMP
-from spate.engine.connectors.base import CONTROL_DROPPED_PREFIX, CONTROL_EOF, BatchFacts
-from spate.engine.connectors.streaming import starting_at
+from spate.engine.connectors.core.base import CONTROL_DROPPED_PREFIX, CONTROL_EOF, BatchFacts
+from spate.engine.connectors.core.streaming import starting_at
 from spate.engine.planner.catalog import DEFAULT_WATERMARK_DELAY_SQL, Table
 from spate.engine.planner.plan import EVENT_TIME, WATERMARK
 
@@ -69,7 +69,7 @@ def with_rows(batch: DataFrame, sources: list[Table], rows: Mapping[str, DataFra
               ) -> DataFrame:
     """``batch`` (of :func:`source_stream`) with the part of each source named in
     ``rows`` replaced by those rows: a generator streams ticks, its rows are computed
-    per epoch (:mod:`spate.engine.connectors.generator`)."""
+    per epoch (:mod:`spate.engine.connectors.generators.native`)."""
     if not rows:
         return batch
     if len(sources) == 1:

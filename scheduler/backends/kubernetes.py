@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from spate.engine.connectors.egress import AllowRule
+from spate.engine.connectors.core.egress import AllowRule
 from spate.engine.job.spec import JobSpec
 from spate.scheduler.backends.base import ClusterBackend
 from spate.scheduler.backends.k8s_tenancy import tenant_labels, tenant_manifests

@@ -46,7 +46,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from spate.engine.connectors.egress import EgressPolicy, Endpoint
+from spate.engine.connectors.core.egress import EgressPolicy, Endpoint
 from spate.scheduler.errors import SchedulerError
 
 log = logging.getLogger(__name__)

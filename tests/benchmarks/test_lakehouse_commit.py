@@ -27,7 +27,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyspark.sql import SparkSession
 
 from spate.engine.connectors import CONNECTORS
-from spate.engine.connectors.delta_iceberg import lake_schema
+from spate.engine.connectors.filesystem.lakehouse import lake_schema
 from tests.benchmarks.workloads import save_result
 from tests.conftest import ThrowawayPostgres
 from tests.engine.connectors.lakehouse_support import (

@@ -26,10 +26,10 @@ import pytest
 from grpc_tools import protoc
 from pyspark.sql import types as T
 
-from spate.engine.connectors import avro_format
-from spate.engine.connectors.arrow_batches import arrow_schema
-from spate.engine.connectors.protobuf_format import ProtobufDecoder
-from spate.engine.connectors.protobuf_writer import encoder
+from spate.engine.connectors.core.arrow_batches import arrow_schema
+from spate.engine.connectors.formats import avro as avro_format
+from spate.engine.connectors.formats.protobuf import ProtobufDecoder
+from spate.engine.connectors.formats.protobuf_writer import encoder
 from tests.benchmarks.workloads import save_result
 
 pytestmark = [pytest.mark.benchmark]

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from spate.engine.connectors import HIDDEN_TIMESTAMP
-from spate.engine.connectors.nexmark import events
+from spate.engine.connectors.generators.nexmark import events
 from spate.engine.planner import plan_pipeline
 from spate.engine.runtime.runner import PipelineRunner, RunOptions
 from spate.statestore import open_store

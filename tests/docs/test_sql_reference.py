@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from spate.engine.connectors.formats import JSON, FormatSpec
-from spate.engine.connectors.sinks import StdoutSink
+from spate.engine.connectors.builtin.sinks import StdoutSink
+from spate.engine.connectors.formats.records import JSON, FormatSpec
 from spate.engine.planner import PREVIEW_SINK, PipelinePlan, PlanningError, plan_pipeline
 from spate.engine.runtime.runner import PipelineRunner, RunOptions
 from spate.statestore import open_store

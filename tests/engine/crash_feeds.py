@@ -37,9 +37,9 @@ from pyspark.sql import types as T
 from rstream import Producer as StreamProducer
 
 from spate.engine.connectors import ColumnDef
-from spate.engine.connectors.mqtt import parse_table as parse_mqtt_table
-from spate.engine.connectors.mqtt_client import BrokerSettings, close, connect, subscribe
-from spate.engine.connectors.object_store import PENDING_DIR
+from spate.engine.connectors.filesystem.object_store import PENDING_DIR
+from spate.engine.connectors.mqtt.client import BrokerSettings, close, connect, subscribe
+from spate.engine.connectors.mqtt.connector import parse_table as parse_mqtt_table
 from tests.engine.connectors.kafka_broker import Broker
 from tests.engine.connectors.kinesis_support import KinesisServer
 from tests.engine.connectors.nats_support import SERVERS, create_stream, delete_stream, publish

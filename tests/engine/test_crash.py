@@ -38,7 +38,7 @@ import pytest
 import redis
 from pyspark.sql import SparkSession
 
-from spate.engine.connectors.object_store import PENDING_DIR
+from spate.engine.connectors.filesystem.object_store import PENDING_DIR
 from tests.conftest import ThrowawayPostgres
 from tests.engine.connectors.kafka_broker import Broker, kafka_broker
 from tests.engine.connectors.kinesis_support import KinesisServer, serve_kinesis

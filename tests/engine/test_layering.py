@@ -40,8 +40,8 @@ def test_what_sparks_workers_unpickle_loads_no_planner_and_no_client_library(mod
     assert not {m for m in loaded if m.startswith(heavy)}
 
 
-@pytest.mark.parametrize("module", ["kafka_source", "kinesis_reader", "redis_stream",
-                                    "filesystem_reader"])
+@pytest.mark.parametrize("module", ["kafka.source", "kinesis.source", "redis.source",
+                                    "filesystem.source"])
 def test_a_sources_reader_module_loads_neither_pandas_nor_the_planner(module: str) -> None:
     # Every streaming query starts a Python process that imports its source's reader
     # module to plan batches (offsets only): pandas alone would add ~1 s to each start.

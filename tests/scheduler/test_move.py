@@ -26,9 +26,9 @@ import pytest
 from sqlalchemy import select
 
 from spate.api.models import JobCheckpoint
-from spate.engine.connectors.arrow_batches import arrow_schema
-from spate.engine.connectors.base import stream_schema
-from spate.engine.connectors.nexmark import COLUMNS
+from spate.engine.connectors.core.arrow_batches import arrow_schema
+from spate.engine.connectors.core.base import stream_schema
+from spate.engine.connectors.generators.nexmark import COLUMNS
 from spate.engine.job.spec import JobSpec
 from spate.scheduler.backends.standalone import StandaloneBackend
 from spate.scheduler.config import SchedulerConfig, cluster_masters, parse_clusters

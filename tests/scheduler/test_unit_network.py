@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from spate.engine.connectors.egress import EgressPolicy, Endpoint
+from spate.engine.connectors.core.egress import EgressPolicy, Endpoint
 from spate.scheduler.sandbox.cgroups import Limits, find_cgroups
 from spate.scheduler.sandbox.network import (
     NETNS_DIR,

@@ -1,7 +1,7 @@
 """The Nexmark generator in NumPy: the oracle the native one is checked against.
 
 Spate's ``nexmark`` source computed its events with this module in a Python data
-source until it became native Spark (``engine/connectors/nexmark_events.py``, the
+source until it became native Spark (``engine/connectors/generators/nexmark_events.py``, the
 same definition in Spark SQL expressions); the tests hold the two to the same
 events, value for value.
 
@@ -26,10 +26,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import types as T
 
-from spate.engine.connectors.arrow_batches import TIMESTAMP_US, string_array
+from spate.engine.connectors.core.arrow_batches import TIMESTAMP_US, string_array
 
 # The generator's parameters are the engine's: the oracle checks its arithmetic, not them.
-from spate.engine.connectors.nexmark_gen import (  # noqa: F401  (some are read by tests)
+from spate.engine.connectors.generators.nexmark_expressions import (  # noqa: F401  (some are read by tests)
     AUCTION_PROPORTION,
     AVG_AUCTION_BYTES,
     AVG_BID_BYTES,

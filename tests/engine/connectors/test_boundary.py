@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spate.engine.connectors.boundary import UNCONFINED, Boundary, PathEscapeError
+from spate.engine.connectors.core.boundary import UNCONFINED, Boundary, PathEscapeError
 
 
 @pytest.fixture

@@ -22,17 +22,17 @@ from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from spate.engine.connectors import CONNECTORS, HIDDEN_CONTROL, ColumnDef, ConnectorError
-from spate.engine.connectors.dead_letter import CONTROL_DEAD_PREFIX
-from spate.engine.connectors.formats import dead_letter_connectors, source_schema
-from spate.engine.connectors.http_common import BatchDecoder
-from spate.engine.connectors.kafka_source import KafkaStreamReader
-from spate.engine.connectors.kinesis_reader import KinesisDataSource
-from spate.engine.connectors.mqtt import parse_table as parse_mqtt
-from spate.engine.connectors.mqtt_reader import _BatchDecoder as MqttDecoder
-from spate.engine.connectors.nats_reader import CoreReader, NatsJetStreamDataSource
-from spate.engine.connectors.rabbitmq_queue import RabbitQueueReader
-from spate.engine.connectors.rabbitmq_settings import read_settings
-from spate.engine.connectors.rabbitmq_stream import RabbitStreamReader
+from spate.engine.connectors.core.dead_letter import CONTROL_DEAD_PREFIX
+from spate.engine.connectors.formats.records import dead_letter_connectors, source_schema
+from spate.engine.connectors.http.common import BatchDecoder
+from spate.engine.connectors.kafka.source import KafkaStreamReader
+from spate.engine.connectors.kinesis.source import KinesisDataSource
+from spate.engine.connectors.mqtt.connector import parse_table as parse_mqtt
+from spate.engine.connectors.mqtt.source import _BatchDecoder as MqttDecoder
+from spate.engine.connectors.nats.source import CoreReader, NatsJetStreamDataSource
+from spate.engine.connectors.rabbitmq.queues import RabbitQueueReader
+from spate.engine.connectors.rabbitmq.settings import read_settings
+from spate.engine.connectors.rabbitmq.streams import RabbitStreamReader
 from spate.engine.planner import plan_pipeline
 from spate.engine.planner.errors import PlanningError
 from spate.engine.runtime.reports import EpochReport

@@ -23,12 +23,17 @@ from spate.engine.connectors import (
     ConnectorError,
     TableConfig,
 )
-from spate.engine.connectors.arrow_batches import arrow_schema
-from spate.engine.connectors.base import RETRACT, ROW_KEY
-from spate.engine.connectors.changes import change_rows
-from spate.engine.connectors.decoders import Decoded, RecordDecoder, split_lines
-from spate.engine.connectors.formats import FormatSpec, encoded_lines, parse_format, source_schema
-from spate.engine.connectors.options import OptionReader
+from spate.engine.connectors.core.arrow_batches import arrow_schema
+from spate.engine.connectors.core.base import RETRACT, ROW_KEY
+from spate.engine.connectors.core.changes import change_rows
+from spate.engine.connectors.core.options import OptionReader
+from spate.engine.connectors.formats.decoders import Decoded, RecordDecoder, split_lines
+from spate.engine.connectors.formats.records import (
+    FormatSpec,
+    encoded_lines,
+    parse_format,
+    source_schema,
+)
 from tests.engine.connectors.support import make_table, run_stream
 from tests.engine.harness import run_pipeline
 

@@ -12,10 +12,10 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
 
-from spate.engine.connectors.arrow_batches import arrow_schema, join_lines
-from spate.engine.connectors.decoders import Decoded, RecordDecoder, split_lines
-from spate.engine.connectors.formats import FormatSpec
-from spate.engine.connectors.single_file_reader import scan_lines
+from spate.engine.connectors.core.arrow_batches import arrow_schema, join_lines
+from spate.engine.connectors.formats.decoders import Decoded, RecordDecoder, split_lines
+from spate.engine.connectors.formats.records import FormatSpec
+from spate.engine.connectors.single_file.source import scan_lines
 
 UTC = dt.UTC
 

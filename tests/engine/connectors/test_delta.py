@@ -12,8 +12,8 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from spate.engine.connectors import CONNECTORS, ConnectorError
-from spate.engine.connectors.boundary import Boundary
-from spate.engine.connectors.delta import DeltaSink
+from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors.filesystem.delta import DeltaSink
 from tests.engine.connectors.kinesis_support import (
     KEY_ID,
     REGION,

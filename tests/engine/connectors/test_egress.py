@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from spate.engine.connectors.egress import (
+from spate.engine.connectors.core.egress import (
     AllowRule,
     EgressDeniedError,
     EgressPolicy,

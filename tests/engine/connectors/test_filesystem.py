@@ -18,8 +18,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
-from spate.engine.connectors.filesystem_reader import FRESH, FilesystemDataSource
-from spate.engine.connectors.object_store import PENDING_DIR
+from spate.engine.connectors.filesystem.object_store import PENDING_DIR
+from spate.engine.connectors.filesystem.source import FRESH, FilesystemDataSource
 from tests.engine.connectors.s3_support import S3Server, serve_s3
 from tests.engine.connectors.support import make_table
 

@@ -21,12 +21,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
-from spate.engine.connectors.arrow_batches import arrow_schema
-from spate.engine.connectors.avro_format import AvroDecoder, frame, schema_for, unframe
-from spate.engine.connectors.boundary import Boundary
-from spate.engine.connectors.decoders import Decoded, RecordDecoder
-from spate.engine.connectors.egress import EgressPolicy
-from spate.engine.connectors.formats import FormatSpec, encode_records, record_column
+from spate.engine.connectors.core.arrow_batches import arrow_schema
+from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors.core.egress import EgressPolicy
+from spate.engine.connectors.formats.avro import AvroDecoder, frame, schema_for, unframe
+from spate.engine.connectors.formats.decoders import Decoded, RecordDecoder
+from spate.engine.connectors.formats.records import FormatSpec, encode_records, record_column
 from spate.engine.runtime.reports import EpochReport
 from tests.conftest import redis_key_prefix
 from tests.engine.harness import run_pipeline
@@ -268,7 +268,7 @@ def test_a_writer_schema_that_does_not_fit_the_columns_makes_bad_records() -> No
 
 
 def test_registry_credentials_travel_in_an_option_spark_redacts() -> None:
-    from spate.engine.connectors.streaming import (
+    from spate.engine.connectors.core.streaming import (
         CONFIG_OPTION,
         FORMAT_SECRET_OPTION,
         SpateDataSource,

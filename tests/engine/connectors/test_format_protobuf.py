@@ -25,13 +25,17 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
-from spate.engine.connectors.arrow_batches import arrow_schema
-from spate.engine.connectors.avro_format import frame
-from spate.engine.connectors.boundary import Boundary
-from spate.engine.connectors.decoders import Decoded, RecordDecoder
-from spate.engine.connectors.formats import FormatSpec, check_sink_schema, record_column
-from spate.engine.connectors.protobuf_format import message_descriptor, strip_header
-from spate.engine.connectors.protobuf_writer import confluent_header, encoder, message_indexes
+from spate.engine.connectors.core.arrow_batches import arrow_schema
+from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors.formats.avro import frame
+from spate.engine.connectors.formats.decoders import Decoded, RecordDecoder
+from spate.engine.connectors.formats.protobuf import message_descriptor, strip_header
+from spate.engine.connectors.formats.protobuf_writer import (
+    confluent_header,
+    encoder,
+    message_indexes,
+)
+from spate.engine.connectors.formats.records import FormatSpec, check_sink_schema, record_column
 from spate.engine.runtime.reports import EpochReport
 from tests.conftest import redis_key_prefix
 from tests.engine.harness import run_pipeline

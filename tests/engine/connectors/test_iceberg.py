@@ -9,8 +9,8 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyspark.sql import SparkSession
 
 from spate.engine.connectors import CONNECTORS, ConnectorError
-from spate.engine.connectors.boundary import Boundary
-from spate.engine.connectors.iceberg import APP_ID_PROPERTY, EPOCH_PROPERTY, IcebergSink
+from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors.filesystem.iceberg import APP_ID_PROPERTY, EPOCH_PROPERTY, IcebergSink
 from tests.conftest import ThrowawayPostgres
 from tests.engine.connectors.lakehouse_support import (
     COLUMNS,

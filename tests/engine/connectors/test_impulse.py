@@ -9,8 +9,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spate.engine.connectors import CONNECTORS, HIDDEN_CONTROL, HIDDEN_PARTITION, HIDDEN_TIMESTAMP
-from spate.engine.connectors.base import ConnectorError, stream_schema
-from spate.engine.connectors.impulse import COLUMNS, MAX_ROWS_PER_BATCH
+from spate.engine.connectors.core.base import ConnectorError, stream_schema
+from spate.engine.connectors.generators.impulse import COLUMNS, MAX_ROWS_PER_BATCH
 from tests.engine.connectors.support import make_table
 
 START_MS = 1_700_000_000_000

@@ -28,20 +28,20 @@ from spate.engine.connectors import (
     ConnectorError,
     TableConfig,
 )
-from spate.engine.connectors import kafka as kafka_module
-from spate.engine.connectors.boundary import UNCONFINED, Boundary
-from spate.engine.connectors.egress import EgressPolicy, literal_address
-from spate.engine.connectors.formats import FormatSpec
-from spate.engine.connectors.kafka_client import KafkaEndpoint, parse_servers
-from spate.engine.connectors.kafka_sink import KafkaSink
-from spate.engine.connectors.kafka_source import (
+from spate.engine.connectors.core.boundary import UNCONFINED, Boundary
+from spate.engine.connectors.core.egress import EgressPolicy, literal_address
+from spate.engine.connectors.core.streaming import CONFIG_OPTION
+from spate.engine.connectors.formats.records import FormatSpec
+from spate.engine.connectors.kafka import connector as kafka_module
+from spate.engine.connectors.kafka.client import KafkaEndpoint, parse_servers
+from spate.engine.connectors.kafka.sink import KafkaSink
+from spate.engine.connectors.kafka.source import (
     PASSWORD_OPTION,
     KafkaDataSource,
     KafkaStreamReader,
     advance,
     consumer_config,
 )
-from spate.engine.connectors.streaming import CONFIG_OPTION
 from tests.engine.connectors.kafka_broker import Broker, json_records, kafka_broker
 from tests.engine.connectors.support import make_table
 from tests.engine.harness import read_lines, run_pipeline

@@ -17,12 +17,12 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from spate.engine.connectors import CONNECTORS, HIDDEN_CONTROL, ColumnDef, ConnectorError
-from spate.engine.connectors.base import HIDDEN_PARTITION, HIDDEN_TIMESTAMP, TableConfig
-from spate.engine.connectors.boundary import Boundary
-from spate.engine.connectors.egress import EgressPolicy, literal_address
-from spate.engine.connectors.kinesis_reader import KinesisDataSource, KinesisStreamReader
-from spate.engine.connectors.kinesis_sink import RequestLimits, request_batches
-from spate.engine.connectors.metadata import is_secret_option
+from spate.engine.connectors.core.base import HIDDEN_PARTITION, HIDDEN_TIMESTAMP, TableConfig
+from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors.core.egress import EgressPolicy, literal_address
+from spate.engine.connectors.core.metadata import is_secret_option
+from spate.engine.connectors.kinesis.sink import RequestLimits, request_batches
+from spate.engine.connectors.kinesis.source import KinesisDataSource, KinesisStreamReader
 from tests.engine.connectors.kinesis_support import (
     KEY_ID,
     SECRET,

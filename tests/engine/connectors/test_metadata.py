@@ -12,7 +12,7 @@ from spate.engine.connectors import (
     ConnectorError,
     TableConfig,
 )
-from spate.engine.connectors.metadata import is_secret_option
+from spate.engine.connectors.core.metadata import is_secret_option
 from spate.engine.defaults import DEFAULT_IDLE_MICROS
 
 #: A valid table of each connector and role, to which one option at a time is added.

@@ -26,12 +26,12 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
-from spate.engine.connectors.boundary import UNCONFINED, Boundary
-from spate.engine.connectors.egress import EgressPolicy
-from spate.engine.connectors.formats import source_schema
-from spate.engine.connectors.mqtt import parse_table
-from spate.engine.connectors.mqtt_client import BrokerSettings, close, connect, subscribe
-from spate.engine.connectors.mqtt_reader import MqttStreamReader
+from spate.engine.connectors.core.boundary import UNCONFINED, Boundary
+from spate.engine.connectors.core.egress import EgressPolicy
+from spate.engine.connectors.formats.records import source_schema
+from spate.engine.connectors.mqtt.client import BrokerSettings, close, connect, subscribe
+from spate.engine.connectors.mqtt.connector import parse_table
+from spate.engine.connectors.mqtt.source import MqttStreamReader
 from tests.engine.connectors.support import make_table
 from tests.engine.harness import read_lines, run_pipeline
 

@@ -26,10 +26,10 @@ from spate.engine.connectors import (
     ConnectorError,
     TableConfig,
 )
-from spate.engine.connectors.boundary import Boundary
-from spate.engine.connectors.egress import EgressPolicy, literal_address
-from spate.engine.connectors.nats import message_ids
-from spate.engine.connectors.nats_reader import JetStreamReader, NatsJetStreamDataSource
+from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors.core.egress import EgressPolicy, literal_address
+from spate.engine.connectors.nats.connector import message_ids
+from spate.engine.connectors.nats.source import JetStreamReader, NatsJetStreamDataSource
 from tests.engine.connectors.nats_support import (
     SERVERS,
     TestStream,

@@ -14,9 +14,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spate.engine.connectors import CONNECTORS, HIDDEN_CONTROL, HIDDEN_PARTITION, HIDDEN_TIMESTAMP
-from spate.engine.connectors.arrow_batches import arrow_schema
-from spate.engine.connectors.base import ConnectorError, stream_schema
-from spate.engine.connectors.nexmark import COLUMNS
+from spate.engine.connectors.core.arrow_batches import arrow_schema
+from spate.engine.connectors.core.base import ConnectorError, stream_schema
+from spate.engine.connectors.generators.nexmark import COLUMNS
 from tests.engine.connectors.nexmark_reference import generate
 from tests.engine.connectors.support import make_table
 

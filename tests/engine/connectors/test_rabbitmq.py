@@ -16,13 +16,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
-from spate.engine.connectors.base import HIDDEN_CONTROL
-from spate.engine.connectors.boundary import Boundary
-from spate.engine.connectors.egress import EgressPolicy
-from spate.engine.connectors.formats import source_schema
-from spate.engine.connectors.rabbitmq_queue import RabbitQueueReader
-from spate.engine.connectors.rabbitmq_settings import read_settings
-from spate.engine.connectors.rabbitmq_stream import RabbitStreamReader, RabbitStreamSink
+from spate.engine.connectors.core.base import HIDDEN_CONTROL
+from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors.core.egress import EgressPolicy
+from spate.engine.connectors.formats.records import source_schema
+from spate.engine.connectors.rabbitmq.queues import RabbitQueueReader
+from spate.engine.connectors.rabbitmq.settings import read_settings
+from spate.engine.connectors.rabbitmq.streams import RabbitStreamReader, RabbitStreamSink
 from spate.engine.planner import plan_pipeline
 from spate.engine.planner.errors import PlanningError
 from spate.engine.runtime.reports import EpochReport

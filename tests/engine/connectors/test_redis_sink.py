@@ -14,8 +14,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, Sink, TableConfig
-from spate.engine.connectors.boundary import Boundary
-from spate.engine.connectors.egress import EgressPolicy
+from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors.core.egress import EgressPolicy
 from tests.conftest import redis_key_prefix
 
 SCHEMA = T.StructType([T.StructField("k", T.StringType()), T.StructField("f", T.StringType()),

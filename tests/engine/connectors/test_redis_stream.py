@@ -17,9 +17,9 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
-from spate.engine.connectors.redis_connector import RedisConnector
-from spate.engine.connectors.redis_stream import RedisStreamReader, stream_reader_options
-from spate.engine.connectors.streaming import CONFIG_OPTION
+from spate.engine.connectors.core.streaming import CONFIG_OPTION
+from spate.engine.connectors.redis.connector import RedisConnector
+from spate.engine.connectors.redis.source import RedisStreamReader, stream_reader_options
 from tests.conftest import redis_key_prefix
 from tests.engine.connectors.support import make_table
 from tests.engine.harness import run_pipeline

@@ -24,8 +24,8 @@ from spate.engine.connectors import (
     TableConfig,
     register_data_sources,
 )
-from spate.engine.connectors.boundary import Boundary
-from spate.engine.connectors.single_file_reader import SingleFileDataSource, SingleFileStreamReader
+from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors.single_file.source import SingleFileDataSource, SingleFileStreamReader
 from tests.engine.connectors.support import make_table, run_stream
 
 COLUMNS = (ColumnDef("id", T.LongType(), False), ColumnDef("name", T.StringType()),

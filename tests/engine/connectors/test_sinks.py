@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, Sink, TableConfig
-from spate.engine.connectors.preview import END_OF_STREAM, channel, discard
+from spate.engine.connectors.builtin.preview import END_OF_STREAM, channel, discard
 from tests.engine.connectors.support import make_table, run_stream
 
 pytestmark = pytest.mark.spark

@@ -17,8 +17,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from spate.engine.connectors import ColumnDef
-from spate.engine.connectors.mqtt import parse_table as parse_mqtt_table
-from spate.engine.connectors.mqtt_client import BrokerSettings, close, connect, subscribe
+from spate.engine.connectors.mqtt.client import BrokerSettings, close, connect, subscribe
+from spate.engine.connectors.mqtt.connector import parse_table as parse_mqtt_table
 from tests.conftest import redis_key_prefix
 from tests.engine.connectors.kinesis_support import KinesisServer, serve_kinesis
 from tests.engine.connectors.nats_support import SERVERS, create_stream, delete_stream, publish

@@ -17,10 +17,10 @@ from starlette.routing import Route
 
 from spate.api.connections import split_options
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
-from spate.engine.connectors.boundary import UNCONFINED, Boundary
-from spate.engine.connectors.checks import check_options
-from spate.engine.connectors.egress import EgressPolicy
-from spate.engine.connectors.webhook import WebhookSink, sink_id
+from spate.engine.connectors.core.boundary import UNCONFINED, Boundary
+from spate.engine.connectors.core.checks import check_options
+from spate.engine.connectors.core.egress import EgressPolicy
+from spate.engine.connectors.http.webhook import WebhookSink, sink_id
 from tests.engine.connectors.http_support import http_server
 from tests.engine.connectors.support import make_table
 

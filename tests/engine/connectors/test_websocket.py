@@ -21,11 +21,11 @@ from spate.engine.connectors import (
     ConnectorError,
     TableConfig,
 )
-from spate.engine.connectors.boundary import UNCONFINED, Boundary
-from spate.engine.connectors.egress import EgressPolicy
-from spate.engine.connectors.formats import source_schema
-from spate.engine.connectors.http_common import source_settings
-from spate.engine.connectors.websocket import WebSocketReader, parse_table
+from spate.engine.connectors.core.boundary import UNCONFINED, Boundary
+from spate.engine.connectors.core.egress import EgressPolicy
+from spate.engine.connectors.formats.records import source_schema
+from spate.engine.connectors.http.common import source_settings
+from spate.engine.connectors.http.websocket import WebSocketReader, parse_table
 from tests.engine.connectors.http_support import wait_until, websocket_server
 from tests.engine.connectors.support import make_table
 

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from spate.engine.connectors import ColumnDef, ConnectorError, TableConfig
-from spate.engine.connectors.lookup import LookupSource
+from spate.engine.connectors.core.lookup import LookupSource
 from tests.conftest import redis_key_prefix
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spate.engine.connectors.lookup import CacheSettings
+from spate.engine.connectors.core.lookup import CacheSettings
 from spate.engine.runtime.lookup import LookupCache
 
 

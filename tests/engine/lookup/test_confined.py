@@ -31,10 +31,10 @@ from cryptography.x509.oid import NameOID
 from pyspark.sql import types as T
 
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
-from spate.engine.connectors.boundary import Boundary
-from spate.engine.connectors.egress import EgressPolicy, Endpoint, literal_address
-from spate.engine.connectors.lookup import LookupSource
-from spate.engine.connectors.redis_lookup import RedisLookup
+from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors.core.egress import EgressPolicy, Endpoint, literal_address
+from spate.engine.connectors.core.lookup import LookupSource
+from spate.engine.connectors.redis.lookup import RedisLookup
 from tests.engine.lookup.support import PgTable, lookup_table
 from tests.ports import free_port
 

@@ -10,7 +10,7 @@ import redis
 from pyspark.sql import types as T
 
 from spate.engine.connectors import CONNECTORS, ColumnDef
-from spate.engine.connectors.lookup import CacheSettings
+from spate.engine.connectors.core.lookup import CacheSettings
 from spate.engine.runtime.lookup import LookupCache, LookupJoiner
 from tests.engine.lookup.support import PgTable, lookup_table
 from tests.engine.lookup.test_cache import Clock

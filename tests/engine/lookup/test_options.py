@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import types as T
 
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError
-from spate.engine.connectors.lookup import DEFAULT_CACHE_MAX_BYTES, CacheSettings
+from spate.engine.connectors.core.lookup import DEFAULT_CACHE_MAX_BYTES, CacheSettings
 from tests.engine.lookup.support import lookup_table
 
 COLUMNS = (ColumnDef("id", T.StringType(), False), ColumnDef("name", T.StringType()),

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import types as T
 
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError
-from spate.engine.connectors.postgres_lookup import PostgresLookup
+from spate.engine.connectors.postgres.lookup import PostgresLookup
 from tests.engine.lookup.support import PgTable, assert_fails_without_secret, lookup_table
 
 UTC = dt.UTC

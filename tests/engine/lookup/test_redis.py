@@ -12,7 +12,7 @@ import redis
 from pyspark.sql import types as T
 
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError
-from spate.engine.connectors.redis_lookup import RedisLookup
+from spate.engine.connectors.redis.lookup import RedisLookup
 from tests.engine.lookup.support import assert_fails_without_secret, lookup_table
 
 UTC = dt.UTC

@@ -15,7 +15,7 @@ ANALYSIS = (
     "\n=== Streaming Query ===\nIdentifier: spate-p\nCurrent State: ACTIVE\n"
     "+- ~Project [id#0L, amount#1]\n")
 CONNECTOR = ("Traceback (most recent call last):\n  File \"x.py\", line 1\n"
-             "spate.engine.connectors.egress.EgressDeniedError: cannot connect to db:5432: "
+             "spate.engine.connectors.core.egress.EgressDeniedError: cannot connect to db:5432: "
              "the destination is unreachable or not allowed\n\n=== Streaming Query ===\n"
              "+- ~Project [x#1]\n")
 PYTHON = ("Traceback (most recent call last):\n  File \"x.py\", line 3, in f\n"

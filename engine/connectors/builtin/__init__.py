@@ -1,0 +1,1 @@
+"""The built-in sinks: ``stdout``, ``blackhole`` and the implicit ``preview``."""

@@ -1,0 +1,98 @@
+"""Updating rows (docs/sql/updating.md) as changes: ``c``, ``u`` or ``d`` per row key and epoch.
+
+Besides its columns an updating row carries :data:`RETRACT` (it withdraws a
+row sent earlier) and :data:`ROW_KEY` (the key of the row it updates).  A
+key's rows in one epoch are netted first: a row added and withdrawn again is
+no change, so a key created and removed within one flush yields nothing, and a
+chain of replacements leaves only the first old and the last new row.  A key
+left with exactly one withdrawn and one added row is then an update (``u``);
+otherwise each withdrawn row is a delete (``d``) and each added row a create
+(``c``).  Rows without the hidden columns (append-only input) are creates.
+
+Everything is native Spark (two aggregations over the epoch's rows); the
+order of changes across keys is not defined.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from spate.engine.connectors.core.base import RETRACT, ROW_KEY
+
+OP_CREATE = "c"
+OP_UPDATE = "u"
+OP_DELETE = "d"
+
+
+def is_updating(frame: DataFrame) -> bool:
+    """Whether ``frame`` holds updating rows (it has the :data:`RETRACT` column)."""
+    return RETRACT in frame.columns
+
+
+def data_columns(frame: DataFrame) -> list[str]:
+    """The columns of ``frame`` but the hidden ones of updating rows."""
+    return [name for name in frame.columns if name not in (RETRACT, ROW_KEY)]
+
+
+def change_records(frame: DataFrame) -> DataFrame:
+    """One row per change: ``before`` and ``after`` (structs of the data columns,
+    NULL when absent) and ``op`` (``c``, ``u`` or ``d``)."""
+    row = F.struct(*(F.col(f"`{name}`") for name in data_columns(frame)))
+    row_type = frame.select(row.alias("row")).schema["row"].dataType
+    absent = F.lit(None).cast(row_type)
+    if not is_updating(frame):
+        return frame.select(absent.alias("before"), row.alias("after"),
+                            F.lit(OP_CREATE).alias("op"))
+    net = (frame.select(_key(frame).alias("key"), row.alias("row"), _sign().alias("n"))
+           .groupBy("key", "row").agg(F.sum("n").alias("n"))
+           .where(F.col("n") != 0))
+    per_key = net.groupBy("key").agg(_images(withdrawn=True).alias("old"),
+                                     _images(withdrawn=False).alias("new"))
+    old, new = F.col("old"), F.col("new")
+    update = F.array(F.struct(old[0].alias("before"), new[0].alias("after"),
+                              F.lit(OP_UPDATE).alias("op")))
+    separate = F.concat(
+        F.transform(old, lambda r: F.struct(r.alias("before"), absent.alias("after"),
+                                            F.lit(OP_DELETE).alias("op"))),
+        F.transform(new, lambda r: F.struct(absent.alias("before"), r.alias("after"),
+                                            F.lit(OP_CREATE).alias("op"))))
+    records = F.when((F.size(old) == 1) & (F.size(new) == 1), update).otherwise(separate)
+    return per_key.select(F.explode(records).alias("change")).select("change.*")
+
+
+def change_rows(frame: DataFrame) -> DataFrame:
+    """The rows a preview shows: append-only rows as they are; updating rows as one
+    row per change, ``op`` (``c``, ``u`` or ``d``) first, then the new values (``c``,
+    ``u``) or the withdrawn ones (``d``).
+
+    The column is ``op`` unless the query has one: then underscores go before it.
+    """
+    if not is_updating(frame):
+        return frame
+    names = data_columns(frame)
+    op = "op"
+    while op in names:
+        op = f"_{op}"
+    row = F.coalesce(F.col("after"), F.col("before"))
+    return change_records(frame).select(F.col("op").alias(op),
+                                        *(row.getField(n).alias(n) for n in names))
+
+
+def _key(frame: DataFrame) -> Column:
+    """The row key; a row without one is a key of its own."""
+    own = F.concat(F.lit("\u0000"), F.monotonically_increasing_id().cast("string"))
+    if ROW_KEY not in frame.columns:
+        return own
+    return F.coalesce(F.col(ROW_KEY), own)
+
+
+def _sign() -> Column:
+    """-1 for a withdrawn row, +1 for an added one (a NULL flag adds)."""
+    return F.when(F.coalesce(F.col(RETRACT), F.lit(False)), -1).otherwise(1)
+
+
+def _images(withdrawn: bool) -> Column:
+    """A key's withdrawn (or added) rows, each repeated as often as its net count says."""
+    count = (-F.col("n") if withdrawn else F.col("n")).cast("int")
+    return F.flatten(F.collect_list(F.when(count > 0, F.array_repeat(F.col("row"), count))))

@@ -1,0 +1,127 @@
+"""What the ``delta`` and ``iceberg`` sinks share: their Arrow schema and epoch rows.
+
+Both are table formats with a typed schema, taken from the sink table's declared
+columns (the planner casts every query writing the table to them), converted
+Spark -> Arrow the way Spark's own ``toArrow`` does, every column nullable (a
+lakehouse table's readers need no NOT NULL and a later pipeline may relax it).
+Both name what a pipeline wrote by one application id, so that a replayed epoch
+can be recognised in the table itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import abstractmethod
+from typing import Any, ClassVar
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from spate.engine.connectors.core.arrow_batches import arrow_schema
+from spate.engine.connectors.core.base import RETRACT, ColumnDef, ConnectorError, Sink, TableConfig
+from spate.engine.connectors.core.boundary import Boundary
+
+log = logging.getLogger(__name__)
+
+
+def app_id(pipeline: str | None, table: str) -> str:
+    """``spate-<tenant>/<pipeline>/<table>``: the writer's name in the table's log."""
+    return f"spate-{pipeline}/{table}" if pipeline else f"spate-{table}"
+
+
+def lake_columns(table: TableConfig, connector: str) -> tuple[ColumnDef, ...]:
+    """The table's declared columns; a lakehouse table needs them."""
+    if not table.columns:
+        raise ConnectorError(
+            f"{connector} sink '{table.name}' needs its columns declared: CREATE TABLE "
+            f"{table.name} (col TYPE, ...) WITH (connector = '{connector}', ...)")
+    return table.columns
+
+
+def lake_schema(columns: tuple[ColumnDef, ...]) -> pa.Schema:
+    """The Arrow schema of the table's columns, every field nullable."""
+    spark = T.StructType([T.StructField(c.name, c.spark_type, True) for c in columns])
+    try:
+        return arrow_schema(spark)
+    except (TypeError, ValueError, NotImplementedError) as error:
+        raise ConnectorError(f"a column type has no Arrow equivalent: {error}") from None
+
+
+def first_line(error: BaseException, *secrets: str | None) -> str:
+    """The first line of ``error``'s text (at most 300 characters), ``secrets`` masked:
+    what a message may show of a library's error."""
+    text = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def check_append_only(df: DataFrame, connector: str, table: str) -> None:
+    """The sinks append: an updating query (rows that withdraw rows) cannot write them."""
+    if RETRACT in df.columns:
+        raise ConnectorError(
+            f"{connector} sink '{table}' only appends rows, but its query updates rows it "
+            "wrote earlier (an aggregate without a window, a join); write it to a sink "
+            "that takes updates or use a windowed query")
+
+
+def epoch_table(df: DataFrame, schema: pa.Schema) -> pa.Table:
+    """The epoch's rows as one Arrow table of ``schema``: one Spark action."""
+    if df.columns != schema.names:  # a projection costs a plan of its own: only if needed
+        df = df.select(*[F.col(f"`{name}`") for name in schema.names])
+    table = df.toArrow()
+    return table.cast(schema) if table.schema != schema else table
+
+
+class EpochAppendSink(Sink):
+    """A sink appending each epoch to a table in one commit tagged with its app id
+    and the epoch; a replayed epoch the table already holds is skipped.
+
+    Subclasses open the table (setting ``_written``, the last epoch the table holds
+    for this pipeline, from what the table says), append (:meth:`_append`) and say
+    the marker (:meth:`_marker`)."""
+
+    #: the connector's name, in messages
+    kind: ClassVar[str]
+
+    def __init__(self, table: str, schema: pa.Schema, boundary: Boundary) -> None:
+        self.table = table
+        self.schema = schema
+        self.boundary = boundary
+        #: the last epoch the table holds for this pipeline (-1: none to skip)
+        self._written = -1
+
+    @property
+    def app_id(self) -> str:
+        return app_id(self.pipeline, self.table)
+
+    @abstractmethod
+    def _opened(self) -> bool:
+        """Whether :meth:`open` ran."""
+
+    @abstractmethod
+    def _append(self, epoch: int, rows: pa.Table) -> int | None:
+        """Commit ``rows`` (not empty) as ``epoch``; the bytes added (None: unknown)."""
+
+    @abstractmethod
+    def _marker(self, epoch: int) -> dict[str, Any]:
+        """The marker of ``epoch``, written or skipped."""
+
+    def write_epoch(self, epoch: int, df: DataFrame) -> dict[str, Any]:
+        if not self._opened():
+            raise ConnectorError(f"{self.kind} sink '{self.table}' written before open()")
+        if epoch <= self._written:
+            log.info("epoch already in the table: skipped",
+                     extra={"connector": self.kind, "table": self.table, "epoch": epoch})
+            self.epoch_bytes = 0
+            return self._marker(epoch)
+        check_append_only(df, self.kind, self.table)
+        rows = epoch_table(df, self.schema)
+        self.epoch_bytes = 0
+        if rows.num_rows:
+            self.epoch_bytes = self._append(epoch, rows)
+            self._written = epoch
+        return self._marker(epoch)

@@ -1,0 +1,1 @@
+"""The generator sources ``impulse`` and ``nexmark``, as native Spark."""

@@ -1,0 +1,115 @@
+"""Generator sources (``impulse``, ``nexmark``) as native Spark: no Python per row.
+
+A generator's rows are a function of their sequence number, so they need no
+reader: each epoch, the runtime asks the connector where the source stands
+after the batch (:meth:`GeneratorConnector.advance`, from the offset committed
+with the previous epoch and the batch's trigger time, which Spark logs with
+the batch and reads back on a replay) and for the rows between the two offsets
+(:meth:`GeneratorConnector.rows`: Spark's ``range`` and SQL expressions over
+each row's number).  The offsets keep the shape the connector's Python reader
+gave them, and Spate's state store keeps them, as it keeps every source's.
+
+What Spark streams for a generator is only a tick per batch (its built-in
+``rate-micro-batch`` source), which lets a pipeline reading only generators
+run as one streaming query with no Python worker process at all.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from spate.engine.connectors.core.base import (
+    CONTROL_EOF,
+    HIDDEN_CONTROL,
+    HIDDEN_PARTITION,
+    HIDDEN_TIMESTAMP,
+    Connector,
+    ConnectorError,
+    TableConfig,
+)
+
+#: Spark's source of one row per micro-batch, whatever the time: the generator's ticks.
+TICKER_FORMAT = "rate-micro-batch"
+#: The column of :func:`sequence_numbers` holding each row's number.
+NUMBER = "id"
+
+
+class GeneratorConnector(Connector):
+    """A source whose rows Spark computes from their numbers, between offsets Spate
+    keeps (see the module's docstring)."""
+
+    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
+        """The ticks that start the source's batches, not its rows (:meth:`rows` are)."""
+        del table, parallelism
+        return ticks(spark)
+
+    @abstractmethod
+    def advance(self, table: TableConfig, parallelism: int, start: Any | None,
+                now_ms: int) -> Any:
+        """The offset at the end of a batch that Spark planned at ``now_ms`` (wall
+        clock) after ``start``, the offset of the previous one (None: the source's
+        beginning, which starts its schedule at ``now_ms``).  Raises
+        :class:`ConnectorError` for an offset that is not this connector's."""
+
+    @abstractmethod
+    def rows(self, spark: SparkSession, table: TableConfig, parallelism: int,
+             start: Any | None, end: Any) -> DataFrame:
+        """The source's rows from ``start`` (None: its beginning) to ``end``: physical
+        then hidden columns, as a reader's, with the end-of-input control row in the
+        batch that ends the source."""
+
+
+def ticks(spark: SparkSession) -> DataFrame:
+    """One row per micro-batch, in one partition, read by nothing."""
+    return (spark.readStream.format(TICKER_FORMAT).option("rowsPerBatch", 1)
+            .option("numPartitions", 1).load())
+
+
+def sequence_numbers(spark: SparkSession, first: int, stop: int, parallelism: int,
+                     finishing: bool) -> DataFrame:
+    """Numbers ``first`` to ``stop - 1`` in column :data:`NUMBER`, over ``parallelism``
+    partitions, and ``stop`` itself when the batch ends the source (``finishing``):
+    :func:`is_end` marks that one as the control row."""
+    return spark.range(first, stop + int(finishing), 1, max(1, parallelism))
+
+
+def is_end(stop: int, finishing: bool) -> Column:
+    """Whether a row of :func:`sequence_numbers` is the end-of-input control row."""
+    return F.col(NUMBER) == F.lit(stop) if finishing else F.lit(False)
+
+
+def check_offset(table: TableConfig, start: Any, fields: frozenset[str]) -> None:
+    """Refuse a stored offset without this connector's ``fields`` (the table was
+    redefined as another connector since the state was written)."""
+    if not isinstance(start, dict) or not fields <= set(start):
+        raise ConnectorError(
+            f"source '{table.name}' cannot resume at its stored offset {start}: it is not an "
+            f"offset of this connector (fields {', '.join(sorted(fields))}); the table was "
+            "redefined since the state was written. Drop the pipeline's state to start afresh")
+
+
+def with_hidden(physical: list[Column], end: Column, partition: Column, micros: Column,
+                schema: T.StructType) -> list[Column]:
+    """``physical`` columns and the hidden ones, typed as ``schema`` says; on the
+    control row (``end``) every column is NULL but its partition (0) and control."""
+    data = [F.when(~end, column) for column in physical]
+    hidden = [F.when(end, F.lit(0)).otherwise(partition),
+              F.when(~end, F.timestamp_micros(micros)),
+              F.when(end, F.lit(CONTROL_EOF))]
+    names = [f.name for f in schema.fields]
+    assert names[-3:] == [HIDDEN_PARTITION, HIDDEN_TIMESTAMP, HIDDEN_CONTROL]
+    return [column.cast(f.dataType).alias(f.name)
+            for column, f in zip(data + hidden, schema.fields, strict=True)]
+
+
+def floor_div(column: Column, divisor: int) -> Column:
+    """``column`` divided by ``divisor``, rounded down (both non-negative), exactly:
+    as integers, never through a double; never NULL (Spark's ``div`` would be for a
+    zero divisor, which a positive constant is not)."""
+    quotient = F.call_function("div", column, F.lit(divisor).cast(T.LongType()))
+    return F.coalesce(quotient, F.lit(0).cast(T.LongType()))

@@ -1,0 +1,1 @@
+"""The HTTP family: ``websocket``, ``sse`` and ``polling_http`` sources, the ``webhook`` sink."""

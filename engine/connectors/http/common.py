@@ -1,0 +1,548 @@
+"""What the HTTP family shares (``websocket``, ``sse``, ``polling_http`` sources and the
+``webhook`` sink): endpoints checked against the egress policy, ``headers``, and one
+streaming reader over a background *feed* (docs/sql/connectors.md).
+
+A feed is a thread of the driver's data-source process that keeps a connection (or a
+polling loop) open and buffers what arrives as :class:`Message` s, each with a
+*cursor*: what a restarted feed resumes from (an SSE event id, a polled response's
+hash; None for a websocket).  The reader's offsets are ``{"messages": n, "cursor": c}``:
+``n`` counts messages handed to batches, ``c`` is the cursor of the last of them, so
+the engine commits it with the epoch and a pipeline resumed from its state store
+reopens the feed at it.  A batch's payloads travel in its one partition and are
+decoded on an executor by the shared :func:`.decoders.source_decoder`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit
+
+from spate.engine.connectors.core.arrow_batches import arrow_schema, data_batch
+from spate.engine.connectors.core.base import (
+    SOURCE,
+    ColumnDef,
+    ConnectorError,
+    TableConfig,
+)
+from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors.core.dead_letter import BadRecords
+from spate.engine.connectors.core.egress import EgressPolicy
+from spate.engine.connectors.core.metadata import (
+    BOTH,
+    DEAD_LETTER,
+    FORMAT,
+    FORMAT_OPTION,
+    FORMAT_SOURCE,
+    FRAMING,
+    FRAMING_MAX_LENGTH,
+    SINKS,
+    SOURCE_TIME,
+    SOURCES,
+    option,
+)
+from spate.engine.connectors.core.numbered import NumberedBuffer
+from spate.engine.connectors.core.options import (
+    OptionReader,
+    check_role,
+    check_source_options,
+    reject_source_options,
+)
+from spate.engine.connectors.core.streaming import (
+    SpateDataSource,
+    default_limit,
+    initial_offset,
+    load_stream,
+    max_rows,
+    source_options,
+)
+from spate.engine.connectors.formats.decoders import source_decoder
+from spate.engine.connectors.formats.records import (
+    RAW_STRING,
+    FormatSpec,
+    check_columns,
+    parse_format,
+    single_value_columns,
+    source_schema,
+    with_row_key,
+)
+from spate.engine.python_workers import settle
+
+log = logging.getLogger(__name__)
+
+#: The reader option carrying a source's headers: ``spark.redaction.regex`` matches
+#: its name, so Spark never prints the values (tokens) in a plan.
+SECRET_OPTION = "spate_http_secret"
+#: Reconnection backoff of a feed whose connection ended or failed.
+RECONNECT_FIRST_S = 0.1
+RECONNECT_MAX_S = 5.0
+_LINE_BREAKS = bytes.maketrans(b"\r\n", b"  ")
+#: The framing options, refused: one message is one record.
+_FRAMING = (FRAMING, FRAMING_MAX_LENGTH)
+#: Header names a connector sets itself.
+_RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+_TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz"
+                         "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+# The options of the whole family.  Each connector declares them again in its own
+# words (``spec.described``: what its endpoint is a URL of, what its timeout waits for);
+# the reads below take them from here, by the same name and default.
+ENDPOINT = option("endpoint", BOTH, "`http://` or `https://` URL. Never echoed in errors",
+                  required=True)
+HEADERS = option("headers", BOTH, "request headers, `'Name: value, Other: value'`")
+TIMEOUT_MS = option("timeout_ms", BOTH, "connect and response timeout", default=30_000)
+MAX_MESSAGES_PER_BATCH = option("max_messages_per_batch", SOURCES, "messages per epoch",
+                                default=10_000)
+#: The shared groups every HTTP-family source takes besides its own options (``format``
+#: aside, which each describes; framing aside, which they refuse).
+SOURCE_GROUPS = (*(spec for spec in (*FORMAT, *FORMAT_SOURCE)
+                   if spec not in (FORMAT_OPTION, *_FRAMING)),
+                 *DEAD_LETTER, *SOURCE_TIME)
+
+
+# -- endpoints and headers ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A validated endpoint URL.  ``shown`` (scheme, host and port) is what messages
+    print: a path or query may carry a token."""
+
+    url: str
+    scheme: str
+    host: str
+    port: int
+    #: the tenant's egress policy (``EgressPolicy.to_dict``); None: unconfined
+    egress: dict[str, Any] | None = None
+
+    @property
+    def shown(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
+
+    @property
+    def secure(self) -> bool:
+        return self.scheme in ("https", "wss")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def checked_host(self) -> str | None:
+        """Under an egress policy, the host to open a socket to: the host is resolved and
+        every address checked; a plain ``http``/``ws`` endpoint is then connected to at
+        the checked address, a TLS one by name (its certificate is verified against the
+        name).  None when unconfined."""
+        if self.egress is None:
+            return None
+        addresses = EgressPolicy.from_dict(self.egress).resolve(self.host, self.port,
+                                                                option=ENDPOINT.name)
+        return self.host if self.secure else addresses[0]
+
+    def connect_to(self) -> tuple[str, str | None]:
+        """The URL to connect to and the ``Host`` header it needs (None: the URL's own)."""
+        address = self.checked_host()
+        if address is None or address == self.host:
+            return self.url, None
+        netloc = f"[{address}]:{self.port}" if ":" in address else f"{address}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return urlunsplit(urlsplit(self.url)._replace(netloc=netloc)), f"{host}:{self.port}"
+
+
+def read_endpoint(options: OptionReader, schemes: tuple[str, ...],
+                  boundary: Boundary) -> Endpoint:
+    """``endpoint``: an absolute URL of one of ``schemes``, checked against the egress
+    policy (literal addresses at planning, names when connecting).  Never echoed."""
+    url = options.required(ENDPOINT).strip()
+    wanted = " or ".join(f"{s}://" for s in schemes)
+    try:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        host = parts.hostname or ""
+        port = parts.port or (443 if scheme in ("https", "wss") else 80)
+        has_login = bool(parts.username or parts.password)
+    except ValueError:
+        scheme, host, port, has_login = "", "", 0, False
+    if scheme not in schemes or not host:
+        raise ConnectorError(f"option '{ENDPOINT.name}' must be an absolute {wanted} URL",
+                             option=ENDPOINT.name)
+    if has_login:
+        raise ConnectorError(f"option '{ENDPOINT.name}' must not carry credentials "
+                             f"(user:password@); send them in option '{HEADERS.name}' (e.g. "
+                             "'Authorization: Basic ...')", option=ENDPOINT.name)
+    egress = None
+    if boundary.egress is not None:
+        boundary.egress.check_literal(host, port, option=ENDPOINT.name)
+        egress = boundary.egress.to_dict()
+    return Endpoint(url=url, scheme=scheme, host=host, port=port, egress=egress)
+
+
+def read_headers(options: OptionReader) -> dict[str, str]:
+    """``headers``: ``'Name: value, Other-Name: value'`` (a comma separates headers, the
+    first colon a name from its value).  Values are never echoed: they may be tokens."""
+    text = options.string(HEADERS)
+    headers: dict[str, str] = {}
+    if text is None or not text.strip():
+        return headers
+    for index, item in enumerate(text.split(","), start=1):
+        name, colon, value = item.partition(":")
+        name = name.strip()
+        if not colon or not name or not set(name) <= _TOKEN_CHARS:
+            raise ConnectorError(
+                f"option '{HEADERS.name}': header {index} is not 'Name: value' (headers are "
+                "separated by commas, names are letters, digits and -)", option=HEADERS.name)
+        if name.lower() in _RESERVED_HEADERS:
+            raise ConnectorError(f"option '{HEADERS.name}': header '{name}' is set by Spate "
+                                 "itself; remove it", option=HEADERS.name)
+        if any(c in value for c in "\r\n\x00"):
+            raise ConnectorError(f"option '{HEADERS.name}': the value of header '{name}' "
+                                 "holds a line break", option=HEADERS.name)
+        headers[name] = value.strip()
+    return headers
+
+
+def read_timeout(options: OptionReader) -> float:
+    """``timeout_ms``: seconds to wait to connect or for a response."""
+    value = options.integer(TIMEOUT_MS, minimum=1)
+    assert value is not None
+    return value / 1000
+
+
+def http_client(timeout_s: float, *, read_timeout_s: float | None = None) -> Any:
+    """An httpx client that ignores the environment (proxies, netrc) and never follows
+    redirects (a redirect could lead past the egress policy)."""
+    import httpx  # the HTTP connectors' client, imported by their modules alone
+
+    timeout = httpx.Timeout(timeout_s, read=read_timeout_s if read_timeout_s else timeout_s)
+    return httpx.Client(timeout=timeout, trust_env=False, follow_redirects=False)
+
+
+def request_headers(headers: Mapping[str, str], host: str | None) -> dict[str, str]:
+    return {**headers, "Host": host} if host is not None else dict(headers)
+
+
+def unreachable(what: str, endpoint: Endpoint, problem: str) -> ConnectorError:
+    return ConnectorError(f"{what}: could not reach {endpoint.shown} ({problem}); check "
+                          f"option '{ENDPOINT.name}'", option=ENDPOINT.name)
+
+
+# -- source tables ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceTable:
+    """The options every HTTP-family source shares, validated."""
+
+    endpoint: Endpoint
+    headers: dict[str, str]
+    spec: FormatSpec
+    columns: tuple[ColumnDef, ...]
+    max_messages_per_batch: int
+
+
+def read_source(options: OptionReader, schemes: tuple[str, ...]) -> SourceTable:
+    """The shared source options; the caller reads its own, then calls ``finish``."""
+    table = options.table
+    check_role(options, SOURCES)
+    endpoint = read_endpoint(options, schemes, table.boundary)
+    headers = read_headers(options)
+    for key in _FRAMING:
+        options.reject(key, f"is not supported yet by {table.connector} tables: one message "
+                            "is one record; remove it")
+    spec = parse_format(options, SOURCE)
+    check_source_options(options)
+    max_messages = options.integer(MAX_MESSAGES_PER_BATCH, minimum=1)
+    assert max_messages is not None
+    columns = table.columns
+    if not columns and spec.single_value:
+        columns = single_value_columns()
+    check_columns(spec, columns, SOURCE)
+    return SourceTable(endpoint, headers, spec, columns, max_messages)
+
+
+def check_sink_role(options: OptionReader) -> None:
+    check_role(options, SINKS)
+    reject_source_options(options)
+
+
+def reader_options(options: dict[str, str], headers: Mapping[str, str]) -> dict[str, str]:
+    """``options`` (from ``streaming.source_options``) plus the headers in their own,
+    redacted reader option."""
+    return {**options, SECRET_OPTION: json.dumps(dict(headers))}
+
+
+def source_settings(connector: str, table: str, source: SourceTable, not_null: list[str],
+                    **extra: Any) -> dict[str, Any]:
+    """The settings a source's data source receives (headers travel apart)."""
+    return {"connector": connector, "table": table, "endpoint": source.endpoint.to_dict(),
+            "format": source.spec.to_dict(),
+            "max_messages_per_batch": source.max_messages_per_batch,
+            "not_null": not_null, **extra}
+
+
+def load_source(spark: SparkSession, source_name: str, table: TableConfig,
+                source: SourceTable, **extra: Any) -> DataFrame:
+    """The streaming DataFrame of an HTTP-family source table."""
+    not_null = [c.name for c in source.columns if not c.nullable or c.name in table.primary_key]
+    settings = source_settings(table.connector, table.name, source, not_null, **extra)
+    options = source_options(source_schema(source.spec, source.columns), settings)
+    frame = load_stream(spark, source_name, reader_options(options, source.headers))
+    return with_row_key(frame, table.primary_key)
+
+
+def data_source_secret(options: Mapping[str, str]) -> dict[str, str]:
+    """The headers a data source's reader options carry."""
+    headers: dict[str, str] = json.loads(options.get(SECRET_OPTION, "{}"))
+    return headers
+
+
+# -- feeds --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Message:
+    """One received message, and the cursor a feed resumes after it from."""
+
+    payload: bytes
+    arrival_us: int
+    cursor: str | None
+
+
+class FeedFailedError(Exception):
+    """A feed cannot go on (a 4xx answer, a refused destination): fails the query."""
+
+    def __init__(self, message: str, option: str = ENDPOINT.name) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+class Feed:
+    """A background thread receiving messages; subclasses implement :meth:`session`.
+
+    ``session`` connects once and delivers until the connection ends; the thread then
+    reconnects after a backoff (0.1 s doubling to 5 s) until :meth:`close`.  A
+    :class:`FeedFailedError` (or a refused destination) stops the feed and fails the
+    query at the next batch.
+    """
+
+    #: whether a feed reopened at a cursor receives the messages after it again (sse)
+    resumable = False
+
+    def __init__(self, settings: Mapping[str, Any], headers: Mapping[str, str],
+                 cursor: str | None) -> None:
+        self.settings = settings
+        self.table: str = settings["table"]
+        self.endpoint = Endpoint(**settings["endpoint"])
+        self.headers = dict(headers)
+        #: the cursor of the last message received (where a reconnect resumes)
+        self.cursor = cursor
+        self.stopping = threading.Event()
+        #: received, then numbered into batches until their epoch commits
+        self._messages: NumberedBuffer[Message] = NumberedBuffer()
+        self._failure: ConnectorError | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"spate-feed-{self.table}")
+        self._thread.start()
+
+    @property
+    def what(self) -> str:
+        return f"{self.settings.get('connector', 'http')} source '{self.table}'"
+
+    def session(self) -> None:
+        raise NotImplementedError
+
+    def deliver(self, payload: bytes, cursor: str | None = None) -> None:
+        self.cursor = cursor
+        self._messages.put(Message(payload, time.time_ns() // 1000, cursor))
+
+    def _run(self) -> None:
+        delay = RECONNECT_FIRST_S
+        while not self.stopping.is_set():
+            received = len(self._messages)
+            try:
+                self.session()
+            except FeedFailedError as failure:
+                self._failure = ConnectorError(str(failure), option=failure.option)
+                return
+            except ConnectorError as failure:  # refused by the egress policy
+                self._failure = failure
+                return
+            except Exception as problem:  # noqa: BLE001 - a lost connection: reconnect
+                log.warning("feed connection failed; reconnecting",
+                            extra={"table": self.table, "endpoint": self.endpoint.shown,
+                                   "error": type(problem).__name__})
+            if len(self._messages) > received:
+                delay = RECONNECT_FIRST_S
+            if self.stopping.wait(delay):
+                return
+            delay = min(delay * 2, RECONNECT_MAX_S)
+
+    def check(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def admit(self, after: int, most: int | None) -> tuple[int, str | None]:
+        """Number waiting messages from ``after + 1`` (at most ``most``) into a batch:
+        how many joined, and the cursor of the last one."""
+        admitted = self._messages.admit(after, most)
+        return len(admitted), admitted[-1].cursor if admitted else None
+
+    def batch(self, first: int, last: int) -> list[Message]:
+        """The messages numbered ``first + 1 .. last``.  A batch replayed from Spark's
+        checkpoint after a restart: a resumable feed receives it again (waiting up to
+        :data:`~.numbered.REPLAY_WAIT_S`); another has lost it (at-most-once)."""
+        return self._messages.batch(first, last, redelivered=self.resumable,
+                                    check=self.check)
+
+    def forget_through(self, number: int) -> None:
+        """Drop the messages numbered up to ``number``: their epochs committed."""
+        self._messages.release_through(number)
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.interrupt()
+
+    def interrupt(self) -> None:
+        """Wake a session blocked on its connection (optional)."""
+
+
+class FeedReader(DataSourceStreamReader):
+    """The stream reader of an HTTP-family source; ``feed_class`` receives.
+
+    Spark pickles the reader to ship ``read`` to executors: the feed, opened on first
+    use in the driver's reader process, is never part of that.
+    """
+
+    feed_class: type[Feed] = Feed
+
+    def __init__(self, settings: dict[str, Any], headers: dict[str, str],
+                 schema: T.StructType, start: dict[str, Any] | None = None) -> None:
+        self.settings = settings
+        self.headers = headers
+        self.schema = schema
+        self.start = start
+        self._feed: Feed | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_feed": None, "headers": {}}
+
+    def initialOffset(self) -> dict[str, Any]:
+        return initial_offset(self.start, lambda: {"messages": 0, "cursor": None},
+                              self.settings["table"])
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return default_limit(self.settings["max_messages_per_batch"])
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        feed = self._opened(start)
+        first = int(start["messages"])
+        feed.forget_through(first)
+        count, cursor = feed.admit(first, max_rows(limit, None))
+        return {"messages": first + count, "cursor": cursor if count else start["cursor"]}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        first, last = int(start["messages"]), int(end["messages"])
+        if first == last:
+            return []
+        messages = self._opened(start).batch(first, last)
+        if not messages:
+            return []
+        return [InputPartition(([m.payload for m in messages],
+                                [m.arrival_us for m in messages], first + 1,
+                                [m.cursor for m in messages]))]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        settle()
+        payloads, arrivals, number, cursors = partition.value
+        yield from BatchDecoder(self.settings, self.schema).decode(payloads, arrivals, number,
+                                                                   cursors)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        if self._feed is not None:
+            self._feed.forget_through(int(end["messages"]))
+
+    def stop(self) -> None:
+        if self._feed is not None:
+            self._feed.close()
+            self._feed = None
+
+    def _opened(self, start: dict[str, Any]) -> Feed:
+        if self._feed is None:
+            self._feed = self.feed_class(self.settings, self.headers, start.get("cursor"))
+        self._feed.check()
+        return self._feed
+
+
+def stream_reader(reader: type[FeedReader], source: SpateDataSource,
+                  schema: T.StructType) -> FeedReader:
+    """A data source's ``streamReader``: ``reader`` over its settings, headers and start."""
+    return reader(source.settings(), data_source_secret(source.options), schema,
+                  source.start_offset())
+
+
+class BatchDecoder:
+    """Decodes one batch's payloads (one record each) into Arrow batches, on an executor."""
+
+    def __init__(self, settings: Mapping[str, Any], schema: T.StructType) -> None:
+        self.what = f"{settings.get('connector', 'http')} source '{settings['table']}'"
+        self.spec = FormatSpec(**settings["format"])
+        self.arrow_schema = arrow_schema(schema)
+        self.decoder = source_decoder(self.arrow_schema, self.spec, settings["not_null"])
+        self.connector = settings.get("connector", "http")
+        self.bad = BadRecords(self.spec, self.arrow_schema, 0, self.what, "in {position}",
+                              "Fix the server")
+
+    def decode(self, payloads: list[bytes], arrivals: list[int], number: int = 1,
+               cursors: list[str | None] | None = None) -> Iterator[pa.RecordBatch]:
+        """Rows of ``payloads``, the messages numbered ``number`` on (their count in the
+        offsets); ``cursors``: their cursors (an SSE event's id)."""
+        raw = payloads
+        if self.spec.kind != RAW_STRING:
+            payloads = [p.translate(_LINE_BREAKS) for p in payloads]
+        lengths = np.array([len(p) for p in payloads], dtype=np.int64)
+        starts = np.zeros(len(payloads), dtype=np.int64)
+        np.cumsum(lengths[:-1] + 1, out=starts[1:])
+        buf = np.frombuffer(b"\n".join(payloads) + b"\n", dtype=np.uint8)
+        decoded = self.decoder.decode(buf, starts, lengths)
+        dead = self.bad.handle([
+            (raw[i], problem, self._position(number + i, cursors[i] if cursors else None))
+            for i, problem in decoded.bad])
+        if dead is not None:
+            yield dead
+        if decoded.num_rows:
+            stamps = _event_times(decoded.lines, arrivals, decoded.num_rows)
+            yield data_batch(self.arrow_schema, decoded.columns, 0, stamps)
+        dropped = self.bad.finish()
+        if dropped is not None:
+            yield dropped
+
+    def _position(self, number: int, cursor: str | None) -> str:
+        """Where a message is: its number among the source's messages (a polled response's
+        among the responses it emitted), and an SSE event's id."""
+        if self.connector == "polling_http":
+            return f"response {number}"
+        if self.connector == "sse" and cursor is not None:
+            return f"message {number} (event id {cursor})"
+        return f"message {number}"
+
+
+def _event_times(lines: np.ndarray | None, arrivals: list[int], rows: int) -> pa.Array:
+    """Each row's arrival time (µs) where it is known which message made the row;
+    otherwise the batch's latest arrival."""
+    times = np.asarray(arrivals, dtype=np.int64)
+    if lines is not None and len(lines) == rows:
+        return pa.array(times[lines], pa.int64())
+    if lines is None and len(times) == rows:
+        return pa.array(times, pa.int64())
+    return pa.array(np.full(rows, times.max(), dtype=np.int64), pa.int64())

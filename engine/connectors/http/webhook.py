@@ -1,0 +1,268 @@
+"""``webhook`` (docs/sql/connectors.md): a sink sending rows to an HTTP(S) endpoint.
+
+At-least-once, with an idempotency key per request so a receiver can de-duplicate.
+An epoch's records are encoded by Spark (``formats.encode_records``), collected to
+the driver and **sorted**, then sent ``max_rows_per_request`` at a time (one record
+as the body, or several as a JSON array / newline-separated raw strings).  Each
+request carries ``Idempotency-Key: <sink id>-<epoch>-<index of its first row>``,
+the sink id being a hash of the writing pipeline and the table: an epoch replayed
+after a crash has the same rows, so in the same order, and sends the same keys.  A
+connection error, a timeout, HTTP 5xx, 408 or 429 is retried after a backoff
+(``retry_backoff_ms`` doubling, at most 10 s) up to ``max_attempts`` attempts;
+another 4xx, or the last attempt failing, fails the epoch (which the engine
+retries when the pipeline resumes).  The marker is None.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+from spate.engine.connectors.core.base import (
+    SINK,
+    ColumnDef,
+    Connector,
+    ConnectorError,
+    Sink,
+    TableConfig,
+    register,
+)
+from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors.core.metadata import (
+    FORMAT,
+    FORMAT_OPTION,
+    FRAMING,
+    SINKS,
+    TYPE,
+    option,
+)
+from spate.engine.connectors.core.options import OptionReader
+from spate.engine.connectors.formats.records import (
+    RAW_STRING,
+    FormatSpec,
+    check_columns,
+    check_sink_schema,
+    encode_records,
+    parse_format,
+)
+from spate.engine.connectors.http import common as http_common
+from spate.engine.connectors.http.common import (
+    Endpoint,
+    check_sink_role,
+    http_client,
+    read_endpoint,
+    read_headers,
+    read_timeout,
+    request_headers,
+    unreachable,
+)
+
+log = logging.getLogger(__name__)
+
+_SCHEMES = ("http", "https")
+MAX_BACKOFF_S = 10.0
+_RETRIED_STATUSES = frozenset({408, 429})
+
+ENDPOINT = http_common.ENDPOINT.for_roles(SINKS)
+RECORD_FORMAT = FORMAT_OPTION.described("`json` or `raw_string` (`debezium_json` is not "
+                                        "supported yet)", roles=SINKS)
+HEADERS = http_common.HEADERS.for_roles(SINKS)
+METHOD = option("method", SINKS, "`POST`, `PUT` or `PATCH` (any case)",
+                choices=("post", "put", "patch"), default="post")
+MAX_ROWS_PER_REQUEST = option("max_rows_per_request", SINKS, "rows per request", default=1)
+MAX_ATTEMPTS = option("max_attempts", SINKS, "attempts per request before the epoch fails",
+                      default=5)
+RETRY_BACKOFF_MS = option("retry_backoff_ms", SINKS, "wait before the first retry, doubling "
+                          "up to 10 s", default=100)
+TIMEOUT_MS = http_common.TIMEOUT_MS.for_roles(SINKS)
+IDEMPOTENCY_HEADER = option("idempotency_header", SINKS, "the header carrying each request's "
+                            "key", default="Idempotency-Key")
+
+
+@dataclass(frozen=True)
+class WebhookTable:
+    endpoint: Endpoint
+    headers: dict[str, str]
+    spec: FormatSpec
+    columns: tuple[ColumnDef, ...]
+    method: str
+    max_rows_per_request: int
+    max_attempts: int
+    retry_backoff_s: float
+    timeout_s: float
+    key_header: str
+
+
+def parse_table(table: TableConfig) -> WebhookTable:
+    options = OptionReader(table)
+    check_sink_role(options)
+    endpoint = read_endpoint(options, _SCHEMES, table.boundary)
+    headers = read_headers(options)
+    options.reject(FRAMING, "is not supported by webhook sinks: one request carries "
+                            "one record, or a JSON array of them; remove it")
+    spec = parse_format(options, SINK)
+    if spec.updating:
+        raise ConnectorError(f"{FORMAT_OPTION.name} 'debezium_json' is not supported yet by "
+                             "webhook sinks", option=FORMAT_OPTION.name)
+    method = options.choice(METHOD)
+    rows = options.integer(MAX_ROWS_PER_REQUEST, minimum=1)
+    attempts = options.integer(MAX_ATTEMPTS, minimum=1)
+    backoff = options.integer(RETRY_BACKOFF_MS, minimum=0)
+    timeout = read_timeout(options)
+    key_header = (options.string(IDEMPOTENCY_HEADER) or "").strip()
+    if not key_header or not key_header.replace("-", "").replace("_", "").isalnum():
+        raise ConnectorError(f"option '{IDEMPOTENCY_HEADER.name}' must be a header name "
+                             "(letters, digits, - and _)", option=IDEMPOTENCY_HEADER.name)
+    if key_header.lower() in (name.lower() for name in headers):
+        raise ConnectorError(f"option '{HEADERS.name}' sets '{key_header}', the idempotency "
+                             "key header Spate sets per request; remove it or change "
+                             f"'{IDEMPOTENCY_HEADER.name}'", option=HEADERS.name)
+    options.finish()
+    check_columns(spec, table.columns, SINK)
+    assert method is not None and rows is not None and attempts is not None \
+        and backoff is not None
+    return WebhookTable(endpoint, headers, spec, table.columns, method.upper(), rows, attempts,
+                        backoff / 1000, timeout, key_header)
+
+
+def sink_id(pipeline: str | None, table: str) -> str:
+    """The stable prefix of a sink's idempotency keys: the writing pipeline's own."""
+    return hashlib.sha256(f"{pipeline or ''}\n{table}".encode()).hexdigest()[:16]
+
+
+def request_bodies(records: list[str | None], spec: FormatSpec,
+                   per_request: int) -> list[tuple[int, bytes]]:
+    """(index of the first row, body) of each request, records sorted first."""
+    texts = sorted("" if r is None else r for r in records)
+    bodies = []
+    for first in range(0, len(texts), per_request):
+        chunk = texts[first:first + per_request]
+        if per_request == 1:
+            body = chunk[0]
+        elif spec.kind == RAW_STRING:
+            body = "\n".join(chunk)
+        else:
+            body = "[" + ",".join(text or "null" for text in chunk) + "]"
+        bodies.append((first, body.encode("utf-8")))
+    return bodies
+
+
+class WebhookSink(Sink):
+    """Sends an epoch's rows in order, one request at a time, retrying failures."""
+
+    def __init__(self, table: str, parsed: WebhookTable) -> None:
+        self.table = table
+        self.parsed = parsed
+        self._client: httpx.Client | None = None
+        self._prefix = sink_id(None, table)
+
+    def open(self, marker: Any | None) -> None:
+        del marker  # sent requests cannot be taken back: nothing to restore
+        self._prefix = sink_id(self.pipeline, self.table)
+        self._client = http_client(self.parsed.timeout_s)
+
+    def write_epoch(self, epoch: int, df: DataFrame) -> None:
+        if self._client is None:
+            raise ConnectorError(f"webhook sink '{self.table}' written before open()")
+        records = encode_records(df, self.parsed.spec).toArrow().column(0).to_pylist()
+        bodies = request_bodies(records, self.parsed.spec, self.parsed.max_rows_per_request)
+        self.epoch_bytes = sum(len(body) for _, body in bodies)
+        if not bodies:
+            return
+        url, host = self.parsed.endpoint.connect_to()
+        headers = {"Content-Type": "text/plain; charset=utf-8"
+                   if self.parsed.spec.kind == RAW_STRING else "application/json",
+                   **request_headers(self.parsed.headers, host)}
+        for first, body in bodies:
+            key = f"{self._prefix}-{epoch}-{first}"
+            self._send(url, {**headers, self.parsed.key_header: key}, body, epoch, first)
+        log.debug("epoch sent", extra={"table": self.table, "epoch": epoch,
+                                        "requests": len(bodies)})
+
+    def _send(self, url: str, headers: dict[str, str], body: bytes, epoch: int,
+              first: int) -> None:
+        assert self._client is not None
+        parsed = self.parsed
+        delay = parsed.retry_backoff_s
+        problem = ""
+        for attempt in range(1, parsed.max_attempts + 1):
+            try:
+                response = self._client.request(parsed.method, url, headers=headers,
+                                                content=body)
+            except httpx.TransportError as failure:
+                problem = type(failure).__name__
+            else:
+                status = response.status_code
+                if 200 <= status < 300:
+                    return
+                problem = f"HTTP {status}"
+                if status < 500 and status not in _RETRIED_STATUSES:
+                    raise ConnectorError(
+                        f"webhook sink '{self.table}': {parsed.endpoint.shown} answered "
+                        f"{problem} to the request of row {first} of epoch {epoch}; check "
+                        f"options '{ENDPOINT.name}' and '{HEADERS.name}' (the epoch is sent "
+                        "again when the pipeline resumes)", option=ENDPOINT.name)
+            if attempt < parsed.max_attempts:
+                log.warning("webhook request failed; retrying",
+                            extra={"table": self.table, "epoch": epoch, "attempt": attempt,
+                                   "problem": problem})
+                time.sleep(delay)
+                delay = min(max(delay * 2, 0.001), MAX_BACKOFF_S)
+        raise ConnectorError(
+            f"webhook sink '{self.table}': gave up on {parsed.endpoint.shown} after "
+            f"{parsed.max_attempts} attempts at the request of row {first} of epoch {epoch} "
+            f"(last: {problem}); the epoch is sent again when the pipeline resumes",
+            option=MAX_ATTEMPTS.name)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+@register
+class WebhookConnector(Connector):
+    """HTTP(S) requests per row (or per batch of rows): a sink, at-least-once."""
+
+    name = "webhook"
+    roles = frozenset({SINK})
+    options = (*TYPE, ENDPOINT, RECORD_FORMAT, HEADERS, METHOD, MAX_ROWS_PER_REQUEST,
+               MAX_ATTEMPTS, RETRY_BACKOFF_MS, TIMEOUT_MS, IDEMPOTENCY_HEADER,
+               *(spec for spec in FORMAT if spec not in (FORMAT_OPTION, FRAMING)))
+
+    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+        return parse_table(table).columns
+
+    def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
+        """An ``OPTIONS`` request (no row is sent): any HTTP answer proves the endpoint
+        reachable; a 401 or 403 says the headers are refused."""
+        table = TableConfig(name="check", connector=self.name, role=SINK, options=options,
+                            columns=(), boundary=boundary)
+        reader = OptionReader(table)
+        endpoint = read_endpoint(reader, _SCHEMES, boundary)
+        headers = read_headers(reader)
+        url, host = endpoint.connect_to()
+        try:
+            with http_client(read_timeout(reader)) as client:
+                response = client.request("OPTIONS", url,
+                                          headers=request_headers(headers, host))
+        except httpx.HTTPError as problem:
+            raise unreachable("webhook check", endpoint, type(problem).__name__) from None
+        if response.status_code in (401, 403):
+            raise unreachable("webhook check", endpoint,
+                              f"HTTP {response.status_code}: the credentials in option "
+                              f"'{HEADERS.name}' were refused")
+        return f"reached {endpoint.shown} (HTTP {response.status_code} to OPTIONS)"
+
+    def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
+        parsed = parse_table(table)
+        check_sink_schema(parsed.spec, schema)
+        return WebhookSink(table.name, parsed)

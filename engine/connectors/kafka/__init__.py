@@ -1,0 +1,1 @@
+"""``kafka``: a Kafka topic as a source or a sink."""

@@ -1,0 +1,1 @@
+"""``kinesis``: an Amazon Kinesis Data Streams source and sink."""

@@ -1,0 +1,279 @@
+"""``kinesis`` (docs/sql/connectors.md): an Amazon Kinesis Data Streams source and sink.
+
+The source reads every shard of a stream, shards dealt to the pipeline's
+readers, with sequence numbers as offsets: exactly once into Spate, resharding
+followed parent before child (:mod:`.source`, :mod:`.shards`).
+The sink puts records with PutRecords, at least once (:mod:`.sink`).
+Credentials come from the table's options (its connection profile) only,
+never from the server's own AWS configuration (:mod:`.client`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from spate.engine.connectors.core.aws import check_endpoint_url, check_region
+from spate.engine.connectors.core.base import (
+    SINK,
+    SOURCE,
+    ColumnDef,
+    Connector,
+    ConnectorError,
+    Sink,
+    TableConfig,
+    register,
+)
+from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors.core.metadata import (
+    DEAD_LETTER,
+    FORMAT,
+    FORMAT_BINARY,
+    FORMAT_SOURCE,
+    SINKS,
+    SOURCE_TIME,
+    SOURCES,
+    TYPE,
+    TYPE_OPTION,
+    option,
+)
+from spate.engine.connectors.core.options import (
+    OptionReader,
+    check_role,
+    check_source_options,
+    reject_source_options,
+)
+from spate.engine.connectors.core.streaming import load_stream, source_options
+from spate.engine.connectors.formats.records import (
+    FormatSpec,
+    check_columns,
+    check_sink_schema,
+    parse_format,
+    single_value_columns,
+    source_schema,
+    with_row_key,
+)
+from spate.engine.connectors.kinesis.client import (
+    AWS_ACCESS_KEY_ID,
+    AWS_CREDENTIALS,
+    AWS_REGION,
+    AWS_SECRET_ACCESS_KEY,
+    AWS_SESSION_TOKEN,
+    ENDPOINT_URL,
+    STREAM_NAME,
+    KinesisEndpoint,
+    check_planned,
+    connect,
+    failure,
+    regional_endpoint,
+)
+from spate.engine.connectors.kinesis.shards import has_records_after
+from spate.engine.connectors.kinesis.sink import (
+    MAX_BYTES_PER_RECORD,
+    MAX_BYTES_PER_REQUEST,
+    MAX_RECORDS_PER_REQUEST,
+    KinesisSink,
+    RequestLimits,
+)
+from spate.engine.connectors.kinesis.source import SECRET_FIELDS, SECRET_OPTION, SOURCE_NAME
+
+EARLIEST = "earliest"
+LATEST = "latest"
+#: Arroyo's sink option Spate refuses as not supported yet (so not in ``options``).
+NOT_YET_SINK_OPTION = "sink.flush_interval_millis"
+
+# The stream, region, endpoint and credentials are declared in kinesis_client.
+START_FROM = option("source.offset", SOURCES, "where a new pipeline starts, `earliest` (the "
+                    "oldest records the stream keeps) or `latest` (records arriving from the "
+                    "start on)", choices=(EARLIEST, LATEST), default=LATEST)
+KEY_FIELD = option("key_field", SINKS, "the column whose value is each record's partition key",
+                   default_text="a hash of the record")
+MAX_RECORDS_PER_BATCH = option("sink.max_records_per_batch", SINKS, "records per PutRecords "
+                               f"request (at most {MAX_RECORDS_PER_REQUEST})",
+                               default=MAX_RECORDS_PER_REQUEST)
+MAX_BYTES_PER_BATCH = option("sink.max_bytes_per_batch", SINKS, "bytes (data and keys) per "
+                             "PutRecords request, from 1 MiB to 5 MiB",
+                             default=MAX_BYTES_PER_REQUEST)
+SINK_OPTIONS = (KEY_FIELD, MAX_RECORDS_PER_BATCH, MAX_BYTES_PER_BATCH)
+
+
+@dataclass(frozen=True)
+class _KinesisTable:
+    role: str
+    endpoint: KinesisEndpoint
+    spec: FormatSpec
+    columns: tuple[ColumnDef, ...]
+    #: source: ``earliest`` or ``latest``; sink: None
+    offset: str | None
+    #: sink: the column whose value is the partition key (None: a hash of the record)
+    key_field: str | None
+    #: sink: the bounds of one PutRecords request
+    limits: RequestLimits
+
+
+def read_endpoint(options: OptionReader, stream_required: bool = True) -> KinesisEndpoint:
+    """The stream, region, endpoint and credentials of a table's (or profile's) options."""
+    stream = options.required(STREAM_NAME) if stream_required else options.string(STREAM_NAME)
+    stream_name = (stream or "").strip()
+    region = check_region(options.required(AWS_REGION))
+    url = options.string(ENDPOINT_URL)
+    key_id, secret, token = (options.string(key) for key in AWS_CREDENTIALS)
+    if not key_id or not secret:
+        missing = AWS_ACCESS_KEY_ID.name if not key_id else AWS_SECRET_ACCESS_KEY.name
+        raise ConnectorError(
+            f"connector 'kinesis' needs option '{missing}' (with '{AWS_ACCESS_KEY_ID.name}' "
+            f"and '{AWS_SECRET_ACCESS_KEY.name}', and '{AWS_SESSION_TOKEN.name}' for "
+            "temporary keys), best kept "
+            "in a connection profile; Spate never uses the server's own AWS credentials",
+            option=missing)
+    return KinesisEndpoint(
+        stream_name=stream_name, region=region,
+        endpoint_url=check_endpoint_url(url) if url is not None else regional_endpoint(region),
+        access_key_id=key_id.strip(), secret_access_key=secret, session_token=token or None)
+
+
+def _sink_options(options: OptionReader) -> tuple[str | None, RequestLimits]:
+    """``key_field`` and the PutRecords request bounds of a sink."""
+    options.reject(NOT_YET_SINK_OPTION,
+                   "is not supported yet: the kinesis sink puts each epoch's records when "
+                   "the epoch ends; remove it")
+    key_field = options.string(KEY_FIELD)
+    if key_field is not None and key_field != key_field.strip():
+        raise ConnectorError(f"option '{KEY_FIELD.name}' must be a column name",
+                             option=KEY_FIELD.name)
+    records = options.integer(MAX_RECORDS_PER_BATCH, minimum=1)
+    size = options.integer(MAX_BYTES_PER_BATCH, minimum=MAX_BYTES_PER_RECORD)
+    assert records is not None and size is not None
+    for key, value, most in ((MAX_RECORDS_PER_BATCH, records, MAX_RECORDS_PER_REQUEST),
+                             (MAX_BYTES_PER_BATCH, size, MAX_BYTES_PER_REQUEST)):
+        if value > most:
+            raise ConnectorError(f"option '{key.name}' must be at most {most} (Kinesis's "
+                                 f"limit per PutRecords request), not {value}",
+                                 option=key.name)
+    return key_field, RequestLimits(records, size)
+
+
+@register
+class KinesisConnector(Connector):
+    """Amazon Kinesis Data Streams (or a server speaking its API)."""
+
+    name = "kinesis"
+    roles = frozenset({SOURCE, SINK})
+    options = (*TYPE, STREAM_NAME, AWS_REGION, *AWS_CREDENTIALS, ENDPOINT_URL, START_FROM,
+               *SINK_OPTIONS, *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER,
+               *SOURCE_TIME)
+
+    def _parse(self, table: TableConfig) -> _KinesisTable:
+        options = OptionReader(table)
+        role = check_role(options, self.roles)
+        endpoint = read_endpoint(options)
+        spec = parse_format(options, role)
+        offset = key_field = None
+        limits = RequestLimits()
+        if role == SOURCE:
+            check_source_options(options)
+            offset = options.choice(START_FROM)
+            for key in (*SINK_OPTIONS, NOT_YET_SINK_OPTION):
+                options.reject(key, "applies to sinks only")
+        else:
+            reject_source_options(options)
+            options.reject(START_FROM, "applies to sources only")
+            key_field, limits = _sink_options(options)
+        options.finish()
+        columns = table.data_columns
+        if not columns and role == SOURCE and spec.single_value:
+            columns = single_value_columns(spec)
+        check_columns(spec, columns, role)
+        if table.metadata:  # declaration order; the default `value` first
+            columns = table.columns if table.data_columns else columns + table.columns
+        check_planned(endpoint, table.boundary)
+        return _KinesisTable(role, endpoint, spec, columns, offset, key_field, limits)
+
+    def metadata_fields(self, role: str) -> Mapping[str, tuple[T.DataType, ...]]:
+        """A source record's shard, sequence number (TEXT: up to 128 bits) and partition
+        key."""
+        if role != SOURCE:
+            return {}
+        return {"shard_id": (T.StringType(),), "sequence_number": (T.StringType(),),
+                "partition_key": (T.StringType(),)}
+
+    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+        return self._parse(table).columns
+
+    def partition_count(self, table: TableConfig, parallelism: int) -> int:
+        del table
+        return max(1, parallelism)
+
+    def has_input_after(self, table: TableConfig, parallelism: int, offset: Any) -> bool:
+        """Whether a readable shard has a record past ``offset``, asked of Kinesis."""
+        del parallelism
+        endpoint = self._parse(table).endpoint
+        try:
+            return has_records_after(connect(endpoint, table.boundary), endpoint.stream_name,
+                                     offset)
+        except Exception as error:  # noqa: BLE001 - boto3's errors, told without secrets
+            raise failure(error, endpoint, f"kinesis source '{table.name}'") from None
+
+    def reader_options(self, table: TableConfig, parallelism: int) -> dict[str, str]:
+        """The options of the data source reading ``table`` (see :func:`source_options`)."""
+        parsed = self._parse(table)
+        if parsed.role != SOURCE:
+            raise ConnectorError(f"kinesis table '{table.name}' is a sink; it cannot be read",
+                                 option=TYPE_OPTION.name)
+        endpoint = parsed.endpoint.to_dict()
+        secrets = {key: endpoint.pop(key) for key in SECRET_FIELDS}
+        settings = {
+            "table": table.name,
+            "endpoint": endpoint,
+            "boundary": table.boundary.to_dict(),
+            "format": parsed.spec.to_dict(),
+            "offset": parsed.offset,
+            "readers": self.partition_count(table, parallelism),
+            "not_null": [c.name for c in parsed.columns
+                         if (not c.nullable or c.name in table.primary_key)
+                         and c.name not in table.metadata],
+            "metadata": dict(table.metadata),
+        }
+        options = source_options(source_schema(parsed.spec, parsed.columns), settings)
+        return {**options, SECRET_OPTION: json.dumps(secrets)}
+
+    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
+        frame = load_stream(spark, SOURCE_NAME, self.reader_options(table, parallelism))
+        return with_row_key(frame, table.primary_key)
+
+    def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
+        parsed = self._parse(table)
+        if parsed.role != SINK:
+            return super().create_sink(table, schema)
+        check_sink_schema(parsed.spec, schema)
+        if parsed.key_field is not None and parsed.key_field not in schema.fieldNames():
+            raise ConnectorError(f"option '{KEY_FIELD.name}' names '{parsed.key_field}', which "
+                                 f"is not a column of sink '{table.name}' (its columns: "
+                                 f"{', '.join(schema.fieldNames())})", option=KEY_FIELD.name)
+        return KinesisSink(table.name, parsed.endpoint, table.boundary, parsed.spec,
+                           parsed.key_field, parsed.limits)
+
+    def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
+        """DescribeStreamSummary with the table's (or profile's) own credentials."""
+        table = TableConfig("connection", self.name, role or SOURCE, options, (),
+                            boundary=boundary)
+        endpoint = read_endpoint(OptionReader(table), stream_required=role is not None)
+        try:
+            client = connect(endpoint, boundary)
+            if not endpoint.stream_name:  # a connection profile naming no stream
+                names = client.list_streams(Limit=100).get("StreamNames", [])
+                return (f"kinesis in {endpoint.region} at {endpoint.shown}: "
+                        f"{len(names)} stream{'' if len(names) == 1 else 's'} visible")
+            summary = client.describe_stream_summary(
+                StreamName=endpoint.stream_name)["StreamDescriptionSummary"]
+        except Exception as error:  # noqa: BLE001 - boto3's errors, told without secrets
+            raise failure(error, endpoint, "kinesis") from None
+        shards = summary.get("OpenShardCount")
+        return (f"kinesis stream '{endpoint.stream_name}' in {endpoint.region} at "
+                f"{endpoint.shown}: {summary.get('StreamStatus', 'UNKNOWN')}, "
+                f"{shards} open shard{'' if shards == 1 else 's'}")

@@ -1,0 +1,1 @@
+"""``mqtt``: a source subscribed to a topic filter, and a sink publishing rows."""

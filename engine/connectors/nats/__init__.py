@@ -1,0 +1,1 @@
+"""``nats``: NATS core subjects and JetStream streams."""

@@ -1,0 +1,432 @@
+"""``nats`` (docs/sql/connectors.md): NATS core subjects and JetStream streams.
+
+Delivery guarantees:
+
+- JetStream source (``nats.stream``): exactly-once into Spate. The offset is
+  the stream sequence; each epoch reads the sequences ``(start, end]``
+  (:mod:`.source`), so replays read the same messages while the stream
+  retains them.
+- Core source (``nats.subject``): at-most-once; what the subscription receives
+  is handed to the next epoch, and nothing is replayed.
+- Sink to ``nats.subject``: core publish, at-most-once; with ``nats.stream``,
+  JetStream publish with a ``Nats-Msg-Id`` per record (the sink's producer id,
+  the epoch and the record's digest and occurrence) waiting for every PubAck:
+  a replayed epoch's messages are dropped by the stream's duplicate window, so
+  exactly-once when the replay comes within that window.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NatsClient
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from spate.engine.connectors.core.base import (
+    SINK,
+    SOURCE,
+    ColumnDef,
+    Connector,
+    ConnectorError,
+    Sink,
+    TableConfig,
+    register,
+)
+from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors.core.metadata import (
+    DEAD_LETTER,
+    FORMAT,
+    FORMAT_BINARY,
+    FORMAT_SOURCE,
+    FRAMING,
+    INTEGER,
+    SOURCE_TIME,
+    SOURCES,
+    TYPE,
+    TYPE_OPTION,
+    option,
+)
+from spate.engine.connectors.core.options import (
+    OptionReader,
+    check_role,
+    check_source_options,
+    reject_source_options,
+)
+from spate.engine.connectors.core.streaming import load_stream, source_options
+from spate.engine.connectors.formats.records import (
+    FormatSpec,
+    check_columns,
+    check_sink_schema,
+    encode_records,
+    parse_format,
+    record_bytes,
+    single_value_columns,
+    source_schema,
+    with_row_key,
+)
+from spate.engine.connectors.nats.client import (
+    AUTH_PASSWORD,
+    AUTH_TYPE,
+    AUTH_USERNAME,
+    NATS_STREAM,
+    NATS_SUBJECT,
+    SERVERS,
+    ConnectSettings,
+    connect,
+    connect_error,
+    parse_servers,
+    run_sync,
+)
+from spate.engine.connectors.nats.jetstream import jetstream_error, last_sequence, publish_all
+from spate.engine.connectors.nats.source import (
+    CORE_SOURCE,
+    DELIVER_ALL,
+    DELIVER_BY_START_SEQUENCE,
+    DELIVER_NEW,
+    JETSTREAM_SOURCE,
+    PASSWORD_OPTION,
+)
+
+log = logging.getLogger(__name__)
+
+#: An ``auth.type`` refused as not supported yet (rather than as unknown).
+_AUTH_NOT_YET = "jwt"
+_DELIVER_NOT_YET = ("last", "last_per_subject", "by_start_time")
+#: Arroyo's consumer settings: Spate reads with its own ephemeral consumer per batch.
+_CONSUMER_NOT_YET = ("ack_policy", "replay_policy", "ack_wait", "description",
+                     "sample_frequency", "num_replicas", "inactive_threshold", "rate_limit",
+                     "max_ack_pending", "max_deliver", "max_waiting", "max_batch", "max_bytes",
+                     "max_expires")
+
+# The connection's options (servers, auth.*, nats.stream, nats.subject) are declared
+# in :mod:`.client`, whose errors name them.
+DELIVER_POLICY = option("nats.consumer.deliver_policy", SOURCES, "JetStream ones: where a new "
+                        "pipeline starts: `all` (the stream's first message), `new` (after the "
+                        "last message when the pipeline starts) or `by_start_sequence`; `last`, "
+                        "`last_per_subject` and `by_start_time` are not supported yet",
+                        choices=(DELIVER_ALL, DELIVER_NEW, DELIVER_BY_START_SEQUENCE),
+                        default=DELIVER_ALL)
+START_SEQUENCE = option("nats.consumer.start_sequence", SOURCES, "the first stream sequence "
+                        "read", kind=INTEGER, required_when="with `by_start_sequence`")
+FILTER_SUBJECTS = option("nats.consumer.filter_subjects", SOURCES, "JetStream ones: read only "
+                         "the messages of this subject (one subject, wildcards allowed; "
+                         "several are not supported yet)", default_text="the whole stream")
+MAX_MESSAGES_PER_BATCH = option("max_messages_per_batch", SOURCES, "JetStream ones: stream "
+                                "sequences per epoch at most", default=100_000)
+#: The options of JetStream sources only.
+_JETSTREAM_SOURCE = (DELIVER_POLICY, START_SEQUENCE, FILTER_SUBJECTS, MAX_MESSAGES_PER_BATCH)
+
+
+@dataclass(frozen=True)
+class NatsTable:
+    """A validated ``nats`` table."""
+
+    role: str
+    connect: ConnectSettings
+    subject: str | None
+    stream: str | None
+    spec: FormatSpec
+    columns: tuple[ColumnDef, ...]
+    deliver_policy: str
+    start_sequence: int | None
+    filter_subject: str | None
+    max_messages_per_batch: int
+
+
+def _connect_settings(options: OptionReader) -> ConnectSettings:
+    servers = parse_servers(options.required(SERVERS))
+    auth = options.choice(AUTH_TYPE, (*AUTH_TYPE.choices, _AUTH_NOT_YET))
+    if auth == _AUTH_NOT_YET:
+        raise ConnectorError(f"option '{AUTH_TYPE.name}' = '{_AUTH_NOT_YET}' is not supported "
+                             "yet; use 'none' or 'credentials'", option=AUTH_TYPE.name)
+    if auth == "credentials":
+        return ConnectSettings(servers, options.required(AUTH_USERNAME),
+                               options.required(AUTH_PASSWORD))
+    for key in (AUTH_USERNAME, AUTH_PASSWORD):
+        if key in options:
+            raise ConnectorError(f"option '{key.name}' needs '{AUTH_TYPE.name}' = "
+                                 "'credentials'", option=key.name)
+    return ConnectSettings(servers)
+
+
+def _subject_or_stream(options: OptionReader, role: str) -> tuple[str | None, str | None]:
+    subject = options.string(NATS_SUBJECT)
+    stream = options.string(NATS_STREAM)
+    subject = subject.strip() if subject is not None else None
+    stream = stream.strip() if stream is not None else None
+    if role == SINK and not subject:
+        raise ConnectorError(f"a nats sink needs option '{NATS_SUBJECT.name}' (and "
+                             f"'{NATS_STREAM.name}' to publish through JetStream)",
+                             option=NATS_SUBJECT.name)
+    if role == SOURCE and (subject is None) == (stream is None):
+        raise ConnectorError(f"a nats source needs exactly one of '{NATS_STREAM.name}' "
+                             f"(JetStream) and '{NATS_SUBJECT.name}' (core NATS)",
+                             option=NATS_STREAM.name)
+    for key, value in ((NATS_SUBJECT, subject), (NATS_STREAM, stream)):
+        if value is not None and (not value or any(c.isspace() for c in value)):
+            raise ConnectorError(f"option '{key.name}' must be a name without spaces, not "
+                                 f"'{value}'", option=key.name)
+    if stream is not None and any(c in stream for c in ".*>"):
+        raise ConnectorError(f"option '{NATS_STREAM.name}' names a stream; '{stream}' holds "
+                             "'.', '*' or '>'", option=NATS_STREAM.name)
+    return subject, stream
+
+
+def _consumer(options: OptionReader, jetstream_source: bool) -> tuple[str, int | None,
+                                                                      str | None]:
+    """``nats.consumer.*``: the deliver policy, start sequence and filter subject."""
+    for name in _CONSUMER_NOT_YET:
+        options.reject(f"nats.consumer.{name}", "is not supported yet: Spate reads each batch "
+                                               "with an ephemeral consumer of its own; remove it")
+    if not jetstream_source:
+        for key in _JETSTREAM_SOURCE:
+            if key in options:
+                raise ConnectorError(f"option '{key.name}' applies to JetStream sources (with "
+                                     f"'{NATS_STREAM.name}') only", option=key.name)
+        return DELIVER_ALL, None, None
+    raw_policy = (options.string(DELIVER_POLICY) or DELIVER_ALL).strip().lower()
+    if raw_policy in _DELIVER_NOT_YET:
+        raise ConnectorError(f"option '{DELIVER_POLICY.name}' = '{raw_policy}' is not "
+                             "supported yet; use 'all', 'new' or 'by_start_sequence'",
+                             option=DELIVER_POLICY.name)
+    policy = options.choice(DELIVER_POLICY) or DELIVER_ALL
+    start = options.integer(START_SEQUENCE, minimum=1)
+    if (policy == DELIVER_BY_START_SEQUENCE) != (start is not None):
+        raise ConnectorError(f"option '{START_SEQUENCE.name}' goes with (and only with) "
+                             f"'{DELIVER_POLICY.name}' = '{DELIVER_BY_START_SEQUENCE}'",
+                             option=START_SEQUENCE.name)
+    filters = [s.strip() for s in (options.string(FILTER_SUBJECTS) or "").split(",")
+               if s.strip()]
+    if len(filters) > 1:
+        raise ConnectorError(f"option '{FILTER_SUBJECTS.name}': more than one subject is not "
+                             "supported yet; give one (wildcards allowed)",
+                             option=FILTER_SUBJECTS.name)
+    return policy, start, filters[0] if filters else None
+
+
+@register
+class NatsConnector(Connector):
+    """Core NATS subjects and JetStream streams, as sources and sinks."""
+
+    name = "nats"
+    roles = frozenset({SOURCE, SINK})
+    options = (*TYPE, SERVERS, AUTH_TYPE, AUTH_USERNAME, AUTH_PASSWORD, NATS_STREAM,
+               NATS_SUBJECT, *_JETSTREAM_SOURCE,
+               *(spec for spec in FORMAT if spec is not FRAMING),  # framing is refused
+               *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER, *SOURCE_TIME)
+
+    def _parse(self, table: TableConfig) -> NatsTable:
+        options = OptionReader(table)
+        role = check_role(options, self.roles)
+        connect_settings = _connect_settings(options)
+        subject, stream = _subject_or_stream(options, role)
+        options.reject(FRAMING, "is not supported yet by nats: one message is one record")
+        spec = parse_format(options, role)
+        policy, start, filter_subject = _consumer(options, role == SOURCE and bool(stream))
+        max_messages = MAX_MESSAGES_PER_BATCH.default
+        if role == SOURCE:
+            check_source_options(options)
+            max_messages = options.integer(MAX_MESSAGES_PER_BATCH, minimum=1) or max_messages
+        else:
+            reject_source_options(options)
+        options.finish()
+        columns = table.data_columns
+        if not columns and role == SOURCE and spec.single_value:
+            columns = single_value_columns(spec)
+        check_columns(spec, columns, role)
+        if table.metadata:  # declaration order; the default `value` first
+            columns = table.columns if table.data_columns else columns + table.columns
+        if table.boundary.egress is not None:
+            for server in connect_settings.servers:
+                table.boundary.egress.check_literal(server.host, server.port,
+                                                    option=SERVERS.name)
+        if table.boundary.egress is not None:
+            connect_settings = replace(connect_settings, boundary=table.boundary.to_dict(),
+                                       egress=table.boundary.egress)
+        return NatsTable(role, connect_settings, subject, stream, spec, columns, policy, start,
+                         filter_subject, max_messages)
+
+    def metadata_fields(self, role: str) -> Mapping[str, tuple[T.DataType, ...]]:
+        """The subject a source's message was published to."""
+        return {"subject": (T.StringType(),)} if role == SOURCE else {}
+
+    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+        return self._parse(table).columns
+
+    def batch_limit(self, table: TableConfig) -> int | None:
+        parsed = self._parse(table)
+        return parsed.max_messages_per_batch if parsed.stream and parsed.role == SOURCE else None
+
+    def reader_options(self, table: TableConfig) -> tuple[str, dict[str, str]]:
+        """The data source reading ``table`` and its options (:func:`source_options`)."""
+        parsed = self._parse(table)
+        if parsed.role != SOURCE:
+            raise ConnectorError(f"nats table '{table.name}' is a sink; it cannot be read",
+                                 option=TYPE_OPTION.name)
+        connect_settings = parsed.connect.to_dict()
+        password = connect_settings.pop("password")
+        settings = {
+            "table": table.name,
+            "connect": connect_settings,
+            "stream": parsed.stream,
+            "subject": parsed.subject,
+            "format": parsed.spec.to_dict(),
+            "deliver_policy": parsed.deliver_policy,
+            "start_sequence": parsed.start_sequence,
+            "filter_subject": parsed.filter_subject,
+            "max_messages_per_batch": parsed.max_messages_per_batch,
+            "not_null": [c.name for c in parsed.columns
+                         if (not c.nullable or c.name in table.primary_key)
+                         and c.name not in table.metadata],
+            "metadata": dict(table.metadata),
+        }
+        name = JETSTREAM_SOURCE if parsed.stream else CORE_SOURCE
+        options = source_options(source_schema(parsed.spec, parsed.columns), settings)
+        if password is not None:
+            options[PASSWORD_OPTION] = password
+        return name, options
+
+    def has_input_after(self, table: TableConfig, parallelism: int, offset: Any) -> bool | None:
+        """JetStream: whether the stream's last sequence is past ``offset``'s.  Core
+        subjects keep nothing for an absent subscriber: they cannot be watched (None), so
+        such a pipeline never stops for want of input."""
+        del parallelism
+        parsed = self._parse(table)
+        if parsed.role != SOURCE or parsed.stream is None:
+            return None
+        stream = parsed.stream
+        return run_sync(_has_messages_after(parsed.connect, stream, int(offset["sequence"])))
+
+    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
+        del parallelism  # one reader: a stream is read in sequence order
+        name, options = self.reader_options(table)
+        return with_row_key(load_stream(spark, name, options), table.primary_key)
+
+    def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
+        parsed = self._parse(table)
+        if parsed.role != SINK:
+            return super().create_sink(table, schema)
+        check_sink_schema(parsed.spec, schema)
+        return NatsSink(table.name, parsed)
+
+    def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
+        """Connect with the servers and credentials, and look up ``nats.stream`` if named."""
+        reader = OptionReader(TableConfig("test", self.name, role or SINK, options, ()))
+        connect_settings = _connect_settings(reader)
+        stream = (reader.string(NATS_STREAM) or "").strip() or None
+        if boundary.egress is not None:
+            for server in connect_settings.servers:
+                boundary.egress.check_literal(server.host, server.port, option=SERVERS.name)
+            connect_settings = replace(connect_settings, boundary=boundary.to_dict(),
+                                       egress=boundary.egress)
+        return run_sync(_reach(connect_settings, stream))
+
+
+async def _has_messages_after(connect_settings: ConnectSettings, stream: str,
+                              sequence: int) -> bool:
+    what = f"nats source stream '{stream}'"
+    client = await connect(connect_settings, what)
+    try:
+        return await last_sequence(client, stream) > sequence
+    except nats.errors.Error as error:
+        raise jetstream_error(what, stream, error) from None
+    finally:
+        await client.close()
+
+
+async def _reach(connect_settings: ConnectSettings, stream: str | None) -> str:
+    what = "nats connection test"
+    client = await connect(connect_settings, what)
+    try:
+        version = client.connected_server_version
+        message = (f"reached NATS server {version.major}.{version.minor}.{version.patch} at "
+                   f"{connect_settings.shown}")
+        if stream is None:
+            return message
+        try:
+            info = await client.jetstream().stream_info(stream)
+        except nats.errors.Error as error:
+            raise jetstream_error(what, stream, error) from None
+        return (f"{message}; JetStream stream '{stream}' holds "
+                f"{info.state.messages} messages (sequences {info.state.first_seq}.."
+                f"{info.state.last_seq})")
+    finally:
+        await client.close()
+
+
+class NatsSink(Sink):
+    """Publishes one message per record; marker ``{"producer": id}`` with JetStream."""
+
+    def __init__(self, table: str, parsed: NatsTable) -> None:
+        self.table = table
+        self.parsed = parsed
+        self.what = f"nats sink '{table}'"
+        #: the first part of every Nats-Msg-Id, kept across restarts by the marker
+        self.producer = ""
+
+    def open(self, marker: Any | None) -> None:
+        # A fresh pipeline gets a new producer id, so its messages are never taken
+        # for duplicates of an earlier pipeline's; a restarted one keeps its own.
+        self.producer = str(marker["producer"]) if marker else uuid.uuid4().hex
+
+    def write_epoch(self, epoch: int, df: DataFrame) -> dict[str, str] | None:
+        column = encode_records(df, self.parsed.spec).toArrow().column(0)
+        records = [record_bytes(value) for value in column.to_pylist()]
+        self.epoch_bytes = sum(len(record) for record in records)
+        if not records:
+            return None if self.parsed.stream is None else {"producer": self.producer}
+        if self.parsed.stream is None:
+            run_sync(self._session(lambda client: _publish_core(client, self.parsed.subject,
+                                                                records)))
+            return None
+        ids = message_ids(self.producer, epoch, records)
+        duplicates = run_sync(self._session(lambda client: publish_all(
+            client, str(self.parsed.subject), str(self.parsed.stream), records, ids)))
+        if duplicates:
+            log.info("replayed messages dropped by the stream", extra={
+                "table": self.table, "epoch": epoch, "duplicates": duplicates})
+        return {"producer": self.producer}
+
+    async def _session(self, operation: Any) -> Any:
+        client = await connect(self.parsed.connect, self.what)
+        try:
+            return await operation(client)
+        except ConnectorError:
+            raise
+        except (OSError, TimeoutError) as error:
+            raise connect_error(self.parsed.connect, self.what, error) from None
+        except nats.errors.Error as error:
+            raise jetstream_error(self.what, str(self.parsed.stream), error) from None
+        finally:
+            await client.close()
+
+    def close(self) -> None:
+        """Every epoch opens and closes its own connection: nothing to release."""
+
+
+async def _publish_core(client: NatsClient, subject: str | None,
+                        records: Sequence[bytes]) -> None:
+    for record in records:
+        await client.publish(str(subject), record)
+    await client.flush()
+
+
+def message_ids(producer: str, epoch: int, records: Sequence[bytes]) -> list[str]:
+    """``Nats-Msg-Id`` of each record: producer, epoch, the record's digest and its
+    occurrence among equal records, so a replayed epoch gets the same ids whatever
+    order Spark returns its rows in."""
+    seen: Counter[bytes] = Counter()
+    ids = []
+    for record in records:
+        digest = hashlib.blake2b(record, digest_size=12).digest()
+        ids.append(f"{producer}-{epoch}-{digest.hex()}-{seen[digest]}")
+        seen[digest] += 1
+    return ids

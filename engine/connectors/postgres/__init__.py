@@ -1,0 +1,1 @@
+"""``postgres``: lookup tables on PostgreSQL."""

@@ -1,0 +1,1 @@
+"""``rabbitmq``: RabbitMQ queues and streams as sources and sinks."""

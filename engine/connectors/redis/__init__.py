@@ -1,0 +1,1 @@
+"""``redis``: lookup tables, a stream source and sinks."""
