@@ -29,6 +29,7 @@ import click
 import httpx
 
 from spate.api.client import DEFAULT_SERVER, ClientError, SpateClient
+from spate.scheduler.store import RUNNING, TERMINAL_STATES
 
 EXIT_REFUSED = 1
 EXIT_INVALID_SQL = 2
@@ -40,8 +41,8 @@ STOP_MODES = ("checkpoint", "graceful", "immediate", "force")
 #: How long the lifecycle commands wait for the job by default; Spark can take a while.
 DEFAULT_WAIT_S = 300
 #: Job states a lifecycle command stops waiting at.
-SETTLED_STATES = frozenset({"running", "finished", "failed", "stopped", "idle"})
-ENDED_STATES = frozenset({"finished", "failed", "stopped", "idle"})
+SETTLED_STATES = frozenset({RUNNING, *TERMINAL_STATES})
+ENDED_STATES = frozenset(TERMINAL_STATES)
 
 P = ParamSpec("P")
 R = TypeVar("R")

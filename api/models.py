@@ -36,11 +36,16 @@ from sqlalchemy.types import TypeDecorator
 from spate.api.ids import ID_LENGTH, new_id
 from spate.api.security import Role
 from spate.scheduler.store import (
+    CREATED,
     DESIRED_RUNNING,
     DESIRED_STOPPED,
+    IDLE,
     JOB_KINDS,
     JOB_STATES,
+    RESTARTING,
     RUN,
+    RUNNING,
+    STARTING,
 )
 
 NAME_LENGTH = 63
@@ -284,8 +289,8 @@ class Job(TenantOwned, Base):
     def shown_state(self) -> str:
         """The state a tenant sees: a watch job that has not ended stands for its idle
         pipeline, so it shows ``idle`` (a stop of it shows ``stopping``)."""
-        if self.watch and self.state in ("created", "starting", "running", "restarting"):
-            return "idle"
+        if self.watch and self.state in (CREATED, STARTING, RUNNING, RESTARTING):
+            return IDLE
         return self.state
 
 

@@ -38,7 +38,7 @@ from spate.engine.defaults import (
     DEFAULT_FLUSH_INTERVAL_MS,
     DEFAULT_STATE_URL,
 )
-from spate.scheduler.config import cluster_masters, parse_clusters
+from spate.scheduler.config import BackendName, cluster_masters, parse_clusters
 from spate.scheduler.errors import ConfigurationError
 
 CONFIG_FILE = Path("spate.toml")
@@ -126,7 +126,7 @@ class Settings(BaseSettings):
         default=Path(".spate"),
         description="Scheduler's files: jobs/<job id>/ (spec, events, log) and checkpoints/",
     )
-    cluster_backend: Literal["local", "standalone", "kubernetes"] = Field(
+    cluster_backend: BackendName = Field(
         default="local", description="Where jobs run: local processes, a Spark standalone "
                                      "cluster, or Kubernetes",
     )

@@ -10,12 +10,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Literal, get_args
 
 from spate.engine.connectors.core.egress import Endpoint
 from spate.engine.defaults import DEFAULT_EPOCH_MAX_DELAY_MS, DEFAULT_STATE_URL
 from spate.scheduler.errors import ConfigurationError
 
-BACKENDS = ("local", "standalone", "kubernetes")
+#: The cluster backends, by name: each is a module of ``scheduler/backends/`` whose
+#: :class:`~spate.scheduler.backends.base.ClusterBackend` subclass has that ``name``.
+BackendName = Literal["local", "standalone", "kubernetes"]
+BACKENDS: tuple[BackendName, ...] = get_args(BackendName)
 #: The name of the cluster ``spark_master`` points at when ``spark_clusters`` does not name it.
 DEFAULT_CLUSTER = "default"
 #: What a cluster's name may be (it becomes a folder name and a word in messages).
@@ -53,7 +57,7 @@ class SchedulerConfig:
 
     data_dir: Path = Path(".spate")
     state_url: str = DEFAULT_STATE_URL
-    cluster_backend: str = "local"
+    cluster_backend: BackendName = "local"
     #: Spark master for ``local`` jobs (default ``local[2]``) or the standalone
     #: master (``spark://host:port``; for ``standalone`` it or ``spark_clusters`` is needed).
     spark_master: str | None = None

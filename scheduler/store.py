@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, get_args
 
 from spate.scheduler.autoscale import AutoscaleRange
 
@@ -29,19 +29,19 @@ from spate.scheduler.autoscale import AutoscaleRange
 #: ends ``idle`` (``next_attempt_at``: when its input is due), and its pipeline
 #: resumes in a new job then.  Declared here only: the API's models, its database
 #: constraint and its metrics read these.
-CREATED, STARTING, RUNNING, STOPPING, RESTARTING = (
-    "created", "starting", "running", "stopping", "restarting")
-STOPPED, FINISHED, FAILED = "stopped", "finished", "failed"
-IDLE = "idle"
-JOB_STATES = (CREATED, STARTING, RUNNING, STOPPING, RESTARTING, STOPPED, FINISHED, FAILED,
-              IDLE)
+JobState = Literal["created", "starting", "running", "stopping", "restarting", "stopped",
+                   "finished", "failed", "idle"]
+JOB_STATES: tuple[JobState, ...] = get_args(JobState)
+CREATED, STARTING, RUNNING, STOPPING, RESTARTING, STOPPED, FINISHED, FAILED, IDLE = JOB_STATES
 #: States a job does not leave, in the order of :data:`JOB_STATES`.
 TERMINAL_STATES = (STOPPED, FINISHED, FAILED, IDLE)
 #: States in which a job's process may be running.
 PROCESS_STATES = frozenset({STARTING, RUNNING, STOPPING})
 
-RUN, PREVIEW = "run", "preview"
-JOB_KINDS = (RUN, PREVIEW)
+#: What a job is: a pipeline's run, or a preview of a query's first rows.
+JobKind = Literal["run", "preview"]
+JOB_KINDS: tuple[JobKind, ...] = get_args(JobKind)
+RUN, PREVIEW = JOB_KINDS
 DESIRED_RUNNING, DESIRED_STOPPED = "running", "stopped"
 
 

@@ -19,11 +19,10 @@ from spate.api.schemas.jobs import (
     JobCheckpointPublic,
     JobErrorPublic,
     JobEventPublic,
-    JobKind,
     JobMetrics,
     JobPublic,
-    JobState,
 )
+from spate.scheduler.store import JobKind, JobState
 
 router = APIRouter(tags=["jobs"], responses=ERROR_RESPONSES)
 

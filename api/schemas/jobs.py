@@ -4,22 +4,19 @@ and metrics."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from spate.api.job_metrics import EpochFigures, live, parse_epoch_figures
 from spate.api.models import Job
+from spate.scheduler.store import IDLE, JobKind, JobState
 
-JobState = Literal["created", "starting", "running", "stopping", "restarting", "stopped",
-                   "finished", "failed", "idle"]
 RESUMES_AT = ("idle: when its sources have input again and a new job starts by itself; "
               "null otherwise")
 
 
 def resumes_at(job: Job) -> datetime | None:
-    return job.next_attempt_at if job.state == "idle" else None  # a watch job's: not known
-JobKind = Literal["run", "preview"]
+    return job.next_attempt_at if job.state == IDLE else None  # a watch job's: not known
 
 
 class JobSummary(BaseModel):

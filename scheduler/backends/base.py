@@ -6,7 +6,7 @@ import shutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from spate.engine.host.folder import HostFolder
 from spate.engine.job.spec import JobSpec
@@ -26,8 +26,9 @@ class ClusterBackend(ABC):
     needs to find the process again.
     """
 
-    #: The name stored in ``jobs.backend``.
-    name = "base"
+    #: The name stored in ``jobs.backend`` and set as ``SPATE_CLUSTER_BACKEND`` (one of
+    #: :data:`~spate.scheduler.config.BACKENDS`; a subclass with a name is that backend).
+    name: ClassVar[str] = ""
 
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config

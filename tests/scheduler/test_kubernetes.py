@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from spate.engine.job.spec import JobSpec
-from spate.scheduler.backends import KubernetesBackend, create_backend
-from spate.scheduler.backends.kubernetes import orphan_drivers
+from spate.scheduler.backends import create_backend
+from spate.scheduler.backends.kubernetes import KubernetesBackend, orphan_drivers
 from spate.scheduler.config import KubernetesConfig, SchedulerConfig
 from spate.scheduler.errors import ConfigurationError
 
