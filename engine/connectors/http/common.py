@@ -23,14 +23,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
-from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadLimit
+from pyspark.sql.datasource import InputPartition
 
-from spate.engine.connectors.core.arrow_batches import arrow_schema, data_batch
 from spate.engine.connectors.core.base import (
     SOURCE,
     ColumnDef,
@@ -38,7 +35,6 @@ from spate.engine.connectors.core.base import (
     TableConfig,
 )
 from spate.engine.connectors.core.boundary import Boundary
-from spate.engine.connectors.core.dead_letter import BadRecords
 from spate.engine.connectors.core.egress import EgressPolicy
 from spate.engine.connectors.core.metadata import (
     BOTH,
@@ -53,24 +49,19 @@ from spate.engine.connectors.core.metadata import (
     SOURCES,
     option,
 )
-from spate.engine.connectors.core.numbered import NumberedBuffer
 from spate.engine.connectors.core.options import (
     OptionReader,
     check_role,
     check_source_options,
     reject_source_options,
 )
+from spate.engine.connectors.core.push import PushDecoder, PushReader, Receiver
 from spate.engine.connectors.core.streaming import (
     SpateDataSource,
-    default_limit,
-    initial_offset,
     load_stream,
-    max_rows,
     source_options,
 )
-from spate.engine.connectors.formats.decoders import source_decoder
 from spate.engine.connectors.formats.records import (
-    RAW_STRING,
     FormatSpec,
     check_columns,
     parse_format,
@@ -78,7 +69,6 @@ from spate.engine.connectors.formats.records import (
     source_schema,
     with_row_key,
 )
-from spate.engine.python_workers import settle
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +78,6 @@ SECRET_OPTION = "spate_http_secret"
 #: Reconnection backoff of a feed whose connection ended or failed.
 RECONNECT_FIRST_S = 0.1
 RECONNECT_MAX_S = 5.0
-_LINE_BREAKS = bytes.maketrans(b"\r\n", b"  ")
 #: The framing options, refused: one message is one record.
 _FRAMING = (FRAMING, FRAMING_MAX_LENGTH)
 #: Header names a connector sets itself.
@@ -327,20 +316,20 @@ class FeedFailedError(Exception):
         self.option = option
 
 
-class Feed:
+class Feed(Receiver[Message]):
     """A background thread receiving messages; subclasses implement :meth:`session`.
 
     ``session`` connects once and delivers until the connection ends; the thread then
     reconnects after a backoff (0.1 s doubling to 5 s) until :meth:`close`.  A
     :class:`FeedFailedError` (or a refused destination) stops the feed and fails the
-    query at the next batch.
+    query at the next batch.  A feed that ``redelivers`` (sse) receives a replayed
+    batch's messages again when reopened at its cursor; another has lost them
+    (at-most-once).
     """
-
-    #: whether a feed reopened at a cursor receives the messages after it again (sse)
-    resumable = False
 
     def __init__(self, settings: Mapping[str, Any], headers: Mapping[str, str],
                  cursor: str | None) -> None:
+        super().__init__()
         self.settings = settings
         self.table: str = settings["table"]
         self.endpoint = Endpoint(**settings["endpoint"])
@@ -348,9 +337,6 @@ class Feed:
         #: the cursor of the last message received (where a reconnect resumes)
         self.cursor = cursor
         self.stopping = threading.Event()
-        #: received, then numbered into batches until their epoch commits
-        self._messages: NumberedBuffer[Message] = NumberedBuffer()
-        self._failure: ConnectorError | None = None
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"spate-feed-{self.table}")
         self._thread.start()
@@ -364,50 +350,29 @@ class Feed:
 
     def deliver(self, payload: bytes, cursor: str | None = None) -> None:
         self.cursor = cursor
-        self._messages.put(Message(payload, time.time_ns() // 1000, cursor))
+        self.receive(Message(payload, time.time_ns() // 1000, cursor))
 
     def _run(self) -> None:
         delay = RECONNECT_FIRST_S
         while not self.stopping.is_set():
-            received = len(self._messages)
+            received = len(self.messages)
             try:
                 self.session()
             except FeedFailedError as failure:
-                self._failure = ConnectorError(str(failure), option=failure.option)
+                self.failure = ConnectorError(str(failure), option=failure.option)
                 return
             except ConnectorError as failure:  # refused by the egress policy
-                self._failure = failure
+                self.failure = failure
                 return
             except Exception as problem:  # noqa: BLE001 - a lost connection: reconnect
                 log.warning("feed connection failed; reconnecting",
                             extra={"table": self.table, "endpoint": self.endpoint.shown,
                                    "error": type(problem).__name__})
-            if len(self._messages) > received:
+            if len(self.messages) > received:
                 delay = RECONNECT_FIRST_S
             if self.stopping.wait(delay):
                 return
             delay = min(delay * 2, RECONNECT_MAX_S)
-
-    def check(self) -> None:
-        if self._failure is not None:
-            raise self._failure
-
-    def admit(self, after: int, most: int | None) -> tuple[int, str | None]:
-        """Number waiting messages from ``after + 1`` (at most ``most``) into a batch:
-        how many joined, and the cursor of the last one."""
-        admitted = self._messages.admit(after, most)
-        return len(admitted), admitted[-1].cursor if admitted else None
-
-    def batch(self, first: int, last: int) -> list[Message]:
-        """The messages numbered ``first + 1 .. last``.  A batch replayed from Spark's
-        checkpoint after a restart: a resumable feed receives it again (waiting up to
-        :data:`~.numbered.REPLAY_WAIT_S`); another has lost it (at-most-once)."""
-        return self._messages.batch(first, last, redelivered=self.resumable,
-                                    check=self.check)
-
-    def forget_through(self, number: int) -> None:
-        """Drop the messages numbered up to ``number``: their epochs committed."""
-        self._messages.release_through(number)
 
     def close(self) -> None:
         self.stopping.set()
@@ -417,71 +382,38 @@ class Feed:
         """Wake a session blocked on its connection (optional)."""
 
 
-class FeedReader(DataSourceStreamReader):
-    """The stream reader of an HTTP-family source; ``feed_class`` receives.
-
-    Spark pickles the reader to ship ``read`` to executors: the feed, opened on first
-    use in the driver's reader process, is never part of that.
-    """
+class FeedReader(PushReader[Message]):
+    """The stream reader of an HTTP-family source; ``feed_class`` receives.  Its offsets
+    also hold the cursor of their last message, where a reopened feed resumes."""
 
     feed_class: type[Feed] = Feed
 
     def __init__(self, settings: dict[str, Any], headers: dict[str, str],
                  schema: T.StructType, start: dict[str, Any] | None = None) -> None:
-        self.settings = settings
+        super().__init__(settings, schema, start)
         self.headers = headers
-        self.schema = schema
-        self.start = start
-        self._feed: Feed | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_feed": None, "headers": {}}
+        return {**super().__getstate__(), "headers": {}}
 
-    def initialOffset(self) -> dict[str, Any]:
-        return initial_offset(self.start, lambda: {"messages": 0, "cursor": None},
-                              self.settings["table"])
+    def open_receiver(self, start: dict[str, Any]) -> Receiver[Message]:
+        return self.feed_class(self.settings, self.headers, start.get("cursor"))
 
-    def getDefaultReadLimit(self) -> ReadLimit:
-        return default_limit(self.settings["max_messages_per_batch"])
+    def offset_after(self, start: dict[str, Any], admitted: list[Message]) -> dict[str, Any]:
+        return {"messages": int(start["messages"]) + len(admitted),
+                "cursor": admitted[-1].cursor if admitted else start.get("cursor")}
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        feed = self._opened(start)
-        first = int(start["messages"])
-        feed.forget_through(first)
-        count, cursor = feed.admit(first, max_rows(limit, None))
-        return {"messages": first + count, "cursor": cursor if count else start["cursor"]}
+    def partition_of(self, messages: list[Message], number: int) -> InputPartition:
+        return InputPartition(([m.payload for m in messages], [m.arrival_us for m in messages],
+                               number, [m.cursor for m in messages]))
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        first, last = int(start["messages"]), int(end["messages"])
-        if first == last:
-            return []
-        messages = self._opened(start).batch(first, last)
-        if not messages:
-            return []
-        return [InputPartition(([m.payload for m in messages],
-                                [m.arrival_us for m in messages], first + 1,
-                                [m.cursor for m in messages]))]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        settle()
+    def decode(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         payloads, arrivals, number, cursors = partition.value
-        yield from BatchDecoder(self.settings, self.schema).decode(payloads, arrivals, number,
-                                                                   cursors)
-
-    def commit(self, end: dict[str, Any]) -> None:
-        if self._feed is not None:
-            self._feed.forget_through(int(end["messages"]))
-
-    def stop(self) -> None:
-        if self._feed is not None:
-            self._feed.close()
-            self._feed = None
-
-    def _opened(self, start: dict[str, Any]) -> Feed:
-        if self._feed is None:
-            self._feed = self.feed_class(self.settings, self.headers, start.get("cursor"))
-        self._feed.check()
-        return self._feed
+        connector = self.settings.get("connector", "http")
+        decoder = PushDecoder(self.settings, self.schema,
+                              f"{connector} source '{self.settings['table']}'", "Fix the server")
+        yield from decoder.decode(payloads, arrivals,
+                                  lambda i: _position(connector, number + i, cursors[i]))
 
 
 def stream_reader(reader: type[FeedReader], source: SpateDataSource,
@@ -491,58 +423,11 @@ def stream_reader(reader: type[FeedReader], source: SpateDataSource,
                   source.start_offset())
 
 
-class BatchDecoder:
-    """Decodes one batch's payloads (one record each) into Arrow batches, on an executor."""
-
-    def __init__(self, settings: Mapping[str, Any], schema: T.StructType) -> None:
-        self.what = f"{settings.get('connector', 'http')} source '{settings['table']}'"
-        self.spec = FormatSpec(**settings["format"])
-        self.arrow_schema = arrow_schema(schema)
-        self.decoder = source_decoder(self.arrow_schema, self.spec, settings["not_null"])
-        self.connector = settings.get("connector", "http")
-        self.bad = BadRecords(self.spec, self.arrow_schema, 0, self.what, "in {position}",
-                              "Fix the server")
-
-    def decode(self, payloads: list[bytes], arrivals: list[int], number: int = 1,
-               cursors: list[str | None] | None = None) -> Iterator[pa.RecordBatch]:
-        """Rows of ``payloads``, the messages numbered ``number`` on (their count in the
-        offsets); ``cursors``: their cursors (an SSE event's id)."""
-        raw = payloads
-        if self.spec.kind != RAW_STRING:
-            payloads = [p.translate(_LINE_BREAKS) for p in payloads]
-        lengths = np.array([len(p) for p in payloads], dtype=np.int64)
-        starts = np.zeros(len(payloads), dtype=np.int64)
-        np.cumsum(lengths[:-1] + 1, out=starts[1:])
-        buf = np.frombuffer(b"\n".join(payloads) + b"\n", dtype=np.uint8)
-        decoded = self.decoder.decode(buf, starts, lengths)
-        dead = self.bad.handle([
-            (raw[i], problem, self._position(number + i, cursors[i] if cursors else None))
-            for i, problem in decoded.bad])
-        if dead is not None:
-            yield dead
-        if decoded.num_rows:
-            stamps = _event_times(decoded.lines, arrivals, decoded.num_rows)
-            yield data_batch(self.arrow_schema, decoded.columns, 0, stamps)
-        dropped = self.bad.finish()
-        if dropped is not None:
-            yield dropped
-
-    def _position(self, number: int, cursor: str | None) -> str:
-        """Where a message is: its number among the source's messages (a polled response's
-        among the responses it emitted), and an SSE event's id."""
-        if self.connector == "polling_http":
-            return f"response {number}"
-        if self.connector == "sse" and cursor is not None:
-            return f"message {number} (event id {cursor})"
-        return f"message {number}"
-
-
-def _event_times(lines: np.ndarray | None, arrivals: list[int], rows: int) -> pa.Array:
-    """Each row's arrival time (µs) where it is known which message made the row;
-    otherwise the batch's latest arrival."""
-    times = np.asarray(arrivals, dtype=np.int64)
-    if lines is not None and len(lines) == rows:
-        return pa.array(times[lines], pa.int64())
-    if lines is None and len(times) == rows:
-        return pa.array(times, pa.int64())
-    return pa.array(np.full(rows, times.max(), dtype=np.int64), pa.int64())
+def _position(connector: str, number: int, cursor: str | None) -> str:
+    """Where a message is: its number among the source's messages (a polled response's
+    among the responses it emitted), and an SSE event's id."""
+    if connector == "polling_http":
+        return f"response {number}"
+    if connector == "sse" and cursor is not None:
+        return f"message {number} (event id {cursor})"
+    return f"message {number}"

@@ -74,7 +74,7 @@ def parse_table(table: TableConfig) -> tuple[SourceTable, tuple[str, ...], float
 class SseFeed(Feed):
     """One ``GET`` event stream at a time, reopened from the last event id."""
 
-    resumable = True
+    redelivers = True
 
     def __init__(self, settings: Mapping[str, Any], headers: Mapping[str, str],
                  cursor: str | None) -> None:

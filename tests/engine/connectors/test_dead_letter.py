@@ -18,17 +18,19 @@ import pytest
 import redis
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
-from pyspark.sql.datasource import DataSourceStreamReader
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from spate.engine.connectors import CONNECTORS, HIDDEN_CONTROL, ColumnDef, ConnectorError
 from spate.engine.connectors.core.dead_letter import CONTROL_DEAD_PREFIX
 from spate.engine.connectors.formats.records import dead_letter_connectors, source_schema
-from spate.engine.connectors.http.common import BatchDecoder
+from spate.engine.connectors.http.polling import PollingReader
+from spate.engine.connectors.http.sse import SseReader
+from spate.engine.connectors.http.websocket import WebSocketReader
 from spate.engine.connectors.kafka.source import KafkaStreamReader
 from spate.engine.connectors.kinesis.source import KinesisDataSource
 from spate.engine.connectors.mqtt.connector import parse_table as parse_mqtt
-from spate.engine.connectors.mqtt.source import _BatchDecoder as MqttDecoder
+from spate.engine.connectors.mqtt.source import MqttStreamReader
 from spate.engine.connectors.nats.source import CoreReader, NatsJetStreamDataSource
 from spate.engine.connectors.rabbitmq.queues import RabbitQueueReader
 from spate.engine.connectors.rabbitmq.settings import read_settings
@@ -263,9 +265,9 @@ def test_pushed_messages_dead_letters_name_their_number() -> None:
         "mqtt", "source", COLUMNS, type="source", url="mqtt://127.0.0.1:1883", topic="t/#",
         format="json", **DEAD)).spec, COLUMNS)
     spec = {"kind": "json", "bad_data": "dead_letter", "dead_letter": "bad"}
-    mqtt = MqttDecoder({"table": "m", "format": spec, "not_null": ["id"]}, schema)
+    mqtt = MqttStreamReader({"table": "m", "format": spec, "not_null": ["id"]}, schema)
     topics = ["t/a", "t/b", "t/c", "t/d"]
-    _check(_batch_rows(mqtt.decode(RECORDS, topics, [1, 2, 3, 4], 5)),
+    _check(_batch_rows(mqtt.decode(InputPartition((RECORDS, topics, [1, 2, 3, 4], 5)))),
            "message 6 on topic 't/b'", "message 7 on topic 't/c'")
 
     nats = CoreReader({"table": "n", "subject": "s.>", "format": spec, "not_null": ["id"],
@@ -275,13 +277,14 @@ def test_pushed_messages_dead_letters_name_their_number() -> None:
     _check(rows, "message 6 on subject 's.1'", "message 7 on subject 's.2'")
 
     cursors = ["e1", "e2", None, "e4"]
-    for connector, positions in [
-            ("sse", ("message 6 (event id e2)", "message 7")),
-            ("websocket", ("message 6", "message 7")),
-            ("polling_http", ("response 6", "response 7"))]:
-        http = BatchDecoder({"connector": connector, "table": "h", "format": spec,
-                             "not_null": ["id"]}, schema)
-        _check(_batch_rows(http.decode(RECORDS, [1, 2, 3, 4], 5, cursors)), *positions)
+    for reader, connector, positions in [
+            (SseReader, "sse", ("message 6 (event id e2)", "message 7")),
+            (WebSocketReader, "websocket", ("message 6", "message 7")),
+            (PollingReader, "polling_http", ("response 6", "response 7"))]:
+        http = reader({"connector": connector, "table": "h", "format": spec,
+                       "not_null": ["id"]}, {}, schema)
+        _check(_batch_rows(http.decode(InputPartition((RECORDS, [1, 2, 3, 4], 5, cursors)))),
+               *positions)
 
 
 def test_fail_and_drop_still_behave_through_the_shared_helper() -> None:
@@ -289,15 +292,16 @@ def test_fail_and_drop_still_behave_through_the_shared_helper() -> None:
         "mqtt", "source", COLUMNS, type="source", url="mqtt://127.0.0.1:1883", topic="t",
         format="json")).spec, COLUMNS)
     for bad_data, expected in (("drop", ["dropped:2"]), ("fail", None)):
-        http = BatchDecoder({"connector": "websocket", "table": "h", "not_null": ["id"],
-                             "format": {"kind": "json", "bad_data": bad_data}}, schema)
+        http = WebSocketReader({"connector": "websocket", "table": "h", "not_null": ["id"],
+                                "format": {"kind": "json", "bad_data": bad_data}}, {}, schema)
+        batch = InputPartition((RECORDS, [1, 2, 3, 4], 1, [None] * 4))
         if expected is None:
             with pytest.raises(ConnectorError, match="bad record in message 2: .*'dead_letter'"
                                ) as caught:
-                list(http.decode(RECORDS, [1, 2, 3, 4]))
+                list(http.decode(batch))
             assert caught.value.option == "bad_data"
             continue
-        rows = _batch_rows(http.decode(RECORDS, [1, 2, 3, 4]))
+        rows = _batch_rows(http.decode(batch))
         assert [r[HIDDEN_CONTROL] for r in rows if r[HIDDEN_CONTROL]] == expected
 
 
