@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from spate.api.errors import BadRequestError
+from spate.api.http.errors import BadRequestError
 from spate.engine.connectors import CONNECTOR_OPTIONS
 from spate.engine.connectors.core.boundary import UNCONFINED, Boundary
 from spate.engine.connectors.core.metadata import is_secret_option

@@ -17,7 +17,7 @@ The limits (docs/quotas.md):
 - ``previews`` — its live previews (streaming, not yet asked to stop);
 - ``source_rate`` — events a second one generator source (``impulse``,
   ``nexmark``) may produce;
-- ``api_requests_per_minute`` — its API request rate (:mod:`spate.api.ratelimit`).
+- ``api_requests_per_minute`` — its API request rate (:mod:`spate.api.http.ratelimit`).
 
 Limits are checked when something is *admitted* — a pipeline created, a
 version added, a job asked for (start, restart, move, a rescale up), a preview
@@ -44,10 +44,10 @@ from typing import Annotated, Any, Literal, NoReturn, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from spate.api.errors import BadRequestError, QuotaExceededError
-from spate.api.planning import PlannedSource
-from spate.api.schemas.common import NAME_PATTERN
-from spate.api.schemas.pipelines import MAX_PARALLELISM
+from spate.api.http.errors import BadRequestError, QuotaExceededError
+from spate.api.http.schemas.common import NAME_PATTERN
+from spate.api.http.schemas.pipelines import MAX_PARALLELISM
+from spate.api.planning.sql import PlannedSource
 from spate.engine.connectors.core.base import SOURCE, TableConfig
 from spate.engine.connectors.core.options import OptionReader
 

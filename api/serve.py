@@ -34,11 +34,11 @@ import uvicorn
 from pydantic import ValidationError
 
 from spate.api import migrate
-from spate.api.app import API_PREFIX, create_app
 from spate.api.bootstrap import Bootstrap, bootstrap_tenant
-from spate.api.control import SqlControlStore
 from spate.api.crypto import SecretBox
 from spate.api.db import Database, create_database
+from spate.api.http.app import API_PREFIX, create_app
+from spate.api.repositories.control import SqlControlStore
 from spate.api.settings import Settings
 from spate.api.worker import check_sandbox, scheduler_client, scheduler_config, worker_app
 from spate.scheduler.backends import create_backend

@@ -3,7 +3,7 @@
 - :func:`celery_app`: an app that only sends tasks (what the API needs to poke
   the scheduler; wrap it in :func:`scheduler_client`).
 - :func:`worker_app`: an app with the scheduler's tasks, bound to the
-  control-plane database through :class:`~spate.api.control.SqlControlStore` (the
+  control-plane database through :class:`~spate.api.repositories.control.SqlControlStore` (the
   scheduler itself never imports ``api``).
 - ``spate worker``: runs a worker (with the periodic reconcile, by default)
   on ``SPATE_BROKER_URL``.
@@ -24,9 +24,9 @@ from celery import Celery
 from pydantic import ValidationError
 
 from spate.api.billing import PriceBook
-from spate.api.control import SqlControlStore
 from spate.api.crypto import SecretBox
 from spate.api.db import Database, create_database
+from spate.api.repositories.control import SqlControlStore
 from spate.api.settings import Settings, egress_entries
 from spate.engine.connectors.core.egress import Endpoint
 from spate.scheduler.app import create_celery, register_tasks

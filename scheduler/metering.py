@@ -28,7 +28,7 @@ dimension; an interval across a minute boundary is split by seconds):
 - ``events_in``/``events_out``: rows read and written, and ``bytes_in``/
   ``bytes_out``: bytes the sources read from their systems and the sinks wrote to
   theirs (where their connectors measure them), counted when an epoch's
-  checkpoint is recorded (:mod:`spate.api.control`), so a replayed epoch or a
+  checkpoint is recorded (:mod:`spate.api.repositories.control`), so a replayed epoch or a
   duplicate event adds nothing.
 
 Nothing counts twice and nothing is lost:

@@ -1,6 +1,6 @@
 """What the scheduler reads and writes in the control plane, as an interface.
 
-The scheduler never imports ``api``: ``spate.api.control`` implements
+The scheduler never imports ``api``: ``spate.api.repositories.control`` implements
 :class:`ControlStore` over the control-plane database and ``spate.api.worker``
 hands it in. Rows travel as frozen views, so nothing the scheduler holds is
 tied to a database session.

@@ -91,7 +91,7 @@ def test_imports_flow_one_way(layer: str) -> None:
     ("engine", "import spate.scheduler.config\n"),
     ("engine", "def f():\n    from spate.api import settings\n"),
     ("scheduler", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                  "    from spate.api.control import SqlControlStore\n"),
+                  "    from spate.api.repositories.control import SqlControlStore\n"),
     ("scheduler", "import importlib\nimportlib.import_module('spate.api.worker')\n"),
     ("scheduler", "from spate import engine, api\n"),
     ("api", "from engine.planner import plan_pipeline\n"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
-from spate.api.errors import ConflictError, NotFoundError
+from spate.api.http.errors import ConflictError, NotFoundError
 from spate.api.models import ApiKey, utc_now
 from spate.api.repositories.base import TenantRepository, page, transaction
 from spate.api.security import IssuedKey, Role, issue_key

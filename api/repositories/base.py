@@ -10,8 +10,8 @@ from sqlalchemy import Select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from spate.api.errors import ConflictError
-from spate.api.pagination import encode_cursor
+from spate.api.http.errors import ConflictError
+from spate.api.http.pagination import encode_cursor
 from spate.api.tenancy import scope_to_tenant
 
 

@@ -26,10 +26,10 @@ from spate.api.connections import (
     table_definition,
 )
 from spate.api.crypto import SecretBox
-from spate.api.errors import BadRequestError, ConflictError, NotFoundError
+from spate.api.http.errors import BadRequestError, ConflictError, NotFoundError
 from spate.api.ids import new_id
 from spate.api.models import ConnectionProfile, ConnectionTable, utc_now
-from spate.api.planning import PlannedSource
+from spate.api.planning.sql import PlannedSource
 from spate.api.quotas import new_sources
 from spate.api.repositories.base import TenantRepository, page, transaction
 from spate.api.repositories.quotas import QuotaRepository

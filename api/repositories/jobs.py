@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
-from spate.api.errors import NotFoundError
+from spate.api.http.errors import NotFoundError
 from spate.api.ids import new_id
 from spate.api.models import (
     Job,
@@ -24,7 +24,7 @@ from spate.api.models import (
     Pipeline,
     utc_now,
 )
-from spate.api.planning import PlannedSource
+from spate.api.planning.sql import PlannedSource
 from spate.api.quotas import new_preview
 from spate.api.repositories.base import TenantRepository, page, transaction
 from spate.api.repositories.quotas import QuotaRepository

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from spate.api.errors import NotFoundError
+from spate.api.http.errors import NotFoundError
 from spate.api.models import ApiKey, Tenant
 from spate.api.repositories.base import TenantRepository
 

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, lazyload
 
-from spate.api.errors import BadRequestError, ConflictError, NotFoundError
+from spate.api.http.errors import BadRequestError, ConflictError, NotFoundError
 from spate.api.ids import new_id
 from spate.api.models import (
     DeletedPipeline,
@@ -29,7 +29,7 @@ from spate.api.models import (
     PipelineVersion,
     utc_now,
 )
-from spate.api.planning import PlannedSource
+from spate.api.planning.sql import PlannedSource
 from spate.api.quotas import Demand, new_pipeline, new_sources, pipeline_change
 from spate.api.repositories.base import TenantRepository, page, transaction
 from spate.api.repositories.quotas import QuotaRepository

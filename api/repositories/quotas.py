@@ -2,7 +2,7 @@
 
 An admission takes the tenant's row lock first — a no-op ``UPDATE`` of its
 ``tenants`` row, which PostgreSQL turns into a row lock and SQLite into its
-write lock, as :mod:`spate.api.control` does for a pipeline — then counts what
+write lock, as :mod:`spate.api.repositories.control` does for a pipeline — then counts what
 the tenant holds and checks the demand with :func:`spate.api.quotas.check`.
 The lock is held until the caller's write commits, so of two requests racing
 for a tenant's last slot the second counts the first's row and is refused.
@@ -15,9 +15,9 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from spate.api.billing import PriceBook
-from spate.api.errors import BudgetExceededError, QuotaExceededError
+from spate.api.http.errors import BudgetExceededError, QuotaExceededError
 from spate.api.models import Job, Pipeline, Tenant
-from spate.api.planning import PlannedSource
+from spate.api.planning.sql import PlannedSource
 from spate.api.quotas import Demand, Plan, Plans, SourcePlanner, Usage, check
 from spate.api.repositories.base import TenantRepository
 from spate.api.repositories.billing import BillingRepository
@@ -71,7 +71,7 @@ class QuotaRepository(TenantRepository):
     def admit(self, demand: Demand) -> None:
         """Check ``demand`` against the tenant's plan and use, under the tenant's row lock,
         which stays held until the caller commits its write; refused: rolled back and
-        :class:`~spate.api.errors.QuotaExceededError`. An empty demand needs no lock."""
+        :class:`~spate.api.http.errors.QuotaExceededError`. An empty demand needs no lock."""
         if demand.empty:
             return
         self._lock()

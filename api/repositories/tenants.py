@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from spate.api.errors import NotFoundError
+from spate.api.http.errors import NotFoundError
 from spate.api.ids import new_id
 from spate.api.models import ApiKey, Tenant, utc_now
 from spate.api.repositories.api_keys import new_key_row

@@ -1,7 +1,7 @@
 """A tenant's UDFs and their immutable source versions.
 
 Sources are checked before they reach this repository (in the planning pool:
-:mod:`spate.api.udf_checking`), so a stored version always loads. Storing the
+:mod:`spate.api.planning.udfs`), so a stored version always loads. Storing the
 source of a name adds a version and makes it current; the same source again
 adds nothing. Pipelines find a tenant's UDFs by the names their SQL mentions
 (:meth:`UdfRepository.files_named_in`); the scheduler reads them for a job's
@@ -16,7 +16,7 @@ import re
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from spate.api.errors import NotFoundError
+from spate.api.http.errors import NotFoundError
 from spate.api.ids import new_id
 from spate.api.models import (
     Job,
@@ -26,8 +26,8 @@ from spate.api.models import (
     UdfVersion,
     utc_now,
 )
+from spate.api.planning.udfs import UdfCheckAnswer, udf_file
 from spate.api.repositories.base import TenantRepository, page, transaction
-from spate.api.udf_checking import UdfCheckAnswer, udf_file
 from spate.engine.udf import UdfFile
 from spate.scheduler.store import DESIRED_RUNNING, TERMINAL_STATES
 

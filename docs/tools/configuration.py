@@ -29,7 +29,7 @@ import click
 from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
-from spate.api.client import DEFAULT_SERVER
+from spate.api.client.sdk import DEFAULT_SERVER
 from spate.api.serve import serve
 from spate.api.settings import CONFIG_FILE, Settings
 from spate.api.worker import worker
@@ -84,13 +84,13 @@ OTHER_VARIABLES = (
              "Bound of each process's state cache, in bytes", "`statestore/cache.py`"),
     Variable("SPATE_SERVER", f"`{DEFAULT_SERVER}`",
              "The server the client commands (`spate pipelines`, `spate keys`) talk to",
-             "`api/clientcli.py`"),
+             "`api/cli/remote.py`"),
     Variable("SPATE_API_KEY", "unset",
              "The API key the client commands send (safer than `--api-key`, which "
-             "lands in shell history)", "`api/clientcli.py`, `api/terraform/provider.py`"),
+             "lands in shell history)", "`api/cli/remote.py`, `api/client/terraform/provider.py`"),
     Variable("SPATE_API_URL", "`SPATE_SERVER`",
              "The server the Terraform provider talks to, when its `api_url` is not set",
-             "`api/terraform/provider.py`"),
+             "`api/client/terraform/provider.py`"),
     Variable("SPATE_JVM_ARCHIVE", "`~/.cache/spate/jvm`",
              "Folder of the driver JVM's class archive (`python -m spate.engine.jvm_archive` "
              "makes it; drivers Spate starts map it), or `off`", "`engine/jvm_archive.py`"),

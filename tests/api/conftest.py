@@ -17,7 +17,7 @@ import pytest
 from fastapi import FastAPI
 
 from spate.api import migrate
-from spate.api.app import create_app
+from spate.api.http.app import create_app
 from spate.api.settings import Settings
 from tests.api.support import BACKENDS, PLATFORM_KEY, UNLIMITED, TenantKeys, TestClient, new_tenant
 from tests.conftest import ThrowawayPostgres

@@ -9,10 +9,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from spate.api.control import add_usage
 from spate.api.db import Database
 from spate.api.ids import new_id
 from spate.api.models import Job, JobCheckpoint, JobError, JobEvent, Pipeline, utc_now
+from spate.api.repositories.control import add_usage
 from spate.scheduler.store import UsageCharge
 
 

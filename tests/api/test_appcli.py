@@ -13,7 +13,7 @@ import psutil
 import pytest
 from click.testing import CliRunner
 
-from spate.api.appcli import applications
+from spate.api.cli.applications import applications
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from spate.api.control import SqlControlStore
+from spate.api.repositories.control import SqlControlStore
 from tests.api.job_rows import database_of
 from tests.api.support import TenantKeys, TestClient, error_of, pipeline_sql
 

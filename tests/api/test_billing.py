@@ -13,8 +13,8 @@ import pytest
 from fastapi import FastAPI
 from pydantic import ValidationError
 
-from spate.api.control import SqlControlStore, add_usage
 from spate.api.models import Pipeline
+from spate.api.repositories.control import SqlControlStore, add_usage
 from spate.api.settings import Settings
 from spate.scheduler.metering import COMPUTE_UNIT_SECONDS, CPU_SECONDS, EVENTS_IN
 from spate.scheduler.store import UsageCharge

@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from spate.api.cli import main
-from spate.api.clientcli import keys, pipelines
+from spate.api.cli.keys import keys
+from spate.api.cli.pipelines import pipelines
 from tests.api.job_rows import insert_job, insert_usage, update_job
 from tests.api.support import TenantKeys, TestClient, new_tenant, pipeline_sql
 
@@ -349,7 +350,7 @@ def test_a_key_is_trimmed_and_a_malformed_one_is_refused_without_showing_it(
     # The Terraform provider: a diagnostic naming the attribute, never the value.
     from tf.utils import Diagnostics
 
-    from spate.api.terraform.provider import SpateProvider
+    from spate.api.client.terraform.provider import SpateProvider
     for key in (f"{admin}\x07", f"{admin[:5]} {admin[5:]}"):
         diagnostics = Diagnostics()
         monkeypatch.setenv("SPATE_API_KEY", key)

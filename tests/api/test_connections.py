@@ -21,9 +21,9 @@ from sqlalchemy import text
 from spate.api.connections import split_options
 from spate.api.crypto import SecretBox, SecretKeyMismatchError
 from spate.api.db import create_database
-from spate.api.errors import BadRequestError
+from spate.api.http.errors import BadRequestError
 from spate.api.models import ConnectionTable
-from spate.api.planning import PlanRequest, check_sql, plan_request
+from spate.api.planning.sql import PlanRequest, check_sql, plan_request
 from spate.api.repositories.connections import ConnectionRepository, job_tables
 from spate.api.settings import Settings
 from spate.engine.planner import plan_pipeline

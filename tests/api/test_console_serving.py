@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi import FastAPI
 
-from spate.api.routes.console import DIST_DIR, mount_console
+from spate.api.http.routes.console import DIST_DIR, mount_console
 from tests.api.support import TestClient, error_of
 
 

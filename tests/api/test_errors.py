@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from fastapi import FastAPI
 
-from spate.api.app import SchemaNotCurrentError, app_from_settings, create_app
+from spate.api.http.app import SchemaNotCurrentError, app_from_settings, create_app
 from spate.api.settings import Settings
 from tests.api.support import TenantKeys, TestClient, error_of, pipeline_sql
 

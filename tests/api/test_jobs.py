@@ -10,9 +10,9 @@ from typing import Any, get_args
 
 import pytest
 
+from spate.api.http.schemas.jobs import JobState
 from spate.api.ids import new_id
 from spate.api.models import JOB_STATES
-from spate.api.schemas.jobs import JobState
 from tests.api.job_rows import insert_history, insert_job
 from tests.api.support import TenantKeys, TestClient, error_of, pipeline_sql
 

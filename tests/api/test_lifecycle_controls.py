@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from spate.api.routes import pipelines as pipeline_routes
+from spate.api.http.routes import pipelines as pipeline_routes
 from tests.api.job_rows import insert_job, read_job, read_pipeline, update_job
 from tests.api.support import TenantKeys, TestClient, error_of, pipeline_sql
 

@@ -22,7 +22,7 @@ from sqlalchemy import make_url
 
 from spate.api.ids import new_id
 from spate.api.models import Pipeline, utc_now
-from spate.api.planning import PlannedSource
+from spate.api.planning.sql import PlannedSource
 from spate.api.quotas import generator_rate, new_pipeline
 from spate.api.repositories.quotas import QuotaRepository
 from spate.api.settings import Settings

@@ -10,7 +10,7 @@ import pytest
 import redis
 from fastapi import FastAPI
 
-from spate.api.ratelimit import MemoryRateLimiter, RateLimit, RedisRateLimiter
+from spate.api.http.ratelimit import MemoryRateLimiter, RateLimit, RedisRateLimiter
 from tests.api.support import TestClient, error_of, new_tenant
 
 PIPELINES = "/api/v1/pipelines"

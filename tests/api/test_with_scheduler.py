@@ -27,8 +27,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
 from spate.api import migrate
-from spate.api.app import create_app
 from spate.api.db import create_database
+from spate.api.http.app import create_app
 from spate.api.models import Job
 from spate.api.settings import Settings
 from spate.api.worker import celery_app, scheduler_client, worker_app

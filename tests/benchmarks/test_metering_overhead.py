@@ -26,8 +26,8 @@ import pytest
 from sqlalchemy import func, select
 
 from spate.api import migrate
-from spate.api.control import add_usage
 from spate.api.models import JobCheckpoint, UsageRecord
+from spate.api.repositories.control import add_usage
 from spate.scheduler.metering import CPU_SECONDS, EVENTS_IN, EVENTS_OUT
 from spate.scheduler.sandbox.unit import sandbox_problem
 from spate.scheduler.store import UsageCharge

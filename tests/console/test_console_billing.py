@@ -27,8 +27,8 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from spate.api.control import SqlControlStore
 from spate.api.db import Database, create_database
+from spate.api.repositories.control import SqlControlStore
 from tests.api.job_rows import insert_usage, update_job
 from tests.api.serving import ServedTenant, ServeProcess, new_tenant
 from tests.conftest import SHARED_PLATFORM_KEY
@@ -290,7 +290,7 @@ def test_billing_pages_load_at_their_address(server: ServedTenant, path: str) ->
     # A reload, a bookmark or the sign-in page's ?next= lands here.
     shell = httpx.get(server.url + path)
     assert shell.status_code == 200 and '<main id="main"' in shell.text, (
-        f"{path} is not served: add it to PAGES in api/routes/console.py")
+        f"{path} is not served: add it to PAGES in api/http/routes/console.py")
 
 
 def axes_of(page: Page, chart: str) -> list[dict[str, Any]]:

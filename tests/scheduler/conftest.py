@@ -18,8 +18,8 @@ import pytest
 from sqlalchemy import make_url
 
 from spate.api import migrate
-from spate.api.control import SqlControlStore
 from spate.api.db import create_database
+from spate.api.repositories.control import SqlControlStore
 from spate.scheduler.app import create_celery, register_tasks
 from spate.scheduler.backends import create_backend
 from spate.scheduler.backends.process import kill

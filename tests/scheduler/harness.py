@@ -15,7 +15,6 @@ import numpy as np
 from celery import Celery
 from sqlalchemy import select, update
 
-from spate.api.control import SqlControlStore
 from spate.api.db import Database
 from spate.api.models import (
     Job,
@@ -26,6 +25,7 @@ from spate.api.models import (
     PipelineVersion,
     Tenant,
 )
+from spate.api.repositories.control import SqlControlStore
 from spate.scheduler.client import SchedulerClient
 from spate.scheduler.embedded import EmbeddedWorker
 from spate.scheduler.service import Scheduler

@@ -1,5 +1,5 @@
-"""``spate.api.control.SqlControlStore`` on PostgreSQL and SQLite: the compare-and-set writes
-that keep two workers from acting twice on one job."""
+"""``spate.api.repositories.control.SqlControlStore`` on PostgreSQL and SQLite: the
+compare-and-set writes that keep two workers from acting twice on one job."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 from sqlalchemy import select
 
-from spate.api.control import SqlControlStore
 from spate.api.models import Job, JobCheckpoint, JobEvent, Pipeline
+from spate.api.planning.udfs import UdfCheckAnswer
+from spate.api.repositories.control import SqlControlStore
 from spate.api.repositories.udfs import UdfRepository
-from spate.api.udf_checking import UdfCheckAnswer
 from spate.scheduler.store import CheckpointRecord, ErrorRecord, EventBatch, StatusChange
 from tests.scheduler.harness import new_pipeline
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from spate.api import migrate
-from spate.api.control import SqlControlStore
 from spate.api.db import create_database
+from spate.api.repositories.control import SqlControlStore
 from spate.api.settings import Settings
 from spate.api.worker import celery_app, scheduler_client, worker_app
 from spate.scheduler.app import create_celery

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from spate.api.control import SqlControlStore
 from spate.api.models import MeterReading, UsageRecord
+from spate.api.repositories.control import SqlControlStore
 from spate.scheduler.backends import process
 from spate.scheduler.metering import (
     BYTES_IN,

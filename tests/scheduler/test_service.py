@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import select, update
 
 from spate.api import migrate
-from spate.api.control import SqlControlStore
 from spate.api.db import create_database
 from spate.api.models import Job, Pipeline
+from spate.api.repositories.control import SqlControlStore
 from spate.scheduler.backends import create_backend
 from spate.scheduler.backends.process import is_alive
 from spate.scheduler.config import SchedulerConfig

@@ -59,7 +59,7 @@ def terraform(serve: ServedTenant, tmp_path_factory: pytest.TempPathFactory) -> 
         pytest.skip("the terraform binary is not installed")
     plugins = tmp_path_factory.mktemp("tf-plugins")
     wrapper = plugins / "terraform-provider-spate"
-    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m spate.api.terraform "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m spate.api.client.terraform "$@"\n')
     wrapper.chmod(0o755)
     home = tmp_path_factory.mktemp("tf-home")
     cli_config = home / "terraform.rc"

@@ -46,7 +46,7 @@ locals {
   # The processes: what each Deployment runs.
   processes = {
     api = {
-      command  = ["uvicorn", "--factory", "spate.api.app:app_from_settings", "--host", "0.0.0.0", "--port", "8000"]
+      command  = ["uvicorn", "--factory", "spate.api.http.app:app_from_settings", "--host", "0.0.0.0", "--port", "8000"]
       replicas = var.api_replicas
       account  = kubernetes_service_account_v1.api.metadata[0].name
       res      = var.api_resources

@@ -32,7 +32,7 @@ variable "image_pull_policy" {
 
 variable "api_replicas" {
   type        = number
-  description = "Replicas of the API Deployment (uvicorn running spate.api.app:app_from_settings)."
+  description = "Replicas of the API Deployment (uvicorn running spate.api.http.app:app_from_settings)."
   default     = 2
 
   validation {

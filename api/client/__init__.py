@@ -1,0 +1,1 @@
+"""Spate's clients: the HTTP SDK the CLI uses, and the Terraform provider."""
