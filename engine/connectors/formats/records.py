@@ -30,6 +30,7 @@ from spate.engine.connectors.core.base import (
     SOURCE,
     ColumnDef,
     ConnectorError,
+    TableConfig,
     stream_schema,
 )
 from spate.engine.connectors.core.changes import change_records, change_rows
@@ -512,6 +513,19 @@ def single_value_columns(spec: FormatSpec | None = None) -> tuple[ColumnDef, ...
     if spec is not None and spec.kind == RAW_BYTES:
         return (ColumnDef("value", T.BinaryType(), True),)
     return (ColumnDef("value", T.StringType(), True),)
+
+
+def message_columns(table: TableConfig, spec: FormatSpec, role: str) -> tuple[ColumnDef, ...]:
+    """A message table's physical columns, checked against its format: the data columns
+    (a source of a single-value format declaring none gets the default ``value``), with
+    its metadata columns in declaration order (after that default ``value``)."""
+    columns = table.data_columns
+    if not columns and role == SOURCE and spec.single_value:
+        columns = single_value_columns(spec)
+    check_columns(spec, columns, role)
+    if table.metadata:
+        columns = table.columns if table.data_columns else columns + table.columns
+    return columns
 
 
 # -- source schema -----------------------------------------------------------------

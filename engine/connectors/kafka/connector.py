@@ -50,8 +50,8 @@ from spate.engine.connectors.core.options import (
 from spate.engine.connectors.core.streaming import load_stream, source_options
 from spate.engine.connectors.formats.records import (
     FormatSpec,
-    check_columns,
     check_sink_schema,
+    message_columns,
     parse_format,
     single_value_columns,
     source_schema,
@@ -177,12 +177,7 @@ def parse_table(table: TableConfig) -> KafkaTable:
     else:
         settings = _sink_settings(options)
     options.finish()
-    columns = table.data_columns
-    if not columns and role == SOURCE and spec.single_value:
-        columns = single_value_columns(spec)
-    check_columns(spec, columns, role)
-    if table.metadata:  # declaration order; the default `value` first
-        columns = table.columns if table.data_columns else columns + table.columns
+    columns = message_columns(table, spec, role)
     if table.boundary.egress is not None:
         for host, port in endpoint.servers:
             table.boundary.egress.check_literal(host, port, option=BOOTSTRAP_SERVERS.name)

@@ -51,10 +51,9 @@ from spate.engine.connectors.core.options import (
 from spate.engine.connectors.core.streaming import load_stream, source_options
 from spate.engine.connectors.formats.records import (
     FormatSpec,
-    check_columns,
     check_sink_schema,
+    message_columns,
     parse_format,
-    single_value_columns,
     source_schema,
     with_row_key,
 )
@@ -185,12 +184,7 @@ class KinesisConnector(Connector):
             options.reject(START_FROM, "applies to sources only")
             key_field, limits = _sink_options(options)
         options.finish()
-        columns = table.data_columns
-        if not columns and role == SOURCE and spec.single_value:
-            columns = single_value_columns(spec)
-        check_columns(spec, columns, role)
-        if table.metadata:  # declaration order; the default `value` first
-            columns = table.columns if table.data_columns else columns + table.columns
+        columns = message_columns(table, spec, role)
         check_planned(endpoint, table.boundary)
         return _KinesisTable(role, endpoint, spec, columns, offset, key_field, limits)
 

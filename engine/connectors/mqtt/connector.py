@@ -54,10 +54,9 @@ from spate.engine.connectors.core.options import (
 from spate.engine.connectors.core.streaming import load_stream, source_options
 from spate.engine.connectors.formats.records import (
     FormatSpec,
-    check_columns,
     check_sink_schema,
+    message_columns,
     parse_format,
-    single_value_columns,
     source_schema,
     with_row_key,
 )
@@ -217,12 +216,7 @@ def parse_table(table: TableConfig) -> MqttTable:
         retain = options.boolean(RETAIN)
         max_messages = MAX_MESSAGES_PER_BATCH.default
     options.finish()
-    columns = table.data_columns
-    if not columns and role == SOURCE and spec.single_value:
-        columns = single_value_columns(spec)
-    check_columns(spec, columns, role)
-    if table.metadata:  # declaration order; the default `value` first
-        columns = table.columns if table.data_columns else columns + table.columns
+    columns = message_columns(table, spec, role)
     assert max_messages is not None
     return MqttTable(role, broker, topic, qos, prefix,
                      client_id(prefix, table, broker, topic),

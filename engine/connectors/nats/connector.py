@@ -63,12 +63,11 @@ from spate.engine.connectors.core.options import (
 from spate.engine.connectors.core.streaming import load_stream, source_options
 from spate.engine.connectors.formats.records import (
     FormatSpec,
-    check_columns,
     check_sink_schema,
     encode_records,
+    message_columns,
     parse_format,
     record_bytes,
-    single_value_columns,
     source_schema,
     with_row_key,
 )
@@ -238,12 +237,7 @@ class NatsConnector(Connector):
         else:
             reject_source_options(options)
         options.finish()
-        columns = table.data_columns
-        if not columns and role == SOURCE and spec.single_value:
-            columns = single_value_columns(spec)
-        check_columns(spec, columns, role)
-        if table.metadata:  # declaration order; the default `value` first
-            columns = table.columns if table.data_columns else columns + table.columns
+        columns = message_columns(table, spec, role)
         if table.boundary.egress is not None:
             for server in connect_settings.servers:
                 table.boundary.egress.check_literal(server.host, server.port,

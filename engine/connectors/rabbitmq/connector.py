@@ -39,9 +39,8 @@ from spate.engine.connectors.core.metadata import (
 )
 from spate.engine.connectors.core.streaming import load_stream, source_options
 from spate.engine.connectors.formats.records import (
-    check_columns,
     check_sink_schema,
-    single_value_columns,
+    message_columns,
     source_schema,
     with_row_key,
 )
@@ -94,23 +93,12 @@ class RabbitMQConnector(Connector):
 
     def _settings(self, table: TableConfig, resolve: bool = False) -> RabbitSettings:
         settings = read_settings(table, self.roles, resolve)
-        check_columns(settings.spec, self._data_columns(table, settings), settings.role)
+        self._columns(table, settings)  # checks them against the format
         return settings
 
     @staticmethod
-    def _data_columns(table: TableConfig, settings: RabbitSettings) -> tuple[ColumnDef, ...]:
-        columns = table.data_columns
-        if not columns and settings.role == SOURCE and settings.spec.single_value:
-            return single_value_columns(settings.spec)
-        return columns
-
-    def _columns(self, table: TableConfig, settings: RabbitSettings) -> tuple[ColumnDef, ...]:
-        """The physical columns: the metadata ones where declared, the default `value` of
-        a table declaring only metadata first."""
-        columns = self._data_columns(table, settings)
-        if table.metadata:
-            return table.columns if table.data_columns else columns + table.columns
-        return columns
+    def _columns(table: TableConfig, settings: RabbitSettings) -> tuple[ColumnDef, ...]:
+        return message_columns(table, settings.spec, settings.role)
 
     def metadata_fields(self, role: str) -> Mapping[str, tuple[T.DataType, ...]]:
         """The routing key a source's message was published with (stream messages carry
