@@ -71,6 +71,7 @@ class StdoutConnector(Connector):
     name = "stdout"
     roles = frozenset({SINK})
     options = (*TYPE, LINE_FORMAT, *(spec for spec in FORMAT if spec is not FORMAT_OPTION))
+    examples = {SINK: ({"format": "json"},)}
 
     def _parse(self, table: TableConfig) -> FormatSpec:
         options = OptionReader(table)
@@ -99,6 +100,7 @@ class BlackholeConnector(Connector):
     name = "blackhole"
     roles = frozenset({SINK})
     options = TYPE
+    examples = {SINK: ({},)}
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         options = OptionReader(table)

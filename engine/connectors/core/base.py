@@ -165,6 +165,10 @@ class Connector(ABC):
     options: ClassVar[tuple[OptionSpec, ...]] = ()
     #: Whether a CREATE TABLE may name it (the implicit preview sink may not).
     declarable: ClassVar[bool] = True
+    #: WITH options of valid tables, by role (a lookup table's with an ``id`` key): the
+    #: first of each is its simplest table, any others its other modes.  Its tests
+    #: try every declared option on them.
+    examples: ClassVar[Mapping[str, tuple[Mapping[str, str], ...]]] = {}
 
     @abstractmethod
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:

@@ -218,6 +218,9 @@ class FilesystemConnector(Connector):
     options = (*TYPE, PATH, FILE_FORMAT, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
                AWS_SESSION_TOKEN, ENDPOINT_URL, FILE_TIMESTAMP_FORMAT, FILE_DECIMAL_ENCODING,
                *SOURCE_OPTIONS, *SINK_OPTIONS, *SOURCE_TIME)
+    examples = {
+        SOURCE: ({"type": "source", "format": "json", "path": "in"},),
+        SINK: ({"type": "sink", "format": "json", "path": "out"},)}
 
     def __init__(self) -> None:
         #: location -> the mark a listing found no file past, and when (time.monotonic())

@@ -270,6 +270,7 @@ class DeltaConnector(Connector):
     name = "delta"
     roles = frozenset({SINK})
     options = (*TYPE, PATH, PARTITIONING_FIELDS, DELTA_ENDPOINT_URL, *S3_OPTIONS)
+    examples = {SINK: ({"path": "lake/t"}, {"path": "s3://bucket/t"})}
 
     def _parse(self, table: TableConfig) -> DeltaSettings:
         options = OptionReader(table)

@@ -280,6 +280,8 @@ class IcebergConnector(Connector):
     roles = frozenset({SINK})
     options = (*TYPE, CATALOG_URI, CATALOG_PASSWORD, CATALOG_NAME, CATALOG_WAREHOUSE, NAMESPACE,
                TABLE_NAME)
+    examples = {SINK: ({"catalog.uri": "postgresql+psycopg://u@h/db",
+                       "catalog.warehouse": "lake", "table_name": "t"},)}
 
     def _parse(self, table: TableConfig) -> IcebergSettings:
         options = OptionReader(table)

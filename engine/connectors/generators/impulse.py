@@ -95,6 +95,7 @@ class ImpulseConnector(GeneratorConnector):
     name = "impulse"
     roles = frozenset({SOURCE})
     options = (*TYPE, EVENT_RATE, MESSAGE_COUNT, EVENT_TIME_INTERVAL, *SOURCE_TIME)
+    examples = {SOURCE: ({"event_rate": "10"},)}
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         _parse(table)

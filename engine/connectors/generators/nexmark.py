@@ -127,6 +127,7 @@ class NexmarkConnector(GeneratorConnector):
     roles = frozenset({SOURCE})
     options = (*TYPE, EVENT_RATE, RUNTIME, RATE_LIMITED, MAX_EVENTS_PER_BATCH, BASE_TIME_MS,
                *SOURCE_TIME)
+    examples = {SOURCE: ({"event_rate": "10"},)}
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         _parse(table)

@@ -171,6 +171,8 @@ class PollingHttpConnector(Connector):
     roles = frozenset({SOURCE})
     options = (*TYPE, ENDPOINT, RECORD_FORMAT, METHOD, BODY, HEADERS, POLL_INTERVAL_MS,
                EMIT_BEHAVIOR, TIMEOUT_MS, MAX_MESSAGES_PER_BATCH, *SOURCE_GROUPS)
+    examples = {SOURCE: ({"format": "json", "json.unstructured": "true",
+                         "endpoint": "http://h/", "method": "post"},)}
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         return parse_table(table).source.columns

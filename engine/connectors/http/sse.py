@@ -154,6 +154,8 @@ class SseConnector(Connector):
     roles = frozenset({SOURCE})
     options = (*TYPE, ENDPOINT, RECORD_FORMAT, EVENTS, HEADERS, TIMEOUT_MS,
                MAX_MESSAGES_PER_BATCH, *SOURCE_GROUPS)
+    examples = {SOURCE: ({"format": "json", "json.unstructured": "true",
+                         "endpoint": "http://h/"},)}
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         return parse_table(table)[0].columns

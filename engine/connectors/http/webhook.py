@@ -237,6 +237,7 @@ class WebhookConnector(Connector):
     options = (*TYPE, ENDPOINT, RECORD_FORMAT, HEADERS, METHOD, MAX_ROWS_PER_REQUEST,
                MAX_ATTEMPTS, RETRY_BACKOFF_MS, TIMEOUT_MS, IDEMPOTENCY_HEADER,
                *(spec for spec in FORMAT if spec not in (FORMAT_OPTION, FRAMING)))
+    examples = {SINK: ({"format": "json", "endpoint": "http://h/"},)}
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         return parse_table(table).columns

@@ -188,6 +188,8 @@ class WebSocketConnector(Connector):
     roles = frozenset({SOURCE})
     options = (*TYPE, ENDPOINT, RECORD_FORMAT, SUBSCRIPTION_MESSAGE, SUBSCRIPTION_MESSAGES, HEADERS,
                TIMEOUT_MS, http_common.MAX_MESSAGES_PER_BATCH, *SOURCE_GROUPS)
+    examples = {SOURCE: ({"format": "json", "json.unstructured": "true",
+                         "endpoint": "ws://h/"},)}
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         return parse_table(table)[0].columns

@@ -219,6 +219,11 @@ class KafkaConnector(Connector):
                ARROYO_GROUP_ID, MAX_RECORDS_PER_BATCH, COMMIT_MODE, KEY_FIELD, ARROYO_KEY_FIELD,
                AUTH_TYPE, SASL_MECHANISM, SASL_USERNAME, SASL_PASSWORD, CLIENT_CONFIGS,
                *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER, *SOURCE_TIME)
+    examples = {
+        SOURCE: ({"type": "source", "bootstrap_servers": "h:9092", "topic": "t",
+                  "format": "json", "json.unstructured": "true"},),
+        SINK: ({"type": "sink", "bootstrap_servers": "h:9092", "topic": "t",
+                "format": "json"},)}
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         parsed = parse_table(table)

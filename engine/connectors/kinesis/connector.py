@@ -166,6 +166,13 @@ class KinesisConnector(Connector):
     options = (*TYPE, STREAM_NAME, AWS_REGION, *AWS_CREDENTIALS, ENDPOINT_URL, START_FROM,
                *SINK_OPTIONS, *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER,
                *SOURCE_TIME)
+    examples = {
+        SOURCE: ({"type": "source", "format": "json", "json.unstructured": "true",
+                  "stream_name": "s", "aws_region": "us-east-1", "aws_access_key_id": "k",
+                  "aws_secret_access_key": "s"},),
+        SINK: ({"type": "sink", "format": "json", "stream_name": "s",
+                "aws_region": "us-east-1", "aws_access_key_id": "k",
+                "aws_secret_access_key": "s"},)}
 
     def _parse(self, table: TableConfig) -> _KinesisTable:
         options = OptionReader(table)

@@ -234,6 +234,9 @@ class MqttConnector(Connector):
                MAX_PACKET_SIZE, MAX_MESSAGES_PER_BATCH,
                *(spec for spec in (*FORMAT, *FORMAT_SOURCE) if spec not in _FRAMING),
                *DEAD_LETTER, *FORMAT_BINARY, *SOURCE_TIME)
+    examples = {
+        SOURCE: ({"type": "source", "format": "json", "url": "tcp://h", "topic": "a/#"},),
+        SINK: ({"type": "sink", "format": "json", "url": "tcp://h", "topic": "a"},)}
 
     def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
         return parse_table(table).columns

@@ -221,6 +221,11 @@ class NatsConnector(Connector):
                NATS_SUBJECT, *_JETSTREAM_SOURCE,
                *(spec for spec in FORMAT if spec is not FRAMING),  # framing is refused
                *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER, *SOURCE_TIME)
+    examples = {
+        SOURCE: ({"type": "source", "format": "json", "json.unstructured": "true",
+                  "servers": "nats://h:4222", "nats.stream": "s"},),
+        SINK: ({"type": "sink", "format": "json", "servers": "nats://h:4222",
+                "nats.subject": "s"},)}
 
     def _parse(self, table: TableConfig) -> NatsTable:
         options = OptionReader(table)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql import types as T
 
-from spate.engine.connectors.core.base import ConnectorError, TableConfig, register
+from spate.engine.connectors.core.base import LOOKUP, ConnectorError, TableConfig, register
 from spate.engine.connectors.core.egress import EgressPolicy, unreachable
 from spate.engine.connectors.core.lookup import (
     Key,
@@ -145,6 +145,7 @@ def read_settings(table: TableConfig) -> PostgresLookupSettings:
 class PostgresLookupConnector(LookupConnector):
     name = "postgres"
     options = (LOOKUP_TYPE, URL, USERNAME, PASSWORD, TABLE, QUERY, CACHE_MAX_BYTES, CACHE_TTL)
+    examples = {LOOKUP: ({"url": "postgresql://h/db", "table": "t"},)}
 
     def read_settings(self, table: TableConfig) -> PostgresLookupSettings:
         return read_settings(table)

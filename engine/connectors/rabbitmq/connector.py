@@ -90,6 +90,14 @@ class RabbitMQConnector(Connector):
                SOURCE_OFFSET, PRODUCER_NAME, QUEUE_NAME, EXCHANGE, ROUTING_KEY,
                MAX_MESSAGES_PER_BATCH,
                *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER, *SOURCE_TIME)
+    examples = {
+        SOURCE: ({"type": "source", "format": "json", "json.unstructured": "true",
+                  "host": "h", "stream": "s"},
+                 {"type": "source", "format": "json", "json.unstructured": "true",
+                  "host": "h", "mode": "queue", "queue": "q"}),
+        SINK: ({"type": "sink", "format": "json", "host": "h", "stream": "s"},
+               {"type": "sink", "format": "json", "host": "h", "mode": "queue",
+                "exchange": "e", "routing_key": "r"})}
 
     def _settings(self, table: TableConfig, resolve: bool = False) -> RabbitSettings:
         settings = read_settings(table, self.roles, resolve)

@@ -110,6 +110,12 @@ class RedisConnector(LookupConnector):
         (TARGET, TARGET_KEY_PREFIX, TARGET_KEY_COLUMN, TARGET_FIELD_COLUMN),
         LOOKUP_TABLE, FORMAT, tuple(spec.for_roles(LOOKUP_ROLES) for spec in FORMAT),
         FORMAT_SOURCE, FORMAT_BINARY, DEAD_LETTER, SOURCE_TIME)
+    examples = {
+        LOOKUP: ({"address": "redis://h", "format": "json"},),
+        SOURCE: ({"type": "source", "address": "redis://h", "stream": "s", "format": "json",
+                  "json.unstructured": "true"},),
+        SINK: ({"type": "sink", "address": "redis://h", "format": "json", "target": "hash",
+                "target.key_prefix": "h", "target.field_column": "name"},)}
 
     def metadata_fields(self, role: str) -> Mapping[str, tuple[T.DataType, ...]]:
         """A stream source's entry id and stream name."""

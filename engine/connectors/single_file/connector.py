@@ -84,6 +84,10 @@ class SingleFileConnector(Connector):
     options = (*TYPE, PATH, LINE_FORMAT, MAX_LINES_PER_BATCH, WAIT_FOR_CONTROL,
                *(spec for spec in FORMAT if spec is not FORMAT_OPTION), LINE_BAD_DATA,
                *(spec for spec in FORMAT_SOURCE if spec is not BAD_DATA), *SOURCE_TIME)
+    examples = {
+        SOURCE: ({"type": "source", "format": "json", "path": "in.jsonl",
+                  "json.unstructured": "true"},),
+        SINK: ({"type": "sink", "format": "json", "path": "out.jsonl"},)}
 
     def _parse(self, table: TableConfig) -> _FileTable:
         options = OptionReader(table)

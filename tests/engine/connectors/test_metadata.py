@@ -13,58 +13,16 @@ from spate.engine.connectors import (
     TableConfig,
 )
 from spate.engine.connectors.core.metadata import is_secret_option
+from spate.engine.connectors.generators.native import GeneratorConnector
 from spate.engine.defaults import DEFAULT_IDLE_MICROS
 
 #: A valid table of each connector and role, to which one option at a time is added.
-BASES = {
-    ("single_file", "source"): {"type": "source", "format": "json", "path": "in.jsonl",
-                                "json.unstructured": "true"},
-    ("single_file", "sink"): {"type": "sink", "format": "json", "path": "out.jsonl"},
-    ("delta", "sink"): {"path": "lake/t"},
-    ("iceberg", "sink"): {"catalog.uri": "postgresql+psycopg://u@h/db",
-                          "catalog.warehouse": "lake", "table_name": "t"},
-    ("impulse", "source"): {"event_rate": "10"},
-    ("nexmark", "source"): {"event_rate": "10"},
-    ("stdout", "sink"): {"format": "json"},
-    ("blackhole", "sink"): {},
-    ("redis", "lookup"): {"address": "redis://h", "format": "json"},
-    ("redis", "source"): {"type": "source", "address": "redis://h", "stream": "s",
-                          "format": "json", "json.unstructured": "true"},
-    ("redis", "sink"): {"type": "sink", "address": "redis://h", "format": "json",
-                        "target": "hash", "target.key_prefix": "h", "target.field_column": "f"},
-    ("postgres", "lookup"): {"url": "postgresql://h/db", "table": "t"},
-    ("mqtt", "source"): {"type": "source", "format": "json", "url": "tcp://h", "topic": "a/#"},
-    ("mqtt", "sink"): {"type": "sink", "format": "json", "url": "tcp://h", "topic": "a"},
-    ("kafka", "source"): {"type": "source", "bootstrap_servers": "h:9092", "topic": "t",
-                          "format": "json", "json.unstructured": "true"},
-    ("kafka", "sink"): {"type": "sink", "bootstrap_servers": "h:9092", "topic": "t",
-                        "format": "json"},
-    ("kinesis", "source"): {"type": "source", "format": "json", "json.unstructured": "true",
-                            "stream_name": "s", "aws_region": "us-east-1",
-                            "aws_access_key_id": "k", "aws_secret_access_key": "s"},
-    ("kinesis", "sink"): {"type": "sink", "format": "json", "stream_name": "s",
-                          "aws_region": "us-east-1", "aws_access_key_id": "k",
-                          "aws_secret_access_key": "s"},
-    ("rabbitmq", "source"): {"type": "source", "format": "json", "json.unstructured": "true",
-                             "host": "h", "stream": "s"},
-    ("rabbitmq", "sink"): {"type": "sink", "format": "json", "host": "h", "stream": "s"},
-    ("nats", "source"): {"type": "source", "format": "json", "json.unstructured": "true",
-                         "servers": "nats://h:4222", "nats.stream": "s"},
-    ("nats", "sink"): {"type": "sink", "format": "json", "servers": "nats://h:4222",
-                       "nats.subject": "s"},
-    ("websocket", "source"): {"format": "json", "json.unstructured": "true",
-                              "endpoint": "ws://h/"},
-    ("sse", "source"): {"format": "json", "json.unstructured": "true", "endpoint": "http://h/"},
-    ("polling_http", "source"): {"format": "json", "json.unstructured": "true",
-                                 "endpoint": "http://h/", "method": "post"},
-    ("webhook", "sink"): {"format": "json", "endpoint": "http://h/"},
-}
-#: Options that apply in another mode of a connector are tried on these tables.
-MODES = {("rabbitmq", "source"): {"type": "source", "format": "json", "json.unstructured": "true",
-                                  "host": "h", "mode": "queue", "queue": "q"},
-         ("rabbitmq", "sink"): {"type": "sink", "format": "json", "host": "h", "mode": "queue",
-                                "exchange": "e"},
-         ("delta", "sink"): {"path": "s3://bucket/t"}}
+#: Each connector's example tables (``Connector.examples``), by (connector, role): the
+#: first is where each declared option is tried; the others are its other modes.
+BASES = {(name, role): examples[0] for name, connector in CONNECTORS.items()
+         for role, examples in connector.examples.items()}
+MODES = {(name, role): examples[1:] for name, connector in CONNECTORS.items()
+         for role, examples in connector.examples.items() if len(examples) > 1}
 #: Lookup tables need columns and a PRIMARY KEY.
 LOOKUP_COLUMNS = (ColumnDef("id", T.StringType()), ColumnDef("name", T.StringType()))
 #: A value of the right type for options whose value is not free text.
@@ -98,13 +56,23 @@ def _with_format(options: dict[str, str], name: str) -> dict[str, str]:
 
 
 def _table(connector: str, role: str, options: dict[str, str]) -> TableConfig:
+    """A table of ``options``: a lookup table keyed by ``id``; declared columns unless its
+    records are unstructured, or it is a generator (whose columns are its own)."""
     if role == "lookup":
         return TableConfig("t", connector, role, options, LOOKUP_COLUMNS, ("id",))
-    return TableConfig("t", connector, role, options, ())
+    own_columns = options.get("json.unstructured") == "true" or isinstance(
+        CONNECTORS[connector], GeneratorConnector)
+    return TableConfig("t", connector, role, options, () if own_columns else LOOKUP_COLUMNS)
 
 
-def test_every_declarable_connector_is_listed() -> None:
-    assert set(CONNECTOR_OPTIONS) == set(CONNECTORS) - {"preview"}
+def test_every_declarable_connector_has_a_valid_example_for_each_role() -> None:
+    assert set(CONNECTOR_OPTIONS) == {n for n, c in CONNECTORS.items() if c.declarable}
+    for name in CONNECTOR_OPTIONS:
+        connector = CONNECTORS[name]
+        assert set(connector.examples) == set(connector.roles), name
+        for role, examples in connector.examples.items():
+            for options in examples:
+                connector.validate(_table(name, role, dict(options)))
 
 
 @pytest.mark.parametrize(("connector", "role"), list(BASES))
@@ -112,11 +80,12 @@ def test_listed_options_are_known_to_the_connector(connector: str, role: str) ->
     for name, spec in CONNECTOR_OPTIONS[connector].items():
         if role not in spec.roles or name in ("type", "event_time_field", "watermark_field"):
             continue
-        error = _key_error(connector, role, {**_with_format(BASES[(connector, role)], name),
+        error = _key_error(connector, role, {**_with_format(dict(BASES[(connector, role)]), name),
                                              name: VALUES.get(name, "x")})
-        if error is not None and (connector, role) in MODES:
-            error = _key_error(connector, role, {**_with_format(MODES[(connector, role)], name),
-                                                 name: VALUES.get(name, "x")})
+        for mode in MODES.get((connector, role), ()):
+            if error is not None:
+                error = _key_error(connector, role, {**_with_format(dict(mode), name),
+                                                     name: VALUES.get(name, "x")})
         assert error is None, (name, error)
 
 

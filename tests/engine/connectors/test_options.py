@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import types as T
 
+from spate.engine import connectors as connectors_package
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError
+from spate.engine.planner import PlanningError, plan_pipeline
 from tests.engine.connectors.support import make_table
 
 VALUE = (ColumnDef("value", T.StringType()),)
@@ -26,12 +29,29 @@ def _error(connector: str, role: str = "source", columns: tuple[ColumnDef, ...] 
     return caught.value
 
 
-def test_every_connector_is_registered() -> None:
-    assert set(CONNECTORS) == {"single_file", "impulse", "nexmark", "stdout", "blackhole",
-                               "preview", "redis", "postgres", "mqtt", "kafka", "kinesis",
-                               "rabbitmq", "nats", "websocket", "sse", "polling_http",
-                               "webhook", "filesystem", "delta", "iceberg"}
+#: The packages of engine/connectors/ that hold no connector of their own.
+SHARED_PACKAGES = {"core", "formats"}
+
+
+def test_every_connector_package_registers_its_connectors() -> None:
+    # The registry is the folder: each system's package registers at least one
+    # connector, and every registered connector lives in one of them.
+    root = Path(connectors_package.__file__).parent
+    packages = {p.name for p in root.iterdir() if (p / "__init__.py").exists()}
+    homes = {name: type(connector).__module__.split(".")[3] for name, connector in
+             CONNECTORS.items()}
+    assert set(homes.values()) == packages - SHARED_PACKAGES, homes
     assert all(connector.name == name for name, connector in CONNECTORS.items())
+
+
+def test_an_unknown_connector_is_answered_with_the_registrys_names() -> None:
+    declarable = sorted(name for name, c in CONNECTORS.items() if c.declarable)
+    assert "preview" not in declarable and len(declarable) == len(CONNECTORS) - 1
+    sql = ("CREATE TABLE t (a TEXT) WITH (connector = 'fluvio', format = 'json');\n"
+           "SELECT a FROM t;\n")
+    with pytest.raises(PlanningError) as caught:
+        plan_pipeline(sql)
+    assert caught.value.message.endswith(f"Spate's connectors: {', '.join(declarable)}")
 
 
 @pytest.mark.parametrize("connector, role, columns, options", [

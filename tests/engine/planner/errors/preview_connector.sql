@@ -1,4 +1,4 @@
--- expect: 2:50: unknown connector 'preview' (the engine attaches it to a bare SELECT; it cannot be declared); known connectors: blackhole, delta, filesystem, iceberg, impulse, kafka, kinesis, mqtt, nats, nexmark, polling_http, postgres, rabbitmq, redis, single_file, sse, stdout, webhook, websocket
+-- expect: 2:50: unknown connector 'preview' (the engine attaches it to a bare SELECT; it cannot be declared); known connectors:
 CREATE TABLE shown (id BIGINT) WITH (connector = 'preview');
 CREATE TABLE ticks WITH (connector = 'impulse', event_rate = 10);
 INSERT INTO shown SELECT counter FROM ticks;
