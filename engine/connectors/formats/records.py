@@ -57,6 +57,7 @@ from spate.engine.connectors.core.metadata import (
     REGISTRY_API_SECRET,
     REGISTRY_ENDPOINT,
     VALUE_SUBJECT,
+    OptionSpec,
 )
 from spate.engine.connectors.core.options import OptionReader
 from spate.engine.connectors.formats import avro as avro_format
@@ -160,8 +161,11 @@ class FormatSpec:
         return self.kind == DEBEZIUM_JSON
 
 
-def parse_format(options: OptionReader, role: str) -> FormatSpec:
-    """Read ``format`` and its dependent options for a connector that needs a format."""
+def parse_format(options: OptionReader, role: str,
+                 records_in: tuple[OptionSpec, ...] = ()) -> FormatSpec:
+    """Read ``format`` and its dependent options for a connector that needs a format.
+    ``records_in``: the options naming where the table's records are (a topic, a
+    stream); the first one set names a schema registry's default subject."""
     kind = options.string(FORMAT_OPTION)
     if kind is None:
         raise ConnectorError(
@@ -189,7 +193,8 @@ def parse_format(options: OptionReader, role: str) -> FormatSpec:
         options.choice(FRAMING)
         options.reject(FRAMING_MAX_LENGTH, f"does not apply to format '{kind}': one message "
                                            "is one record")
-        settings = _avro(options, role) if kind == AVRO else _protobuf(options, role)
+        settings = (_avro(options, role, records_in) if kind == AVRO
+                    else _protobuf(options, role))
         return FormatSpec(kind=kind, bad_data=_bad_data(options, role),
                           dead_letter=_dead_letter(options, role), **settings)
     changes = kind == DEBEZIUM_JSON
@@ -211,7 +216,7 @@ def parse_format(options: OptionReader, role: str) -> FormatSpec:
     )
 
 
-def _avro(options: OptionReader, role: str) -> dict[str, Any]:
+def _avro(options: OptionReader, role: str, records_in: tuple[OptionSpec, ...]) -> dict[str, Any]:
     """The avro options (docs/sql/connectors.md#avro)."""
     text = options.string(AVRO_SCHEMA)
     if text is not None:
@@ -266,7 +271,7 @@ def _avro(options: OptionReader, role: str) -> dict[str, Any]:
                                  "written in each header)", option=AVRO_SCHEMA_ID.name)
     subject = None
     if use_registry and role != SOURCE:
-        subject = options.string(VALUE_SUBJECT) or _default_subject(options)
+        subject = options.string(VALUE_SUBJECT) or _default_subject(options, records_in)
     return {"avro_schema": text, "confluent_wire": wire, "schema_id": schema_id,
             "registry": registry, "subject": subject}
 
@@ -330,10 +335,10 @@ def _check_registry_egress(options: OptionReader, endpoint: str) -> None:
     egress.resolve(url.hostname or "", port, option=REGISTRY_ENDPOINT.name)
 
 
-def _default_subject(options: OptionReader) -> str:
+def _default_subject(options: OptionReader, records_in: tuple[OptionSpec, ...]) -> str:
     """Confluent's TopicNameStrategy: ``<topic>-value`` (the table's name without a topic)."""
-    for key in ("topic", "subject", "stream", "queue"):
-        value = options.peek(key)
+    for spec in records_in:
+        value = options.peek(spec.name)
         if value:
             return f"{value}-value"
     return f"{options.table.name}-value"

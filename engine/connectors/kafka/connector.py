@@ -170,7 +170,7 @@ def parse_table(table: TableConfig) -> KafkaTable:
         raise ConnectorError(f"option '{TOPIC.name}' is a pattern; topic patterns are not "
                              "supported yet: name one topic", option=TOPIC.name)
     endpoint = read_endpoint(options, table.boundary.egress is not None)
-    spec = parse_format(options, role)
+    spec = parse_format(options, role, records_in=(TOPIC,))
     group_id = _alias(options, GROUP_ID, ARROYO_GROUP_ID)
     if role == SOURCE:
         settings = _source_settings(options, group_id)

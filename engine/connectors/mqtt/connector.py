@@ -204,7 +204,7 @@ def parse_table(table: TableConfig) -> MqttTable:
     for key in _FRAMING:
         options.reject(key, "is not supported yet by mqtt tables: one message is one record; "
                             "remove it")
-    spec = parse_format(options, role)
+    spec = parse_format(options, role, records_in=(TOPIC,))
     if role == SOURCE:
         check_source_options(options)
         options.reject(RETAIN, "applies to sinks only")

@@ -151,7 +151,7 @@ def read_settings(table: TableConfig, roles: frozenset[str],
     if port > 65535:
         raise ConnectorError(f"option '{PORT.name}' must be at most 65535, not {port}",
                              option=PORT.name)
-    spec = parse_format(options, role)
+    spec = parse_format(options, role, records_in=(STREAM_NAME, QUEUE_NAME))
     target = _queue_target(options, role) if mode == QUEUE else _stream_target(options, role,
                                                                                 table.name)
     max_messages = _batch_size(options, role)

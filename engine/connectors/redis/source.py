@@ -115,7 +115,7 @@ def read_stream_settings(table: TableConfig, options: OptionReader) -> StreamSet
     if (options.string(FORMAT_OPTION) or "").strip().lower() == DEBEZIUM_JSON:
         raise ConnectorError("format 'debezium_json' is not supported yet by redis "
                              "sources; use 'json' or 'raw_string'", option=FORMAT_OPTION.name)
-    spec = parse_format(options, "source")
+    spec = parse_format(options, "source", records_in=(STREAM,))
     check_source_options(options)
     max_entries = options.integer(MAX_ENTRIES_PER_BATCH, minimum=1)
     assert max_entries is not None

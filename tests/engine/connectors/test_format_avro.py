@@ -27,6 +27,8 @@ from spate.engine.connectors.core.egress import EgressPolicy
 from spate.engine.connectors.formats.avro import AvroDecoder, frame, schema_for, unframe
 from spate.engine.connectors.formats.decoders import Decoded, RecordDecoder
 from spate.engine.connectors.formats.records import FormatSpec, encode_records, record_column
+from spate.engine.connectors.kafka.connector import parse_table as parse_kafka
+from spate.engine.connectors.rabbitmq.settings import read_settings as read_rabbitmq
 from spate.engine.runtime.reports import EpochReport
 from tests.conftest import redis_key_prefix
 from tests.engine.harness import run_pipeline
@@ -285,3 +287,30 @@ def test_registry_credentials_travel_in_an_option_spark_redacts() -> None:
         pass
 
     assert Source(options).settings()["format"]["registry"] == registry
+
+
+
+def _sink_spec(table: TableConfig) -> FormatSpec:
+    """The format a sink table parses to."""
+    if table.connector == "kafka":
+        return parse_kafka(table).spec
+    if table.connector == "rabbitmq":
+        return read_rabbitmq(table, frozenset({"sink"})).spec
+    return CONNECTORS[table.connector]._parse(table).spec  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("connector", "options", "subject"), [
+    ("kafka", {"type": "sink", "bootstrap_servers": "h:9092", "topic": "orders"},
+     "orders-value"),
+    ("rabbitmq", {"type": "sink", "host": "h", "stream": "payments"}, "payments-value"),
+    # No option says where the records are: the table's name stands for the topic.
+    ("kinesis", {"type": "sink", "stream_name": "s", "aws_region": "us-east-1",
+                 "aws_access_key_id": "k", "aws_secret_access_key": "s"}, "t-value"),
+])
+def test_a_registry_sinks_subject_follows_the_topic_name_strategy(
+        connector: str, options: dict[str, str], subject: str) -> None:
+    options = {**options, "format": "avro", "avro.confluent_schema_registry": "true",
+               "schema_registry.endpoint": "http://h"}
+    assert _sink_spec(TableConfig("t", connector, "sink", options, COLUMNS)).subject == subject
+    named = {**options, "value.subject": "mine"}
+    assert _sink_spec(TableConfig("t", connector, "sink", named, COLUMNS)).subject == "mine"
