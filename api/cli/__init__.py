@@ -102,6 +102,3 @@ def main(verbose: bool) -> None:
     level = logging.DEBUG if verbose else getattr(logging, os.environ.get("SPATE_LOG", "WARNING"))
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
-
-if __name__ == "__main__":
-    main()
