@@ -43,13 +43,13 @@ log = logging.getLogger(__name__)
 def scheduler_config(settings: Settings) -> SchedulerConfig:
     """The scheduler's deployment settings, paths made absolute."""
     secrets = SecretBox(settings.secret_key, settings.data_dir)
+    converted_k8s: dict[str, Any] = {
+        "job_cidrs": tuple(egress_entries(settings.k8s_job_cidrs)),
+        "channel_redis_url": settings.redis_url or _redis_broker(settings)}
     kubernetes = KubernetesConfig(
-        api_server=settings.k8s_api_server, namespace_prefix=settings.k8s_namespace_prefix,
-        job_cidrs=tuple(egress_entries(settings.k8s_job_cidrs)),
-        tenant_cpu=settings.k8s_tenant_cpu, tenant_memory=settings.k8s_tenant_memory,
-        image=settings.k8s_image, service_account=settings.k8s_service_account,
-        checkpoint_claim=settings.k8s_checkpoint_claim,
-        channel_redis_url=settings.redis_url or _redis_broker(settings))
+        **same_named_settings(settings, KubernetesConfig, exclude=converted_k8s,
+                              prefix=KUBERNETES_PREFIX, defaulted=DEFAULTED_KUBERNETES_FIELDS),
+        **converted_k8s)
     converted: dict[str, Any] = {
         "spark_clusters": parse_clusters(settings.spark_clusters), "kubernetes": kubernetes,
         "sandbox": settings.sandbox == "required", "applications": settings.applications == "on",
@@ -60,19 +60,25 @@ def scheduler_config(settings: Settings) -> SchedulerConfig:
         "state_role_secret": (secrets.derive("state-store roles")
                               if settings.state_url.startswith("postgres") else b""),
     }
-    return SchedulerConfig(**same_named_settings(settings, exclude=converted),
+    return SchedulerConfig(**same_named_settings(settings, SchedulerConfig, exclude=converted),
                            **converted).resolved()
 
 
 #: The scheduler's fields the service leaves at their defaults (no setting of their own).
 DEFAULTED_SCHEDULER_FIELDS = frozenset({"checkpoint_root", "kill_timeout_s", "spark_conf"})
+DEFAULTED_KUBERNETES_FIELDS = frozenset({"tenant_pods"})
+#: The settings of the kubernetes backend are its KubernetesConfig fields' names after this.
+KUBERNETES_PREFIX = "k8s_"
 
 
-def same_named_settings(settings: Settings, exclude: Collection[str]) -> dict[str, Any]:
-    """The scheduler's fields that a setting of the same name gives as it is: declared
-    once per side, never copied by hand (a test keeps every field accounted for)."""
-    return {f.name: getattr(settings, f.name) for f in fields(SchedulerConfig)
-            if f.name not in exclude and f.name not in DEFAULTED_SCHEDULER_FIELDS}
+def same_named_settings(settings: Settings, config: type[Any], exclude: Collection[str],
+                        prefix: str = "", defaulted: Collection[str] = DEFAULTED_SCHEDULER_FIELDS
+                        ) -> dict[str, Any]:
+    """The fields of ``config`` (a scheduler dataclass) that the setting of the same name
+    (after ``prefix``) gives as it is: declared once per side, never copied by hand (a
+    test keeps every field accounted for)."""
+    return {f.name: getattr(settings, prefix + f.name) for f in fields(config)
+            if f.name not in exclude and f.name not in defaulted}
 
 
 def control_plane_endpoints(settings: Settings) -> tuple[Endpoint, ...]:

@@ -11,8 +11,13 @@ import pytest
 from pydantic import ValidationError
 
 from spate.api.settings import DEFAULT_DATABASE_URL, Settings
-from spate.api.worker import DEFAULTED_SCHEDULER_FIELDS, scheduler_config
-from spate.scheduler.config import SchedulerConfig
+from spate.api.worker import (
+    DEFAULTED_KUBERNETES_FIELDS,
+    DEFAULTED_SCHEDULER_FIELDS,
+    KUBERNETES_PREFIX,
+    scheduler_config,
+)
+from spate.scheduler.config import KubernetesConfig, SchedulerConfig
 
 STRONG_KEY = secrets.token_urlsafe(32)
 
@@ -105,3 +110,16 @@ def test_every_scheduler_field_comes_from_a_setting_or_is_left_at_its_default() 
     assert config.applications is True and config.idle_stop_s == 30
     assert not DEFAULTED_SCHEDULER_FIELDS & set(Settings.model_fields)
     assert DEFAULTED_SCHEDULER_FIELDS <= {field.name for field in fields(SchedulerConfig)}
+
+
+def test_the_kubernetes_backend_reads_its_prefixed_settings() -> None:
+    settings = Settings(k8s_image="registry/spate:7", k8s_tenant_cpu="3",
+                        k8s_checkpoint_claim="checkpoints", k8s_job_cidrs="10.0.0.0/8")
+    kubernetes = scheduler_config(settings).kubernetes
+    assert (kubernetes.image, kubernetes.tenant_cpu, kubernetes.checkpoint_claim) == (
+        "registry/spate:7", "3", "checkpoints")
+    assert kubernetes.job_cidrs == ("10.0.0.0/8",)
+    prefixed = {name.removeprefix(KUBERNETES_PREFIX) for name in Settings.model_fields
+                if name.startswith(KUBERNETES_PREFIX)}
+    assert prefixed | DEFAULTED_KUBERNETES_FIELDS | {"channel_redis_url"} == {
+        field.name for field in fields(KubernetesConfig)}
