@@ -4,7 +4,7 @@ A command's module is imported only when that command runs (or its help is
 asked for): the client commands then start without loading Spark, SQLAlchemy
 or the API's app, which the server and engine commands need. ``spate --help``
 lists the commands from the summaries below, importing none of them
-(tests/api/test_cli_startup.py checks that each summary matches its command).
+(tests/api/cli/test_cli_startup.py checks that each summary matches its command).
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ import pytest
 from fastapi import FastAPI
 
 from tests.api.support import TenantKeys, TestClient, new_tenant
-from tests.engine.connectors.kafka_broker import Broker, kafka_broker
-from tests.engine.connectors.kinesis_support import KinesisServer, serve_kinesis
+from tests.engine.connectors.kafka.kafka_broker import Broker, kafka_broker
+from tests.engine.connectors.kinesis.kinesis_support import KinesisServer, serve_kinesis
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ import pytest
 from fastapi import FastAPI
 
 from tests.api.support import TenantKeys, TestClient, new_tenant
-from tests.engine.connectors.s3_support import S3Server, serve_s3
+from tests.engine.connectors.filesystem.s3_support import S3Server, serve_s3
 
 pytestmark = pytest.mark.e2e
 

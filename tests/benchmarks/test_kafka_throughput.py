@@ -31,7 +31,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql import SparkSession
 
 from tests.benchmarks.workloads import Timing, best_run, save_result
-from tests.engine.connectors.kafka_broker import Broker, kafka_broker
+from tests.engine.connectors.kafka.kafka_broker import Broker, kafka_broker
 from tests.engine.harness import run_pipeline
 
 __all__ = ["kafka_broker"]  # the fixture, imported to be used here

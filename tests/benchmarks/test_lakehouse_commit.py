@@ -30,7 +30,7 @@ from spate.engine.connectors import CONNECTORS
 from spate.engine.connectors.filesystem.lakehouse import lake_schema
 from tests.benchmarks.workloads import save_result
 from tests.conftest import ThrowawayPostgres
-from tests.engine.connectors.lakehouse_support import (
+from tests.engine.connectors.filesystem.lakehouse_support import (
     COLUMNS,
     catalog_name,
     catalog_uri,

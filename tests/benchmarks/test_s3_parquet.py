@@ -29,7 +29,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests.benchmarks.workloads import save_result
-from tests.engine.connectors.s3_support import S3Server, serve_s3
+from tests.engine.connectors.filesystem.s3_support import S3Server, serve_s3
 from tests.engine.harness import run_pipeline
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.spark]

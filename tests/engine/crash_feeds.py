@@ -40,17 +40,17 @@ from spate.engine.connectors import ColumnDef
 from spate.engine.connectors.filesystem.object_store import PENDING_DIR
 from spate.engine.connectors.mqtt.client import BrokerSettings, close, connect, subscribe
 from spate.engine.connectors.mqtt.connector import parse_table as parse_mqtt_table
-from tests.engine.connectors.kafka_broker import Broker
-from tests.engine.connectors.kinesis_support import KinesisServer
-from tests.engine.connectors.nats_support import SERVERS, create_stream, delete_stream, publish
-from tests.engine.connectors.rabbitmq_support import (
+from tests.engine.connectors.filesystem.s3_support import S3Server
+from tests.engine.connectors.kafka.kafka_broker import Broker
+from tests.engine.connectors.kinesis.kinesis_support import KinesisServer
+from tests.engine.connectors.nats.nats_support import SERVERS, create_stream, delete_stream, publish
+from tests.engine.connectors.rabbitmq.rabbitmq_support import (
     AMQP_PORT,
     HOST,
     STREAM_PORT,
     publish_to_queue,
     publish_to_stream,
 )
-from tests.engine.connectors.s3_support import S3Server
 from tests.engine.connectors.support import make_table
 from tests.engine.harness import read_lines
 

@@ -40,11 +40,11 @@ from pyspark.sql import SparkSession
 
 from spate.engine.connectors.filesystem.object_store import PENDING_DIR
 from tests.conftest import ThrowawayPostgres
-from tests.engine.connectors.kafka_broker import Broker, kafka_broker
-from tests.engine.connectors.kinesis_support import KinesisServer, serve_kinesis
-from tests.engine.connectors.lakehouse_support import catalog_name, catalog_uri
-from tests.engine.connectors.rabbitmq_support import AMQP_PORT, STREAM_PORT, port_answers
-from tests.engine.connectors.s3_support import S3Server
+from tests.engine.connectors.filesystem.lakehouse_support import catalog_name, catalog_uri
+from tests.engine.connectors.filesystem.s3_support import S3Server
+from tests.engine.connectors.kafka.kafka_broker import Broker, kafka_broker
+from tests.engine.connectors.kinesis.kinesis_support import KinesisServer, serve_kinesis
+from tests.engine.connectors.rabbitmq.rabbitmq_support import AMQP_PORT, STREAM_PORT, port_answers
 from tests.engine.crash_feeds import (
     AFTER,
     AUCTIONS,

@@ -30,7 +30,7 @@ from spate.scheduler.client import SchedulerClient
 from spate.scheduler.embedded import EmbeddedWorker
 from spate.scheduler.service import Scheduler
 from spate.scheduler.store import JobView
-from tests.engine.connectors.nexmark_reference import event_kinds
+from tests.engine.connectors.generators.nexmark_reference import event_kinds
 
 #: Event times are fixed, so windows and counts do not depend on when a test runs.
 NEXMARK_BASE_TIME_MS = 1_700_000_000_000

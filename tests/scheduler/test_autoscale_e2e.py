@@ -26,8 +26,8 @@ import pytest
 from spate.api.models import Pipeline
 from spate.scheduler.autoscale import COOLDOWN_S
 from spate.scheduler.sandbox.unit import sandbox_problem
-from tests.engine.connectors.kafka_broker import Broker, json_records
-from tests.engine.connectors.kafka_broker import kafka_broker as kafka_broker  # noqa: F401
+from tests.engine.connectors.kafka.kafka_broker import Broker, json_records
+from tests.engine.connectors.kafka.kafka_broker import kafka_broker as kafka_broker  # noqa: F401
 from tests.scheduler.conftest import running_scheduler
 from tests.scheduler.harness import Harness
 

@@ -34,7 +34,7 @@ from spate.scheduler.backends.standalone import StandaloneBackend
 from spate.scheduler.config import SchedulerConfig, cluster_masters, parse_clusters
 from spate.scheduler.errors import ConfigurationError
 from spate.statestore import open_store
-from tests.engine.connectors.nexmark_reference import generate
+from tests.engine.connectors.generators.nexmark_reference import generate
 from tests.scheduler.clusters import Cluster
 from tests.scheduler.conftest import running_scheduler
 from tests.scheduler.harness import NEXMARK_BASE_TIME_MS, Harness

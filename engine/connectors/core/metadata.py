@@ -7,7 +7,7 @@ through it (:class:`~spate.engine.connectors.core.options.OptionReader` takes an
 serves it (``GET /connectors``: the console builds a connection's form from it,
 and the API keeps secret options encrypted), and the option tables of
 ``docs/sql/connectors.md`` are generated from it (``docs/tools/connectors.py``).
-``tests/engine/connectors/test_metadata.py`` checks every declared name against
+``tests/engine/connectors/core/test_metadata.py`` checks every declared name against
 the connector's own validation.
 """
 

@@ -17,7 +17,7 @@ overflow checks, ``engine/spark.py``); shifts are logical.  Text is cut from
 two pools of a MiB each whose every byte is itself a draw of its position, so it
 is computed byte by byte (a MiB in each plan would cost more).  The events are
 the ones the NumPy generator this replaced produced
-(``tests/engine/connectors/nexmark_reference.py``, the tests' oracle).
+(``tests/engine/connectors/generators/nexmark_reference.py``, the tests' oracle).
 """
 
 from __future__ import annotations

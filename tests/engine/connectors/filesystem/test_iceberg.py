@@ -12,7 +12,7 @@ from spate.engine.connectors import CONNECTORS, ConnectorError
 from spate.engine.connectors.core.boundary import Boundary
 from spate.engine.connectors.filesystem.iceberg import APP_ID_PROPERTY, EPOCH_PROPERTY, IcebergSink
 from tests.conftest import ThrowawayPostgres
-from tests.engine.connectors.lakehouse_support import (
+from tests.engine.connectors.filesystem.lakehouse_support import (
     COLUMNS,
     PIPELINE,
     catalog_name,

@@ -14,19 +14,19 @@ from pyspark.sql import SparkSession
 from spate.engine.connectors import CONNECTORS, ConnectorError
 from spate.engine.connectors.core.boundary import Boundary
 from spate.engine.connectors.filesystem.delta import DeltaSink
-from tests.engine.connectors.kinesis_support import (
-    KEY_ID,
-    REGION,
-    SECRET,
-    KinesisServer,
-    serve_kinesis,
-)
-from tests.engine.connectors.lakehouse_support import (
+from tests.engine.connectors.filesystem.lakehouse_support import (
     COLUMNS,
     PIPELINE,
     epoch_frame,
     ids_of,
     rows,
+)
+from tests.engine.connectors.kinesis.kinesis_support import (
+    KEY_ID,
+    REGION,
+    SECRET,
+    KinesisServer,
+    serve_kinesis,
 )
 from tests.engine.connectors.support import make_table
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.engine.connectors.nats_support import (
+from tests.engine.connectors.nats.nats_support import (
     SERVERS,
     TestStream,
     js_stream,

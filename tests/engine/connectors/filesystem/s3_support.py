@@ -13,7 +13,7 @@ from typing import Any
 
 import boto3
 
-from tests.engine.connectors.kinesis_support import KEY_ID, REGION, SECRET, serve_kinesis
+from tests.engine.connectors.kinesis.kinesis_support import KEY_ID, REGION, SECRET, serve_kinesis
 
 
 @dataclass(frozen=True)

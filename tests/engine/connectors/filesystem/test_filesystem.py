@@ -20,7 +20,7 @@ from pyspark.sql import types as T
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError, TableConfig
 from spate.engine.connectors.filesystem.object_store import PENDING_DIR
 from spate.engine.connectors.filesystem.source import FRESH, FilesystemDataSource
-from tests.engine.connectors.s3_support import S3Server, serve_s3
+from tests.engine.connectors.filesystem.s3_support import S3Server, serve_s3
 from tests.engine.connectors.support import make_table
 
 pytestmark = pytest.mark.e2e

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
-from tests.engine.connectors.kafka_broker import Broker, kafka_broker
+from tests.engine.connectors.kafka.kafka_broker import Broker, kafka_broker
 from tests.engine.harness import read_lines, run_pipeline
 
 pytestmark = pytest.mark.e2e

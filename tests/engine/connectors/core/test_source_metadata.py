@@ -20,8 +20,8 @@ from spate.engine.connectors import ColumnDef
 from spate.engine.connectors.mqtt.client import BrokerSettings, close, connect, subscribe
 from spate.engine.connectors.mqtt.connector import parse_table as parse_mqtt_table
 from tests.conftest import redis_key_prefix
-from tests.engine.connectors.kinesis_support import KinesisServer, serve_kinesis
-from tests.engine.connectors.nats_support import SERVERS, create_stream, delete_stream, publish
+from tests.engine.connectors.kinesis.kinesis_support import KinesisServer, serve_kinesis
+from tests.engine.connectors.nats.nats_support import SERVERS, create_stream, delete_stream, publish
 from tests.engine.connectors.support import make_table
 from tests.engine.harness import read_lines, run_pipeline
 

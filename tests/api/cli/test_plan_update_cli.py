@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.api.cli.test_clientcli import spate
 from tests.api.job_rows import insert_job
 from tests.api.support import TenantKeys, TestClient, new_tenant
-from tests.api.test_clientcli import spate
 from tests.api.test_plan_update import ADDED_COLUMNS, WIDER_WINDOW, WINDOWED
 
 

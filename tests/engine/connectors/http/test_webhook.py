@@ -21,7 +21,7 @@ from spate.engine.connectors.core.boundary import UNCONFINED, Boundary
 from spate.engine.connectors.core.checks import check_options
 from spate.engine.connectors.core.egress import EgressPolicy
 from spate.engine.connectors.http.webhook import WebhookSink, sink_id
-from tests.engine.connectors.http_support import http_server
+from tests.engine.connectors.http.http_support import http_server
 from tests.engine.connectors.support import make_table
 
 COLUMNS = (ColumnDef("id", T.LongType()), ColumnDef("name", T.StringType()))

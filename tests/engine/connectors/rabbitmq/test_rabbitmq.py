@@ -26,7 +26,7 @@ from spate.engine.connectors.rabbitmq.streams import RabbitStreamReader, RabbitS
 from spate.engine.planner import plan_pipeline
 from spate.engine.planner.errors import PlanningError
 from spate.engine.runtime.reports import EpochReport
-from tests.engine.connectors.rabbitmq_support import (
+from tests.engine.connectors.rabbitmq.rabbitmq_support import (
     drain_queue,
     output_stream,
     publish_to_queue,

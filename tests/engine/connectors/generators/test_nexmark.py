@@ -17,7 +17,7 @@ from spate.engine.connectors import CONNECTORS, HIDDEN_CONTROL, HIDDEN_PARTITION
 from spate.engine.connectors.core.arrow_batches import arrow_schema
 from spate.engine.connectors.core.base import ConnectorError, stream_schema
 from spate.engine.connectors.generators.nexmark import COLUMNS
-from tests.engine.connectors.nexmark_reference import generate
+from tests.engine.connectors.generators.nexmark_reference import generate
 from tests.engine.connectors.support import make_table
 
 BASE_NS = 1_700_000_000_000_000_000

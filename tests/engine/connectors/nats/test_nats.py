@@ -30,7 +30,7 @@ from spate.engine.connectors.core.boundary import Boundary
 from spate.engine.connectors.core.egress import EgressPolicy, literal_address
 from spate.engine.connectors.nats.connector import message_ids
 from spate.engine.connectors.nats.source import JetStreamReader, NatsJetStreamDataSource
-from tests.engine.connectors.nats_support import (
+from tests.engine.connectors.nats.nats_support import (
     SERVERS,
     TestStream,
     js_stream,

@@ -42,7 +42,7 @@ from spate.engine.connectors.kafka.source import (
     advance,
     consumer_config,
 )
-from tests.engine.connectors.kafka_broker import Broker, json_records, kafka_broker
+from tests.engine.connectors.kafka.kafka_broker import Broker, json_records, kafka_broker
 from tests.engine.connectors.support import make_table
 from tests.engine.harness import read_lines, run_pipeline
 

@@ -20,8 +20,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from spate.api.cli import main
+from tests.api.cli.test_cli_startup import heavy_among, loaded_modules
 from tests.api.serving import ServedTenant, ServeProcess, new_tenant, wait_for
-from tests.api.test_cli_startup import heavy_among, loaded_modules
 from tests.conftest import SHARED_PLATFORM_KEY
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("serve")]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.engine.connectors.kinesis_support import KinesisServer, serve_kinesis
+from tests.engine.connectors.kinesis.kinesis_support import KinesisServer, serve_kinesis
 from tests.engine.harness import read_lines, run_pipeline
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]

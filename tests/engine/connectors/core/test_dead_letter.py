@@ -39,10 +39,10 @@ from spate.engine.planner import plan_pipeline
 from spate.engine.planner.errors import PlanningError
 from spate.engine.runtime.reports import EpochReport
 from tests.conftest import redis_key_prefix
-from tests.engine.connectors.kafka_broker import Broker, kafka_broker
-from tests.engine.connectors.kinesis_support import KinesisServer, serve_kinesis
-from tests.engine.connectors.nats_support import TestStream, js_stream, publish
-from tests.engine.connectors.rabbitmq_support import (
+from tests.engine.connectors.kafka.kafka_broker import Broker, kafka_broker
+from tests.engine.connectors.kinesis.kinesis_support import KinesisServer, serve_kinesis
+from tests.engine.connectors.nats.nats_support import TestStream, js_stream, publish
+from tests.engine.connectors.rabbitmq.rabbitmq_support import (
     publish_to_queue,
     publish_to_stream,
     queue_name,

@@ -23,7 +23,7 @@ from spate.engine.connectors.core.egress import EgressPolicy, literal_address
 from spate.engine.connectors.core.metadata import is_secret_option
 from spate.engine.connectors.kinesis.sink import RequestLimits, request_batches
 from spate.engine.connectors.kinesis.source import KinesisDataSource, KinesisStreamReader
-from tests.engine.connectors.kinesis_support import (
+from tests.engine.connectors.kinesis.kinesis_support import (
     KEY_ID,
     SECRET,
     KinesisServer,

@@ -26,7 +26,7 @@ from spate.engine.connectors.core.egress import EgressPolicy
 from spate.engine.connectors.formats.records import source_schema
 from spate.engine.connectors.http.common import source_settings
 from spate.engine.connectors.http.polling import PollingReader, body_hash, parse_table
-from tests.engine.connectors.http_support import http_server, wait_until
+from tests.engine.connectors.http.http_support import http_server, wait_until
 from tests.engine.connectors.support import make_table
 
 COLUMNS = (ColumnDef("id", T.LongType()), ColumnDef("name", T.StringType()))
