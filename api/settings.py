@@ -38,6 +38,7 @@ from spate.engine.defaults import (
     DEFAULT_FLUSH_INTERVAL_MS,
     DEFAULT_STATE_URL,
 )
+from spate.scheduler.autoscale import COOLDOWN_S
 from spate.scheduler.config import BackendName, cluster_masters, parse_clusters
 from spate.scheduler.errors import ConfigurationError
 
@@ -210,6 +211,9 @@ class Settings(BaseSettings):
         "Rate-adaptive epochs: after an epoch of few rows a pipeline waits for more, at most "
         "this long (0: epochs back to back); a pipeline's checkpoint_interval_ms fixes its "
         "trigger instead"))] = DEFAULT_EPOCH_MAX_DELAY_MS
+    autoscale_cooldown_s: Annotated[float, Field(ge=0, le=86_400, description=(
+        "The autoscaler's least time between two decisions for one pipeline (hysteresis "
+        "against flapping)"))] = COOLDOWN_S
     plan_timeout_s: Annotated[float, Field(gt=0, le=600, description=(
         "Time budget of planning one request's SQL (a plan over it is a 422)"))] = 10.0
     plan_memory_mb: Annotated[int, Field(ge=64, le=65_536, description=(

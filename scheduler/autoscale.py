@@ -18,9 +18,10 @@ would bring the busy ratio to :data:`TARGET_BUSY`, at least one more, at most do
 Down, when the backlog is read (or there is none) and the run is busy less than
 :data:`DOWN_BUSY` of the time: to the parallelism that would bring it to
 :data:`TARGET_BUSY`. Between the two thresholds nothing changes, so a load at
-either threshold does not flap, and no decision comes within :data:`COOLDOWN_S` of the
-previous one, nor before a new run has worked :data:`SETTLE_S` (its first epochs
-are a start, not a load). A pipeline outside its range is brought back into it.
+either threshold does not flap, and no decision comes within a cooldown of the previous
+one (:data:`COOLDOWN_S` unless configured), nor before a new run has worked
+:data:`SETTLE_S` (its first epochs are a start, not a load). A pipeline outside its
+range is brought back into it.
 
 The decision carries its reason in words; the scheduler records it as an event of
 the pipeline's run and rescales through the usual path (a new job at the new
@@ -44,7 +45,8 @@ DOWN_BUSY = 0.3
 DRAIN_TARGET_S = 20.0
 #: Rows of backlog below which a source counts as caught up.
 CAUGHT_UP_ROWS = 1_000
-#: The least time between two decisions for one pipeline.
+#: The least time between two decisions for one pipeline, by default
+#: (``SchedulerConfig.autoscale_cooldown_s``).
 COOLDOWN_S = 60.0
 #: How long a new run works before its figures are a load.
 SETTLE_S = 10.0
@@ -99,13 +101,14 @@ class Rescale:
 
 def decide_scale(setting: AutoscaleRange, parallelism: int, load: Load, *,
                  running_since: datetime | None, last_change: datetime | None,
-                 now: datetime) -> Rescale | None:
-    """The rescale the pipeline needs now, or None."""
+                 now: datetime, cooldown_s: float = COOLDOWN_S) -> Rescale | None:
+    """The rescale the pipeline needs now, or None; none within ``cooldown_s`` of the
+    last."""
     if parallelism < setting.min:
         return Rescale(setting.min, f"autoscale: below its minimum of {setting.min}")
     if parallelism > setting.max:
         return Rescale(setting.max, f"autoscale: above its maximum of {setting.max}")
-    if last_change is not None and now - last_change < timedelta(seconds=COOLDOWN_S):
+    if last_change is not None and now - last_change < timedelta(seconds=cooldown_s):
         return None
     if running_since is None or now - running_since < timedelta(seconds=SETTLE_S):
         return None

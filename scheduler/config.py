@@ -14,6 +14,7 @@ from typing import Literal, get_args
 
 from spate.engine.connectors.core.egress import Endpoint
 from spate.engine.defaults import DEFAULT_EPOCH_MAX_DELAY_MS, DEFAULT_STATE_URL
+from spate.scheduler.autoscale import COOLDOWN_S
 from spate.scheduler.errors import ConfigurationError
 
 #: The cluster backends, by name: each is a module of ``scheduler/backends/`` whose
@@ -119,6 +120,8 @@ class SchedulerConfig:
     max_starting_jobs: int = 0
     #: Rate-adaptive epochs: the longest wait for more input (ms; 0: back to back).
     epoch_max_delay_ms: int = DEFAULT_EPOCH_MAX_DELAY_MS
+    #: The autoscaler's least time between two decisions for one pipeline.
+    autoscale_cooldown_s: float = COOLDOWN_S
 
     def __post_init__(self) -> None:
         if self.cluster_backend not in BACKENDS:

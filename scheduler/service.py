@@ -181,7 +181,8 @@ class Scheduler:
         decision = decide_scale(pipeline.autoscale, pipeline.parallelism,
                                 Load.of(working[0].metrics, now),
                                 running_since=working[0].state_since,
-                                last_change=pipeline.autoscaled_at, now=now)
+                                last_change=pipeline.autoscaled_at, now=now,
+                                cooldown_s=self.config.autoscale_cooldown_s)
         if decision is None or not self.store.autoscale(pipeline.id, decision.parallelism,
                                                         decision.reason, now):
             return pipeline

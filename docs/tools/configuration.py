@@ -79,15 +79,15 @@ class Variable:
 OTHER_VARIABLES = (
     Variable("SPATE_LOG", "`WARNING` (`spate` commands), `INFO` (job processes)",
              "Log level: `DEBUG`, `INFO`, `WARNING` or `ERROR`; jobs started by the "
-             "scheduler inherit it", "`api/cli.py`, `engine/job/main.py`"),
+             "scheduler inherit it", "`api/cli/__init__.py`, `engine/job/main.py`"),
     Variable("SPATE_STATE_CACHE_BYTES", f"`{DEFAULT_CACHE_BYTES}`",
              "Bound of each process's state cache, in bytes", "`statestore/cache.py`"),
     Variable("SPATE_SERVER", f"`{DEFAULT_SERVER}`",
              "The server the client commands (`spate pipelines`, `spate keys`) talk to",
-             "`api/cli/remote.py`"),
+             "`api/cli/common.py`"),
     Variable("SPATE_API_KEY", "unset",
              "The API key the client commands send (safer than `--api-key`, which "
-             "lands in shell history)", "`api/cli/remote.py`, `api/client/terraform/provider.py`"),
+             "lands in shell history)", "`api/cli/common.py`, `api/client/terraform/provider.py`"),
     Variable("SPATE_API_URL", "`SPATE_SERVER`",
              "The server the Terraform provider talks to, when its `api_url` is not set",
              "`api/client/terraform/provider.py`"),

@@ -93,6 +93,17 @@ def test_no_decision_within_the_cooldown_nor_before_a_new_run_settles() -> None:
     assert decide_scale(WIDE, 1, busy, running_since=None, last_change=None, now=T0) is None
 
 
+def test_a_configured_cooldown_replaces_the_default() -> None:
+    busy = Load(1.0, 10, 10**6)
+    settled = T0 - timedelta(seconds=120)
+    twenty_ago = T0 - timedelta(seconds=20)
+    assert decide_scale(WIDE, 1, busy, running_since=settled, last_change=twenty_ago,
+                        now=T0) is None
+    shorter = decide_scale(WIDE, 1, busy, running_since=settled, last_change=twenty_ago,
+                           now=T0, cooldown_s=15)
+    assert shorter is not None and shorter.parallelism == 2
+
+
 @settings(max_examples=300, deadline=None)
 @given(work=st.floats(0.0, 12.0), start=st.integers(1, 8),
        noise=st.lists(st.floats(-0.1, 0.1), min_size=120, max_size=120),

@@ -24,7 +24,6 @@ from typing import Any
 import pytest
 
 from spate.api.models import Pipeline
-from spate.scheduler.autoscale import COOLDOWN_S
 from spate.scheduler.sandbox.unit import sandbox_problem
 from tests.engine.connectors.kafka.kafka_broker import Broker, json_records
 from tests.engine.connectors.kafka.kafka_broker import kafka_broker as kafka_broker  # noqa: F401
@@ -39,13 +38,19 @@ PARTITIONS = 4
 WORK = 25_000
 
 
+#: A shorter cooldown than the default: the way down comes sooner, as a deployment's would
+#: with SPATE_AUTOSCALE_COOLDOWN_S set.
+COOLDOWN_S = 25.0
+
+
 @pytest.fixture(scope="module")
 def autoscaled(tmp_path_factory: pytest.TempPathFactory, redis_url: str, redis_prefix: str,
                control_url: str) -> Iterator[Harness]:
     # The broker plays the tenant's own Kafka: the policy allow-lists loopback for it.
     with running_scheduler(tmp_path_factory.mktemp("spate-autoscale"), redis_url,
                            redis_prefix, control_url, sandbox=sandbox_problem() is None,
-                           applications=True, egress_allow=("127.0.0.1",)) as running:
+                           applications=True, egress_allow=("127.0.0.1",),
+                           autoscale_cooldown_s=COOLDOWN_S) as running:
         yield running
 
 
