@@ -293,16 +293,22 @@ class NatsConnector(Connector):
             options[PASSWORD_OPTION] = password
         return name, options
 
-    def has_input_after(self, table: TableConfig, parallelism: int, offset: Any) -> bool | None:
-        """JetStream: whether the stream's last sequence is past ``offset``'s.  Core
-        subjects keep nothing for an absent subscriber: they cannot be watched (None), so
-        such a pipeline never stops for want of input."""
+    def backlog(self, table: TableConfig, parallelism: int, offset: Any) -> int | None:
+        """JetStream: the sequences the stream holds past ``offset``'s (its last sequence
+        less the one read; messages deleted in between count too).  Core subjects keep
+        nothing for an absent subscriber: None."""
         del parallelism
         parsed = self._parse(table)
         if parsed.role != SOURCE or parsed.stream is None:
             return None
-        stream = parsed.stream
-        return run_sync(_has_messages_after(parsed.connect, stream, int(offset["sequence"])))
+        return run_sync(_messages_after(parsed.connect, parsed.stream, int(offset["sequence"])))
+
+    def has_input_after(self, table: TableConfig, parallelism: int, offset: Any) -> bool | None:
+        """JetStream: whether the stream's last sequence is past ``offset``'s.  Core
+        subjects cannot be watched (None), so such a pipeline never stops for want of
+        input."""
+        backlog = self.backlog(table, parallelism, offset)
+        return None if backlog is None else backlog > 0
 
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         del parallelism  # one reader: a stream is read in sequence order
@@ -329,12 +335,12 @@ class NatsConnector(Connector):
         return run_sync(_reach(connect_settings, stream))
 
 
-async def _has_messages_after(connect_settings: ConnectSettings, stream: str,
-                              sequence: int) -> bool:
+async def _messages_after(connect_settings: ConnectSettings, stream: str,
+                          sequence: int) -> int:
     what = f"nats source stream '{stream}'"
     client = await connect(connect_settings, what)
     try:
-        return await last_sequence(client, stream) > sequence
+        return max(0, await last_sequence(client, stream) - sequence)
     except nats.errors.Error as error:
         raise jetstream_error(what, stream, error) from None
     finally:

@@ -194,6 +194,16 @@ def test_the_idle_watcher_sees_messages_past_the_committed_sequence(
     assert NATS.has_input_after(core, 1, {"received": 0}) is None, "core keeps nothing"
 
 
+def test_the_backlog_is_the_sequences_past_the_read_one(js_stream: TestStream) -> None:
+    table = _source(js_stream)
+    assert NATS.backlog(table, 1, {"sequence": 0}) == 0, "an empty stream"
+    sequences = publish(js_stream.subject(), _records(5))
+    assert NATS.backlog(table, 1, {"sequence": 0}) == 5
+    assert NATS.backlog(table, 1, {"sequence": sequences[1]}) == 3
+    assert NATS.backlog(table, 1, {"sequence": sequences[-1]}) == 0
+    assert NATS.backlog(_source(nats__subject="events.core"), 1, {"received": 0}) is None
+
+
 def test_deliver_policies_and_a_filter_subject(js_stream: TestStream) -> None:
     publish(js_stream.subject("a"), _records(2))
     publish(js_stream.subject("b"), _records(2, first=10))
