@@ -213,4 +213,7 @@ FORMAT_BINARY = (AVRO_SCHEMA, AVRO_REGISTRY, AVRO_WIRE_FORMAT, REGISTRY_ENDPOINT
                  PROTOBUF_MESSAGE_NAME, PROTOBUF_WIRE_FORMAT)
 #: bad_data = 'dead_letter' (the sources that support it).
 DEAD_LETTER = (DEAD_LETTER_TABLE,)
+#: What a message broker's table takes besides its connection and ``FORMAT``: reading
+#: records (bad data, framing), the binary formats, dead letters and event time.
+MESSAGE_RECORDS = (*FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER, *SOURCE_TIME)
 LOOKUP_TABLE = (LOOKUP_TYPE, LOOKUP_USERNAME, LOOKUP_PASSWORD, CACHE_MAX_BYTES, CACHE_TTL)

@@ -28,12 +28,9 @@ from spate.engine.connectors.core.base import (
 )
 from spate.engine.connectors.core.boundary import Boundary
 from spate.engine.connectors.core.metadata import (
-    DEAD_LETTER,
     FORMAT,
-    FORMAT_BINARY,
-    FORMAT_SOURCE,
+    MESSAGE_RECORDS,
     SINKS,
-    SOURCE_TIME,
     SOURCES,
     TYPE,
     TYPE_OPTION,
@@ -218,7 +215,7 @@ class KafkaConnector(Connector):
     options = (*TYPE, BOOTSTRAP_SERVERS, TOPIC, *FORMAT, START_FROM, READ_MODE, GROUP_ID,
                ARROYO_GROUP_ID, MAX_RECORDS_PER_BATCH, COMMIT_MODE, KEY_FIELD, ARROYO_KEY_FIELD,
                AUTH_TYPE, SASL_MECHANISM, SASL_USERNAME, SASL_PASSWORD, CLIENT_CONFIGS,
-               *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER, *SOURCE_TIME)
+               *MESSAGE_RECORDS)
     examples = {
         SOURCE: ({"type": "source", "bootstrap_servers": "h:9092", "topic": "t",
                   "format": "json", "json.unstructured": "true"},),

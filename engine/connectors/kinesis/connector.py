@@ -31,12 +31,9 @@ from spate.engine.connectors.core.base import (
 )
 from spate.engine.connectors.core.boundary import Boundary
 from spate.engine.connectors.core.metadata import (
-    DEAD_LETTER,
     FORMAT,
-    FORMAT_BINARY,
-    FORMAT_SOURCE,
+    MESSAGE_RECORDS,
     SINKS,
-    SOURCE_TIME,
     SOURCES,
     TYPE,
     TYPE_OPTION,
@@ -164,8 +161,7 @@ class KinesisConnector(Connector):
     name = "kinesis"
     roles = frozenset({SOURCE, SINK})
     options = (*TYPE, STREAM_NAME, AWS_REGION, *AWS_CREDENTIALS, ENDPOINT_URL, START_FROM,
-               *SINK_OPTIONS, *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER,
-               *SOURCE_TIME)
+               *SINK_OPTIONS, *FORMAT, *MESSAGE_RECORDS)
     examples = {
         SOURCE: ({"type": "source", "format": "json", "json.unstructured": "true",
                   "stream_name": "s", "aws_region": "us-east-1", "aws_access_key_id": "k",

@@ -42,13 +42,10 @@ from spate.engine.connectors.core.base import (
 )
 from spate.engine.connectors.core.boundary import Boundary
 from spate.engine.connectors.core.metadata import (
-    DEAD_LETTER,
     FORMAT,
-    FORMAT_BINARY,
-    FORMAT_SOURCE,
     FRAMING,
     INTEGER,
-    SOURCE_TIME,
+    MESSAGE_RECORDS,
     SOURCES,
     TYPE,
     TYPE_OPTION,
@@ -220,7 +217,7 @@ class NatsConnector(Connector):
     options = (*TYPE, SERVERS, AUTH_TYPE, AUTH_USERNAME, AUTH_PASSWORD, NATS_STREAM,
                NATS_SUBJECT, *_JETSTREAM_SOURCE,
                *(spec for spec in FORMAT if spec is not FRAMING),  # framing is refused
-               *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER, *SOURCE_TIME)
+               *MESSAGE_RECORDS)
     examples = {
         SOURCE: ({"type": "source", "format": "json", "json.unstructured": "true",
                   "servers": "nats://h:4222", "nats.stream": "s"},),

@@ -28,12 +28,9 @@ from spate.engine.connectors.core.base import (
 )
 from spate.engine.connectors.core.boundary import Boundary
 from spate.engine.connectors.core.metadata import (
-    DEAD_LETTER,
     FORMAT,
-    FORMAT_BINARY,
     FORMAT_OPTION,
-    FORMAT_SOURCE,
-    SOURCE_TIME,
+    MESSAGE_RECORDS,
     TYPE,
     TYPE_OPTION,
 )
@@ -89,7 +86,7 @@ class RabbitMQConnector(Connector):
     options = (*TYPE, MODE, HOST, PORT, USERNAME, PASSWORD, VIRTUAL_HOST, STREAM_NAME,
                SOURCE_OFFSET, PRODUCER_NAME, QUEUE_NAME, EXCHANGE, ROUTING_KEY,
                MAX_MESSAGES_PER_BATCH,
-               *FORMAT, *FORMAT_SOURCE, *FORMAT_BINARY, *DEAD_LETTER, *SOURCE_TIME)
+               *FORMAT, *MESSAGE_RECORDS)
     examples = {
         SOURCE: ({"type": "source", "format": "json", "json.unstructured": "true",
                   "host": "h", "stream": "s"},
