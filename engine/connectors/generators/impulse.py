@@ -161,7 +161,7 @@ class ImpulseConnector(GeneratorConnector):
         counter = F.col(NUMBER)
         subtask = counter % F.lit(subtasks)
         micros = floor_div(_event_time_ns(_parse(table), counter, int(end["start_ns"])), 1000)
-        columns = with_hidden([counter, subtask], is_end(stop, finishing), subtask, micros,
+        columns = with_hidden([counter, subtask], is_end(), subtask, micros,
                               _SCHEMA)
         return sequence_numbers(spark, first, stop, subtasks, finishing).select(*columns)
 

@@ -37,6 +37,8 @@ from spate.engine.connectors.core.base import (
 TICKER_FORMAT = "rate-micro-batch"
 #: The column of :func:`sequence_numbers` holding each row's number.
 NUMBER = "id"
+#: The column of :func:`sequence_numbers` marking the end-of-input control row.
+END = "__end"
 
 
 class GeneratorConnector(Connector):
@@ -72,15 +74,34 @@ def ticks(spark: SparkSession) -> DataFrame:
 
 def sequence_numbers(spark: SparkSession, first: int, stop: int, parallelism: int,
                      finishing: bool) -> DataFrame:
-    """Numbers ``first`` to ``stop - 1`` in column :data:`NUMBER`, over ``parallelism``
-    partitions, and ``stop`` itself when the batch ends the source (``finishing``):
-    :func:`is_end` marks that one as the control row."""
-    return spark.range(first, stop + int(finishing), 1, max(1, parallelism))
+    """Numbers ``first`` to ``stop - 1`` in column :data:`NUMBER`, over up to
+    ``parallelism`` partitions, and ``stop`` itself when the batch ends the source
+    (``finishing``); column :data:`END` is true on that one, the end-of-input
+    control row (:func:`is_end`).
+
+    The bounds travel as data, a row per slice of numbers that Spark expands: Spark
+    writes a literal into the code it generates for a plan, so bounds given as
+    literals (``spark.range(first, stop)``) made it generate, compile and load new
+    classes every epoch, the most of a small pipeline's CPU (BENCHMARKS.md,
+    "Density")."""
+    last = stop + int(finishing)
+    count = max(0, last - first)
+    slices = max(1, min(parallelism, count))
+    marker = stop if finishing else -1  # numbers are never negative
+    bounds = [(first + count * i // slices, first + count * (i + 1) // slices)
+              for i in range(slices)]
+    values = ", ".join(f"({low}, {high}, {marker})" for low, high in bounds if low < high)
+    if not values:
+        return spark.range(0).select(F.col("id").alias(NUMBER), F.lit(False).alias(END))
+    slices_frame = spark.sql(f"SELECT * FROM VALUES {values} AS slices(low, high, marker)")
+    numbers = slices_frame.select(
+        F.explode(F.sequence(F.col("low"), F.col("high") - 1)).alias(NUMBER), F.col("marker"))
+    return numbers.select(F.col(NUMBER), (F.col(NUMBER) == F.col("marker")).alias(END))
 
 
-def is_end(stop: int, finishing: bool) -> Column:
+def is_end() -> Column:
     """Whether a row of :func:`sequence_numbers` is the end-of-input control row."""
-    return F.col(NUMBER) == F.lit(stop) if finishing else F.lit(False)
+    return F.col(END)
 
 
 def check_offset(table: TableConfig, start: Any, fields: frozenset[str]) -> None:

@@ -196,7 +196,7 @@ class NexmarkConnector(GeneratorConnector):
         stop = int(end["next"])
         finishing = bool(end["eof"]) and not (start is not None and start["eof"])
         numbers = sequence_numbers(spark, first, stop, partitions, finishing)
-        return events(numbers.select(F.col(NUMBER), is_end(stop, finishing)), table,
+        return events(numbers.select(F.col(NUMBER), is_end()), table,
                       partitions, int(end["base_ns"]))
 
 
