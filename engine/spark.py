@@ -42,6 +42,11 @@ _BASE_CONF = {
     # An epoch's cached frames live for one epoch: compressing them costs more
     # (per-column statistics on every row) than the memory it saves.
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
+    # The streaming checkpoint's logs (offsets, commits) on local disk without a
+    # checksum file beside each: Hadoop sets a local file's permissions by running
+    # chmod, a process per file, when its native library is absent (as in PySpark's
+    # wheel), so a .crc file per log file doubled the processes every epoch starts.
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
 }
 
 
