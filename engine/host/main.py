@@ -184,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         log.error("usage: python -m spate.engine.host.main FOLDER")
         return EXIT_FAILED
     folder = HostFolder(Path(args[0]))
+    # Its time, against the request's, is what the sandbox, Python and the imports took.
+    log.info("application process up")
     try:
         config = HostConfig.from_json(folder.config.read_text())
     except (OSError, ValueError, TypeError) as error:

@@ -1,11 +1,12 @@
-"""Density: what 50 small pipelines of 5 tenants cost on one machine, and what idle ones
-cost after they scaled to zero.
+"""Density: what 10 small pipelines of 2 tenants, then 50 of 5, cost on one machine, and
+what idle ones cost after they scaled to zero.
 
 ``SPATE_BENCHMARK=1 python -m pytest tests/benchmarks/test_density.py -s``
 
 A real ``spate serve`` on its defaults (each tenant's pipelines run as queries of
 that tenant's one warm application).  Five tenants start ten pipelines each:
-``impulse`` at 10 rows/s into ``blackhole``.  Once every job has committed
+``impulse`` at 10 rows/s into ``blackhole``: first five each for two of them
+(ten pipelines, sampled once they run), then the rest.  Once every job has committed
 epochs or failed for good, the server's processes (API, scheduler, and the
 tenants' applications it launched: their sandboxes, Python drivers, JVMs and
 Python workers) are sampled for a minute: resident memory (RSS summed over
@@ -35,7 +36,7 @@ import pytest
 from tests.api.serving import ServeProcess, wait_for
 from tests.benchmarks.workloads import save_result
 
-pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(3600)]
+pytestmark = [pytest.mark.benchmark, pytest.mark.e2e, pytest.mark.timeout(3600)]
 
 PLATFORM_KEY = secrets.token_urlsafe(32)
 TENANTS = 5
@@ -113,8 +114,8 @@ def new_tenant(http: httpx.Client, name: str) -> dict[str, str]:
 
 
 def start_pipelines(http: httpx.Client, headers: dict[str, str], prefix: str,
-                    rate: float) -> list[str]:
-    names = [f"{prefix}-{i}" for i in range(PIPELINES_PER_TENANT)]
+                    rate: float, numbers: range = range(PIPELINES_PER_TENANT)) -> list[str]:
+    names = [f"{prefix}-{i}" for i in numbers]
     for name in names:
         response = http.post("/pipelines", headers=headers,
                              json={"name": name, "sql": ticking_sql(rate)})
@@ -143,9 +144,21 @@ def test_fifty_small_pipelines_and_idle_ones(tmp_path: Path) -> None:
         with httpx.Client(base_url=serve.url + "/api/v1", timeout=120) as http:
             quiet = sample(pid, tmp_path, 10)
             tenants = [new_tenant(http, f"busy-{t}") for t in range(TENANTS)]
+            # Ten pipelines of two tenants first (five each), then the rest.
+            half = range(PIPELINES_PER_TENANT // 2)
+            for index, headers in enumerate(tenants[:2]):
+                start_pipelines(http, headers, f"t{index}", 10, half)
+            wait_for("the first ten jobs to run or fail", lambda: all(
+                settled(job) for headers in tenants[:2] for job in jobs_in(http, headers)),
+                timeout_s=600, interval_s=5)
+            states = [job.get("state") for headers in tenants[:2]
+                      for job in jobs_in(http, headers)]
+            ten = {**sample(pid, tmp_path, SAMPLE_S), "running": states.count("running"),
+                   "failed": states.count("failed")}
             started = time.monotonic()
             for index, headers in enumerate(tenants):
-                start_pipelines(http, headers, f"t{index}", 10)
+                rest = range(len(half) if index < 2 else 0, PIPELINES_PER_TENANT)
+                start_pipelines(http, headers, f"t{index}", 10, rest)
             # Every job commits epochs, or fails for good (its restarts spent).
             wait_for("every job to run or fail", lambda: all(
                 settled(job) for headers in tenants for job in jobs_in(http, headers)),
@@ -173,7 +186,7 @@ def test_fifty_small_pipelines_and_idle_ones(tmp_path: Path) -> None:
         serve.stop()
     result = {"tenants": TENANTS, "pipelines": TENANTS * PIPELINES_PER_TENANT,
               "rows_per_s_each": 10, "seconds_until_settled": round(settled_s, 1),
-              "server_alone": quiet, "busy": busy,
+              "server_alone": quiet, "ten_of_two_tenants": ten, "busy": busy,
               "idle": {"pipelines": PIPELINES_PER_TENANT, "idle_jobs": idle_jobs,
                        "server_with_them": with_idle}}
     print(result)

@@ -8,14 +8,16 @@ the tenant has no application, so the request pays for starting one (a JVM and
 Spark); warm: a pipeline of the tenant runs, so its application is up.  Times
 are from the request to the first ``rows`` event of the preview's stream, and
 from ``POST /pipelines`` to the first line in the pipeline's output file.
-Cold after writing: the tenant's application is not running, its SQL is validated
-(as the console does while it is written: the application starts on that sign), and
-the preview comes :data:`WRITING_S` later. Written to ``results.json`` under
-``serverless``.
+The cold preview's time is also split at the application's log lines
+(:data:`MILESTONES`).  Cold after writing: the tenant's application is not running,
+its SQL is validated (as the console does while it is written: the application
+starts on that sign), and the preview comes :data:`WRITING_S` later. Written to
+``results.json`` under ``serverless``.
 """
 
 from __future__ import annotations
 
+import datetime
 import statistics
 import time
 from pathlib import Path
@@ -73,6 +75,24 @@ def first_output_s(http: httpx.Client, headers: dict[str, str], storage: Path,
     raise AssertionError(f"pipeline {name} wrote nothing in 300 s")
 
 
+#: Where a cold start's time goes: the application's log lines that end each step.
+MILESTONES = {"application process up": "sandbox, Python and imports",
+              "spark session ready": "JVM and SparkContext",
+              "job started": "job picked up"}
+
+
+def cold_breakdown(log: Path, requested: float) -> dict[str, float]:
+    """Seconds from the request (wall clock) to each of :data:`MILESTONES` in the
+    application's ``host.log`` (its first start: the log's first occurrences)."""
+    found: dict[str, float] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        for message, step in MILESTONES.items():
+            if step not in found and message in line:
+                stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+                found[step] = round(stamp.timestamp() - requested, 2)
+    return found
+
+
 def _summary(values: list[float]) -> dict[str, Any]:
     return {"runs_s": [round(v, 2) for v in values],
             "median_s": round(statistics.median(values), 2), "max_s": round(max(values), 2)}
@@ -87,7 +107,10 @@ def test_time_to_first_rows_cold_and_warm(tmp_path: Path) -> None:
             headers = {"Authorization": f"Bearer {serve.admin_key}"}
             tenant = http.get("/me", headers=headers).json()["tenant_id"]
             storage = data / "tenants" / tenant
+            requested = time.time()
             cold_preview = first_preview_row_s(http, headers)
+            breakdown = cold_breakdown(data / "applications" / tenant / "run" / "host.log",
+                                       requested)
             time.sleep(70)  # the application idles out (SPATE_APPLICATION_IDLE_EXIT_S = 60)
             cold_start = first_output_s(http, headers, storage, "first")
             warm_previews = [first_preview_row_s(http, headers) for _ in range(WARM_RUNS)]
@@ -105,6 +128,8 @@ def test_time_to_first_rows_cold_and_warm(tmp_path: Path) -> None:
     finally:
         serve.stop()
     result = {"preview_first_row": {"cold_s": round(cold_preview, 2),
+                                    "cold_steps_s": {**breakdown, "first row": round(
+                                        cold_preview, 2)},
                                     "cold_after_writing_s": round(after_writing, 2),
                                     "writing_s": WRITING_S,
                                     "warm": _summary(warm_previews)},
