@@ -8,16 +8,23 @@ each source (:meth:`~spate.engine.connectors.core.base.Connector.backlog`) every
 which an epoch should not wait for), and each epoch's report carries the latest answer.
 Only sources whose connector implements ``backlog`` are asked; the backlog is theirs
 (None when none can tell), and a run without such a source measures nothing at all.
+
+A source that cannot count its records without reading them (a folder of files)
+tells the bytes it has yet to read instead (``backlog_bytes``, from a listing); they
+count as rows at the rows per byte the run has read from that source so far, and not
+at all before its first bytes are read.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from spate.engine.connectors import CONNECTORS
-from spate.engine.connectors.core.base import Connector
+from spate.engine.connectors.core.base import Connector, TableConfig
 from spate.engine.planner.plan import PipelinePlan
 
 log = logging.getLogger(__name__)
@@ -36,8 +43,13 @@ class BacklogGauge:
         #: the sources asked: those whose connector can tell (one that answers None after
         #: all is dropped)
         self._tables = {table.name: table.config for table in plan.sources
-                        if type(CONNECTORS[table.config.connector]).backlog
-                        is not Connector.backlog}
+                        if _tells(table.config.connector, "backlog")
+                        or _tells(table.config.connector, "backlog_bytes")}
+        #: of those, the sources that tell bytes (their rows per byte turn them into rows)
+        self._in_bytes = {name for name, table in self._tables.items()
+                          if not _tells(table.connector, "backlog")}
+        #: per source telling bytes: the rows and bytes the run has read from it
+        self._read: dict[str, tuple[int, int]] = {}
         self._offsets: dict[str, Any] = {}
         self._rows: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -55,9 +67,21 @@ class BacklogGauge:
         with self._lock:
             return sum(self._rows.values()) if self._rows else None
 
-    def read_up_to(self, offsets: dict[str, Any]) -> None:
+    def read_up_to(self, offsets: Mapping[str, Any],
+                   read: Mapping[str, tuple[int, Any]] | None = None) -> None:
         """The end offsets of the latest epoch, by source table (a table missing: not read
-        yet); the measuring starts with the first."""
+        yet); the measuring starts with the first.  ``read``: per source, the rows the
+        epoch read from it and its start offset (for the sources telling bytes)."""
+        for name in self._in_bytes & set(read or {}):
+            rows, start = (read or {})[name]
+            end = offsets.get(name)
+            if end is None:
+                continue
+            table = self._tables[name]
+            size = CONNECTORS[table.connector].batch_bytes(table, start, end) or 0
+            with self._lock:
+                before_rows, before_bytes = self._read.get(name, (0, 0))
+                self._read[name] = (before_rows + rows, before_bytes + size)
         with self._lock:
             self._offsets.update({name: end for name, end in offsets.items()
                                   if end is not None})
@@ -82,8 +106,9 @@ class BacklogGauge:
             if name not in offsets:
                 continue
             try:
-                rows = CONNECTORS[table.connector].backlog(table, self.parallelism,
-                                                           offsets[name])
+                rows = self._ask(name, table, offsets[name])
+            except _NotYet:
+                continue
             except Exception as error:  # noqa: BLE001 - a gauge never fails the run
                 log.info("source %s cannot say its backlog now: %s", name, error)
                 continue
@@ -93,3 +118,29 @@ class BacklogGauge:
                     self._rows.pop(name, None)
                 else:
                     self._rows[name] = rows
+
+    def _ask(self, name: str, table: TableConfig, offset: Any) -> int | None:
+        """The source's backlog in rows (None: it cannot tell); raises :class:`_NotYet`
+        for a source telling bytes whose rows per byte are not known yet."""
+        connector = CONNECTORS[table.connector]
+        if name not in self._in_bytes:
+            return connector.backlog(table, self.parallelism, offset)
+        left = connector.backlog_bytes(table, self.parallelism, offset)
+        if left is None:
+            return None
+        with self._lock:
+            rows, size = self._read.get(name, (0, 0))
+        if left == 0:
+            return 0
+        if size <= 0:
+            raise _NotYet
+        return math.ceil(left * rows / size)
+
+
+class _NotYet(Exception):
+    """A source's backlog cannot be told in rows yet."""
+
+
+def _tells(connector: str, method: str) -> bool:
+    """Whether ``connector`` implements ``method`` (rather than the contract's None)."""
+    return getattr(type(CONNECTORS[connector]), method) is not getattr(Connector, method)

@@ -36,7 +36,7 @@ from spate.engine.runtime.generators import Generators
 from spate.engine.runtime.idle import IdleWatch
 from spate.engine.runtime.offsets import CheckpointFolder, resume
 from spate.engine.runtime.pacing import EpochPacer, Pacing
-from spate.engine.runtime.reports import EpochReport
+from spate.engine.runtime.reports import SOURCE_OPERATOR, EpochReport
 from spate.engine.runtime.sinks import dead_letter_targets, open_sinks
 from spate.engine.runtime.sources import source_stream
 from spate.engine.udf import register_udfs
@@ -248,8 +248,12 @@ class PipelineRunner:
                 return None
             report = self._run_epoch(batch, number)
             if self._backlog.measures:  # the offsets are read from the checkpoint's files
-                self._backlog.read_up_to({table: end for table, (_, end)
-                                          in epochs.batches.batch_offsets(number).items()})
+                bounds = epochs.batches.batch_offsets(number)
+                rows_read = {o.operator.removeprefix("source:"): o.rows_out or 0
+                             for o in report.operators if o.kind == SOURCE_OPERATOR}
+                self._backlog.read_up_to({table: end for table, (_, end) in bounds.items()},
+                                         {table: (rows_read.get(table, 0), start)
+                                          for table, (start, _) in bounds.items()})
                 report.backlog = self._backlog.rows
             if report.rows_in:
                 self._idle_watch.input_seen()

@@ -258,6 +258,16 @@ class Connector(ABC):
         del table, parallelism, offset
         return None
 
+    def backlog_bytes(self, table: TableConfig, parallelism: int, offset: Any) -> int | None:
+        """How many bytes a source read up to ``offset`` has yet to read, from a listing
+        that reads no data (a folder's files): for a source that cannot count its records
+        without reading them.  The run turns them into rows at the rows per byte the
+        source has read so far (:mod:`spate.engine.runtime.backlog`); its connector must
+        also measure :meth:`batch_bytes`.  None (the default): the source cannot tell.
+        May raise :class:`ConnectorError`."""
+        del table, parallelism, offset
+        return None
+
     def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
         """A streaming DataFrame: physical columns then :data:`HIDDEN_COLUMNS`."""
         del spark, parallelism

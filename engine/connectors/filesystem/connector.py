@@ -82,7 +82,7 @@ from spate.engine.connectors.filesystem.sink import (
     FilesystemSink,
     SinkLayout,
 )
-from spate.engine.connectors.filesystem.source import SECRET_OPTION, SOURCE_NAME, unread
+from spate.engine.connectors.filesystem.source import SECRET_OPTION, SOURCE_NAME, done, unread
 from spate.engine.connectors.formats.records import (
     FormatSpec,
     check_columns,
@@ -310,6 +310,18 @@ class FilesystemConnector(Connector):
             return True
         self._quiet[parsed.root] = (mark, listed_s)
         return False
+
+    def backlog_bytes(self, table: TableConfig, parallelism: int, offset: Any) -> int | None:
+        """The sizes of the listed files ``offset`` does not cover (a listing: no file is
+        read); 0 once a ``one_shot`` source ended."""
+        del parallelism
+        if table.role != SOURCE:
+            return None
+        parsed = self._parse(table)
+        if parsed.bounded and offset["eof"]:
+            return 0
+        return sum(entry.size for entry in self._store(parsed, table.boundary).list()
+                   if not done(entry, offset))
 
     def reader_options(self, table: TableConfig, parallelism: int) -> dict[str, str]:
         parsed = self._parse(table)
