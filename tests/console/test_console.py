@@ -75,6 +75,8 @@ CREATE TABLE out WITH (connector = 'blackhole');
 INSERT INTO out SELECT counter FROM ticks;
 """
 TIMEOUT_MS = 300_000  # Spark jobs start slowly on a loaded machine
+#: A connection check starts a process in the tenant's sandbox: seconds, on a loaded machine.
+CHECK_WAIT_MS = 30_000
 
 
 @pytest.fixture(scope="module")
@@ -276,7 +278,8 @@ def test_connections_are_tested_and_secrets_never_shown(server: ServedTenant,
     # Test checks what the form says, before anything is stored.
     page.get_by_role("button", name="Test profile").click()
     form_status = page.get_by_test_id("profile-form-status")
-    expect(form_status).to_have_text(re.compile(r"^OK: \*+ can be written \(not stored yet\)$"))
+    expect(form_status).to_have_text(re.compile(r"^OK: \*+ can be written \(not stored yet\)$"),
+                                     timeout=CHECK_WAIT_MS)
     assert secret_value not in page.content()
     assert server.http.get("/connection-profiles").json()["items"] == []
     profile_form.get_by_label("format", exact=True).fill("jsonl")  # the test's answer goes
@@ -301,7 +304,8 @@ def test_connections_are_tested_and_secrets_never_shown(server: ServedTenant,
     expect(page.locator("tr[data-table='drain']")).to_contain_text("sink")
     page.get_by_role("button", name="Test drain").click()
     # A test's outcome shows in the tested table's own row.
-    expect(page.locator("tr[data-table='drain'] [role=status]")).to_have_text(re.compile(r"^OK"))
+    expect(page.locator("tr[data-table='drain'] [role=status]")).to_have_text(
+        re.compile(r"^OK"), timeout=CHECK_WAIT_MS)
     page.reload()
     expect(profile).to_contain_text("path = ********")
     assert secret_value not in page.content()
