@@ -5,6 +5,11 @@ Every event is a sign of life, so the newest one's time is the heartbeat;
 ``epoch`` events become checkpoints and the job's latest metrics (with rates
 per second computed from the epoch's duration); ``error`` events become
 error rows; the last ``status`` event decides the job's state.
+
+An event names the attempt that published it. A killed attempt may still
+publish after the scheduler started the next one (its end, once it notices the
+kill): its epochs and errors are recorded, since they happened, but its status
+and its heartbeat are not the current attempt's and are skipped.
 """
 
 from __future__ import annotations
@@ -38,8 +43,9 @@ _EPOCH_FIGURES = ("epoch", "duration_ms", "rows_in", "rows_out", "rows_late", "r
                   "committed_at_ms", "backlog")
 
 
-def fold_events(events: Iterable[dict[str, Any]]) -> EventBatch:
-    """The rows and changes ``events`` (oldest first) amount to."""
+def fold_events(events: Iterable[dict[str, Any]], attempt: int | None = None) -> EventBatch:
+    """The rows and changes ``events`` (oldest first) amount to, for the job's current
+    ``attempt`` (None: every event is taken as the current attempt's)."""
     checkpoints: list[CheckpointRecord] = []
     errors: list[ErrorRecord] = []
     heartbeat: datetime | None = None
@@ -47,17 +53,18 @@ def fold_events(events: Iterable[dict[str, Any]]) -> EventBatch:
     status: StatusChange | None = None
     for event in events:
         at = _event_time(event)
-        heartbeat = at if heartbeat is None or at > heartbeat else heartbeat
         kind = event.get("type")
+        current = not _earlier_attempt(event, attempt)
+        if current:
+            heartbeat = at if heartbeat is None or at > heartbeat else heartbeat
         if kind == "epoch":
             record = _checkpoint(event, at)
             if record is not None:
                 checkpoints.append(record)
-                metrics = epoch_metrics(event)
+                metrics = epoch_metrics(event) if current else metrics
         elif kind == "error":
-            errors.append(ErrorRecord(at=at, message=str(event.get("message") or "error"),
-                                      detail=str(event.get("detail") or "")))
-        elif kind == "status":
+            errors.append(_error(event, at))
+        elif kind == "status" and current:
             state = STATUS_STATES.get(str(event.get("state")))
             if state is None:
                 log.warning("ignoring a status event with unknown state %r", event.get("state"))
@@ -68,6 +75,19 @@ def fold_events(events: Iterable[dict[str, Any]]) -> EventBatch:
                                   if isinstance(wake_ms, int | float) else None)
     return EventBatch(checkpoints=checkpoints, errors=errors, heartbeat_at=heartbeat,
                       metrics=metrics, status=status)
+
+
+def _earlier_attempt(event: dict[str, Any], attempt: int | None) -> bool:
+    """Whether ``event`` was published by an attempt before ``attempt`` (an event
+    without one is from a job that did not say: taken as current)."""
+    published_by = event.get("attempt")
+    return (attempt is not None and isinstance(published_by, int)
+            and published_by < attempt)
+
+
+def _error(event: dict[str, Any], at: datetime) -> ErrorRecord:
+    return ErrorRecord(at=at, message=str(event.get("message") or "error"),
+                       detail=str(event.get("detail") or ""))
 
 
 def epoch_metrics(event: dict[str, Any]) -> dict[str, Any]:

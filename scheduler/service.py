@@ -280,7 +280,7 @@ class Scheduler:
                 if not events:
                     return job
                 updated = self.store.ingest(job.id, job.channel_cursor, cursor,
-                                            fold_events(events))
+                                            fold_events(events, job.attempt))
                 if updated is None:  # another worker read the same events first
                     return self.store.job(job.id) or job
                 job = updated
@@ -445,7 +445,8 @@ class Scheduler:
         applications.place(tenant, spec, uid)
         log.info("job %s placed in the application of tenant %s (%s)", job.id, tenant,
                  job_dir)
-        return {APPLICATION: tenant, "job": job.id, "process": application,
+        return {APPLICATION: tenant, "job": job.id, "attempt": job.attempt,
+                "process": application,
                 "submitted_at": time.time(), "log": str(folder.log), "log_owner": uid}
 
     def _application_size(self) -> dict[str, Any]:

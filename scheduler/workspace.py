@@ -236,7 +236,7 @@ class Workspace:
             tables=named_tables(job.sql, tables), udf_files=named_udfs(job.sql, udfs),
             boundary=self.tenants.boundary(job.tenant_id).to_dict(),
             idle_stop_s=self.config.idle_stop_s if job.kind != PREVIEW else None,
-            epoch_max_delay_ms=self.config.epoch_max_delay_ms)
+            epoch_max_delay_ms=self.config.epoch_max_delay_ms, attempt=job.attempt)
 
     def drop_state(self, job: JobView) -> None:
         """Remove the job's pipeline state from the state store and its Spark checkpoint."""

@@ -2,10 +2,11 @@
 
 ``<folder>/`` (the scheduler's; the application, as the tenant's user, only reads it)
   ``host.json``        what the application runs with (:class:`HostConfig`);
-  ``inbox/<job>.json`` a job to start: its :class:`~spate.engine.job.spec.JobSpec`,
-                       the tenant user's file (a spec carries the job's secrets),
-                       removed by the scheduler once the application shows the job;
-  ``kill/<job>``       a job to abandon at once (its epoch in progress is not
+  ``inbox/<run>.json`` a job's attempt to start (``<run>`` is :func:`run_name`):
+                       its :class:`~spate.engine.job.spec.JobSpec`, the tenant
+                       user's file (a spec carries the job's secrets), removed by
+                       the scheduler once the application shows the run;
+  ``kill/<run>``       an attempt to abandon at once (its epoch in progress is not
                        committed);
   ``stop``             present: stop every job after its epoch commits, then exit;
   ``jobs/<job>/``      each job's own folder, the tenant user's: its ``file://``
@@ -33,6 +34,20 @@ from spate.engine.job.nofollow import open_regular
 
 #: A hosted job's state in :class:`HostStatus`.
 PENDING, RUNNING, ENDED = "pending", "running", "ended"
+
+
+def run_name(job_id: str, attempt: int) -> str:
+    """The name of a job's attempt in the application's folder and status.
+
+    A job restarted in the same application is another run: the kill mark of the
+    attempt it replaces, or that attempt's end, never stands for the new one.
+    """
+    return f"{job_id}.{attempt}"
+
+
+def job_of(run: str) -> str:
+    """The job a run (:func:`run_name`) is an attempt of."""
+    return run.partition(".")[0]
 
 
 @dataclass(frozen=True)
@@ -65,7 +80,7 @@ class HostStatus:
     launch_id: str
     #: wall clock (ms) of the write
     written_ms: int
-    #: job id -> PENDING, RUNNING or ENDED
+    #: run (:func:`run_name`) -> PENDING, RUNNING or ENDED
     jobs: dict[str, str] = field(default_factory=dict)
     #: the application is stopping (a stop was asked, or it has been idle)
     stopping: bool = False
@@ -112,8 +127,8 @@ class HostFolder:
     def job_dir(self, job_id: str) -> Path:
         return self.jobs / job_id
 
-    def ticket(self, job_id: str) -> Path:
-        return self.inbox / f"{job_id}.json"
+    def ticket(self, run: str) -> Path:
+        return self.inbox / f"{run}.json"
 
     def write_status(self, status: HostStatus) -> None:
         """Replace ``status.json`` whole (a reader never sees half of it)."""

@@ -106,54 +106,57 @@ class Host:
         return 0
 
     def _take(self, spark: SparkSession) -> None:
-        """Start every job whose ticket is new.
+        """Start every run (a job's attempt) whose ticket is new.
 
         The inbox is the scheduler's (the application may not remove tickets):
         a ticket is read once, remembered, and removed by the scheduler once the
-        status shows the job.
+        status shows the run.
         """
         try:
             names = sorted(os.listdir(self.folder.inbox))
         except OSError:
             return
         for name in names:
-            job_id = name.removesuffix(".json")
-            if not name.endswith(".json") or job_id in self.taken:
+            run = name.removesuffix(".json")
+            if not name.endswith(".json") or run in self.taken:
                 continue
-            self.taken.add(job_id)
+            self.taken.add(run)
             try:
                 spec = JobSpec.from_json((self.folder.inbox / name).read_text())
-                channel = open_channel(spec.channel_url)
+                channel = open_channel(spec.channel_url, spec.attempt)
             except (OSError, ValueError, TypeError, ChannelError) as error:
-                log.error("cannot start job %s: %s", job_id, error)
+                log.error("cannot start run %s: %s", run, error)
                 continue
             job = Job(spec, channel, application=spark, turns=self.turns)
-            thread = threading.Thread(target=self._run_job, args=(job_id,),
-                                      name=f"job-{job_id}", daemon=True)
-            self.jobs[job_id] = HostedJob(job, thread)
+            thread = threading.Thread(target=self._run_job, args=(run,),
+                                      name=f"job-{run}", daemon=True)
+            self.jobs[run] = HostedJob(job, thread)
             thread.start()
-            log.info("job started", extra={"job": job_id, "kind": spec.kind})
+            log.info("job started", extra={"job": spec.job_id, "attempt": spec.attempt,
+                                           "kind": spec.kind})
         self._write_status(stopping=False)
 
-    def _run_job(self, job_id: str) -> None:
-        hosted = self.jobs[job_id]
+    def _run_job(self, run: str) -> None:
+        hosted = self.jobs[run]
         try:
             hosted.exit_code = hosted.job.run()
         except BaseException:  # a job's failure is its own: the application goes on
-            log.exception("job %s ended abnormally", job_id)
+            log.exception("run %s ended abnormally", run)
             hosted.exit_code = EXIT_FAILED
         finally:
             hosted.job.channel.close()
-            log.info("job ended", extra={"job": job_id, "exit": hosted.exit_code})
+            log.info("job ended", extra={"job": hosted.job.spec.job_id,
+                                         "attempt": hosted.job.spec.attempt,
+                                         "exit": hosted.exit_code})
 
     def _kill(self) -> None:
-        """Abandon the jobs named in ``kill/``: their epoch in progress never commits."""
+        """Abandon the runs named in ``kill/``: their epoch in progress never commits."""
         try:
             names = os.listdir(self.folder.kills)
         except OSError:
             return
-        for job_id in names:
-            hosted = self.jobs.get(job_id)
+        for run in names:
+            hosted = self.jobs.get(run)
             if hosted is not None and hosted.exit_code is None and hosted.job.control:
                 hosted.job.control.request("immediate")
 
@@ -168,8 +171,8 @@ class Host:
             hosted.thread.join(max(0.0, deadline - time.monotonic()))
 
     def _write_status(self, stopping: bool) -> None:
-        jobs = {job_id: RUNNING if hosted.exit_code is None else ENDED
-                for job_id, hosted in self.jobs.items()}
+        jobs = {run: RUNNING if hosted.exit_code is None else ENDED
+                for run, hosted in self.jobs.items()}
         try:
             self.folder.write_status(HostStatus(self.config.launch_id, time.time_ns() // 10**6,
                                                 jobs, stopping))

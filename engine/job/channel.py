@@ -81,26 +81,34 @@ class JobChannel(ABC):
         """Release connections."""
 
 
-def open_channel(url: str) -> JobChannel:
-    """The channel at ``url`` (``file:///dir`` or ``redis://host:port/db?key=prefix``)."""
+def open_channel(url: str, attempt: int | None = None) -> JobChannel:
+    """The channel at ``url`` (``file:///dir`` or ``redis://host:port/db?key=prefix``).
+
+    A job's end opens it with its ``attempt``, which every event it publishes
+    carries, so that the scheduler can tell an attempt it killed from the one it
+    started next (:func:`spate.scheduler.events.fold_events`); the scheduler's end
+    opens it without.
+    """
     parts = urlsplit(url)
     if parts.scheme == "file":
         if not parts.path.startswith("/"):
             raise ChannelError(f"channel URL {url!r} needs an absolute path: file:///dir")
-        return FileJobChannel(Path(parts.path))
+        return FileJobChannel(Path(parts.path), attempt)
     if parts.scheme in ("redis", "rediss"):
         keys = parse_qs(parts.query).get("key")
         if not keys:
             raise ChannelError("a Redis channel URL needs ?key=<prefix>")
-        return RedisJobChannel(parts._replace(query="").geturl(), keys[0])
+        return RedisJobChannel(parts._replace(query="").geturl(), keys[0], attempt)
     raise ChannelError(f"unknown channel URL scheme {parts.scheme!r}: use file:// or redis://")
 
 
-def _check_event(event: dict[str, Any]) -> str:
+def _check_event(event: dict[str, Any], attempt: int | None) -> str:
     if event.get("type") not in EVENT_TYPES:
         raise ChannelError(f"unknown event type {event.get('type')!r}")
-    return json.dumps({"at_ms": time.time_ns() // 10**6, **event}, separators=(",", ":"),
-                      default=str)
+    stamp: dict[str, Any] = {"at_ms": time.time_ns() // 10**6}
+    if attempt is not None:
+        stamp["attempt"] = attempt
+    return json.dumps({**stamp, **event}, separators=(",", ":"), default=str)
 
 
 def _check_mode(mode: str) -> str:
@@ -112,13 +120,14 @@ def _check_mode(mode: str) -> str:
 class FileJobChannel(JobChannel):
     """Events as JSON lines in ``dir/events.jsonl``; the cursor is a byte offset."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, attempt: int | None = None) -> None:
         self.directory = directory
+        self.attempt = attempt
         self.events_path = directory / "events.jsonl"
         self.stop_path = directory / "stop"
 
     def publish(self, event: dict[str, Any]) -> None:
-        line = _check_event(event) + "\n"
+        line = _check_event(event, self.attempt) + "\n"
         self.directory.mkdir(parents=True, exist_ok=True)
         # One write of a whole line with O_APPEND: a reader never sees half of it
         # unless the writer dies mid-write, and then the partial line is never read.
@@ -183,13 +192,14 @@ class FileJobChannel(JobChannel):
 class RedisJobChannel(JobChannel):
     """Events in the stream ``<key>:events``; the cursor is a stream entry id."""
 
-    def __init__(self, redis_url: str, key: str) -> None:
+    def __init__(self, redis_url: str, key: str, attempt: int | None = None) -> None:
+        self.attempt = attempt
         self._redis = redis.Redis.from_url(redis_url, socket_timeout=10)
         self._events = f"{key}:events"
         self._stop = f"{key}:stop"
 
     def publish(self, event: dict[str, Any]) -> None:
-        self._call(self._redis.xadd, self._events, {"event": _check_event(event)},
+        self._call(self._redis.xadd, self._events, {"event": _check_event(event, self.attempt)},
                    maxlen=REDIS_STREAM_MAX_EVENTS, approximate=True)
 
     def stop_requested(self) -> str | None:

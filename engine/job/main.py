@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = JobSpec.from_json(spec_path.read_text())
         if consume:
             spec_path.unlink()
-        channel = open_channel(spec.channel_url)
+        channel = open_channel(spec.channel_url, spec.attempt)
     except (OSError, ValueError, TypeError, ChannelError) as error:
         # No channel to report on: the scheduler sees the exit code and this log.
         log.error("cannot start the job from %s: %s", args[0], error)

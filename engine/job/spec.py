@@ -76,6 +76,9 @@ class JobSpec:
     #: Rate-adaptive epochs of a run with no ``checkpoint_interval_ms``: after an epoch of
     #: few rows it waits for more, at most this long (ms; 0: back to back)
     epoch_max_delay_ms: int = DEFAULT_EPOCH_MAX_DELAY_MS
+    #: Which start of the job this is (0, then one more per automatic restart); the
+    #: job's events carry it, so a killed attempt's last words are not taken for the next's.
+    attempt: int = 0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -6,9 +6,10 @@ One application per tenant (never shared by two), running
 each job placed on it runs as one of its streaming queries
 (:mod:`spate.engine.host`).  The scheduler and the application talk through the
 application's folder (:mod:`spate.engine.host.folder`): tickets in, kills in,
-status out.  A job's handle names the application's process, so a job is alive
-while its application runs and says it runs the job (or has its ticket yet to
-take).
+status out, each naming a run, one attempt of a job (a job restarted in the
+same application is a new run there).  A job's handle names the application's
+process and the run, so a job is alive while its application runs and says it
+runs that attempt (or has its ticket yet to take).
 
 Several workers may place jobs at once: starting an application holds a lock
 file per tenant, and the process record (``<root>/<tenant>.json``, the
@@ -40,7 +41,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from spate.engine.host.folder import ENDED, HostConfig, HostFolder
+from spate.engine.host.folder import ENDED, HostConfig, HostFolder, job_of, run_name
 from spate.engine.job.nofollow import create_new
 from spate.engine.job.spec import JobSpec
 from spate.scheduler.backends import process
@@ -149,7 +150,7 @@ class Applications:
         return {"tenant": tenant_id, "pid": record.get("pid"), "size": record.get("size"),
                 "state": ("draining" if self._stopping(tenant_id) else "running")
                 if alive else "exited",
-                "jobs": sorted(job for job, state in jobs.items() if state != ENDED)}
+                "jobs": sorted({job_of(run) for run, state in jobs.items() if state != ENDED})}
 
     def _replace(self, tenant_id: str, record: dict[str, Any]) -> None:
         """Drain the tenant's application (if that is not under way) and wait for it to
@@ -165,14 +166,14 @@ class Applications:
 
     def place(self, tenant_id: str, spec: JobSpec, owner: int | None) -> None:
         """Give the application ``spec``; the ticket is the tenant user's, owner-only."""
-        ticket = self.folder(tenant_id).ticket(spec.job_id)
+        ticket = self.folder(tenant_id).ticket(run_name(spec.job_id, spec.attempt))
         with os.fdopen(create_new(ticket, 0o600, owner), "w") as out:
             out.write(spec.to_json())
 
     def is_alive(self, handle: dict[str, Any]) -> bool | None:
         """Whether the hosted job in ``handle`` runs: its application runs and runs it
         (or has its ticket yet to take); None when the application has gone quiet."""
-        tenant_id, job_id = str(handle[APPLICATION]), str(handle["job"])
+        tenant_id, run = str(handle[APPLICATION]), _run(handle)
         application = handle["process"]
         alive = process.is_alive(application)
         if not alive:
@@ -180,22 +181,22 @@ class Applications:
         folder = self.folder(tenant_id)
         status = folder.read_status(handle.get("log_owner"))
         if status is None or status.launch_id != application.get("launch_id"):
-            return True if folder.ticket(job_id).exists() else None
+            return True if folder.ticket(run).exists() else None
         if time.time() * 1000 - status.written_ms > STATUS_STALE_S * 1000:
             return None
-        state = status.jobs.get(job_id)
+        state = status.jobs.get(run)
         if state is not None:
-            folder.ticket(job_id).unlink(missing_ok=True)  # taken: its secrets go
+            folder.ticket(run).unlink(missing_ok=True)  # taken: its secrets go
             return state != ENDED
-        return folder.ticket(job_id).exists()
+        return folder.ticket(run).exists()
 
     def kill(self, handle: dict[str, Any]) -> None:
         """Abandon the hosted job: its application cancels its query's Spark jobs."""
         folder = self.folder(str(handle[APPLICATION]))
-        job_id = str(handle["job"])
-        folder.ticket(job_id).unlink(missing_ok=True)
+        run = _run(handle)
+        folder.ticket(run).unlink(missing_ok=True)
         with contextlib.suppress(FileExistsError):
-            os.close(create_new(folder.kills / job_id, 0o644))
+            os.close(create_new(folder.kills / run, 0o644))
 
     def kill_application(self, handle: dict[str, Any]) -> None:
         """Kill the application running the hosted job in ``handle`` (its process group:
@@ -217,24 +218,24 @@ class Applications:
             status = folder.read_status()
             if status is None or status.launch_id != record.get("launch_id"):
                 continue
-            for job_id, state in status.jobs.items():
-                if active(job_id):
+            for run, state in status.jobs.items():
+                if active(job_of(run)):
                     continue
-                mark = folder.kills / job_id
+                mark = folder.kills / run
                 if state == ENDED:
                     mark.unlink(missing_ok=True)
                     continue
-                found.append(job_id)
+                found.append(job_of(run))
                 with contextlib.suppress(FileExistsError):
                     os.close(create_new(mark, 0o644))
         return found
 
     def release(self, handle: dict[str, Any]) -> None:
-        """Forget an ended hosted job's ticket and kill mark."""
+        """Forget an ended hosted job's tickets and kill marks, of each of its attempts."""
         folder = self.folder(str(handle[APPLICATION]))
-        job_id = str(handle["job"])
-        folder.ticket(job_id).unlink(missing_ok=True)
-        (folder.kills / job_id).unlink(missing_ok=True)
+        for entry in (*_entries(folder.inbox), *_entries(folder.kills)):
+            if job_of(entry.name.removesuffix(".json")) == handle["job"]:
+                entry.unlink(missing_ok=True)
 
     def stop_all(self, kill_after_s: float | None = None) -> list[str]:
         """Ask every application to stop (each job after its epoch in progress commits);
@@ -289,6 +290,11 @@ def _ask_to_stop(folder: HostFolder) -> None:
     """Create the application's ``stop`` file (once: it may be there already)."""
     with contextlib.suppress(FileExistsError):
         os.close(create_new(folder.stop, 0o644))
+
+
+def _run(handle: dict[str, Any]) -> str:
+    """The run (the job's attempt) a hosted job's handle names."""
+    return run_name(str(handle["job"]), int(handle.get("attempt", 0)))
 
 
 def _entries(folder: Path) -> list[Path]:

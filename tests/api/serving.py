@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import psutil
 
-from spate.engine.host.folder import RUNNING, HostFolder
+from spate.engine.host.folder import RUNNING, HostFolder, job_of
 
 REPO = Path(__file__).resolve().parents[2]
 _SERVING = re.compile(r"Spate is serving at (http://\S+)")
@@ -124,7 +124,7 @@ class ServedTenant:
         folder = HostFolder(self.workdir / ".spate" / "applications" / self.tenant_id)
         status = folder.read_status()
         return set() if status is None else {
-            job for job, state in status.jobs.items() if state == RUNNING}
+            job_of(run) for run, state in status.jobs.items() if state == RUNNING}
 
     def close(self) -> None:
         self.http.close()

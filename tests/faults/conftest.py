@@ -185,7 +185,9 @@ def _settings(base: Path, servers: Servers, redis_url: str) -> dict[str, str]:
         "SPATE_RESTART_BUDGET": "10",
         "SPATE_RESTART_BACKOFF_S": "1",
         "SPATE_RESTART_BACKOFF_MAX_S": "4",
-        "SPATE_HEARTBEAT_TIMEOUT_S": "30",
+        # The default: a tenant's application started cold on a loaded machine took 37 s
+        # to run its first job, and a job placed in it is silent until then.
+        "SPATE_HEARTBEAT_TIMEOUT_S": "60",
         "SPATE_STOP_TIMEOUT_S": "20",
         "SPATE_IDLE_STOP_S": "0",
         "SPATE_EPOCH_MAX_DELAY_MS": "1000",

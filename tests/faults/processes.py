@@ -12,7 +12,7 @@ from typing import Any
 
 import psutil
 
-from spate.engine.host.folder import ENDED, HostFolder
+from spate.engine.host.folder import ENDED, HostFolder, job_of
 from spate.scheduler.backends import process
 
 
@@ -34,7 +34,7 @@ def application_jobs(data_dir: Path, tenant_id: str) -> set[str]:
     status = HostFolder(data_dir / "applications" / tenant_id).read_status()
     if status is None or status.launch_id != record.get("launch_id"):
         return set()
-    return {job_id for job_id, state in status.jobs.items() if state != ENDED}
+    return {job_of(run) for run, state in status.jobs.items() if state != ENDED}
 
 
 def application_tree(data_dir: Path, tenant_id: str) -> list[psutil.Process]:

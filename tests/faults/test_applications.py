@@ -123,9 +123,11 @@ def test_an_application_over_its_memory_limit(spate: Spate, redis_url: str) -> N
         _burst(redis_url, stream)
         burst_at, since = time.monotonic(), spate.produced()
 
+        # Generous: on a loaded machine the burst's strings take long to build, and the
+        # restarted jobs wait for a new application's cold start (40 s and more).
         deaths = eventually("the application's death to be reported",
                             lambda: _death_reports(spate, a, {COPY: job_a, HOG: hog}),
-                            timeout_s=90)
+                            timeout_s=180)
         # The kernel's OOM killer (the cgroup's limit) names the limit; when the JVM's own
         # heap runs out first, Spark exits the JVM and the death reads as a gone process.
         limit = [report for report in deaths if "memory limit" in report]
@@ -139,7 +141,7 @@ def test_an_application_over_its_memory_limit(spate: Spate, redis_url: str) -> N
         assert spate.running_job(a, HOG)["id"] == hog
         hog_output = a.storage / "out" / "hog.jsonl"
         eventually("the burst's rows in the hog pipeline's output",
-                   lambda: sorted(seen(hog_output)) == list(range(HOG_ROWS)))
+                   lambda: sorted(seen(hog_output)) == list(range(HOG_ROWS)), timeout_s=180)
     finally:
         spate.call(a, "DELETE", f"/pipelines/{HOG}", params={"force": "true"})
     spate.assert_exactly_once(a)

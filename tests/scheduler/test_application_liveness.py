@@ -47,8 +47,8 @@ def _start_stand_in(folder: HostFolder) -> dict[str, Any]:
                           dict(os.environ), folder.run, folder.log)
 
 
-def _job(handle: dict[str, Any], job_id: str = "j1") -> dict[str, Any]:
-    return {APPLICATION: "t1", "job": job_id, "process": handle}
+def _job(handle: dict[str, Any], job_id: str = "j1", attempt: int = 0) -> dict[str, Any]:
+    return {APPLICATION: "t1", "job": job_id, "attempt": attempt, "process": handle}
 
 
 def _status(folder: HostFolder, launch_id: str, jobs: dict[str, str],
@@ -57,21 +57,22 @@ def _status(folder: HostFolder, launch_id: str, jobs: dict[str, str],
     folder.write_status(HostStatus(launch_id, written, jobs))
 
 
-def _spec(job_id: str) -> JobSpec:
+def _spec(job_id: str, attempt: int = 0) -> JobSpec:
     return JobSpec(job_id=job_id, tenant_id="t1", pipeline_id="p", sql="SELECT 1",
-                   state_url="sqlite:///x.db", checkpoint_dir="c", channel_url="file:///tmp/x")
+                   state_url="sqlite:///x.db", checkpoint_dir="c", channel_url="file:///tmp/x",
+                   attempt=attempt)
 
 
 def test_a_placed_job_lives_until_its_application_says_it_ended(
         applications: Applications, stand_in: tuple[HostFolder, dict[str, Any]]) -> None:
     folder, handle = stand_in
     applications.place("t1", _spec("j1"), None)
-    assert oct(os.stat(folder.ticket("j1")).st_mode & 0o777) == "0o600"
+    assert oct(os.stat(folder.ticket("j1.0")).st_mode & 0o777) == "0o600"
     assert applications.is_alive(_job(handle)) is True, "a ticket not yet taken is alive"
-    _status(folder, handle["launch_id"], {"j1": RUNNING})
+    _status(folder, handle["launch_id"], {"j1.0": RUNNING})
     assert applications.is_alive(_job(handle)) is True
-    assert not folder.ticket("j1").exists(), "a taken ticket (the job's secrets) stays"
-    _status(folder, handle["launch_id"], {"j1": ENDED})
+    assert not folder.ticket("j1.0").exists(), "a taken ticket (the job's secrets) stays"
+    _status(folder, handle["launch_id"], {"j1.0": ENDED})
     assert applications.is_alive(_job(handle)) is False
     assert applications.is_alive(_job(handle, "never-placed")) is False
 
@@ -79,16 +80,16 @@ def test_a_placed_job_lives_until_its_application_says_it_ended(
 def test_a_quiet_application_cannot_vouch_for_its_jobs(
         applications: Applications, stand_in: tuple[HostFolder, dict[str, Any]]) -> None:
     folder, handle = stand_in
-    _status(folder, handle["launch_id"], {"j1": RUNNING}, age_s=STATUS_STALE_S + 5)
+    _status(folder, handle["launch_id"], {"j1.0": RUNNING}, age_s=STATUS_STALE_S + 5)
     assert applications.is_alive(_job(handle)) is None
-    _status(folder, "another", {"j1": RUNNING})  # another start's status
+    _status(folder, "another", {"j1.0": RUNNING})  # another start's status
     assert applications.is_alive(_job(handle)) is None
 
 
 def test_a_dead_application_takes_its_jobs_with_it(
         applications: Applications, stand_in: tuple[HostFolder, dict[str, Any]]) -> None:
     folder, handle = stand_in
-    _status(folder, handle["launch_id"], {"j1": RUNNING})
+    _status(folder, handle["launch_id"], {"j1.0": RUNNING})
     process.kill(handle)
     deadline = time.monotonic() + 10
     while process.is_alive(handle) and time.monotonic() < deadline:
@@ -122,25 +123,46 @@ def test_a_kill_mark_names_the_job_and_release_forgets_it(
     folder, handle = stand_in
     applications.place("t1", _spec("j2"), None)
     applications.kill(_job(handle, "j2"))
-    assert (folder.kills / "j2").exists() and not folder.ticket("j2").exists()
+    assert (folder.kills / "j2.0").exists() and not folder.ticket("j2.0").exists()
     applications.kill(_job(handle, "j2"))  # twice is harmless
     applications.release(_job(handle, "j2"))
-    assert not (folder.kills / "j2").exists()
+    assert not (folder.kills / "j2.0").exists()
+
+
+def test_a_job_restarted_in_the_same_application_is_not_its_killed_attempt(
+        applications: Applications, stand_in: tuple[HostFolder, dict[str, Any]]) -> None:
+    """Attempt 0 is killed (it went silent while the application started) and attempt 1
+    placed at once: the kill mark, and attempt 0's end, are not attempt 1's."""
+    folder, handle = stand_in
+    applications.place("t1", _spec("j1"), None)
+    applications.kill(_job(handle, attempt=0))
+    applications.place("t1", _spec("j1", attempt=1), None)
+    assert [path.name for path in folder.kills.iterdir()] == ["j1.0"]
+    assert folder.ticket("j1.1").exists(), "the new attempt waits to be taken"
+    assert applications.is_alive(_job(handle, attempt=1)) is True
+    _status(folder, handle["launch_id"], {"j1.0": ENDED, "j1.1": RUNNING})
+    assert applications.is_alive(_job(handle, attempt=0)) is False
+    assert applications.is_alive(_job(handle, attempt=1)) is True
+    assert applications.describe("t1")["jobs"] == ["j1"]  # type: ignore[index]
+    applications.release(_job(handle, attempt=1))
+    assert list(folder.kills.iterdir()) == [] and list(folder.inbox.iterdir()) == [], (
+        "release forgets every attempt's ticket and mark")
 
 
 def test_queries_the_control_plane_holds_as_ended_are_killed_as_orphans(
         applications: Applications, stand_in: tuple[HostFolder, dict[str, Any]]) -> None:
     folder, handle = stand_in
-    _status(folder, handle["launch_id"], {"kept": RUNNING, "orphan": RUNNING, "done": ENDED})
+    _status(folder, handle["launch_id"],
+            {"kept.0": RUNNING, "orphan.2": RUNNING, "done.0": ENDED})
     held = {"kept"}
     assert applications.orphans(lambda job_id: job_id in held) == ["orphan"]
-    assert sorted(path.name for path in folder.kills.iterdir()) == ["orphan"]
+    assert sorted(path.name for path in folder.kills.iterdir()) == ["orphan.2"]
     assert applications.orphans(lambda job_id: job_id in held) == ["orphan"], (
         "still reported while it runs; the kill mark is not made twice")
-    _status(folder, handle["launch_id"], {"kept": RUNNING, "orphan": ENDED, "done": ENDED})
+    _status(folder, handle["launch_id"], {"kept.0": RUNNING, "orphan.2": ENDED, "done.0": ENDED})
     assert applications.orphans(lambda job_id: job_id in held) == []
     assert list(folder.kills.iterdir()) == [], "the mark goes once the query ended"
-    _status(folder, "another launch", {"orphan": RUNNING})
+    _status(folder, "another launch", {"orphan.2": RUNNING})
     assert applications.orphans(lambda job_id: False) == [], (
         "a status of another start of the application vouches for nothing")
 

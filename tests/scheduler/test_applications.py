@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import update
 
 from spate.api.models import Job, Pipeline
+from spate.engine.host.folder import run_name
 from spate.scheduler.backends.applications import Applications
 from spate.scheduler.sandbox.unit import sandbox_problem
 from tests.scheduler.conftest import running_scheduler
@@ -155,7 +156,7 @@ def test_a_job_ticket_with_secrets_is_the_tenants_alone_and_goes_once_taken(
     folder = applications.folder(job.tenant_id)
     hosted.wait_for("the ticket to go", lambda: (
         hosted.scheduler.backend.is_alive(job.handle or {})
-        and not folder.ticket(job.id).exists()))
+        and not folder.ticket(run_name(job.id, job.attempt)).exists()))
     for path in (folder.path, folder.inbox, folder.kills, folder.jobs):
         assert os.stat(path).st_uid == os.geteuid(), f"{path} should stay the server's"
     # The control plane holds the job as ended while its query runs (as a kill whose mark
@@ -165,7 +166,8 @@ def test_a_job_ticket_with_secrets_is_the_tenants_alone_and_goes_once_taken(
             desired_state="stopped", stop_mode="checkpoint"))
         session.execute(update(Job).where(Job.id == job.id).values(state="stopped"))
     hosted.wait_for("the orphan's query to end", lambda: (
-        (status := folder.read_status()) is not None and status.jobs.get(job.id) == "ended"))
+        (status := folder.read_status()) is not None
+        and status.jobs.get(run_name(job.id, job.attempt)) == "ended"))
     _assert_no_more_rows(hosted, pipeline, "t.jsonl")
     assert any("still running though the control plane holds it as ended" in message
                for message in hosted.errors(job.id)), "not reported"

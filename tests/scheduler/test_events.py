@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
+from spate.engine.job.channel import open_channel
 from spate.scheduler.events import fold_events
 
 
@@ -54,3 +56,32 @@ def test_odd_events_are_skipped_not_fatal() -> None:
 def test_a_zero_duration_epoch_has_zero_rates() -> None:
     batch = fold_events([{"type": "epoch", "epoch": 3, "duration_ms": 0, "rows_in": 5}])
     assert batch.metrics is not None and batch.metrics["rows_in_per_s"] == 0.0
+
+
+def test_a_killed_attempts_last_words_are_not_the_next_attempts() -> None:
+    """Attempt 0 was killed and attempt 1 started; attempt 0 then noticed the kill and
+    said it stopped. Its epoch and error happened and are kept; its status and its
+    heartbeat are not attempt 1's."""
+    events = [
+        {"type": "heartbeat", "attempt": 1, "at_ms": 1_000},
+        {"type": "epoch", "epoch": 4, "committed_at_ms": 1_500, "duration_ms": 100,
+         "rows_in": 7, "attempt": 0, "at_ms": 1_500},
+        {"type": "error", "message": "interrupted", "attempt": 0, "at_ms": 1_800},
+        {"type": "status", "state": "stopped", "message": "stopped (immediate)",
+         "attempt": 0, "at_ms": 2_000},
+    ]
+    batch = fold_events(events, attempt=1)
+    assert batch.status is None, "attempt 0's end would end attempt 1"
+    assert batch.heartbeat_at == datetime.fromtimestamp(1, UTC)
+    assert [c.epoch for c in batch.checkpoints] == [4] and batch.metrics is None
+    assert [e.message for e in batch.errors] == ["interrupted"]
+    same = fold_events(events, attempt=0)
+    assert same.status is not None and same.status.state == "stopped"
+    assert fold_events(events).status is not None, "without an attempt, every event counts"
+
+
+def test_a_job_channel_stamps_its_attempt(tmp_path: Path) -> None:
+    job_end = open_channel(f"file://{tmp_path}", attempt=2)
+    job_end.publish({"type": "heartbeat"})
+    events, _ = open_channel(f"file://{tmp_path}").read(None)
+    assert [event["attempt"] for event in events] == [2]
