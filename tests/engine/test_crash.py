@@ -73,7 +73,9 @@ from tests.engine.harness import read_lines, run_pipeline
 
 __all__ = ["kafka_broker"]  # the fixture, imported to be found by pytest
 
-pytestmark = pytest.mark.e2e
+#: Three job processes, each a JVM reading every broker: the run took 690 s beside the
+#: suite's other worker in CI, so its setup gets twice the suite's per-test timeout.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
 BROKERS = ["kafka", "mqtt", "nats", "rabbitmq_queue", "rabbitmq_stream", "redis", "kinesis"]
 #: A run waits at most this long for its first commit, or for the outputs to complete.
