@@ -112,10 +112,12 @@ def register_data_source(spark: SparkSession, name: str) -> None:
 
 
 def data_sources(base: type[SpateDataSource] | None = None) -> list[type[SpateDataSource]]:
-    """Every :class:`SpateDataSource` subclass imported so far."""
+    """Every :class:`SpateDataSource` subclass imported so far that names itself (a base
+    shared by several sources, which does not, is no source of its own)."""
     found = []
     for cls in (base or SpateDataSource).__subclasses__():
-        found.append(cls)
+        if "name" in vars(cls):
+            found.append(cls)
         found.extend(data_sources(cls))
     return found
 

@@ -9,7 +9,8 @@ hash; None for a websocket).  The reader's offsets are ``{"messages": n, "cursor
 ``n`` counts messages handed to batches, ``c`` is the cursor of the last of them, so
 the engine commits it with the epoch and a pipeline resumed from its state store
 reopens the feed at it.  A batch's payloads travel in its one partition and are
-decoded on an executor by the shared :func:`.decoders.source_decoder`.
+decoded on an executor by the shared :func:`.decoders.source_decoder`.  The data
+source and connector bases each source subclasses are in :mod:`.source`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
@@ -56,11 +57,7 @@ from spate.engine.connectors.core.options import (
     reject_source_options,
 )
 from spate.engine.connectors.core.push import PushDecoder, PushReader, Receiver
-from spate.engine.connectors.core.streaming import (
-    SpateDataSource,
-    load_stream,
-    source_options,
-)
+from spate.engine.connectors.core.streaming import load_stream, source_options
 from spate.engine.connectors.formats.records import (
     FormatSpec,
     check_columns,
@@ -226,17 +223,35 @@ def unreachable(what: str, endpoint: Endpoint, problem: str) -> ConnectorError:
                           f"option '{ENDPOINT.name}'", option=ENDPOINT.name)
 
 
-# -- source tables ---------------------------------------------------------------------
+def read_check_options(connector: str, role: str, options: Mapping[str, str],
+                       schemes: tuple[str, ...], boundary: Boundary
+                       ) -> tuple[OptionReader, Endpoint, dict[str, str]]:
+    """What a connector's ``reach`` check reads first: ``options`` as those of a table
+    of ``role`` (the reader returned reads the check's other options), and the
+    endpoint and headers they name."""
+    table = TableConfig(name="check", connector=connector, role=role, options=options,
+                        columns=(), boundary=boundary)
+    reader = OptionReader(table)
+    return reader, read_endpoint(reader, schemes, boundary), read_headers(reader)
+
+
+# -- tables ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class SourceTable:
-    """The options every HTTP-family source shares, validated."""
+class HttpTable:
+    """The options every HTTP-family table shares (source or sink), validated."""
 
     endpoint: Endpoint
     headers: dict[str, str]
     spec: FormatSpec
     columns: tuple[ColumnDef, ...]
+
+
+@dataclass(frozen=True)
+class SourceTable(HttpTable):
+    """The options every HTTP-family source shares, validated."""
+
     max_messages_per_batch: int
 
 
@@ -316,11 +331,18 @@ class FeedFailedError(Exception):
         self.option = option
 
 
+class Closable(Protocol):
+    """What a feed's session blocks on: an HTTP client, a WebSocket connection."""
+
+    def close(self) -> None: ...
+
+
 class Feed(Receiver[Message]):
     """A background thread receiving messages; subclasses implement :meth:`session`.
 
     ``session`` connects once and delivers until the connection ends; the thread then
-    reconnects after a backoff (0.1 s doubling to 5 s) until :meth:`close`.  A
+    reconnects after a backoff (0.1 s doubling to 5 s) until :meth:`close`, which also
+    closes the session's :attr:`connection` (when it set one) to wake it.  A
     :class:`FeedFailedError` (or a refused destination) stops the feed and fails the
     query at the next batch.  A feed that ``redelivers`` (sse) receives a replayed
     batch's messages again when reopened at its cursor; another has lost them
@@ -336,6 +358,8 @@ class Feed(Receiver[Message]):
         self.headers = dict(headers)
         #: the cursor of the last message received (where a reconnect resumes)
         self.cursor = cursor
+        #: what the running session blocks on, closed by :meth:`close`; None: nothing
+        self.connection: Closable | None = None
         self.stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"spate-feed-{self.table}")
@@ -376,10 +400,8 @@ class Feed(Receiver[Message]):
 
     def close(self) -> None:
         self.stopping.set()
-        self.interrupt()
-
-    def interrupt(self) -> None:
-        """Wake a session blocked on its connection (optional)."""
+        if self.connection is not None:
+            self.connection.close()
 
 
 class FeedReader(PushReader[Message]):
@@ -414,13 +436,6 @@ class FeedReader(PushReader[Message]):
                               f"{connector} source '{self.settings['table']}'", "Fix the server")
         yield from decoder.decode(payloads, arrivals,
                                   lambda i: _position(connector, number + i, cursors[i]))
-
-
-def stream_reader(reader: type[FeedReader], source: SpateDataSource,
-                  schema: T.StructType) -> FeedReader:
-    """A data source's ``streamReader``: ``reader`` over its settings, headers and start."""
-    return reader(source.settings(), data_source_secret(source.options), schema,
-                  source.start_offset())
 
 
 def _position(connector: str, number: int, cursor: str | None) -> str:

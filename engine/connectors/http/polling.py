@@ -20,21 +20,11 @@ from dataclasses import dataclass
 
 import httpx
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import types as T
-from pyspark.sql.datasource import DataSourceStreamReader
 
-from spate.engine.connectors.core.base import (
-    SOURCE,
-    ColumnDef,
-    Connector,
-    ConnectorError,
-    TableConfig,
-    register,
-)
+from spate.engine.connectors.core.base import SOURCE, ConnectorError, TableConfig, register
 from spate.engine.connectors.core.boundary import Boundary
 from spate.engine.connectors.core.metadata import FORMAT_OPTION, SOURCES, TYPE, option
 from spate.engine.connectors.core.options import OptionReader
-from spate.engine.connectors.core.streaming import SpateDataSource
 from spate.engine.connectors.http import common as http_common
 from spate.engine.connectors.http.common import (
     SOURCE_GROUPS,
@@ -44,14 +34,13 @@ from spate.engine.connectors.http.common import (
     SourceTable,
     http_client,
     load_source,
-    read_endpoint,
-    read_headers,
+    read_check_options,
     read_source,
     read_timeout,
     request_headers,
-    stream_reader,
     unreachable,
 )
+from spate.engine.connectors.http.source import FeedDataSource, FeedSourceConnector
 
 log = logging.getLogger(__name__)
 
@@ -152,41 +141,33 @@ class PollingReader(FeedReader):
     feed_class = PollingFeed
 
 
-class PollingDataSource(SpateDataSource):
+class PollingDataSource(FeedDataSource):
     """Registered as ``spate_polling_http``; see :mod:`spate.engine.connectors.http.polling`."""
+
+    reader_class = PollingReader
 
     @classmethod
     def name(cls) -> str:
         return SOURCE_NAME
 
-    def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
-        return stream_reader(PollingReader, self, schema)
-
 
 @register
-class PollingHttpConnector(Connector):
+class PollingHttpConnector(FeedSourceConnector):
     """Polls an HTTP(S) endpoint; each response body is a record."""
 
     name = "polling_http"
-    roles = frozenset({SOURCE})
     options = (*TYPE, ENDPOINT, RECORD_FORMAT, METHOD, BODY, HEADERS, POLL_INTERVAL_MS,
                EMIT_BEHAVIOR, TIMEOUT_MS, MAX_MESSAGES_PER_BATCH, *SOURCE_GROUPS)
     examples = {SOURCE: ({"format": "json", "json.unstructured": "true",
                          "endpoint": "http://h/", "method": "post"},)}
 
-    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
-        return parse_table(table).source.columns
-
-    def batch_limit(self, table: TableConfig) -> int | None:
-        return parse_table(table).source.max_messages_per_batch
+    def source_table(self, table: TableConfig) -> SourceTable:
+        return parse_table(table).source
 
     def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
         """One request as the source makes it (its method, body and headers)."""
-        table = TableConfig(name="check", connector=self.name, role=SOURCE, options=options,
-                            columns=(), boundary=boundary)
-        reader = OptionReader(table)
-        endpoint = read_endpoint(reader, _SCHEMES, boundary)
-        headers = read_headers(reader)
+        reader, endpoint, headers = read_check_options(self.name, SOURCE, options, _SCHEMES,
+                                                       boundary)
         method = (reader.choice(METHOD) or METHOD.default).upper()
         body = reader.string(BODY)
         url, host = endpoint.connect_to()

@@ -18,14 +18,11 @@ from typing import Any
 
 import httpx
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import types as T
-from pyspark.sql.datasource import DataSourceStreamReader
 
-from spate.engine.connectors.core.base import SOURCE, ColumnDef, Connector, TableConfig, register
+from spate.engine.connectors.core.base import SOURCE, TableConfig, register
 from spate.engine.connectors.core.boundary import Boundary
 from spate.engine.connectors.core.metadata import FORMAT_OPTION, SOURCES, TYPE, option
 from spate.engine.connectors.core.options import OptionReader
-from spate.engine.connectors.core.streaming import SpateDataSource
 from spate.engine.connectors.http import common as http_common
 from spate.engine.connectors.http.common import (
     SOURCE_GROUPS,
@@ -35,14 +32,13 @@ from spate.engine.connectors.http.common import (
     SourceTable,
     http_client,
     load_source,
-    read_endpoint,
-    read_headers,
+    read_check_options,
     read_source,
     read_timeout,
     request_headers,
-    stream_reader,
     unreachable,
 )
+from spate.engine.connectors.http.source import FeedDataSource, FeedSourceConnector
 
 SOURCE_NAME = "spate_sse"
 _SCHEMES = ("http", "https")
@@ -79,7 +75,6 @@ class SseFeed(Feed):
     def __init__(self, settings: Mapping[str, Any], headers: Mapping[str, str],
                  cursor: str | None) -> None:
         self._events = frozenset(settings["events"])
-        self._client: httpx.Client | None = None
         super().__init__(settings, headers, cursor)
 
     def session(self) -> None:
@@ -90,7 +85,7 @@ class SseFeed(Feed):
         if self.cursor is not None:
             headers["Last-Event-ID"] = self.cursor
         with http_client(self.settings["timeout_s"], read_timeout_s=READ_TIMEOUT_S) as client:
-            self._client = client
+            self.connection = client
             with client.stream("GET", url, headers=headers) as response:
                 if 400 <= response.status_code < 500 and response.status_code not in (408, 429):
                     raise FeedFailedError(
@@ -126,50 +121,38 @@ class SseFeed(Feed):
             elif name == "id" and "\x00" not in value:
                 last_id = value
 
-    def interrupt(self) -> None:
-        if self._client is not None:
-            self._client.close()
-
 
 class SseReader(FeedReader):
     feed_class = SseFeed
 
 
-class SseDataSource(SpateDataSource):
+class SseDataSource(FeedDataSource):
     """Registered as ``spate_sse``; see :mod:`spate.engine.connectors.http.sse`."""
+
+    reader_class = SseReader
 
     @classmethod
     def name(cls) -> str:
         return SOURCE_NAME
 
-    def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
-        return stream_reader(SseReader, self, schema)
-
 
 @register
-class SseConnector(Connector):
+class SseConnector(FeedSourceConnector):
     """Server-Sent Events over HTTP(S): a source, at-least-once by ``Last-Event-ID``."""
 
     name = "sse"
-    roles = frozenset({SOURCE})
     options = (*TYPE, ENDPOINT, RECORD_FORMAT, EVENTS, HEADERS, TIMEOUT_MS,
                MAX_MESSAGES_PER_BATCH, *SOURCE_GROUPS)
     examples = {SOURCE: ({"format": "json", "json.unstructured": "true",
                          "endpoint": "http://h/"},)}
 
-    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
-        return parse_table(table)[0].columns
-
-    def batch_limit(self, table: TableConfig) -> int | None:
-        return parse_table(table)[0].max_messages_per_batch
+    def source_table(self, table: TableConfig) -> SourceTable:
+        return parse_table(table)[0]
 
     def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
         """Open the event stream, check its status and content type, close it."""
-        table = TableConfig(name="check", connector=self.name, role=SOURCE, options=options,
-                            columns=(), boundary=boundary)
-        reader = OptionReader(table)
-        endpoint = read_endpoint(reader, _SCHEMES, boundary)
-        headers = read_headers(reader)
+        reader, endpoint, headers = read_check_options(self.name, SOURCE, options, _SCHEMES,
+                                                       boundary)
         url, host = endpoint.connect_to()
         try:
             with http_client(read_timeout(reader)) as client, client.stream(

@@ -55,9 +55,10 @@ from spate.engine.connectors.formats.records import (
 )
 from spate.engine.connectors.http import common as http_common
 from spate.engine.connectors.http.common import (
-    Endpoint,
+    HttpTable,
     check_sink_role,
     http_client,
+    read_check_options,
     read_endpoint,
     read_headers,
     read_timeout,
@@ -88,11 +89,7 @@ IDEMPOTENCY_HEADER = option("idempotency_header", SINKS, "the header carrying ea
 
 
 @dataclass(frozen=True)
-class WebhookTable:
-    endpoint: Endpoint
-    headers: dict[str, str]
-    spec: FormatSpec
-    columns: tuple[ColumnDef, ...]
+class WebhookTable(HttpTable):
     method: str
     max_rows_per_request: int
     max_attempts: int
@@ -245,11 +242,8 @@ class WebhookConnector(Connector):
     def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
         """An ``OPTIONS`` request (no row is sent): any HTTP answer proves the endpoint
         reachable; a 401 or 403 says the headers are refused."""
-        table = TableConfig(name="check", connector=self.name, role=SINK, options=options,
-                            columns=(), boundary=boundary)
-        reader = OptionReader(table)
-        endpoint = read_endpoint(reader, _SCHEMES, boundary)
-        headers = read_headers(reader)
+        reader, endpoint, headers = read_check_options(self.name, SINK, options, _SCHEMES,
+                                                       boundary)
         url, host = endpoint.connect_to()
         try:
             with http_client(read_timeout(reader)) as client:

@@ -16,26 +16,15 @@ import json
 import socket
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import types as T
-from pyspark.sql.datasource import DataSourceStreamReader
 from websockets.exceptions import InvalidHandshake, InvalidStatus, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from spate.engine.connectors.core.base import (
-    SOURCE,
-    ColumnDef,
-    Connector,
-    ConnectorError,
-    TableConfig,
-    register,
-)
+from spate.engine.connectors.core.base import SOURCE, ConnectorError, TableConfig, register
 from spate.engine.connectors.core.boundary import Boundary
 from spate.engine.connectors.core.metadata import FORMAT_OPTION, SOURCES, TYPE, option
 from spate.engine.connectors.core.options import OptionReader
-from spate.engine.connectors.core.streaming import SpateDataSource
 from spate.engine.connectors.http import common as http_common
 from spate.engine.connectors.http.common import (
     SOURCE_GROUPS,
@@ -45,13 +34,12 @@ from spate.engine.connectors.http.common import (
     FeedReader,
     SourceTable,
     load_source,
-    read_endpoint,
-    read_headers,
+    read_check_options,
     read_source,
     read_timeout,
-    stream_reader,
     unreachable,
 )
+from spate.engine.connectors.http.source import FeedDataSource, FeedSourceConnector
 
 SOURCE_NAME = "spate_websocket"
 _SCHEMES = ("ws", "wss")
@@ -129,11 +117,6 @@ def open_connection(endpoint: Endpoint, headers: Mapping[str, str],
 class WebSocketFeed(Feed):
     """One connection at a time, subscribed after each connect."""
 
-    def __init__(self, settings: Mapping[str, Any], headers: Mapping[str, str],
-                 cursor: str | None) -> None:
-        self._connection: ClientConnection | None = None
-        super().__init__(settings, headers, cursor)
-
     def session(self) -> None:
         try:
             with open_connection(self.endpoint, self.headers,
@@ -149,7 +132,7 @@ class WebSocketFeed(Feed):
             raise
 
     def _receive(self, connection: ClientConnection) -> None:
-        self._connection = connection
+        self.connection = connection
         for message in self.settings["subscriptions"]:
             connection.send(message)
         while not self.stopping.is_set():
@@ -160,50 +143,38 @@ class WebSocketFeed(Feed):
             self.deliver(received.encode("utf-8") if isinstance(received, str)
                          else bytes(received))
 
-    def interrupt(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-
 
 class WebSocketReader(FeedReader):
     feed_class = WebSocketFeed
 
 
-class WebSocketDataSource(SpateDataSource):
+class WebSocketDataSource(FeedDataSource):
     """Registered as ``spate_websocket``; see :mod:`spate.engine.connectors.http.websocket`."""
+
+    reader_class = WebSocketReader
 
     @classmethod
     def name(cls) -> str:
         return SOURCE_NAME
 
-    def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
-        return stream_reader(WebSocketReader, self, schema)
-
 
 @register
-class WebSocketConnector(Connector):
+class WebSocketConnector(FeedSourceConnector):
     """A WebSocket client source (ws:// or wss://): best-effort, at-most-once."""
 
     name = "websocket"
-    roles = frozenset({SOURCE})
     options = (*TYPE, ENDPOINT, RECORD_FORMAT, SUBSCRIPTION_MESSAGE, SUBSCRIPTION_MESSAGES, HEADERS,
                TIMEOUT_MS, http_common.MAX_MESSAGES_PER_BATCH, *SOURCE_GROUPS)
     examples = {SOURCE: ({"format": "json", "json.unstructured": "true",
                          "endpoint": "ws://h/"},)}
 
-    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
-        return parse_table(table)[0].columns
-
-    def batch_limit(self, table: TableConfig) -> int | None:
-        return parse_table(table)[0].max_messages_per_batch
+    def source_table(self, table: TableConfig) -> SourceTable:
+        return parse_table(table)[0]
 
     def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
         """The WebSocket handshake (no subscription sent), then a clean close."""
-        table = TableConfig(name="check", connector=self.name, role=SOURCE, options=options,
-                            columns=(), boundary=boundary)
-        reader = OptionReader(table)
-        endpoint = read_endpoint(reader, _SCHEMES, boundary)
-        headers = read_headers(reader)
+        reader, endpoint, headers = read_check_options(self.name, SOURCE, options, _SCHEMES,
+                                                       boundary)
         try:
             with open_connection(endpoint, headers, read_timeout(reader)):
                 pass

@@ -1,0 +1,49 @@
+"""The bases of the HTTP family's sources (``websocket``, ``sse``, ``polling_http``).
+
+Each source module subclasses :class:`FeedDataSource` (the pyspark data source Spark
+opens by name) and :class:`FeedSourceConnector` (the connector the planner calls), so
+it says only what is its own: how its feed receives, which options it reads, and how
+its ``reach`` check connects.  The feeds and their reader live in :mod:`.common`.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import ClassVar
+
+from pyspark.sql import types as T
+from pyspark.sql.datasource import DataSourceStreamReader
+
+from spate.engine.connectors.core.base import SOURCE, ColumnDef, Connector, TableConfig
+from spate.engine.connectors.core.streaming import SpateDataSource
+from spate.engine.connectors.http.common import FeedReader, SourceTable, data_source_secret
+
+
+class FeedDataSource(SpateDataSource):
+    """The data source of an HTTP-family source: a subclass gives its ``name`` and the
+    :class:`~.common.FeedReader` it reads with (``reader_class``)."""
+
+    reader_class: ClassVar[type[FeedReader]]
+
+    def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
+        """``reader_class`` over the shipped settings, headers and start offset."""
+        return self.reader_class(self.settings(), data_source_secret(self.options), schema,
+                                 self.start_offset())
+
+
+class FeedSourceConnector(Connector):
+    """The connector of an HTTP-family source: a subclass parses its table's options
+    (:meth:`source_table`) and loads its stream; its columns and its batch limit
+    follow from those options here."""
+
+    roles = frozenset({SOURCE})
+
+    @abstractmethod
+    def source_table(self, table: TableConfig) -> SourceTable:
+        """Check every option of ``table``; return the ones all HTTP sources share."""
+
+    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+        return self.source_table(table).columns
+
+    def batch_limit(self, table: TableConfig) -> int | None:
+        return self.source_table(table).max_messages_per_batch
