@@ -1,16 +1,22 @@
 """What every connector reaching AWS shares (Kinesis, and S3 for filesystem's ``s3://``
 paths and delta): the AWS options, declared once with the same names everywhere so one
 AWS connection profile serves them all (each connector re-describes them as it needs
-them), their checks, and a boto3 session that reads nothing of the host's."""
+them), their checks, and a boto3 client built from a table's own keys with a session that
+reads nothing of the host's, its endpoint passing the tenant's egress policy."""
 
 from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import boto3
 import botocore.session
+from botocore.config import Config
 
+from spate.engine.connectors.core.boundary import Boundary
 from spate.engine.connectors.core.errors import ConnectorError
 from spate.engine.connectors.core.metadata import BOTH, option
 
@@ -51,6 +57,58 @@ def check_endpoint_url(url: str) -> str:
                              "with no credentials, path or query, e.g. "
                              "'https://kinesis.example:4567'", option=ENDPOINT_URL.name)
     return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+
+
+def check_keys(key_id: str | None, secret: str | None, needed_by: str) -> tuple[str, str]:
+    """The access key id (stripped) and secret; raises naming the first one missing, as
+    ``needed_by`` needs it (``connector 'kinesis'``, ``an 's3://' path``)."""
+    if not key_id or not secret:
+        missing = AWS_ACCESS_KEY_ID.name if not key_id else AWS_SECRET_ACCESS_KEY.name
+        raise ConnectorError(
+            f"{needed_by} needs option '{missing}' (with '{AWS_ACCESS_KEY_ID.name}' and "
+            f"'{AWS_SECRET_ACCESS_KEY.name}', and '{AWS_SESSION_TOKEN.name}' for temporary "
+            "keys), best kept in a connection profile; Spate never uses the server's own AWS "
+            "credentials", option=missing)
+    return key_id.strip(), secret
+
+
+@dataclass(frozen=True, kw_only=True)
+class AwsAccess:
+    """Where and as whom a table's AWS requests go, the part a Kinesis endpoint and an S3
+    location share (secrets kept out of ``repr``)."""
+
+    region: str
+    #: the endpoint as the tenant wrote it, or the region's AWS endpoint
+    endpoint_url: str
+    access_key_id: str
+    secret_access_key: str = field(repr=False)
+    session_token: str | None = field(default=None, repr=False)
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        """The endpoint's host and port (443 for https, else 80, when not given)."""
+        parts = urlsplit(self.endpoint_url)
+        return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def client(service: str, access: AwsAccess, boundary: Boundary, option: str,
+           **config: Any) -> Any:
+    """A boto3 client of ``service`` with ``access``'s own keys, its endpoint resolved
+    through ``boundary``'s egress policy (a refusal names ``option``); ``config``: more
+    botocore ``Config`` settings."""
+    url = access.endpoint_url
+    if boundary.egress is not None:
+        host, port = access.host_port
+        addresses = boundary.egress.resolve(host, port, option=option)
+        url = at_address(url, addresses[0])
+    session = boto3.Session(
+        aws_access_key_id=access.access_key_id,
+        aws_secret_access_key=access.secret_access_key,
+        aws_session_token=access.session_token, region_name=access.region,
+        botocore_session=isolated_session())
+    settings = Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S,
+                      retries={"max_attempts": 3, "mode": "standard"}, **config)
+    return session.client(service, endpoint_url=url, verify=True, config=settings)
 
 
 def isolated_session() -> botocore.session.Session:

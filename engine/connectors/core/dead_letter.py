@@ -10,7 +10,8 @@ epoch's other sink writes, under the same commit.
 
 :class:`BadRecords` is the one place a reader's undecodable records meet the
 table's ``bad_data``: fail naming the first, drop and count them, or hand them
-over as dead letters; every message source uses it.
+over as dead letters; every message source uses it, and :meth:`BadRecords.batches`
+yields a reader's decoded chunks with their dead letters.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -113,6 +114,21 @@ class BadRecords:
             f"{self.source}: bad record {place}: {problem}. {self.fix}, or set "
             f"{BAD_DATA.name} = 'drop' to skip undecodable records ('dead_letter' to keep them "
             "in a table)", option=BAD_DATA.name)
+
+    def batches(self, chunks: Iterable[tuple[pa.RecordBatch | None, Sequence[Letter]]]
+                ) -> Iterator[pa.RecordBatch]:
+        """What a reader yields of its decoded ``chunks`` (data rows, undecodable records),
+        in order: each chunk's dead letters (:meth:`handle`), then its rows, and last the
+        ``dropped:N`` row (:meth:`finish`)."""
+        for batch, letters in chunks:
+            dead = self.handle(letters)
+            if dead is not None:
+                yield dead
+            if batch is not None:
+                yield batch
+        dropped = self.finish()
+        if dropped is not None:
+            yield dropped
 
     def finish(self) -> pa.RecordBatch | None:
         """The ``dropped:N`` control row of the records dropped so far (then none), if any."""

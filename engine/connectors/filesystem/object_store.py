@@ -14,7 +14,7 @@ published.
   is not completed (invisible to readers); publishing completes it. The client is
   built from the table's own options only (keys, region, endpoint), never from the
   server's AWS configuration, and its endpoint passes the tenant's egress policy
-  (:mod:`spate.engine.connectors.kinesis.client` does the same for Kinesis).
+  (:func:`spate.engine.connectors.core.aws.client`, as for Kinesis).
 
 Names whose path has a part starting with ``.`` or ``_`` are not listed: they are
 staging areas and markers of writers (ours and Spark's or Hadoop's ``_SUCCESS``).
@@ -26,23 +26,13 @@ import os
 import re
 import shutil
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from spate.engine.connectors.core import aws
-from spate.engine.connectors.core.aws import (
-    CONNECT_TIMEOUT_S,
-    READ_TIMEOUT_S,
-    at_address,
-    check_endpoint_url,
-    check_region,
-    isolated_session,
-)
+from spate.engine.connectors.core.aws import check_endpoint_url, check_keys, check_region
 from spate.engine.connectors.core.boundary import Boundary
 from spate.engine.connectors.core.egress import unreachable
 from spate.engine.connectors.core.errors import ConnectorError
@@ -91,21 +81,11 @@ def hidden(name: str) -> bool:
 
 
 @dataclass(frozen=True)
-class S3Location:
-    """A bucket and prefix, with the endpoint and keys to reach it (secrets not in repr)."""
+class S3Location(aws.AwsAccess):
+    """A bucket and prefix, with the endpoint and keys to reach it."""
 
     bucket: str
     prefix: str
-    region: str
-    endpoint_url: str
-    access_key_id: str
-    secret_access_key: str = field(repr=False)
-    session_token: str | None = field(default=None, repr=False)
-
-    @property
-    def host_port(self) -> tuple[str, int]:
-        parts = urlsplit(self.endpoint_url)
-        return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
 
     @property
     def shown(self) -> str:
@@ -138,18 +118,13 @@ def parse_location(path: str, options: OptionReader, boundary: Boundary
     if ".." in prefix.split("/"):
         raise ConnectorError("an S3 path must not contain '..'", option=PATH.name)
     region = check_region(options.string(AWS_REGION) or "")
-    key_id, secret = options.string(AWS_ACCESS_KEY_ID), options.string(AWS_SECRET_ACCESS_KEY)
-    if not key_id or not secret:
-        missing = AWS_ACCESS_KEY_ID.name if not key_id else AWS_SECRET_ACCESS_KEY.name
-        raise ConnectorError(
-            f"an 's3://' path needs option '{missing}' (with '{AWS_ACCESS_KEY_ID.name}' and "
-            f"'{AWS_SECRET_ACCESS_KEY.name}', and '{AWS_SESSION_TOKEN.name}' for temporary "
-            "keys), best kept in a connection profile; Spate never uses the server's own AWS "
-            "credentials", option=missing)
+    key_id, secret = check_keys(options.string(AWS_ACCESS_KEY_ID),
+                                options.string(AWS_SECRET_ACCESS_KEY), "an 's3://' path")
     url = options.string(ENDPOINT_URL)
     endpoint = check_endpoint_url(url) if url else f"https://s3.{region}.amazonaws.com"
-    location = S3Location(bucket, prefix, region, endpoint, key_id.strip(), secret,
-                          options.string(AWS_SESSION_TOKEN) or None)
+    location = S3Location(bucket, prefix, region=region, endpoint_url=endpoint,
+                          access_key_id=key_id, secret_access_key=secret,
+                          session_token=options.string(AWS_SESSION_TOKEN) or None)
     if boundary.egress is not None:
         host, port = location.host_port
         boundary.egress.check_literal(host, port,
@@ -374,20 +349,8 @@ class S3Store(Store):
 
 def connect(location: S3Location, boundary: Boundary) -> Any:
     """An S3 client with the location's own keys, through the boundary's egress policy."""
-    url = location.endpoint_url
-    if boundary.egress is not None:
-        host, port = location.host_port
-        addresses = boundary.egress.resolve(host, port, option=ENDPOINT_URL.name)
-        url = at_address(url, addresses[0])
-    session = boto3.Session(
-        aws_access_key_id=location.access_key_id,
-        aws_secret_access_key=location.secret_access_key,
-        aws_session_token=location.session_token, region_name=location.region,
-        botocore_session=isolated_session())
-    config = Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S,
-                    retries={"max_attempts": 3, "mode": "standard"},
-                    s3={"addressing_style": "path"})
-    return session.client("s3", endpoint_url=url, verify=True, config=config)
+    return aws.client("s3", location, boundary, ENDPOINT_URL.name,
+                      s3={"addressing_style": "path"})
 
 
 def open_store(root: str | S3Location, shown: str, boundary: Boundary) -> Store:

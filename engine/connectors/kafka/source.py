@@ -51,7 +51,7 @@ from spate.engine.connectors.core.arrow_batches import (
 )
 from spate.engine.connectors.core.base import ConnectorError
 from spate.engine.connectors.core.boundary import Boundary
-from spate.engine.connectors.core.dead_letter import BadRecords
+from spate.engine.connectors.core.dead_letter import BadRecords, Letter
 from spate.engine.connectors.core.metadata_columns import (
     decoded_schema,
     headers_array,
@@ -273,19 +273,8 @@ class _RangeReader:
         self.consumer = Consumer(consumer_config(settings, "source"))
 
     def read(self, partition: int, first: int, stop: int) -> Iterator[pa.RecordBatch]:
-        for records in self._fetch(partition, first, stop):
-            batch, bad = self._decode(records)
-            bad.sort(key=lambda item: item[0].offset() or 0)
-            dead = self.bad.handle([(m.value(), problem,
-                                     f"partition {m.partition()} offset {m.offset()}")
-                                    for m, problem in bad])
-            if dead is not None:
-                yield dead
-            if batch is not None:
-                yield batch
-        dropped = self.bad.finish()
-        if dropped is not None:
-            yield dropped
+        decoded = (self._decode(records) for records in self._fetch(partition, first, stop))
+        yield from self.bad.batches((batch, _letters(bad)) for batch, bad in decoded)
 
     def _fetch(self, partition: int, first: int, stop: int) -> Iterator[list[Message]]:
         """The records of ``[first, stop)`` (aborted ones and markers excluded), in chunks."""
@@ -439,6 +428,13 @@ class _RangeReader:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+def _letters(bad: list[tuple[Message, str]]) -> list[Letter]:
+    """The dead letters of undecodable records (with what is wrong), in offset order."""
+    ordered = sorted(bad, key=lambda item: item[0].offset() or 0)
+    return [(m.value(), problem, f"partition {m.partition()} offset {m.offset()}")
+            for m, problem in ordered]
 
 
 def _headers(message: Message) -> list[tuple[str, bytes | None]]:

@@ -3,9 +3,9 @@
 Every client is built from the table's own options and nothing else: the
 access key, secret and session token of its connection profile, its region
 and its endpoint. boto3's default chain (environment variables, ``~/.aws``,
-instance metadata) is never consulted: the botocore session below reads no
-environment variable and no configuration file, so a server's own AWS
-identity cannot leak into a tenant's job.
+instance metadata) is never consulted: the botocore session of
+:func:`..core.aws.client` reads no environment variable and no configuration
+file, so a server's own AWS identity cannot leak into a tenant's job.
 
 The endpoint is always explicit: ``endpoint_url`` when given (a
 Kinesis-compatible server), else the region's ``https://kinesis.<region>.
@@ -19,21 +19,12 @@ job's sandbox enforces the same policy again, from outside).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
 from spate.engine.connectors.core import aws
-from spate.engine.connectors.core.aws import (
-    CONNECT_TIMEOUT_S,
-    READ_TIMEOUT_S,
-    at_address,
-    isolated_session,
-)
 from spate.engine.connectors.core.boundary import Boundary
 from spate.engine.connectors.core.egress import unreachable
 from spate.engine.connectors.core.errors import ConnectorError
@@ -63,22 +54,10 @@ _CREDENTIAL_ERRORS = frozenset({
 
 
 @dataclass(frozen=True)
-class KinesisEndpoint:
-    """Where and as whom a table's requests go (secrets kept out of ``repr``)."""
+class KinesisEndpoint(aws.AwsAccess):
+    """A stream, and where and as whom a table's requests to it go."""
 
     stream_name: str
-    region: str
-    #: the endpoint as the tenant wrote it, or the region's AWS endpoint
-    endpoint_url: str
-    access_key_id: str
-    secret_access_key: str = field(repr=False)
-    session_token: str | None = field(default=None, repr=False)
-
-    @property
-    def host_port(self) -> tuple[str, int]:
-        parts = urlsplit(self.endpoint_url)
-        default_port = 443 if parts.scheme == "https" else 80
-        return parts.hostname or "", parts.port or default_port
 
     @property
     def shown(self) -> str:
@@ -118,19 +97,7 @@ def _endpoint_option(endpoint: KinesisEndpoint) -> str:
 
 def connect(endpoint: KinesisEndpoint, boundary: Boundary) -> Any:
     """A Kinesis client of ``endpoint``'s stream, through ``boundary``'s egress policy."""
-    url = endpoint.endpoint_url
-    if boundary.egress is not None:
-        host, port = endpoint.host_port
-        addresses = boundary.egress.resolve(host, port, option=_endpoint_option(endpoint))
-        url = at_address(url, addresses[0])
-    session = boto3.Session(
-        aws_access_key_id=endpoint.access_key_id,
-        aws_secret_access_key=endpoint.secret_access_key,
-        aws_session_token=endpoint.session_token,
-        region_name=endpoint.region, botocore_session=isolated_session())
-    config = Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S,
-                    retries={"max_attempts": 3, "mode": "standard"})
-    return session.client("kinesis", endpoint_url=url, verify=True, config=config)
+    return aws.client("kinesis", endpoint, boundary, _endpoint_option(endpoint))
 
 
 def failure(error: Exception, endpoint: KinesisEndpoint, what: str) -> ConnectorError:

@@ -18,7 +18,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from spate.engine.connectors.core.aws import check_endpoint_url, check_region
+from spate.engine.connectors.core.aws import check_endpoint_url, check_keys, check_region
 from spate.engine.connectors.core.base import (
     SINK,
     SOURCE,
@@ -55,11 +55,8 @@ from spate.engine.connectors.formats.records import (
     with_row_key,
 )
 from spate.engine.connectors.kinesis.client import (
-    AWS_ACCESS_KEY_ID,
     AWS_CREDENTIALS,
     AWS_REGION,
-    AWS_SECRET_ACCESS_KEY,
-    AWS_SESSION_TOKEN,
     ENDPOINT_URL,
     STREAM_NAME,
     KinesisEndpoint,
@@ -119,18 +116,11 @@ def read_endpoint(options: OptionReader, stream_required: bool = True) -> Kinesi
     region = check_region(options.required(AWS_REGION))
     url = options.string(ENDPOINT_URL)
     key_id, secret, token = (options.string(key) for key in AWS_CREDENTIALS)
-    if not key_id or not secret:
-        missing = AWS_ACCESS_KEY_ID.name if not key_id else AWS_SECRET_ACCESS_KEY.name
-        raise ConnectorError(
-            f"connector 'kinesis' needs option '{missing}' (with '{AWS_ACCESS_KEY_ID.name}' "
-            f"and '{AWS_SECRET_ACCESS_KEY.name}', and '{AWS_SESSION_TOKEN.name}' for "
-            "temporary keys), best kept "
-            "in a connection profile; Spate never uses the server's own AWS credentials",
-            option=missing)
+    key_id, secret = check_keys(key_id, secret, "connector 'kinesis'")
     return KinesisEndpoint(
         stream_name=stream_name, region=region,
         endpoint_url=check_endpoint_url(url) if url is not None else regional_endpoint(region),
-        access_key_id=key_id.strip(), secret_access_key=secret, session_token=token or None)
+        access_key_id=key_id, secret_access_key=secret, session_token=token or None)
 
 
 def _sink_options(options: OptionReader) -> tuple[str | None, RequestLimits]:

@@ -41,7 +41,7 @@ from spate.engine.connectors.core.base import (
     ConnectorError,
     TableConfig,
 )
-from spate.engine.connectors.core.dead_letter import BadRecords
+from spate.engine.connectors.core.dead_letter import BadRecords, Letter
 from spate.engine.connectors.core.egress import EgressPolicy
 from spate.engine.connectors.core.metadata import BAD_DATA, FORMAT_OPTION, SOURCES, option
 from spate.engine.connectors.core.metadata_columns import decoded_schema, merge_physical
@@ -286,23 +286,14 @@ class _RangeReader:
                               "Fix the record")
 
     def read(self, client: RedisClient, start: str, end: str) -> Iterator[pa.RecordBatch]:
-        cursor = start
-        while _id_order(cursor) < _id_order(end):
-            entries = _entries(client, self.stream, cursor, end, _FETCH_ENTRIES)
-            if not entries:
-                break
-            cursor = _text(entries[-1][0])
-            batch, bad = self._decode(entries)
-            letters = [(entries[i][1].get(self.field), problem, _text(entries[i][0]))
+        pages = _pages(client, self.stream, start, end)
+        yield from self.bad.batches(self._decode_page(entries) for entries in pages)
+
+    def _decode_page(self, entries: list[Entry]) -> tuple[pa.RecordBatch | None, list[Letter]]:
+        """The data rows of ``entries`` and the dead letters of the bad ones, in id order."""
+        batch, bad = self._decode(entries)
+        return batch, [(entries[i][1].get(self.field), problem, _text(entries[i][0]))
                        for i, problem in sorted(bad.items())]
-            dead = self.bad.handle(letters)
-            if dead is not None:
-                yield dead
-            if batch is not None:
-                yield batch
-        dropped = self.bad.finish()
-        if dropped is not None:
-            yield dropped
 
     def _decode(self, entries: list[Entry]) -> tuple[pa.RecordBatch | None, dict[int, str]]:
         """The data rows of ``entries`` and the bad ones (by index: what is wrong)."""
@@ -381,6 +372,17 @@ Entry = tuple[bytes, dict[bytes, bytes]]
 def _entries(client: RedisClient, stream: str, after: str, end: str, count: int) -> list[Entry]:
     """Up to ``count`` entries with ids in ``(after, end]`` (the client returns bytes)."""
     return cast(list[Entry], client.client.xrange(stream, f"({after}", end, count=count))
+
+
+def _pages(client: RedisClient, stream: str, start: str, end: str) -> Iterator[list[Entry]]:
+    """The entries with ids in ``(start, end]``, in pages of at most :data:`_FETCH_ENTRIES`."""
+    cursor = start
+    while _id_order(cursor) < _id_order(end):
+        entries = _entries(client, stream, cursor, end, _FETCH_ENTRIES)
+        if not entries:
+            return
+        cursor = _text(entries[-1][0])
+        yield entries
 
 
 def _text(value: bytes | str) -> str:
