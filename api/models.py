@@ -10,7 +10,7 @@ SQL adds a version, it never edits one; a UDF's source, likewise, in
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -117,6 +117,31 @@ class TenantOwned:
     )
 
 
+class ImmutableVersionError(RuntimeError):
+    """Code tried to change a stored version; add a new version instead."""
+
+
+class ImmutableVersion:
+    """Marks one numbered, immutable version of a tenant's text (a pipeline's SQL, a
+    UDF's source): who stored it and when; changing it raises :class:`ImmutableVersionError`."""
+
+    #: What the rows are versions of, as :class:`ImmutableVersionError` names them.
+    versions_of: ClassVar[str]
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True, default=new_id)
+    version: Mapped[int] = mapped_column(Integer, CheckConstraint("version >= 1", name="version"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    created_by_key_id: Mapped[str | None] = mapped_column(
+        String(ID_LENGTH), ForeignKey("api_keys.id", ondelete="SET NULL"),
+    )
+
+
+@event.listens_for(ImmutableVersion, "before_update", propagate=True)
+def _refuse_version_update(mapper: object, connection: object,
+                           target: ImmutableVersion) -> None:
+    raise ImmutableVersionError(f"{target.versions_of} version {target.id} is immutable")
+
+
 class ApiKey(TenantOwned, Base):
     """A tenant's API key: its role and the SHA-256 of the key, never the key."""
 
@@ -198,7 +223,7 @@ class Pipeline(TenantOwned, Base):
     )
 
 
-class PipelineVersion(TenantOwned, Base):
+class PipelineVersion(TenantOwned, ImmutableVersion, Base):
     """One immutable SQL text of a pipeline, numbered from 1."""
 
     __tablename__ = "pipeline_versions"
@@ -207,18 +232,12 @@ class PipelineVersion(TenantOwned, Base):
         ForeignKeyConstraint(["tenant_id", "pipeline_id"], ["pipelines.tenant_id", "pipelines.id"],
                              ondelete="CASCADE"),
         UniqueConstraint("pipeline_id", "version"),
-        CheckConstraint("version >= 1", name="version"),
     )
+    versions_of = "pipeline"
 
-    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True, default=new_id)
     pipeline_id: Mapped[str] = mapped_column(String(ID_LENGTH))
-    version: Mapped[int] = mapped_column(Integer)
     sql: Mapped[str] = mapped_column(Text)
     sql_sha256: Mapped[str] = mapped_column(String(64))
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
-    created_by_key_id: Mapped[str | None] = mapped_column(
-        String(ID_LENGTH), ForeignKey("api_keys.id", ondelete="SET NULL"),
-    )
 
     pipeline: Mapped[Pipeline] = relationship(back_populates="versions")
 
@@ -339,15 +358,6 @@ class JobError(TenantOwned, Base):
     at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
     message: Mapped[str] = mapped_column(Text)
     detail: Mapped[str] = mapped_column(Text, default="")
-
-
-class ImmutableVersionError(RuntimeError):
-    """Code tried to change a stored pipeline version; add a new version instead."""
-
-
-@event.listens_for(PipelineVersion, "before_update")
-def _refuse_version_update(mapper: object, connection: object, target: PipelineVersion) -> None:
-    raise ImmutableVersionError(f"pipeline version {target.id} is immutable")
 
 
 class ConnectionProfile(TenantOwned, Base):
@@ -516,7 +526,7 @@ class Udf(TenantOwned, Base):
     )
 
 
-class UdfVersion(TenantOwned, Base):
+class UdfVersion(TenantOwned, ImmutableVersion, Base):
     """One immutable source text of a UDF, numbered from 1, with the signature read from
     it when it was stored."""
 
@@ -525,26 +535,15 @@ class UdfVersion(TenantOwned, Base):
         ForeignKeyConstraint(["tenant_id", "udf_id"], ["udfs.tenant_id", "udfs.id"],
                              ondelete="CASCADE"),
         UniqueConstraint("udf_id", "version"),
-        CheckConstraint("version >= 1", name="version"),
     )
+    versions_of = "UDF"
 
-    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True, default=new_id)
     udf_id: Mapped[str] = mapped_column(String(ID_LENGTH))
-    version: Mapped[int] = mapped_column(Integer)
     source: Mapped[str] = mapped_column(Text)
     source_sha256: Mapped[str] = mapped_column(String(64))
     #: ``scalar``, ``vectorized`` or ``aggregate``.
     kind: Mapped[str] = mapped_column(String(16))
     #: The signature as the file declares it: ``ratio(a: int, b: Optional[int]) -> float``.
     signature: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
-    created_by_key_id: Mapped[str | None] = mapped_column(
-        String(ID_LENGTH), ForeignKey("api_keys.id", ondelete="SET NULL"),
-    )
 
     udf: Mapped[Udf] = relationship(back_populates="versions")
-
-
-@event.listens_for(UdfVersion, "before_update")
-def _refuse_udf_version_update(mapper: object, connection: object, target: UdfVersion) -> None:
-    raise ImmutableVersionError(f"UDF version {target.id} is immutable")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Annotated, Generic, TypeVar
+from collections.abc import Sequence
+from typing import Annotated, Generic, Self, TypeVar
 
 from fastapi import Query
 from pydantic import BaseModel, Field
@@ -38,6 +39,13 @@ class Page(BaseModel, Generic[T]):
     next_cursor: str | None = Field(
         None, description="pass as `cursor` for the next page; null on the last page",
     )
+
+    @classmethod
+    def of_rows(cls, rows: Sequence[object], next_cursor: str | None) -> Self:
+        """The page of ``rows`` (as a repository lists them), each read into the item
+        model from its attributes: ``Page[JobEventPublic].of_rows(rows, next_cursor)``."""
+        return cls.model_validate({"items": rows, "next_cursor": next_cursor},
+                                  from_attributes=True)
 
 
 def encode_cursor(last_id: str) -> str:

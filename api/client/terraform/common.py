@@ -1,15 +1,60 @@
-"""What the resources share: API errors as Terraform diagnostics, an object type."""
+"""What the resources share: their base class, API errors as Terraform diagnostics, an
+object type."""
 
 from __future__ import annotations
 
 import json
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
+from tf.iface import Resource
 from tf.types import TfType, Unknown
 from tf.utils import Diagnostics
 
-from spate.api.client.sdk import ClientError
+from spate.api.client.sdk import ClientError, SpateClient
+
+if TYPE_CHECKING:
+    from spate.api.client.terraform.provider import SpateProvider
+
+
+def api_path(*parts: str) -> str:
+    """The API path of ``parts``, each quoted (a name may hold any character)."""
+    return "/" + "/".join(quote(part, safe="") for part in parts)
+
+
+def absent(error: ClientError) -> bool:
+    """Whether the API said the object is not there (it was deleted outside Terraform)."""
+    return error.status == 404
+
+
+class ApiResource(Resource):  # type: ignore[misc]
+    """A resource the provider's API client reads and writes."""
+
+    def __init__(self, provider: SpateProvider) -> None:
+        self.provider = provider
+
+    @property
+    def client(self) -> SpateClient:
+        return self.provider.client
+
+    def get_if_present(self, path: str) -> dict[str, Any] | None:
+        """The object at ``path``; None when the API has none there."""
+        try:
+            found: dict[str, Any] = self.client.get(path)
+        except ClientError as error:
+            if absent(error):
+                return None
+            raise
+        return found
+
+    def delete_if_present(self, path: str, **params: Any) -> None:
+        """Delete the object at ``path``; one already gone is fine."""
+        try:
+            self.client.delete(path, **params)
+        except ClientError as error:
+            if not absent(error):
+                raise
 
 
 def report(diags: Diagnostics, error: ClientError, path: list[str] | None = None) -> None:

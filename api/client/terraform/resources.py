@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from typing import Any, ClassVar
 
 from tf.iface import (
     Config,
@@ -12,7 +11,6 @@ from tf.iface import (
     ImportContext,
     PlanContext,
     ReadContext,
-    Resource,
     State,
     UpdateContext,
 )
@@ -20,12 +18,17 @@ from tf.schema import Attribute, Schema
 from tf.types import Bool, List, Map, Number, String, Unknown
 from tf.utils import Diagnostics
 
-from spate.api.client.sdk import ClientError, SpateClient
-from spate.api.client.terraform.common import Object, api_errors, known, report
+from spate.api.client.sdk import ClientError
+from spate.api.client.terraform.common import (
+    ApiResource,
+    Object,
+    absent,
+    api_errors,
+    api_path,
+    known,
+    report,
+)
 from spate.api.client.terraform.servicer import WriteOnly, configuration, require_replace
-
-if TYPE_CHECKING:
-    from spate.api.client.terraform.provider import SpateProvider
 
 #: job states after which waiting for a pipeline to start is over
 _STARTED = {"running", "failed", "finished", "stopped", "idle"}
@@ -38,27 +41,10 @@ ROLES = ("admin", "developer", "billing", "viewer")
 _UNKNOWN_FUNCTION = "unknown function '"
 
 
-class _Base(Resource):  # type: ignore[misc]
-    def __init__(self, provider: SpateProvider) -> None:
-        self.provider = provider
-
-    @property
-    def client(self) -> SpateClient:
-        return self.provider.client
-
-
-def _path(*parts: str) -> str:
-    return "/" + "/".join(quote(p, safe="") for p in parts)
-
-
-def _absent(error: ClientError) -> bool:
-    return error.status == 404
-
-
 # --------------------------------------------------------------------------- pipelines
 
 
-class PipelineResource(_Base):
+class PipelineResource(ApiResource):
     """``spate_pipeline``: SQL, settings and whether it runs; create and update wait
     until its job runs (or fails, the job's message as the error)."""
 
@@ -124,7 +110,7 @@ class PipelineResource(_Base):
             try:
                 answer = self.client.post("/pipelines/validate", body)
             except ClientError as error:
-                if pipeline is None or not _absent(error):
+                if pipeline is None or not absent(error):
                     raise
                 answer = self.client.post("/pipelines/validate", {"sql": sql})
             for d in answer.get("diagnostics") or []:
@@ -172,25 +158,20 @@ class PipelineResource(_Base):
 
     def read(self, ctx: ReadContext, current: State) -> State | None:
         with api_errors(ctx.diagnostics):
-            try:
-                pipeline = self.client.get(_path("pipelines", current["name"]))
-            except ClientError as error:
-                if _absent(error):
-                    return None
-                raise
-            return self._state(pipeline, current)
+            pipeline = self.get_if_present(api_path("pipelines", current["name"]))
+            return None if pipeline is None else self._state(pipeline, current)
         return current
 
     def update(self, ctx: UpdateContext, current: State, planned: State) -> State | None:
         name = current["name"]
         diags = ctx.diagnostics
         with api_errors(diags):
-            before = self.client.get(_path("pipelines", name))
+            before = self.client.get(api_path("pipelines", name))
             old_job = (before.get("job") or {}).get("id")
             run = not planned.get("stopped")
             replaced = False
             if planned["sql"] != before["sql"]:
-                self.client.post(_path("pipelines", name, "versions"), {"sql": planned["sql"]})
+                self.client.post(api_path("pipelines", name, "versions"), {"sql": planned["sql"]})
             settings = {f: planned[f] for f in ("description", "parallelism")
                         if known(planned.get(f)) and planned[f] != before[f]}
             if planned.get("checkpoint_interval_ms") != before["checkpoint_interval_ms"]:
@@ -205,29 +186,25 @@ class PipelineResource(_Base):
                 settings["stop"] = "none"
                 replaced = True
             if settings:
-                self.client.patch(_path("pipelines", name), settings)
+                self.client.patch(api_path("pipelines", name), settings)
                 replaced = replaced or ("parallelism" in settings and was_running and run)
             if run and was_running and planned["sql"] != before["sql"]:
-                self.client.post(_path("pipelines", name, "restart"), {"with_state": True})
+                self.client.post(api_path("pipelines", name, "restart"), {"with_state": True})
                 replaced = True
             if run and replaced:
                 return self._state(self._wait_started(diags, planned, old_job), planned)
             if not run and was_running:
                 return self._state(self._wait_stopped(diags, planned), planned)
-            return self._state(self.client.get(_path("pipelines", name)), planned)
+            return self._state(self.client.get(api_path("pipelines", name)), planned)
         return current
 
     def delete(self, ctx: DeleteContext, current: State) -> None:
         with api_errors(ctx.diagnostics):
-            try:
-                self.client.delete(_path("pipelines", current["name"]), force="true")
-            except ClientError as error:
-                if not _absent(error):
-                    raise
+            self.delete_if_present(api_path("pipelines", current["name"]), force="true")
 
     def import_(self, ctx: ImportContext, id: str) -> State | None:
         with api_errors(ctx.diagnostics):
-            pipeline = self.client.get(_path("pipelines", id))
+            pipeline = self.client.get(api_path("pipelines", id))
             return self._state(pipeline, {"stopped": pipeline["desired_state"] == "stopped"
                                           or None})
         return None
@@ -245,7 +222,7 @@ class PipelineResource(_Base):
             return bool(job) and job["id"] != old_job and job["state"] in _STARTED
 
         body: dict[str, Any]
-        body, ok = self.client.poll(_path("pipelines", name), settled,
+        body, ok = self.client.poll(api_path("pipelines", name), settled,
                                     self._timeout(planned))
         job = body.get("job") or {}
         if not ok:
@@ -268,7 +245,7 @@ class PipelineResource(_Base):
             return not job or job["state"] in _STOPPED
 
         body: dict[str, Any]
-        body, ok = self.client.poll(_path("pipelines", name), settled,
+        body, ok = self.client.poll(api_path("pipelines", name), settled,
                                     self._timeout(planned))
         if not ok:
             diags.add_error(f"Timed out waiting for pipeline '{name}' to stop",
@@ -334,8 +311,36 @@ def _configured_secrets(diags: Diagnostics) -> dict[str, str]:
     return dict(secrets or {})
 
 
-class ConnectionProfileResource(_Base):
+class _Connection(ApiResource):
+    """A connection profile or table: found at ``/<collection>/<name>``, its state built
+    from the API's answer and what the configuration says of its secrets."""
+
+    collection: ClassVar[str]
+
+    def read(self, ctx: ReadContext, current: State) -> State | None:
+        with api_errors(ctx.diagnostics):
+            found = self.get_if_present(api_path(self.collection, current["name"]))
+            return None if found is None else self._state(found, current)
+        return current
+
+    def delete(self, ctx: DeleteContext, current: State) -> None:
+        with api_errors(ctx.diagnostics):
+            self.delete_if_present(api_path(self.collection, current["name"]))
+
+    def import_(self, ctx: ImportContext, id: str) -> State | None:
+        with api_errors(ctx.diagnostics):
+            return self._state(self.client.get(api_path(self.collection, id)), {})
+        return None
+
+    @staticmethod
+    def _state(found: dict[str, Any], config: State) -> State:
+        raise NotImplementedError
+
+
+class ConnectionProfileResource(_Connection):
     """``spate_connection_profile``: a connector's shared settings and secrets."""
+
+    collection = "connection-profiles"
 
     @classmethod
     def get_name(cls) -> str:
@@ -362,19 +367,8 @@ class ConnectionProfileResource(_Base):
             body = {"name": planned["name"], "connector": planned["connector"],
                     "config": planned.get("config") or {},
                     "secrets": _configured_secrets(ctx.diagnostics)}
-            return self._state(self.client.post("/connection-profiles", body), planned)
+            return self._state(self.client.post(api_path(self.collection), body), planned)
         return None
-
-    def read(self, ctx: ReadContext, current: State) -> State | None:
-        with api_errors(ctx.diagnostics):
-            try:
-                profile = self.client.get(_path("connection-profiles", current["name"]))
-            except ClientError as error:
-                if _absent(error):
-                    return None
-                raise
-            return self._state(profile, current)
-        return current
 
     def update(self, ctx: UpdateContext, current: State, planned: State) -> State | None:
         with api_errors(ctx.diagnostics):
@@ -389,23 +383,10 @@ class ConnectionProfileResource(_Base):
                 secrets.update({k: None for k in current.get("secret_names") or []
                                 if k not in secrets})
                 body["secrets"] = secrets
-            path = _path("connection-profiles", current["name"])
+            path = api_path(self.collection, current["name"])
             profile = self.client.patch(path, body) if body else self.client.get(path)
             return self._state(profile, planned)
         return current
-
-    def delete(self, ctx: DeleteContext, current: State) -> None:
-        with api_errors(ctx.diagnostics):
-            try:
-                self.client.delete(_path("connection-profiles", current["name"]))
-            except ClientError as error:
-                if not _absent(error):
-                    raise
-
-    def import_(self, ctx: ImportContext, id: str) -> State | None:
-        with api_errors(ctx.diagnostics):
-            return self._state(self.client.get(_path("connection-profiles", id)), {})
-        return None
 
     @staticmethod
     def _state(profile: dict[str, Any], config: State) -> State:
@@ -423,9 +404,11 @@ class ConnectionProfileResource(_Base):
 _FIELD = Object({"name": String(), "type": String(), "nullable": Bool()})
 
 
-class ConnectionTableResource(_Base):
+class ConnectionTableResource(_Connection):
     """``spate_connection_table``: a named table pipelines use without CREATE TABLE.
     The API has no update for tables: every change replaces it."""
+
+    collection = "connection-tables"
 
     @classmethod
     def get_name(cls) -> str:
@@ -457,36 +440,12 @@ class ConnectionTableResource(_Base):
                            for f in planned.get("fields") or []]}
             if planned.get("profile"):
                 body["profile"] = planned["profile"]
-            return self._state(self.client.post("/connection-tables", body), planned)
+            return self._state(self.client.post(api_path(self.collection), body), planned)
         return None
-
-    def read(self, ctx: ReadContext, current: State) -> State | None:
-        with api_errors(ctx.diagnostics):
-            try:
-                table = self.client.get(_path("connection-tables", current["name"]))
-            except ClientError as error:
-                if _absent(error):
-                    return None
-                raise
-            return self._state(table, current)
-        return current
 
     def update(self, ctx: UpdateContext, current: State, planned: State) -> State | None:
         # only attributes that never reach the API (every other change replaces)
         return {**current, "secrets_version": planned.get("secrets_version")}
-
-    def delete(self, ctx: DeleteContext, current: State) -> None:
-        with api_errors(ctx.diagnostics):
-            try:
-                self.client.delete(_path("connection-tables", current["name"]))
-            except ClientError as error:
-                if not _absent(error):
-                    raise
-
-    def import_(self, ctx: ImportContext, id: str) -> State | None:
-        with api_errors(ctx.diagnostics):
-            return self._state(self.client.get(_path("connection-tables", id)), {})
-        return None
 
     @staticmethod
     def _state(table: dict[str, Any], config: State) -> State:
@@ -512,7 +471,7 @@ class ConnectionTableResource(_Base):
 # ----------------------------------------------------------------------------- API keys
 
 
-class ApiKeyResource(_Base):
+class ApiKeyResource(ApiResource):
     """``spate_api_key``: a key of the tenant; the key itself is known once, on create,
     and kept in the state as a sensitive value (revoked on destroy)."""
 
@@ -549,13 +508,10 @@ class ApiKeyResource(_Base):
 
     def read(self, ctx: ReadContext, current: State) -> State | None:
         with api_errors(ctx.diagnostics):
-            try:
-                key = self.client.get(_path("api-keys", current["id"]))
-            except ClientError as error:
-                if _absent(error):
-                    return None
-                raise
-            return None if key.get("revoked_at") else self._state(key, current.get("key"))
+            key = self.get_if_present(api_path("api-keys", current["id"]))
+            if key is None or key.get("revoked_at"):
+                return None
+            return self._state(key, current.get("key"))
         return current
 
     def update(self, ctx: UpdateContext, current: State, planned: State) -> State | None:
@@ -563,11 +519,7 @@ class ApiKeyResource(_Base):
 
     def delete(self, ctx: DeleteContext, current: State) -> None:
         with api_errors(ctx.diagnostics):
-            try:
-                self.client.delete(_path("api-keys", current["id"]))
-            except ClientError as error:
-                if not _absent(error):
-                    raise
+            self.delete_if_present(api_path("api-keys", current["id"]))
 
     def import_(self, ctx: ImportContext, id: str) -> State | None:
         with api_errors(ctx.diagnostics):

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from typing import Any
 
 from tf.iface import (
     CreateContext,
@@ -11,7 +10,6 @@ from tf.iface import (
     ImportContext,
     PlanContext,
     ReadContext,
-    Resource,
     State,
     UpdateContext,
 )
@@ -19,31 +17,16 @@ from tf.schema import Attribute, Schema
 from tf.types import Number, String, Unknown
 from tf.utils import Diagnostics
 
-from spate.api.client.sdk import ClientError, SpateClient
-from spate.api.client.terraform.common import api_errors, known
-
-if TYPE_CHECKING:
-    from spate.api.client.terraform.provider import SpateProvider
+from spate.api.client.terraform.common import ApiResource, api_errors, api_path, known
 
 #: What a change of ``source`` leaves unknown until it is applied.
 _FROM_SOURCE = ("version", "kind", "signature")
 
 
-def _path(name: str) -> str:
-    return "/udfs/" + quote(name, safe="")
-
-
-class UdfResource(Resource):  # type: ignore[misc]
+class UdfResource(ApiResource):
     """``spate_udf``: a UDF file stored under its name. A changed source becomes the
     UDF's next version (jobs started from then on load it); the file is checked when
     the change is planned, its problems shown at their line and column."""
-
-    def __init__(self, provider: SpateProvider) -> None:
-        self.provider = provider
-
-    @property
-    def client(self) -> SpateClient:
-        return self.provider.client
 
     @classmethod
     def get_name(cls) -> str:
@@ -89,12 +72,7 @@ class UdfResource(Resource):  # type: ignore[misc]
     def create(self, ctx: CreateContext, planned: State) -> State | None:
         name = planned["name"]
         with api_errors(ctx.diagnostics, ["source"]):
-            try:
-                self.client.get(_path(name))
-            except ClientError as error:
-                if error.status != 404:
-                    raise
-            else:
+            if self.get_if_present(api_path("udfs", name)) is not None:
                 ctx.diagnostics.add_error(
                     f"UDF '{name}' already exists",
                     f"Import it: terraform import <address> {name}", path=["name"])
@@ -105,12 +83,8 @@ class UdfResource(Resource):  # type: ignore[misc]
 
     def read(self, ctx: ReadContext, current: State) -> State | None:
         with api_errors(ctx.diagnostics):
-            try:
-                return self._state(self.client.get(_path(current["name"])))
-            except ClientError as error:
-                if error.status == 404:
-                    return None
-                raise
+            udf = self.get_if_present(api_path("udfs", current["name"]))
+            return None if udf is None else self._state(udf)
         return current
 
     def update(self, ctx: UpdateContext, current: State, planned: State) -> State | None:
@@ -121,15 +95,11 @@ class UdfResource(Resource):  # type: ignore[misc]
 
     def delete(self, ctx: DeleteContext, current: State) -> None:
         with api_errors(ctx.diagnostics):
-            try:
-                self.client.delete(_path(current["name"]))
-            except ClientError as error:
-                if error.status != 404:
-                    raise
+            self.delete_if_present(api_path("udfs", current["name"]))
 
     def import_(self, ctx: ImportContext, id: str) -> State | None:
         with api_errors(ctx.diagnostics):
-            return self._state(self.client.get(_path(id)))
+            return self._state(self.client.get(api_path("udfs", id)))
         return None
 
     @staticmethod

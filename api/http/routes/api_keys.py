@@ -34,9 +34,8 @@ def list_api_keys(
     include_revoked: Annotated[bool, Query(description="list revoked keys too")] = False,
 ) -> Page[ApiKeyPublic]:
     """The tenant's keys, oldest first, by prefix (secrets are never shown again)."""
-    rows, next_cursor = keys.list_keys(decode_cursor(cursor), limit, include_revoked)
-    return Page[ApiKeyPublic](items=[ApiKeyPublic.model_validate(r) for r in rows],
-                              next_cursor=next_cursor)
+    return Page[ApiKeyPublic].of_rows(
+        *keys.list_keys(decode_cursor(cursor), limit, include_revoked))
 
 
 @router.get("/{key_id}", response_model=ApiKeyPublic)

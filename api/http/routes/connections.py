@@ -112,8 +112,7 @@ def test_new_profile(body: ConnectionProfileCreate, connections: ConnectionsWrit
     """Check a profile before creating it, as ``POST /connection-profiles/{name}/test``
     checks one: nothing is stored. An option the connector does not know is a 400."""
     options = split_options(body.connector, body.config, body.secrets)
-    return _checked(lambda: _run_check(connections, checks, body.connector, options.merged(),
-                                       None).scrubbed(options.secret, SECRET_PLACEHOLDER))
+    return _checked(lambda: _check_options(connections, checks, body.connector, options))
 
 
 @profiles.post("/{name}/test", response_model=ConnectionCheck)
@@ -122,7 +121,8 @@ def test_profile(name: NamePath, connections: ConnectionsWrite,
     """Check that what the profile points at can be reached (from the tenant's compute
     unit, never from the API's process)."""
     profile = connections.get_profile(name)
-    return _checked(lambda: _check_profile(connections, checks, profile))
+    return _checked(lambda: _check_options(connections, checks, profile.connector,
+                                           connections.reveal_profile(profile)))
 
 
 @tables.post("", status_code=status.HTTP_201_CREATED, response_model=ConnectionTablePublic)
@@ -181,13 +181,6 @@ def test_table(name: NamePath, connections: ConnectionsWrite,
     return _checked(lambda: _check_table(connections, checks, table))
 
 
-def _check_profile(connections: ConnectionRepository, checks: CheckRunner,
-                   profile: ConnectionProfile) -> CheckResult:
-    options = connections.reveal_profile(profile)
-    result = _run_check(connections, checks, profile.connector, options.merged(), None)
-    return result.scrubbed(options.secret, SECRET_PLACEHOLDER)
-
-
 def _check_table(connections: ConnectionRepository, checks: CheckRunner,
                  table: ConnectionTable) -> CheckResult:
     return _check_definition(connections, checks, connections.definition(table, reveal=True),
@@ -201,16 +194,18 @@ def _check_definition(connections: ConnectionRepository, checks: CheckRunner,
         planned = build_table(definition, options.secret, connections.boundary)
     except ApiError as error:
         return CheckResult(False, error.message).scrubbed(options.secret, SECRET_PLACEHOLDER)
-    result = _run_check(connections, checks, definition.connector, options.merged(), planned.role)
-    return result.scrubbed(options.secret, SECRET_PLACEHOLDER)
+    return _check_options(connections, checks, definition.connector, options, planned.role)
 
 
-def _run_check(connections: ConnectionRepository, checks: CheckRunner, connector: str,
-               options: dict[str, str], role: str | None) -> CheckResult:
+def _check_options(connections: ConnectionRepository, checks: CheckRunner, connector: str,
+                   options: Options, role: str | None = None) -> CheckResult:
+    """Check what ``options`` (secrets in clear) point at, from the tenant's compute unit;
+    the secrets never appear in the answer."""
     answer = checks.run(connections.tenant_id, {
-        "connector": connector, "options": options, "role": role,
+        "connector": connector, "options": options.merged(), "role": role,
         "boundary": connections.boundary.to_dict()})
-    return CheckResult(bool(answer["ok"]), str(answer["message"]))
+    result = CheckResult(bool(answer["ok"]), str(answer["message"]))
+    return result.scrubbed(options.secret, SECRET_PLACEHOLDER)
 
 
 def _checked(run: Callable[[], CheckResult]) -> ConnectionCheck:

@@ -67,27 +67,22 @@ def get_job(job_id: JobIdPath, jobs: JobsRead) -> JobPublic:
 def list_job_events(job_id: JobIdPath, jobs: JobsRead, limit: LimitQuery = DEFAULT_LIMIT,
                     cursor: CursorQuery = None) -> Page[JobEventPublic]:
     """The job's state history, oldest first."""
-    rows, next_cursor = jobs.events(job_id, decode_cursor(cursor), limit)
-    return Page[JobEventPublic](items=[JobEventPublic.model_validate(r) for r in rows],
-                                next_cursor=next_cursor)
+    return Page[JobEventPublic].of_rows(*jobs.events(job_id, decode_cursor(cursor), limit))
 
 
 @router.get("/jobs/{job_id}/checkpoints", response_model=Page[JobCheckpointPublic])
 def list_job_checkpoints(job_id: JobIdPath, jobs: JobsRead, limit: LimitQuery = DEFAULT_LIMIT,
                          cursor: CursorQuery = None) -> Page[JobCheckpointPublic]:
     """The job's committed epochs, oldest first."""
-    rows, next_cursor = jobs.checkpoints(job_id, decode_cursor(cursor), limit)
-    return Page[JobCheckpointPublic](
-        items=[JobCheckpointPublic.model_validate(r) for r in rows], next_cursor=next_cursor)
+    return Page[JobCheckpointPublic].of_rows(
+        *jobs.checkpoints(job_id, decode_cursor(cursor), limit))
 
 
 @router.get("/jobs/{job_id}/errors", response_model=Page[JobErrorPublic])
 def list_job_errors(job_id: JobIdPath, jobs: JobsRead, limit: LimitQuery = DEFAULT_LIMIT,
                     cursor: CursorQuery = None) -> Page[JobErrorPublic]:
     """Errors the job reported, oldest first."""
-    rows, next_cursor = jobs.errors(job_id, decode_cursor(cursor), limit)
-    return Page[JobErrorPublic](items=[JobErrorPublic.model_validate(r) for r in rows],
-                                next_cursor=next_cursor)
+    return Page[JobErrorPublic].of_rows(*jobs.errors(job_id, decode_cursor(cursor), limit))
 
 
 @router.get("/jobs/{job_id}/metrics", response_model=JobMetrics)

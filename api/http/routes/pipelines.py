@@ -269,9 +269,8 @@ def list_pipeline_versions(name: NamePath, pipelines: PipelinesRead,
                            limit: LimitQuery = DEFAULT_LIMIT,
                            cursor: CursorQuery = None) -> Page[PipelineVersionPublic]:
     """A pipeline's versions, oldest first."""
-    rows, next_cursor = pipelines.list_versions(name, decode_cursor(cursor), limit)
-    return Page[PipelineVersionPublic](
-        items=[PipelineVersionPublic.model_validate(v) for v in rows], next_cursor=next_cursor)
+    return Page[PipelineVersionPublic].of_rows(
+        *pipelines.list_versions(name, decode_cursor(cursor), limit))
 
 
 @router.get("/{name}/versions/{version}", response_model=PipelineVersionPublic)

@@ -32,9 +32,7 @@ def create_tenant(body: TenantCreate, platform: Platform, request: Request) -> T
 def list_tenants(platform: Platform, limit: LimitQuery = DEFAULT_LIMIT,
                  cursor: CursorQuery = None) -> Page[TenantPublic]:
     """Tenants, oldest first."""
-    tenants, next_cursor = platform.list_tenants(decode_cursor(cursor), limit)
-    return Page[TenantPublic](items=[TenantPublic.model_validate(t) for t in tenants],
-                              next_cursor=next_cursor)
+    return Page[TenantPublic].of_rows(*platform.list_tenants(decode_cursor(cursor), limit))
 
 
 @router.get("/{tenant_id}", response_model=TenantPublic)

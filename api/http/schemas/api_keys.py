@@ -6,13 +6,11 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from spate.api.http.schemas.common import Label
+from spate.api.http.schemas.common import Label, StrictModel
 from spate.api.security import Role
 
 
-class ApiKeyCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ApiKeyCreate(StrictModel):
     name: Label = Field(description="what the key is for, e.g. 'terraform' or 'ci'")
     role: Role
 

@@ -1,10 +1,10 @@
-"""Field types shared by the resources' schemas."""
+"""Field types and the request bodies' base, shared by the resources' schemas."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from spate.api.models import NAME_LENGTH
 
@@ -20,3 +20,10 @@ Name = Annotated[str, Field(
 #: Free text for people, without control characters.
 Label = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100,
                                          pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+class StrictModel(BaseModel):
+    """A request body, or a part of one: a field it does not declare is a 422 naming
+    it, so a misspelt setting is never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")

@@ -9,9 +9,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, Field, StringConstraints
 
-from spate.api.http.schemas.common import Name
+from spate.api.http.schemas.common import Name, StrictModel
 from spate.api.models import NAME_LENGTH
 
 MAX_OPTIONS = 100
@@ -41,19 +41,15 @@ Masked = Annotated[dict[str, str], Field(
     description="secret options that are set, each shown as \"********\"")]
 
 
-class ConnectionProfileCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ConnectionProfileCreate(StrictModel):
     name: Name
     connector: Connector
     config: Config = Field(default_factory=dict)
     secrets: Secrets = Field(default_factory=dict)
 
 
-class ConnectionProfileUpdate(BaseModel):
+class ConnectionProfileUpdate(StrictModel):
     """Options to set (a value) or remove (null); options left out keep their values."""
-
-    model_config = ConfigDict(extra="forbid")
 
     config: Annotated[dict[OptionName, OptionValue | None],
                       Field(max_length=MAX_OPTIONS)] = Field(default_factory=dict)
@@ -71,10 +67,8 @@ class ConnectionProfilePublic(BaseModel):
     updated_at: datetime
 
 
-class FieldSchema(BaseModel):
+class FieldSchema(StrictModel):
     """One column of a connection table."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: Annotated[str, StringConstraints(min_length=1, max_length=NAME_LENGTH,
                                            pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
@@ -84,9 +78,7 @@ class FieldSchema(BaseModel):
     nullable: bool = True
 
 
-class ConnectionTableCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ConnectionTableCreate(StrictModel):
     name: TableName
     connector: Connector
     profile: Name | None = Field(None, description="a connection profile whose options the "

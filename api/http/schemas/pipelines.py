@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from spate.api.http.schemas.common import Name
+from spate.api.http.schemas.common import Name, StrictModel
 from spate.api.http.schemas.jobs import JobSummary
 from spate.api.models import DESCRIPTION_LENGTH, NAME_LENGTH, Job, Pipeline
 
@@ -45,11 +45,9 @@ MAX_PREVIEW_PARALLELISM = 8
 MAX_PREVIEW_TIMEOUT_S = 3600
 
 
-class Autoscale(BaseModel):
+class Autoscale(StrictModel):
     """The parallelism range the autoscaler keeps a running pipeline in: it rescales from
     the run's backlog and busy ratio (docs/running.md, Autoscaling)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     min: Parallelism
     max: Parallelism
@@ -68,10 +66,8 @@ class AutoscalePublic(Autoscale):
     last_decision_at: datetime | None
 
 
-class PipelineSpec(BaseModel):
+class PipelineSpec(StrictModel):
     """What defines a pipeline besides its name (the body of PUT /pipelines/{name})."""
-
-    model_config = ConfigDict(extra="forbid")
 
     sql: Sql
     description: Description = ""
@@ -89,10 +85,8 @@ class PipelineCreate(PipelineSpec):
     name: PipelineName
 
 
-class PipelineUpdate(BaseModel):
+class PipelineUpdate(StrictModel):
     """Settings to change; fields left out stay as they are. SQL changes add a version."""
-
-    model_config = ConfigDict(extra="forbid")
 
     description: Description | None = None
     parallelism: Parallelism | None = None
@@ -118,28 +112,22 @@ class PipelineUpdate(BaseModel):
                 if field != "stop"}
 
 
-class PipelineRestart(BaseModel):
+class PipelineRestart(StrictModel):
     """Stop the pipeline's job and start a new one (a stopped pipeline just starts)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     with_state: bool = Field(
         True, description="keep the pipeline's state and source offsets; false starts over "
                           "from empty state")
 
 
-class PipelineRescale(BaseModel):
+class PipelineRescale(StrictModel):
     """Run the pipeline at another parallelism; its state moves by key group."""
-
-    model_config = ConfigDict(extra="forbid")
 
     parallelism: Parallelism
 
 
-class PipelineMove(BaseModel):
+class PipelineMove(StrictModel):
     """Run the pipeline on another Spark cluster; its state stays in the state store."""
-
-    model_config = ConfigDict(extra="forbid")
 
     cluster: str = Field(min_length=1, max_length=NAME_LENGTH,
                          description="the name of one of the deployment's Spark clusters")
@@ -191,9 +179,7 @@ def _autoscale(pipeline: Pipeline) -> AutoscalePublic | None:
                            if pipeline.autoscale_reason else None)
 
 
-class PipelineVersionCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class PipelineVersionCreate(StrictModel):
     sql: Sql
 
 
@@ -207,19 +193,15 @@ class PipelineVersionPublic(BaseModel):
     created_by_key_id: str | None
 
 
-class PipelineValidate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class PipelineValidate(StrictModel):
     sql: Sql
     pipeline: Name | None = Field(
         None, description="a pipeline the SQL would update: the answer then says whether "
                           "it can keep that pipeline's state (``state``)")
 
 
-class PipelinePlanUpdate(BaseModel):
+class PipelinePlanUpdate(StrictModel):
     """New SQL for a pipeline, as a new version would carry it."""
-
-    model_config = ConfigDict(extra="forbid")
 
     sql: Sql
 
@@ -303,10 +285,8 @@ class PipelineValidation(BaseModel):
         None, description="with ``pipeline``: whether valid SQL can keep its state")
 
 
-class PreviewCreate(BaseModel):
+class PreviewCreate(StrictModel):
     """SQL to run as a throwaway preview job whose first rows are streamed back."""
-
-    model_config = ConfigDict(extra="forbid")
 
     sql: Sql
     limit: Annotated[int, Field(ge=1, le=MAX_PREVIEW_ROWS,

@@ -7,19 +7,15 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from spate.api.http.schemas.api_keys import ApiKeyCreated
-from spate.api.http.schemas.common import NAME_PATTERN, Name
+from spate.api.http.schemas.common import NAME_PATTERN, Name, StrictModel
 
 
-class TenantCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class TenantCreate(StrictModel):
     name: Name
 
 
-class TenantUpdate(BaseModel):
+class TenantUpdate(StrictModel):
     """What the platform admin may change about a tenant: its plan."""
-
-    model_config = ConfigDict(extra="forbid")
 
     plan: str | None = Field(pattern=NAME_PATTERN, description=(
         "one of the server's plans (SPATE_PLANS); null or 'default': the default plan. "

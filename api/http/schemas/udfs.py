@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from spate.api.http.schemas.common import StrictModel
 from spate.api.http.schemas.pipelines import Diagnostic
 from spate.api.models import NAME_LENGTH, Udf, UdfVersion
 
@@ -28,10 +29,8 @@ Source = Annotated[str, Field(
 )]
 
 
-class UdfCreate(BaseModel):
+class UdfCreate(StrictModel):
     """A UDF's source: a new UDF, or a new version of one of that name."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: UdfName
     source: Source
