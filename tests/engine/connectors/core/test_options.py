@@ -10,6 +10,7 @@ from pyspark.sql import types as T
 
 from spate.engine import connectors as connectors_package
 from spate.engine.connectors import CONNECTORS, ColumnDef, ConnectorError
+from spate.engine.connectors.core.streaming import data_sources
 from spate.engine.planner import PlanningError, plan_pipeline
 from tests.engine.connectors.support import make_table
 
@@ -42,6 +43,16 @@ def test_every_connector_package_registers_its_connectors() -> None:
              CONNECTORS.items()}
     assert set(homes.values()) == packages - SHARED_PACKAGES, homes
     assert all(connector.name == name for name, connector in CONNECTORS.items())
+
+
+def test_only_data_sources_that_name_themselves_are_registered() -> None:
+    """A base several sources share (the HTTP feeds', NATS') is no source of its own:
+    Spark is given only the ``spate_*`` sources, each once."""
+    names = [source.name() for source in data_sources()]
+    assert len(names) == len(set(names)), names
+    assert all(name.startswith("spate_") for name in names), names
+    assert {"spate_sse", "spate_websocket", "spate_polling_http",
+            "spate_nats_core", "spate_nats_jetstream"} <= set(names)
 
 
 def test_an_unknown_connector_is_answered_with_the_registrys_names() -> None:
