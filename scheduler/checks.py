@@ -88,11 +88,7 @@ class CheckRunner:
         unit = ComputeUnit(name, TenantUser(self.config.sandbox_uid_base + number,
                                             f"spate-t{number}"),
                            folders, CHECK_LIMITS, find_cgroups(), self._unit_network())
-        try:
-            unit.prepare()
-        except BaseException:
-            unit.remove()
-            raise
+        unit.prepare()
         return unit
 
     def _unit_network(self) -> UnitNetwork:

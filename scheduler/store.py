@@ -37,6 +37,9 @@ CREATED, STARTING, RUNNING, STOPPING, RESTARTING, STOPPED, FINISHED, FAILED, IDL
 TERMINAL_STATES = (STOPPED, FINISHED, FAILED, IDLE)
 #: States in which a job's process may be running.
 PROCESS_STATES = frozenset({STARTING, RUNNING, STOPPING})
+#: States of a job that has run and not ended: its rates are its latest epoch's
+#: (``created`` and ``starting`` have none yet, an ended job's are history).
+LIVE_STATES = frozenset({RUNNING, STOPPING, RESTARTING})
 
 #: What a job is: a pipeline's run, or a preview of a query's first rows.
 JobKind = Literal["run", "preview"]

@@ -178,11 +178,7 @@ class Workspace:
                               self.identity_dir(job.id))
         unit = ComputeUnit(f"{job.id}-a{job.attempt}", TenantUser(uid, f"spate-t{tenant_number}"),
                            folders, limits, self._cgroups, self.unit_network())
-        try:
-            unit.prepare()
-        except BaseException:
-            unit.remove()  # the groups made before the failure
-            raise
+        unit.prepare()
         return unit
 
     def application_unit(self, tenant_id: str, tenant_number: int) -> ComputeUnit:
@@ -203,11 +199,7 @@ class Workspace:
         unit = ComputeUnit(f"app-{tenant_id}-{os.getpid()}-{time.time_ns()}",
                            TenantUser(uid, f"spate-t{tenant_number}"), folders, limits,
                            self._cgroups, self.unit_network())
-        try:
-            unit.prepare()
-        except BaseException:
-            unit.remove()
-            raise
+        unit.prepare()
         return unit
 
     def scrub(self, job: JobView) -> None:

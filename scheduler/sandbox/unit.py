@@ -85,7 +85,14 @@ class ComputeUnit:
     def prepare(self) -> None:
         """Create the folders owned by the tenant's user (0700), the control groups and
         the unit's network; raises :class:`CgroupError` or :class:`~.network.UnitNetworkError`
-        when the host cannot."""
+        when the host cannot, having removed what it made."""
+        try:
+            self._create()
+        except BaseException:
+            self.remove()  # what was made before the failure
+            raise
+
+    def _create(self) -> None:
         for folder in (self.folders.job_dir, *self.folders.tenant_dirs):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             _own(folder, self.user.uid)

@@ -231,3 +231,17 @@ def test_an_ended_job_shows_no_live_figures(client: TestClient, tenant: TenantKe
 
 def test_the_apis_job_states_are_the_models() -> None:
     assert set(get_args(JobState)) == set(JOB_STATES)
+
+
+@pytest.mark.parametrize("state", JOB_STATES)
+def test_a_job_says_whether_it_is_active_and_live(client: TestClient, tenant: TenantKeys,
+                                                  state: str) -> None:
+    """The console reads these flags instead of keeping lists of states."""
+    job_id = insert_job(client.app, tenant.id, _pipeline(client, tenant, "p"), state=state)
+    viewer = tenant.auth("viewer")
+    expected = {"active": state in {"created", "starting", "running", "stopping", "restarting"},
+                "live": state in {"running", "stopping", "restarting"}}
+    job = client.get(f"{V1}/jobs/{job_id}", headers=viewer).json()
+    summary = client.get(f"{V1}/pipelines/p", headers=viewer).json()["job"]
+    assert {k: job[k] for k in expected} == expected
+    assert {k: summary[k] for k in expected} == expected

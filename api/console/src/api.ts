@@ -22,12 +22,14 @@ export interface StatePlan {
   dropped: OperatorState[]; message: string;
 }
 export interface Validation { valid: boolean; diagnostics: Diagnostic[]; plan: PlanGraph | null; state?: StatePlan | null }
-export interface JobSummary {
+export interface JobSummary extends JobStateFlags {
   id: string; state: string; parallelism: number; started_at: string | null; last_epoch: number | null;
   failure_message: string | null; rows_in_per_s: number | null; rows_out_per_s: number | null;
   /** When an idle job's pipeline resumes by itself (its sources have input again). */
   resumes_at: string | null;
 }
+/** What the API says a job's state means: it has not ended; its rates are its latest epoch's. */
+export interface JobStateFlags { active: boolean; live: boolean }
 /** The parallelism range the autoscaler keeps a pipeline in, and its latest decision. */
 export interface Autoscale { min: number; max: number; last_decision: string | null; last_decision_at: string | null }
 export interface Pipeline {
@@ -36,7 +38,7 @@ export interface Pipeline {
   autoscale: Autoscale | null;
 }
 export interface PipelineVersion { version: number; sql: string; created_at: string }
-export interface Job {
+export interface Job extends JobStateFlags {
   id: string; state: string; pipeline_version: number | null; parallelism: number; restart_generation: number;
 }
 /** One operator's rows in the latest epoch, and its rates and busy ratio over the job's last minute. */

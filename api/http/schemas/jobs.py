@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from spate.api.job_metrics import EpochFigures, live, parse_epoch_figures
+from spate.api.job_metrics import EpochFigures, parse_epoch_figures
+from spate.api.job_metrics import live as live_figure
 from spate.api.models import Job
-from spate.scheduler.store import IDLE, JobKind, JobState
+from spate.scheduler.store import IDLE, LIVE_STATES, TERMINAL_STATES, JobKind, JobState
 
 RESUMES_AT = ("idle: when its sources have input again and a new job starts by itself; "
               "null otherwise")
@@ -19,11 +20,26 @@ def resumes_at(job: Job) -> datetime | None:
     return job.next_attempt_at if job.state == IDLE else None  # a watch job's: not known
 
 
-class JobSummary(BaseModel):
+class JobStateFlags(BaseModel):
+    """A job's state, and what it means for a client (the console reads these rather
+    than keeping lists of states)."""
+
+    state: JobState
+
+    @computed_field(description="the job has not ended (deleting its pipeline stops it first)")
+    def active(self) -> bool:
+        return self.state not in TERMINAL_STATES
+
+    @computed_field(description="the job has run and not ended: its rates are its latest "
+                                "epoch's")
+    def live(self) -> bool:
+        return self.state in LIVE_STATES
+
+
+class JobSummary(JobStateFlags):
     """A pipeline's current (latest) run, as shown with the pipeline."""
 
     id: str
-    state: JobState
     parallelism: int
     cluster: str | None = Field(description="the Spark cluster it runs on; null: the "
                                             "deployment's default cluster")
@@ -43,11 +59,11 @@ class JobSummary(BaseModel):
                    parallelism=job.parallelism, cluster=job.cluster, started_at=job.started_at,
                    last_epoch=job.last_epoch, failure_message=job.failure_message,
                    resumes_at=resumes_at(job),
-                   rows_in_per_s=live(job, figures.rows_in_per_s),
-                   rows_out_per_s=live(job, figures.rows_out_per_s))
+                   rows_in_per_s=live_figure(job, figures.rows_in_per_s),
+                   rows_out_per_s=live_figure(job, figures.rows_out_per_s))
 
 
-class JobPublic(BaseModel):
+class JobPublic(JobStateFlags):
     """One run of a pipeline (or a preview), from its start until it ends."""
 
     id: str
@@ -55,7 +71,6 @@ class JobPublic(BaseModel):
     pipeline: str | None = Field(description="the pipeline's name; null for a preview")
     pipeline_id: str | None
     pipeline_version: int | None
-    state: JobState
     parallelism: int
     checkpoint_interval_ms: int | None
     restart_generation: int
@@ -167,16 +182,16 @@ class JobMetrics(BaseModel):
         return cls(
             job_id=job.id, state=job.shown_state, epoch=figures.epoch,  # type: ignore[arg-type]
             rows_in=figures.rows_in, rows_out=figures.rows_out,
-            rows_in_per_s=live(job, figures.rows_in_per_s),
-            rows_out_per_s=live(job, figures.rows_out_per_s),
-            duration_ms=figures.duration_ms, backpressure=live(job, figures.busy_ratio),
+            rows_in_per_s=live_figure(job, figures.rows_in_per_s),
+            rows_out_per_s=live_figure(job, figures.rows_out_per_s),
+            duration_ms=figures.duration_ms, backpressure=live_figure(job, figures.busy_ratio),
             watermark_us=figures.watermark_us, watermark_lag_s=figures.watermark_lag_s(now),
             state_bytes=figures.state_bytes, state_cache_hits=figures.cache_hits,
             state_cache_misses=figures.cache_misses, state_remote_bytes=figures.remote_bytes,
             operators=[OperatorMetrics(operator=o.operator, kind=o.kind, rows_in=o.rows_in,
                                        rows_out=o.rows_out,
-                                       rows_in_per_s=live(job, o.rows_in_per_s),
-                                       rows_out_per_s=live(job, o.rows_out_per_s),
-                                       busy_ratio=live(job, o.busy_ratio))
+                                       rows_in_per_s=live_figure(job, o.rows_in_per_s),
+                                       rows_out_per_s=live_figure(job, o.rows_out_per_s),
+                                       busy_ratio=live_figure(job, o.busy_ratio))
                        for o in figures.operators])
 

@@ -8,7 +8,7 @@ table into a streaming DataFrame (``read_stream``) and a sink table into a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -88,6 +88,14 @@ class TableConfig:
     def data_columns(self) -> tuple[ColumnDef, ...]:
         """The columns decoded from the records: ``columns`` less the metadata columns."""
         return tuple(c for c in self.columns if c.name not in self.metadata)
+
+    def required_columns(self, columns: Iterable[ColumnDef] | None = None) -> list[str]:
+        """The columns (of ``columns``, by default the table's) a decoded record must hold
+        a value in: the NOT NULL ones and the PRIMARY KEY (a change record's key), never a
+        metadata column, which its source fills."""
+        return [c.name for c in (self.columns if columns is None else columns)
+                if (not c.nullable or c.name in self.primary_key)
+                and c.name not in self.metadata]
 
 
 def hidden_fields() -> list[T.StructField]:

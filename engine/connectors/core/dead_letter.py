@@ -20,6 +20,7 @@ import base64
 import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -76,6 +77,7 @@ def dead_letter_batch(schema: pa.Schema, partition: int,
 Letter = tuple[bytes | None, str, str]
 
 
+@dataclass(eq=False)
 class BadRecords:
     """What one reader does with its undecodable records under the table's ``bad_data``.
 
@@ -87,16 +89,14 @@ class BadRecords:
     before the bad_data options (``Fix the producer``).
     """
 
-    def __init__(self, spec: FormatSpec, schema: pa.Schema, partition: int, source: str,
-                 where: str = "at {position}", fix: str = "Fix the producer") -> None:
-        self.spec = spec
-        self.schema = schema
-        self.partition = partition
-        self.source = source
-        self.where = where
-        self.fix = fix
-        #: records dropped since the last :meth:`finish`
-        self.dropped = 0
+    spec: FormatSpec
+    schema: pa.Schema
+    partition: int
+    source: str
+    where: str = "at {position}"
+    fix: str = "Fix the producer"
+    #: records dropped since the last :meth:`finish`
+    dropped: int = field(default=0, init=False)
 
     def handle(self, letters: Sequence[Letter]) -> pa.RecordBatch | None:
         """The dead-letter rows of ``letters`` (in source order), if the table keeps them;

@@ -346,9 +346,7 @@ class FilesystemConnector(Connector):
             "max_files_per_batch": parsed.max_files,
             "readers": self.partition_count(table, parallelism),
             "file_column": file_column,
-            "not_null": [c.name for c in parsed.columns
-                         if (not c.nullable or c.name in table.primary_key)
-                         and c.name not in table.metadata],
+            "not_null": table.required_columns(parsed.columns),
         }
         options = source_options(source_schema(parsed.spec, parsed.columns), settings)
         return {**options, SECRET_OPTION: json.dumps(secrets)}

@@ -298,7 +298,7 @@ def source_settings(connector: str, table: str, source: SourceTable, not_null: l
 def load_source(spark: SparkSession, source_name: str, table: TableConfig,
                 source: SourceTable, **extra: Any) -> DataFrame:
     """The streaming DataFrame of an HTTP-family source table."""
-    not_null = [c.name for c in source.columns if not c.nullable or c.name in table.primary_key]
+    not_null = table.required_columns(source.columns)
     settings = source_settings(table.connector, table.name, source, not_null, **extra)
     options = source_options(source_schema(source.spec, source.columns), settings)
     frame = load_stream(spark, source_name, reader_options(options, source.headers))

@@ -285,9 +285,7 @@ class KafkaConnector(Connector):
             "read_mode": parsed.read_mode,
             "group_id": parsed.group_id,
             "max_records_per_batch": parsed.max_records_per_batch,
-            "not_null": [c.name for c in parsed.columns
-                         if (not c.nullable or c.name in table.primary_key)
-                         and c.name not in table.metadata],
+            "not_null": table.required_columns(parsed.columns),
             "metadata": dict(table.metadata),
         }
         return settings, source_schema(parsed.spec, parsed.columns)

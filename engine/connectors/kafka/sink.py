@@ -33,6 +33,7 @@ replayed epoch is written again.
 from __future__ import annotations
 
 import logging
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from confluent_kafka import (
@@ -60,24 +61,24 @@ log = logging.getLogger(__name__)
 _COMMIT_TIMEOUT_S = 60.0
 
 
+@dataclass(eq=False)
 class KafkaSink(Sink):
     """Produces an epoch's records into ``topic``; marker ``{"epoch": n}`` or None."""
 
-    def __init__(self, table: str, topic: str, endpoint: KafkaEndpoint, boundary: Boundary,
-                 spec: FormatSpec, *, exactly_once: bool, key_field: str | None) -> None:
-        self.table = table
-        self.topic = topic
-        self.endpoint = endpoint
-        self.boundary = boundary
-        self.spec = spec
-        self.exactly_once = exactly_once
-        self.key_field = key_field
-        self._producer: Producer | None = None
-        #: a consumer of the sink's group, never joined: reads its offset, names it to
-        #: send_offsets_to_transaction
-        self._group: Consumer | None = None
-        #: the last epoch Kafka holds (exactly_once), from the consumer group's offset
-        self._written_epoch = -1
+    table: str
+    topic: str
+    endpoint: KafkaEndpoint
+    boundary: Boundary
+    spec: FormatSpec
+    _: KW_ONLY
+    exactly_once: bool
+    key_field: str | None
+    _producer: Producer | None = field(default=None, init=False, repr=False)
+    #: a consumer of the sink's group, never joined: reads its offset, names it to
+    #: send_offsets_to_transaction
+    _group: Consumer | None = field(default=None, init=False, repr=False)
+    #: the last epoch Kafka holds (exactly_once), from the consumer group's offset
+    _written_epoch: int = field(default=-1, init=False, repr=False)
 
     @property
     def epoch_in_kafka(self) -> int:

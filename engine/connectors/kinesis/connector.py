@@ -221,9 +221,7 @@ class KinesisConnector(Connector):
             "format": parsed.spec.to_dict(),
             "offset": parsed.offset,
             "readers": self.partition_count(table, parallelism),
-            "not_null": [c.name for c in parsed.columns
-                         if (not c.nullable or c.name in table.primary_key)
-                         and c.name not in table.metadata],
+            "not_null": table.required_columns(parsed.columns),
             "metadata": dict(table.metadata),
         }
         options = source_options(source_schema(parsed.spec, parsed.columns), settings)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -60,18 +60,17 @@ class RequestLimits:
     bytes: int = MAX_BYTES_PER_REQUEST
 
 
+@dataclass(eq=False)
 class KinesisSink(Sink):
     """Puts every epoch's records into one Kinesis stream; marker None."""
 
-    def __init__(self, table: str, endpoint: KinesisEndpoint, boundary: Boundary,
-                 spec: FormatSpec, key_field: str | None, limits: RequestLimits) -> None:
-        self.table = table
-        self.limits = limits
-        self.endpoint = endpoint
-        self.boundary = boundary
-        self.spec = spec
-        self.key_field = key_field
-        self._client: Any = None
+    table: str
+    endpoint: KinesisEndpoint
+    boundary: Boundary
+    spec: FormatSpec
+    key_field: str | None
+    limits: RequestLimits
+    _client: Any = field(default=None, init=False, repr=False)
 
     def open(self, marker: Any | None) -> None:
         del marker  # nothing to restore: a Kinesis stream cannot be rewound

@@ -274,9 +274,7 @@ class MqttConnector(Connector):
             "client_id": parsed.client_id,
             "format": parsed.spec.to_dict(),
             "max_messages_per_batch": parsed.max_messages_per_batch,
-            "not_null": [c.name for c in parsed.columns
-                         if (not c.nullable or c.name in table.primary_key)
-                         and c.name not in table.metadata],
+            "not_null": table.required_columns(parsed.columns),
             "metadata": dict(table.metadata),
         }
         options = source_options(source_schema(parsed.spec, parsed.columns), settings)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from dataclasses import dataclass, field
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -33,19 +34,18 @@ log = logging.getLogger(__name__)
 ACK_TIMEOUT_S = 60.0
 
 
+@dataclass(eq=False)
 class MqttSink(Sink):
     """Publishes to one topic over one clean MQTT 5 session."""
 
-    def __init__(self, table: str, broker: BrokerSettings, topic: str, qos: int, retain: bool,
-                 spec: FormatSpec, client_prefix: str) -> None:
-        self.table = table
-        self.broker = broker
-        self.topic = topic
-        self.qos = qos
-        self.retain = retain
-        self.spec = spec
-        self.client_prefix = client_prefix
-        self._client: paho.Client | None = None
+    table: str
+    broker: BrokerSettings
+    topic: str
+    qos: int
+    retain: bool
+    spec: FormatSpec
+    client_prefix: str
+    _client: paho.Client | None = field(default=None, init=False, repr=False)
 
     def open(self, marker: Any | None) -> None:
         del marker  # published messages cannot be taken back: nothing to restore

@@ -279,9 +279,7 @@ class NatsConnector(Connector):
             "start_sequence": parsed.start_sequence,
             "filter_subject": parsed.filter_subject,
             "max_messages_per_batch": parsed.max_messages_per_batch,
-            "not_null": [c.name for c in parsed.columns
-                         if (not c.nullable or c.name in table.primary_key)
-                         and c.name not in table.metadata],
+            "not_null": table.required_columns(parsed.columns),
             "metadata": dict(table.metadata),
         }
         name = JETSTREAM_SOURCE if parsed.stream else CORE_SOURCE

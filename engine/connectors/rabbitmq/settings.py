@@ -166,9 +166,7 @@ def read_settings(table: TableConfig, roles: frozenset[str],
         password=options.string(PASSWORD) or "",
         virtual_host=options.string(VIRTUAL_HOST) or str(VIRTUAL_HOST.default),
         format=spec.to_dict(), max_messages_per_batch=max_messages,
-        not_null=tuple(c.name for c in table.columns
-                       if (not c.nullable or c.name in table.primary_key)
-                       and c.name not in table.metadata),
+        not_null=tuple(table.required_columns()),
         metadata=dict(table.metadata),
         **target)
     options.finish()

@@ -145,9 +145,7 @@ class SingleFileConnector(Connector):
             "shown_path": parsed.given_path,
             "format": parsed.spec.to_dict(),
             "max_lines_per_batch": parsed.max_lines_per_batch,
-            # a PRIMARY KEY column (debezium_json) must have a value, as a NOT NULL one
-            "not_null": [c.name for c in parsed.columns
-                         if not c.nullable or c.name in table.primary_key],
+            "not_null": table.required_columns(parsed.columns),
         }
         return source_options(source_schema(parsed.spec, parsed.columns), settings)
 

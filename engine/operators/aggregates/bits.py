@@ -66,8 +66,9 @@ class BitXor(Sum):
         return [acc[0] ^ partial[0], acc[1] - partial[1]] if partial[1] else acc
 
 
-class Bits(Aggregate):
-    """bit_and or bit_or: partial and accumulator are :func:`bit_counts`."""
+class BitCounts:
+    """bit_and or bit_or over :func:`bit_counts`: what a window's and an updating
+    aggregate's accumulator share."""
 
     def __init__(self, function: str) -> None:
         self.function = function
@@ -78,14 +79,18 @@ class Bits(Aggregate):
     def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
         return add_bit_counts(acc, partial)
 
+    def result(self, acc: list[Any]) -> int | None:
+        return bits_result(self.function, acc)
+
+
+class Bits(BitCounts, Aggregate):
+    """bit_and or bit_or: partial and accumulator are :func:`bit_counts`."""
+
     def merge(self, partial: list[Any], more: list[Any]) -> list[Any]:
         return add_bit_counts(partial, more)
 
     def remove(self, acc: list[Any], partial: list[Any]) -> list[Any]:
         return add_bit_counts(acc, partial, sign=-1)
-
-    def result(self, acc: list[Any]) -> int | None:
-        return bits_result(self.function, acc)
 
 
 class SignedBitXor(SignedSum):
@@ -96,20 +101,8 @@ class SignedBitXor(SignedSum):
         return [acc[0] ^ partial[0] if count else 0, count]
 
 
-class SignedBits(Accumulator):
+class SignedBits(BitCounts, Accumulator):
     """bit_and or bit_or: net per-bit counts (:func:`bit_counts`)."""
-
-    def __init__(self, function: str) -> None:
-        self.function = function
-
-    def initialize(self) -> list[Any]:
-        return [0, [0] * INT_BITS]
-
-    def add(self, acc: list[Any], partial: list[Any]) -> list[Any]:
-        return add_bit_counts(acc, partial)
-
-    def result(self, acc: list[Any]) -> int | None:
-        return bits_result(self.function, acc)
 
 
 class BitXorFunction(AggregateFunction):

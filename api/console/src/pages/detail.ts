@@ -15,7 +15,7 @@ import { deletePanel, editPanel, type Panel, versionRows } from "./pipelineActio
 import { controls, Notice } from "./pipelineControls";
 import { type GraphPanel, pipelineGraphs } from "./pipelineGraphs";
 import { usageSection } from "./pipelineUsage";
-import { hasLiveFigures, idleUntil, jobIsActive, LIVE_STATES, stateOf } from "./pipelines";
+import { hasLiveFigures, idleUntil, jobIsActive, stateOf } from "./pipelines";
 
 /** Watermarks at or past this mean "all input ended" (the engine's end of time). */
 const END_OF_TIME_US = 2 ** 62;
@@ -203,7 +203,7 @@ function runningGraphs(): (pipeline: Pipeline, run: Job | null, metrics: JobMetr
     if (job && active && !live && lastLive && lastLive.jobId !== job.id) {
       const [old, figures] = await Promise.all([get<Job>(`/jobs/${lastLive.jobId}`),
         get<JobMetrics>(`/jobs/${lastLive.jobId}/metrics`)]);
-      if (LIVE_STATES.has(old.state)) {
+      if (old.live) {
         const version = old.pipeline_version ?? lastLive.version;
         panels.push({ version, caption: `version ${version} · ${old.state}`, operators: figures.operators,
           word: old.state });

@@ -9,20 +9,15 @@ export function stateOf(pipeline: Pipeline): string {
   return pipeline.job?.state ?? (pipeline.desired_state === "running" ? "starting" : "stopped");
 }
 
-/** Job states in which a job still runs (or is about to): deleting must stop it first. */
-const ACTIVE_JOB_STATES = new Set(["created", "starting", "running", "stopping", "restarting"]);
-
+/** Whether the pipeline's job still runs (or is about to): deleting must stop it first. */
 export function jobIsActive(pipeline: Pipeline): boolean {
-  return pipeline.job !== null && ACTIVE_JOB_STATES.has(pipeline.job.state);
+  return pipeline.job?.active ?? false;
 }
-
-/** Job states whose figures are the job's now. */
-export const LIVE_STATES = new Set(["running", "stopping", "restarting"]);
 
 /** Whether the pipeline's job runs, so its rates and busy ratio are live; otherwise
  * (stopped, failed, idle, starting) they are a past epoch's, or none, and not shown. */
 export function hasLiveFigures(pipeline: Pipeline): boolean {
-  return pipeline.job !== null && LIVE_STATES.has(pipeline.job.state);
+  return pipeline.job?.live ?? false;
 }
 
 export function pipelinesPage(main: HTMLElement): () => void {
