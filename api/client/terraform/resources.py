@@ -30,15 +30,17 @@ from spate.api.client.terraform.common import (
 )
 from spate.api.client.terraform.servicer import WriteOnly, configuration, require_replace
 
-#: job states after which waiting for a pipeline to start is over
-_STARTED = {"running", "failed", "finished", "stopped", "idle"}
-#: job states of a pipeline that has stopped
-_STOPPED = {"stopped", "finished", "failed", "idle"}
 DEFAULT_TIMEOUT_S = 300
 #: the roles of API keys (spate.api.security.Role; the provider imports no server code)
 ROLES = ("admin", "developer", "billing", "viewer")
 #: how the planner's message about a function it does not know begins
 _UNKNOWN_FUNCTION = "unknown function '"
+
+
+def _started(job: dict[str, Any]) -> bool:
+    """Whether waiting for a pipeline's job to start is over: it runs, or it has ended
+    (the API's ``active`` flag: the provider keeps no list of job states)."""
+    return job["state"] == "running" or not job["active"]
 
 
 # --------------------------------------------------------------------------- pipelines
@@ -219,7 +221,7 @@ class PipelineResource(ApiResource):
 
         def settled(body: dict[str, Any]) -> bool:
             job = body.get("job") or {}
-            return bool(job) and job["id"] != old_job and job["state"] in _STARTED
+            return bool(job) and job["id"] != old_job and _started(job)
 
         body: dict[str, Any]
         body, ok = self.client.poll(api_path("pipelines", name), settled,
@@ -242,7 +244,7 @@ class PipelineResource(ApiResource):
 
         def settled(body: dict[str, Any]) -> bool:
             job = body.get("job")
-            return not job or job["state"] in _STOPPED
+            return not job or not job["active"]
 
         body: dict[str, Any]
         body, ok = self.client.poll(api_path("pipelines", name), settled,

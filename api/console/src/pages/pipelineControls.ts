@@ -2,13 +2,15 @@
 // state), rescale, autoscale (a parallelism range, or off) — and the notice under them, which says what was asked and goes once
 // it is done: "Stop requested." stays only while the job is still stopping.
 
-import { describe, type Job, patch, type Pipeline, post } from "../api";
+import { describe, type Job, type JobStateFlags, patch, type Pipeline, post } from "../api";
 import { field, h } from "../dom";
 import { gate } from "../roles";
 import { jobIsActive } from "./pipelines";
 
-/** Job states a start, restart or rescale has got through (or failed at). */
-const SETTLED = new Set(["running", "idle", "stopped", "finished", "failed"]);
+/** Whether a start, restart or rescale has got through (the job runs) or failed at (it ended). */
+function settled(job: JobStateFlags & { state: string }): boolean {
+  return job.state === "running" || !job.active;
+}
 
 /** When a request is done, from the pipeline and its job as the page reads them. */
 export type Done = (pipeline: Pipeline, run: Job | null) => boolean;
@@ -35,7 +37,7 @@ export class Notice {
 
 /** A new job (not ``before``) that got going, or stopped trying. */
 export function newJobSettled(before: string | null): Done {
-  return (pipeline) => pipeline.job !== null && pipeline.job.id !== before && SETTLED.has(pipeline.job.state);
+  return (pipeline) => pipeline.job !== null && pipeline.job.id !== before && settled(pipeline.job);
 }
 
 const stopped: Done = (pipeline) => pipeline.desired_state !== "running" && !jobIsActive(pipeline);

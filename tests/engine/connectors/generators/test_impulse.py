@@ -138,3 +138,28 @@ def test_an_offset_of_another_connector_is_refused() -> None:
     with pytest.raises(ConnectorError, match="source 'ticks' cannot resume"):
         IMPULSE.advance(make_table("impulse", name="ticks", event_rate=10), 1,
                         nexmark_offset, START_MS)
+
+
+def _compilations(spark: SparkSession) -> int:
+    """How many classes Spark's whole-stage code generation has compiled in this JVM."""
+    metrics = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics  # type: ignore[union-attr]
+    return int(metrics.METRIC_COMPILATION_TIME().getCount())
+
+
+@pytest.mark.spark
+def test_a_batch_compiles_no_code_of_its_own(spark: SparkSession) -> None:
+    """A batch's bounds are data, not literals in the generated code: epochs after the
+    first reuse its compiled classes instead of generating, compiling and loading new ones
+    (an epoch's fixed cost, and a JVM that fills with classes)."""
+    offset: dict[str, Any] = {"start_ns": START_NS, "next": 0, "eof": False}
+    for _ in range(2):  # the first batches compile the plan's code
+        end = dict(offset, next=offset["next"] + 7)
+        _rows(spark, offset, end, 2, event_rate=1e9)
+        offset = end
+    before = _compilations(spark)
+    for size in (3, 11, 5, 20, 1):
+        end = dict(offset, next=offset["next"] + size)
+        rows = _rows(spark, offset, end, 2, event_rate=1e9)
+        assert sorted(r["counter"] for r in rows) == list(range(offset["next"], end["next"]))
+        offset = end
+    assert _compilations(spark) == before
