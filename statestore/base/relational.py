@@ -28,18 +28,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from spate.statestore import encoding
-from spate.statestore.base.store import (
-    EpochMetadata,
-    EpochWriter,
-    GcReport,
-    OperatorInfo,
-    PipelineInfo,
-    PipelineState,
-    StateStore,
-    UserKey,
-)
-from spate.statestore.base.writer import BufferedEpochWriter, StagedWrites
+from spate.statestore import base, encoding
 from spate.statestore.errors import (
     EpochNotBegunError,
     EpochUnavailableError,
@@ -104,7 +93,7 @@ class Cursor(Protocol):
     def fetchall(self) -> list[Any]: ...
 
 
-class RelationalStateStore(StateStore):
+class RelationalStateStore(base.StateStore):
     """A store on one database connection, shared by its pipelines under a lock."""
 
     def __init__(self, url: str) -> None:
@@ -136,7 +125,7 @@ class RelationalStateStore(StateStore):
         cursor.execute(self.sql(text), params)
         return cursor
 
-    def pipeline(self, tenant: str, pipeline: str) -> PipelineState:
+    def pipeline(self, tenant: str, pipeline: str) -> base.PipelineState:
         return RelationalPipelineState(self, tenant, pipeline)
 
     def pipelines(self, tenant: str | None = None) -> list[tuple[str, str]]:
@@ -150,7 +139,7 @@ class RelationalStateStore(StateStore):
             return [(row[0], row[1]) for row in cur.fetchall()]
 
 
-class RelationalPipelineState(PipelineState):
+class RelationalPipelineState(base.PipelineState):
     """One pipeline's versions in the relational tables."""
 
     def __init__(self, store: RelationalStateStore, tenant: str, pipeline: str) -> None:
@@ -227,11 +216,11 @@ class RelationalPipelineState(PipelineState):
             row = cur.fetchone()
         return dict(encoding.decode(bytes(row[0]))) if row is not None else {}
 
-    def get(self, operator: str, key_group: int, user_key: UserKey, *,
+    def get(self, operator: str, key_group: int, user_key: base.UserKey, *,
             epoch: int | None = None) -> bytes | None:
         return self.get_many(operator, key_group, [user_key], epoch=epoch)[0]
 
-    def get_many(self, operator: str, key_group: int, user_keys: Sequence[UserKey], *,
+    def get_many(self, operator: str, key_group: int, user_keys: Sequence[base.UserKey], *,
                  epoch: int | None = None) -> list[bytes | None]:
         packed = [pack_key(k) for k in user_keys]
         found: dict[bytes, bytes] = {}
@@ -248,8 +237,8 @@ class RelationalPipelineState(PipelineState):
                 found.update((bytes(row[1]), bytes(row[2])) for row in cur.fetchall())
         return [found.get(k) for k in packed]
 
-    def scan(self, operator: str, key_groups: range, prefix: UserKey = (), *,
-             epoch: int | None = None) -> Iterator[tuple[int, UserKey, bytes]]:
+    def scan(self, operator: str, key_groups: range, prefix: base.UserKey = (), *,
+             epoch: int | None = None) -> Iterator[tuple[int, base.UserKey, bytes]]:
         start, stop = prefix_bounds(prefix)
         condition, params = "", []
         if prefix:
@@ -286,10 +275,10 @@ class RelationalPipelineState(PipelineState):
                 "VALUES (?, ?, ?, ?, 0)"),
                 [(pid, epoch, r.start, r.stop) for r in key_group_ranges])
 
-    def writer(self, epoch: int, key_groups: range) -> EpochWriter:
-        return BufferedEpochWriter(epoch, key_groups, self.write_versions)
+    def writer(self, epoch: int, key_groups: range) -> base.EpochWriter:
+        return base.BufferedEpochWriter(epoch, key_groups, self.write_versions)
 
-    def commit_epoch(self, epoch: int, metadata: EpochMetadata) -> None:
+    def commit_epoch(self, epoch: int, metadata: base.EpochMetadata) -> None:
         blob = encoding.encode(dict(metadata))
         with self.store.transaction(write=True) as cur:
             pid = self.pipeline_id(cur)
@@ -328,7 +317,7 @@ class RelationalPipelineState(PipelineState):
                 f"begun or was discarded; call begin_epoch({epoch}, ranges) first")
         return last
 
-    def write_versions(self, epoch: int, key_groups: range, writes: StagedWrites) -> None:
+    def write_versions(self, epoch: int, key_groups: range, writes: base.StagedWrites) -> None:
         """Stage one writer's versions and mark its manifest range done, in one transaction."""
         with self.store.transaction(write=True) as cur:
             pid = self.pipeline_id(cur)
@@ -360,38 +349,38 @@ class RelationalPipelineState(PipelineState):
         run(cur, "DELETE FROM spate_manifest WHERE pipeline_id = ?", (pid,))
         run(cur, "UPDATE spate_pipelines SET pending_epoch = NULL WHERE id = ?", (pid,))
 
-    def gc(self) -> GcReport:
+    def gc(self) -> base.GcReport:
         with self.store.transaction(write=True) as cur:
             pid = self.existing_id(cur)
             if pid is None:
-                return GcReport(0, 0)
+                return base.GcReport(0, 0)
             self.store.lock_pipeline(cur, pid, exclusive=True)
             floor = self._epochs(cur, pid)[0]
             if floor is None:
-                return GcReport(0, 0)
+                return base.GcReport(0, 0)
             run = self.store.run
             removed = run(cur, _DELETE_SUPERSEDED, (pid, floor, floor)).fetchall()
             removed += run(cur, "DELETE FROM spate_state WHERE pipeline_id = ? AND epoch <= ? "
                                 "AND value IS NULL RETURNING 0", (pid, floor)).fetchall()
             run(cur, "DELETE FROM spate_epochs WHERE pipeline_id = ? AND epoch < ?", (pid, floor))
             run(cur, "UPDATE spate_pipelines SET gc_floor = ? WHERE id = ?", (floor, pid))
-        return GcReport(len(removed), sum(int(row[0] or 0) for row in removed))
+        return base.GcReport(len(removed), sum(int(row[0] or 0) for row in removed))
 
-    def describe(self) -> PipelineInfo:
+    def describe(self) -> base.PipelineInfo:
         with self.store.transaction(write=False) as cur:
             pid = self.existing_id(cur)
             last = self._epochs(cur, pid)[0]
-            operators: list[OperatorInfo] = []
+            operators: list[base.OperatorInfo] = []
             metadata: dict[str, Any] = {}
             if last is not None:
                 self.store.run(cur, _OPERATOR_SIZES, (pid, last))
-                operators = [OperatorInfo(r[0], int(r[1]), int(r[2]), int(r[3]))
+                operators = [base.OperatorInfo(r[0], int(r[1]), int(r[2]), int(r[3]))
                              for r in cur.fetchall()]
                 self.store.run(cur, "SELECT metadata FROM spate_epochs WHERE pipeline_id = ? "
                                     "AND epoch = ?", (pid, last))
                 row = cur.fetchone()
                 metadata = dict(encoding.decode(bytes(row[0]))) if row else {}
-        return PipelineInfo(self.tenant, self.pipeline, last, operators, metadata)
+        return base.PipelineInfo(self.tenant, self.pipeline, last, operators, metadata)
 
     def drop(self) -> None:
         with self.store.transaction(write=True) as cur:

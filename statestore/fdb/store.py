@@ -45,18 +45,7 @@ from functools import partial
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
-from spate.statestore import encoding
-from spate.statestore.base.store import (
-    EpochMetadata,
-    EpochWriter,
-    GcReport,
-    OperatorInfo,
-    PipelineInfo,
-    PipelineState,
-    StateStore,
-    UserKey,
-)
-from spate.statestore.base.writer import BufferedEpochWriter, StagedWrites
+from spate.statestore import base, encoding
 from spate.statestore.errors import (
     BackendUnavailableError,
     IncompleteEpochError,
@@ -123,7 +112,7 @@ def _clear_cost(span: KeyRange) -> int:
     return 2 * (len(span[0]) + len(span[1]))
 
 
-class FdbStateStore(StateStore):
+class FdbStateStore(base.StateStore):
     """Any number of pipelines' state in one FoundationDB cluster, under one root subspace."""
 
     def __init__(self, url: str, *, bindings: Any = None) -> None:
@@ -132,7 +121,7 @@ class FdbStateStore(StateStore):
         cluster_file, self.root = parse_url(url)
         self.client = FdbClient(cluster_file, bindings)
 
-    def pipeline(self, tenant: str, pipeline: str) -> PipelineState:
+    def pipeline(self, tenant: str, pipeline: str) -> base.PipelineState:
         return FdbPipelineState(self, tenant, pipeline)
 
     def pipelines(self, tenant: str | None = None) -> list[tuple[str, str]]:
@@ -148,7 +137,7 @@ class FdbStateStore(StateStore):
         return (FdbStateStore, (self.url,))
 
 
-class FdbPipelineState(PipelineState):
+class FdbPipelineState(base.PipelineState):
     """One pipeline's versions under its subspace of the store."""
 
     def __init__(self, store: FdbStateStore, tenant: str, pipeline: str) -> None:
@@ -195,11 +184,11 @@ class FdbPipelineState(PipelineState):
         return [(bytes(item.key), bytes(item.value))
                 for item in tr.get_range(*self.layout.metadata_range(wanted))]
 
-    def get(self, operator: str, key_group: int, user_key: UserKey, *,
+    def get(self, operator: str, key_group: int, user_key: base.UserKey, *,
             epoch: int | None = None) -> bytes | None:
         return self.get_many(operator, key_group, [user_key], epoch=epoch)[0]
 
-    def get_many(self, operator: str, key_group: int, user_keys: Sequence[UserKey], *,
+    def get_many(self, operator: str, key_group: int, user_keys: Sequence[base.UserKey], *,
                  epoch: int | None = None) -> list[bytes | None]:
         packed = [pack_key(key) for key in user_keys]
         wanted = self._resolve(epoch)
@@ -212,8 +201,8 @@ class FdbPipelineState(PipelineState):
                  live_values(self._versions(ranges, wanted), wanted)}
         return [found.get(key) for key in packed]
 
-    def scan(self, operator: str, key_groups: range, prefix: UserKey = (), *,
-             epoch: int | None = None) -> Iterator[tuple[int, UserKey, bytes]]:
+    def scan(self, operator: str, key_groups: range, prefix: base.UserKey = (), *,
+             epoch: int | None = None) -> Iterator[tuple[int, base.UserKey, bytes]]:
         key_prefix = pack_key(prefix) if prefix else b""
         wanted = self._resolve(epoch)
         if wanted is None:
@@ -222,7 +211,7 @@ class FdbPipelineState(PipelineState):
         return self._scan(ranges, wanted)
 
     def _scan(self, ranges: Sequence[KeyRange],
-              epoch: int) -> Iterator[tuple[int, UserKey, bytes]]:
+              epoch: int) -> Iterator[tuple[int, base.UserKey, bytes]]:
         for _, group, key, value in live_values(self._versions(ranges, epoch), epoch):
             yield group, unpack_key(key), value
 
@@ -306,12 +295,12 @@ class FdbPipelineState(PipelineState):
                 break
         return None if last is None else last + b"\x00"
 
-    def writer(self, epoch: int, key_groups: range) -> EpochWriter:
-        return BufferedEpochWriter(epoch, key_groups, self.write_versions,
-                                   self.layout.check_key_size)
+    def writer(self, epoch: int, key_groups: range) -> base.EpochWriter:
+        return base.BufferedEpochWriter(epoch, key_groups, self.write_versions,
+                                        self.layout.check_key_size)
 
     def write_versions(self, epoch: int, key_groups: range,
-                       rows: StagedWrites) -> None:
+                       rows: base.StagedWrites) -> None:
         """Stage one writer's versions in bounded transactions, then mark its range done."""
         attempt = os.urandom(16)
         if self.client.run(self._claim, epoch, key_groups, attempt):
@@ -326,7 +315,7 @@ class FdbPipelineState(PipelineState):
                 return
         self.client.run(self._finish, epoch, key_groups, attempt)
 
-    def _mutations(self, epoch: int, rows: StagedWrites
+    def _mutations(self, epoch: int, rows: base.StagedWrites
                    ) -> Iterator[tuple[bytes, bytes]]:
         for (operator, group, key), value in rows.items():
             # The log entry first, so a partly written version is always found and cleared.
@@ -376,7 +365,7 @@ class FdbPipelineState(PipelineState):
             entry = ManifestEntry(key_groups.start, key_groups.stop, True, attempt)
             tr.set(self.layout.manifest_key(epoch, key_groups.start), entry.encode())
 
-    def commit_epoch(self, epoch: int, metadata: EpochMetadata) -> None:
+    def commit_epoch(self, epoch: int, metadata: base.EpochMetadata) -> None:
         blob = encoding.encode(dict(metadata))
         if len(blob) > MAX_METADATA_BYTES:
             raise StateStoreError(
@@ -408,16 +397,16 @@ class FdbPipelineState(PipelineState):
 
     # -- maintenance --
 
-    def gc(self) -> GcReport:
+    def gc(self) -> base.GcReport:
         floor = self.client.run(self._raise_floor)
         if floor is None:
-            return GcReport(0, 0)
+            return base.GcReport(0, 0)
         removed = freed = 0
         while entries := self.client.run(self._log_page, floor):
             count, size = self._collect(entries, floor)
             removed += count
             freed += size
-        return GcReport(removed, freed)
+        return base.GcReport(removed, freed)
 
     def _raise_floor(self, tr: Any) -> int | None:
         """Make epochs before the last committed unreadable, before removing anything."""
@@ -454,10 +443,10 @@ class FdbPipelineState(PipelineState):
         for begin, end in batch:
             tr.clear_range(begin, end)
 
-    def describe(self) -> PipelineInfo:
+    def describe(self) -> base.PipelineInfo:
         last = self.last_committed_epoch()
         if last is None:
-            return PipelineInfo(self.tenant, self.pipeline, None, [], {})
+            return base.PipelineInfo(self.tenant, self.pipeline, None, [], {})
         groups: defaultdict[str, set[int]] = defaultdict(set)
         keys: Counter[str] = Counter()
         sizes: Counter[str] = Counter()
@@ -466,9 +455,10 @@ class FdbPipelineState(PipelineState):
             groups[operator].add(group)
             keys[operator] += 1
             sizes[operator] += len(value)
-        operators = [OperatorInfo(operator, len(groups[operator]), keys[operator],
-                                  sizes[operator]) for operator in sorted(groups)]
-        return PipelineInfo(self.tenant, self.pipeline, last, operators, self.epoch_metadata(last))
+        operators = [base.OperatorInfo(operator, len(groups[operator]), keys[operator],
+                                       sizes[operator]) for operator in sorted(groups)]
+        return base.PipelineInfo(self.tenant, self.pipeline, last, operators,
+                                 self.epoch_metadata(last))
 
     def drop(self) -> None:
         self.client.run(self._drop)

@@ -16,15 +16,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from spate.engine.connectors.core.base import (
-    SINK,
-    ColumnDef,
-    Connector,
-    ConnectorError,
-    Sink,
-    TableConfig,
-    register,
-)
+from spate.engine.connectors import core
 from spate.engine.connectors.core.changes import change_rows
 
 #: Put on a channel after the last epoch.
@@ -49,7 +41,7 @@ def discard(name: str) -> None:
         _channels.pop(name, None)
 
 
-class PreviewSink(Sink):
+class PreviewSink(core.Sink):
     """Puts each epoch's rows on :func:`channel` ``(name)``."""
 
     def __init__(self, name: str) -> None:
@@ -71,19 +63,19 @@ class PreviewSink(Sink):
         self._queue.put(END_OF_STREAM)
 
 
-@register
-class PreviewConnector(Connector):
+@core.register
+class PreviewConnector(core.Connector):
     """``preview``: created by the engine for bare SELECTs, never declared."""
 
     name = "preview"
-    roles = frozenset({SINK})
+    roles = frozenset({core.SINK})
     declarable = False
 
-    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
-        raise ConnectorError(
+    def validate(self, table: core.TableConfig) -> tuple[core.ColumnDef, ...]:
+        raise core.ConnectorError(
             f"table '{table.name}': connector 'preview' cannot be declared; a bare SELECT "
             "writes to the preview automatically")
 
-    def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
+    def create_sink(self, table: core.TableConfig, schema: T.StructType) -> core.Sink:
         del schema
         return PreviewSink(table.name)

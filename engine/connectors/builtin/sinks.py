@@ -8,16 +8,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from spate.engine.connectors.core.base import (
-    SINK,
-    ColumnDef,
-    Connector,
-    Sink,
-    TableConfig,
-    register,
-)
-from spate.engine.connectors.core.metadata import FORMAT, FORMAT_OPTION, TYPE
-from spate.engine.connectors.core.options import OptionReader, check_role, reject_source_options
+from spate.engine.connectors import core
 from spate.engine.connectors.formats.records import (
     FormatSpec,
     check_columns,
@@ -30,7 +21,7 @@ from spate.engine.connectors.formats.records import (
 from spate.engine.connectors.single_file.connector import LINE_FORMAT
 
 
-class StdoutSink(Sink):
+class StdoutSink(core.Sink):
     """Writes one encoded record per line to the process's standard output."""
 
     def __init__(self, spec: FormatSpec) -> None:
@@ -50,7 +41,7 @@ class StdoutSink(Sink):
         sys.stdout.flush()
 
 
-class BlackholeSink(Sink):
+class BlackholeSink(core.Sink):
     """Discards rows, but still computes them (it is what benchmarks write to)."""
 
     def open(self, marker: Any | None) -> None:
@@ -64,53 +55,54 @@ class BlackholeSink(Sink):
         """Nothing to release."""
 
 
-@register
-class StdoutConnector(Connector):
+@core.register
+class StdoutConnector(core.Connector):
     """``stdout``: a sink with a required ``format``."""
 
     name = "stdout"
-    roles = frozenset({SINK})
-    options = (*TYPE, LINE_FORMAT, *(spec for spec in FORMAT if spec is not FORMAT_OPTION))
-    examples = {SINK: ({"format": "json"},)}
+    roles = frozenset({core.SINK})
+    options = (*core.TYPE, LINE_FORMAT,
+               *(spec for spec in core.FORMAT if spec is not core.FORMAT_OPTION))
+    examples = {core.SINK: ({"format": "json"},)}
 
-    def _parse(self, table: TableConfig) -> FormatSpec:
-        options = OptionReader(table)
-        check_role(options, self.roles)
-        reject_source_options(options)
+    def _parse(self, table: core.TableConfig) -> FormatSpec:
+        options = core.OptionReader(table)
+        core.check_role(options, self.roles)
+        core.reject_source_options(options)
         require_line_format(options)
-        spec = parse_format(options, SINK)
+        spec = parse_format(options, core.SINK)
         options.finish()
-        check_columns(spec, table.columns, SINK)
+        check_columns(spec, table.columns, core.SINK)
         return spec
 
-    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+    def validate(self, table: core.TableConfig) -> tuple[core.ColumnDef, ...]:
         self._parse(table)
         return table.columns
 
-    def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
+    def create_sink(self, table: core.TableConfig, schema: T.StructType) -> core.Sink:
         spec = self._parse(table)
         check_sink_schema(spec, schema)
         return StdoutSink(spec)
 
 
-@register
-class BlackholeConnector(Connector):
+@core.register
+class BlackholeConnector(core.Connector):
     """``blackhole``: a sink without options."""
 
     name = "blackhole"
-    roles = frozenset({SINK})
-    options = TYPE
-    examples = {SINK: ({},)}
+    roles = frozenset({core.SINK})
+    options = core.TYPE
+    examples = {core.SINK: ({},)}
 
-    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
-        options = OptionReader(table)
-        check_role(options, self.roles)
-        reject_source_options(options)
+    def validate(self, table: core.TableConfig) -> tuple[core.ColumnDef, ...]:
+        options = core.OptionReader(table)
+        core.check_role(options, self.roles)
+        core.reject_source_options(options)
         reject_format_options(options)
         options.finish()
         return table.columns
 
-    def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
+    def create_sink(self, table: core.TableConfig, schema: T.StructType) -> core.Sink:
         self.validate(table)
         del schema
         return BlackholeSink()

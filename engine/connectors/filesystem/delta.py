@@ -33,26 +33,13 @@ from urllib.parse import SplitResult, urlsplit
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
-from pyspark.sql import types as T
 
+from spate.engine.connectors import core
 from spate.engine.connectors.core.aws import check_endpoint_url
-from spate.engine.connectors.core.base import (
-    SINK,
-    ColumnDef,
-    Connector,
-    ConnectorError,
-    Sink,
-    TableConfig,
-    register,
-)
-from spate.engine.connectors.core.boundary import Boundary
-from spate.engine.connectors.core.metadata import SINKS, TYPE, option
-from spate.engine.connectors.core.options import OptionReader, check_role, reject_source_options
 from spate.engine.connectors.filesystem.lakehouse import (
     EpochAppendSink,
+    LakeConnector,
     first_line,
-    lake_columns,
-    lake_schema,
 )
 from spate.engine.connectors.filesystem.object_store import (
     AWS_ACCESS_KEY_ID,
@@ -65,24 +52,24 @@ from spate.engine.connectors.filesystem.object_store import (
 log = logging.getLogger(__name__)
 
 
-PATH = option("path", SINKS, "the table's folder: a local path, relative to the working "
-              "directory of `spate run` and to the tenant's storage root in the service (paths "
-              "leading out of it are refused), or `s3://bucket/folder`", required=True)
-PARTITIONING_FIELDS = option("partitioning.fields", SINKS, "comma-separated columns to "
-                             "partition the table by (used when the sink creates it)")
+PATH = core.option("path", core.SINKS, "the table's folder: a local path, relative to the working "
+                   "directory of `spate run` and to the tenant's storage root in the service "
+                   "(paths leading out of it are refused), or `s3://bucket/folder`", required=True)
+PARTITIONING_FIELDS = core.option("partitioning.fields", core.SINKS, "comma-separated columns to "
+                                  "partition the table by (used when the sink creates it)")
 # The S3 options, named as the filesystem connector's (one AWS profile serves both).
 DELTA_ENDPOINT_URL = ENDPOINT_URL.described(
-    "`s3://` only: `http(s)://host[:port]` of an S3-compatible store", roles=SINKS,
+    "`s3://` only: `http(s)://host[:port]` of an S3-compatible store", roles=core.SINKS,
     default_text="AWS's S3 endpoint of `aws_region`")
-DELTA_AWS_REGION = AWS_REGION.described("`s3://` only", roles=SINKS, required_when="",
+DELTA_AWS_REGION = AWS_REGION.described("`s3://` only", roles=core.SINKS, required_when="",
                                         default="us-east-1")
 DELTA_AWS_ACCESS_KEY_ID = AWS_ACCESS_KEY_ID.described(
     "`s3://` only: the access key, taken from these options only (never from the server's "
-    "environment)", roles=SINKS, required_when="")
+    "environment)", roles=core.SINKS, required_when="")
 DELTA_AWS_SECRET_ACCESS_KEY = AWS_SECRET_ACCESS_KEY.described(
-    "`s3://` only: its secret", roles=SINKS, required_when="")
+    "`s3://` only: its secret", roles=core.SINKS, required_when="")
 DELTA_AWS_SESSION_TOKEN = AWS_SESSION_TOKEN.described(
-    "`s3://` only: for temporary credentials", roles=SINKS)
+    "`s3://` only: for temporary credentials", roles=core.SINKS)
 #: WITH options of a table on S3, and the delta-rs storage option each one sets.
 S3_OPTIONS = {DELTA_AWS_REGION: "AWS_REGION", DELTA_AWS_ACCESS_KEY_ID: "AWS_ACCESS_KEY_ID",
               DELTA_AWS_SECRET_ACCESS_KEY: "AWS_SECRET_ACCESS_KEY",
@@ -108,8 +95,8 @@ class DeltaSettings:
         return self.storage is not None
 
 
-def read_settings(options: OptionReader, boundary: Boundary,
-                  columns: tuple[ColumnDef, ...] | None) -> DeltaSettings:
+def read_settings(options: core.OptionReader, boundary: core.Boundary,
+                  columns: tuple[core.ColumnDef, ...] | None) -> DeltaSettings:
     """The location, partitioning and S3 settings of a table's (or profile's) options."""
     given = options.required(PATH)
     fields = options.string(PARTITIONING_FIELDS)
@@ -118,17 +105,17 @@ def read_settings(options: OptionReader, boundary: Boundary,
         names = {c.name for c in columns}
         unknown = [f for f in partition_by if f not in names]
         if unknown:
-            raise ConnectorError(f"{PARTITIONING_FIELDS.name} names {', '.join(unknown)}, "
-                                 "which the table does not have",
-                                 option=PARTITIONING_FIELDS.name)
+            raise core.ConnectorError(f"{PARTITIONING_FIELDS.name} names {', '.join(unknown)}, "
+                                      "which the table does not have",
+                                      option=PARTITIONING_FIELDS.name)
     scheme = urlsplit(given).scheme.lower() if "://" in given else ""
     if scheme in ("", "file"):
         for spec in (*S3_OPTIONS, DELTA_ENDPOINT_URL):
             options.reject(spec, "applies to s3:// paths only")
         return DeltaSettings(boundary.resolve_path(given), given, partition_by)
     if scheme not in ("s3", "s3a") or not urlsplit(given).netloc:
-        raise ConnectorError(f"delta path '{given}': give a local path or "
-                             "s3://bucket/folder", option=PATH.name)
+        raise core.ConnectorError(f"delta path '{given}': give a local path or "
+                                  "s3://bucket/folder", option=PATH.name)
     region = options.string(DELTA_AWS_REGION) or DELTA_AWS_REGION.default
     url = options.string(DELTA_ENDPOINT_URL)
     endpoint = check_endpoint_url(url) if url is not None else f"https://s3.{region}.amazonaws.com"
@@ -147,7 +134,7 @@ def read_settings(options: OptionReader, boundary: Boundary,
                          endpoint)
 
 
-def storage_options(settings: DeltaSettings, boundary: Boundary) -> dict[str, str] | None:
+def storage_options(settings: DeltaSettings, boundary: core.Boundary) -> dict[str, str] | None:
     """delta-rs's storage options, the endpoint resolved through the egress policy: a
     plain http endpoint is then reached at the checked address (https by name, for
     its certificate)."""
@@ -173,15 +160,14 @@ def _endpoint_option(url: str | None) -> str:
     return DELTA_ENDPOINT_URL.name if url is not None else DELTA_AWS_REGION.name
 
 
-class DeltaSink(EpochAppendSink):
+class DeltaSink(EpochAppendSink[DeltaSettings]):
     """Appends each epoch to a Delta table; marker ``{"epoch": n, "version": v}``."""
 
     kind = "delta"
 
     def __init__(self, table: str, settings: DeltaSettings, schema: pa.Schema,
-                 boundary: Boundary) -> None:
-        super().__init__(table, schema, boundary)
-        self.settings = settings
+                 boundary: core.Boundary) -> None:
+        super().__init__(table, settings, schema, boundary)
         self._delta: DeltaTable | None = None
 
     def _what(self) -> str:
@@ -194,7 +180,7 @@ class DeltaSink(EpochAppendSink):
             delta = DeltaTable(location, storage_options=storage)
         except TableNotFoundError:
             if marker is not None and marker.get("version") is not None:
-                raise ConnectorError(
+                raise core.ConnectorError(
                     f"{self._what()}: the table is gone, but epoch {marker['epoch']} was "
                     "committed to it; restore it or start the pipeline afresh",
                     option=PATH.name) from None
@@ -202,14 +188,14 @@ class DeltaSink(EpochAppendSink):
                 os.makedirs(location, exist_ok=True)
             delta = self._create(location, storage)
         except (DeltaError, OSError) as error:
-            raise ConnectorError(f"{self._what()}: cannot open the table: "
-                                 f"{first_line(error, *_secrets(self.settings))}",
-                                 option=PATH.name) from None
+            raise core.ConnectorError(f"{self._what()}: cannot open the table: "
+                                      f"{first_line(error, *_secrets(self.settings))}",
+                                      option=PATH.name) from None
         self._check_schema(delta)
         in_table = delta.transaction_version(self.app_id)
         if marker is not None and marker.get("version") is not None \
                 and delta.version() < int(marker["version"]):
-            raise ConnectorError(
+            raise core.ConnectorError(
                 f"{self._what()}: the table is at version {delta.version()} but version "
                 f"{marker['version']} was committed; it was replaced outside Spate. Restore "
                 "it or start the pipeline afresh", option=PATH.name)
@@ -225,15 +211,15 @@ class DeltaSink(EpochAppendSink):
                                      partition_by=list(self.settings.partition_by) or None,
                                      name=self.table, storage_options=storage)
         except (DeltaError, ValueError, TypeError, pa.ArrowException) as error:
-            raise ConnectorError(f"{self._what()}: cannot create the table: "
-                                 f"{first_line(error, *_secrets(self.settings))}",
-                                 option=PATH.name) from None
+            raise core.ConnectorError(f"{self._what()}: cannot create the table: "
+                                      f"{first_line(error, *_secrets(self.settings))}",
+                                      option=PATH.name) from None
 
     def _check_schema(self, delta: DeltaTable) -> None:
         have = [f.name for f in delta.schema().fields]
         want = list(self.schema.names)
         if have != want:
-            raise ConnectorError(
+            raise core.ConnectorError(
                 f"{self._what()}: the table has the columns ({', '.join(have)}) but the sink "
                 f"writes ({', '.join(want)}); write to another path or declare the same "
                 "columns", option=PATH.name)
@@ -249,9 +235,9 @@ class DeltaSink(EpochAppendSink):
                             commit_properties=CommitProperties(
                                 app_transactions=[Transaction(self.app_id, epoch)]))
         except (DeltaError, pa.ArrowException) as error:
-            raise ConnectorError(f"{self._what()}: epoch {epoch} could not be appended: "
-                                 f"{first_line(error, *_secrets(self.settings))}",
-                                 option=PATH.name) from None
+            raise core.ConnectorError(f"{self._what()}: epoch {epoch} could not be appended: "
+                                      f"{first_line(error, *_secrets(self.settings))}",
+                                      option=PATH.name) from None
         self._delta.update_incremental()
         return None  # delta-rs reports no size of the files a commit added: not measured
 
@@ -263,37 +249,22 @@ class DeltaSink(EpochAppendSink):
         self._delta = None
 
 
-@register
-class DeltaConnector(Connector):
+@core.register
+class DeltaConnector(LakeConnector):
     """Delta Lake tables (sinks only, as in Arroyo)."""
 
     name = "delta"
-    roles = frozenset({SINK})
-    options = (*TYPE, PATH, PARTITIONING_FIELDS, DELTA_ENDPOINT_URL, *S3_OPTIONS)
-    examples = {SINK: ({"path": "lake/t"}, {"path": "s3://bucket/t"})}
+    sink_class = DeltaSink
+    options = (*core.TYPE, PATH, PARTITIONING_FIELDS, DELTA_ENDPOINT_URL, *S3_OPTIONS)
+    examples = {core.SINK: ({"path": "lake/t"}, {"path": "s3://bucket/t"})}
 
-    def _parse(self, table: TableConfig) -> DeltaSettings:
-        options = OptionReader(table)
-        check_role(options, self.roles)
-        reject_source_options(options)
-        settings = read_settings(options, table.boundary, table.columns)
-        options.finish()
-        lake_columns(table, "delta")
-        return settings
+    def read_settings(self, options: core.OptionReader, table: core.TableConfig) -> DeltaSettings:
+        return read_settings(options, table.boundary, table.columns)
 
-    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
-        self._parse(table)
-        return table.columns
-
-    def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
-        settings = self._parse(table)
-        del schema  # the planner casts the query to the declared columns
-        return DeltaSink(table.name, settings, lake_schema(table.columns), table.boundary)
-
-    def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
-        table = TableConfig(name="profile", connector=self.name, role=role or SINK,
-                            options=options, columns=(), boundary=boundary)
-        reader = OptionReader(table)
+    def reach(self, options: Mapping[str, str], role: str | None, boundary: core.Boundary) -> str:
+        table = core.TableConfig(name="profile", connector=self.name, role=role or core.SINK,
+                                 options=options, columns=(), boundary=boundary)
+        reader = core.OptionReader(table)
         settings = read_settings(reader, boundary, None)
         try:
             delta = DeltaTable(settings.location,
@@ -306,13 +277,13 @@ class DeltaConnector(Connector):
             while parent and not os.path.exists(parent):
                 parent = os.path.dirname(parent)
             if not os.access(parent, os.W_OK):
-                raise ConnectorError(f"delta path '{settings.given}' cannot be created: "
-                                     "not writable", option=PATH.name) from None
+                raise core.ConnectorError(f"delta path '{settings.given}' cannot be created: "
+                                          "not writable", option=PATH.name) from None
             return f"delta: no table at '{settings.given}' yet; the first write creates it"
         except (DeltaError, OSError) as error:
-            raise ConnectorError(f"delta path '{settings.given}' cannot be read: "
-                                 f"{first_line(error, *_secrets(settings))}",
-                                 option=PATH.name) from None
+            raise core.ConnectorError(f"delta path '{settings.given}' cannot be read: "
+                                      f"{first_line(error, *_secrets(settings))}",
+                                      option=PATH.name) from None
         return (f"delta table at '{settings.given}': version {delta.version()}, "
                 f"columns {', '.join(f.name for f in delta.schema().fields)}")
 

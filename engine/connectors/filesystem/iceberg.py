@@ -28,27 +28,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyspark.sql import types as T
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from spate.engine.connectors.core.base import (
-    SINK,
-    ColumnDef,
-    Connector,
-    ConnectorError,
-    Sink,
-    TableConfig,
-    register,
-)
-from spate.engine.connectors.core.boundary import Boundary
-from spate.engine.connectors.core.metadata import SINKS, TYPE, option
-from spate.engine.connectors.core.options import OptionReader, check_role, reject_source_options
+from spate.engine.connectors import core
 from spate.engine.connectors.filesystem.lakehouse import (
     EpochAppendSink,
+    LakeConnector,
     first_line,
-    lake_columns,
-    lake_schema,
 )
 
 if TYPE_CHECKING:  # pyiceberg is imported by what opens a catalog: planning needs none
@@ -62,18 +49,19 @@ APP_ID_PROPERTY = "spate.app-id"
 EPOCH_PROPERTY = "spate.epoch"
 _DRIVERS = ("postgresql", "postgresql+psycopg")
 
-CATALOG_URI = option("catalog.uri", SINKS, "the catalog's database, "
-                     "`postgresql+psycopg://user@host:port/database`; no password in it",
-                     required=True)
-CATALOG_PASSWORD = option("catalog.password", SINKS, "the database password")
-CATALOG_NAME = option("catalog.name", SINKS, "the catalog's name within the database (several "
-                      "catalogs can share one)", default="spate")
-CATALOG_WAREHOUSE = option("catalog.warehouse", SINKS, "folder of the tables' files; relative "
-                           "to the working directory of `spate run`, to the tenant's storage "
-                           "root in the service. Object stores are not supported yet",
-                           required=True)
-NAMESPACE = option("namespace", SINKS, "the table's namespace (one level)", default="default")
-TABLE_NAME = option("table_name", SINKS, "the table's name", required=True)
+CATALOG_URI = core.option("catalog.uri", core.SINKS, "the catalog's database, "
+                          "`postgresql+psycopg://user@host:port/database`; no password in it",
+                          required=True)
+CATALOG_PASSWORD = core.option("catalog.password", core.SINKS, "the database password")
+CATALOG_NAME = core.option("catalog.name", core.SINKS, "the catalog's name within the database "
+                           "(several catalogs can share one)", default="spate")
+CATALOG_WAREHOUSE = core.option("catalog.warehouse", core.SINKS, "folder of the tables' files; "
+                                "relative to the working directory of `spate run`, to the tenant's "
+                                "storage root in the service. Object stores are not supported yet",
+                                required=True)
+NAMESPACE = core.option("namespace", core.SINKS, "the table's namespace (one level)",
+                        default="default")
+TABLE_NAME = core.option("table_name", core.SINKS, "the table's name", required=True)
 
 
 @dataclass(frozen=True)
@@ -99,27 +87,27 @@ class IcebergSettings:
         return (self.namespace, self.table_name)
 
 
-def read_settings(options: OptionReader, boundary: Boundary,
+def read_settings(options: core.OptionReader, boundary: core.Boundary,
                   table_required: bool = True) -> IcebergSettings:
     """The catalog, warehouse and table of a table's (or profile's) options."""
     raw = options.required(CATALOG_URI)
     try:
         uri = make_url(raw)
     except (ArgumentError, ValueError):
-        raise ConnectorError(f"{CATALOG_URI.name} is not a database URL; give "
-                             "postgresql+psycopg://user@host:port/database",
-                             option=CATALOG_URI.name) from None
+        raise core.ConnectorError(f"{CATALOG_URI.name} is not a database URL; give "
+                                  "postgresql+psycopg://user@host:port/database",
+                                  option=CATALOG_URI.name) from None
     if uri.drivername not in _DRIVERS:
-        raise ConnectorError(f"{CATALOG_URI.name}: the catalog must be on PostgreSQL "
-                             f"(postgresql+psycopg://...), not '{uri.drivername}'",
-                             option=CATALOG_URI.name)
+        raise core.ConnectorError(f"{CATALOG_URI.name}: the catalog must be on PostgreSQL "
+                                  f"(postgresql+psycopg://...), not '{uri.drivername}'",
+                                  option=CATALOG_URI.name)
     if uri.password is not None:
-        raise ConnectorError(f"{CATALOG_URI.name} must not hold the password: give it in "
-                             f"{CATALOG_PASSWORD.name} (kept secret)", option=CATALOG_URI.name)
+        raise core.ConnectorError(f"{CATALOG_URI.name} must not hold the password: give it in "
+                                  f"{CATALOG_PASSWORD.name} (kept secret)", option=CATALOG_URI.name)
     if not uri.host or uri.query:
-        raise ConnectorError(f"{CATALOG_URI.name} needs a host and takes no query parameters: "
-                             "postgresql+psycopg://user@host:port/database",
-                             option=CATALOG_URI.name)
+        raise core.ConnectorError(f"{CATALOG_URI.name} needs a host and takes no query parameters: "
+                                  "postgresql+psycopg://user@host:port/database",
+                                  option=CATALOG_URI.name)
     uri = uri.set(drivername="postgresql+psycopg")
     if boundary.egress is not None and uri.host is not None:
         boundary.egress.check_literal(uri.host, uri.port or 5432, uri.database,
@@ -128,20 +116,22 @@ def read_settings(options: OptionReader, boundary: Boundary,
     name = options.string(CATALOG_NAME) or CATALOG_NAME.default
     given = options.required(CATALOG_WAREHOUSE)
     if "://" in given and not given.startswith("file://"):
-        raise ConnectorError(f"{CATALOG_WAREHOUSE.name} '{given}': only local paths (inside your "
-                             "storage root) are supported so far", option=CATALOG_WAREHOUSE.name)
+        raise core.ConnectorError(f"{CATALOG_WAREHOUSE.name} '{given}': only local paths (inside "
+                                  f"your "
+                                  "storage root) are supported so far",
+                                  option=CATALOG_WAREHOUSE.name)
     folder = boundary.resolve_path(given, option=CATALOG_WAREHOUSE.name)
     namespace = options.string(NAMESPACE) or NAMESPACE.default
     table_name = options.string(TABLE_NAME, required=table_required)
     for spec, value in ((NAMESPACE, namespace), (TABLE_NAME, table_name)):
         if value is not None and (not value.strip() or "." in value):
-            raise ConnectorError(f"{spec.name} '{value}' must be one non-empty name without "
-                                 "dots", option=spec.name)
+            raise core.ConnectorError(f"{spec.name} '{value}' must be one non-empty name without "
+                                      "dots", option=spec.name)
     return IcebergSettings(uri, password, name, "file://" + folder, given, namespace,
                            table_name)
 
 
-def open_catalog(settings: IcebergSettings, boundary: Boundary, what: str) -> SqlCatalog:
+def open_catalog(settings: IcebergSettings, boundary: core.Boundary, what: str) -> SqlCatalog:
     """The SQL catalog, connected through ``boundary``'s egress policy."""
     uri = settings.uri
     if settings.password is not None:
@@ -160,20 +150,19 @@ def open_catalog(settings: IcebergSettings, boundary: Boundary, what: str) -> Sq
                           uri=uri.render_as_string(hide_password=False),
                           warehouse=settings.warehouse)
     except SQLAlchemyError as error:
-        raise ConnectorError(f"{what}: cannot reach the catalog at {settings.shown_uri}: "
-                             f"{first_line(error, settings.password)}",
-                             option=CATALOG_URI.name) from None
+        raise core.ConnectorError(f"{what}: cannot reach the catalog at {settings.shown_uri}: "
+                                  f"{first_line(error, settings.password)}",
+                                  option=CATALOG_URI.name) from None
 
 
-class IcebergSink(EpochAppendSink):
+class IcebergSink(EpochAppendSink[IcebergSettings]):
     """One append snapshot per epoch; marker ``{"epoch": n, "snapshot": id}``."""
 
     kind = "iceberg"
 
     def __init__(self, table: str, settings: IcebergSettings, schema: pa.Schema,
-                 boundary: Boundary) -> None:
-        super().__init__(table, schema, boundary)
-        self.settings = settings
+                 boundary: core.Boundary) -> None:
+        super().__init__(table, settings, schema, boundary)
         self._catalog: SqlCatalog | None = None
         self._iceberg: Table | None = None
 
@@ -186,12 +175,12 @@ class IcebergSink(EpochAppendSink):
         try:
             iceberg = self._load_or_create(catalog, marker)
         except SQLAlchemyError as error:
-            raise ConnectorError(f"{self._what()}: the catalog at {self.settings.shown_uri} "
-                                 f"failed: {first_line(error, self.settings.password)}",
-                                 option=CATALOG_URI.name) from None
+            raise core.ConnectorError(f"{self._what()}: the catalog at {self.settings.shown_uri} "
+                                      f"failed: {first_line(error, self.settings.password)}",
+                                      option=CATALOG_URI.name) from None
         have = [f.name for f in iceberg.schema().fields]
         if have != list(self.schema.names):
-            raise ConnectorError(
+            raise core.ConnectorError(
                 f"{self._what()}: the table has the columns ({', '.join(have)}) but the sink "
                 f"writes ({', '.join(self.schema.names)}); name another table or declare the "
                 "same columns", option=TABLE_NAME.name)
@@ -210,7 +199,7 @@ class IcebergSink(EpochAppendSink):
             return catalog.load_table(identifier)
         except NoSuchTableError:
             if marker is not None and marker.get("snapshot") is not None:
-                raise ConnectorError(
+                raise core.ConnectorError(
                     f"{self._what()}: table {'.'.join(identifier)} is gone, but epoch "
                     f"{marker['epoch']} was committed to it; restore it or start the "
                     "pipeline afresh", option=TABLE_NAME.name) from None
@@ -229,9 +218,9 @@ class IcebergSink(EpochAppendSink):
             self._iceberg.append(rows, snapshot_properties={APP_ID_PROPERTY: self.app_id,
                                                             EPOCH_PROPERTY: str(epoch)})
         except SQLAlchemyError as error:
-            raise ConnectorError(f"{self._what()}: epoch {epoch} could not be committed: "
-                                 f"{first_line(error, self.settings.password)}",
-                                 option=CATALOG_URI.name) from None
+            raise core.ConnectorError(f"{self._what()}: epoch {epoch} could not be committed: "
+                                      f"{first_line(error, self.settings.password)}",
+                                      option=CATALOG_URI.name) from None
         return _added_bytes(self._iceberg)
 
     def _marker(self, epoch: int) -> dict[str, Any]:
@@ -272,39 +261,25 @@ def _snapshot_id(iceberg: Table) -> int | None:
     return None if snapshot is None else snapshot.snapshot_id
 
 
-@register
-class IcebergConnector(Connector):
+@core.register
+class IcebergConnector(LakeConnector):
     """Iceberg tables in a SQL catalog on PostgreSQL (sinks only, as in Arroyo)."""
 
     name = "iceberg"
-    roles = frozenset({SINK})
-    options = (*TYPE, CATALOG_URI, CATALOG_PASSWORD, CATALOG_NAME, CATALOG_WAREHOUSE, NAMESPACE,
+    sink_class = IcebergSink
+    options = (*core.TYPE, CATALOG_URI, CATALOG_PASSWORD, CATALOG_NAME, CATALOG_WAREHOUSE,
+               NAMESPACE,
                TABLE_NAME)
-    examples = {SINK: ({"catalog.uri": "postgresql+psycopg://u@h/db",
-                       "catalog.warehouse": "lake", "table_name": "t"},)}
+    examples = {core.SINK: ({"catalog.uri": "postgresql+psycopg://u@h/db",
+                            "catalog.warehouse": "lake", "table_name": "t"},)}
 
-    def _parse(self, table: TableConfig) -> IcebergSettings:
-        options = OptionReader(table)
-        check_role(options, self.roles)
-        reject_source_options(options)
-        settings = read_settings(options, table.boundary)
-        options.finish()
-        lake_columns(table, "iceberg")
-        return settings
+    def read_settings(self, options: core.OptionReader, table: core.TableConfig) -> IcebergSettings:
+        return read_settings(options, table.boundary)
 
-    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
-        self._parse(table)
-        return table.columns
-
-    def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
-        settings = self._parse(table)
-        del schema  # the planner casts the query to the declared columns
-        return IcebergSink(table.name, settings, lake_schema(table.columns), table.boundary)
-
-    def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
-        table = TableConfig(name="profile", connector=self.name, role=role or SINK,
-                            options=options, columns=(), boundary=boundary)
-        settings = read_settings(OptionReader(table), boundary, table_required=False)
+    def reach(self, options: Mapping[str, str], role: str | None, boundary: core.Boundary) -> str:
+        table = core.TableConfig(name="profile", connector=self.name, role=role or core.SINK,
+                                 options=options, columns=(), boundary=boundary)
+        settings = read_settings(core.OptionReader(table), boundary, table_required=False)
         catalog = open_catalog(settings, boundary, "iceberg")
         try:
             namespaces = catalog.list_namespaces()
@@ -314,9 +289,9 @@ class IcebergConnector(Connector):
                 found = (f"; table {'.'.join(settings.identifier)} "
                          f"{'exists' if exists else 'will be created on the first write'}")
         except SQLAlchemyError as error:
-            raise ConnectorError(f"iceberg: the catalog at {settings.shown_uri} failed: "
-                                 f"{first_line(error, settings.password)}",
-                                 option=CATALOG_URI.name) from None
+            raise core.ConnectorError(f"iceberg: the catalog at {settings.shown_uri} failed: "
+                                      f"{first_line(error, settings.password)}",
+                                      option=CATALOG_URI.name) from None
         finally:
             catalog.engine.dispose()
         return (f"iceberg catalog '{settings.catalog_name}' at {settings.shown_uri}: "

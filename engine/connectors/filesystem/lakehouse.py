@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import logging
 from abc import abstractmethod
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spate.engine.connectors import core
 from spate.engine.connectors.core.arrow_batches import arrow_schema
-from spate.engine.connectors.core.base import RETRACT, ColumnDef, ConnectorError, Sink, TableConfig
-from spate.engine.connectors.core.boundary import Boundary
 
 log = logging.getLogger(__name__)
 
@@ -31,22 +30,22 @@ def app_id(pipeline: str | None, table: str) -> str:
     return f"spate-{pipeline}/{table}" if pipeline else f"spate-{table}"
 
 
-def lake_columns(table: TableConfig, connector: str) -> tuple[ColumnDef, ...]:
+def lake_columns(table: core.TableConfig, connector: str) -> tuple[core.ColumnDef, ...]:
     """The table's declared columns; a lakehouse table needs them."""
     if not table.columns:
-        raise ConnectorError(
+        raise core.ConnectorError(
             f"{connector} sink '{table.name}' needs its columns declared: CREATE TABLE "
             f"{table.name} (col TYPE, ...) WITH (connector = '{connector}', ...)")
     return table.columns
 
 
-def lake_schema(columns: tuple[ColumnDef, ...]) -> pa.Schema:
+def lake_schema(columns: tuple[core.ColumnDef, ...]) -> pa.Schema:
     """The Arrow schema of the table's columns, every field nullable."""
     spark = T.StructType([T.StructField(c.name, c.spark_type, True) for c in columns])
     try:
         return arrow_schema(spark)
     except (TypeError, ValueError, NotImplementedError) as error:
-        raise ConnectorError(f"a column type has no Arrow equivalent: {error}") from None
+        raise core.ConnectorError(f"a column type has no Arrow equivalent: {error}") from None
 
 
 def first_line(error: BaseException, *secrets: str | None) -> str:
@@ -61,8 +60,8 @@ def first_line(error: BaseException, *secrets: str | None) -> str:
 
 def check_append_only(df: DataFrame, connector: str, table: str) -> None:
     """The sinks append: an updating query (rows that withdraw rows) cannot write them."""
-    if RETRACT in df.columns:
-        raise ConnectorError(
+    if core.RETRACT in df.columns:
+        raise core.ConnectorError(
             f"{connector} sink '{table}' only appends rows, but its query updates rows it "
             "wrote earlier (an aggregate without a window, a join); write it to a sink "
             "that takes updates or use a windowed query")
@@ -76,7 +75,10 @@ def epoch_table(df: DataFrame, schema: pa.Schema) -> pa.Table:
     return table.cast(schema) if table.schema != schema else table
 
 
-class EpochAppendSink(Sink):
+Settings = TypeVar("Settings")
+
+
+class EpochAppendSink(core.Sink, Generic[Settings]):
     """A sink appending each epoch to a table in one commit tagged with its app id
     and the epoch; a replayed epoch the table already holds is skipped.
 
@@ -87,8 +89,11 @@ class EpochAppendSink(Sink):
     #: the connector's name, in messages
     kind: ClassVar[str]
 
-    def __init__(self, table: str, schema: pa.Schema, boundary: Boundary) -> None:
+    def __init__(self, table: str, settings: Settings, schema: pa.Schema,
+                 boundary: core.Boundary) -> None:
         self.table = table
+        #: the table's settings, read from its options by its connector
+        self.settings = settings
         self.schema = schema
         self.boundary = boundary
         #: the last epoch the table holds for this pipeline (-1: none to skip)
@@ -112,7 +117,7 @@ class EpochAppendSink(Sink):
 
     def write_epoch(self, epoch: int, df: DataFrame) -> dict[str, Any]:
         if not self._opened():
-            raise ConnectorError(f"{self.kind} sink '{self.table}' written before open()")
+            raise core.ConnectorError(f"{self.kind} sink '{self.table}' written before open()")
         if epoch <= self._written:
             log.info("epoch already in the table: skipped",
                      extra={"connector": self.kind, "table": self.table, "epoch": epoch})
@@ -125,3 +130,34 @@ class EpochAppendSink(Sink):
             self.epoch_bytes = self._append(epoch, rows)
             self._written = epoch
         return self._marker(epoch)
+
+
+class LakeConnector(core.Connector):
+    """A table format's sink connector (Delta, Iceberg): the table's settings read from
+    its options, its columns checked, one :class:`EpochAppendSink` per sink table."""
+
+    roles = frozenset({core.SINK})
+    #: the sink class, built from the table's name, settings, Arrow schema and boundary
+    sink_class: ClassVar[type[EpochAppendSink[Any]]]
+
+    @abstractmethod
+    def read_settings(self, options: core.OptionReader, table: core.TableConfig) -> Any:
+        """The table's settings, read from its options."""
+
+    def _parse(self, table: core.TableConfig) -> Any:
+        options = core.OptionReader(table)
+        core.check_role(options, self.roles)
+        core.reject_source_options(options)
+        settings = self.read_settings(options, table)
+        options.finish()
+        lake_columns(table, self.name)
+        return settings
+
+    def validate(self, table: core.TableConfig) -> tuple[core.ColumnDef, ...]:
+        self._parse(table)
+        return table.columns
+
+    def create_sink(self, table: core.TableConfig, schema: T.StructType) -> core.Sink:
+        settings = self._parse(table)
+        del schema  # the planner casts the query to the declared columns
+        return self.sink_class(table.name, settings, lake_schema(table.columns), table.boundary)

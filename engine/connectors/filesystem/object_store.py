@@ -31,13 +31,11 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from spate.engine.connectors import core
 from spate.engine.connectors.core import aws
 from spate.engine.connectors.core.aws import check_endpoint_url, check_keys, check_region
-from spate.engine.connectors.core.boundary import Boundary
 from spate.engine.connectors.core.egress import unreachable
 from spate.engine.connectors.core.errors import ConnectorError
-from spate.engine.connectors.core.metadata import BOTH, option
-from spate.engine.connectors.core.options import OptionReader
 
 PENDING_DIR = ".spate-pending"
 S3_SCHEME = "s3://"
@@ -45,8 +43,8 @@ _BUCKET = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")
 
 # The WITH options of a location. The s3:// ones have the same names as the kinesis and
 # delta connectors', so one AWS connection profile serves them all.
-PATH = option("path", BOTH, "a folder (in the Spate service: relative to the tenant's storage "
-              "root) or `s3://bucket/prefix`", required=True)
+PATH = core.option("path", core.BOTH, "a folder (in the Spate service: relative to the tenant's "
+                   "storage root) or `s3://bucket/prefix`", required=True)
 AWS_REGION = aws.AWS_REGION.described("the bucket's AWS region, e.g. `us-east-1`",
                                       required_when="with `s3://` paths")
 AWS_ACCESS_KEY_ID = aws.AWS_ACCESS_KEY_ID.described(aws.AWS_ACCESS_KEY_ID.description,
@@ -99,7 +97,7 @@ class S3Location(aws.AwsAccess):
                 "session_token": self.session_token}
 
 
-def parse_location(path: str, options: OptionReader, boundary: Boundary
+def parse_location(path: str, options: core.OptionReader, boundary: core.Boundary
                    ) -> str | S3Location:
     """``path`` as a local absolute path (through the boundary) or an S3 location, with
     the S3 options (:data:`S3_OPTIONS`) of ``options``."""
@@ -228,7 +226,7 @@ class LocalStore(Store):
 class S3Store(Store):
     """A bucket and prefix of S3 (or of a server speaking its API)."""
 
-    def __init__(self, location: S3Location, boundary: Boundary) -> None:
+    def __init__(self, location: S3Location, boundary: core.Boundary) -> None:
         self.location = location
         self.shown = location.shown
         self.boundary = boundary
@@ -347,13 +345,13 @@ class S3Store(Store):
         raise error
 
 
-def connect(location: S3Location, boundary: Boundary) -> Any:
+def connect(location: S3Location, boundary: core.Boundary) -> Any:
     """An S3 client with the location's own keys, through the boundary's egress policy."""
     return aws.client("s3", location, boundary, ENDPOINT_URL.name,
                       s3={"addressing_style": "path"})
 
 
-def open_store(root: str | S3Location, shown: str, boundary: Boundary) -> Store:
+def open_store(root: str | S3Location, shown: str, boundary: core.Boundary) -> Store:
     """The store of a parsed location (:func:`parse_location`)."""
     if isinstance(root, S3Location):
         return S3Store(root, boundary)
@@ -367,7 +365,7 @@ def store_settings(root: str | S3Location) -> dict[str, Any]:
     return {"local": root}
 
 
-def store_from_settings(settings: dict[str, Any], shown: str, boundary: Boundary) -> Store:
+def store_from_settings(settings: dict[str, Any], shown: str, boundary: core.Boundary) -> Store:
     if "s3" in settings:
         return S3Store(S3Location(**settings["s3"]), boundary)
     return LocalStore(settings["local"], shown)

@@ -29,9 +29,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from spate.engine.connectors import core
 from spate.engine.connectors.core.arrow_batches import join_lines
-from spate.engine.connectors.core.base import ConnectorError, Sink
-from spate.engine.connectors.core.metadata import DURATION, INTEGER, SINKS, SIZE, option
 from spate.engine.connectors.filesystem.file_formats import (
     EXTENSIONS,
     JSON,
@@ -49,21 +48,25 @@ WRITER = 0
 _LINE = "__spate_line"
 
 # The WITH options of a sink's layout (read by :mod:`.connector`).
-ROLLING_MAX_RECORDS = option("rolling_policy.max_records", SINKS, "the most rows in one file",
-                             kind=INTEGER)
-ROLLING_FILE_SIZE = option("rolling_policy.file_size", SINKS, "the largest file, estimated from "
-                           "the rows' size in memory (`'64MB'`, `'1GB'`)", kind=SIZE,
-                           default=128 << 20, default_text="`128MB`")
-ROLLING_INTERVAL = option("rolling_policy.interval", SINKS, "accepted for Arroyo's pipelines; "
-                          "files close with their epoch at the latest anyway", kind=DURATION)
-PARTITIONING_FIELDS = option("partitioning.fields", SINKS, "comma-separated columns; rows go "
-                             "under `column=value/` folders (Hive style, NULL is `__null__`)")
-PARTITIONING_TIME_PATTERN = option("partitioning.time_pattern", SINKS, "a strftime pattern "
-                                   "(`'%Y/%m/%d/%H'`) of a timestamp column naming the folders "
-                                   "above the field ones")
-PARTITIONING_TIME_FIELD = option("partitioning.time_field", SINKS, "the column "
-                                 "`partitioning.time_pattern` formats",
-                                 default_text="the first `TIMESTAMP` column")
+ROLLING_MAX_RECORDS = core.option("rolling_policy.max_records", core.SINKS, "the most rows in one "
+                                                                            "file",
+                                  kind=core.INTEGER)
+ROLLING_FILE_SIZE = core.option("rolling_policy.file_size", core.SINKS,
+                                "the largest file, estimated from "
+                                "the rows' size in memory (`'64MB'`, `'1GB'`)", kind=core.SIZE,
+                                default=128 << 20, default_text="`128MB`")
+ROLLING_INTERVAL = core.option("rolling_policy.interval", core.SINKS,
+                               "accepted for Arroyo's pipelines; files close with their epoch at "
+                               "the latest anyway", kind=core.DURATION)
+PARTITIONING_FIELDS = core.option("partitioning.fields", core.SINKS, "comma-separated columns; "
+                                  "rows go under `column=value/` folders (Hive style, NULL is "
+                                  "`__null__`)")
+PARTITIONING_TIME_PATTERN = core.option("partitioning.time_pattern", core.SINKS, "a strftime "
+                                        "pattern (`'%Y/%m/%d/%H'`) of a timestamp column naming "
+                                        "the folders above the field ones")
+PARTITIONING_TIME_FIELD = core.option("partitioning.time_field", core.SINKS, "the column "
+                                      "`partitioning.time_pattern` formats",
+                                      default_text="the first `TIMESTAMP` column")
 SINK_OPTIONS = (ROLLING_FILE_SIZE, ROLLING_INTERVAL, ROLLING_MAX_RECORDS, PARTITIONING_FIELDS,
                 PARTITIONING_TIME_PATTERN, PARTITIONING_TIME_FIELD)
 
@@ -82,7 +85,7 @@ class SinkLayout:
     max_bytes: int | None = None
 
 
-class FilesystemSink(Sink):
+class FilesystemSink(core.Sink):
     """Writes each epoch as files under a store's root; marker
     ``{"epoch": n, "files": [[name, token], ...]}``."""
 
@@ -182,6 +185,6 @@ class FilesystemSink(Sink):
             by_size = math.floor(self.layout.max_bytes / max(1.0, estimate_row_bytes(sized)))
             per_file = min(per_file, max(1, by_size))
         if per_file <= 0:
-            raise ConnectorError("rolling policy leaves no room for a row",
-                                 option=ROLLING_MAX_RECORDS.name)
+            raise core.ConnectorError("rolling policy leaves no room for a row",
+                                      option=ROLLING_MAX_RECORDS.name)
         return [rows.slice(first, per_file) for first in range(0, rows.num_rows, per_file)]

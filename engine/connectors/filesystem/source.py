@@ -29,11 +29,8 @@ from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
+from spate.engine.connectors import core
 from spate.engine.connectors.core.arrow_batches import arrow_schema, control_batch, data_batch
-from spate.engine.connectors.core.base import CONTROL_DROPPED_PREFIX, CONTROL_EOF, ConnectorError
-from spate.engine.connectors.core.boundary import Boundary
-from spate.engine.connectors.core.metadata import BAD_DATA
-from spate.engine.connectors.core.streaming import SpateDataSource, initial_offset
 from spate.engine.connectors.filesystem.file_formats import FileDecoder
 from spate.engine.connectors.filesystem.object_store import FileEntry, Store, store_from_settings
 from spate.engine.connectors.formats.records import FormatSpec
@@ -83,7 +80,7 @@ def between(entries: list[FileEntry], start: dict[str, Any], end: dict[str, Any]
                   key=lambda e: (e.mtime_ns, e.name))
 
 
-class FilesystemDataSource(SpateDataSource):
+class FilesystemDataSource(core.SpateDataSource):
     """Registered as ``spate_filesystem``; see :mod:`.connector`."""
 
     @classmethod
@@ -99,7 +96,7 @@ class FilesystemDataSource(SpateDataSource):
 
 def _store(settings: dict[str, Any]) -> Store:
     return store_from_settings(settings["store"], settings["shown_path"],
-                               Boundary.from_dict(settings["boundary"]))
+                               core.Boundary.from_dict(settings["boundary"]))
 
 
 class FilesystemStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -124,7 +121,7 @@ class FilesystemStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return self._store
 
     def initialOffset(self) -> dict[str, Any]:
-        return initial_offset(self.start, lambda: dict(FRESH), self.settings["table"])
+        return core.initial_offset(self.start, lambda: dict(FRESH), self.settings["table"])
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Whatever a listing finds is 'available now'."""
@@ -162,7 +159,7 @@ class FilesystemStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         schema = arrow_schema(self.schema)
         yield from _FileReader(self.settings, schema).read(reader, files)
         if eof:
-            yield control_batch(schema, reader, CONTROL_EOF)
+            yield control_batch(schema, reader, core.CONTROL_EOF)
 
 
 class _FileReader:
@@ -188,10 +185,10 @@ class _FileReader:
             if bad:
                 if self.spec.bad_data != "drop":
                     index, problem = bad[0]
-                    raise ConnectorError(
+                    raise core.ConnectorError(
                         f"filesystem source '{self.table}': bad record in {name} (record "
-                        f"{index + 1}): {problem}. Fix the file, or set {BAD_DATA.name} = "
-                        "'drop' to skip undecodable records", option=BAD_DATA.name)
+                        f"{index + 1}): {problem}. Fix the file, or set {core.BAD_DATA.name} = "
+                        "'drop' to skip undecodable records", option=core.BAD_DATA.name)
                 dropped += len(bad)
             if not table.num_rows:
                 continue
@@ -206,4 +203,4 @@ class _FileReader:
             yield data_batch(self.schema, columns, reader, stamps)
         if dropped:
             log.warning("dropped bad records", extra={"table": self.table, "dropped": dropped})
-            yield control_batch(self.schema, reader, f"{CONTROL_DROPPED_PREFIX}{dropped}")
+            yield control_batch(self.schema, reader, f"{core.CONTROL_DROPPED_PREFIX}{dropped}")

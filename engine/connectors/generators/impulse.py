@@ -25,18 +25,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spate.engine.connectors.core.base import (
-    SOURCE,
-    BatchFacts,
-    ColumnDef,
-    TableConfig,
-    check_fixed_columns,
-    register,
-    stream_schema,
-)
-from spate.engine.connectors.core.metadata import INTEGER, SOURCE_TIME, SOURCES, TYPE, option
-from spate.engine.connectors.core.metadata import NUMBER as NUMBER_KIND  # NUMBER: a column here
-from spate.engine.connectors.core.options import OptionReader, check_role, check_source_options
+from spate.engine.connectors import core
 from spate.engine.connectors.formats.records import reject_format_options
 from spate.engine.connectors.generators.native import (
     NUMBER,
@@ -50,17 +39,17 @@ from spate.engine.connectors.generators.native import (
 
 #: Rows (over all subtasks) admitted per micro-batch.
 MAX_ROWS_PER_BATCH = 1_000_000
-COLUMNS = (ColumnDef("counter", T.LongType(), False),
-           ColumnDef("subtask_index", T.LongType(), False))
-_SCHEMA = stream_schema(COLUMNS)
+COLUMNS = (core.ColumnDef("counter", T.LongType(), False),
+           core.ColumnDef("subtask_index", T.LongType(), False))
+_SCHEMA = core.stream_schema(COLUMNS)
 _OFFSET_FIELDS = frozenset({"start_ns", "eof"})
 
-EVENT_RATE = option("event_rate", SOURCES, "rows per second, over all subtasks together",
-                    kind=NUMBER_KIND, required=True)
-MESSAGE_COUNT = option("message_count", SOURCES, "rows in all; makes the source bounded",
-                       kind=INTEGER)
-EVENT_TIME_INTERVAL = option("event_time_interval", SOURCES, "nanoseconds of event time "
-                             "between consecutive rows", kind=INTEGER)
+EVENT_RATE = core.option("event_rate", core.SOURCES, "rows per second, over all subtasks together",
+                         kind=core.NUMBER, required=True)
+MESSAGE_COUNT = core.option("message_count", core.SOURCES, "rows in all; makes the source bounded",
+                            kind=core.INTEGER)
+EVENT_TIME_INTERVAL = core.option("event_time_interval", core.SOURCES, "nanoseconds of event time "
+                                  "between consecutive rows", kind=core.INTEGER)
 
 
 @dataclass(frozen=True)
@@ -73,11 +62,11 @@ class ImpulseSettings:
     message_count: int | None
 
 
-def _parse(table: TableConfig) -> ImpulseSettings:
-    options = OptionReader(table)
-    check_role(options, frozenset({SOURCE}))
+def _parse(table: core.TableConfig) -> ImpulseSettings:
+    options = core.OptionReader(table)
+    core.check_role(options, frozenset({core.SOURCE}))
     reject_format_options(options)
-    check_source_options(options)
+    core.check_source_options(options)
     settings = ImpulseSettings(
         table=table.name,
         event_rate=options.number(EVENT_RATE, positive=True, required=True) or 0.0,
@@ -88,38 +77,38 @@ def _parse(table: TableConfig) -> ImpulseSettings:
     return settings
 
 
-@register
+@core.register
 class ImpulseConnector(GeneratorConnector):
     """``impulse``: a rate-limited counter source, bounded by ``message_count``."""
 
     name = "impulse"
-    roles = frozenset({SOURCE})
-    options = (*TYPE, EVENT_RATE, MESSAGE_COUNT, EVENT_TIME_INTERVAL, *SOURCE_TIME)
-    examples = {SOURCE: ({"event_rate": "10"},)}
+    roles = frozenset({core.SOURCE})
+    options = (*core.TYPE, EVENT_RATE, MESSAGE_COUNT, EVENT_TIME_INTERVAL, *core.SOURCE_TIME)
+    examples = {core.SOURCE: ({"event_rate": "10"},)}
 
-    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+    def validate(self, table: core.TableConfig) -> tuple[core.ColumnDef, ...]:
         _parse(table)
-        return check_fixed_columns(table, COLUMNS)
+        return core.check_fixed_columns(table, COLUMNS)
 
-    def is_bounded(self, table: TableConfig) -> bool:
+    def is_bounded(self, table: core.TableConfig) -> bool:
         return _parse(table).message_count is not None
 
-    def partition_count(self, table: TableConfig, parallelism: int) -> int:
+    def partition_count(self, table: core.TableConfig, parallelism: int) -> int:
         del table
         return max(1, parallelism)
 
-    def batch_facts(self, table: TableConfig, parallelism: int, start: Any | None,
-                    end: Any) -> BatchFacts:
+    def batch_facts(self, table: core.TableConfig, parallelism: int, start: Any | None,
+                    end: Any) -> core.BatchFacts:
         """Rows ``start`` to ``end`` of the global schedule."""
         del table
         first = 0 if start is None else emitted(start, parallelism)
-        return BatchFacts(rows=emitted(end, parallelism) - first, finished=bool(end["eof"]))
+        return core.BatchFacts(rows=emitted(end, parallelism) - first, finished=bool(end["eof"]))
 
-    def batch_limit(self, table: TableConfig) -> int | None:
+    def batch_limit(self, table: core.TableConfig) -> int | None:
         del table
         return MAX_ROWS_PER_BATCH
 
-    def next_input_ms(self, table: TableConfig, parallelism: int, offset: Any) -> int | None:
+    def next_input_ms(self, table: core.TableConfig, parallelism: int, offset: Any) -> int | None:
         """Row ``n`` is due ``n / event_rate`` seconds after the start."""
         if offset.get("eof"):
             return None
@@ -127,7 +116,7 @@ class ImpulseConnector(GeneratorConnector):
         due_ns = int(offset["start_ns"]) + emitted(offset, parallelism) * 1e9 / rate
         return int(due_ns // 1_000_000)
 
-    def advance(self, table: TableConfig, parallelism: int, start: Any | None,
+    def advance(self, table: core.TableConfig, parallelism: int, start: Any | None,
                 now_ms: int) -> dict[str, Any]:
         """Every row due by ``now_ms``, at most :data:`MAX_ROWS_PER_BATCH` more."""
         settings = _parse(table)
@@ -150,7 +139,7 @@ class ImpulseConnector(GeneratorConnector):
         return {"start_ns": start["start_ns"], "next": max(available, start["next"]),
                 "eof": eof}
 
-    def rows(self, spark: SparkSession, table: TableConfig, parallelism: int,
+    def rows(self, spark: SparkSession, table: core.TableConfig, parallelism: int,
              start: Any | None, end: Any) -> DataFrame:
         """Counters ``start`` to ``end``, counter ``n`` on subtask ``n mod p``."""
         subtasks = max(1, parallelism)

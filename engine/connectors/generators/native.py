@@ -23,15 +23,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spate.engine.connectors.core.base import (
-    CONTROL_EOF,
-    HIDDEN_CONTROL,
-    HIDDEN_PARTITION,
-    HIDDEN_TIMESTAMP,
-    Connector,
-    ConnectorError,
-    TableConfig,
-)
+from spate.engine.connectors import core
 
 #: Spark's source of one row per micro-batch, whatever the time: the generator's ticks.
 TICKER_FORMAT = "rate-micro-batch"
@@ -41,17 +33,18 @@ NUMBER = "id"
 END = "__end"
 
 
-class GeneratorConnector(Connector):
+class GeneratorConnector(core.Connector):
     """A source whose rows Spark computes from their numbers, between offsets Spate
     keeps (see the module's docstring)."""
 
-    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
+    def read_stream(self, spark: SparkSession, table: core.TableConfig,
+                    parallelism: int) -> DataFrame:
         """The ticks that start the source's batches, not its rows (:meth:`rows` are)."""
         del table, parallelism
         return ticks(spark)
 
     @abstractmethod
-    def advance(self, table: TableConfig, parallelism: int, start: Any | None,
+    def advance(self, table: core.TableConfig, parallelism: int, start: Any | None,
                 now_ms: int) -> Any:
         """The offset at the end of a batch that Spark planned at ``now_ms`` (wall
         clock) after ``start``, the offset of the previous one (None: the source's
@@ -59,7 +52,7 @@ class GeneratorConnector(Connector):
         :class:`ConnectorError` for an offset that is not this connector's."""
 
     @abstractmethod
-    def rows(self, spark: SparkSession, table: TableConfig, parallelism: int,
+    def rows(self, spark: SparkSession, table: core.TableConfig, parallelism: int,
              start: Any | None, end: Any) -> DataFrame:
         """The source's rows from ``start`` (None: its beginning) to ``end``: physical
         then hidden columns, as a reader's, with the end-of-input control row in the
@@ -104,11 +97,11 @@ def is_end() -> Column:
     return F.col(END)
 
 
-def check_offset(table: TableConfig, start: Any, fields: frozenset[str]) -> None:
+def check_offset(table: core.TableConfig, start: Any, fields: frozenset[str]) -> None:
     """Refuse a stored offset without this connector's ``fields`` (the table was
     redefined as another connector since the state was written)."""
     if not isinstance(start, dict) or not fields <= set(start):
-        raise ConnectorError(
+        raise core.ConnectorError(
             f"source '{table.name}' cannot resume at its stored offset {start}: it is not an "
             f"offset of this connector (fields {', '.join(sorted(fields))}); the table was "
             "redefined since the state was written. Drop the pipeline's state to start afresh")
@@ -121,9 +114,9 @@ def with_hidden(physical: list[Column], end: Column, partition: Column, micros: 
     data = [F.when(~end, column) for column in physical]
     hidden = [F.when(end, F.lit(0)).otherwise(partition),
               F.when(~end, F.timestamp_micros(micros)),
-              F.when(end, F.lit(CONTROL_EOF))]
+              F.when(end, F.lit(core.CONTROL_EOF))]
     names = [f.name for f in schema.fields]
-    assert names[-3:] == [HIDDEN_PARTITION, HIDDEN_TIMESTAMP, HIDDEN_CONTROL]
+    assert names[-3:] == [core.HIDDEN_PARTITION, core.HIDDEN_TIMESTAMP, core.HIDDEN_CONTROL]
     return [column.cast(f.dataType).alias(f.name)
             for column, f in zip(data + hidden, schema.fields, strict=True)]
 

@@ -22,18 +22,7 @@ from pyspark import SparkContext
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spate.engine.connectors.core.base import (
-    SOURCE,
-    BatchFacts,
-    ColumnDef,
-    TableConfig,
-    check_fixed_columns,
-    register,
-    stream_schema,
-)
-from spate.engine.connectors.core.metadata import INTEGER, SOURCE_TIME, SOURCES, TYPE, option
-from spate.engine.connectors.core.metadata import NUMBER as NUMBER_KIND  # NUMBER: a column here
-from spate.engine.connectors.core.options import OptionReader, check_role, check_source_options
+from spate.engine.connectors import core
 from spate.engine.connectors.formats.records import reject_format_options
 from spate.engine.connectors.generators.native import (
     NUMBER,
@@ -55,24 +44,26 @@ from spate.engine.connectors.generators.nexmark_expressions import NEXMARK_TYPES
 #: A bounded replay is split into at least this many epochs by default, so its
 #: first windows come out while the rest is still being generated.
 _REPLAY_EPOCHS = 5
-COLUMNS = tuple(ColumnDef(name, kind, True) for name, kind in NEXMARK_TYPES)
-_SCHEMA = stream_schema(COLUMNS)
+COLUMNS = tuple(core.ColumnDef(name, kind, True) for name, kind in NEXMARK_TYPES)
+_SCHEMA = core.stream_schema(COLUMNS)
 _OFFSET_FIELDS = frozenset({"start_wall_ns", "base_ns", "next", "eof"})
 #: The column marking the end-of-input control row among the numbers.
 _END = "_end"
 
-EVENT_RATE = option("event_rate", SOURCES, "events per second", kind=NUMBER_KIND,
-                    required=True)
-RUNTIME = option("runtime", SOURCES, "seconds of events; makes the source bounded at "
-                 "⌊`event_rate` × `runtime`⌋ events", kind=NUMBER_KIND)
-RATE_LIMITED = option("rate_limited", SOURCES, "`false` makes every event available at once "
-                      "instead of as the wall clock passes", default=True)
-MAX_EVENTS_PER_BATCH = option("max_events_per_batch", SOURCES, "events per epoch (without "
-                              "it, a bounded replay, `runtime` with `rate_limited = false`, "
-                              f"takes at least {_REPLAY_EPOCHS} epochs)", default=100_000)
-BASE_TIME_MS = option("nexmark.base_time_ms", SOURCES, "event time of the first event, in "
-                      "milliseconds since the epoch, for reproducible runs", kind=INTEGER,
-                      default_text="the start time")
+EVENT_RATE = core.option("event_rate", core.SOURCES, "events per second", kind=core.NUMBER,
+                         required=True)
+RUNTIME = core.option("runtime", core.SOURCES, "seconds of events; makes the source bounded at "
+                      "⌊`event_rate` × `runtime`⌋ events", kind=core.NUMBER)
+RATE_LIMITED = core.option("rate_limited", core.SOURCES, "`false` makes every event available at "
+                           "once instead of as the wall clock passes", default=True)
+MAX_EVENTS_PER_BATCH = core.option("max_events_per_batch", core.SOURCES,
+                                   "events per epoch (without "
+                                   "it, a bounded replay, `runtime` with `rate_limited = false`, "
+                                   f"takes at least {_REPLAY_EPOCHS} epochs)", default=100_000)
+BASE_TIME_MS = core.option("nexmark.base_time_ms", core.SOURCES,
+                           "event time of the first event, in "
+                           "milliseconds since the epoch, for reproducible runs", kind=core.INTEGER,
+                           default_text="the start time")
 
 
 @dataclass(frozen=True)
@@ -87,11 +78,11 @@ class NexmarkSettings:
     base_time_ms: int | None
 
 
-def _parse(table: TableConfig) -> NexmarkSettings:
-    options = OptionReader(table)
-    check_role(options, frozenset({SOURCE}))
+def _parse(table: core.TableConfig) -> NexmarkSettings:
+    options = core.OptionReader(table)
+    core.check_role(options, frozenset({core.SOURCE}))
     reject_format_options(options)
-    check_source_options(options)
+    core.check_source_options(options)
     rate = options.number(EVENT_RATE, positive=True, required=True) or 1.0
     runtime_s = options.number(RUNTIME, positive=True)
     total = None if runtime_s is None else math.floor(rate * runtime_s)
@@ -119,38 +110,38 @@ def _default_batch(total_events: int | None, rate_limited: bool) -> int:
     return min(most, max(1, math.ceil(total_events / _REPLAY_EPOCHS)))
 
 
-@register
+@core.register
 class NexmarkConnector(GeneratorConnector):
     """``nexmark``: the benchmark's person / auction / bid event stream."""
 
     name = "nexmark"
-    roles = frozenset({SOURCE})
-    options = (*TYPE, EVENT_RATE, RUNTIME, RATE_LIMITED, MAX_EVENTS_PER_BATCH, BASE_TIME_MS,
-               *SOURCE_TIME)
-    examples = {SOURCE: ({"event_rate": "10"},)}
+    roles = frozenset({core.SOURCE})
+    options = (*core.TYPE, EVENT_RATE, RUNTIME, RATE_LIMITED, MAX_EVENTS_PER_BATCH, BASE_TIME_MS,
+               *core.SOURCE_TIME)
+    examples = {core.SOURCE: ({"event_rate": "10"},)}
 
-    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+    def validate(self, table: core.TableConfig) -> tuple[core.ColumnDef, ...]:
         _parse(table)
-        return check_fixed_columns(table, COLUMNS)
+        return core.check_fixed_columns(table, COLUMNS)
 
-    def is_bounded(self, table: TableConfig) -> bool:
+    def is_bounded(self, table: core.TableConfig) -> bool:
         return _parse(table).total_events is not None
 
-    def partition_count(self, table: TableConfig, parallelism: int) -> int:
+    def partition_count(self, table: core.TableConfig, parallelism: int) -> int:
         del table
         return max(1, parallelism)
 
-    def batch_facts(self, table: TableConfig, parallelism: int, start: Any | None,
-                    end: Any) -> BatchFacts:
+    def batch_facts(self, table: core.TableConfig, parallelism: int, start: Any | None,
+                    end: Any) -> core.BatchFacts:
         """Every event from ``start`` to ``end`` is a data row (offsets count events)."""
         del table, parallelism
         first = 0 if start is None else int(start["next"])
-        return BatchFacts(rows=int(end["next"]) - first, finished=bool(end["eof"]))
+        return core.BatchFacts(rows=int(end["next"]) - first, finished=bool(end["eof"]))
 
-    def batch_limit(self, table: TableConfig) -> int | None:
+    def batch_limit(self, table: core.TableConfig) -> int | None:
         return _parse(table).max_events_per_batch
 
-    def next_input_ms(self, table: TableConfig, parallelism: int, offset: Any) -> int | None:
+    def next_input_ms(self, table: core.TableConfig, parallelism: int, offset: Any) -> int | None:
         """Event ``n`` is due ``n / event_rate`` seconds after the start (at once when
         the stream is not rate-limited)."""
         del parallelism
@@ -162,7 +153,7 @@ class NexmarkConnector(GeneratorConnector):
         due_ns = int(offset["start_wall_ns"]) + int(offset["next"]) * 1e9 / settings.event_rate
         return int(due_ns // 1_000_000)
 
-    def advance(self, table: TableConfig, parallelism: int, start: Any | None,
+    def advance(self, table: core.TableConfig, parallelism: int, start: Any | None,
                 now_ms: int) -> dict[str, Any]:
         """Every event due by ``now_ms`` (all of them unless rate-limited), at most
         ``max_events_per_batch`` more."""
@@ -188,7 +179,7 @@ class NexmarkConnector(GeneratorConnector):
             return dict(start)
         return dict(start, next=max(target, start["next"]), eof=eof)
 
-    def rows(self, spark: SparkSession, table: TableConfig, parallelism: int,
+    def rows(self, spark: SparkSession, table: core.TableConfig, parallelism: int,
              start: Any | None, end: Any) -> DataFrame:
         """Events ``start`` to ``end``, event ``i`` on partition ``i mod p``."""
         partitions = max(1, parallelism)
@@ -200,7 +191,7 @@ class NexmarkConnector(GeneratorConnector):
                       partitions, int(end["base_ns"]))
 
 
-def events(numbers: DataFrame, table: TableConfig, parallelism: int, base_ns: int
+def events(numbers: DataFrame, table: core.TableConfig, parallelism: int, base_ns: int
            ) -> DataFrame:
     """The events numbered by ``numbers``' columns ``id`` and (the end-of-input control
     row) a second, boolean one: the source's rows, event ``i`` on partition ``i mod

@@ -29,35 +29,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.datasource import InputPartition
 
-from spate.engine.connectors.core.base import (
-    SOURCE,
-    ColumnDef,
-    ConnectorError,
-    TableConfig,
-)
-from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors import core
 from spate.engine.connectors.core.egress import EgressPolicy
-from spate.engine.connectors.core.metadata import (
-    BOTH,
-    DEAD_LETTER,
-    FORMAT,
-    FORMAT_OPTION,
-    FORMAT_SOURCE,
-    FRAMING,
-    FRAMING_MAX_LENGTH,
-    SINKS,
-    SOURCE_TIME,
-    SOURCES,
-    option,
-)
-from spate.engine.connectors.core.options import (
-    OptionReader,
-    check_role,
-    check_source_options,
-    reject_source_options,
-)
 from spate.engine.connectors.core.push import PushDecoder, PushReader, Receiver
-from spate.engine.connectors.core.streaming import load_stream, source_options
 from spate.engine.connectors.formats.records import (
     FormatSpec,
     check_columns,
@@ -76,7 +50,7 @@ SECRET_OPTION = "spate_http_secret"
 RECONNECT_FIRST_S = 0.1
 RECONNECT_MAX_S = 5.0
 #: The framing options, refused: one message is one record.
-_FRAMING = (FRAMING, FRAMING_MAX_LENGTH)
+_FRAMING = (core.FRAMING, core.FRAMING_MAX_LENGTH)
 #: Header names a connector sets itself.
 _RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 _TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz"
@@ -85,17 +59,17 @@ _TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz"
 # The options of the whole family.  Each connector declares them again in its own
 # words (``spec.described``: what its endpoint is a URL of, what its timeout waits for);
 # the reads below take them from here, by the same name and default.
-ENDPOINT = option("endpoint", BOTH, "`http://` or `https://` URL. Never echoed in errors",
-                  required=True)
-HEADERS = option("headers", BOTH, "request headers, `'Name: value, Other: value'`")
-TIMEOUT_MS = option("timeout_ms", BOTH, "connect and response timeout", default=30_000)
-MAX_MESSAGES_PER_BATCH = option("max_messages_per_batch", SOURCES, "messages per epoch",
-                                default=10_000)
+ENDPOINT = core.option("endpoint", core.BOTH, "`http://` or `https://` URL. Never echoed in errors",
+                       required=True)
+HEADERS = core.option("headers", core.BOTH, "request headers, `'Name: value, Other: value'`")
+TIMEOUT_MS = core.option("timeout_ms", core.BOTH, "connect and response timeout", default=30_000)
+MAX_MESSAGES_PER_BATCH = core.option("max_messages_per_batch", core.SOURCES, "messages per epoch",
+                                     default=10_000)
 #: The shared groups every HTTP-family source takes besides its own options (``format``
 #: aside, which each describes; framing aside, which they refuse).
-SOURCE_GROUPS = (*(spec for spec in (*FORMAT, *FORMAT_SOURCE)
-                   if spec not in (FORMAT_OPTION, *_FRAMING)),
-                 *DEAD_LETTER, *SOURCE_TIME)
+SOURCE_GROUPS = (*(spec for spec in (*core.FORMAT, *core.FORMAT_SOURCE)
+                   if spec not in (core.FORMAT_OPTION, *_FRAMING)),
+                 *core.DEAD_LETTER, *core.SOURCE_TIME)
 
 
 # -- endpoints and headers ---------------------------------------------------------
@@ -146,8 +120,8 @@ class Endpoint:
         return urlunsplit(urlsplit(self.url)._replace(netloc=netloc)), f"{host}:{self.port}"
 
 
-def read_endpoint(options: OptionReader, schemes: tuple[str, ...],
-                  boundary: Boundary) -> Endpoint:
+def read_endpoint(options: core.OptionReader, schemes: tuple[str, ...],
+                  boundary: core.Boundary) -> Endpoint:
     """``endpoint``: an absolute URL of one of ``schemes``, checked against the egress
     policy (literal addresses at planning, names when connecting).  Never echoed."""
     url = options.required(ENDPOINT).strip()
@@ -161,12 +135,12 @@ def read_endpoint(options: OptionReader, schemes: tuple[str, ...],
     except ValueError:
         scheme, host, port, has_login = "", "", 0, False
     if scheme not in schemes or not host:
-        raise ConnectorError(f"option '{ENDPOINT.name}' must be an absolute {wanted} URL",
-                             option=ENDPOINT.name)
+        raise core.ConnectorError(f"option '{ENDPOINT.name}' must be an absolute {wanted} URL",
+                                  option=ENDPOINT.name)
     if has_login:
-        raise ConnectorError(f"option '{ENDPOINT.name}' must not carry credentials "
-                             f"(user:password@); send them in option '{HEADERS.name}' (e.g. "
-                             "'Authorization: Basic ...')", option=ENDPOINT.name)
+        raise core.ConnectorError(f"option '{ENDPOINT.name}' must not carry credentials "
+                                  f"(user:password@); send them in option '{HEADERS.name}' (e.g. "
+                                  "'Authorization: Basic ...')", option=ENDPOINT.name)
     egress = None
     if boundary.egress is not None:
         boundary.egress.check_literal(host, port, option=ENDPOINT.name)
@@ -174,7 +148,7 @@ def read_endpoint(options: OptionReader, schemes: tuple[str, ...],
     return Endpoint(url=url, scheme=scheme, host=host, port=port, egress=egress)
 
 
-def read_headers(options: OptionReader) -> dict[str, str]:
+def read_headers(options: core.OptionReader) -> dict[str, str]:
     """``headers``: ``'Name: value, Other-Name: value'`` (a comma separates headers, the
     first colon a name from its value).  Values are never echoed: they may be tokens."""
     text = options.string(HEADERS)
@@ -185,20 +159,20 @@ def read_headers(options: OptionReader) -> dict[str, str]:
         name, colon, value = item.partition(":")
         name = name.strip()
         if not colon or not name or not set(name) <= _TOKEN_CHARS:
-            raise ConnectorError(
+            raise core.ConnectorError(
                 f"option '{HEADERS.name}': header {index} is not 'Name: value' (headers are "
                 "separated by commas, names are letters, digits and -)", option=HEADERS.name)
         if name.lower() in _RESERVED_HEADERS:
-            raise ConnectorError(f"option '{HEADERS.name}': header '{name}' is set by Spate "
-                                 "itself; remove it", option=HEADERS.name)
+            raise core.ConnectorError(f"option '{HEADERS.name}': header '{name}' is set by Spate "
+                                      "itself; remove it", option=HEADERS.name)
         if any(c in value for c in "\r\n\x00"):
-            raise ConnectorError(f"option '{HEADERS.name}': the value of header '{name}' "
-                                 "holds a line break", option=HEADERS.name)
+            raise core.ConnectorError(f"option '{HEADERS.name}': the value of header '{name}' "
+                                      "holds a line break", option=HEADERS.name)
         headers[name] = value.strip()
     return headers
 
 
-def read_timeout(options: OptionReader) -> float:
+def read_timeout(options: core.OptionReader) -> float:
     """``timeout_ms``: seconds to wait to connect or for a response."""
     value = options.integer(TIMEOUT_MS, minimum=1)
     assert value is not None
@@ -218,20 +192,20 @@ def request_headers(headers: Mapping[str, str], host: str | None) -> dict[str, s
     return {**headers, "Host": host} if host is not None else dict(headers)
 
 
-def unreachable(what: str, endpoint: Endpoint, problem: str) -> ConnectorError:
-    return ConnectorError(f"{what}: could not reach {endpoint.shown} ({problem}); check "
-                          f"option '{ENDPOINT.name}'", option=ENDPOINT.name)
+def unreachable(what: str, endpoint: Endpoint, problem: str) -> core.ConnectorError:
+    return core.ConnectorError(f"{what}: could not reach {endpoint.shown} ({problem}); check "
+                               f"option '{ENDPOINT.name}'", option=ENDPOINT.name)
 
 
 def read_check_options(connector: str, role: str, options: Mapping[str, str],
-                       schemes: tuple[str, ...], boundary: Boundary
-                       ) -> tuple[OptionReader, Endpoint, dict[str, str]]:
+                       schemes: tuple[str, ...], boundary: core.Boundary
+                       ) -> tuple[core.OptionReader, Endpoint, dict[str, str]]:
     """What a connector's ``reach`` check reads first: ``options`` as those of a table
     of ``role`` (the reader returned reads the check's other options), and the
     endpoint and headers they name."""
-    table = TableConfig(name="check", connector=connector, role=role, options=options,
-                        columns=(), boundary=boundary)
-    reader = OptionReader(table)
+    table = core.TableConfig(name="check", connector=connector, role=role, options=options,
+                             columns=(), boundary=boundary)
+    reader = core.OptionReader(table)
     return reader, read_endpoint(reader, schemes, boundary), read_headers(reader)
 
 
@@ -245,7 +219,7 @@ class HttpTable:
     endpoint: Endpoint
     headers: dict[str, str]
     spec: FormatSpec
-    columns: tuple[ColumnDef, ...]
+    columns: tuple[core.ColumnDef, ...]
 
 
 @dataclass(frozen=True)
@@ -255,29 +229,29 @@ class SourceTable(HttpTable):
     max_messages_per_batch: int
 
 
-def read_source(options: OptionReader, schemes: tuple[str, ...]) -> SourceTable:
+def read_source(options: core.OptionReader, schemes: tuple[str, ...]) -> SourceTable:
     """The shared source options; the caller reads its own, then calls ``finish``."""
     table = options.table
-    check_role(options, SOURCES)
+    core.check_role(options, core.SOURCES)
     endpoint = read_endpoint(options, schemes, table.boundary)
     headers = read_headers(options)
     for key in _FRAMING:
         options.reject(key, f"is not supported yet by {table.connector} tables: one message "
                             "is one record; remove it")
-    spec = parse_format(options, SOURCE)
-    check_source_options(options)
+    spec = parse_format(options, core.SOURCE)
+    core.check_source_options(options)
     max_messages = options.integer(MAX_MESSAGES_PER_BATCH, minimum=1)
     assert max_messages is not None
     columns = table.columns
     if not columns and spec.single_value:
         columns = single_value_columns()
-    check_columns(spec, columns, SOURCE)
+    check_columns(spec, columns, core.SOURCE)
     return SourceTable(endpoint, headers, spec, columns, max_messages)
 
 
-def check_sink_role(options: OptionReader) -> None:
-    check_role(options, SINKS)
-    reject_source_options(options)
+def check_sink_role(options: core.OptionReader) -> None:
+    core.check_role(options, core.SINKS)
+    core.reject_source_options(options)
 
 
 def reader_options(options: dict[str, str], headers: Mapping[str, str]) -> dict[str, str]:
@@ -295,13 +269,13 @@ def source_settings(connector: str, table: str, source: SourceTable, not_null: l
             "not_null": not_null, **extra}
 
 
-def load_source(spark: SparkSession, source_name: str, table: TableConfig,
+def load_source(spark: SparkSession, source_name: str, table: core.TableConfig,
                 source: SourceTable, **extra: Any) -> DataFrame:
     """The streaming DataFrame of an HTTP-family source table."""
     not_null = table.required_columns(source.columns)
     settings = source_settings(table.connector, table.name, source, not_null, **extra)
-    options = source_options(source_schema(source.spec, source.columns), settings)
-    frame = load_stream(spark, source_name, reader_options(options, source.headers))
+    options = core.source_options(source_schema(source.spec, source.columns), settings)
+    frame = core.load_stream(spark, source_name, reader_options(options, source.headers))
     return with_row_key(frame, table.primary_key)
 
 
@@ -383,9 +357,9 @@ class Feed(Receiver[Message]):
             try:
                 self.session()
             except FeedFailedError as failure:
-                self.failure = ConnectorError(str(failure), option=failure.option)
+                self.failure = core.ConnectorError(str(failure), option=failure.option)
                 return
-            except ConnectorError as failure:  # refused by the egress policy
+            except core.ConnectorError as failure:  # refused by the egress policy
                 self.failure = failure
                 return
             except Exception as problem:  # noqa: BLE001 - a lost connection: reconnect

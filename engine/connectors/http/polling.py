@@ -21,10 +21,7 @@ from dataclasses import dataclass
 import httpx
 from pyspark.sql import DataFrame, SparkSession
 
-from spate.engine.connectors.core.base import SOURCE, ConnectorError, TableConfig, register
-from spate.engine.connectors.core.boundary import Boundary
-from spate.engine.connectors.core.metadata import FORMAT_OPTION, SOURCES, TYPE, option
-from spate.engine.connectors.core.options import OptionReader
+from spate.engine.connectors import core
 from spate.engine.connectors.http import common as http_common
 from spate.engine.connectors.http.common import (
     SOURCE_GROUPS,
@@ -49,19 +46,19 @@ _SCHEMES = ("http", "https")
 EMIT_ALL = "all"
 EMIT_CHANGED = "changed"
 
-ENDPOINT = http_common.ENDPOINT.for_roles(SOURCES)
-RECORD_FORMAT = FORMAT_OPTION.described("`json`, `debezium_json` or `raw_string` (a JSON body "
-                                        "may span lines)", roles=SOURCES)
-METHOD = option("method", SOURCES, "`GET`, `POST`, `PUT` or `PATCH` (any case)",
-                choices=("get", "post", "put", "patch"), default="get")
-BODY = option("body", SOURCES, "request body (not with `GET`)")
-HEADERS = http_common.HEADERS.for_roles(SOURCES)
-POLL_INTERVAL_MS = option("poll_interval_ms", SOURCES, "time between the end of a poll and "
-                          "the next", default=1000)
-EMIT_BEHAVIOR = option("emit_behavior", SOURCES, "`all`: every response is a record; "
-                       "`changed`: only a body that differs from the last one emitted",
-                       choices=(EMIT_ALL, EMIT_CHANGED), default=EMIT_ALL)
-TIMEOUT_MS = http_common.TIMEOUT_MS.for_roles(SOURCES)
+ENDPOINT = http_common.ENDPOINT.for_roles(core.SOURCES)
+RECORD_FORMAT = core.FORMAT_OPTION.described("`json`, `debezium_json` or `raw_string` (a JSON body "
+                                             "may span lines)", roles=core.SOURCES)
+METHOD = core.option("method", core.SOURCES, "`GET`, `POST`, `PUT` or `PATCH` (any case)",
+                     choices=("get", "post", "put", "patch"), default="get")
+BODY = core.option("body", core.SOURCES, "request body (not with `GET`)")
+HEADERS = http_common.HEADERS.for_roles(core.SOURCES)
+POLL_INTERVAL_MS = core.option("poll_interval_ms", core.SOURCES, "time between the end of a poll "
+                               "and the next", default=1000)
+EMIT_BEHAVIOR = core.option("emit_behavior", core.SOURCES, "`all`: every response is a record; "
+                            "`changed`: only a body that differs from the last one emitted",
+                            choices=(EMIT_ALL, EMIT_CHANGED), default=EMIT_ALL)
+TIMEOUT_MS = http_common.TIMEOUT_MS.for_roles(core.SOURCES)
 MAX_MESSAGES_PER_BATCH = http_common.MAX_MESSAGES_PER_BATCH.described("responses per epoch")
 
 
@@ -75,15 +72,15 @@ class PollingTable:
     timeout_s: float
 
 
-def parse_table(table: TableConfig) -> PollingTable:
-    options = OptionReader(table)
+def parse_table(table: core.TableConfig) -> PollingTable:
+    options = core.OptionReader(table)
     source = read_source(options, _SCHEMES)
     method = options.choice(METHOD)
     body = options.string(BODY)
     assert method is not None
     if body is not None and method == "get":
-        raise ConnectorError(f"option '{BODY.name}' needs {METHOD.name} 'POST', 'PUT' or "
-                             "'PATCH' (a GET request carries no body)", option=BODY.name)
+        raise core.ConnectorError(f"option '{BODY.name}' needs {METHOD.name} 'POST', 'PUT' or "
+                                  "'PATCH' (a GET request carries no body)", option=BODY.name)
     interval = options.integer(POLL_INTERVAL_MS, minimum=1)
     emit = options.choice(EMIT_BEHAVIOR)
     timeout = read_timeout(options)
@@ -151,22 +148,22 @@ class PollingDataSource(FeedDataSource):
         return SOURCE_NAME
 
 
-@register
+@core.register
 class PollingHttpConnector(FeedSourceConnector):
     """Polls an HTTP(S) endpoint; each response body is a record."""
 
     name = "polling_http"
-    options = (*TYPE, ENDPOINT, RECORD_FORMAT, METHOD, BODY, HEADERS, POLL_INTERVAL_MS,
+    options = (*core.TYPE, ENDPOINT, RECORD_FORMAT, METHOD, BODY, HEADERS, POLL_INTERVAL_MS,
                EMIT_BEHAVIOR, TIMEOUT_MS, MAX_MESSAGES_PER_BATCH, *SOURCE_GROUPS)
-    examples = {SOURCE: ({"format": "json", "json.unstructured": "true",
-                         "endpoint": "http://h/", "method": "post"},)}
+    examples = {core.SOURCE: ({"format": "json", "json.unstructured": "true",
+                              "endpoint": "http://h/", "method": "post"},)}
 
-    def source_table(self, table: TableConfig) -> SourceTable:
+    def source_table(self, table: core.TableConfig) -> SourceTable:
         return parse_table(table).source
 
-    def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
+    def reach(self, options: Mapping[str, str], role: str | None, boundary: core.Boundary) -> str:
         """One request as the source makes it (its method, body and headers)."""
-        reader, endpoint, headers = read_check_options(self.name, SOURCE, options, _SCHEMES,
+        reader, endpoint, headers = read_check_options(self.name, core.SOURCE, options, _SCHEMES,
                                                        boundary)
         method = (reader.choice(METHOD) or METHOD.default).upper()
         body = reader.string(BODY)
@@ -183,7 +180,8 @@ class PollingHttpConnector(FeedSourceConnector):
         return (f"{method} {endpoint.shown} answered HTTP {response.status_code} "
                 f"({len(response.content)} bytes)")
 
-    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
+    def read_stream(self, spark: SparkSession, table: core.TableConfig,
+                    parallelism: int) -> DataFrame:
         parsed = parse_table(table)
         return load_source(spark, SOURCE_NAME, table, parsed.source, method=parsed.method,
                            body=parsed.body, poll_interval_s=parsed.poll_interval_s,

@@ -14,12 +14,11 @@ from typing import ClassVar
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSourceStreamReader
 
-from spate.engine.connectors.core.base import SOURCE, ColumnDef, Connector, TableConfig
-from spate.engine.connectors.core.streaming import SpateDataSource
+from spate.engine.connectors import core
 from spate.engine.connectors.http.common import FeedReader, SourceTable, data_source_secret
 
 
-class FeedDataSource(SpateDataSource):
+class FeedDataSource(core.SpateDataSource):
     """The data source of an HTTP-family source: a subclass gives its ``name`` and the
     :class:`~.common.FeedReader` it reads with (``reader_class``)."""
 
@@ -31,19 +30,19 @@ class FeedDataSource(SpateDataSource):
                                  self.start_offset())
 
 
-class FeedSourceConnector(Connector):
+class FeedSourceConnector(core.Connector):
     """The connector of an HTTP-family source: a subclass parses its table's options
     (:meth:`source_table`) and loads its stream; its columns and its batch limit
     follow from those options here."""
 
-    roles = frozenset({SOURCE})
+    roles = frozenset({core.SOURCE})
 
     @abstractmethod
-    def source_table(self, table: TableConfig) -> SourceTable:
+    def source_table(self, table: core.TableConfig) -> SourceTable:
         """Check every option of ``table``; return the ones all HTTP sources share."""
 
-    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+    def validate(self, table: core.TableConfig) -> tuple[core.ColumnDef, ...]:
         return self.source_table(table).columns
 
-    def batch_limit(self, table: TableConfig) -> int | None:
+    def batch_limit(self, table: core.TableConfig) -> int | None:
         return self.source_table(table).max_messages_per_batch

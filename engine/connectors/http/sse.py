@@ -19,10 +19,7 @@ from typing import Any
 import httpx
 from pyspark.sql import DataFrame, SparkSession
 
-from spate.engine.connectors.core.base import SOURCE, TableConfig, register
-from spate.engine.connectors.core.boundary import Boundary
-from spate.engine.connectors.core.metadata import FORMAT_OPTION, SOURCES, TYPE, option
-from spate.engine.connectors.core.options import OptionReader
+from spate.engine.connectors import core
 from spate.engine.connectors.http import common as http_common
 from spate.engine.connectors.http.common import (
     SOURCE_GROUPS,
@@ -46,20 +43,20 @@ _SCHEMES = ("http", "https")
 READ_TIMEOUT_S = 300.0
 
 ENDPOINT = http_common.ENDPOINT.described("`http://` or `https://` URL of the stream. Never "
-                                          "echoed in errors", roles=SOURCES)
-RECORD_FORMAT = FORMAT_OPTION.described("`json`, `debezium_json` or `raw_string`",
-                                        roles=SOURCES)
-EVENTS = option("events", SOURCES, "comma-separated event types to keep (an event without "
-                "`event:` is a `message`); others are skipped", default_text="all")
-HEADERS = http_common.HEADERS.for_roles(SOURCES)
+                                          "echoed in errors", roles=core.SOURCES)
+RECORD_FORMAT = core.FORMAT_OPTION.described("`json`, `debezium_json` or `raw_string`",
+                                             roles=core.SOURCES)
+EVENTS = core.option("events", core.SOURCES, "comma-separated event types to keep (an event "
+                     "without `event:` is a `message`); others are skipped", default_text="all")
+HEADERS = http_common.HEADERS.for_roles(core.SOURCES)
 TIMEOUT_MS = http_common.TIMEOUT_MS.described("connect timeout (a stream silent for 5 minutes "
-                                              "is reopened)", roles=SOURCES)
+                                              "is reopened)", roles=core.SOURCES)
 MAX_MESSAGES_PER_BATCH = http_common.MAX_MESSAGES_PER_BATCH.described("events per epoch")
 
 
-def parse_table(table: TableConfig) -> tuple[SourceTable, tuple[str, ...], float]:
+def parse_table(table: core.TableConfig) -> tuple[SourceTable, tuple[str, ...], float]:
     """The source, the event types it keeps (empty: all), and its connect timeout."""
-    options = OptionReader(table)
+    options = core.OptionReader(table)
     source = read_source(options, _SCHEMES)
     events = tuple(e.strip() for e in (options.string(EVENTS) or "").split(",") if e.strip())
     timeout = read_timeout(options)
@@ -136,22 +133,22 @@ class SseDataSource(FeedDataSource):
         return SOURCE_NAME
 
 
-@register
+@core.register
 class SseConnector(FeedSourceConnector):
     """Server-Sent Events over HTTP(S): a source, at-least-once by ``Last-Event-ID``."""
 
     name = "sse"
-    options = (*TYPE, ENDPOINT, RECORD_FORMAT, EVENTS, HEADERS, TIMEOUT_MS,
+    options = (*core.TYPE, ENDPOINT, RECORD_FORMAT, EVENTS, HEADERS, TIMEOUT_MS,
                MAX_MESSAGES_PER_BATCH, *SOURCE_GROUPS)
-    examples = {SOURCE: ({"format": "json", "json.unstructured": "true",
-                         "endpoint": "http://h/"},)}
+    examples = {core.SOURCE: ({"format": "json", "json.unstructured": "true",
+                              "endpoint": "http://h/"},)}
 
-    def source_table(self, table: TableConfig) -> SourceTable:
+    def source_table(self, table: core.TableConfig) -> SourceTable:
         return parse_table(table)[0]
 
-    def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
+    def reach(self, options: Mapping[str, str], role: str | None, boundary: core.Boundary) -> str:
         """Open the event stream, check its status and content type, close it."""
-        reader, endpoint, headers = read_check_options(self.name, SOURCE, options, _SCHEMES,
+        reader, endpoint, headers = read_check_options(self.name, core.SOURCE, options, _SCHEMES,
                                                        boundary)
         url, host = endpoint.connect_to()
         try:
@@ -167,7 +164,8 @@ class SseConnector(FeedSourceConnector):
                               "200 text/event-stream")
         return f"opened the event stream at {endpoint.shown}"
 
-    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
+    def read_stream(self, spark: SparkSession, table: core.TableConfig,
+                    parallelism: int) -> DataFrame:
         source, events, timeout = parse_table(table)
         return load_source(spark, SOURCE_NAME, table, source, events=list(events),
                            timeout_s=timeout)

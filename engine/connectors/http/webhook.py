@@ -26,25 +26,7 @@ import httpx
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from spate.engine.connectors.core.base import (
-    SINK,
-    ColumnDef,
-    Connector,
-    ConnectorError,
-    Sink,
-    TableConfig,
-    register,
-)
-from spate.engine.connectors.core.boundary import Boundary
-from spate.engine.connectors.core.metadata import (
-    FORMAT,
-    FORMAT_OPTION,
-    FRAMING,
-    SINKS,
-    TYPE,
-    option,
-)
-from spate.engine.connectors.core.options import OptionReader
+from spate.engine.connectors import core
 from spate.engine.connectors.formats.records import (
     RAW_STRING,
     FormatSpec,
@@ -72,20 +54,22 @@ _SCHEMES = ("http", "https")
 MAX_BACKOFF_S = 10.0
 _RETRIED_STATUSES = frozenset({408, 429})
 
-ENDPOINT = http_common.ENDPOINT.for_roles(SINKS)
-RECORD_FORMAT = FORMAT_OPTION.described("`json` or `raw_string` (`debezium_json` is not "
-                                        "supported yet)", roles=SINKS)
-HEADERS = http_common.HEADERS.for_roles(SINKS)
-METHOD = option("method", SINKS, "`POST`, `PUT` or `PATCH` (any case)",
-                choices=("post", "put", "patch"), default="post")
-MAX_ROWS_PER_REQUEST = option("max_rows_per_request", SINKS, "rows per request", default=1)
-MAX_ATTEMPTS = option("max_attempts", SINKS, "attempts per request before the epoch fails",
-                      default=5)
-RETRY_BACKOFF_MS = option("retry_backoff_ms", SINKS, "wait before the first retry, doubling "
-                          "up to 10 s", default=100)
-TIMEOUT_MS = http_common.TIMEOUT_MS.for_roles(SINKS)
-IDEMPOTENCY_HEADER = option("idempotency_header", SINKS, "the header carrying each request's "
-                            "key", default="Idempotency-Key")
+ENDPOINT = http_common.ENDPOINT.for_roles(core.SINKS)
+RECORD_FORMAT = core.FORMAT_OPTION.described("`json` or `raw_string` (`debezium_json` is not "
+                                             "supported yet)", roles=core.SINKS)
+HEADERS = http_common.HEADERS.for_roles(core.SINKS)
+METHOD = core.option("method", core.SINKS, "`POST`, `PUT` or `PATCH` (any case)",
+                     choices=("post", "put", "patch"), default="post")
+MAX_ROWS_PER_REQUEST = core.option("max_rows_per_request", core.SINKS, "rows per request",
+                                   default=1)
+MAX_ATTEMPTS = core.option("max_attempts", core.SINKS,
+                           "attempts per request before the epoch fails",
+                           default=5)
+RETRY_BACKOFF_MS = core.option("retry_backoff_ms", core.SINKS, "wait before the first retry, "
+                               "doubling up to 10 s", default=100)
+TIMEOUT_MS = http_common.TIMEOUT_MS.for_roles(core.SINKS)
+IDEMPOTENCY_HEADER = core.option("idempotency_header", core.SINKS, "the header carrying each "
+                                 "request's key", default="Idempotency-Key")
 
 
 @dataclass(frozen=True)
@@ -98,17 +82,17 @@ class WebhookTable(HttpTable):
     key_header: str
 
 
-def parse_table(table: TableConfig) -> WebhookTable:
-    options = OptionReader(table)
+def parse_table(table: core.TableConfig) -> WebhookTable:
+    options = core.OptionReader(table)
     check_sink_role(options)
     endpoint = read_endpoint(options, _SCHEMES, table.boundary)
     headers = read_headers(options)
-    options.reject(FRAMING, "is not supported by webhook sinks: one request carries "
+    options.reject(core.FRAMING, "is not supported by webhook sinks: one request carries "
                             "one record, or a JSON array of them; remove it")
-    spec = parse_format(options, SINK)
+    spec = parse_format(options, core.SINK)
     if spec.updating:
-        raise ConnectorError(f"{FORMAT_OPTION.name} 'debezium_json' is not supported yet by "
-                             "webhook sinks", option=FORMAT_OPTION.name)
+        raise core.ConnectorError(f"{core.FORMAT_OPTION.name} 'debezium_json' is not supported yet "
+                                  f"by webhook sinks", option=core.FORMAT_OPTION.name)
     method = options.choice(METHOD)
     rows = options.integer(MAX_ROWS_PER_REQUEST, minimum=1)
     attempts = options.integer(MAX_ATTEMPTS, minimum=1)
@@ -116,14 +100,14 @@ def parse_table(table: TableConfig) -> WebhookTable:
     timeout = read_timeout(options)
     key_header = (options.string(IDEMPOTENCY_HEADER) or "").strip()
     if not key_header or not key_header.replace("-", "").replace("_", "").isalnum():
-        raise ConnectorError(f"option '{IDEMPOTENCY_HEADER.name}' must be a header name "
-                             "(letters, digits, - and _)", option=IDEMPOTENCY_HEADER.name)
+        raise core.ConnectorError(f"option '{IDEMPOTENCY_HEADER.name}' must be a header name "
+                                  "(letters, digits, - and _)", option=IDEMPOTENCY_HEADER.name)
     if key_header.lower() in (name.lower() for name in headers):
-        raise ConnectorError(f"option '{HEADERS.name}' sets '{key_header}', the idempotency "
-                             "key header Spate sets per request; remove it or change "
-                             f"'{IDEMPOTENCY_HEADER.name}'", option=HEADERS.name)
+        raise core.ConnectorError(f"option '{HEADERS.name}' sets '{key_header}', the idempotency "
+                                  "key header Spate sets per request; remove it or change "
+                                  f"'{IDEMPOTENCY_HEADER.name}'", option=HEADERS.name)
     options.finish()
-    check_columns(spec, table.columns, SINK)
+    check_columns(spec, table.columns, core.SINK)
     assert method is not None and rows is not None and attempts is not None \
         and backoff is not None
     return WebhookTable(endpoint, headers, spec, table.columns, method.upper(), rows, attempts,
@@ -152,7 +136,7 @@ def request_bodies(records: list[str | None], spec: FormatSpec,
     return bodies
 
 
-class WebhookSink(Sink):
+class WebhookSink(core.Sink):
     """Sends an epoch's rows in order, one request at a time, retrying failures."""
 
     def __init__(self, table: str, parsed: WebhookTable) -> None:
@@ -168,7 +152,7 @@ class WebhookSink(Sink):
 
     def write_epoch(self, epoch: int, df: DataFrame) -> None:
         if self._client is None:
-            raise ConnectorError(f"webhook sink '{self.table}' written before open()")
+            raise core.ConnectorError(f"webhook sink '{self.table}' written before open()")
         records = encode_records(df, self.parsed.spec).toArrow().column(0).to_pylist()
         bodies = request_bodies(records, self.parsed.spec, self.parsed.max_rows_per_request)
         self.epoch_bytes = sum(len(body) for _, body in bodies)
@@ -202,7 +186,7 @@ class WebhookSink(Sink):
                     return
                 problem = f"HTTP {status}"
                 if status < 500 and status not in _RETRIED_STATUSES:
-                    raise ConnectorError(
+                    raise core.ConnectorError(
                         f"webhook sink '{self.table}': {parsed.endpoint.shown} answered "
                         f"{problem} to the request of row {first} of epoch {epoch}; check "
                         f"options '{ENDPOINT.name}' and '{HEADERS.name}' (the epoch is sent "
@@ -213,7 +197,7 @@ class WebhookSink(Sink):
                                    "problem": problem})
                 time.sleep(delay)
                 delay = min(max(delay * 2, 0.001), MAX_BACKOFF_S)
-        raise ConnectorError(
+        raise core.ConnectorError(
             f"webhook sink '{self.table}': gave up on {parsed.endpoint.shown} after "
             f"{parsed.max_attempts} attempts at the request of row {first} of epoch {epoch} "
             f"(last: {problem}); the epoch is sent again when the pipeline resumes",
@@ -225,24 +209,24 @@ class WebhookSink(Sink):
             self._client = None
 
 
-@register
-class WebhookConnector(Connector):
+@core.register
+class WebhookConnector(core.Connector):
     """HTTP(S) requests per row (or per batch of rows): a sink, at-least-once."""
 
     name = "webhook"
-    roles = frozenset({SINK})
-    options = (*TYPE, ENDPOINT, RECORD_FORMAT, HEADERS, METHOD, MAX_ROWS_PER_REQUEST,
+    roles = frozenset({core.SINK})
+    options = (*core.TYPE, ENDPOINT, RECORD_FORMAT, HEADERS, METHOD, MAX_ROWS_PER_REQUEST,
                MAX_ATTEMPTS, RETRY_BACKOFF_MS, TIMEOUT_MS, IDEMPOTENCY_HEADER,
-               *(spec for spec in FORMAT if spec not in (FORMAT_OPTION, FRAMING)))
-    examples = {SINK: ({"format": "json", "endpoint": "http://h/"},)}
+               *(spec for spec in core.FORMAT if spec not in (core.FORMAT_OPTION, core.FRAMING)))
+    examples = {core.SINK: ({"format": "json", "endpoint": "http://h/"},)}
 
-    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+    def validate(self, table: core.TableConfig) -> tuple[core.ColumnDef, ...]:
         return parse_table(table).columns
 
-    def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
+    def reach(self, options: Mapping[str, str], role: str | None, boundary: core.Boundary) -> str:
         """An ``OPTIONS`` request (no row is sent): any HTTP answer proves the endpoint
         reachable; a 401 or 403 says the headers are refused."""
-        reader, endpoint, headers = read_check_options(self.name, SINK, options, _SCHEMES,
+        reader, endpoint, headers = read_check_options(self.name, core.SINK, options, _SCHEMES,
                                                        boundary)
         url, host = endpoint.connect_to()
         try:
@@ -257,7 +241,7 @@ class WebhookConnector(Connector):
                               f"'{HEADERS.name}' were refused")
         return f"reached {endpoint.shown} (HTTP {response.status_code} to OPTIONS)"
 
-    def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
+    def create_sink(self, table: core.TableConfig, schema: T.StructType) -> core.Sink:
         parsed = parse_table(table)
         check_sink_schema(parsed.spec, schema)
         return WebhookSink(table.name, parsed)

@@ -21,10 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from websockets.exceptions import InvalidHandshake, InvalidStatus, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from spate.engine.connectors.core.base import SOURCE, ConnectorError, TableConfig, register
-from spate.engine.connectors.core.boundary import Boundary
-from spate.engine.connectors.core.metadata import FORMAT_OPTION, SOURCES, TYPE, option
-from spate.engine.connectors.core.options import OptionReader
+from spate.engine.connectors import core
 from spate.engine.connectors.http import common as http_common
 from spate.engine.connectors.http.common import (
     SOURCE_GROUPS,
@@ -50,30 +47,30 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 ENDPOINT = http_common.ENDPOINT.described(
     "`ws://` or `wss://` URL. Never echoed in errors (only its scheme, host and port are); "
-    "credentials go in `headers`", roles=SOURCES)
-RECORD_FORMAT = FORMAT_OPTION.described("`json`, `debezium_json` or `raw_string` "
-                                        "([formats](#formats))", roles=SOURCES)
-SUBSCRIPTION_MESSAGE = option("subscription_message", SOURCES, "one text message sent after "
-                              "each connect")
-SUBSCRIPTION_MESSAGES = option(
-    "subscription_messages", SOURCES, "a JSON array of messages sent in order after each "
+    "credentials go in `headers`", roles=core.SOURCES)
+RECORD_FORMAT = core.FORMAT_OPTION.described("`json`, `debezium_json` or `raw_string` "
+                                             "([formats](#formats))", roles=core.SOURCES)
+SUBSCRIPTION_MESSAGE = core.option("subscription_message", core.SOURCES, "one text message sent "
+                                   "after each connect")
+SUBSCRIPTION_MESSAGES = core.option(
+    "subscription_messages", core.SOURCES, "a JSON array of messages sent in order after each "
     "connect: strings as they are, other values as JSON text "
     "(`'[\"sub a\", {\"op\": \"subscribe\"}]'`); not with `subscription_message`")
 HEADERS = http_common.HEADERS.described(
     "handshake headers, `'Name: value, Other: value'` (commas separate headers, so a value "
-    "cannot hold one)", roles=SOURCES)
-TIMEOUT_MS = http_common.TIMEOUT_MS.described("connect and handshake timeout", roles=SOURCES)
+    "cannot hold one)", roles=core.SOURCES)
+TIMEOUT_MS = http_common.TIMEOUT_MS.described("connect and handshake timeout", roles=core.SOURCES)
 
 
-def read_subscriptions(options: OptionReader) -> list[str]:
+def read_subscriptions(options: core.OptionReader) -> list[str]:
     """``subscription_message`` (one text message) or ``subscription_messages`` (a JSON
     array of messages: strings as they are, other values as JSON text)."""
     one = options.string(SUBSCRIPTION_MESSAGE)
     many = options.string(SUBSCRIPTION_MESSAGES)
     if one is not None and many is not None:
-        raise ConnectorError(f"option '{SUBSCRIPTION_MESSAGES.name}' cannot be combined with "
-                             f"'{SUBSCRIPTION_MESSAGE.name}'; put every message in the array",
-                             option=SUBSCRIPTION_MESSAGES.name, at_key=True)
+        raise core.ConnectorError(f"option '{SUBSCRIPTION_MESSAGES.name}' cannot be combined with "
+                                  f"'{SUBSCRIPTION_MESSAGE.name}'; put every message in the array",
+                                  option=SUBSCRIPTION_MESSAGES.name, at_key=True)
     if many is None:
         return [] if one is None else [one]
     try:
@@ -81,14 +78,14 @@ def read_subscriptions(options: OptionReader) -> list[str]:
     except ValueError:
         values = None
     if not isinstance(values, list):
-        raise ConnectorError(f"option '{SUBSCRIPTION_MESSAGES.name}' must be a JSON array of "
-                             "messages, e.g. '[\"sub a\", {\"subscribe\": \"b\"}]'",
-                             option=SUBSCRIPTION_MESSAGES.name)
+        raise core.ConnectorError(f"option '{SUBSCRIPTION_MESSAGES.name}' must be a JSON array of "
+                                  "messages, e.g. '[\"sub a\", {\"subscribe\": \"b\"}]'",
+                                  option=SUBSCRIPTION_MESSAGES.name)
     return [v if isinstance(v, str) else json.dumps(v) for v in values]
 
 
-def parse_table(table: TableConfig) -> tuple[SourceTable, list[str], float]:
-    options = OptionReader(table)
+def parse_table(table: core.TableConfig) -> tuple[SourceTable, list[str], float]:
+    options = core.OptionReader(table)
     source = read_source(options, _SCHEMES)
     subscriptions = read_subscriptions(options)
     timeout = read_timeout(options)
@@ -158,22 +155,23 @@ class WebSocketDataSource(FeedDataSource):
         return SOURCE_NAME
 
 
-@register
+@core.register
 class WebSocketConnector(FeedSourceConnector):
     """A WebSocket client source (ws:// or wss://): best-effort, at-most-once."""
 
     name = "websocket"
-    options = (*TYPE, ENDPOINT, RECORD_FORMAT, SUBSCRIPTION_MESSAGE, SUBSCRIPTION_MESSAGES, HEADERS,
+    options = (*core.TYPE, ENDPOINT, RECORD_FORMAT, SUBSCRIPTION_MESSAGE, SUBSCRIPTION_MESSAGES,
+               HEADERS,
                TIMEOUT_MS, http_common.MAX_MESSAGES_PER_BATCH, *SOURCE_GROUPS)
-    examples = {SOURCE: ({"format": "json", "json.unstructured": "true",
-                         "endpoint": "ws://h/"},)}
+    examples = {core.SOURCE: ({"format": "json", "json.unstructured": "true",
+                              "endpoint": "ws://h/"},)}
 
-    def source_table(self, table: TableConfig) -> SourceTable:
+    def source_table(self, table: core.TableConfig) -> SourceTable:
         return parse_table(table)[0]
 
-    def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
+    def reach(self, options: Mapping[str, str], role: str | None, boundary: core.Boundary) -> str:
         """The WebSocket handshake (no subscription sent), then a clean close."""
-        reader, endpoint, headers = read_check_options(self.name, SOURCE, options, _SCHEMES,
+        reader, endpoint, headers = read_check_options(self.name, core.SOURCE, options, _SCHEMES,
                                                        boundary)
         try:
             with open_connection(endpoint, headers, read_timeout(reader)):
@@ -186,7 +184,8 @@ class WebSocketConnector(FeedSourceConnector):
             raise unreachable("websocket check", endpoint, type(problem).__name__) from None
         return f"opened a WebSocket to {endpoint.shown}"
 
-    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
+    def read_stream(self, spark: SparkSession, table: core.TableConfig,
+                    parallelism: int) -> DataFrame:
         source, subscriptions, timeout = parse_table(table)
         return load_source(spark, SOURCE_NAME, table, source, subscriptions=subscriptions,
                            timeout_s=timeout)

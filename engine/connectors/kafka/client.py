@@ -21,41 +21,43 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._metadata import ClusterMetadata
 
-from spate.engine.connectors.core.base import ConnectorError
-from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors import core
 from spate.engine.connectors.core.egress import unreachable
-from spate.engine.connectors.core.metadata import BOTH, SOURCES, option
 
 # The options a table's clients are configured from (the source's consumer group and
 # isolation level among them); the kafka connector declares them with the rest.
-BOOTSTRAP_SERVERS = option("bootstrap_servers", BOTH, "`host:port[,host:port…]` of the cluster",
-                           required=True)
-TOPIC = option("topic", BOTH, "one topic (a pattern, `^…`, is not supported yet); it must exist",
-               required=True)
-AUTH_TYPE = option("auth.type", BOTH, "`none` or `sasl` (`aws_msk_iam` is not supported yet)",
-                   choices=("none", "sasl", "aws_msk_iam"), default="none")
-SASL_MECHANISM = option("auth.sasl.mechanism", BOTH, "`plain`, `scram-sha-256` or "
-                        "`scram-sha-512`; SASL over plaintext unless `client_configs` adds "
-                        "`security.protocol=SASL_SSL`",
-                        choices=("plain", "scram-sha-256", "scram-sha-512"), default="plain")
-SASL_USERNAME = option("auth.sasl.username", BOTH, "the SASL credentials' user",
-                       required_when="with `sasl`")
-SASL_PASSWORD = option("auth.sasl.password", BOTH, "the SASL credentials' password",
-                       required_when="with `sasl`")
-CLIENT_CONFIGS = option(
-    "client_configs", BOTH, "librdkafka settings passed through, `key=value;key=value` (e.g. "
+BOOTSTRAP_SERVERS = core.option("bootstrap_servers", core.BOTH, "`host:port[,host:port…]` of the "
+                                                                "cluster",
+                                required=True)
+TOPIC = core.option("topic", core.BOTH, "one topic (a pattern, `^…`, is not supported yet); it "
+                                        "must exist",
+                    required=True)
+AUTH_TYPE = core.option("auth.type", core.BOTH, "`none` or `sasl` (`aws_msk_iam` is not supported "
+                                                "yet)",
+                        choices=("none", "sasl", "aws_msk_iam"), default="none")
+SASL_MECHANISM = core.option("auth.sasl.mechanism", core.BOTH, "`plain`, `scram-sha-256` or "
+                             "`scram-sha-512`; SASL over plaintext unless `client_configs` adds "
+                             "`security.protocol=SASL_SSL`",
+                             choices=("plain", "scram-sha-256", "scram-sha-512"), default="plain")
+SASL_USERNAME = core.option("auth.sasl.username", core.BOTH, "the SASL credentials' user",
+                            required_when="with `sasl`")
+SASL_PASSWORD = core.option("auth.sasl.password", core.BOTH, "the SASL credentials' password",
+                            required_when="with `sasl`")
+CLIENT_CONFIGS = core.option(
+    "client_configs", core.BOTH, "librdkafka settings passed through, `key=value;key=value` (e.g. "
     "`security.protocol=SSL;client.id=me`; without a `client.id` a table's clients are named "
     "`spate-source-<table>` or `spate-sink-<table>`); the settings Spate makes itself "
     "(bootstrap servers, group, isolation, transactions, passwords) are refused. In the Spate "
     "service only settings that name no host, file or credential are accepted")
-READ_MODE = option("source.read_mode", SOURCES, "`read_committed` (records of open or aborted "
-                   "transactions are not read) or `read_uncommitted`",
-                   choices=("read_committed", "read_uncommitted"), default="read_committed")
-GROUP_ID = option("group_id", SOURCES, "a consumer group the offsets of each committed epoch "
-                  "are committed to, for monitoring tools; needed by `source.offset = 'group'`")
+READ_MODE = core.option("source.read_mode", core.SOURCES, "`read_committed` (records of open or "
+                        "aborted transactions are not read) or `read_uncommitted`",
+                        choices=("read_committed", "read_uncommitted"), default="read_committed")
+GROUP_ID = core.option("group_id", core.SOURCES, "a consumer group the offsets of each committed "
+                       "epoch are committed to, for monitoring tools; needed by `source.offset = "
+                       "'group'`")
 #: Arroyo's name of ``group_id``.
-ARROYO_GROUP_ID = option("source.group_id", SOURCES, "`group_id` by Arroyo's name (give one "
-                         "of the two)")
+ARROYO_GROUP_ID = core.option("source.group_id", core.SOURCES, "`group_id` by Arroyo's name (give "
+                              "one of the two)")
 
 #: Seconds to wait for the cluster's metadata before calling it unreachable.
 CONNECT_TIMEOUT_S = 10.0
@@ -120,9 +122,9 @@ def parse_servers(text: str) -> tuple[tuple[str, int], ...]:
         host, _, port = entry.rpartition(":")
         host = host.strip("[]")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ConnectorError(f"option '{BOOTSTRAP_SERVERS.name}' must be host:port pairs "
-                                 "separated by commas, e.g. 'broker-1:9092,broker-2:9092', not "
-                                 f"'{entry}'", option=BOOTSTRAP_SERVERS.name)
+            raise core.ConnectorError(f"option '{BOOTSTRAP_SERVERS.name}' must be host:port pairs "
+                                      f"separated by commas, e.g. 'broker-1:9092,broker-2:9092', "
+                                      f"not '{entry}'", option=BOOTSTRAP_SERVERS.name)
         servers.append((host, int(port)))
     return tuple(servers)
 
@@ -136,22 +138,23 @@ def parse_client_configs(text: str, confined: bool) -> dict[str, str]:
         key, equals, value = entry.partition("=")
         key = key.strip().lower()
         if not equals or not key:
-            raise ConnectorError(f"option '{CLIENT_CONFIGS.name}' must be key=value pairs "
-                                 f"separated by ';', not '{entry}'", option=CLIENT_CONFIGS.name)
+            raise core.ConnectorError(f"option '{CLIENT_CONFIGS.name}' must be key=value pairs "
+                                      f"separated by ';', not '{entry}'",
+                                      option=CLIENT_CONFIGS.name)
         if key in RESERVED_CONFIGS or "password" in key or "secret" in key:
-            raise ConnectorError(f"option '{CLIENT_CONFIGS.name}' may not set '{key}': Spate "
-                                 "sets it from the table's own options "
-                                 f"({BOOTSTRAP_SERVERS.name}, auth.*, {READ_MODE.name}, "
-                                 f"{GROUP_ID.name})", option=CLIENT_CONFIGS.name)
+            raise core.ConnectorError(f"option '{CLIENT_CONFIGS.name}' may not set '{key}': Spate "
+                                      "sets it from the table's own options "
+                                      f"({BOOTSTRAP_SERVERS.name}, auth.*, {READ_MODE.name}, "
+                                      f"{GROUP_ID.name})", option=CLIENT_CONFIGS.name)
         if confined and key not in CONFINED_CONFIGS:
-            raise ConnectorError(f"option '{CLIENT_CONFIGS.name}' may not set '{key}' in this "
-                                 "deployment; allowed: " + ", ".join(sorted(CONFINED_CONFIGS)),
-                                 option=CLIENT_CONFIGS.name)
+            raise core.ConnectorError(f"option '{CLIENT_CONFIGS.name}' may not set '{key}' in this "
+                                      "deployment; allowed: " + ", ".join(sorted(CONFINED_CONFIGS)),
+                                      option=CLIENT_CONFIGS.name)
         configs[key] = value.strip()
     return configs
 
 
-def client_config(endpoint: KafkaEndpoint, boundary: Boundary, what: str,
+def client_config(endpoint: KafkaEndpoint, boundary: core.Boundary, what: str,
                   **settings: Any) -> dict[str, Any]:
     """librdkafka settings to reach ``endpoint`` through ``boundary``'s egress policy."""
     config: dict[str, Any] = dict(endpoint.extra)
@@ -163,7 +166,7 @@ def client_config(endpoint: KafkaEndpoint, boundary: Boundary, what: str,
     return config
 
 
-def _bootstrap(endpoint: KafkaEndpoint, boundary: Boundary) -> list[str]:
+def _bootstrap(endpoint: KafkaEndpoint, boundary: core.Boundary) -> list[str]:
     if boundary.egress is None:
         return [f"{_bracketed(host)}:{port}" for host, port in endpoint.servers]
     addresses = []
@@ -177,7 +180,7 @@ def _bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def cluster_metadata(config: dict[str, Any], endpoint: KafkaEndpoint, boundary: Boundary,
+def cluster_metadata(config: dict[str, Any], endpoint: KafkaEndpoint, boundary: core.Boundary,
                      what: str, topic: str | None = None) -> ClusterMetadata:
     """The cluster's metadata (of ``topic`` only, if given), its brokers checked against the
     egress policy; raises :class:`ConnectorError` naming the first bootstrap server."""
@@ -204,7 +207,7 @@ def _accepts(server: str) -> bool:
         return False
 
 
-def check_brokers(metadata: ClusterMetadata, boundary: Boundary) -> None:
+def check_brokers(metadata: ClusterMetadata, boundary: core.Boundary) -> None:
     """Every broker the cluster advertises must pass the egress policy."""
     if boundary.egress is None:
         return
@@ -217,6 +220,6 @@ def topic_partitions(metadata: ClusterMetadata, topic: str, endpoint: KafkaEndpo
     """The partition ids of ``topic``; raises when the cluster does not have it."""
     described = metadata.topics.get(topic)
     if described is None or described.error is not None or not described.partitions:
-        raise ConnectorError(f"topic '{topic}' does not exist on the Kafka cluster at "
-                             f"{endpoint.shown}; create it first", option=TOPIC.name)
+        raise core.ConnectorError(f"topic '{topic}' does not exist on the Kafka cluster at "
+                                  f"{endpoint.shown}; create it first", option=TOPIC.name)
     return sorted(described.partitions)

@@ -44,8 +44,7 @@ from confluent_kafka import (
 )
 from pyspark.sql import DataFrame
 
-from spate.engine.connectors.core.base import ConnectorError, Sink
-from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors import core
 from spate.engine.connectors.formats.records import FormatSpec, encode_records, record_bytes
 from spate.engine.connectors.kafka.client import (
     CONNECT_TIMEOUT_S,
@@ -62,13 +61,13 @@ _COMMIT_TIMEOUT_S = 60.0
 
 
 @dataclass(eq=False)
-class KafkaSink(Sink):
+class KafkaSink(core.Sink):
     """Produces an epoch's records into ``topic``; marker ``{"epoch": n}`` or None."""
 
     table: str
     topic: str
     endpoint: KafkaEndpoint
-    boundary: Boundary
+    boundary: core.Boundary
     spec: FormatSpec
     _: KW_ONLY
     exactly_once: bool
@@ -123,8 +122,8 @@ class KafkaSink(Sink):
             committed = self._group.committed([TopicPartition(self.topic, 0)],
                                               timeout=CONNECT_TIMEOUT_S)
         except KafkaException:
-            raise ConnectorError(f"{self._what()}: could not read its last epoch from the "
-                                 f"Kafka cluster at {self.endpoint.shown}") from None
+            raise core.ConnectorError(f"{self._what()}: could not read its last epoch from the "
+                                      f"Kafka cluster at {self.endpoint.shown}") from None
         offset = int(committed[0].offset)
         return offset - 1 if offset > 0 else -1
 
@@ -173,15 +172,15 @@ class KafkaSink(Sink):
             producer.poll(0)
         self._flush(producer)
         if failures:
-            raise ConnectorError(f"{self._what()}: Kafka did not take the epoch's records: "
-                                 f"{failures[0]}")
+            raise core.ConnectorError(f"{self._what()}: Kafka did not take the epoch's records: "
+                                      f"{failures[0]}")
         return written
 
     def _flush(self, producer: Producer) -> None:
         if producer.flush(_COMMIT_TIMEOUT_S) > 0:
-            raise ConnectorError(f"{self._what()}: records were not delivered to the Kafka "
-                                 f"cluster at {self.endpoint.shown} within "
-                                 f"{_COMMIT_TIMEOUT_S:.0f} s")
+            raise core.ConnectorError(f"{self._what()}: records were not delivered to the Kafka "
+                                      f"cluster at {self.endpoint.shown} within "
+                                      f"{_COMMIT_TIMEOUT_S:.0f} s")
 
     def _run(self, call: Any, name: str) -> None:
         """A transactional call; an error aborts the transaction when Kafka allows it."""
@@ -192,12 +191,12 @@ class KafkaSink(Sink):
             error = failure.args[0]
             if error.txn_requires_abort():
                 producer.abort_transaction(_COMMIT_TIMEOUT_S)
-            raise ConnectorError(f"{self._what()}: {name} failed on the Kafka cluster at "
-                                 f"{self.endpoint.shown}: {error.str()}") from None
+            raise core.ConnectorError(f"{self._what()}: {name} failed on the Kafka cluster at "
+                                      f"{self.endpoint.shown}: {error.str()}") from None
 
     def _require_open(self) -> Producer:
         if self._producer is None:
-            raise ConnectorError(f"{self._what()} written before open()")
+            raise core.ConnectorError(f"{self._what()} written before open()")
         return self._producer
 
     def close(self) -> None:

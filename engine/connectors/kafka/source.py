@@ -44,26 +44,13 @@ from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit
 
+from spate.engine.connectors import core
 from spate.engine.connectors.core.arrow_batches import (
     arrow_schema,
     data_batch,
     timestamps_us,
 )
-from spate.engine.connectors.core.base import ConnectorError
-from spate.engine.connectors.core.boundary import Boundary
 from spate.engine.connectors.core.dead_letter import BadRecords, Letter
-from spate.engine.connectors.core.metadata_columns import (
-    decoded_schema,
-    headers_array,
-    merge_physical,
-    utf8,
-)
-from spate.engine.connectors.core.streaming import (
-    SpateDataSource,
-    default_limit,
-    initial_offset,
-    max_rows,
-)
 from spate.engine.connectors.formats.decoders import source_decoder
 from spate.engine.connectors.formats.records import DEBEZIUM_JSON, FormatSpec
 from spate.engine.connectors.kafka.client import (
@@ -89,7 +76,7 @@ _PASSING_ERRORS = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN
                              KafkaError._TIMED_OUT, KafkaError._RESOLVE})
 
 
-class KafkaDataSource(SpateDataSource):
+class KafkaDataSource(core.SpateDataSource):
     """Registered as ``spate_kafka``; see :mod:`spate.engine.connectors.kafka.connector`."""
 
     @classmethod
@@ -108,7 +95,7 @@ def consumer_config(settings: dict[str, Any], what: str) -> dict[str, Any]:
     """A consumer of the source's cluster that only ever uses ``assign``, named
     ``spate-<what>-<table>`` to the brokers (their logs and quotas tell tables apart)."""
     endpoint = KafkaEndpoint.from_dict(settings["endpoint"])
-    boundary = Boundary.from_dict(settings["boundary"])
+    boundary = core.Boundary.from_dict(settings["boundary"])
     return client_config(endpoint, boundary, f"{what}-{settings['table']}", **{
         "group.id": settings["group_id"] or f"spate-{settings['table']}",
         "enable.auto.commit": False, "enable.auto.offset.store": False,
@@ -147,7 +134,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     def _driver_consumer(self) -> Consumer:
         if self._consumer is None:
             endpoint = KafkaEndpoint.from_dict(self.settings["endpoint"])
-            boundary = Boundary.from_dict(self.settings["boundary"])
+            boundary = core.Boundary.from_dict(self.settings["boundary"])
             config = consumer_config(self.settings, "source")
             cluster_metadata(config, endpoint, boundary, f"kafka source '{self.table}'")
             self._consumer = Consumer(config)
@@ -164,9 +151,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         return int(low), int(high)
 
     def initialOffset(self) -> dict[str, Any]:
-        offset = initial_offset(self.start, self._fresh_offset, self.table)
+        offset = core.initial_offset(self.start, self._fresh_offset, self.table)
         if offset["topic"] != self.topic:
-            raise ConnectorError(
+            raise core.ConnectorError(
                 f"kafka source '{self.table}' now reads topic '{self.topic}' but its stored "
                 f"offsets are of topic '{offset['topic']}'; drop the pipeline's state to start "
                 "afresh", option=TOPIC.name)
@@ -193,7 +180,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         return {"topic": self.topic, "partitions": {str(p): o for p, o in sorted(offsets.items())}}
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        return default_limit(self.settings["max_records_per_batch"])
+        return core.default_limit(self.settings["max_records_per_batch"])
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         current = {int(p): int(o) for p, o in start["partitions"].items()}
@@ -201,7 +188,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             if p not in current:  # a new partition: read from its beginning
                 current[p] = self._watermarks(p)[0]
         high = {p: self._watermarks(p)[1] for p in current}
-        budget = max_rows(limit, self.settings["max_records_per_batch"])
+        budget = core.max_rows(limit, self.settings["max_records_per_batch"])
         return self._offset(advance(current, high, budget))
 
     def records_after(self, offset: dict[str, Any]) -> int:
@@ -262,7 +249,7 @@ class _RangeReader:
         self.spec = FormatSpec(**settings["format"])
         self.arrow_schema = arrow_schema(schema)
         self.metadata: dict[str, str] = settings.get("metadata") or {}
-        decoded = decoded_schema(self.arrow_schema, self.metadata)
+        decoded = core.decoded_schema(self.arrow_schema, self.metadata)
         self.decoder = source_decoder(decoded, self.spec, settings["not_null"])
         self.bad = BadRecords(self.spec, self.arrow_schema, reader,
                               f"kafka source '{self.table}'",
@@ -283,9 +270,9 @@ class _RangeReader:
         done = False
         while not done:
             if time.monotonic() > deadline:
-                raise ConnectorError(f"kafka source '{self.table}': partition {partition} of "
-                                     f"topic '{self.topic}' did not deliver offsets {first} to "
-                                     f"{stop} within {_READ_TIMEOUT_S:.0f} s")
+                raise core.ConnectorError(f"kafka source '{self.table}': partition {partition} of "
+                                          f"topic '{self.topic}' did not deliver offsets {first} "
+                                          f"to {stop} within {_READ_TIMEOUT_S:.0f} s")
             chunk: list[Message] = []
             # consume() waits for as many records as asked: ask for no more than are left.
             wanted = min(_FETCH_RECORDS, max(1, stop - max(first, self._position(partition))))
@@ -312,12 +299,12 @@ class _RangeReader:
                                                              "error": error.str()})
             return False
         if error.code() == KafkaError._AUTO_OFFSET_RESET:
-            raise ConnectorError(f"kafka source '{self.table}': offsets of partition "
-                                 f"{partition} of topic '{self.topic}' it has yet to read were "
-                                 "deleted (retention); drop the pipeline's state to start "
-                                 "afresh, accepting the loss")
-        raise ConnectorError(f"kafka source '{self.table}': reading topic '{self.topic}' "
-                             f"failed: {error.str()}")
+            raise core.ConnectorError(f"kafka source '{self.table}': offsets of partition "
+                                      f"{partition} of topic '{self.topic}' it has yet to read "
+                                      f"were deleted (retention); drop the pipeline's state to "
+                                      f"start afresh, accepting the loss")
+        raise core.ConnectorError(f"kafka source '{self.table}': reading topic '{self.topic}' "
+                                  f"failed: {error.str()}")
 
     def _position(self, partition: int) -> int:
         position = self.consumer.position([TopicPartition(self.topic, partition)])[0].offset
@@ -336,8 +323,8 @@ class _RangeReader:
             return None, bad
         times = pa.array(stamps[rows_at], pa.int64())
         if self.metadata:
-            columns = merge_physical(self.arrow_schema, columns,
-                                     self._metadata(usable, stamps, rows_at))
+            columns = core.merge_physical(self.arrow_schema, columns,
+                                          self._metadata(usable, stamps, rows_at))
         return data_batch(self.arrow_schema, columns, self.reader, times), bad
 
     def _metadata(self, records: list[Message], stamps: np.ndarray,
@@ -358,10 +345,10 @@ class _RangeReader:
             elif key == "key":
                 keys = [m.key() for m in records]
                 field_type = self.arrow_schema.field(column).type
-                array = utf8(keys) if pa.types.is_string(field_type) else pa.array(
+                array = core.utf8(keys) if pa.types.is_string(field_type) else pa.array(
                     keys, pa.binary())
             else:  # headers
-                array = headers_array([_headers(m) for m in records])
+                array = core.headers_array([_headers(m) for m in records])
             arrays[column] = array.take(take)
         return arrays
 

@@ -24,15 +24,14 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
+from spate.engine.connectors import core
 from spate.engine.connectors.core import aws
-from spate.engine.connectors.core.boundary import Boundary
 from spate.engine.connectors.core.egress import unreachable
 from spate.engine.connectors.core.errors import ConnectorError
-from spate.engine.connectors.core.metadata import BOTH, option
 
 # The options a Kinesis endpoint is made of: its stream, and the AWS options every
 # connector reaching AWS shares (:mod:`..core.aws`), as a Kinesis table needs them.
-STREAM_NAME = option("stream_name", BOTH, "the stream", required=True)
+STREAM_NAME = core.option("stream_name", core.BOTH, "the stream", required=True)
 AWS_REGION = aws.AWS_REGION.described("e.g. `us-east-1`; the endpoint is then "
                                       "`https://kinesis.<region>.amazonaws.com`", required=True)
 AWS_ACCESS_KEY_ID = aws.AWS_ACCESS_KEY_ID.described(aws.AWS_ACCESS_KEY_ID.description,
@@ -83,7 +82,7 @@ def regional_endpoint(region: str) -> str:
     return f"https://kinesis.{region}.{suffix}"
 
 
-def check_planned(endpoint: KinesisEndpoint, boundary: Boundary) -> None:
+def check_planned(endpoint: KinesisEndpoint, boundary: core.Boundary) -> None:
     """At planning: refuse an endpoint the tenant's egress policy plainly refuses."""
     if boundary.egress is not None:
         host, port = endpoint.host_port
@@ -95,7 +94,7 @@ def _endpoint_option(endpoint: KinesisEndpoint) -> str:
             else ENDPOINT_URL.name)
 
 
-def connect(endpoint: KinesisEndpoint, boundary: Boundary) -> Any:
+def connect(endpoint: KinesisEndpoint, boundary: core.Boundary) -> Any:
     """A Kinesis client of ``endpoint``'s stream, through ``boundary``'s egress policy."""
     return aws.client("kinesis", endpoint, boundary, _endpoint_option(endpoint))
 

@@ -18,34 +18,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from spate.engine.connectors import core
 from spate.engine.connectors.core.aws import check_endpoint_url, check_keys, check_region
-from spate.engine.connectors.core.base import (
-    SINK,
-    SOURCE,
-    ColumnDef,
-    Connector,
-    ConnectorError,
-    Sink,
-    TableConfig,
-    register,
-)
-from spate.engine.connectors.core.boundary import Boundary
-from spate.engine.connectors.core.metadata import (
-    FORMAT,
-    MESSAGE_RECORDS,
-    SINKS,
-    SOURCES,
-    TYPE,
-    TYPE_OPTION,
-    option,
-)
-from spate.engine.connectors.core.options import (
-    OptionReader,
-    check_role,
-    check_source_options,
-    reject_source_options,
-)
-from spate.engine.connectors.core.streaming import load_stream, source_options
 from spate.engine.connectors.formats.records import (
     FormatSpec,
     check_sink_schema,
@@ -81,17 +55,18 @@ LATEST = "latest"
 NOT_YET_SINK_OPTION = "sink.flush_interval_millis"
 
 # The stream, region, endpoint and credentials are declared in kinesis_client.
-START_FROM = option("source.offset", SOURCES, "where a new pipeline starts, `earliest` (the "
-                    "oldest records the stream keeps) or `latest` (records arriving from the "
-                    "start on)", choices=(EARLIEST, LATEST), default=LATEST)
-KEY_FIELD = option("key_field", SINKS, "the column whose value is each record's partition key",
-                   default_text="a hash of the record")
-MAX_RECORDS_PER_BATCH = option("sink.max_records_per_batch", SINKS, "records per PutRecords "
-                               f"request (at most {MAX_RECORDS_PER_REQUEST})",
-                               default=MAX_RECORDS_PER_REQUEST)
-MAX_BYTES_PER_BATCH = option("sink.max_bytes_per_batch", SINKS, "bytes (data and keys) per "
-                             "PutRecords request, from 1 MiB to 5 MiB",
-                             default=MAX_BYTES_PER_REQUEST)
+START_FROM = core.option("source.offset", core.SOURCES, "where a new pipeline starts, `earliest` "
+                         "(the oldest records the stream keeps) or `latest` (records arriving from "
+                         "the start on)", choices=(EARLIEST, LATEST), default=LATEST)
+KEY_FIELD = core.option("key_field", core.SINKS, "the column whose value is each record's "
+                                                 "partition key",
+                        default_text="a hash of the record")
+MAX_RECORDS_PER_BATCH = core.option("sink.max_records_per_batch", core.SINKS, f"records per "
+                                    f"PutRecords request (at most {MAX_RECORDS_PER_REQUEST})",
+                                    default=MAX_RECORDS_PER_REQUEST)
+MAX_BYTES_PER_BATCH = core.option("sink.max_bytes_per_batch", core.SINKS, "bytes (data and keys) "
+                                  "per PutRecords request, from 1 MiB to 5 MiB",
+                                  default=MAX_BYTES_PER_REQUEST)
 SINK_OPTIONS = (KEY_FIELD, MAX_RECORDS_PER_BATCH, MAX_BYTES_PER_BATCH)
 
 
@@ -100,7 +75,7 @@ class _KinesisTable:
     role: str
     endpoint: KinesisEndpoint
     spec: FormatSpec
-    columns: tuple[ColumnDef, ...]
+    columns: tuple[core.ColumnDef, ...]
     #: source: ``earliest`` or ``latest``; sink: None
     offset: str | None
     #: sink: the column whose value is the partition key (None: a hash of the record)
@@ -109,7 +84,7 @@ class _KinesisTable:
     limits: RequestLimits
 
 
-def read_endpoint(options: OptionReader, stream_required: bool = True) -> KinesisEndpoint:
+def read_endpoint(options: core.OptionReader, stream_required: bool = True) -> KinesisEndpoint:
     """The stream, region, endpoint and credentials of a table's (or profile's) options."""
     stream = options.required(STREAM_NAME) if stream_required else options.string(STREAM_NAME)
     stream_name = (stream or "").strip()
@@ -123,57 +98,57 @@ def read_endpoint(options: OptionReader, stream_required: bool = True) -> Kinesi
         access_key_id=key_id, secret_access_key=secret, session_token=token or None)
 
 
-def _sink_options(options: OptionReader) -> tuple[str | None, RequestLimits]:
+def _sink_options(options: core.OptionReader) -> tuple[str | None, RequestLimits]:
     """``key_field`` and the PutRecords request bounds of a sink."""
     options.reject(NOT_YET_SINK_OPTION,
                    "is not supported yet: the kinesis sink puts each epoch's records when "
                    "the epoch ends; remove it")
     key_field = options.string(KEY_FIELD)
     if key_field is not None and key_field != key_field.strip():
-        raise ConnectorError(f"option '{KEY_FIELD.name}' must be a column name",
-                             option=KEY_FIELD.name)
+        raise core.ConnectorError(f"option '{KEY_FIELD.name}' must be a column name",
+                                  option=KEY_FIELD.name)
     records = options.integer(MAX_RECORDS_PER_BATCH, minimum=1)
     size = options.integer(MAX_BYTES_PER_BATCH, minimum=MAX_BYTES_PER_RECORD)
     assert records is not None and size is not None
     for key, value, most in ((MAX_RECORDS_PER_BATCH, records, MAX_RECORDS_PER_REQUEST),
                              (MAX_BYTES_PER_BATCH, size, MAX_BYTES_PER_REQUEST)):
         if value > most:
-            raise ConnectorError(f"option '{key.name}' must be at most {most} (Kinesis's "
-                                 f"limit per PutRecords request), not {value}",
-                                 option=key.name)
+            raise core.ConnectorError(f"option '{key.name}' must be at most {most} (Kinesis's "
+                                      f"limit per PutRecords request), not {value}",
+                                      option=key.name)
     return key_field, RequestLimits(records, size)
 
 
-@register
-class KinesisConnector(Connector):
+@core.register
+class KinesisConnector(core.Connector):
     """Amazon Kinesis Data Streams (or a server speaking its API)."""
 
     name = "kinesis"
-    roles = frozenset({SOURCE, SINK})
-    options = (*TYPE, STREAM_NAME, AWS_REGION, *AWS_CREDENTIALS, ENDPOINT_URL, START_FROM,
-               *SINK_OPTIONS, *FORMAT, *MESSAGE_RECORDS)
+    roles = frozenset({core.SOURCE, core.SINK})
+    options = (*core.TYPE, STREAM_NAME, AWS_REGION, *AWS_CREDENTIALS, ENDPOINT_URL, START_FROM,
+               *SINK_OPTIONS, *core.FORMAT, *core.MESSAGE_RECORDS)
     examples = {
-        SOURCE: ({"type": "source", "format": "json", "json.unstructured": "true",
-                  "stream_name": "s", "aws_region": "us-east-1", "aws_access_key_id": "k",
-                  "aws_secret_access_key": "s"},),
-        SINK: ({"type": "sink", "format": "json", "stream_name": "s",
-                "aws_region": "us-east-1", "aws_access_key_id": "k",
-                "aws_secret_access_key": "s"},)}
+        core.SOURCE: ({"type": "source", "format": "json", "json.unstructured": "true",
+                       "stream_name": "s", "aws_region": "us-east-1", "aws_access_key_id": "k",
+                       "aws_secret_access_key": "s"},),
+        core.SINK: ({"type": "sink", "format": "json", "stream_name": "s",
+                     "aws_region": "us-east-1", "aws_access_key_id": "k",
+                     "aws_secret_access_key": "s"},)}
 
-    def _parse(self, table: TableConfig) -> _KinesisTable:
-        options = OptionReader(table)
-        role = check_role(options, self.roles)
+    def _parse(self, table: core.TableConfig) -> _KinesisTable:
+        options = core.OptionReader(table)
+        role = core.check_role(options, self.roles)
         endpoint = read_endpoint(options)
         spec = parse_format(options, role)
         offset = key_field = None
         limits = RequestLimits()
-        if role == SOURCE:
-            check_source_options(options)
+        if role == core.SOURCE:
+            core.check_source_options(options)
             offset = options.choice(START_FROM)
             for key in (*SINK_OPTIONS, NOT_YET_SINK_OPTION):
                 options.reject(key, "applies to sinks only")
         else:
-            reject_source_options(options)
+            core.reject_source_options(options)
             options.reject(START_FROM, "applies to sources only")
             key_field, limits = _sink_options(options)
         options.finish()
@@ -184,19 +159,19 @@ class KinesisConnector(Connector):
     def metadata_fields(self, role: str) -> Mapping[str, tuple[T.DataType, ...]]:
         """A source record's shard, sequence number (TEXT: up to 128 bits) and partition
         key."""
-        if role != SOURCE:
+        if role != core.SOURCE:
             return {}
         return {"shard_id": (T.StringType(),), "sequence_number": (T.StringType(),),
                 "partition_key": (T.StringType(),)}
 
-    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+    def validate(self, table: core.TableConfig) -> tuple[core.ColumnDef, ...]:
         return self._parse(table).columns
 
-    def partition_count(self, table: TableConfig, parallelism: int) -> int:
+    def partition_count(self, table: core.TableConfig, parallelism: int) -> int:
         del table
         return max(1, parallelism)
 
-    def has_input_after(self, table: TableConfig, parallelism: int, offset: Any) -> bool:
+    def has_input_after(self, table: core.TableConfig, parallelism: int, offset: Any) -> bool:
         """Whether a readable shard has a record past ``offset``, asked of Kinesis."""
         del parallelism
         endpoint = self._parse(table).endpoint
@@ -206,12 +181,12 @@ class KinesisConnector(Connector):
         except Exception as error:  # noqa: BLE001 - boto3's errors, told without secrets
             raise failure(error, endpoint, f"kinesis source '{table.name}'") from None
 
-    def reader_options(self, table: TableConfig, parallelism: int) -> dict[str, str]:
+    def reader_options(self, table: core.TableConfig, parallelism: int) -> dict[str, str]:
         """The options of the data source reading ``table`` (see :func:`source_options`)."""
         parsed = self._parse(table)
-        if parsed.role != SOURCE:
-            raise ConnectorError(f"kinesis table '{table.name}' is a sink; it cannot be read",
-                                 option=TYPE_OPTION.name)
+        if parsed.role != core.SOURCE:
+            raise core.ConnectorError(f"kinesis table '{table.name}' is a sink; it cannot be read",
+                                      option=core.TYPE_OPTION.name)
         endpoint = parsed.endpoint.to_dict()
         secrets = {key: endpoint.pop(key) for key in SECRET_FIELDS}
         settings = {
@@ -224,30 +199,31 @@ class KinesisConnector(Connector):
             "not_null": table.required_columns(parsed.columns),
             "metadata": dict(table.metadata),
         }
-        options = source_options(source_schema(parsed.spec, parsed.columns), settings)
+        options = core.source_options(source_schema(parsed.spec, parsed.columns), settings)
         return {**options, SECRET_OPTION: json.dumps(secrets)}
 
-    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
-        frame = load_stream(spark, SOURCE_NAME, self.reader_options(table, parallelism))
+    def read_stream(self, spark: SparkSession, table: core.TableConfig,
+                    parallelism: int) -> DataFrame:
+        frame = core.load_stream(spark, SOURCE_NAME, self.reader_options(table, parallelism))
         return with_row_key(frame, table.primary_key)
 
-    def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
+    def create_sink(self, table: core.TableConfig, schema: T.StructType) -> core.Sink:
         parsed = self._parse(table)
-        if parsed.role != SINK:
+        if parsed.role != core.SINK:
             return super().create_sink(table, schema)
         check_sink_schema(parsed.spec, schema)
         if parsed.key_field is not None and parsed.key_field not in schema.fieldNames():
-            raise ConnectorError(f"option '{KEY_FIELD.name}' names '{parsed.key_field}', which "
-                                 f"is not a column of sink '{table.name}' (its columns: "
-                                 f"{', '.join(schema.fieldNames())})", option=KEY_FIELD.name)
+            raise core.ConnectorError(f"option '{KEY_FIELD.name}' names '{parsed.key_field}', "
+                                      f"which is not a column of sink '{table.name}' (its columns: "
+                                      f"{', '.join(schema.fieldNames())})", option=KEY_FIELD.name)
         return KinesisSink(table.name, parsed.endpoint, table.boundary, parsed.spec,
                            parsed.key_field, parsed.limits)
 
-    def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
+    def reach(self, options: Mapping[str, str], role: str | None, boundary: core.Boundary) -> str:
         """DescribeStreamSummary with the table's (or profile's) own credentials."""
-        table = TableConfig("connection", self.name, role or SOURCE, options, (),
-                            boundary=boundary)
-        endpoint = read_endpoint(OptionReader(table), stream_required=role is not None)
+        table = core.TableConfig("connection", self.name, role or core.SOURCE, options, (),
+                                 boundary=boundary)
+        endpoint = read_endpoint(core.OptionReader(table), stream_required=role is not None)
         try:
             client = connect(endpoint, boundary)
             if not endpoint.stream_name:  # a connection profile naming no stream

@@ -27,8 +27,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spate.engine.connectors.core.base import ConnectorError, Sink
-from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors import core
 from spate.engine.connectors.formats.records import (
     RAW_STRING,
     FormatSpec,
@@ -61,12 +60,12 @@ class RequestLimits:
 
 
 @dataclass(eq=False)
-class KinesisSink(Sink):
+class KinesisSink(core.Sink):
     """Puts every epoch's records into one Kinesis stream; marker None."""
 
     table: str
     endpoint: KinesisEndpoint
-    boundary: Boundary
+    boundary: core.Boundary
     spec: FormatSpec
     key_field: str | None
     limits: RequestLimits
@@ -78,7 +77,7 @@ class KinesisSink(Sink):
 
     def write_epoch(self, epoch: int, df: DataFrame) -> None:
         if self._client is None:
-            raise ConnectorError(f"kinesis sink '{self.table}' written before open()")
+            raise core.ConnectorError(f"kinesis sink '{self.table}' written before open()")
         # Binary records cannot be searched for the key: its column is selected beside them.
         keyed = self.spec.binary and self.key_field is not None
         records = encode_records(df, self.spec, self.key_field if keyed else None)
@@ -126,9 +125,9 @@ class KinesisSink(Sink):
                                                           "rejected": len(entries)})
             time.sleep(backoff_s)
             backoff_s = min(MAX_BACKOFF_S, backoff_s * 2)
-        raise ConnectorError(f"kinesis sink '{self.table}': Kinesis kept rejecting "
-                             f"{len(entries)} records after {PUT_ATTEMPTS} attempts "
-                             "(throttled: the stream may need more shards)")
+        raise core.ConnectorError(f"kinesis sink '{self.table}': Kinesis kept rejecting "
+                                  f"{len(entries)} records after {PUT_ATTEMPTS} attempts "
+                                  "(throttled: the stream may need more shards)")
 
     def close(self) -> None:
         self._client = None
@@ -141,8 +140,8 @@ def _entries(table: pa.Table, name: str) -> list[Entry]:
                            table.column("key").to_pylist(), strict=True):
         data = record_bytes(record)
         if len(data) + len(key.encode()) > MAX_BYTES_PER_RECORD:
-            raise ConnectorError(f"kinesis sink '{name}': a record of {len(data)} bytes is "
-                                 "over Kinesis's 1 MiB limit per record")
+            raise core.ConnectorError(f"kinesis sink '{name}': a record of {len(data)} bytes is "
+                                      "over Kinesis's 1 MiB limit per record")
         entries.append({"Data": data, "PartitionKey": key})
     return entries
 

@@ -29,21 +29,13 @@ from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit
 
+from spate.engine.connectors import core
 from spate.engine.connectors.core.arrow_batches import (
     arrow_schema,
     data_batch,
     timestamps_us,
 )
-from spate.engine.connectors.core.base import ConnectorError
-from spate.engine.connectors.core.boundary import Boundary
 from spate.engine.connectors.core.dead_letter import BadRecords
-from spate.engine.connectors.core.metadata_columns import decoded_schema, merge_physical
-from spate.engine.connectors.core.streaming import (
-    SpateDataSource,
-    default_limit,
-    initial_offset,
-    max_rows,
-)
 from spate.engine.connectors.formats.decoders import Decoded, source_decoder
 from spate.engine.connectors.formats.records import FormatSpec
 from spate.engine.connectors.kinesis.client import KinesisEndpoint, connect, failure
@@ -66,7 +58,7 @@ SECRET_FIELDS = ("secret_access_key", "session_token")
 MAX_RECORDS_PER_SHARD = 10_000
 
 
-class KinesisDataSource(SpateDataSource):
+class KinesisDataSource(core.SpateDataSource):
     """Registered as ``spate_kinesis``; see :mod:`spate.engine.connectors.kinesis.connector`."""
 
     @classmethod
@@ -96,7 +88,7 @@ class KinesisStreamReader(DataSourceStreamReader):
         self.settings = settings
         self.schema = schema
         self.endpoint = KinesisEndpoint.from_dict(settings["endpoint"])
-        self.boundary = Boundary.from_dict(settings["boundary"])
+        self.boundary = core.Boundary.from_dict(settings["boundary"])
         self.start = start
         self._client: Any = None
 
@@ -115,14 +107,14 @@ class KinesisStreamReader(DataSourceStreamReader):
             latest = self.settings["offset"] == "latest"
             return {"shards": {}, "start_ms": time.time_ns() // 1_000_000 if latest else None}
 
-        return initial_offset(self.start, fresh, self.settings["table"])
+        return core.initial_offset(self.start, fresh, self.settings["table"])
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        return default_limit(None)
+        return core.default_limit(None)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         try:
-            return self._latest(start, max_rows(limit, None))
+            return self._latest(start, core.max_rows(limit, None))
         except Exception as error:  # noqa: BLE001 - boto3's errors, told without secrets
             raise failure(error, self.endpoint,
                           f"kinesis source '{self.settings['table']}'") from None
@@ -170,12 +162,12 @@ class _PartitionReader:
     def __init__(self, settings: dict[str, Any], schema: T.StructType, reader: int) -> None:
         self.table: str = settings["table"]
         self.endpoint = KinesisEndpoint.from_dict(settings["endpoint"])
-        self.client = connect(self.endpoint, Boundary.from_dict(settings["boundary"]))
+        self.client = connect(self.endpoint, core.Boundary.from_dict(settings["boundary"]))
         self.spec = FormatSpec(**settings["format"])
         self.reader = reader
         self.arrow_schema = arrow_schema(schema)
         self.metadata: dict[str, str] = settings.get("metadata") or {}
-        decoded = decoded_schema(self.arrow_schema, self.metadata)
+        decoded = core.decoded_schema(self.arrow_schema, self.metadata)
         self.decoder = source_decoder(decoded, self.spec, settings["not_null"])
         self.bad = BadRecords(self.spec, self.arrow_schema, reader,
                               f"kinesis source '{self.table}'",
@@ -211,7 +203,7 @@ class _PartitionReader:
                 break
         if iterator is None:  # the shard ended: ``until`` was its ending sequence number
             return _arrived_since(records, start_ms if shard.after is None else None)
-        raise ConnectorError(
+        raise core.ConnectorError(
             f"kinesis source '{self.table}': shard {shard.shard_id} no longer holds the "
             f"records up to sequence number {shard.until} this batch was planned with (they "
             "expired from the stream's retention, or the stream was recreated); the "
@@ -237,8 +229,8 @@ class _PartitionReader:
         stamps = timestamps_us(np.full(decoded.num_rows, arrival_us, dtype=np.int64))
         columns = decoded.columns
         if self.metadata:
-            columns = merge_physical(self.arrow_schema, columns,
-                                     self._metadata(shard_id, run, decoded))
+            columns = core.merge_physical(self.arrow_schema, columns,
+                                          self._metadata(shard_id, run, decoded))
         yield data_batch(self.arrow_schema, columns, self.reader, stamps)
 
     def _metadata(self, shard_id: str, run: list[dict[str, Any]],

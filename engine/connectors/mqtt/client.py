@@ -22,24 +22,25 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
+from spate.engine.connectors import core
 from spate.engine.connectors.core.egress import EgressPolicy, unreachable
 from spate.engine.connectors.core.errors import ConnectorError
-from spate.engine.connectors.core.metadata import BOTH, INTEGER, option
 
 #: The port of a ``url`` that names none.
 DEFAULT_PORT = 1883
-URL = option("url", BOTH, "`tcp://host[:port]` or `mqtt://host[:port]` "
-             f"(port {DEFAULT_PORT}). TLS (`ssl://`, `mqtts://`) is not supported yet. "
-             "Credentials go in `username` / `password`, not in the URL; the URL is never "
-             "echoed in errors", required=True)
-TOPIC = option("topic", BOTH, "source: a topic filter, `+` and `#` allowed (`sensors/+/temp`, "
-               "`logs/#`); sink: one topic, no wildcard", required=True)
-USERNAME = option("username", BOTH, "login: the user")
-PASSWORD = option("password", BOTH, "login: the user's password")
-MAX_PACKET_SIZE = option("max_packet_size", BOTH, "bytes: the largest packet the broker may "
-                         "send a source (MQTT 5 Maximum Packet Size; the broker drops bigger "
-                         "messages for it); a sink fails on a bigger record", kind=INTEGER,
-                         default_text="none")
+URL = core.option("url", core.BOTH, "`tcp://host[:port]` or `mqtt://host[:port]` "
+                  f"(port {DEFAULT_PORT}). TLS (`ssl://`, `mqtts://`) is not supported yet. "
+                  "Credentials go in `username` / `password`, not in the URL; the URL is never "
+                  "echoed in errors", required=True)
+TOPIC = core.option("topic", core.BOTH, "source: a topic filter, `+` and `#` allowed "
+                    "(`sensors/+/temp`, `logs/#`); sink: one topic, no wildcard", required=True)
+USERNAME = core.option("username", core.BOTH, "login: the user")
+PASSWORD = core.option("password", core.BOTH, "login: the user's password")
+MAX_PACKET_SIZE = core.option("max_packet_size", core.BOTH,
+                              "bytes: the largest packet the broker may send a source (MQTT 5 "
+                              "Maximum Packet Size; the broker drops bigger messages for it); a "
+                              "sink fails on a bigger record", kind=core.INTEGER,
+                              default_text="none")
 
 #: Seconds to wait for the TCP connection and the broker's CONNACK / SUBACK.
 CONNECT_TIMEOUT_S = 10.0

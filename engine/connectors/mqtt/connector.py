@@ -20,38 +20,7 @@ from urllib.parse import urlsplit
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from spate.engine.connectors.core.base import (
-    SINK,
-    SOURCE,
-    ColumnDef,
-    Connector,
-    ConnectorError,
-    Sink,
-    TableConfig,
-    register,
-)
-from spate.engine.connectors.core.boundary import Boundary
-from spate.engine.connectors.core.metadata import (
-    BOTH,
-    DEAD_LETTER,
-    FORMAT,
-    FORMAT_BINARY,
-    FORMAT_SOURCE,
-    FRAMING,
-    FRAMING_MAX_LENGTH,
-    SINKS,
-    SOURCE_TIME,
-    SOURCES,
-    TYPE,
-    option,
-)
-from spate.engine.connectors.core.options import (
-    OptionReader,
-    check_role,
-    check_source_options,
-    reject_source_options,
-)
-from spate.engine.connectors.core.streaming import load_stream, source_options
+from spate.engine.connectors import core
 from spate.engine.connectors.formats.records import (
     FormatSpec,
     check_sink_schema,
@@ -79,21 +48,22 @@ _TLS_SCHEMES = ("ssl", "mqtts")
 #: Options of TLS connections, refused as not supported yet (so not declared).
 _TLS_OPTIONS = ("tls.ca", "tls.cert", "tls.key")
 #: The framing options, refused: one message is one record.
-_FRAMING = (FRAMING, FRAMING_MAX_LENGTH)
+_FRAMING = (core.FRAMING, core.FRAMING_MAX_LENGTH)
 #: MQTT's own bound on a packet (a 4-byte variable length).
 _MAX_PACKET_BYTES = 268_435_455
 
 # The connection's options (url, topic, username, password, max_packet_size) are
 # declared in :mod:`.client`, whose errors name them.
-QOS = option("qos", BOTH, "source: `1` (at-least-once) or `0` (at-most-once); `2` is not "
-             "supported yet by sources. Sink: `0`, `1` or `2`", choices=("0", "1", "2"),
-             default="1")
-CLIENT_PREFIX = option("client_prefix", BOTH, "start of the MQTT client ids; a source's id is "
-                       "`<client_prefix>-<table>-<hash of the pipeline, broker and topic>`",
-                       default="spate")
-RETAIN = option("retain", SINKS, "publish with the retain flag", default=False)
-MAX_MESSAGES_PER_BATCH = option("max_messages_per_batch", SOURCES, "messages per epoch "
-                                "(Spark micro-batch)", default=10_000)
+QOS = core.option("qos", core.BOTH, "source: `1` (at-least-once) or `0` (at-most-once); `2` is not "
+                  "supported yet by sources. Sink: `0`, `1` or `2`", choices=("0", "1", "2"),
+                  default="1")
+CLIENT_PREFIX = core.option("client_prefix", core.BOTH, "start of the MQTT client ids; a source's "
+                            "id is `<client_prefix>-<table>-<hash of the pipeline, broker and "
+                            "topic>`",
+                            default="spate")
+RETAIN = core.option("retain", core.SINKS, "publish with the retain flag", default=False)
+MAX_MESSAGES_PER_BATCH = core.option("max_messages_per_batch", core.SOURCES, "messages per epoch "
+                                     "(Spark micro-batch)", default=10_000)
 
 
 @dataclass(frozen=True)
@@ -109,11 +79,11 @@ class MqttTable:
     client_id: str
     retain: bool
     spec: FormatSpec
-    columns: tuple[ColumnDef, ...]
+    columns: tuple[core.ColumnDef, ...]
     max_messages_per_batch: int
 
 
-def read_broker(options: OptionReader, boundary: Boundary) -> BrokerSettings:
+def read_broker(options: core.OptionReader, boundary: core.Boundary) -> BrokerSettings:
     """The connection options (``url``, credentials, ``max_packet_size``, TLS)."""
     url = options.required(URL).strip()
     host, port = _parse_url(url)
@@ -143,47 +113,48 @@ def _parse_url(url: str) -> tuple[str, int]:
     except ValueError:
         scheme, port, has_extras = "", DEFAULT_PORT, True
     if scheme in _TLS_SCHEMES:
-        raise ConnectorError(f"option '{URL.name}': {scheme}:// (TLS) is not supported yet; "
-                             "use tcp:// or mqtt://", option=URL.name)
+        raise core.ConnectorError(f"option '{URL.name}': {scheme}:// (TLS) is not supported yet; "
+                                  "use tcp:// or mqtt://", option=URL.name)
     if scheme not in _PLAIN_SCHEMES or not parts.hostname or has_extras:
-        raise ConnectorError(f"option '{URL.name}' must be tcp://host[:port] or "
-                             f"mqtt://host[:port] (port {DEFAULT_PORT} by default), with "
-                             f"credentials in options '{USERNAME.name}' and '{PASSWORD.name}'",
-                             option=URL.name)
+        raise core.ConnectorError(f"option '{URL.name}' must be tcp://host[:port] or "
+                                  f"mqtt://host[:port] (port {DEFAULT_PORT} by default), with "
+                                  f"credentials in options '{USERNAME.name}' and '{PASSWORD.name}'",
+                                  option=URL.name)
     return parts.hostname, port
 
 
-def _read_topic(options: OptionReader, role: str) -> str:
+def _read_topic(options: core.OptionReader, role: str) -> str:
     topic = options.required(TOPIC)
     levels = topic.split("/")
-    if role == SINK and ("+" in topic or "#" in topic):
-        raise ConnectorError(f"option '{TOPIC.name}': a sink publishes to one topic; '{topic}' "
-                             "holds a wildcard (+ or #)", option=TOPIC.name)
+    if role == core.SINK and ("+" in topic or "#" in topic):
+        raise core.ConnectorError(f"option '{TOPIC.name}': a sink publishes to one topic; "
+                                  f"'{topic}' holds a wildcard (+ or #)", option=TOPIC.name)
     for index, level in enumerate(levels):
         if ("+" in level and level != "+") or ("#" in level and (
                 level != "#" or index != len(levels) - 1)):
-            raise ConnectorError(f"option '{TOPIC.name}': '{topic}' is not a valid topic "
-                                 "filter ('+' must be a whole level, '#' the whole last level)",
-                                 option=TOPIC.name)
+            raise core.ConnectorError(f"option '{TOPIC.name}': '{topic}' is not a valid topic "
+                                      f"filter ('+' must be a whole level, '#' the whole last "
+                                      f"level)",
+                                      option=TOPIC.name)
     return topic
 
 
-def _read_qos(options: OptionReader, role: str) -> int:
+def _read_qos(options: core.OptionReader, role: str) -> int:
     qos = options.choice(QOS)
-    if qos == "2" and role == SOURCE:
-        raise ConnectorError(f"option '{QOS.name}': 2 is not supported yet by mqtt sources "
-                             "(their at-least-once delivery relies on QoS 1 "
-                             "acknowledgements); use 1", option=QOS.name)
+    if qos == "2" and role == core.SOURCE:
+        raise core.ConnectorError(f"option '{QOS.name}': 2 is not supported yet by mqtt sources "
+                                  "(their at-least-once delivery relies on QoS 1 "
+                                  "acknowledgements); use 1", option=QOS.name)
     assert qos is not None
     return int(qos)
 
 
-def _client_prefix(options: OptionReader) -> str:
+def _client_prefix(options: core.OptionReader) -> str:
     """``client_prefix``; an empty one is the default's."""
     return options.string(CLIENT_PREFIX) or str(CLIENT_PREFIX.default)
 
 
-def client_id(prefix: str, table: TableConfig, broker: BrokerSettings, topic: str) -> str:
+def client_id(prefix: str, table: core.TableConfig, broker: BrokerSettings, topic: str) -> str:
     """The stable client id of a source: its MQTT session survives restarts under it.
 
     It is the reading pipeline's own (``table.owner``): two pipelines, or a preview,
@@ -193,10 +164,10 @@ def client_id(prefix: str, table: TableConfig, broker: BrokerSettings, topic: st
     return f"{prefix}-{table.name}-{digest[:12]}"
 
 
-def parse_table(table: TableConfig) -> MqttTable:
+def parse_table(table: core.TableConfig) -> MqttTable:
     """Check every option of an mqtt table; raises :class:`ConnectorError` naming it."""
-    options = OptionReader(table)
-    role = check_role(options, frozenset({SOURCE, SINK}))
+    options = core.OptionReader(table)
+    role = core.check_role(options, frozenset({core.SOURCE, core.SINK}))
     broker = read_broker(options, table.boundary)
     topic = _read_topic(options, role)
     qos = _read_qos(options, role)
@@ -205,13 +176,13 @@ def parse_table(table: TableConfig) -> MqttTable:
         options.reject(key, "is not supported yet by mqtt tables: one message is one record; "
                             "remove it")
     spec = parse_format(options, role, records_in=(TOPIC,))
-    if role == SOURCE:
-        check_source_options(options)
+    if role == core.SOURCE:
+        core.check_source_options(options)
         options.reject(RETAIN, "applies to sinks only")
         retain = False
         max_messages = options.integer(MAX_MESSAGES_PER_BATCH, minimum=1)
     else:
-        reject_source_options(options)
+        core.reject_source_options(options)
         options.reject(MAX_MESSAGES_PER_BATCH, "applies to sources only")
         retain = options.boolean(RETAIN)
         max_messages = MAX_MESSAGES_PER_BATCH.default
@@ -223,37 +194,37 @@ def parse_table(table: TableConfig) -> MqttTable:
                      retain, spec, columns, max_messages)
 
 
-@register
-class MqttConnector(Connector):
+@core.register
+class MqttConnector(core.Connector):
     """MQTT 5 over plain TCP: a subscribing source and a publishing sink."""
 
     name = "mqtt"
-    roles = frozenset({SOURCE, SINK})
+    roles = frozenset({core.SOURCE, core.SINK})
     # tls.* are not listed: they are refused as not supported yet (read_broker).
-    options = (*TYPE, URL, TOPIC, QOS, USERNAME, PASSWORD, CLIENT_PREFIX, RETAIN,
+    options = (*core.TYPE, URL, TOPIC, QOS, USERNAME, PASSWORD, CLIENT_PREFIX, RETAIN,
                MAX_PACKET_SIZE, MAX_MESSAGES_PER_BATCH,
-               *(spec for spec in (*FORMAT, *FORMAT_SOURCE) if spec not in _FRAMING),
-               *DEAD_LETTER, *FORMAT_BINARY, *SOURCE_TIME)
+               *(spec for spec in (*core.FORMAT, *core.FORMAT_SOURCE) if spec not in _FRAMING),
+               *core.DEAD_LETTER, *core.FORMAT_BINARY, *core.SOURCE_TIME)
     examples = {
-        SOURCE: ({"type": "source", "format": "json", "url": "tcp://h", "topic": "a/#"},),
-        SINK: ({"type": "sink", "format": "json", "url": "tcp://h", "topic": "a"},)}
+        core.SOURCE: ({"type": "source", "format": "json", "url": "tcp://h", "topic": "a/#"},),
+        core.SINK: ({"type": "sink", "format": "json", "url": "tcp://h", "topic": "a"},)}
 
-    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+    def validate(self, table: core.TableConfig) -> tuple[core.ColumnDef, ...]:
         return parse_table(table).columns
 
     def metadata_fields(self, role: str) -> Mapping[str, tuple[T.DataType, ...]]:
         """The topic a source's message was published to (a wildcard subscription's
         topics differ)."""
-        return {"topic": (T.StringType(),)} if role == SOURCE else {}
+        return {"topic": (T.StringType(),)} if role == core.SOURCE else {}
 
-    def batch_limit(self, table: TableConfig) -> int | None:
+    def batch_limit(self, table: core.TableConfig) -> int | None:
         return parse_table(table).max_messages_per_batch
 
-    def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
+    def reach(self, options: Mapping[str, str], role: str | None, boundary: core.Boundary) -> str:
         """Connect (CONNECT / CONNACK) with a throwaway clean session, then disconnect."""
-        table = TableConfig(name="check", connector=self.name, role=role or SOURCE,
-                            options=options, columns=(), boundary=boundary)
-        reader = OptionReader(table)
+        table = core.TableConfig(name="check", connector=self.name, role=role or core.SOURCE,
+                                 options=options, columns=(), boundary=boundary)
+        reader = core.OptionReader(table)
         broker = read_broker(reader, boundary)
         prefix = _client_prefix(reader)
         client = connect(broker, f"{prefix}-check-{secrets.token_hex(4)}",
@@ -262,9 +233,10 @@ class MqttConnector(Connector):
         login = f" as user '{broker.username}'" if broker.username else ""
         return f"connected to the MQTT broker {broker.shown}{login}"
 
-    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
+    def read_stream(self, spark: SparkSession, table: core.TableConfig,
+                    parallelism: int) -> DataFrame:
         parsed = parse_table(table)
-        if parsed.role != SOURCE:  # one reader whatever the parallelism: one MQTT session
+        if parsed.role != core.SOURCE:  # one reader whatever the parallelism: one MQTT session
             return super().read_stream(spark, table, parallelism)
         settings = {
             "table": table.name,
@@ -277,12 +249,12 @@ class MqttConnector(Connector):
             "not_null": table.required_columns(parsed.columns),
             "metadata": dict(table.metadata),
         }
-        options = source_options(source_schema(parsed.spec, parsed.columns), settings)
-        return with_row_key(load_stream(spark, SOURCE_NAME, options), table.primary_key)
+        options = core.source_options(source_schema(parsed.spec, parsed.columns), settings)
+        return with_row_key(core.load_stream(spark, SOURCE_NAME, options), table.primary_key)
 
-    def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
+    def create_sink(self, table: core.TableConfig, schema: T.StructType) -> core.Sink:
         parsed = parse_table(table)
-        if parsed.role != SINK:
+        if parsed.role != core.SINK:
             return super().create_sink(table, schema)
         check_sink_schema(parsed.spec, schema)
         return MqttSink(table.name, parsed.broker, parsed.topic, parsed.qos, parsed.retain,

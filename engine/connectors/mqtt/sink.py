@@ -18,7 +18,7 @@ from typing import Any
 import paho.mqtt.client as paho
 from pyspark.sql import DataFrame
 
-from spate.engine.connectors.core.base import ConnectorError, Sink
+from spate.engine.connectors import core
 from spate.engine.connectors.formats.records import FormatSpec, encode_records, record_bytes
 from spate.engine.connectors.mqtt.client import (
     MAX_PACKET_SIZE,
@@ -35,7 +35,7 @@ ACK_TIMEOUT_S = 60.0
 
 
 @dataclass(eq=False)
-class MqttSink(Sink):
+class MqttSink(core.Sink):
     """Publishes to one topic over one clean MQTT 5 session."""
 
     table: str
@@ -55,7 +55,7 @@ class MqttSink(Sink):
 
     def write_epoch(self, epoch: int, df: DataFrame) -> None:
         if self._client is None:
-            raise ConnectorError(f"mqtt sink '{self.table}' written before open()")
+            raise core.ConnectorError(f"mqtt sink '{self.table}' written before open()")
         records = encode_records(df, self.spec).toArrow().column(0).to_pylist()
         payloads = [record_bytes(r) for r in records]
         self._check_sizes(payloads)
@@ -78,7 +78,7 @@ class MqttSink(Sink):
             return
         for payload in payloads:
             if len(payload) > limit:
-                raise ConnectorError(
+                raise core.ConnectorError(
                     f"mqtt sink '{self.table}': a record of {len(payload)} bytes exceeds "
                     f"{MAX_PACKET_SIZE.name} ({limit}); raise it or write smaller rows",
                     option=MAX_PACKET_SIZE.name)
@@ -91,7 +91,7 @@ class MqttSink(Sink):
             except (RuntimeError, ValueError):
                 failed = True
         if failed or not info.is_published():
-            raise ConnectorError(
+            raise core.ConnectorError(
                 f"mqtt sink '{self.table}': the MQTT broker {self.broker.shown} did not "
                 f"acknowledge a message within {ACK_TIMEOUT_S:.0f} s "
                 f"({paho.error_string(info.rc)}); the epoch is retried when the pipeline "

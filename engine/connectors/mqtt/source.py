@@ -32,9 +32,8 @@ import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from spate.engine.connectors.core.base import ConnectorError
+from spate.engine.connectors import core
 from spate.engine.connectors.core.push import PushDecoder, PushReader, Receiver
-from spate.engine.connectors.core.streaming import SpateDataSource
 from spate.engine.connectors.mqtt.client import (
     URL,
     BrokerSettings,
@@ -59,7 +58,7 @@ class Message:
     arrival_us: int
 
 
-class MqttDataSource(SpateDataSource):
+class MqttDataSource(core.SpateDataSource):
     """Registered as ``spate_mqtt``; see :mod:`spate.engine.connectors.mqtt.connector`."""
 
     @classmethod
@@ -105,7 +104,7 @@ class _Subscription(Receiver[Message]):
         self._client.on_disconnect = self._on_disconnect
         try:
             subscribe(self._client, self.broker, settings["topic"], settings["qos"], what)
-        except ConnectorError:
+        except core.ConnectorError:
             close(self._client)
             raise
         log.info("mqtt source subscribed", extra={"table": self.table,
@@ -129,7 +128,7 @@ class _Subscription(Receiver[Message]):
                        reason: Any, _properties: Any) -> None:
         # Unacknowledged messages belong to the session; failing the query lets the
         # resumed pipeline receive them again rather than guess what a reconnect kept.
-        self.failure = ConnectorError(
+        self.failure = core.ConnectorError(
             f"mqtt source '{self.table}' lost its connection to the MQTT broker "
             f"{self.broker.shown} ({reason}); the pipeline resumes from its last committed "
             "epoch", option=URL.name)

@@ -20,10 +20,9 @@ from typing import Any, TypeVar
 import nats
 from nats.aio.client import Client as NatsClient
 
-from spate.engine.connectors.core.boundary import Boundary
+from spate.engine.connectors import core
 from spate.engine.connectors.core.egress import EgressPolicy, unreachable
 from spate.engine.connectors.core.errors import ConnectorError
-from spate.engine.connectors.core.metadata import BOTH, option
 
 DEFAULT_PORT = 4222
 #: Seconds to wait for a server to accept a connection or answer a request.
@@ -31,20 +30,22 @@ TIMEOUT_S = 10.0
 
 # The options naming what a table connects to, declared here where the connection's
 # (and JetStream's) errors name them; :mod:`.connector` reads them.
-SERVERS = option("servers", BOTH, f"`nats://host:port` (or `host[:port]`, port {DEFAULT_PORT}), "
-                 "several separated by commas; no credentials inside (use `auth.*`); `tls://` "
-                 "is not supported yet", required=True)
-AUTH_TYPE = option("auth.type", BOTH, "`none` or `credentials`; `jwt` is not supported yet",
-                   choices=("none", "credentials"), default="none")
-AUTH_USERNAME = option("auth.username", BOTH, "the user", required_when="with `credentials`")
-AUTH_PASSWORD = option("auth.password", BOTH, "the user's password",
-                       required_when="with `credentials`")
-NATS_STREAM = option("nats.stream", BOTH, "the JetStream stream to read (a source), or to "
-                     "publish into through JetStream (a sink, with `nats.subject`)",
-                     required_when="a source: this or `nats.subject`")
-NATS_SUBJECT = option("nats.subject", BOTH, "the core subject to subscribe to (a source, "
-                      "wildcards allowed) or to publish to (a sink)",
-                      required_when="a sink; a source: this or `nats.stream`")
+SERVERS = core.option("servers", core.BOTH, f"`nats://host:port` (or `host[:port]`, port "
+                      f"{DEFAULT_PORT}), several separated by commas; no credentials inside (use "
+                      f"`auth.*`); `tls://` is not supported yet", required=True)
+AUTH_TYPE = core.option("auth.type", core.BOTH, "`none` or `credentials`; `jwt` is not supported "
+                                                "yet",
+                        choices=("none", "credentials"), default="none")
+AUTH_USERNAME = core.option("auth.username", core.BOTH, "the user", required_when= "with "
+                                                                                  "`credentials`")
+AUTH_PASSWORD = core.option("auth.password", core.BOTH, "the user's password",
+                            required_when="with `credentials`")
+NATS_STREAM = core.option("nats.stream", core.BOTH, "the JetStream stream to read (a source), or "
+                          "to publish into through JetStream (a sink, with `nats.subject`)",
+                          required_when="a source: this or `nats.subject`")
+NATS_SUBJECT = core.option("nats.subject", core.BOTH, "the core subject to subscribe to (a source, "
+                           "wildcards allowed) or to publish to (a sink)",
+                           required_when="a sink; a source: this or `nats.stream`")
 
 T = TypeVar("T")
 
@@ -136,7 +137,7 @@ def _split_host_port(text: str) -> tuple[str, str]:
 
 def server_urls(settings: ConnectSettings) -> list[str]:
     """The URLs to connect to: under an egress policy, the checked addresses."""
-    egress = settings.egress or Boundary.from_dict(settings.boundary).egress
+    egress = settings.egress or core.Boundary.from_dict(settings.boundary).egress
     urls = []
     for server in settings.servers:
         host = server.host

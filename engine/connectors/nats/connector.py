@@ -30,34 +30,7 @@ from nats.aio.client import Client as NatsClient
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from spate.engine.connectors.core.base import (
-    SINK,
-    SOURCE,
-    ColumnDef,
-    Connector,
-    ConnectorError,
-    Sink,
-    TableConfig,
-    register,
-)
-from spate.engine.connectors.core.boundary import Boundary
-from spate.engine.connectors.core.metadata import (
-    FORMAT,
-    FRAMING,
-    INTEGER,
-    MESSAGE_RECORDS,
-    SOURCES,
-    TYPE,
-    TYPE_OPTION,
-    option,
-)
-from spate.engine.connectors.core.options import (
-    OptionReader,
-    check_role,
-    check_source_options,
-    reject_source_options,
-)
-from spate.engine.connectors.core.streaming import load_stream, source_options
+from spate.engine.connectors import core
 from spate.engine.connectors.formats.records import (
     FormatSpec,
     check_sink_schema,
@@ -104,19 +77,21 @@ _CONSUMER_NOT_YET = ("ack_policy", "replay_policy", "ack_wait", "description",
 
 # The connection's options (servers, auth.*, nats.stream, nats.subject) are declared
 # in :mod:`.client`, whose errors name them.
-DELIVER_POLICY = option("nats.consumer.deliver_policy", SOURCES, "JetStream ones: where a new "
-                        "pipeline starts: `all` (the stream's first message), `new` (after the "
-                        "last message when the pipeline starts) or `by_start_sequence`; `last`, "
-                        "`last_per_subject` and `by_start_time` are not supported yet",
-                        choices=(DELIVER_ALL, DELIVER_NEW, DELIVER_BY_START_SEQUENCE),
-                        default=DELIVER_ALL)
-START_SEQUENCE = option("nats.consumer.start_sequence", SOURCES, "the first stream sequence "
-                        "read", kind=INTEGER, required_when="with `by_start_sequence`")
-FILTER_SUBJECTS = option("nats.consumer.filter_subjects", SOURCES, "JetStream ones: read only "
-                         "the messages of this subject (one subject, wildcards allowed; "
-                         "several are not supported yet)", default_text="the whole stream")
-MAX_MESSAGES_PER_BATCH = option("max_messages_per_batch", SOURCES, "JetStream ones: stream "
-                                "sequences per epoch at most", default=100_000)
+DELIVER_POLICY = core.option("nats.consumer.deliver_policy", core.SOURCES, "JetStream ones: where "
+                             "a new pipeline starts: `all` (the stream's first message), `new` "
+                             "(after the last message when the pipeline starts) or "
+                             "`by_start_sequence`; `last`, `last_per_subject` and `by_start_time` "
+                             "are not supported yet",
+                             choices=(DELIVER_ALL, DELIVER_NEW, DELIVER_BY_START_SEQUENCE),
+                             default=DELIVER_ALL)
+START_SEQUENCE = core.option("nats.consumer.start_sequence", core.SOURCES,
+                             "the first stream sequence "
+                             "read", kind=core.INTEGER, required_when="with `by_start_sequence`")
+FILTER_SUBJECTS = core.option("nats.consumer.filter_subjects", core.SOURCES, "JetStream ones: read "
+                              "only the messages of this subject (one subject, wildcards allowed; "
+                              "several are not supported yet)", default_text="the whole stream")
+MAX_MESSAGES_PER_BATCH = core.option("max_messages_per_batch", core.SOURCES, "JetStream ones: "
+                                     "stream sequences per epoch at most", default=100_000)
 #: The options of JetStream sources only.
 _JETSTREAM_SOURCE = (DELIVER_POLICY, START_SEQUENCE, FILTER_SUBJECTS, MAX_MESSAGES_PER_BATCH)
 
@@ -130,54 +105,54 @@ class NatsTable:
     subject: str | None
     stream: str | None
     spec: FormatSpec
-    columns: tuple[ColumnDef, ...]
+    columns: tuple[core.ColumnDef, ...]
     deliver_policy: str
     start_sequence: int | None
     filter_subject: str | None
     max_messages_per_batch: int
 
 
-def _connect_settings(options: OptionReader) -> ConnectSettings:
+def _connect_settings(options: core.OptionReader) -> ConnectSettings:
     servers = parse_servers(options.required(SERVERS))
     auth = options.choice(AUTH_TYPE, (*AUTH_TYPE.choices, _AUTH_NOT_YET))
     if auth == _AUTH_NOT_YET:
-        raise ConnectorError(f"option '{AUTH_TYPE.name}' = '{_AUTH_NOT_YET}' is not supported "
-                             "yet; use 'none' or 'credentials'", option=AUTH_TYPE.name)
+        raise core.ConnectorError(f"option '{AUTH_TYPE.name}' = '{_AUTH_NOT_YET}' is not supported "
+                                  "yet; use 'none' or 'credentials'", option=AUTH_TYPE.name)
     if auth == "credentials":
         return ConnectSettings(servers, options.required(AUTH_USERNAME),
                                options.required(AUTH_PASSWORD))
     for key in (AUTH_USERNAME, AUTH_PASSWORD):
         if key in options:
-            raise ConnectorError(f"option '{key.name}' needs '{AUTH_TYPE.name}' = "
-                                 "'credentials'", option=key.name)
+            raise core.ConnectorError(f"option '{key.name}' needs '{AUTH_TYPE.name}' = "
+                                      "'credentials'", option=key.name)
     return ConnectSettings(servers)
 
 
-def _subject_or_stream(options: OptionReader, role: str) -> tuple[str | None, str | None]:
+def _subject_or_stream(options: core.OptionReader, role: str) -> tuple[str | None, str | None]:
     subject = options.string(NATS_SUBJECT)
     stream = options.string(NATS_STREAM)
     subject = subject.strip() if subject is not None else None
     stream = stream.strip() if stream is not None else None
-    if role == SINK and not subject:
-        raise ConnectorError(f"a nats sink needs option '{NATS_SUBJECT.name}' (and "
-                             f"'{NATS_STREAM.name}' to publish through JetStream)",
-                             option=NATS_SUBJECT.name)
-    if role == SOURCE and (subject is None) == (stream is None):
-        raise ConnectorError(f"a nats source needs exactly one of '{NATS_STREAM.name}' "
-                             f"(JetStream) and '{NATS_SUBJECT.name}' (core NATS)",
-                             option=NATS_STREAM.name)
+    if role == core.SINK and not subject:
+        raise core.ConnectorError(f"a nats sink needs option '{NATS_SUBJECT.name}' (and "
+                                  f"'{NATS_STREAM.name}' to publish through JetStream)",
+                                  option=NATS_SUBJECT.name)
+    if role == core.SOURCE and (subject is None) == (stream is None):
+        raise core.ConnectorError(f"a nats source needs exactly one of '{NATS_STREAM.name}' "
+                                  f"(JetStream) and '{NATS_SUBJECT.name}' (core NATS)",
+                                  option=NATS_STREAM.name)
     for key, value in ((NATS_SUBJECT, subject), (NATS_STREAM, stream)):
         if value is not None and (not value or any(c.isspace() for c in value)):
-            raise ConnectorError(f"option '{key.name}' must be a name without spaces, not "
-                                 f"'{value}'", option=key.name)
+            raise core.ConnectorError(f"option '{key.name}' must be a name without spaces, not "
+                                      f"'{value}'", option=key.name)
     if stream is not None and any(c in stream for c in ".*>"):
-        raise ConnectorError(f"option '{NATS_STREAM.name}' names a stream; '{stream}' holds "
-                             "'.', '*' or '>'", option=NATS_STREAM.name)
+        raise core.ConnectorError(f"option '{NATS_STREAM.name}' names a stream; '{stream}' holds "
+                                  "'.', '*' or '>'", option=NATS_STREAM.name)
     return subject, stream
 
 
-def _consumer(options: OptionReader, jetstream_source: bool) -> tuple[str, int | None,
-                                                                      str | None]:
+def _consumer(options: core.OptionReader, jetstream_source: bool) -> tuple[str, int | None,
+                                                                           str | None]:
     """``nats.consumer.*``: the deliver policy, start sequence and filter subject."""
     for name in _CONSUMER_NOT_YET:
         options.reject(f"nats.consumer.{name}", "is not supported yet: Spate reads each batch "
@@ -185,59 +160,59 @@ def _consumer(options: OptionReader, jetstream_source: bool) -> tuple[str, int |
     if not jetstream_source:
         for key in _JETSTREAM_SOURCE:
             if key in options:
-                raise ConnectorError(f"option '{key.name}' applies to JetStream sources (with "
-                                     f"'{NATS_STREAM.name}') only", option=key.name)
+                raise core.ConnectorError(f"option '{key.name}' applies to JetStream sources (with "
+                                          f"'{NATS_STREAM.name}') only", option=key.name)
         return DELIVER_ALL, None, None
     raw_policy = (options.string(DELIVER_POLICY) or DELIVER_ALL).strip().lower()
     if raw_policy in _DELIVER_NOT_YET:
-        raise ConnectorError(f"option '{DELIVER_POLICY.name}' = '{raw_policy}' is not "
-                             "supported yet; use 'all', 'new' or 'by_start_sequence'",
-                             option=DELIVER_POLICY.name)
+        raise core.ConnectorError(f"option '{DELIVER_POLICY.name}' = '{raw_policy}' is not "
+                                  "supported yet; use 'all', 'new' or 'by_start_sequence'",
+                                  option=DELIVER_POLICY.name)
     policy = options.choice(DELIVER_POLICY) or DELIVER_ALL
     start = options.integer(START_SEQUENCE, minimum=1)
     if (policy == DELIVER_BY_START_SEQUENCE) != (start is not None):
-        raise ConnectorError(f"option '{START_SEQUENCE.name}' goes with (and only with) "
-                             f"'{DELIVER_POLICY.name}' = '{DELIVER_BY_START_SEQUENCE}'",
-                             option=START_SEQUENCE.name)
+        raise core.ConnectorError(f"option '{START_SEQUENCE.name}' goes with (and only with) "
+                                  f"'{DELIVER_POLICY.name}' = '{DELIVER_BY_START_SEQUENCE}'",
+                                  option=START_SEQUENCE.name)
     filters = [s.strip() for s in (options.string(FILTER_SUBJECTS) or "").split(",")
                if s.strip()]
     if len(filters) > 1:
-        raise ConnectorError(f"option '{FILTER_SUBJECTS.name}': more than one subject is not "
-                             "supported yet; give one (wildcards allowed)",
-                             option=FILTER_SUBJECTS.name)
+        raise core.ConnectorError(f"option '{FILTER_SUBJECTS.name}': more than one subject is not "
+                                  "supported yet; give one (wildcards allowed)",
+                                  option=FILTER_SUBJECTS.name)
     return policy, start, filters[0] if filters else None
 
 
-@register
-class NatsConnector(Connector):
+@core.register
+class NatsConnector(core.Connector):
     """Core NATS subjects and JetStream streams, as sources and sinks."""
 
     name = "nats"
-    roles = frozenset({SOURCE, SINK})
-    options = (*TYPE, SERVERS, AUTH_TYPE, AUTH_USERNAME, AUTH_PASSWORD, NATS_STREAM,
+    roles = frozenset({core.SOURCE, core.SINK})
+    options = (*core.TYPE, SERVERS, AUTH_TYPE, AUTH_USERNAME, AUTH_PASSWORD, NATS_STREAM,
                NATS_SUBJECT, *_JETSTREAM_SOURCE,
-               *(spec for spec in FORMAT if spec is not FRAMING),  # framing is refused
-               *MESSAGE_RECORDS)
+               *(spec for spec in core.FORMAT if spec is not core.FRAMING),  # framing is refused
+               *core.MESSAGE_RECORDS)
     examples = {
-        SOURCE: ({"type": "source", "format": "json", "json.unstructured": "true",
-                  "servers": "nats://h:4222", "nats.stream": "s"},),
-        SINK: ({"type": "sink", "format": "json", "servers": "nats://h:4222",
-                "nats.subject": "s"},)}
+        core.SOURCE: ({"type": "source", "format": "json", "json.unstructured": "true",
+                       "servers": "nats://h:4222", "nats.stream": "s"},),
+        core.SINK: ({"type": "sink", "format": "json", "servers": "nats://h:4222",
+                     "nats.subject": "s"},)}
 
-    def _parse(self, table: TableConfig) -> NatsTable:
-        options = OptionReader(table)
-        role = check_role(options, self.roles)
+    def _parse(self, table: core.TableConfig) -> NatsTable:
+        options = core.OptionReader(table)
+        role = core.check_role(options, self.roles)
         connect_settings = _connect_settings(options)
         subject, stream = _subject_or_stream(options, role)
-        options.reject(FRAMING, "is not supported yet by nats: one message is one record")
+        options.reject(core.FRAMING, "is not supported yet by nats: one message is one record")
         spec = parse_format(options, role)
-        policy, start, filter_subject = _consumer(options, role == SOURCE and bool(stream))
+        policy, start, filter_subject = _consumer(options, role == core.SOURCE and bool(stream))
         max_messages = MAX_MESSAGES_PER_BATCH.default
-        if role == SOURCE:
-            check_source_options(options)
+        if role == core.SOURCE:
+            core.check_source_options(options)
             max_messages = options.integer(MAX_MESSAGES_PER_BATCH, minimum=1) or max_messages
         else:
-            reject_source_options(options)
+            core.reject_source_options(options)
         options.finish()
         columns = message_columns(table, spec, role)
         if table.boundary.egress is not None:
@@ -252,21 +227,23 @@ class NatsConnector(Connector):
 
     def metadata_fields(self, role: str) -> Mapping[str, tuple[T.DataType, ...]]:
         """The subject a source's message was published to."""
-        return {"subject": (T.StringType(),)} if role == SOURCE else {}
+        return {"subject": (T.StringType(),)} if role == core.SOURCE else {}
 
-    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+    def validate(self, table: core.TableConfig) -> tuple[core.ColumnDef, ...]:
         return self._parse(table).columns
 
-    def batch_limit(self, table: TableConfig) -> int | None:
+    def batch_limit(self, table: core.TableConfig) -> int | None:
         parsed = self._parse(table)
-        return parsed.max_messages_per_batch if parsed.stream and parsed.role == SOURCE else None
+        if parsed.stream and parsed.role == core.SOURCE:
+            return parsed.max_messages_per_batch
+        return None
 
-    def reader_options(self, table: TableConfig) -> tuple[str, dict[str, str]]:
+    def reader_options(self, table: core.TableConfig) -> tuple[str, dict[str, str]]:
         """The data source reading ``table`` and its options (:func:`source_options`)."""
         parsed = self._parse(table)
-        if parsed.role != SOURCE:
-            raise ConnectorError(f"nats table '{table.name}' is a sink; it cannot be read",
-                                 option=TYPE_OPTION.name)
+        if parsed.role != core.SOURCE:
+            raise core.ConnectorError(f"nats table '{table.name}' is a sink; it cannot be read",
+                                      option=core.TYPE_OPTION.name)
         connect_settings = parsed.connect.to_dict()
         password = connect_settings.pop("password")
         settings = {
@@ -283,43 +260,46 @@ class NatsConnector(Connector):
             "metadata": dict(table.metadata),
         }
         name = JETSTREAM_SOURCE if parsed.stream else CORE_SOURCE
-        options = source_options(source_schema(parsed.spec, parsed.columns), settings)
+        options = core.source_options(source_schema(parsed.spec, parsed.columns), settings)
         if password is not None:
             options[PASSWORD_OPTION] = password
         return name, options
 
-    def backlog(self, table: TableConfig, parallelism: int, offset: Any) -> int | None:
+    def backlog(self, table: core.TableConfig, parallelism: int, offset: Any) -> int | None:
         """JetStream: the sequences the stream holds past ``offset``'s (its last sequence
         less the one read; messages deleted in between count too).  Core subjects keep
         nothing for an absent subscriber: None."""
         del parallelism
         parsed = self._parse(table)
-        if parsed.role != SOURCE or parsed.stream is None:
+        if parsed.role != core.SOURCE or parsed.stream is None:
             return None
         return run_sync(_messages_after(parsed.connect, parsed.stream, int(offset["sequence"])))
 
-    def has_input_after(self, table: TableConfig, parallelism: int, offset: Any) -> bool | None:
+    def has_input_after(self, table: core.TableConfig, parallelism: int,
+                        offset: Any) -> bool | None:
         """JetStream: whether the stream's last sequence is past ``offset``'s.  Core
         subjects cannot be watched (None), so such a pipeline never stops for want of
         input."""
         backlog = self.backlog(table, parallelism, offset)
         return None if backlog is None else backlog > 0
 
-    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
+    def read_stream(self, spark: SparkSession, table: core.TableConfig,
+                    parallelism: int) -> DataFrame:
         del parallelism  # one reader: a stream is read in sequence order
         name, options = self.reader_options(table)
-        return with_row_key(load_stream(spark, name, options), table.primary_key)
+        return with_row_key(core.load_stream(spark, name, options), table.primary_key)
 
-    def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
+    def create_sink(self, table: core.TableConfig, schema: T.StructType) -> core.Sink:
         parsed = self._parse(table)
-        if parsed.role != SINK:
+        if parsed.role != core.SINK:
             return super().create_sink(table, schema)
         check_sink_schema(parsed.spec, schema)
         return NatsSink(table.name, parsed)
 
-    def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
+    def reach(self, options: Mapping[str, str], role: str | None, boundary: core.Boundary) -> str:
         """Connect with the servers and credentials, and look up ``nats.stream`` if named."""
-        reader = OptionReader(TableConfig("test", self.name, role or SINK, options, ()))
+        reader = core.OptionReader(core.TableConfig("test", self.name, role or core.SINK, options,
+                                                    ()))
         connect_settings = _connect_settings(reader)
         stream = (reader.string(NATS_STREAM) or "").strip() or None
         if boundary.egress is not None:
@@ -362,7 +342,7 @@ async def _reach(connect_settings: ConnectSettings, stream: str | None) -> str:
         await client.close()
 
 
-class NatsSink(Sink):
+class NatsSink(core.Sink):
     """Publishes one message per record; marker ``{"producer": id}`` with JetStream."""
 
     def __init__(self, table: str, parsed: NatsTable) -> None:
@@ -399,7 +379,7 @@ class NatsSink(Sink):
         client = await connect(self.parsed.connect, self.what)
         try:
             return await operation(client)
-        except ConnectorError:
+        except core.ConnectorError:
             raise
         except (OSError, TimeoutError) as error:
             raise connect_error(self.parsed.connect, self.what, error) from None

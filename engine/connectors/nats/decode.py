@@ -18,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import types as T
 
+from spate.engine.connectors import core
 from spate.engine.connectors.core.arrow_batches import arrow_schema, data_batch, timestamps_us
-from spate.engine.connectors.core.metadata_columns import merge_physical
 from spate.engine.connectors.formats.decoders import Decoded, RecordDecoder
 from spate.engine.connectors.formats.records import FormatSpec
 
@@ -68,8 +68,8 @@ class MessageDecoder:
         stamps = timestamps_us(np.asarray(stamps_us, dtype=np.int64)[rows_of])
         if self.metadata:  # 'subject'
             of_rows = pa.array(list(subjects), pa.string()).take(pa.array(rows_of, pa.int64()))
-            columns = merge_physical(self.arrow_schema, columns,
-                                     dict.fromkeys(self.metadata, of_rows))
+            columns = core.merge_physical(self.arrow_schema, columns,
+                                          dict.fromkeys(self.metadata, of_rows))
         return DecodedMessages(data_batch(self.arrow_schema, columns, 0, stamps), bad)
 
     def _records(self, payloads: Sequence[bytes]) -> tuple[list[bytes | None],

@@ -30,14 +30,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.streaming.datasource import ReadLimit
 
-from spate.engine.connectors.core.base import ConnectorError
+from spate.engine.connectors import core
 from spate.engine.connectors.core.dead_letter import BadRecords
-from spate.engine.connectors.core.streaming import (
-    SpateDataSource,
-    default_limit,
-    initial_offset,
-    max_rows,
-)
 from spate.engine.connectors.nats.client import (
     TIMEOUT_S,
     ConnectSettings,
@@ -64,7 +58,7 @@ DELIVER_NEW = "new"
 DELIVER_BY_START_SEQUENCE = "by_start_sequence"
 
 
-class _NatsDataSource(SpateDataSource):
+class _NatsDataSource(core.SpateDataSource):
     def nats_settings(self) -> dict[str, Any]:
         """The settings, the password put back into the connection's."""
         settings = self.settings()
@@ -128,7 +122,7 @@ class JetStreamReader(DataSourceStreamReader):
                 await client.close()
         try:
             return run_sync(session())
-        except ConnectorError:
+        except core.ConnectorError:
             raise
         except (TimeoutError, OSError) as error:
             raise connect_error(self.connect, _what(self.settings), error) from None
@@ -136,7 +130,7 @@ class JetStreamReader(DataSourceStreamReader):
             raise jetstream_error(_what(self.settings), self.stream, error) from None
 
     def initialOffset(self) -> dict[str, Any]:
-        return initial_offset(self.start, self._fresh_offset, self.settings["table"])
+        return core.initial_offset(self.start, self._fresh_offset, self.settings["table"])
 
     def _fresh_offset(self) -> dict[str, Any]:
         policy = self.settings["deliver_policy"]
@@ -147,11 +141,11 @@ class JetStreamReader(DataSourceStreamReader):
         return {"sequence": 0}
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        return default_limit(self.max_messages)
+        return core.default_limit(self.max_messages)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         last = int(self._call(lambda c: last_sequence(c, self.stream)))
-        most = max_rows(limit, self.max_messages)
+        most = core.max_rows(limit, self.max_messages)
         end = last if most is None else min(last, start["sequence"] + most)
         return {"sequence": max(end, start["sequence"])}
 
@@ -186,13 +180,13 @@ class CoreSubscription:
         self._received: list[tuple[bytes, int, str]] = []
         self._lock = threading.Lock()
         self._ready = threading.Event()
-        self._failure: ConnectorError | None = None
+        self._failure: core.ConnectorError | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._run, name=f"nats-{subject}", daemon=True)
         self._thread.start()
         if not self._ready.wait(3 * TIMEOUT_S):
-            raise ConnectorError(f"{what}: subscribing to '{subject}' timed out")
+            raise core.ConnectorError(f"{what}: subscribing to '{subject}' timed out")
         self._raise_failure()
 
     def take(self) -> list[tuple[bytes, int, str]]:
@@ -214,11 +208,11 @@ class CoreSubscription:
     def _run(self) -> None:
         try:
             asyncio.run(self._subscribe())
-        except ConnectorError as error:
+        except core.ConnectorError as error:
             self._failure = error
         except Exception as error:  # noqa: BLE001 - reported by the next take()
-            self._failure = ConnectorError(f"{self.what}: the subscription to '{self.subject}' "
-                                           f"failed ({type(error).__name__})")
+            self._failure = core.ConnectorError(f"{self.what}: the subscription to "
+                                                f"'{self.subject}' failed ({type(error).__name__})")
         finally:
             self._ready.set()
 
@@ -232,9 +226,9 @@ class CoreSubscription:
             self._ready.set()
             while not self._stopping.is_set():
                 if client.is_closed:
-                    raise ConnectorError(f"{self.what}: lost the connection to NATS at "
-                                         f"{self.connect.shown}; messages published since "
-                                         "are lost (core NATS is at-most-once)")
+                    raise core.ConnectorError(f"{self.what}: lost the connection to NATS at "
+                                              f"{self.connect.shown}; messages published since "
+                                              "are lost (core NATS is at-most-once)")
                 await asyncio.sleep(0.2)
         finally:
             await client.close()
@@ -268,7 +262,7 @@ class CoreReader(SimpleDataSourceStreamReader):
 
     def initialOffset(self) -> dict[str, Any]:
         self._subscribed()  # subscribe now: messages count from the query's start
-        return initial_offset(self.start, lambda: {"received": 0}, self.settings["table"])
+        return core.initial_offset(self.start, lambda: {"received": 0}, self.settings["table"])
 
     def read(self, start: dict[str, Any]) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
         received = self._subscribed().take()

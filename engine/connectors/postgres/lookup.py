@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql import types as T
 
-from spate.engine.connectors.core.base import LOOKUP, ConnectorError, TableConfig, register
+from spate.engine.connectors import core
 from spate.engine.connectors.core.egress import EgressPolicy, unreachable
 from spate.engine.connectors.core.lookup import (
     Key,
@@ -26,16 +26,6 @@ from spate.engine.connectors.core.lookup import (
     check_lookup_table,
     read_cache_settings,
 )
-from spate.engine.connectors.core.metadata import (
-    CACHE_MAX_BYTES,
-    CACHE_TTL,
-    LOOKUP_PASSWORD,
-    LOOKUP_ROLES,
-    LOOKUP_TYPE,
-    LOOKUP_USERNAME,
-    option,
-)
-from spate.engine.connectors.core.options import OptionReader
 
 if TYPE_CHECKING:  # psycopg is imported where a connection is made: see the README
     import psycopg
@@ -64,16 +54,16 @@ _CONFINED_KEYS = frozenset({"host", "port", "dbname", "user", "password", "sslmo
                             "application_name", "connect_timeout", "options",
                             "target_session_attrs", "sslnegotiation"})
 
-URL = option("url", LOOKUP_ROLES, "`postgresql://user@host:5432/db`, or a libpq `key=value` "
-             "string", required=True)
-USERNAME = LOOKUP_USERNAME.described("the user to log in as, overriding the URL's",
-                                     default_text="from `url`")
-PASSWORD = LOOKUP_PASSWORD.described("its password, overriding the URL's",
-                                     default_text="from `url`")
-TABLE = option("table", LOOKUP_ROLES, "a table, `name` or `schema.name`",
-               required_when="one of `table`, `query`")
-QUERY = option("query", LOOKUP_ROLES, "a `SELECT` whose result has the declared columns",
-               required_when="one of `table`, `query`")
+URL = core.option("url", core.LOOKUP_ROLES, "`postgresql://user@host:5432/db`, or a libpq "
+                  "`key=value` string", required=True)
+USERNAME = core.LOOKUP_USERNAME.described("the user to log in as, overriding the URL's",
+                                          default_text="from `url`")
+PASSWORD = core.LOOKUP_PASSWORD.described("its password, overriding the URL's",
+                                          default_text="from `url`")
+TABLE = core.option("table", core.LOOKUP_ROLES, "a table, `name` or `schema.name`",
+                    required_when="one of `table`, `query`")
+QUERY = core.option("query", core.LOOKUP_ROLES, "a `SELECT` whose result has the declared columns",
+                    required_when="one of `table`, `query`")
 
 
 @dataclass(frozen=True)
@@ -96,11 +86,11 @@ def postgres_type(data_type: T.DataType) -> str | None:
     return _SIMPLE_TYPES.get(type(data_type))
 
 
-def read_settings(table: TableConfig) -> PostgresLookupSettings:
+def read_settings(table: core.TableConfig) -> PostgresLookupSettings:
     """Check every option of a postgres lookup table; raises :class:`ConnectorError`."""
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
-    options = OptionReader(table)
+    options = core.OptionReader(table)
     check_lookup_table(options)
     read_cache_settings(options)
     url = options.required(URL).strip()
@@ -108,28 +98,28 @@ def read_settings(table: TableConfig) -> PostgresLookupSettings:
         conninfo = conninfo_to_dict(url)
     except psycopg.ProgrammingError:
         # The URL may hold a password: never repeat it.
-        raise ConnectorError(f"option '{URL.name}' must be a PostgreSQL URL such as "
-                             "'postgresql://user@host:5432/db' (or a libpq connection "
-                             "string)", option=URL.name) from None
+        raise core.ConnectorError(f"option '{URL.name}' must be a PostgreSQL URL such as "
+                                  "'postgresql://user@host:5432/db' (or a libpq connection "
+                                  "string)", option=URL.name) from None
     name, query = options.string(TABLE), options.string(QUERY)
     if (name is None) == (query is None):
-        raise ConnectorError(f"postgres lookup table '{table.name}' needs exactly one of the "
-                             f"options '{TABLE.name}' (a table name) and '{QUERY.name}' (a "
-                             "SELECT)", option=QUERY.name if name is not None else None)
+        raise core.ConnectorError(f"postgres lookup table '{table.name}' needs exactly one of the "
+                                  f"options '{TABLE.name}' (a table name) and '{QUERY.name}' (a "
+                                  "SELECT)", option=QUERY.name if name is not None else None)
     parts: tuple[str, ...] = ()
     if name is not None:
         parts = tuple(p.strip() for p in name.split("."))
         if not 1 <= len(parts) <= 2 or not all(parts):
-            raise ConnectorError(f"option '{TABLE.name}' must be a table name or "
-                                 f"schema.table, not '{name}'", option=TABLE.name)
+            raise core.ConnectorError(f"option '{TABLE.name}' must be a table name or "
+                                      f"schema.table, not '{name}'", option=TABLE.name)
     elif query is not None and not query.strip().rstrip(";").strip():
-        raise ConnectorError(f"option '{QUERY.name}' must not be empty", option=QUERY.name)
+        raise core.ConnectorError(f"option '{QUERY.name}' must not be empty", option=QUERY.name)
     for column in table.columns:
         if postgres_type(column.spark_type) is None:
-            raise ConnectorError(f"column '{column.name}' is "
-                                 f"{column.spark_type.simpleString()}, which a postgres lookup "
-                                 "table cannot return (structs and nested arrays are not "
-                                 "supported)")
+            raise core.ConnectorError(f"column '{column.name}' is "
+                                      f"{column.spark_type.simpleString()}, which a postgres "
+                                      f"lookup table cannot return (structs and nested arrays are "
+                                      f"not supported)")
     settings = PostgresLookupSettings(
         url=url, username=options.string(USERNAME), password=options.string(PASSWORD),
         table=parts, query=query.strip().rstrip(";") if query is not None else None)
@@ -141,23 +131,24 @@ def read_settings(table: TableConfig) -> PostgresLookupSettings:
     return settings
 
 
-@register
+@core.register
 class PostgresLookupConnector(LookupConnector):
     name = "postgres"
-    options = (LOOKUP_TYPE, URL, USERNAME, PASSWORD, TABLE, QUERY, CACHE_MAX_BYTES, CACHE_TTL)
-    examples = {LOOKUP: ({"url": "postgresql://h/db", "table": "t"},)}
+    options = (core.LOOKUP_TYPE, URL, USERNAME, PASSWORD, TABLE, QUERY, core.CACHE_MAX_BYTES,
+               core.CACHE_TTL)
+    examples = {core.LOOKUP: ({"url": "postgresql://h/db", "table": "t"},)}
 
-    def read_settings(self, table: TableConfig) -> PostgresLookupSettings:
+    def read_settings(self, table: core.TableConfig) -> PostgresLookupSettings:
         return read_settings(table)
 
-    def create_lookup(self, table: TableConfig) -> LookupSource:
+    def create_lookup(self, table: core.TableConfig) -> LookupSource:
         return PostgresLookup(table, read_settings(table))
 
 
 class PostgresLookup(LookupSource):
     """One autocommit connection, opened on first use and reopened once if it breaks."""
 
-    def __init__(self, table: TableConfig, settings: PostgresLookupSettings) -> None:
+    def __init__(self, table: core.TableConfig, settings: PostgresLookupSettings) -> None:
         super().__init__(table)
         self.settings = settings
         self.statement = self._statement()
@@ -235,8 +226,8 @@ class PostgresLookup(LookupSource):
         try:
             rows = self._run(arrays)
         except psycopg.Error as error:
-            raise ConnectorError(f"lookup table '{self.table.name}': PostgreSQL failed: "
-                                 f"{self._redact(_first_line(error))}") from None
+            raise core.ConnectorError(f"lookup table '{self.table.name}': PostgreSQL failed: "
+                                      f"{self._redact(_first_line(error))}") from None
         self._check_unique(rows)
         columns = [pa.array([row[i] for row in rows], field.type)
                    for i, field in enumerate(self.schema)]
@@ -250,9 +241,9 @@ class PostgresLookup(LookupSource):
             key = tuple(row[i] for i in positions)
             if key in seen:
                 shown = ", ".join(map(repr, key))
-                raise ConnectorError(f"lookup table '{self.table.name}': key ({shown}) matches "
-                                     "several rows; its PRIMARY KEY must be unique in the "
-                                     "table or query")
+                raise core.ConnectorError(f"lookup table '{self.table.name}': key ({shown}) "
+                                          f"matches several rows; its PRIMARY KEY must be unique "
+                                          f"in the table or query")
             seen.add(key)
 
     def _run(self, arrays: list[list[Any]]) -> list[tuple[Any, ...]]:
@@ -287,20 +278,20 @@ def confined_destination(parts: dict[str, Any]) -> tuple[str, int]:
     that read local files or service definitions."""
     unsafe = sorted(set(parts) - _CONFINED_KEYS)
     if unsafe:
-        raise ConnectorError(f"option '{URL.name}': the connection parameter '{unsafe[0]}' "
-                             "cannot be used here; give host, port, dbname, user, password and "
-                             "sslmode",
-                             option=URL.name)
+        raise core.ConnectorError(f"option '{URL.name}': the connection parameter '{unsafe[0]}' "
+                                  f"cannot be used here; give host, port, dbname, user, password "
+                                  f"and sslmode",
+                                  option=URL.name)
     host = str(parts.get("host") or "")
     if not host or host.startswith("/") or "," in host or host.startswith("@"):
-        raise ConnectorError(f"option '{URL.name}' must name one network host "
-                             "('postgresql://user@host:5432/db'); local sockets and lists of "
-                             "hosts cannot be used here", option=URL.name)
+        raise core.ConnectorError(f"option '{URL.name}' must name one network host "
+                                  "('postgresql://user@host:5432/db'); local sockets and lists of "
+                                  "hosts cannot be used here", option=URL.name)
     try:
         port = int(str(parts.get("port") or 5432))
     except ValueError:
-        raise ConnectorError(f"option '{URL.name}' has a port that is not a number",
-                             option=URL.name) from None
+        raise core.ConnectorError(f"option '{URL.name}' has a port that is not a number",
+                                  option=URL.name) from None
     return host, port
 
 

@@ -17,24 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from rstream import Consumer
 
-from spate.engine.connectors.core.base import (
-    SINK,
-    SOURCE,
-    ColumnDef,
-    Connector,
-    Sink,
-    TableConfig,
-    register,
-)
-from spate.engine.connectors.core.boundary import Boundary
-from spate.engine.connectors.core.metadata import (
-    FORMAT,
-    FORMAT_OPTION,
-    MESSAGE_RECORDS,
-    TYPE,
-    TYPE_OPTION,
-)
-from spate.engine.connectors.core.streaming import load_stream, source_options
+from spate.engine.connectors import core
 from spate.engine.connectors.formats.records import (
     check_sink_schema,
     message_columns,
@@ -77,46 +60,46 @@ from spate.engine.connectors.rabbitmq.streams import (
 )
 
 
-@register
-class RabbitMQConnector(Connector):
+@core.register
+class RabbitMQConnector(core.Connector):
     """RabbitMQ streams (exactly-once) and queues (at-least-once)."""
 
     name = "rabbitmq"
-    roles = frozenset({SOURCE, SINK})
-    options = (*TYPE, MODE, HOST, PORT, USERNAME, PASSWORD, VIRTUAL_HOST, STREAM_NAME,
+    roles = frozenset({core.SOURCE, core.SINK})
+    options = (*core.TYPE, MODE, HOST, PORT, USERNAME, PASSWORD, VIRTUAL_HOST, STREAM_NAME,
                SOURCE_OFFSET, PRODUCER_NAME, QUEUE_NAME, EXCHANGE, ROUTING_KEY,
                MAX_MESSAGES_PER_BATCH,
-               *FORMAT, *MESSAGE_RECORDS)
+               *core.FORMAT, *core.MESSAGE_RECORDS)
     examples = {
-        SOURCE: ({"type": "source", "format": "json", "json.unstructured": "true",
-                  "host": "h", "stream": "s"},
-                 {"type": "source", "format": "json", "json.unstructured": "true",
-                  "host": "h", "mode": "queue", "queue": "q"}),
-        SINK: ({"type": "sink", "format": "json", "host": "h", "stream": "s"},
-               {"type": "sink", "format": "json", "host": "h", "mode": "queue",
-                "exchange": "e", "routing_key": "r"})}
+        core.SOURCE: ({"type": "source", "format": "json", "json.unstructured": "true",
+                       "host": "h", "stream": "s"},
+                      {"type": "source", "format": "json", "json.unstructured": "true",
+                       "host": "h", "mode": "queue", "queue": "q"}),
+        core.SINK: ({"type": "sink", "format": "json", "host": "h", "stream": "s"},
+                    {"type": "sink", "format": "json", "host": "h", "mode": "queue",
+                     "exchange": "e", "routing_key": "r"})}
 
-    def _settings(self, table: TableConfig, resolve: bool = False) -> RabbitSettings:
+    def _settings(self, table: core.TableConfig, resolve: bool = False) -> RabbitSettings:
         settings = read_settings(table, self.roles, resolve)
         self._columns(table, settings)  # checks them against the format
         return settings
 
     @staticmethod
-    def _columns(table: TableConfig, settings: RabbitSettings) -> tuple[ColumnDef, ...]:
+    def _columns(table: core.TableConfig, settings: RabbitSettings) -> tuple[core.ColumnDef, ...]:
         return message_columns(table, settings.spec, settings.role)
 
     def metadata_fields(self, role: str) -> Mapping[str, tuple[T.DataType, ...]]:
         """The routing key a source's message was published with (stream messages carry
         it when they were routed to the stream by an exchange; else NULL)."""
-        return {"routing_key": (T.StringType(),)} if role == SOURCE else {}
+        return {"routing_key": (T.StringType(),)} if role == core.SOURCE else {}
 
-    def validate(self, table: TableConfig) -> tuple[ColumnDef, ...]:
+    def validate(self, table: core.TableConfig) -> tuple[core.ColumnDef, ...]:
         return self._columns(table, self._settings(table))
 
-    def batch_limit(self, table: TableConfig) -> int | None:
+    def batch_limit(self, table: core.TableConfig) -> int | None:
         return self._settings(table).max_messages_per_batch
 
-    def has_input_after(self, table: TableConfig, parallelism: int,
+    def has_input_after(self, table: core.TableConfig, parallelism: int,
                         offset: Any) -> bool | None:
         """Queues: whether messages are ready; streams: whether a message is stored at
         the offset or after it."""
@@ -131,40 +114,41 @@ class RabbitMQConnector(Connector):
         reader = RabbitStreamReader(settings, T.StructType([]))
         return reader.has_message_at(int(offset["offset"]))
 
-    def read_stream(self, spark: SparkSession, table: TableConfig, parallelism: int) -> DataFrame:
+    def read_stream(self, spark: SparkSession, table: core.TableConfig,
+                    parallelism: int) -> DataFrame:
         del parallelism  # one reader: a queue or a stream is read in order
         settings = self._settings(table, resolve=True)
-        if settings.role != SOURCE:
+        if settings.role != core.SOURCE:
             return super().read_stream(spark, table, parallelism=1)
         schema = source_schema(settings.spec, self._columns(table, settings))
-        options = source_options(schema, settings.to_dict())
+        options = core.source_options(schema, settings.to_dict())
         options[PASSWORD_OPTION] = settings.password
         name = QUEUE_SOURCE if settings.mode == QUEUE else STREAM_SOURCE
-        frame = load_stream(spark, name, options)
+        frame = core.load_stream(spark, name, options)
         return with_row_key(frame, table.primary_key)
 
-    def create_sink(self, table: TableConfig, schema: T.StructType) -> Sink:
+    def create_sink(self, table: core.TableConfig, schema: T.StructType) -> core.Sink:
         settings = self._settings(table, resolve=True)
-        if settings.role != SINK:
+        if settings.role != core.SINK:
             return super().create_sink(table, schema)
         check_sink_schema(settings.spec, schema)
         if settings.mode == QUEUE:
             return RabbitQueueSink(settings, schema)
         return RabbitStreamSink(settings)
 
-    def reach(self, options: Mapping[str, str], role: str | None, boundary: Boundary) -> str:
+    def reach(self, options: Mapping[str, str], role: str | None, boundary: core.Boundary) -> str:
         """Connect to the broker; when the table names its queue (source) or stream,
         check it exists.  A connection profile may name neither: then only the login
         is checked."""
-        role = role or options.get(TYPE_OPTION.name) or SOURCE
+        role = role or options.get(core.TYPE_OPTION.name) or core.SOURCE
         named = {key.lower() for key in options}
         target = STREAM_NAME.name if options.get(MODE.name, MODE.default).lower() != QUEUE else (
-            QUEUE_NAME.name if role == SOURCE else ROUTING_KEY.name)
+            QUEUE_NAME.name if role == core.SOURCE else ROUTING_KEY.name)
         placeholder = {} if target in named else {target: "-"}
-        values = {FORMAT_OPTION.name: "raw_string", **options, **placeholder,
-                  TYPE_OPTION.name: role}
-        table = TableConfig(name="reach", connector=self.name, role=role, options=values,
-                            columns=(), boundary=boundary)
+        values = {core.FORMAT_OPTION.name: "raw_string", **options, **placeholder,
+                  core.TYPE_OPTION.name: role}
+        table = core.TableConfig(name="reach", connector=self.name, role=role, options=values,
+                                 columns=(), boundary=boundary)
         settings = self._settings(table, resolve=True)
         if settings.mode == QUEUE:
             return _reach_queue(settings, check=not placeholder)
@@ -176,7 +160,7 @@ def _reach_queue(settings: RabbitSettings, check: bool) -> str:
     try:
         reached = f"reached RabbitMQ at {settings.host}:{settings.port} (virtual host " \
                   f"'{settings.virtual_host}')"
-        if check and settings.role == SOURCE:
+        if check and settings.role == core.SOURCE:
             ready = check_queue(connection, settings)
             return f"{reached}: queue '{settings.queue}' exists ({ready} messages ready)"
         if settings.exchange:  # the default exchange always exists

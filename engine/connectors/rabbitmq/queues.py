@@ -36,9 +36,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from pyspark.sql.datasource import SimpleDataSourceStreamReader
 
+from spate.engine.connectors import core
 from spate.engine.connectors.core.arrow_batches import arrow_schema
-from spate.engine.connectors.core.base import ConnectorError, Sink
-from spate.engine.connectors.core.streaming import SpateDataSource, initial_offset
 from spate.engine.connectors.formats.records import encode_records, record_bytes
 from spate.engine.connectors.rabbitmq.settings import (
     EXCHANGE,
@@ -76,10 +75,10 @@ def check_queue(connection: pika.BlockingConnection, settings: RabbitSettings) -
     try:
         declared = channel.queue_declare(settings.queue or "", passive=True)
     except pika.exceptions.ChannelClosedByBroker:
-        raise ConnectorError(f"rabbitmq table '{settings.table}': queue '{settings.queue}' "
-                             f"does not exist on {settings.host}:{settings.port} (virtual host "
-                             f"'{settings.virtual_host}'); declare it first",
-                             option=QUEUE_NAME.name) from None
+        raise core.ConnectorError(f"rabbitmq table '{settings.table}': queue '{settings.queue}' "
+                                  f"does not exist on {settings.host}:{settings.port} (virtual "
+                                  f"host '{settings.virtual_host}'); declare it first",
+                                  option=QUEUE_NAME.name) from None
     count = int(declared.method.message_count)
     channel.close()
     return count
@@ -91,14 +90,14 @@ def check_exchange(connection: pika.BlockingConnection, settings: RabbitSettings
     try:
         channel.exchange_declare(settings.exchange, passive=True)
     except pika.exceptions.ChannelClosedByBroker:
-        raise ConnectorError(f"rabbitmq table '{settings.table}': exchange "
-                             f"'{settings.exchange}' does not exist on {settings.host}:"
-                             f"{settings.port} (virtual host '{settings.virtual_host}'); "
-                             "declare it first", option=EXCHANGE.name) from None
+        raise core.ConnectorError(f"rabbitmq table '{settings.table}': exchange "
+                                  f"'{settings.exchange}' does not exist on {settings.host}:"
+                                  f"{settings.port} (virtual host '{settings.virtual_host}'); "
+                                  "declare it first", option=EXCHANGE.name) from None
     channel.close()
 
 
-class RabbitQueueDataSource(SpateDataSource):
+class RabbitQueueDataSource(core.SpateDataSource):
     """Registered as ``spate_rabbitmq_queue``; see this module's docstring."""
 
     @classmethod
@@ -124,7 +123,7 @@ class RabbitQueueReader(SimpleDataSourceStreamReader):
         self._pending: list[tuple[int, int]] = []
 
     def initialOffset(self) -> dict[str, Any]:
-        return initial_offset(self.start, lambda: {"delivered": 0}, self.settings.table)
+        return core.initial_offset(self.start, lambda: {"delivered": 0}, self.settings.table)
 
     def read(self, start: dict[str, Any]) -> tuple[Iterator[pa.RecordBatch], dict[str, Any]]:
         # Asked for what follows ``start``: every batch ending there has committed.
@@ -190,7 +189,7 @@ class RabbitQueueReader(SimpleDataSourceStreamReader):
         return channel
 
 
-class RabbitQueueSink(Sink):
+class RabbitQueueSink(core.Sink):
     """Publishes each epoch's records with publisher confirms (at-least-once)."""
 
     def __init__(self, settings: RabbitSettings, schema: T.StructType) -> None:
@@ -207,7 +206,8 @@ class RabbitQueueSink(Sink):
 
     def write_epoch(self, epoch: int, df: DataFrame) -> None:
         if self._channel is None:
-            raise ConnectorError(f"rabbitmq sink '{self.settings.table}' written before open()")
+            raise core.ConnectorError(f"rabbitmq sink '{self.settings.table}' written before "
+                                      f"open()")
         records = encode_records(df, self.settings.spec).toArrow().column(0).to_pylist()
         properties = pika.BasicProperties(delivery_mode=pika.DeliveryMode.Persistent)
         written = 0
@@ -223,14 +223,14 @@ class RabbitQueueSink(Sink):
             self._channel.basic_publish(self.settings.exchange, self.settings.routing_key or "",
                                         body, properties, mandatory=True)
         except pika.exceptions.UnroutableError:
-            raise ConnectorError(
+            raise core.ConnectorError(
                 f"rabbitmq sink '{self.settings.table}': epoch {epoch}: no queue takes "
                 f"messages sent to {self.settings.where()}; bind a queue to it",
                 option=ROUTING_KEY.name) from None
         except pika.exceptions.ChannelClosedByBroker as error:
-            raise ConnectorError(f"rabbitmq sink '{self.settings.table}': the broker refused "
-                                 f"to publish to {self.settings.where()}: {error.reply_text}",
-                                 option=EXCHANGE.name) from None
+            raise core.ConnectorError(f"rabbitmq sink '{self.settings.table}': the broker refused "
+                                      f"to publish to {self.settings.where()}: {error.reply_text}",
+                                      option=EXCHANGE.name) from None
         except (pika.exceptions.AMQPError, OSError):
             raise self.settings.unreachable() from None
 

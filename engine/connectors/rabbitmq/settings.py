@@ -18,24 +18,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from spate.engine.connectors import core
 from spate.engine.connectors.core.arrow_batches import data_batch
-from spate.engine.connectors.core.base import (
-    SINK,
-    SOURCE,
-    ConnectorError,
-    TableConfig,
-)
 from spate.engine.connectors.core.dead_letter import BadRecords
 from spate.engine.connectors.core.egress import unreachable
-from spate.engine.connectors.core.metadata import BOTH, INTEGER, SINKS, SOURCES, option
-from spate.engine.connectors.core.metadata_columns import decoded_schema, merge_physical
-from spate.engine.connectors.core.options import (
-    OptionReader,
-    check_role,
-    check_source_options,
-    reject_source_options,
-)
-from spate.engine.connectors.core.streaming import SpateDataSource
 from spate.engine.connectors.formats.decoders import source_decoder
 from spate.engine.connectors.formats.records import FormatSpec, parse_format
 
@@ -54,30 +40,32 @@ PASSWORD_OPTION = "spate_password"
 _NOT_YET = ("tls_config", "load_balancer_mode")
 _NOT_YET_PREFIXES = ("tls_config.", "tls.")
 
-MODE = option("mode", BOTH, "`stream` or `queue`", choices=(QUEUE, STREAM), default=STREAM)
-HOST = option("host", BOTH, "the broker's host name or address", required=True)
-PORT = option("port", BOTH, "the broker's port", kind=INTEGER,
-              default_text=f"{STREAM_PORT} (`stream`), {AMQP_PORT} (`queue`)")
-USERNAME = option("username", BOTH, "the user to log in as", default="guest")
-PASSWORD = option("password", BOTH, "the user's password", default="guest")
-VIRTUAL_HOST = option("virtual_host", BOTH, "the virtual host", default="/")
-STREAM_NAME = option("stream", BOTH, "the stream to read or write; it must exist",
-                     required_when="`stream` mode")
-SOURCE_OFFSET = option("source.offset", SOURCES, "`stream` mode: where a new pipeline starts, "
-                       "`earliest` (the first message the stream holds) or `latest` (after its "
-                       "last message)", choices=(EARLIEST, LATEST), default=LATEST)
-PRODUCER_NAME = option("producer_name", SINKS, "`stream` mode: the name RabbitMQ "
-                       "de-duplicates under; unique per pipeline",
-                       default_text="`spate:<tenant>/<pipeline>/<table name>`")
-QUEUE_NAME = option("queue", SOURCES, "the queue to consume; it must exist",
-                    required_when="`queue` sources")
-EXCHANGE = option("exchange", SINKS, "`queue` mode: where messages are published", default="",
-                  default_text="`''` (the default exchange)")
-ROUTING_KEY = option("routing_key", SINKS, "the messages' routing key: with the default "
-                     "exchange, the name of the queue to deliver to",
-                     required_when="`queue` sinks")
-MAX_MESSAGES_PER_BATCH = option("max_messages_per_batch", SOURCES, "messages per epoch",
-                                default=10_000)
+MODE = core.option("mode", core.BOTH, "`stream` or `queue`", choices=(QUEUE, STREAM),
+                   default=STREAM)
+HOST = core.option("host", core.BOTH, "the broker's host name or address", required=True)
+PORT = core.option("port", core.BOTH, "the broker's port", kind=core.INTEGER,
+                   default_text=f"{STREAM_PORT} (`stream`), {AMQP_PORT} (`queue`)")
+USERNAME = core.option("username", core.BOTH, "the user to log in as", default="guest")
+PASSWORD = core.option("password", core.BOTH, "the user's password", default="guest")
+VIRTUAL_HOST = core.option("virtual_host", core.BOTH, "the virtual host", default="/")
+STREAM_NAME = core.option("stream", core.BOTH, "the stream to read or write; it must exist",
+                          required_when="`stream` mode")
+SOURCE_OFFSET = core.option("source.offset", core.SOURCES, "`stream` mode: where a new pipeline "
+                            "starts, `earliest` (the first message the stream holds) or `latest` "
+                            "(after its last message)", choices=(EARLIEST, LATEST), default=LATEST)
+PRODUCER_NAME = core.option("producer_name", core.SINKS, "`stream` mode: the name RabbitMQ "
+                            "de-duplicates under; unique per pipeline",
+                            default_text="`spate:<tenant>/<pipeline>/<table name>`")
+QUEUE_NAME = core.option("queue", core.SOURCES, "the queue to consume; it must exist",
+                         required_when="`queue` sources")
+EXCHANGE = core.option("exchange", core.SINKS, "`queue` mode: where messages are published",
+                       default="",
+                       default_text="`''` (the default exchange)")
+ROUTING_KEY = core.option("routing_key", core.SINKS, "the messages' routing key: with the default "
+                          "exchange, the name of the queue to deliver to",
+                          required_when="`queue` sinks")
+MAX_MESSAGES_PER_BATCH = core.option("max_messages_per_batch", core.SOURCES, "messages per epoch",
+                                     default=10_000)
 
 
 @dataclass(frozen=True)
@@ -122,43 +110,43 @@ class RabbitSettings:
 
     def where(self) -> str:
         """What the table points at, for messages (never a credential)."""
-        target = f"queue '{self.queue}'" if self.mode == QUEUE and self.role == SOURCE else (
+        target = f"queue '{self.queue}'" if self.mode == QUEUE and self.role == core.SOURCE else (
             f"stream '{self.stream}'" if self.mode == STREAM
             else f"exchange '{self.exchange}' with routing key '{self.routing_key}'")
         return f"{target} on {self.host}:{self.port}"
 
-    def unreachable(self) -> ConnectorError:
+    def unreachable(self) -> core.ConnectorError:
         """The one error for a broker that could not be reached or refused the login."""
         return unreachable(f"rabbitmq table '{self.table}'", self.host, self.port)
 
 
-def shipped_settings(source: SpateDataSource) -> RabbitSettings:
+def shipped_settings(source: core.SpateDataSource) -> RabbitSettings:
     """The settings a data source was opened with (``RabbitMQConnector.read_stream``)."""
     return RabbitSettings.from_dict(source.settings(), source.options.get(PASSWORD_OPTION, ""))
 
 
-def read_settings(table: TableConfig, roles: frozenset[str],
+def read_settings(table: core.TableConfig, roles: frozenset[str],
                   resolve: bool = True) -> RabbitSettings:
     """Check every option of a rabbitmq table; ``resolve``: look the host up through
     the egress policy now (else only a literal address is checked)."""
-    options = OptionReader(table)
-    role = check_role(options, roles)
+    options = core.OptionReader(table)
+    role = core.check_role(options, roles)
     _reject_not_yet(options)
     mode = options.choice(MODE) or STREAM
     host = options.required(HOST).strip()
     port = options.integer(PORT, STREAM_PORT if mode == STREAM else AMQP_PORT, minimum=1)
     assert port is not None
     if port > 65535:
-        raise ConnectorError(f"option '{PORT.name}' must be at most 65535, not {port}",
-                             option=PORT.name)
+        raise core.ConnectorError(f"option '{PORT.name}' must be at most 65535, not {port}",
+                                  option=PORT.name)
     spec = parse_format(options, role, records_in=(STREAM_NAME, QUEUE_NAME))
     target = _queue_target(options, role) if mode == QUEUE else _stream_target(options, role,
                                                                                 table.name)
     max_messages = _batch_size(options, role)
-    if role == SOURCE:
-        check_source_options(options)
+    if role == core.SOURCE:
+        core.check_source_options(options)
     else:
-        reject_source_options(options)
+        core.reject_source_options(options)
     settings = RabbitSettings(
         table=table.name, role=role, mode=mode, host=host, port=port,
         address=_address(table, host, port, resolve),
@@ -173,7 +161,7 @@ def read_settings(table: TableConfig, roles: frozenset[str],
     return settings
 
 
-def _reject_not_yet(options: OptionReader) -> None:
+def _reject_not_yet(options: core.OptionReader) -> None:
     for key in list(options.table.options):
         name = key.lower()
         if name in _NOT_YET or name.startswith(_NOT_YET_PREFIXES):
@@ -181,10 +169,10 @@ def _reject_not_yet(options: OptionReader) -> None:
                                  "connections only); remove it")
 
 
-def _queue_target(options: OptionReader, role: str) -> dict[str, Any]:
+def _queue_target(options: core.OptionReader, role: str) -> dict[str, Any]:
     for key in (STREAM_NAME, SOURCE_OFFSET, PRODUCER_NAME):
         options.reject(key, f"applies to {MODE.name} '{STREAM}' only")
-    if role == SOURCE:
+    if role == core.SOURCE:
         for key in (EXCHANGE, ROUTING_KEY):
             options.reject(key, "applies to sinks only: a source consumes a queue")
         return {"queue": options.required(QUEUE_NAME)}
@@ -195,24 +183,24 @@ def _queue_target(options: OptionReader, role: str) -> dict[str, Any]:
             "routing_key": options.required(ROUTING_KEY)}
 
 
-def _stream_target(options: OptionReader, role: str, table: str) -> dict[str, Any]:
+def _stream_target(options: core.OptionReader, role: str, table: str) -> dict[str, Any]:
     for key in (QUEUE_NAME, EXCHANGE, ROUTING_KEY):
         options.reject(key, f"applies to {MODE.name} '{QUEUE}' only")
     stream = options.required(STREAM_NAME)
-    if role == SOURCE:
+    if role == core.SOURCE:
         options.reject(PRODUCER_NAME, "applies to sinks only")
         start = options.choice(SOURCE_OFFSET) or LATEST
         return {"stream": stream, "start": start}
     options.reject(SOURCE_OFFSET, "applies to sources only")
     name = options.string(PRODUCER_NAME)
     if name is not None and not name.strip():
-        raise ConnectorError(f"option '{PRODUCER_NAME.name}' must not be empty",
-                             option=PRODUCER_NAME.name)
+        raise core.ConnectorError(f"option '{PRODUCER_NAME.name}' must not be empty",
+                                  option=PRODUCER_NAME.name)
     return {"stream": stream, "producer_name": name}
 
 
-def _batch_size(options: OptionReader, role: str) -> int:
-    if role == SINK:
+def _batch_size(options: core.OptionReader, role: str) -> int:
+    if role == core.SINK:
         options.reject(MAX_MESSAGES_PER_BATCH, "applies to sources only")
         return int(MAX_MESSAGES_PER_BATCH.default)
     size = options.integer(MAX_MESSAGES_PER_BATCH, minimum=1)
@@ -220,7 +208,7 @@ def _batch_size(options: OptionReader, role: str) -> int:
     return size
 
 
-def _address(table: TableConfig, host: str, port: int, resolve: bool) -> str:
+def _address(table: core.TableConfig, host: str, port: int, resolve: bool) -> str:
     egress = table.boundary.egress
     if egress is None:
         return host
@@ -244,7 +232,7 @@ class MessageDecoder:
         self.spec = settings.spec
         self.schema = schema
         self.metadata = dict(settings.metadata)
-        decoded = decoded_schema(schema, self.metadata)
+        decoded = core.decoded_schema(schema, self.metadata)
         self.decoder = source_decoder(decoded, self.spec, settings.not_null)
         #: what numbers a message in positions: a stream's offset, a queue's delivery count
         self.what = "offset" if settings.mode == STREAM else "message"
@@ -278,7 +266,7 @@ class MessageDecoder:
             columns = decoded.columns
             if self.metadata:  # 'routing_key'
                 keys = pa.array(routing_keys or [None] * len(bodies), pa.string())
-                columns = merge_physical(self.schema, columns, dict.fromkeys(
+                columns = core.merge_physical(self.schema, columns, dict.fromkeys(
                     self.metadata, keys.take(pa.array(rows_at, pa.int64()))))
             out.append(data_batch(self.schema, columns, 0, stamps))
         dropped = self.bad.finish()

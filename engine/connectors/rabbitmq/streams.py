@@ -45,9 +45,8 @@ from rstream import (
     amqp_decoder,
 )
 
+from spate.engine.connectors import core
 from spate.engine.connectors.core.arrow_batches import arrow_schema
-from spate.engine.connectors.core.base import ConnectorError, Sink
-from spate.engine.connectors.core.streaming import SpateDataSource, initial_offset
 from spate.engine.connectors.formats.records import encode_records, record_bytes
 from spate.engine.connectors.rabbitmq.settings import (
     EARLIEST,
@@ -108,10 +107,10 @@ async def open_client(client: Consumer | Producer, settings: RabbitSettings,
         raise settings.unreachable() from None
     if not exists:
         await _close_quietly(client)
-        raise ConnectorError(f"rabbitmq table '{settings.table}': stream '{settings.stream}' "
-                             f"does not exist on {settings.host}:{settings.port} (virtual "
-                             f"host '{settings.virtual_host}'); create it first",
-                             option=STREAM_NAME.name)
+        raise core.ConnectorError(f"rabbitmq table '{settings.table}': stream '{settings.stream}' "
+                                  f"does not exist on {settings.host}:{settings.port} (virtual "
+                                  f"host '{settings.virtual_host}'); create it first",
+                                  option=STREAM_NAME.name)
 
 
 async def _close_quietly(client: Consumer | Producer) -> None:
@@ -121,7 +120,7 @@ async def _close_quietly(client: Consumer | Producer) -> None:
         pass
 
 
-class RabbitStreamDataSource(SpateDataSource):
+class RabbitStreamDataSource(core.SpateDataSource):
     """Registered as ``spate_rabbitmq_stream``; see this module's docstring."""
 
     @classmethod
@@ -145,7 +144,7 @@ class RabbitStreamReader(SimpleDataSourceStreamReader):
         self._consumer: Consumer | None = None
 
     def initialOffset(self) -> dict[str, Any]:
-        return initial_offset(self.start, self._fresh_offset, self.settings.table)
+        return core.initial_offset(self.start, self._fresh_offset, self.settings.table)
 
     def _fresh_offset(self) -> dict[str, Any]:
         if self.settings.start == EARLIEST:
@@ -168,7 +167,7 @@ class RabbitStreamReader(SimpleDataSourceStreamReader):
         finally:
             self.stop()  # a replay may run on an executor, where nothing else stops it
         if stop > first and (not messages or messages[-1][0] != stop - 1):
-            raise ConnectorError(
+            raise core.ConnectorError(
                 f"rabbitmq source '{self.settings.table}': offsets {first} to {stop - 1} of "
                 f"{self.settings.where()} cannot be read again (the stream no longer holds "
                 "them: retention removed them?); the epoch cannot be replayed exactly",
@@ -205,7 +204,7 @@ class RabbitStreamReader(SimpleDataSourceStreamReader):
         try:
             return self._loop.run(self._subscribe_and_take(kind, first, limit, stop),
                                   TIMEOUT_S * 3)
-        except ConnectorError:
+        except core.ConnectorError:
             raise
         except Exception:  # noqa: BLE001 - a lost connection, a deleted stream: one message
             self.stop()
@@ -273,7 +272,7 @@ def _body(message: AMQPMessage) -> bytes:
     return value if isinstance(value, bytes) else str(value).encode("utf-8")
 
 
-class RabbitStreamSink(Sink):
+class RabbitStreamSink(core.Sink):
     """Publishes epochs de-duplicated by publishing id; marker ``{"epoch": e}``."""
 
     def __init__(self, settings: RabbitSettings) -> None:
@@ -298,7 +297,7 @@ class RabbitStreamSink(Sink):
         written = self._loop.run(self._last_publishing_id())
         next_epoch = 0 if marker is None else int(marker["epoch"]) + 1
         if written >> EPOCH_SHIFT > next_epoch + 1:
-            raise ConnectorError(
+            raise core.ConnectorError(
                 f"rabbitmq sink '{self.settings.table}': producer name '{self.producer_name}' "
                 f"has already written epoch {(written >> EPOCH_SHIFT) - 1} to "
                 f"{self.settings.where()}, but this pipeline's next epoch is {next_epoch}: "
@@ -314,7 +313,8 @@ class RabbitStreamSink(Sink):
 
     def write_epoch(self, epoch: int, df: DataFrame) -> dict[str, int]:
         if self._loop is None:
-            raise ConnectorError(f"rabbitmq sink '{self.settings.table}' written before open()")
+            raise core.ConnectorError(f"rabbitmq sink '{self.settings.table}' written before "
+                                      f"open()")
         records = encode_records(df, self.settings.spec).toArrow().column(0).to_pylist()
         # Sorted, a replayed epoch gives each record the id its first attempt gave it.
         bodies = sorted(record_bytes(record) for record in records)
@@ -322,7 +322,7 @@ class RabbitStreamSink(Sink):
         if bodies:
             try:
                 self._loop.run(self._publish(epoch, bodies), TIMEOUT_S * 6)
-            except ConnectorError:
+            except core.ConnectorError:
                 raise
             except Exception:  # noqa: BLE001 - a lost connection, a deleted stream
                 raise self.settings.unreachable() from None
@@ -349,13 +349,13 @@ class RabbitStreamSink(Sink):
         try:
             await asyncio.wait_for(confirmed.wait(), TIMEOUT_S * 5)
         except TimeoutError:
-            raise ConnectorError(f"rabbitmq sink '{self.settings.table}': epoch {epoch}: "
-                                 f"{len(pending)} messages were not confirmed by "
-                                 f"{self.settings.where()} in time") from None
+            raise core.ConnectorError(f"rabbitmq sink '{self.settings.table}': epoch {epoch}: "
+                                      f"{len(pending)} messages were not confirmed by "
+                                      f"{self.settings.where()} in time") from None
         if refused:
-            raise ConnectorError(f"rabbitmq sink '{self.settings.table}': epoch {epoch}: "
-                                 f"{self.settings.where()} refused {len(refused)} messages "
-                                 f"(response code {refused[0].response_code})")
+            raise core.ConnectorError(f"rabbitmq sink '{self.settings.table}': epoch {epoch}: "
+                                      f"{self.settings.where()} refused {len(refused)} messages "
+                                      f"(response code {refused[0].response_code})")
 
     def close(self) -> None:
         if self._loop is not None:

@@ -17,9 +17,8 @@ from urllib.parse import urlsplit
 
 import redis
 
-from spate.engine.connectors.core.base import ConnectorError
+from spate.engine.connectors import core
 from spate.engine.connectors.core.egress import EgressPolicy, unreachable
-from spate.engine.connectors.core.options import OptionReader
 from spate.engine.connectors.redis.destination import (
     ADDRESS,
     CONNECTION_TYPE,
@@ -58,13 +57,13 @@ class RedisConnection:
         return parts.hostname or "", parts.port or DEFAULT_PORT
 
 
-def read_connection(options: OptionReader, egress: EgressPolicy | None) -> RedisConnection:
+def read_connection(options: core.OptionReader, egress: EgressPolicy | None) -> RedisConnection:
     """The connection options of any redis table; raises :class:`ConnectorError`."""
     connection_type = options.choice(CONNECTION_TYPE)
     if connection_type == "cluster":
-        raise ConnectorError(f"option '{CONNECTION_TYPE.name}' = 'cluster' is not supported "
-                             "yet: Spate connects to one standalone Redis server",
-                             option=CONNECTION_TYPE.name)
+        raise core.ConnectorError(f"option '{CONNECTION_TYPE.name}' = 'cluster' is not supported "
+                                  "yet: Spate connects to one standalone Redis server",
+                                  option=CONNECTION_TYPE.name)
     address = options.required(ADDRESS).strip()
     connection = RedisConnection(address, credentials_of(options, address))
     if egress is not None:
@@ -74,7 +73,7 @@ def read_connection(options: OptionReader, egress: EgressPolicy | None) -> Redis
     return connection
 
 
-def credentials_of(options: OptionReader, address: str) -> dict[str, str]:
+def credentials_of(options: core.OptionReader, address: str) -> dict[str, str]:
     """The ``username`` and ``password`` options, checked against the address."""
     try:
         parts = urlsplit(address)
@@ -84,17 +83,17 @@ def credentials_of(options: OptionReader, address: str) -> dict[str, str]:
         parts.port  # noqa: B018 (reading the port checks it)
     except ValueError:
         # The address may hold a password: never repeat it.
-        raise ConnectorError(f"option '{ADDRESS.name}' must be a redis://, rediss:// or "
-                             "unix:// URL, e.g. 'redis://localhost:6379/0'",
-                             option=ADDRESS.name) from None
+        raise core.ConnectorError(f"option '{ADDRESS.name}' must be a redis://, rediss:// or "
+                                  "unix:// URL, e.g. 'redis://localhost:6379/0'",
+                                  option=ADDRESS.name) from None
     credentials: dict[str, str] = {}
     for spec in (USERNAME, PASSWORD):
         value = options.string(spec)
         if value is None:
             continue
         if in_address[spec]:
-            raise ConnectorError(f"the {spec.name} is given twice: in '{ADDRESS.name}' and in "
-                                 f"option '{spec.name}'; keep one", option=spec.name)
+            raise core.ConnectorError(f"the {spec.name} is given twice: in '{ADDRESS.name}' and in "
+                                      f"option '{spec.name}'; keep one", option=spec.name)
         # redis-py's parameters are named as the options
         credentials[spec.name] = value
     return credentials
@@ -121,12 +120,12 @@ class RedisClient:
         self.client = confined_client(destination, addresses[0], TIMEOUT_S,
                                       connection.credentials)
 
-    def failure(self, error: redis.RedisError) -> ConnectorError:
+    def failure(self, error: redis.RedisError) -> core.ConnectorError:
         """The message of a failed command: a connection failure reads the same whatever
         the cause (no probing through it); a command error says what Redis answered."""
         if isinstance(error, redis.ConnectionError | redis.TimeoutError):
             return unreachable(self.what, self.host, self.port)
-        return ConnectorError(f"{self.what}: Redis failed: {type(error).__name__}: {error}")
+        return core.ConnectorError(f"{self.what}: Redis failed: {type(error).__name__}: {error}")
 
     def server(self) -> str:
         """What :meth:`Connector.reach` reports: the server's version and where it is."""

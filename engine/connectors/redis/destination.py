@@ -31,24 +31,24 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import redis
 from redis.connection import AbstractConnection
 
-from spate.engine.connectors.core.base import LOOKUP, SINK, SOURCE
+from spate.engine.connectors import core
 from spate.engine.connectors.core.errors import ConnectorError
-from spate.engine.connectors.core.metadata import LOOKUP_PASSWORD, LOOKUP_USERNAME, option
 
 #: The roles of redis tables: lookup tables, stream sources and sinks.
-ALL_ROLES = frozenset({LOOKUP, SOURCE, SINK})
+ALL_ROLES = frozenset({core.LOOKUP, core.SOURCE, core.SINK})
 # The options every redis table connects with, declared here where the address is
 # checked (:mod:`.client` reads them).
-ADDRESS = option("address", ALL_ROLES, "`redis://[user:password@]host[:port][/db]`, "
-                 "`rediss://…` (TLS) or `unix:///path.sock`; in the Spate service a network host "
-                 "under the tenant's egress policy, and only `?db=` after `?`", required=True)
-USERNAME = LOOKUP_USERNAME.described("the user to log in as, kept out of the address",
-                                     roles=ALL_ROLES, default_text="from `address`")
-PASSWORD = LOOKUP_PASSWORD.described("its password, kept out of the address",
-                                     roles=ALL_ROLES, default_text="from `address`")
-CONNECTION_TYPE = option("connection_type", ALL_ROLES, "one standalone server; `cluster` is "
-                         "not supported yet", choices=("standalone", "cluster"),
-                         default="standalone")
+ADDRESS = core.option("address", ALL_ROLES, "`redis://[user:password@]host[:port][/db]`, "
+                      "`rediss://…` (TLS) or `unix:///path.sock`; in the Spate service a network "
+                      "host "
+                      "under the tenant's egress policy, and only `?db=` after `?`", required=True)
+USERNAME = core.LOOKUP_USERNAME.described("the user to log in as, kept out of the address",
+                                          roles=ALL_ROLES, default_text="from `address`")
+PASSWORD = core.LOOKUP_PASSWORD.described("its password, kept out of the address",
+                                          roles=ALL_ROLES, default_text="from `address`")
+CONNECTION_TYPE = core.option("connection_type", ALL_ROLES, "one standalone server; `cluster` is "
+                              "not supported yet", choices=("standalone", "cluster"),
+                              default="standalone")
 
 DEFAULT_PORT = 6379
 #: Query options that would move the connection, or set its socket, elsewhere.

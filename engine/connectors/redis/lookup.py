@@ -22,8 +22,8 @@ import pyarrow as pa
 import redis
 from pyspark.sql import types as T
 
+from spate.engine.connectors import core
 from spate.engine.connectors.core.arrow_batches import arrow_schema
-from spate.engine.connectors.core.base import ColumnDef, ConnectorError, TableConfig
 from spate.engine.connectors.core.egress import unreachable
 from spate.engine.connectors.core.lookup import (
     Key,
@@ -31,16 +31,6 @@ from spate.engine.connectors.core.lookup import (
     check_lookup_table,
     read_cache_settings,
 )
-from spate.engine.connectors.core.metadata import (
-    FORMAT_OPTION,
-    FRAMING,
-    JSON_DECIMAL_ENCODING,
-    JSON_TIMESTAMP_FORMAT,
-    JSON_UNSTRUCTURED,
-    LOOKUP_ROLES,
-    option,
-)
-from spate.engine.connectors.core.options import OptionReader
 from spate.engine.connectors.formats.decoders import RecordDecoder, parse_rfc3339
 from spate.engine.connectors.formats.records import FormatSpec, check_columns, parse_format
 from spate.engine.connectors.redis.client import TIMEOUT_S, read_connection
@@ -57,13 +47,16 @@ _HASH_TYPES = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType
                T.FloatType, T.DoubleType, T.DecimalType, T.StringType, T.BinaryType,
                T.DateType, T.TimestampType)
 
-KEY_PREFIX = option("key.prefix", LOOKUP_ROLES, "prepended to every key, e.g. `'customer:'`",
-                    default="", default_text="`''`")
-KEY_SEPARATOR = option("key.separator", LOOKUP_ROLES, "joins the values of a `PRIMARY KEY` of "
-                       "several columns", default=":")
-VALUE_TYPE = option("value.type", LOOKUP_ROLES, "`string`: the key holds one value, decoded "
-                    "with `format`; `hash`: the key holds a hash whose fields are named like the "
-                    "columns", choices=(STRING_VALUES, HASH_VALUES), default=STRING_VALUES)
+KEY_PREFIX = core.option("key.prefix", core.LOOKUP_ROLES, "prepended to every key, e.g. "
+                                                          "`'customer:'`",
+                         default="", default_text="`''`")
+KEY_SEPARATOR = core.option("key.separator", core.LOOKUP_ROLES, "joins the values of a `PRIMARY "
+                            "KEY` of several columns", default=":")
+VALUE_TYPE = core.option("value.type", core.LOOKUP_ROLES,
+                         "`string`: the key holds one value, decoded "
+                         "with `format`; `hash`: the key holds a hash whose fields are named like "
+                         "the "
+                         "columns", choices=(STRING_VALUES, HASH_VALUES), default=STRING_VALUES)
 
 
 @dataclass(frozen=True)
@@ -78,9 +71,9 @@ class RedisLookupSettings:
     key_separator: str
 
 
-def read_settings(table: TableConfig) -> RedisLookupSettings:
+def read_settings(table: core.TableConfig) -> RedisLookupSettings:
     """Check every option of a redis lookup table; raises :class:`ConnectorError`."""
-    options = OptionReader(table)
+    options = core.OptionReader(table)
     check_lookup_table(options)
     read_cache_settings(options)
     connection = read_connection(options, table.boundary.egress)
@@ -90,8 +83,8 @@ def read_settings(table: TableConfig) -> RedisLookupSettings:
     if value_type == STRING_VALUES:
         spec = parse_format(options, "lookup")
         if spec.kind not in ("json", "raw_string"):
-            raise ConnectorError(f"format '{spec.kind}' cannot be a lookup table's values; "
-                                 "use 'json' or 'raw_string'", option=FORMAT_OPTION.name)
+            raise core.ConnectorError(f"format '{spec.kind}' cannot be a lookup table's values; "
+                                      "use 'json' or 'raw_string'", option=core.FORMAT_OPTION.name)
         check_columns(spec, values, "lookup")
     else:
         _check_hash_columns(options, values)
@@ -103,30 +96,31 @@ def read_settings(table: TableConfig) -> RedisLookupSettings:
         key_separator=options.string(KEY_SEPARATOR) or KEY_SEPARATOR.default)
     for column in table.columns:
         if column.name in table.primary_key and not isinstance(column.spark_type, _KEY_TYPES):
-            raise ConnectorError(f"PRIMARY KEY column '{column.name}' is "
-                                 f"{column.spark_type.simpleString()}; a redis key is built "
-                                 "from TEXT or integer columns")
+            raise core.ConnectorError(f"PRIMARY KEY column '{column.name}' is "
+                                      f"{column.spark_type.simpleString()}; a redis key is built "
+                                      "from TEXT or integer columns")
     options.finish()
     return settings
 
 
-def _check_hash_columns(options: OptionReader, values: tuple[ColumnDef, ...]) -> None:
-    for spec in (FORMAT_OPTION, JSON_UNSTRUCTURED, JSON_TIMESTAMP_FORMAT, JSON_DECIMAL_ENCODING,
-                 FRAMING):
+def _check_hash_columns(options: core.OptionReader, values: tuple[core.ColumnDef, ...]) -> None:
+    for spec in (core.FORMAT_OPTION, core.JSON_UNSTRUCTURED, core.JSON_TIMESTAMP_FORMAT,
+                 core.JSON_DECIMAL_ENCODING,
+                 core.FRAMING):
         options.reject(spec, f"applies to {VALUE_TYPE.name} '{STRING_VALUES}' only: hash "
                              "fields are read as text and converted to their column's type")
     for column in values:
         if not isinstance(column.spark_type, _HASH_TYPES):
-            raise ConnectorError(f"column '{column.name}' is "
-                                 f"{column.spark_type.simpleString()}: hash fields hold "
-                                 f"scalars only (use {VALUE_TYPE.name} '{STRING_VALUES}' with "
-                                 "JSON values)", option=VALUE_TYPE.name)
+            raise core.ConnectorError(f"column '{column.name}' is "
+                                      f"{column.spark_type.simpleString()}: hash fields hold "
+                                      f"scalars only (use {VALUE_TYPE.name} '{STRING_VALUES}' with "
+                                      "JSON values)", option=VALUE_TYPE.name)
 
 
 class RedisLookup(LookupSource):
     """Fetches rows from one Redis server through a connection pool."""
 
-    def __init__(self, table: TableConfig, settings: RedisLookupSettings) -> None:
+    def __init__(self, table: core.TableConfig, settings: RedisLookupSettings) -> None:
         super().__init__(table)
         self.settings = settings
         #: host and port the tenant wrote, under an egress policy (for its messages)
@@ -171,11 +165,11 @@ class RedisLookup(LookupSource):
             if self._destination is not None:  # a tenant learns nothing about the server
                 raise unreachable(f"lookup table '{self.table.name}'",
                                   *self._destination) from None
-            raise ConnectorError(f"lookup table '{self.table.name}': Redis failed: "
-                                 f"{type(error).__name__}: {error}") from None
+            raise core.ConnectorError(f"lookup table '{self.table.name}': Redis failed: "
+                                      f"{type(error).__name__}: {error}") from None
         except redis.RedisError as error:
-            raise ConnectorError(f"lookup table '{self.table.name}': Redis failed: "
-                                 f"{type(error).__name__}: {error}") from None
+            raise core.ConnectorError(f"lookup table '{self.table.name}': Redis failed: "
+                                      f"{type(error).__name__}: {error}") from None
         return self.rows_table([keys[i] for i in found], values)
 
     def _fetch_strings(self, names: list[str]) -> tuple[list[int], list[pa.Array]]:
@@ -241,7 +235,7 @@ class RedisLookup(LookupSource):
                    for j, column in enumerate(self.value_columns)]
         return found, columns
 
-    def _hash_column(self, raw: list[bytes | None], column: ColumnDef,
+    def _hash_column(self, raw: list[bytes | None], column: core.ColumnDef,
                      names: list[str]) -> pa.Array:
         target = self.value_schema.field(column.name).type
         if not column.nullable and None in raw:
@@ -256,13 +250,13 @@ class RedisLookup(LookupSource):
                 return parse_rfc3339(text)
             return text.cast(target)
         except (UnicodeDecodeError, ValueError, pa.ArrowInvalid) as error:
-            raise ConnectorError(f"lookup table '{self.table.name}': hash field "
-                                 f"'{column.name}' does not convert to "
-                                 f"{column.spark_type.simpleString()}: {error}") from None
+            raise core.ConnectorError(f"lookup table '{self.table.name}': hash field "
+                                      f"'{column.name}' does not convert to "
+                                      f"{column.spark_type.simpleString()}: {error}") from None
 
-    def _bad_value(self, name: str, problem: str) -> ConnectorError:
-        return ConnectorError(f"lookup table '{self.table.name}': bad value at Redis key "
-                              f"'{name}': {problem}")
+    def _bad_value(self, name: str, problem: str) -> core.ConnectorError:
+        return core.ConnectorError(f"lookup table '{self.table.name}': bad value at Redis key "
+                                   f"'{name}': {problem}")
 
     def close(self) -> None:
         self.client.close()

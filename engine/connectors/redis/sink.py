@@ -34,10 +34,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spate.engine.connectors.core.base import ConnectorError, Sink, TableConfig
+from spate.engine.connectors import core
 from spate.engine.connectors.core.egress import EgressPolicy
-from spate.engine.connectors.core.metadata import FORMAT_OPTION, SINKS, OptionSpec, option
-from spate.engine.connectors.core.options import OptionReader, reject_source_options
 from spate.engine.connectors.formats.records import (
     DEBEZIUM_JSON,
     FormatSpec,
@@ -65,14 +63,14 @@ MARKER_SUFFIX = "__spate_epoch"
 _NOT_YET = ("target.ttl_secs", "target.max_length", "target.operation",
             "cluster.addresses", "sink.max_push_keys", "sink.flush_interval_millis")
 
-TARGET = option("target", SINKS, "`string`, `list`, `hash`, `stream` or `pubsub`",
-                required=True, choices=TARGETS)
-TARGET_KEY_PREFIX = option("target.key_prefix", SINKS, "the key, or the start of every key "
-                           "(the channel for `pubsub`)", required=True)
-TARGET_KEY_COLUMN = option("target.key_column", SINKS, "a column whose value ends each row's "
-                           "key")
-TARGET_FIELD_COLUMN = option("target.field_column", SINKS, "a column whose value names the "
-                             "row's hash field", required_when="`hash` only")
+TARGET = core.option("target", core.SINKS, "`string`, `list`, `hash`, `stream` or `pubsub`",
+                     required=True, choices=TARGETS)
+TARGET_KEY_PREFIX = core.option("target.key_prefix", core.SINKS, "the key, or the start of every "
+                                "key (the channel for `pubsub`)", required=True)
+TARGET_KEY_COLUMN = core.option("target.key_column", core.SINKS, "a column whose value ends each "
+                                "row's key")
+TARGET_FIELD_COLUMN = core.option("target.field_column", core.SINKS, "a column whose value names "
+                                  "the row's hash field", required_when="`hash` only")
 
 
 @dataclass(frozen=True)
@@ -91,40 +89,41 @@ class SinkSettings:
         return self.key_prefix + MARKER_SUFFIX
 
 
-def read_sink_settings(table: TableConfig, options: OptionReader) -> SinkSettings:
+def read_sink_settings(table: core.TableConfig, options: core.OptionReader) -> SinkSettings:
     """Check every option of a redis sink (``type`` already read); raises
     :class:`ConnectorError` naming the option."""
     connection = read_connection(options, table.boundary.egress)
     for key in _NOT_YET:
         if key in options:
-            raise ConnectorError(f"option '{key}' is not supported yet by redis sinks; "
-                                 "remove it", option=key, at_key=True)
+            raise core.ConnectorError(f"option '{key}' is not supported yet by redis sinks; "
+                                      "remove it", option=key, at_key=True)
     target = options.choice(TARGET)
     if target is None:
-        raise ConnectorError(f"connector 'redis' needs option '{TARGET.name}' for a sink: "
-                             "'string', 'list', 'hash', 'stream' or 'pubsub'",
-                             option=TARGET.name)
+        raise core.ConnectorError(f"connector 'redis' needs option '{TARGET.name}' for a sink: "
+                                  "'string', 'list', 'hash', 'stream' or 'pubsub'",
+                                  option=TARGET.name)
     key_prefix = options.required(TARGET_KEY_PREFIX)
     key_column = _column_option(options, table, TARGET_KEY_COLUMN)
     field_column = _column_option(options, table, TARGET_FIELD_COLUMN)
     if target == HASH and field_column is None:
-        raise ConnectorError(f"a redis hash sink needs option '{TARGET_FIELD_COLUMN.name}': "
-                             "the column whose value names each row's hash field",
-                             option=TARGET_FIELD_COLUMN.name)
+        raise core.ConnectorError(f"a redis hash sink needs option '{TARGET_FIELD_COLUMN.name}': "
+                                  "the column whose value names each row's hash field",
+                                  option=TARGET_FIELD_COLUMN.name)
     if target != HASH and field_column is not None:
-        raise ConnectorError(f"option '{TARGET_FIELD_COLUMN.name}' applies to target 'hash' "
-                             "only", option=TARGET_FIELD_COLUMN.name, at_key=True)
-    reject_source_options(options)
+        raise core.ConnectorError(f"option '{TARGET_FIELD_COLUMN.name}' applies to target 'hash' "
+                                  "only", option=TARGET_FIELD_COLUMN.name, at_key=True)
+    core.reject_source_options(options)
     spec = parse_format(options, "sink")
     if spec.kind == DEBEZIUM_JSON:
-        raise ConnectorError("format 'debezium_json' is not supported yet by redis sinks; "
-                             "use 'json' or 'raw_string'", option=FORMAT_OPTION.name)
+        raise core.ConnectorError("format 'debezium_json' is not supported yet by redis sinks; "
+                                  "use 'json' or 'raw_string'", option=core.FORMAT_OPTION.name)
     options.finish()
     check_columns(spec, table.columns, "sink")
     return SinkSettings(connection, target, key_prefix, key_column, field_column, spec)
 
 
-def _column_option(options: OptionReader, table: TableConfig, spec: OptionSpec) -> str | None:
+def _column_option(options: core.OptionReader, table: core.TableConfig,
+                   spec: core.OptionSpec) -> str | None:
     """An option naming a column of the sink (checked when columns are declared)."""
     value = options.string(spec)
     if value is None:
@@ -132,23 +131,23 @@ def _column_option(options: OptionReader, table: TableConfig, spec: OptionSpec) 
     name = value.strip().lower()
     declared = [c.name for c in table.columns]
     if not name or (declared and name not in declared):
-        raise ConnectorError(f"option '{spec.name}' must name a column of '{table.name}' "
-                             f"({', '.join(declared)}), not '{value}'", option=spec.name)
+        raise core.ConnectorError(f"option '{spec.name}' must name a column of '{table.name}' "
+                                  f"({', '.join(declared)}), not '{value}'", option=spec.name)
     return name
 
 
-class RedisSink(Sink):
+class RedisSink(core.Sink):
     """Writes each epoch's rows to Redis; see the module docstring for the guarantees."""
 
-    def __init__(self, table: TableConfig, settings: SinkSettings,
+    def __init__(self, table: core.TableConfig, settings: SinkSettings,
                  schema: T.StructType) -> None:
         check_sink_schema(settings.spec, schema)
         for spec, column in ((TARGET_KEY_COLUMN, settings.key_column),
                              (TARGET_FIELD_COLUMN, settings.field_column)):
             if column is not None and column not in schema.fieldNames():
-                raise ConnectorError(f"option '{spec.name}' names column '{column}', which the "
-                                     f"rows written to '{table.name}' do not have",
-                                     option=spec.name)
+                raise core.ConnectorError(f"option '{spec.name}' names column '{column}', which "
+                                          f"the rows written to '{table.name}' do not have",
+                                          option=spec.name)
         self.table = table
         self.settings = settings
         self.egress: EgressPolicy | None = table.boundary.egress
@@ -206,9 +205,9 @@ class RedisSink(Sink):
     def _check_present(self, rows: dict[str, list[Any]], name: str, option: str,
                        column: str | None) -> None:
         if None in rows.get(name, ()):
-            raise ConnectorError(f"redis sink '{self.table.name}': a row has NULL in column "
-                                 f"'{column}' ({option}), so it has no Redis {name}",
-                                 option=option)
+            raise core.ConnectorError(f"redis sink '{self.table.name}': a row has NULL in column "
+                                      f"'{column}' ({option}), so it has no Redis {name}",
+                                      option=option)
 
     def _write_chunks(self, client: RedisClient, rows: dict[str, list[str]]) -> None:
         """SET / HSET, idempotent: pipelined without a transaction, chunk by chunk."""

@@ -31,29 +31,14 @@ from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit
 
+from spate.engine.connectors import core
 from spate.engine.connectors.core.arrow_batches import (
     arrow_schema,
     data_batch,
     timestamps_us,
 )
-from spate.engine.connectors.core.base import (
-    ColumnDef,
-    ConnectorError,
-    TableConfig,
-)
 from spate.engine.connectors.core.dead_letter import BadRecords, Letter
 from spate.engine.connectors.core.egress import EgressPolicy
-from spate.engine.connectors.core.metadata import BAD_DATA, FORMAT_OPTION, SOURCES, option
-from spate.engine.connectors.core.metadata_columns import decoded_schema, merge_physical
-from spate.engine.connectors.core.options import OptionReader, check_source_options
-from spate.engine.connectors.core.streaming import (
-    SpateDataSource,
-    default_limit,
-    initial_offset,
-    load_stream,
-    max_rows,
-    source_options,
-)
 from spate.engine.connectors.formats.decoders import Decoded, source_decoder
 from spate.engine.connectors.formats.records import (
     DEBEZIUM_JSON,
@@ -75,15 +60,17 @@ LATEST = "latest"
 _FETCH_ENTRIES = 10_000
 _FIRST_ID = "0-0"
 
-STREAM = option("stream", SOURCES, "the stream's key", required=True)
-SOURCE_OFFSET = option("source.offset", SOURCES, "where a new pipeline starts: `earliest` (the "
-                       "first entry) or `latest` (entries added after it starts)",
-                       choices=(EARLIEST, LATEST), default=LATEST)
-VALUE_FIELD = option("value_field", SOURCES, "the entry field holding the record",
-                     default="value")
-MAX_ENTRIES_PER_BATCH = option("max_entries_per_batch", SOURCES, "entries per epoch at most",
-                               default=100_000)
-STREAM_BAD_DATA = BAD_DATA.described(
+STREAM = core.option("stream", core.SOURCES, "the stream's key", required=True)
+SOURCE_OFFSET = core.option("source.offset", core.SOURCES, "where a new pipeline starts: "
+                            "`earliest` (the first entry) or `latest` (entries added after it "
+                            "starts)",
+                            choices=(EARLIEST, LATEST), default=LATEST)
+VALUE_FIELD = core.option("value_field", core.SOURCES, "the entry field holding the record",
+                          default="value")
+MAX_ENTRIES_PER_BATCH = core.option("max_entries_per_batch", core.SOURCES, "entries per epoch at "
+                                                                           "most",
+                                    default=100_000)
+STREAM_BAD_DATA = core.BAD_DATA.described(
     "an entry without `value_field`, or whose value does not decode, fails the pipeline "
     "naming the entry id; `drop` skips and counts it; `dead_letter` also writes it to "
     "`dead_letter.table` ([dead letters](#dead-letters))")
@@ -98,11 +85,11 @@ class StreamSettings:
     start: str
     value_field: str
     spec: FormatSpec
-    columns: tuple[ColumnDef, ...]
+    columns: tuple[core.ColumnDef, ...]
     max_entries_per_batch: int
 
 
-def read_stream_settings(table: TableConfig, options: OptionReader) -> StreamSettings:
+def read_stream_settings(table: core.TableConfig, options: core.OptionReader) -> StreamSettings:
     """Check every option of a redis source (``type`` already read); raises
     :class:`ConnectorError` naming the option."""
     connection = read_connection(options, table.boundary.egress)
@@ -110,13 +97,14 @@ def read_stream_settings(table: TableConfig, options: OptionReader) -> StreamSet
     start = options.choice(SOURCE_OFFSET) or LATEST
     value_field = options.string(VALUE_FIELD) or ""
     if not value_field.strip():
-        raise ConnectorError(f"option '{VALUE_FIELD.name}' must name the entry field holding "
-                             f"the record, e.g. '{VALUE_FIELD.default}'", option=VALUE_FIELD.name)
-    if (options.string(FORMAT_OPTION) or "").strip().lower() == DEBEZIUM_JSON:
-        raise ConnectorError("format 'debezium_json' is not supported yet by redis "
-                             "sources; use 'json' or 'raw_string'", option=FORMAT_OPTION.name)
+        raise core.ConnectorError(f"option '{VALUE_FIELD.name}' must name the entry field holding "
+                                  f"the record, e.g. '{VALUE_FIELD.default}'",
+                                  option=VALUE_FIELD.name)
+    if (options.string(core.FORMAT_OPTION) or "").strip().lower() == DEBEZIUM_JSON:
+        raise core.ConnectorError("format 'debezium_json' is not supported yet by redis sources; "
+                                  "use 'json' or 'raw_string'", option=core.FORMAT_OPTION.name)
     spec = parse_format(options, "source", records_in=(STREAM,))
-    check_source_options(options)
+    core.check_source_options(options)
     max_entries = options.integer(MAX_ENTRIES_PER_BATCH, minimum=1)
     assert max_entries is not None
     options.finish()
@@ -127,7 +115,7 @@ def read_stream_settings(table: TableConfig, options: OptionReader) -> StreamSet
     return StreamSettings(connection, stream, start, value_field, spec, columns, max_entries)
 
 
-def stream_reader_options(table: TableConfig, settings: StreamSettings) -> dict[str, str]:
+def stream_reader_options(table: core.TableConfig, settings: StreamSettings) -> dict[str, str]:
     """The options of the data source reading ``table``."""
     egress = table.boundary.egress
     shipped = {
@@ -142,12 +130,12 @@ def stream_reader_options(table: TableConfig, settings: StreamSettings) -> dict[
         "metadata": dict(table.metadata),
         "egress": None if egress is None else egress.to_dict(),
     }
-    options = source_options(source_schema(settings.spec, settings.columns), shipped)
+    options = core.source_options(source_schema(settings.spec, settings.columns), shipped)
     options[SECRET_OPTION] = json.dumps(settings.connection.to_dict())
     return options
 
 
-def has_entries_after(table: TableConfig, settings: StreamSettings, offset: dict[str, Any]
+def has_entries_after(table: core.TableConfig, settings: StreamSettings, offset: dict[str, Any]
                       ) -> bool:
     """Whether an entry was added to the stream after the entry ``offset`` names (the
     stream's last generated id is past it), asked of Redis: the idle pipeline's watcher."""
@@ -164,12 +152,12 @@ def has_entries_after(table: TableConfig, settings: StreamSettings, offset: dict
     return _id_order(_text(info["last-generated-id"])) > _id_order(str(offset["id"]))
 
 
-def read_redis_stream(spark: SparkSession, table: TableConfig,
+def read_redis_stream(spark: SparkSession, table: core.TableConfig,
                       settings: StreamSettings) -> DataFrame:
-    return load_stream(spark, SOURCE_NAME, stream_reader_options(table, settings))
+    return core.load_stream(spark, SOURCE_NAME, stream_reader_options(table, settings))
 
 
-class RedisStreamDataSource(SpateDataSource):
+class RedisStreamDataSource(core.SpateDataSource):
     """Registered as ``spate_redis_stream``; see :mod:`spate.engine.connectors.redis.source`."""
 
     @classmethod
@@ -212,7 +200,7 @@ class RedisStreamReader(DataSourceStreamReader):
         return self._offsets_client
 
     def initialOffset(self) -> dict[str, Any]:
-        return initial_offset(self.start, self._fresh_offset, self.settings["table"])
+        return core.initial_offset(self.start, self._fresh_offset, self.settings["table"])
 
     def _fresh_offset(self) -> dict[str, Any]:
         if self.settings["start"] == EARLIEST:
@@ -231,10 +219,10 @@ class RedisStreamReader(DataSourceStreamReader):
         return _text(info["last-generated-id"])
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        return default_limit(self.max_entries)
+        return core.default_limit(self.max_entries)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        count = max_rows(limit, self.max_entries)
+        count = core.max_rows(limit, self.max_entries)
         if count is None:
             return {"id": max(self._last_generated_id(), start["id"], key=_id_order)}
         client = self._driver_client()
@@ -279,7 +267,7 @@ class _RangeReader:
         self.spec = FormatSpec(**settings["format"])
         self.arrow_schema = arrow_schema(schema)
         self.metadata: dict[str, str] = settings.get("metadata") or {}
-        decoded = decoded_schema(self.arrow_schema, self.metadata)
+        decoded = core.decoded_schema(self.arrow_schema, self.metadata)
         self.decoder = source_decoder(decoded, self.spec, settings["not_null"])
         self.bad = BadRecords(self.spec, self.arrow_schema, 0, f"redis source '{self.table}'",
                               f"in stream '{self.stream}' at entry {{position}}",
@@ -314,7 +302,7 @@ class _RangeReader:
         millis = np.array([int(ids[i].split("-", 1)[0]) for i in good], dtype=np.int64)
         columns = decoded.columns
         if self.metadata:  # 'id' or 'stream'
-            columns = merge_physical(self.arrow_schema, columns, {
+            columns = core.merge_physical(self.arrow_schema, columns, {
                 column: pa.array([ids[i] for i in good] if key == "id"
                                  else [self.stream] * len(good), pa.string())
                 for column, key in self.metadata.items()})

@@ -14,14 +14,14 @@ from typing import IO, Any
 
 from pyspark.sql import DataFrame
 
-from spate.engine.connectors.core.base import ConnectorError, Sink
+from spate.engine.connectors import core
 from spate.engine.connectors.formats.records import FormatSpec, encoded_lines
 from spate.engine.connectors.single_file.source import PATH
 
 log = logging.getLogger(__name__)
 
 
-class SingleFileSink(Sink):
+class SingleFileSink(core.Sink):
     """Appends newline-delimited records to ``path``; marker ``{"bytes": length}``."""
 
     def __init__(self, path: str, spec: FormatSpec, table: str,
@@ -42,7 +42,7 @@ class SingleFileSink(Sink):
         size = handle.seek(0, os.SEEK_END)
         if size < length:
             handle.close()
-            raise ConnectorError(
+            raise core.ConnectorError(
                 f"single_file sink '{self.table}': {self.shown_path} holds {size} bytes but "
                 f"{length} were committed; it was changed outside Spate. Restore the file "
                 "or start the pipeline afresh", option=PATH.name)
@@ -52,7 +52,7 @@ class SingleFileSink(Sink):
 
     def write_epoch(self, epoch: int, df: DataFrame) -> dict[str, int]:
         if self._file is None:
-            raise ConnectorError(f"single_file sink '{self.table}' written before open()")
+            raise core.ConnectorError(f"single_file sink '{self.table}' written before open()")
         data = encoded_lines(df, self.spec)
         self.epoch_bytes = len(data)
         self._file.write(data)

@@ -22,15 +22,8 @@ from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
+from spate.engine.connectors import core
 from spate.engine.connectors.core.arrow_batches import arrow_schema, control_batch, data_batch
-from spate.engine.connectors.core.base import CONTROL_DROPPED_PREFIX, CONTROL_EOF, ConnectorError
-from spate.engine.connectors.core.metadata import BAD_DATA, BOTH, option
-from spate.engine.connectors.core.streaming import (
-    SpateDataSource,
-    default_limit,
-    initial_offset,
-    max_rows,
-)
 from spate.engine.connectors.formats.decoders import source_decoder, split_lines
 from spate.engine.connectors.formats.records import FormatSpec
 from spate.engine.python_workers import settle
@@ -40,15 +33,15 @@ log = logging.getLogger(__name__)
 SOURCE_NAME = "spate_single_file"
 #: Declared here, where the reader's (and the sink's) errors point at it; the connector
 #: (:mod:`.connector`) declares its other options.
-PATH = option("path", BOTH, "the file; relative paths are relative to the working directory "
-              "of `spate run`, and to the tenant's storage root in the Spate service (which "
-              "refuses paths leading out of it)", required=True)
+PATH = core.option("path", core.BOTH, "the file; relative paths are relative to the working "
+                   "directory of `spate run`, and to the tenant's storage root in the Spate "
+                   "service (which refuses paths leading out of it)", required=True)
 _SCAN_CHUNK_BYTES = 4 << 20
 #: Lines decoded (and yielded) per Arrow batch inside one read.
 _DECODE_LINES = 65_536
 
 
-class SingleFileDataSource(SpateDataSource):
+class SingleFileDataSource(core.SpateDataSource):
     """Registered as ``spate_single_file``; see :mod:`.connector`."""
 
     @classmethod
@@ -68,10 +61,10 @@ def scan_lines(path: str, start_byte: int, limit: int | None,
     """
     size = os.path.getsize(path)
     if size < start_byte:
-        raise ConnectorError(f"{shown_path or path} shrank below byte {start_byte} while "
-                             "being read; a "
-                             "source file must not be modified while a pipeline reads it",
-                             option=PATH.name)
+        raise core.ConnectorError(f"{shown_path or path} shrank below byte {start_byte} while "
+                                  "being read; a "
+                                  "source file must not be modified while a pipeline reads it",
+                                  option=PATH.name)
     lines, position, line_end = 0, start_byte, start_byte
     with open(path, "rb") as handle:
         handle.seek(start_byte)
@@ -105,11 +98,11 @@ class SingleFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self.start = start
 
     def initialOffset(self) -> dict[str, Any]:
-        return initial_offset(self.start, lambda: {"line": 0, "byte": 0, "eof": False},
-                              self.settings["table"])
+        return core.initial_offset(self.start, lambda: {"line": 0, "byte": 0, "eof": False},
+                                   self.settings["table"])
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        return default_limit(self.max_lines)
+        return core.default_limit(self.max_lines)
 
     def prepareForTriggerAvailableNow(self) -> None:
         """A file source is bounded: everything up to end of file is 'available now'."""
@@ -118,11 +111,11 @@ class SingleFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if start["eof"]:
             return start
         if not os.path.isfile(self.path):
-            raise ConnectorError(f"single_file source '{self.settings['table']}': file "
-                                 f"{self.shown_path} does not exist (any more)",
-                                 option=PATH.name)
+            raise core.ConnectorError(f"single_file source '{self.settings['table']}': file "
+                                      f"{self.shown_path} does not exist (any more)",
+                                      option=PATH.name)
         lines, end_byte, at_eof = scan_lines(self.path, start["byte"],
-                                             max_rows(limit, self.max_lines), self.shown_path)
+                                             core.max_rows(limit, self.max_lines), self.shown_path)
         return {"line": start["line"] + lines, "byte": end_byte, "eof": at_eof}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
@@ -136,7 +129,7 @@ class SingleFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         reader = _RangeReader(self.settings, self.schema)
         yield from reader.read(start, end)
         if end["eof"] and not start["eof"]:
-            yield control_batch(reader.arrow_schema, 0, CONTROL_EOF)
+            yield control_batch(reader.arrow_schema, 0, core.CONTROL_EOF)
 
 
 class _RangeReader:
@@ -157,7 +150,7 @@ class _RangeReader:
         buf, starts, lengths = split_lines(data)
         expected = end["line"] - start["line"]
         if len(starts) != expected:
-            raise ConnectorError(
+            raise core.ConnectorError(
                 f"single_file source '{self.table}': {self.shown_path} changed while being read "
                 f"(expected {expected} lines from byte {start['byte']}, found {len(starts)}); "
                 "a source file must not be modified while a pipeline reads it",
@@ -174,7 +167,7 @@ class _RangeReader:
         if dropped:
             log.warning("dropped bad records", extra={"table": self.table, "path": self.path,
                                                       "dropped": dropped})
-            yield control_batch(self.arrow_schema, 0, f"{CONTROL_DROPPED_PREFIX}{dropped}")
+            yield control_batch(self.arrow_schema, 0, f"{core.CONTROL_DROPPED_PREFIX}{dropped}")
 
     def _handle_bad(self, bad: list[tuple[int, str]], first_line: int) -> int:
         if not bad:
@@ -182,7 +175,7 @@ class _RangeReader:
         if self.spec.bad_data == "drop":
             return len(bad)
         index, problem = bad[0]
-        raise ConnectorError(
+        raise core.ConnectorError(
             f"single_file source '{self.table}': bad record in {self.shown_path} at line "
-            f"{first_line + index + 1}: {problem}. Fix the record, or set {BAD_DATA.name} = "
-            "'drop' to skip undecodable records", option=BAD_DATA.name)
+            f"{first_line + index + 1}: {problem}. Fix the record, or set {core.BAD_DATA.name} = "
+            "'drop' to skip undecodable records", option=core.BAD_DATA.name)

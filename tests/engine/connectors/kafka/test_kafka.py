@@ -129,7 +129,7 @@ def test_the_sasl_password_travels_apart_from_the_settings(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Spark redacts option values whose key says "password", not the JSON settings."""
     shipped: dict[str, str] = {}
-    monkeypatch.setattr(kafka_module, "load_stream",
+    monkeypatch.setattr(kafka_module.core, "load_stream",
                         lambda spark, name, options: shipped.update(options))
     monkeypatch.setattr(kafka_module, "with_row_key", lambda frame, key: frame)
     monkeypatch.setattr(type(KAFKA), "partition_count", lambda self, table, parallelism: 1)
