@@ -78,6 +78,30 @@ _UPSERT = """
 """
 
 
+def schema(*, integer: str, blob: str, serial_key: str, table_options: str = "") -> str:
+    """The store's tables in one dialect: its epoch and counter type (``integer``), its byte
+    string type (``blob``), its auto-numbered primary key (``serial_key``) and what follows
+    the state table (``table_options``)."""
+    return f"""
+CREATE TABLE IF NOT EXISTS spate_pipelines (
+    id {serial_key},
+    tenant TEXT NOT NULL, pipeline TEXT NOT NULL,
+    last_epoch {integer}, pending_epoch {integer}, gc_floor {integer},
+    UNIQUE (tenant, pipeline));
+CREATE TABLE IF NOT EXISTS spate_manifest (
+    pipeline_id {integer} NOT NULL, epoch {integer} NOT NULL,
+    first_group INTEGER NOT NULL, end_group INTEGER NOT NULL, done INTEGER NOT NULL,
+    PRIMARY KEY (pipeline_id, epoch, first_group));
+CREATE TABLE IF NOT EXISTS spate_epochs (
+    pipeline_id {integer} NOT NULL, epoch {integer} NOT NULL, metadata {blob} NOT NULL,
+    PRIMARY KEY (pipeline_id, epoch));
+CREATE TABLE IF NOT EXISTS spate_state (
+    pipeline_id {integer} NOT NULL, operator TEXT NOT NULL, key_group INTEGER NOT NULL,
+    user_key {blob} NOT NULL, epoch {integer} NOT NULL, value {blob},
+    PRIMARY KEY (pipeline_id, operator, key_group, user_key, epoch)){table_options};
+"""
+
+
 class Cursor(Protocol):
     """The part of a DB-API cursor the relational store uses."""
 

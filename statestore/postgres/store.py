@@ -15,31 +15,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from spate.statestore.base.relational import Cursor, RelationalStateStore
+from spate.statestore.base.relational import Cursor, RelationalStateStore, schema
 from spate.statestore.errors import (
     BackendUnavailableError,
     StateStoreError,
     StateStoreUnreachableError,
 )
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS spate_pipelines (
-    id BIGSERIAL PRIMARY KEY,
-    tenant TEXT NOT NULL, pipeline TEXT NOT NULL,
-    last_epoch BIGINT, pending_epoch BIGINT, gc_floor BIGINT,
-    UNIQUE (tenant, pipeline));
-CREATE TABLE IF NOT EXISTS spate_manifest (
-    pipeline_id BIGINT NOT NULL, epoch BIGINT NOT NULL,
-    first_group INTEGER NOT NULL, end_group INTEGER NOT NULL, done INTEGER NOT NULL,
-    PRIMARY KEY (pipeline_id, epoch, first_group));
-CREATE TABLE IF NOT EXISTS spate_epochs (
-    pipeline_id BIGINT NOT NULL, epoch BIGINT NOT NULL, metadata BYTEA NOT NULL,
-    PRIMARY KEY (pipeline_id, epoch));
-CREATE TABLE IF NOT EXISTS spate_state (
-    pipeline_id BIGINT NOT NULL, operator TEXT NOT NULL, key_group INTEGER NOT NULL,
-    user_key BYTEA NOT NULL, epoch BIGINT NOT NULL, value BYTEA,
-    PRIMARY KEY (pipeline_id, operator, key_group, user_key, epoch));
-"""
+_SCHEMA = schema(integer="BIGINT", blob="BYTEA", serial_key="BIGSERIAL PRIMARY KEY")
 
 #: Any constant: serialises concurrent schema creation across processes.
 _SCHEMA_LOCK_ID = 0x5A7E_5707

@@ -19,29 +19,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from spate.statestore.base.relational import Cursor, RelationalStateStore
+from spate.statestore.base.relational import Cursor, RelationalStateStore, schema
 from spate.statestore.errors import BackendUnavailableError, EmbeddedStoreNotShareableError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS spate_store_info (
-    name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS spate_pipelines (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    tenant TEXT NOT NULL, pipeline TEXT NOT NULL,
-    last_epoch INTEGER, pending_epoch INTEGER, gc_floor INTEGER,
-    UNIQUE (tenant, pipeline));
-CREATE TABLE IF NOT EXISTS spate_manifest (
-    pipeline_id INTEGER NOT NULL, epoch INTEGER NOT NULL,
-    first_group INTEGER NOT NULL, end_group INTEGER NOT NULL, done INTEGER NOT NULL,
-    PRIMARY KEY (pipeline_id, epoch, first_group));
-CREATE TABLE IF NOT EXISTS spate_epochs (
-    pipeline_id INTEGER NOT NULL, epoch INTEGER NOT NULL, metadata BLOB NOT NULL,
-    PRIMARY KEY (pipeline_id, epoch));
-CREATE TABLE IF NOT EXISTS spate_state (
-    pipeline_id INTEGER NOT NULL, operator TEXT NOT NULL, key_group INTEGER NOT NULL,
-    user_key BLOB NOT NULL, epoch INTEGER NOT NULL, value BLOB,
-    PRIMARY KEY (pipeline_id, operator, key_group, user_key, epoch)) WITHOUT ROWID;
-"""
+    name TEXT PRIMARY KEY, value TEXT NOT NULL);""" + schema(
+    integer="INTEGER", blob="BLOB", serial_key="INTEGER PRIMARY KEY AUTOINCREMENT",
+    table_options=" WITHOUT ROWID")
 
 _BUSY_TIMEOUT_S = 60.0
 

@@ -12,13 +12,15 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, ClassVar
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from spate.engine.connectors.core.base import HIDDEN_CONTROL, RETRACT, ROW_KEY
 from spate.engine.connectors.core.errors import ConnectorError
 
 #: The single reader option carrying a source's settings as JSON.
@@ -35,7 +37,16 @@ _START_OFFSETS: ContextVar[Mapping[str, Any] | None] = ContextVar("spate_start_o
 
 
 class SpateDataSource(DataSource):
-    """Base of Spate's data sources: settings and schema come from :data:`CONFIG_OPTION`."""
+    """Base of Spate's data sources: settings and schema come from :data:`CONFIG_OPTION`.
+
+    A source sets ``source_name``, the name Spark opens it by (``spate_<system>``); a base
+    several sources share sets none and is no source of its own."""
+
+    source_name: ClassVar[str]
+
+    @classmethod
+    def name(cls) -> str:
+        return cls.source_name
 
     def settings(self) -> dict[str, Any]:
         """The connector's settings, as :func:`load_stream` shipped them."""
@@ -84,15 +95,34 @@ def starting_at(offsets: Mapping[str, Any]) -> Iterator[None]:
         _START_OFFSETS.reset(token)
 
 
-def load_stream(spark: SparkSession, source_name: str, options: dict[str, str]) -> DataFrame:
-    """A streaming DataFrame over data source ``source_name`` with :func:`source_options`."""
+def load_stream(spark: SparkSession, source_name: str, options: dict[str, str],
+                primary_key: tuple[str, ...] = ()) -> DataFrame:
+    """A source table's streaming DataFrame: data source ``source_name`` with
+    :func:`source_options`, its change rows keyed by ``primary_key`` (:func:`with_row_key`)."""
     payload = json.loads(options[CONFIG_OPTION])
     schema = T.StructType.fromJson(payload[_SCHEMA_KEY])
     start = (_START_OFFSETS.get() or {}).get(payload.get("table"))
     if start is not None:
         options = with_start_offset(options, start)
     register_data_source(spark, source_name)
-    return spark.readStream.format(source_name).schema(schema).options(**options).load()
+    frame = spark.readStream.format(source_name).schema(schema).options(**options).load()
+    return with_row_key(frame, primary_key)
+
+
+def with_row_key(frame: DataFrame, primary_key: tuple[str, ...]) -> DataFrame:
+    """Add :data:`ROW_KEY` (the primary key as JSON) after :data:`RETRACT`, if present.
+
+    Computed natively over the decoded rows; NULL on control rows.
+    """
+    if RETRACT not in frame.columns:
+        return frame
+    key = F.to_json(F.struct(*(F.col(f"`{name}`") for name in primary_key)))
+    columns: list[Column] = []
+    for name in frame.columns:
+        columns.append(F.col(f"`{name}`"))
+        if name == RETRACT:
+            columns.append(F.when(F.col(HIDDEN_CONTROL).isNull(), key).alias(ROW_KEY))
+    return frame.select(*columns)
 
 
 def register_data_source(spark: SparkSession, name: str) -> None:
@@ -116,7 +146,7 @@ def data_sources(base: type[SpateDataSource] | None = None) -> list[type[SpateDa
     shared by several sources, which does not, is no source of its own)."""
     found = []
     for cls in (base or SpateDataSource).__subclasses__():
-        if "name" in vars(cls):
+        if "source_name" in vars(cls):
             found.append(cls)
         found.extend(data_sources(cls))
     return found

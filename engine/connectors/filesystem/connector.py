@@ -56,7 +56,6 @@ from spate.engine.connectors.formats.records import (
     check_columns,
     parse_format,
     source_schema,
-    with_row_key,
 )
 
 ONE_SHOT, CONTINUOUS = "one_shot", "continuous"
@@ -327,8 +326,8 @@ class FilesystemConnector(core.Connector):
 
     def read_stream(self, spark: SparkSession, table: core.TableConfig,
                     parallelism: int) -> DataFrame:
-        frame = core.load_stream(spark, SOURCE_NAME, self.reader_options(table, parallelism))
-        return with_row_key(frame, table.primary_key)
+        options = self.reader_options(table, parallelism)
+        return core.load_stream(spark, SOURCE_NAME, options, table.primary_key)
 
     def create_sink(self, table: core.TableConfig, schema: T.StructType) -> core.Sink:
         parsed = self._parse(table)

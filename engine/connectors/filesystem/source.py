@@ -83,9 +83,7 @@ def between(entries: list[FileEntry], start: dict[str, Any], end: dict[str, Any]
 class FilesystemDataSource(core.SpateDataSource):
     """Registered as ``spate_filesystem``; see :mod:`.connector`."""
 
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE_NAME
+    source_name = SOURCE_NAME
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
         settings = self.settings()

@@ -12,6 +12,7 @@ runs in a Spark Arrow UDF, as Spark has no native Avro writer here.
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import struct
@@ -138,27 +139,21 @@ def _avro_name(name: str) -> str:
     return cleaned if cleaned and not cleaned[0].isdigit() else f"r_{cleaned}"
 
 
+#: The Avro type of each Spark type that maps to one whatever its parameters.
+_AVRO_TYPES: dict[type[T.DataType], Any] = {
+    T.BooleanType: "boolean", T.ByteType: "int", T.ShortType: "int", T.IntegerType: "int",
+    T.LongType: "long", T.FloatType: "float", T.DoubleType: "double", T.StringType: "string",
+    T.BinaryType: "bytes", T.DateType: {"type": "int", "logicalType": "date"},
+    T.TimestampType: {"type": "long", "logicalType": "timestamp-micros"},
+    T.TimestampNTZType: {"type": "long", "logicalType": "timestamp-micros"},
+}
+
+
 def _avro_type(data_type: T.DataType, name: str) -> Any:
     """A nullable Avro type for a Spark type (every column may be NULL)."""
     inner: Any
-    if isinstance(data_type, T.BooleanType):
-        inner = "boolean"
-    elif isinstance(data_type, T.ByteType | T.ShortType | T.IntegerType):
-        inner = "int"
-    elif isinstance(data_type, T.LongType):
-        inner = "long"
-    elif isinstance(data_type, T.FloatType):
-        inner = "float"
-    elif isinstance(data_type, T.DoubleType):
-        inner = "double"
-    elif isinstance(data_type, T.StringType):
-        inner = "string"
-    elif isinstance(data_type, T.BinaryType):
-        inner = "bytes"
-    elif isinstance(data_type, T.DateType):
-        inner = {"type": "int", "logicalType": "date"}
-    elif isinstance(data_type, T.TimestampType | T.TimestampNTZType):
-        inner = {"type": "long", "logicalType": "timestamp-micros"}
+    if type(data_type) in _AVRO_TYPES:
+        inner = copy.copy(_AVRO_TYPES[type(data_type)])  # a schema of its own to change
     elif isinstance(data_type, T.DecimalType):
         inner = {"type": "bytes", "logicalType": "decimal",
                  "precision": data_type.precision, "scale": data_type.scale}

@@ -22,10 +22,8 @@ from pyspark.sql import types as T
 
 from spate.engine.connectors.core.arrow_batches import join_lines
 from spate.engine.connectors.core.base import (
-    HIDDEN_CONTROL,
     LOOKUP,
     RETRACT,
-    ROW_KEY,
     SINK,
     SOURCE,
     ColumnDef,
@@ -545,22 +543,6 @@ def source_schema(spec: FormatSpec, columns: tuple[ColumnDef, ...]) -> T.StructT
     fields = list(schema.fields)
     fields.insert(len(columns), T.StructField(RETRACT, T.BooleanType(), True))
     return T.StructType(fields)
-
-
-def with_row_key(frame: DataFrame, primary_key: tuple[str, ...]) -> DataFrame:
-    """Add :data:`ROW_KEY` (the primary key as JSON) after :data:`RETRACT`, if present.
-
-    Computed natively over the decoded rows; NULL on control rows.
-    """
-    if RETRACT not in frame.columns:
-        return frame
-    key = F.to_json(F.struct(*(F.col(f"`{name}`") for name in primary_key)))
-    columns: list[Column] = []
-    for name in frame.columns:
-        columns.append(F.col(f"`{name}`"))
-        if name == RETRACT:
-            columns.append(F.when(F.col(HIDDEN_CONTROL).isNull(), key).alias(ROW_KEY))
-    return frame.select(*columns)
 
 
 # -- sink encoding -----------------------------------------------------------------

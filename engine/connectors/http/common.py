@@ -38,7 +38,6 @@ from spate.engine.connectors.formats.records import (
     parse_format,
     single_value_columns,
     source_schema,
-    with_row_key,
 )
 
 log = logging.getLogger(__name__)
@@ -275,8 +274,8 @@ def load_source(spark: SparkSession, source_name: str, table: core.TableConfig,
     not_null = table.required_columns(source.columns)
     settings = source_settings(table.connector, table.name, source, not_null, **extra)
     options = core.source_options(source_schema(source.spec, source.columns), settings)
-    frame = core.load_stream(spark, source_name, reader_options(options, source.headers))
-    return with_row_key(frame, table.primary_key)
+    return core.load_stream(spark, source_name, reader_options(options, source.headers),
+                            table.primary_key)
 
 
 def data_source_secret(options: Mapping[str, str]) -> dict[str, str]:
@@ -379,15 +378,16 @@ class Feed(Receiver[Message]):
 
 
 class FeedReader(PushReader[Message]):
-    """The stream reader of an HTTP-family source; ``feed_class`` receives.  Its offsets
-    also hold the cursor of their last message, where a reopened feed resumes."""
-
-    feed_class: type[Feed] = Feed
+    """The stream reader of an HTTP-family source; ``feed_class`` (the source's
+    :class:`Feed`) receives.  Its offsets also hold the cursor of their last message,
+    where a reopened feed resumes."""
 
     def __init__(self, settings: dict[str, Any], headers: dict[str, str],
-                 schema: T.StructType, start: dict[str, Any] | None = None) -> None:
+                 schema: T.StructType, start: dict[str, Any] | None = None, *,
+                 feed_class: type[Feed] = Feed) -> None:
         super().__init__(settings, schema, start)
         self.headers = headers
+        self.feed_class = feed_class
 
     def __getstate__(self) -> dict[str, Any]:
         return {**super().__getstate__(), "headers": {}}

@@ -27,7 +27,6 @@ from spate.engine.connectors.http.common import (
     SOURCE_GROUPS,
     Feed,
     FeedFailedError,
-    FeedReader,
     SourceTable,
     http_client,
     load_source,
@@ -134,18 +133,11 @@ class PollingFeed(Feed):
         return None
 
 
-class PollingReader(FeedReader):
-    feed_class = PollingFeed
-
-
 class PollingDataSource(FeedDataSource):
     """Registered as ``spate_polling_http``; see :mod:`spate.engine.connectors.http.polling`."""
 
-    reader_class = PollingReader
-
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE_NAME
+    feed_class = PollingFeed
+    source_name = SOURCE_NAME
 
 
 @core.register

@@ -15,19 +15,25 @@ from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSourceStreamReader
 
 from spate.engine.connectors import core
-from spate.engine.connectors.http.common import FeedReader, SourceTable, data_source_secret
+from spate.engine.connectors.http.common import (
+    Feed,
+    FeedReader,
+    SourceTable,
+    data_source_secret,
+)
 
 
 class FeedDataSource(core.SpateDataSource):
-    """The data source of an HTTP-family source: a subclass gives its ``name`` and the
-    :class:`~.common.FeedReader` it reads with (``reader_class``)."""
+    """The data source of an HTTP-family source: a subclass gives its ``source_name`` and
+    the :class:`~.common.Feed` that receives (``feed_class``)."""
 
-    reader_class: ClassVar[type[FeedReader]]
+    feed_class: ClassVar[type[Feed]]
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
-        """``reader_class`` over the shipped settings, headers and start offset."""
-        return self.reader_class(self.settings(), data_source_secret(self.options), schema,
-                                 self.start_offset())
+        """A :class:`~.common.FeedReader` of ``feed_class`` over the shipped settings,
+        headers and start offset."""
+        return FeedReader(self.settings(), data_source_secret(self.options), schema,
+                          self.start_offset(), feed_class=self.feed_class)
 
 
 class FeedSourceConnector(core.Connector):

@@ -25,7 +25,6 @@ from spate.engine.connectors.http.common import (
     SOURCE_GROUPS,
     Feed,
     FeedFailedError,
-    FeedReader,
     SourceTable,
     http_client,
     load_source,
@@ -119,18 +118,11 @@ class SseFeed(Feed):
                 last_id = value
 
 
-class SseReader(FeedReader):
-    feed_class = SseFeed
-
-
 class SseDataSource(FeedDataSource):
     """Registered as ``spate_sse``; see :mod:`spate.engine.connectors.http.sse`."""
 
-    reader_class = SseReader
-
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE_NAME
+    feed_class = SseFeed
+    source_name = SOURCE_NAME
 
 
 @core.register

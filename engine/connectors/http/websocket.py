@@ -28,7 +28,6 @@ from spate.engine.connectors.http.common import (
     Endpoint,
     Feed,
     FeedFailedError,
-    FeedReader,
     SourceTable,
     load_source,
     read_check_options,
@@ -141,18 +140,11 @@ class WebSocketFeed(Feed):
                          else bytes(received))
 
 
-class WebSocketReader(FeedReader):
-    feed_class = WebSocketFeed
-
-
 class WebSocketDataSource(FeedDataSource):
     """Registered as ``spate_websocket``; see :mod:`spate.engine.connectors.http.websocket`."""
 
-    reader_class = WebSocketReader
-
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE_NAME
+    feed_class = WebSocketFeed
+    source_name = SOURCE_NAME
 
 
 @core.register

@@ -24,7 +24,6 @@ from spate.engine.connectors.formats.records import (
     parse_format,
     single_value_columns,
     source_schema,
-    with_row_key,
 )
 from spate.engine.connectors.kafka.client import (
     ARROYO_GROUP_ID,
@@ -287,8 +286,7 @@ class KafkaConnector(core.Connector):
         options = core.source_options(schema, settings)
         if password is not None:
             options[PASSWORD_OPTION] = password
-        frame = core.load_stream(spark, SOURCE_NAME, options)
-        return with_row_key(frame, table.primary_key)
+        return core.load_stream(spark, SOURCE_NAME, options, table.primary_key)
 
     def create_sink(self, table: core.TableConfig, schema: T.StructType) -> core.Sink:
         parsed = parse_table(table)

@@ -79,9 +79,7 @@ _PASSING_ERRORS = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN
 class KafkaDataSource(core.SpateDataSource):
     """Registered as ``spate_kafka``; see :mod:`spate.engine.connectors.kafka.connector`."""
 
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE_NAME
+    source_name = SOURCE_NAME
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
         settings = self.settings()

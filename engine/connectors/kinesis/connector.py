@@ -26,7 +26,6 @@ from spate.engine.connectors.formats.records import (
     message_columns,
     parse_format,
     source_schema,
-    with_row_key,
 )
 from spate.engine.connectors.kinesis.client import (
     AWS_CREDENTIALS,
@@ -204,8 +203,8 @@ class KinesisConnector(core.Connector):
 
     def read_stream(self, spark: SparkSession, table: core.TableConfig,
                     parallelism: int) -> DataFrame:
-        frame = core.load_stream(spark, SOURCE_NAME, self.reader_options(table, parallelism))
-        return with_row_key(frame, table.primary_key)
+        options = self.reader_options(table, parallelism)
+        return core.load_stream(spark, SOURCE_NAME, options, table.primary_key)
 
     def create_sink(self, table: core.TableConfig, schema: T.StructType) -> core.Sink:
         parsed = self._parse(table)

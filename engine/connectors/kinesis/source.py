@@ -61,9 +61,7 @@ MAX_RECORDS_PER_SHARD = 10_000
 class KinesisDataSource(core.SpateDataSource):
     """Registered as ``spate_kinesis``; see :mod:`spate.engine.connectors.kinesis.connector`."""
 
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE_NAME
+    source_name = SOURCE_NAME
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
         settings = self.settings()

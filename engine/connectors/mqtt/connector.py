@@ -27,7 +27,6 @@ from spate.engine.connectors.formats.records import (
     message_columns,
     parse_format,
     source_schema,
-    with_row_key,
 )
 from spate.engine.connectors.mqtt.client import (
     DEFAULT_PORT,
@@ -250,7 +249,7 @@ class MqttConnector(core.Connector):
             "metadata": dict(table.metadata),
         }
         options = core.source_options(source_schema(parsed.spec, parsed.columns), settings)
-        return with_row_key(core.load_stream(spark, SOURCE_NAME, options), table.primary_key)
+        return core.load_stream(spark, SOURCE_NAME, options, table.primary_key)
 
     def create_sink(self, table: core.TableConfig, schema: T.StructType) -> core.Sink:
         parsed = parse_table(table)

@@ -61,9 +61,7 @@ class Message:
 class MqttDataSource(core.SpateDataSource):
     """Registered as ``spate_mqtt``; see :mod:`spate.engine.connectors.mqtt.connector`."""
 
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE_NAME
+    source_name = SOURCE_NAME
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
         return MqttStreamReader(self.settings(), schema, self.start_offset())

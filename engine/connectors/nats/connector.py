@@ -39,7 +39,6 @@ from spate.engine.connectors.formats.records import (
     parse_format,
     record_bytes,
     source_schema,
-    with_row_key,
 )
 from spate.engine.connectors.nats.client import (
     AUTH_PASSWORD,
@@ -287,7 +286,7 @@ class NatsConnector(core.Connector):
                     parallelism: int) -> DataFrame:
         del parallelism  # one reader: a stream is read in sequence order
         name, options = self.reader_options(table)
-        return with_row_key(core.load_stream(spark, name, options), table.primary_key)
+        return core.load_stream(spark, name, options, table.primary_key)
 
     def create_sink(self, table: core.TableConfig, schema: T.StructType) -> core.Sink:
         parsed = self._parse(table)

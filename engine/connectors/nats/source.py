@@ -70,9 +70,7 @@ class _NatsDataSource(core.SpateDataSource):
 class NatsJetStreamDataSource(_NatsDataSource):
     """Registered as ``spate_nats_jetstream``."""
 
-    @classmethod
-    def name(cls) -> str:
-        return JETSTREAM_SOURCE
+    source_name = JETSTREAM_SOURCE
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
         return JetStreamReader(self.nats_settings(), schema, self.start_offset())
@@ -81,9 +79,7 @@ class NatsJetStreamDataSource(_NatsDataSource):
 class NatsCoreDataSource(_NatsDataSource):
     """Registered as ``spate_nats_core``."""
 
-    @classmethod
-    def name(cls) -> str:
-        return CORE_SOURCE
+    source_name = CORE_SOURCE
 
     def simpleStreamReader(self, schema: T.StructType) -> SimpleDataSourceStreamReader:
         return CoreReader(self.nats_settings(), schema, self.start_offset())

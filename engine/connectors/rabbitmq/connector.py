@@ -22,7 +22,6 @@ from spate.engine.connectors.formats.records import (
     check_sink_schema,
     message_columns,
     source_schema,
-    with_row_key,
 )
 from spate.engine.connectors.rabbitmq.queues import SOURCE_NAME as QUEUE_SOURCE
 from spate.engine.connectors.rabbitmq.queues import (
@@ -124,8 +123,7 @@ class RabbitMQConnector(core.Connector):
         options = core.source_options(schema, settings.to_dict())
         options[PASSWORD_OPTION] = settings.password
         name = QUEUE_SOURCE if settings.mode == QUEUE else STREAM_SOURCE
-        frame = core.load_stream(spark, name, options)
-        return with_row_key(frame, table.primary_key)
+        return core.load_stream(spark, name, options, table.primary_key)
 
     def create_sink(self, table: core.TableConfig, schema: T.StructType) -> core.Sink:
         settings = self._settings(table, resolve=True)

@@ -100,9 +100,7 @@ def check_exchange(connection: pika.BlockingConnection, settings: RabbitSettings
 class RabbitQueueDataSource(core.SpateDataSource):
     """Registered as ``spate_rabbitmq_queue``; see this module's docstring."""
 
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE_NAME
+    source_name = SOURCE_NAME
 
     def simpleStreamReader(self, schema: T.StructType) -> SimpleDataSourceStreamReader:
         return RabbitQueueReader(shipped_settings(self), schema,

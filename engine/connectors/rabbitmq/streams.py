@@ -123,9 +123,7 @@ async def _close_quietly(client: Consumer | Producer) -> None:
 class RabbitStreamDataSource(core.SpateDataSource):
     """Registered as ``spate_rabbitmq_stream``; see this module's docstring."""
 
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE_NAME
+    source_name = SOURCE_NAME
 
     def simpleStreamReader(self, schema: T.StructType) -> SimpleDataSourceStreamReader:
         return RabbitStreamReader(shipped_settings(self), schema,

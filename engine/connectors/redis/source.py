@@ -160,9 +160,7 @@ def read_redis_stream(spark: SparkSession, table: core.TableConfig,
 class RedisStreamDataSource(core.SpateDataSource):
     """Registered as ``spate_redis_stream``; see :mod:`spate.engine.connectors.redis.source`."""
 
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE_NAME
+    source_name = SOURCE_NAME
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
         connection = RedisConnection.from_dict(json.loads(self.options[SECRET_OPTION]))

@@ -18,7 +18,6 @@ from spate.engine.connectors.formats.records import (
     require_line_format,
     single_value_columns,
     source_schema,
-    with_row_key,
 )
 from spate.engine.connectors.single_file.sink import SingleFileSink
 from spate.engine.connectors.single_file.source import PATH, SOURCE_NAME
@@ -131,8 +130,7 @@ class SingleFileConnector(core.Connector):
     def read_stream(self, spark: SparkSession, table: core.TableConfig,
                     parallelism: int) -> DataFrame:
         del parallelism  # one reader: a file is read in order
-        frame = core.load_stream(spark, SOURCE_NAME, self.reader_options(table))
-        return with_row_key(frame, table.primary_key)
+        return core.load_stream(spark, SOURCE_NAME, self.reader_options(table), table.primary_key)
 
     def create_sink(self, table: core.TableConfig, schema: T.StructType) -> core.Sink:
         parsed = self._parse(table)

@@ -44,9 +44,7 @@ _DECODE_LINES = 65_536
 class SingleFileDataSource(core.SpateDataSource):
     """Registered as ``spate_single_file``; see :mod:`.connector`."""
 
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE_NAME
+    source_name = SOURCE_NAME
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
         return SingleFileStreamReader(self.settings(), schema, self.start_offset())

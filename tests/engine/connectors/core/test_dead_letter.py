@@ -24,9 +24,10 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from spate.engine.connectors import CONNECTORS, HIDDEN_CONTROL, ColumnDef, ConnectorError
 from spate.engine.connectors.core.dead_letter import CONTROL_DEAD_PREFIX
 from spate.engine.connectors.formats.records import dead_letter_connectors, source_schema
-from spate.engine.connectors.http.polling import PollingReader
-from spate.engine.connectors.http.sse import SseReader
-from spate.engine.connectors.http.websocket import WebSocketReader
+from spate.engine.connectors.http.common import FeedReader
+from spate.engine.connectors.http.polling import PollingFeed
+from spate.engine.connectors.http.sse import SseFeed
+from spate.engine.connectors.http.websocket import WebSocketFeed
 from spate.engine.connectors.kafka.source import KafkaStreamReader
 from spate.engine.connectors.kinesis.source import KinesisDataSource
 from spate.engine.connectors.mqtt.connector import parse_table as parse_mqtt
@@ -277,12 +278,12 @@ def test_pushed_messages_dead_letters_name_their_number() -> None:
     _check(rows, "message 6 on subject 's.1'", "message 7 on subject 's.2'")
 
     cursors = ["e1", "e2", None, "e4"]
-    for reader, connector, positions in [
-            (SseReader, "sse", ("message 6 (event id e2)", "message 7")),
-            (WebSocketReader, "websocket", ("message 6", "message 7")),
-            (PollingReader, "polling_http", ("response 6", "response 7"))]:
-        http = reader({"connector": connector, "table": "h", "format": spec,
-                       "not_null": ["id"]}, {}, schema)
+    for feed, connector, positions in [
+            (SseFeed, "sse", ("message 6 (event id e2)", "message 7")),
+            (WebSocketFeed, "websocket", ("message 6", "message 7")),
+            (PollingFeed, "polling_http", ("response 6", "response 7"))]:
+        http = FeedReader({"connector": connector, "table": "h", "format": spec,
+                           "not_null": ["id"]}, {}, schema, feed_class=feed)
         _check(_batch_rows(http.decode(InputPartition((RECORDS, [1, 2, 3, 4], 5, cursors)))),
                *positions)
 
@@ -292,8 +293,9 @@ def test_fail_and_drop_still_behave_through_the_shared_helper() -> None:
         "mqtt", "source", COLUMNS, type="source", url="mqtt://127.0.0.1:1883", topic="t",
         format="json")).spec, COLUMNS)
     for bad_data, expected in (("drop", ["dropped:2"]), ("fail", None)):
-        http = WebSocketReader({"connector": "websocket", "table": "h", "not_null": ["id"],
-                                "format": {"kind": "json", "bad_data": bad_data}}, {}, schema)
+        http = FeedReader({"connector": "websocket", "table": "h", "not_null": ["id"],
+                           "format": {"kind": "json", "bad_data": bad_data}}, {}, schema,
+                          feed_class=WebSocketFeed)
         batch = InputPartition((RECORDS, [1, 2, 3, 4], 1, [None] * 4))
         if expected is None:
             with pytest.raises(ConnectorError, match="bad record in message 2: .*'dead_letter'"

@@ -24,8 +24,8 @@ from spate.engine.connectors import (
 from spate.engine.connectors.core.boundary import UNCONFINED, Boundary
 from spate.engine.connectors.core.egress import EgressPolicy
 from spate.engine.connectors.formats.records import source_schema
-from spate.engine.connectors.http.common import source_settings
-from spate.engine.connectors.http.polling import PollingReader, body_hash, parse_table
+from spate.engine.connectors.http.common import FeedReader, source_settings
+from spate.engine.connectors.http.polling import PollingFeed, body_hash, parse_table
 from tests.engine.connectors.http.http_support import http_server, wait_until
 from tests.engine.connectors.support import make_table
 
@@ -60,17 +60,18 @@ def _source(endpoint: str, **options: Any) -> TableConfig:
                       **values)
 
 
-def _reader(table: TableConfig, start: dict[str, Any] | None = None) -> PollingReader:
+def _reader(table: TableConfig, start: dict[str, Any] | None = None) -> FeedReader:
     parsed = parse_table(table)
     settings = source_settings("polling_http", table.name, parsed.source, [],
                                method=parsed.method, body=parsed.body,
                                poll_interval_s=parsed.poll_interval_s,
                                emit_behavior=parsed.emit_behavior, timeout_s=parsed.timeout_s)
-    return PollingReader(settings, parsed.source.headers,
-                         source_schema(parsed.source.spec, parsed.source.columns), start)
+    return FeedReader(settings, parsed.source.headers,
+                      source_schema(parsed.source.spec, parsed.source.columns), start,
+                      feed_class=PollingFeed)
 
 
-def _rows(reader: PollingReader, start: dict[str, Any], end: dict[str, Any]) -> list[Any]:
+def _rows(reader: FeedReader, start: dict[str, Any], end: dict[str, Any]) -> list[Any]:
     rows = []
     for partition in reader.partitions(start, end):
         for batch in reader.read(partition):

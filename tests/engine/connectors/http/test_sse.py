@@ -30,8 +30,8 @@ from spate.engine.connectors import (
 from spate.engine.connectors.core.boundary import UNCONFINED, Boundary
 from spate.engine.connectors.core.egress import EgressPolicy
 from spate.engine.connectors.formats.records import source_schema
-from spate.engine.connectors.http.common import source_settings
-from spate.engine.connectors.http.sse import SseReader, parse_table
+from spate.engine.connectors.http.common import FeedReader, source_settings
+from spate.engine.connectors.http.sse import SseFeed, parse_table
 from tests.engine.connectors.http.http_support import http_server, wait_until
 from tests.engine.connectors.support import make_table
 from tests.engine.harness import read_lines, run_pipeline
@@ -98,15 +98,15 @@ def _source(endpoint: str, **options: Any) -> TableConfig:
                       **{"format": "json", **options})
 
 
-def _reader(table: TableConfig, start: dict[str, Any] | None = None) -> SseReader:
+def _reader(table: TableConfig, start: dict[str, Any] | None = None) -> FeedReader:
     source, events, timeout = parse_table(table)
     settings = source_settings("sse", table.name, source, [], events=list(events),
                                timeout_s=timeout)
-    return SseReader(settings, source.headers, source_schema(source.spec, source.columns),
-                     start)
+    return FeedReader(settings, source.headers, source_schema(source.spec, source.columns),
+                      start, feed_class=SseFeed)
 
 
-def _read(reader: SseReader, start: dict[str, Any], count: int) -> tuple[dict[str, Any],
+def _read(reader: FeedReader, start: dict[str, Any], count: int) -> tuple[dict[str, Any],
                                                                           list[int]]:
     """The offset once ``count`` messages arrived after ``start``, and their ids."""
     end: dict[str, Any] = {}

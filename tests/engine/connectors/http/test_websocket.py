@@ -24,8 +24,8 @@ from spate.engine.connectors import (
 from spate.engine.connectors.core.boundary import UNCONFINED, Boundary
 from spate.engine.connectors.core.egress import EgressPolicy
 from spate.engine.connectors.formats.records import source_schema
-from spate.engine.connectors.http.common import source_settings
-from spate.engine.connectors.http.websocket import WebSocketReader, parse_table
+from spate.engine.connectors.http.common import FeedReader, source_settings
+from spate.engine.connectors.http.websocket import WebSocketFeed, parse_table
 from tests.engine.connectors.http.http_support import wait_until, websocket_server
 from tests.engine.connectors.support import make_table
 
@@ -82,15 +82,15 @@ def _source(endpoint: str, **options: Any) -> TableConfig:
                       **{k: v for k, v in values.items() if v is not None})
 
 
-def _reader(table: TableConfig, start: dict[str, Any] | None = None) -> WebSocketReader:
+def _reader(table: TableConfig, start: dict[str, Any] | None = None) -> FeedReader:
     source, subscriptions, timeout = parse_table(table)
     settings = source_settings("websocket", table.name, source, [],
                                subscriptions=subscriptions, timeout_s=timeout)
-    return WebSocketReader(settings, source.headers,
-                           source_schema(source.spec, source.columns), start)
+    return FeedReader(settings, source.headers, source_schema(source.spec, source.columns),
+                      start, feed_class=WebSocketFeed)
 
 
-def _read(reader: WebSocketReader, start: dict[str, Any],
+def _read(reader: FeedReader, start: dict[str, Any],
           count: int) -> tuple[dict[str, Any], list[int]]:
     end: dict[str, Any] = {}
 

@@ -130,8 +130,7 @@ def test_the_sasl_password_travels_apart_from_the_settings(
     """Spark redacts option values whose key says "password", not the JSON settings."""
     shipped: dict[str, str] = {}
     monkeypatch.setattr(kafka_module.core, "load_stream",
-                        lambda spark, name, options: shipped.update(options))
-    monkeypatch.setattr(kafka_module, "with_row_key", lambda frame, key: frame)
+                        lambda spark, name, options, key: shipped.update(options))
     monkeypatch.setattr(type(KAFKA), "partition_count", lambda self, table, parallelism: 1)
     table = make_table("kafka", "source", COLUMNS, bootstrap_servers="h:9092", topic="t",
                        format="json", type="source", auth__type="sasl",
