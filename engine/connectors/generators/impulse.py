@@ -17,10 +17,12 @@ natively from their numbers.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark import SparkContext
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -147,12 +149,21 @@ class ImpulseConnector(GeneratorConnector):
         first = 0 if start is None else emitted(start, subtasks)
         stop = int(end["next"])
         finishing = bool(end["eof"]) and not (start is not None and start["eof"])
-        counter = F.col(NUMBER)
-        subtask = counter % F.lit(subtasks)
-        micros = floor_div(_event_time_ns(_parse(table), counter, int(end["start_ns"])), 1000)
-        columns = with_hidden([counter, subtask], is_end(), subtask, micros,
-                              _SCHEMA)
+        columns = _columns(spark.sparkContext, _parse(table), subtasks, int(end["start_ns"]))
         return sequence_numbers(spark, first, stop, subtasks, finishing).select(*columns)
+
+
+@functools.lru_cache(maxsize=32)
+def _columns(context: SparkContext, settings: ImpulseSettings, subtasks: int,
+             start_ns: int) -> list[Column]:
+    """The projection making rows of numbers, built once per source and run (and JVM,
+    ``context``'s): each function in it is a call into the JVM, which every epoch would
+    otherwise pay again (most of an epoch's driver time)."""
+    del context
+    counter = F.col(NUMBER)
+    subtask = counter % F.lit(subtasks)
+    micros = floor_div(_event_time_ns(settings, counter, start_ns), 1000)
+    return with_hidden([counter, subtask], is_end(), subtask, micros, _SCHEMA)
 
 
 def _event_time_ns(settings: ImpulseSettings, counter: Column, start_ns: int) -> Column:

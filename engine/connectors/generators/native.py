@@ -86,10 +86,10 @@ def sequence_numbers(spark: SparkSession, first: int, stop: int, parallelism: in
     values = ", ".join(f"({low}, {high}, {marker})" for low, high in bounds if low < high)
     if not values:
         return spark.range(0).select(F.col("id").alias(NUMBER), F.lit(False).alias(END))
-    slices_frame = spark.sql(f"SELECT * FROM VALUES {values} AS slices(low, high, marker)")
-    numbers = slices_frame.select(
-        F.explode(F.sequence(F.col("low"), F.col("high") - 1)).alias(NUMBER), F.col("marker"))
-    return numbers.select(F.col(NUMBER), (F.col(NUMBER) == F.col("marker")).alias(END))
+    # One statement, so one call into the JVM and one analysis per epoch.
+    return spark.sql(f"SELECT {NUMBER}, {NUMBER} = marker AS {END} "
+                     f"FROM VALUES {values} AS slices(low, high, marker) "
+                     f"LATERAL VIEW explode(sequence(low, high - 1)) AS {NUMBER}")
 
 
 def is_end() -> Column:
