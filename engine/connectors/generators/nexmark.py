@@ -28,7 +28,6 @@ from spate.engine.connectors.generators.native import (
     NUMBER,
     GeneratorConnector,
     check_offset,
-    is_end,
     sequence_numbers,
     with_hidden,
 )
@@ -187,8 +186,7 @@ class NexmarkConnector(GeneratorConnector):
         stop = int(end["next"])
         finishing = bool(end["eof"]) and not (start is not None and start["eof"])
         numbers = sequence_numbers(spark, first, stop, partitions, finishing)
-        return events(numbers.select(F.col(NUMBER), is_end()), table,
-                      partitions, int(end["base_ns"]))
+        return events(numbers, table, partitions, int(end["base_ns"]))
 
 
 def events(numbers: DataFrame, table: core.TableConfig, parallelism: int, base_ns: int
