@@ -101,7 +101,13 @@ class SingleFileConnector(core.Connector):
         if not os.path.isfile(parsed.path):
             raise core.ConnectorError(f"file {parsed.given_path} does not exist", option=PATH.name)
 
-    def reader_options(self, table: core.TableConfig) -> dict[str, str]:
+    def partition_count(self, table: core.TableConfig, parallelism: int) -> int:
+        """``parallelism`` readers share a batch's lines, unless its rows must keep the
+        file's order: rows keyed by a primary key (``debezium_json`` changes among
+        them), where a later line updates an earlier one."""
+        return 1 if table.primary_key else max(1, parallelism)
+
+    def reader_options(self, table: core.TableConfig, parallelism: int = 1) -> dict[str, str]:
         """The options of the data source reading ``table`` (see :func:`source_options`)."""
         parsed = self._parse(table)
         if parsed.role != core.SOURCE:
@@ -118,6 +124,7 @@ class SingleFileConnector(core.Connector):
             "shown_path": parsed.given_path,
             "format": parsed.spec.to_dict(),
             "max_lines_per_batch": parsed.max_lines_per_batch,
+            "readers": self.partition_count(table, parallelism),
             "not_null": table.required_columns(parsed.columns),
         }
         return core.source_options(source_schema(parsed.spec, parsed.columns), settings)
@@ -129,8 +136,8 @@ class SingleFileConnector(core.Connector):
 
     def read_stream(self, spark: SparkSession, table: core.TableConfig,
                     parallelism: int) -> DataFrame:
-        del parallelism  # one reader: a file is read in order
-        return core.load_stream(spark, SOURCE_NAME, self.reader_options(table), table.primary_key)
+        return core.load_stream(spark, SOURCE_NAME, self.reader_options(table, parallelism),
+                                table.primary_key)
 
     def create_sink(self, table: core.TableConfig, schema: T.StructType) -> core.Sink:
         parsed = self._parse(table)

@@ -25,8 +25,14 @@ from spate.engine.connectors import (
     register_data_sources,
 )
 from spate.engine.connectors.core.boundary import Boundary
-from spate.engine.connectors.single_file.source import SingleFileDataSource, SingleFileStreamReader
+from spate.engine.connectors.single_file.source import (
+    MIN_PART_LINES,
+    SingleFileDataSource,
+    SingleFileStreamReader,
+    line_parts,
+)
 from tests.engine.connectors.support import make_table, run_stream
+from tests.engine.harness import run_pipeline
 
 COLUMNS = (ColumnDef("id", T.LongType(), False), ColumnDef("name", T.StringType()),
            ColumnDef("at", T.TimestampType()))
@@ -45,8 +51,8 @@ def _table(path: Path, **options: Any) -> TableConfig:
                       format="json", **options)
 
 
-def _reader(table: TableConfig) -> SingleFileStreamReader:
-    source = SingleFileDataSource(CONNECTORS["single_file"].reader_options(table))
+def _reader(table: TableConfig, parallelism: int = 1) -> SingleFileStreamReader:
+    source = SingleFileDataSource(CONNECTORS["single_file"].reader_options(table, parallelism))
     reader = source.streamReader(source.schema())
     assert isinstance(reader, SingleFileStreamReader)
     return reader
@@ -124,6 +130,68 @@ def test_unix_millis_source(tmp_path: Path) -> None:
     assert batches[0][0]["at"] == dt.datetime(2024, 1, 1, 0, 0, 0, 500000, tzinfo=dt.UTC)
 
 
+@pytest.mark.parametrize("ending", ["\n", "\r\n", ""])
+def test_a_batch_is_cut_at_line_ends_into_parts_of_about_equal_bytes(
+        tmp_path: Path, ending: str) -> None:
+    path = tmp_path / "in.jsonl"
+    lines = [f'{{"id": {i}, "pad": "{"x" * (i % 7)}"}}' for i in range(3 * MIN_PART_LINES + 5)]
+    path.write_bytes((ending or "\n").join(lines).encode() + ending.encode())
+    data = path.read_bytes()
+    start, end = {"line": 0, "byte": 0}, {"line": len(lines), "byte": len(data)}
+    bounds = line_parts(str(path), start, end, 3)
+    assert bounds[0] == start and bounds[-1] == end and len(bounds) == 4
+    for cut in bounds[1:-1]:
+        assert data[cut["byte"] - 1:cut["byte"]] == b"\n"  # just after a line's end
+        assert data[:cut["byte"]].count(b"\n") == cut["line"]
+    sizes = [b["byte"] - a["byte"] for a, b in zip(bounds, bounds[1:], strict=False)]
+    assert max(sizes) - min(sizes) < 100
+    # never parts of fewer than MIN_PART_LINES lines, nor more parts than readers
+    assert len(line_parts(str(path), start, end, 8)) == 4
+    few = {"line": 2 * MIN_PART_LINES - 1, "byte": data.index(lines[2 * MIN_PART_LINES - 1]
+                                                               .encode())}
+    assert line_parts(str(path), start, few, 3) == [start, few]
+    assert line_parts(str(path), start, end, 1) == [start, end]
+
+
+def test_parallel_readers_read_every_line_once_in_parts(tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl"
+    count = 2 * MIN_PART_LINES + 10
+    _write_json(path, count)
+    reader = _reader(_table(path, max_lines_per_batch=count), parallelism=2)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    partitions = reader.partitions(start, end)
+    assert len(partitions) == 2
+    rows = [row for partition in partitions for batch in reader.read(partition)
+            for row in pa.Table.from_batches([batch]).to_pylist()]
+    data = [row for row in rows if row[HIDDEN_CONTROL] is None]
+    assert [row["id"] for row in data] == list(range(count))
+    assert {row[HIDDEN_PARTITION] for row in data} == {0, 1}
+    assert [(row[HIDDEN_PARTITION], row[HIDDEN_CONTROL]) for row in rows
+            if row[HIDDEN_CONTROL]] == [(1, "eof")]
+
+
+def test_a_bad_record_in_a_later_part_names_its_line_in_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    count = 2 * MIN_PART_LINES
+    _write_json(path, count, bad={count - 3: "{broken"})
+    with pytest.raises(ConnectorError) as caught:
+        _read_all(_reader(_table(path, max_lines_per_batch=count), parallelism=2),
+                  ReadAllAvailable())
+    assert f"line {count - 2}:" in str(caught.value)
+
+
+def test_rows_that_must_keep_the_files_order_have_one_reader(tmp_path: Path) -> None:
+    connector = CONNECTORS["single_file"]
+    path = tmp_path / "in.jsonl"
+    assert connector.partition_count(_table(path), 4) == 4
+    keyed = replace(_table(path), primary_key=("id",))
+    assert connector.partition_count(keyed, 4) == 1
+    changes = replace(make_table("single_file", "source", COLUMNS, type="source",
+                                 path=str(path), format="debezium_json"), primary_key=("id",))
+    assert connector.partition_count(changes, 4) == 1
+
+
 def test_missing_file_is_a_located_error(tmp_path: Path) -> None:
     with pytest.raises(ConnectorError) as caught:
         CONNECTORS["single_file"].reader_options(_table(tmp_path / "nope.jsonl"))
@@ -187,3 +255,35 @@ def test_registering_again_is_harmless(spark: SparkSession, tmp_path: Path) -> N
     path = tmp_path / "in.jsonl"
     _write_json(path, 1)
     assert CONNECTORS["single_file"].read_stream(spark, _table(path), 1).isStreaming
+
+
+@pytest.mark.spark
+def test_windows_over_a_file_read_in_parts_are_those_of_one_reader(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """Two readers share each batch's lines: each part is a source partition with a
+    watermark of its own, and every window still counts every row of its key once."""
+    count = 4 * MIN_PART_LINES + 500  # two batches, each cut in two parts
+    path = tmp_path / "in.jsonl"
+    start = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    path.write_text("".join(
+        json.dumps({"k": i % 50, "ts": (start + dt.timedelta(milliseconds=20 * i))
+                    .strftime("%Y-%m-%dT%H:%M:%S.%fZ")}) + "\n" for i in range(count)))
+    results = {}
+    for parallelism in (1, 2):
+        out = tmp_path / f"out{parallelism}.jsonl"
+        sql = f"""
+CREATE TABLE events (k BIGINT, ts TIMESTAMP NOT NULL,
+                     WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+WITH (connector = 'single_file', path = '{path}', format = 'json', type = 'source',
+      max_lines_per_batch = {count // 2});
+CREATE TABLE out WITH (connector = 'single_file', path = '{out}', format = 'json',
+                       type = 'sink');
+INSERT INTO out SELECT k, TUMBLE(INTERVAL '10' SECOND) AS w, count(*) AS n
+FROM events GROUP BY k, w;
+"""
+        counters = run_pipeline(spark, sql, tmp_path / f"work{parallelism}",
+                                parallelism=parallelism)
+        assert counters["rows_in"] == count and counters["rows_late"] == 0
+        results[parallelism] = sorted(out.read_text().splitlines())
+    assert sum(json.loads(line)["n"] for line in results[2]) == count
+    assert results[2] == results[1]
