@@ -7,7 +7,9 @@ starts (data-source readers, Arrow UDF tasks).  :func:`run_measured` samples
 can say which of them a miss comes from.  With ``SPATE_BENCH_PROFILE`` set to
 a folder, the driver's Python and each Python worker are also sampled by py-spy
 (one raw profile per process, merged into ``<name>.driver.txt`` and
-``<name>.workers.txt``: collapsed stacks, hottest first).
+``<name>.workers.txt``: collapsed stacks, hottest first), and the run's Spark
+jobs are summed up from Spark's event log into ``<name>.jobs.txt``
+(:mod:`tests.benchmarks.spark_jobs`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.benchmarks.spark_jobs import event_log_env, summarize_into
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -76,6 +80,10 @@ def run_measured(command: list[str], cwd: Path, env: dict[str, str] | None = Non
     seen: dict[int, tuple[str, float]] = {}
     started = time.perf_counter()
     profiling = bool(profile_dir and profile_name and shutil.which("py-spy"))
+    if profiling:
+        jobs_dir = Path(profile_dir) / f"{profile_name}.spark"
+        shutil.rmtree(jobs_dir, ignore_errors=True)
+        env = event_log_env(jobs_dir, dict(os.environ) if env is None else env)
     with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True) as process:
         driver_spied = False
@@ -101,6 +109,7 @@ def run_measured(command: list[str], cwd: Path, env: dict[str, str] | None = Non
     if profiling:
         merge_profiles(Path(profile_dir), f"{profile_name}.driver", "driver")
         merge_profiles(Path(profile_dir), f"{profile_name}.[0-9]*", "workers")
+        summarize_into(jobs_dir, Path(profile_dir) / f"{profile_name}.jobs.txt")
     return Measured(wall, process.returncode, stdout, stderr,
                     {k: round(v, 1) for k, v in cpu.items()})
 

@@ -96,10 +96,11 @@ def _run_spate(data: Path, window: str, folder: Path, name: str) -> tuple[Measur
     return measured, json.loads(finished[-1].removeprefix("finished: "))
 
 
-def _run_native(data: Path, width_s: int, slide_s: int, folder: Path) -> tuple[Measured, int]:
+def _run_native(data: Path, width_s: int, slide_s: int, folder: Path, name: str
+                ) -> tuple[Measured, int]:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     measured = run_measured([sys.executable, str(NATIVE), str(data), str(width_s),
-                             str(slide_s)], folder, env)
+                             str(slide_s)], folder, env, profile_name=f"native_{name}")
     assert measured.returncode == 0, measured.stderr[-2000:]
     return measured, int(measured.stdout.split()[-1])
 
@@ -138,7 +139,7 @@ def test_json_windows_against_spark_and_flink_users_jobs(tmp_path: Path) -> None
     queries.append(("tumble_60", "TUMBLE(INTERVAL '60' SECOND)", 60, 60))
     results = {}
     for name, window, width_s, slide_s in queries:
-        native, native_rows = _run_native(data, width_s, slide_s, tmp_path)
+        native, native_rows = _run_native(data, width_s, slide_s, tmp_path, name)
         flink, flink_rows = _run_flink(flink_python, data, width_s, slide_s, tmp_path)
         spate, counts = _run_spate(data, window, tmp_path / name, name)
         assert counts["rows_in"] == LINES
