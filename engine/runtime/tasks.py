@@ -32,7 +32,7 @@ import mmh3
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema, to_arrow_type
@@ -153,6 +153,12 @@ class TaskRouting:
         if missing:
             raise RuntimeError(f"no shuffle route found for tasks {missing}")
         self.routes = [routes[i] for i in range(tasks)]
+        #: (for a row, for a tick): the routing columns, built on first use, then
+        #: reused every epoch of the run (each function of a column is a call into
+        #: the driver's JVM)
+        self._columns: tuple[list[Column], list[Column]] | None = None
+        #: the tick rows, and the session (its JVM object's hash) they were made in
+        self._ticks: tuple[int, DataFrame] | None = None
 
     def task_of(self, key_group: Column) -> Column:
         """The task whose range holds ``key_group``."""
@@ -164,6 +170,24 @@ class TaskRouting:
 
     def route(self, task: Column) -> Column:
         return F.element_at(F.array(*(F.lit(r).cast("int") for r in self.routes)), task + 1)
+
+    def columns(self) -> tuple[list[Column], list[Column]]:
+        """:data:`ROUTING_COLUMNS` of a row (from its ``__kg``) and of a tick row (from
+        its ``id``, the task's number)."""
+        if self._columns is None:
+            task = self.task_of(F.col(KEY_GROUP))
+            tick = F.col("id").cast("int")
+            self._columns = ([task.alias(_TASK), self.route(task).alias(_ROUTE)],
+                             [tick.alias(_TASK), self.route(tick).alias(_ROUTE)])
+        return self._columns
+
+    def ticks(self, spark: SparkSession) -> DataFrame:
+        """One tick row per task, with its :data:`ROUTING_COLUMNS`, made once per session."""
+        session = spark._jsparkSession.hashCode()  # noqa: SLF001 - the session's identity
+        if self._ticks is None or self._ticks[0] != session:
+            ticks = spark.range(len(self.ranges)).select(*self.columns()[1])
+            self._ticks = (session, ticks)
+        return self._ticks[1]
 
 
 #: The columns :func:`route` adds: the task of a row, and the value that places it.
@@ -179,12 +203,9 @@ def route(frame: DataFrame, routing: TaskRouting) -> DataFrame:
     :data:`ROUTING_COLUMNS` (among its keys) needs no shuffle of its own, and
     :func:`run_ranges` hands its output to the tasks as it is.
     """
-    spark = frame.sparkSession
-    tasks = len(routing.ranges)
-    ticks = spark.range(tasks).select(F.col("id").cast("int").alias(_TASK))
-    rows = frame.withColumn(_TASK, routing.task_of(F.col(KEY_GROUP)))
-    routed = rows.unionByName(ticks, allowMissingColumns=True)
-    return routed.withColumn(_ROUTE, routing.route(F.col(_TASK))).repartition(tasks, _ROUTE)
+    rows = frame.select("*", *routing.columns()[0])
+    return rows.unionByName(routing.ticks(frame.sparkSession), allowMissingColumns=True) \
+        .repartition(len(routing.ranges), _ROUTE)
 
 
 def run_ranges(frame: DataFrame, work: RangeWork, epoch: TaskEpoch, output: T.StructType,

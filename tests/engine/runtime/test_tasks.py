@@ -45,6 +45,22 @@ def test_each_tasks_rows_and_tick_land_in_its_own_partition(spark: Any) -> None:
     assert ticks == [0, 1, 2]
 
 
+def test_routing_again_places_rows_alike_with_what_it_built_once(spark: Any) -> None:
+    """Each epoch routes a new batch: the routing columns and tick rows are built on the
+    first and reused (each built column costs calls into the driver's JVM)."""
+    routing = TaskRouting(RANGES)
+    placements = []
+    for _ in range(2):
+        placed = route(_key_groups(spark), routing) \
+            .select(KEY_GROUP, F.spark_partition_id().alias("p")).collect()
+        placements.append(sorted((row[KEY_GROUP] is None, row[KEY_GROUP] or -1, row["p"])
+                                 for row in placed))
+    assert placements[0] == placements[1]
+    assert routing.columns() is routing.columns()
+    assert routing.ticks(spark) is routing.ticks(spark)
+    assert routing.ticks(spark.newSession()) is not routing.ticks(spark)
+
+
 def test_an_aggregate_of_routed_rows_keeps_their_placement_with_one_shuffle(spark: Any) -> None:
     routing = TaskRouting(RANGES)
     routed = route(_key_groups(spark), routing)
