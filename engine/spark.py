@@ -53,6 +53,22 @@ _BASE_CONF = {
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
 }
 
+#: Settings of each session (not of the application): the streaming checkpoint's logs
+#: written through Hadoop's FileSystem API on a raw local file system.  The default
+#: (FileContext) API checks links by running ``readlink``, four processes for each
+#: log file written, two files every epoch: about 40 ms of each.  A session copies
+#: its settings into the Hadoop settings it reads files with, key for key, so the
+#: ``fs.`` keys here reach the checkpoint's file system and not the application's
+#: (``FileSystem.getLocal`` wants the checksummed one); the file system cache is off
+#: for ``file:``, as its cached instance would be the application's.
+_SESSION_CONF = {
+    "spark.sql.streaming.checkpointFileManagerClass":
+        "org.apache.spark.sql.execution.streaming.checkpointing."
+        "FileSystemBasedCheckpointFileManager",
+    "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "fs.file.impl.disable.cache": "true",
+}
+
 
 #: Quiet JVM logging: a failed pipeline is reported once, by Spate.
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -171,6 +187,8 @@ def build_spark(master: str | None = "local[2]", app_name: str = "spate",
     else:
         with _quiet_jvm_start(), _driver_python_path():
             spark = builder.getOrCreate()
+    for key, value in _SESSION_CONF.items():
+        spark.conf.set(key, value)
     spark.sparkContext.setLogLevel("ERROR")
     # PySpark logs each failed SQL call as a JSON line with the whole Java stack; the
     # pipeline reports the failure once, in one line of its own.
@@ -186,7 +204,7 @@ def hosted_session(application: SparkSession, conf: Mapping[str, str] | None = N
     warm application never see each other's names.  Settings that only a new JVM
     can take (the driver's memory) are ignored."""
     session = application.newSession()
-    for key, value in {**_BASE_CONF, **(conf or {})}.items():
+    for key, value in {**_BASE_CONF, **_SESSION_CONF, **(conf or {})}.items():
         if key in _DRIVER_LAUNCH_CONF or key.startswith(("spark.driver.", "spark.executor.")):
             continue
         try:
