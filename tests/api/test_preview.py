@@ -46,8 +46,10 @@ class Server:
 @pytest.fixture(scope="module")
 def server(backend: str, make_app: Callable[..., FastAPI]) -> Iterator[Server]:
     app = make_app(backend)
+    # A long keep-alive: a loaded machine can stall this process between two
+    # requests on one connection for longer than uvicorn's 5 s default.
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                            lifespan="on")
+                            lifespan="on", timeout_keep_alive=600)
     uvicorn_server = uvicorn.Server(config)
     thread = threading.Thread(target=uvicorn_server.run, daemon=True)
     thread.start()
