@@ -15,6 +15,11 @@ with warnings.catch_warnings():
 PLATFORM_KEY = "pk-" + secrets.token_urlsafe(32)
 ROLES = ("admin", "developer", "viewer")
 BACKENDS = ("sqlite", "postgresql")
+#: The keep-alive of the API servers tests run in a thread and poll on one connection.
+#: uvicorn closes a connection idle for its default 5 s, and a loaded machine can stall
+#: the test process that long between two requests: the next one would meet a closed
+#: connection.
+KEEP_ALIVE_S = 600
 #: Rate limits high enough that functional tests never meet them (they still go to Redis).
 UNLIMITED = {"rate_limit_per_minute": 1_000_000, "rate_limit_burst": 100_000,
              "auth_failures_per_minute": 100_000}

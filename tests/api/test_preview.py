@@ -26,7 +26,7 @@ from spate.api.models import Job
 from spate.engine.job.channel import FileJobChannel
 from tests.api.job_rows import database_of, read_job, update_job
 from tests.api.serving import sse_events
-from tests.api.support import TenantKeys, error_of, new_tenant, pipeline_sql
+from tests.api.support import KEEP_ALIVE_S, TenantKeys, error_of, new_tenant, pipeline_sql
 from tests.api.support import TestClient as ApiClient
 
 PREVIEW = "/api/v1/pipelines/preview"
@@ -46,10 +46,8 @@ class Server:
 @pytest.fixture(scope="module")
 def server(backend: str, make_app: Callable[..., FastAPI]) -> Iterator[Server]:
     app = make_app(backend)
-    # A long keep-alive: a loaded machine can stall this process between two
-    # requests on one connection for longer than uvicorn's 5 s default.
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                            lifespan="on", timeout_keep_alive=600)
+                            lifespan="on", timeout_keep_alive=KEEP_ALIVE_S)
     uvicorn_server = uvicorn.Server(config)
     thread = threading.Thread(target=uvicorn_server.run, daemon=True)
     thread.start()

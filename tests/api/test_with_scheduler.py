@@ -34,7 +34,7 @@ from spate.api.settings import Settings
 from spate.api.worker import celery_app, scheduler_client, worker_app
 from spate.scheduler.backends.process import kill
 from spate.scheduler.embedded import start_embedded_worker
-from tests.api.support import PLATFORM_KEY, UNLIMITED, TenantKeys, new_tenant
+from tests.api.support import KEEP_ALIVE_S, PLATFORM_KEY, UNLIMITED, TenantKeys, new_tenant
 from tests.api.support import TestClient as ApiClient
 
 V1 = "/api/v1"
@@ -45,8 +45,6 @@ PREVIEW_SQL = ("CREATE TABLE src WITH (connector = 'impulse', event_rate = '20')
                "SELECT counter, counter * 2 AS twice FROM src;\n")
 #: Spark start-up (up to a minute on a loaded machine), plus the scheduler's reconcile.
 JOB_TIMEOUT_S = 300.0
-#: Longer than any stall of this process between two requests on one connection.
-KEEP_ALIVE_S = 600
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
@@ -75,9 +73,6 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, redis_url: str,
         reconcile_interval_s=1.0, platform_admin_key=PLATFORM_KEY, **UNLIMITED)
     worker = start_embedded_worker(worker_app(settings))
     app = create_app(settings, scheduler=scheduler_client(celery_app(settings)))
-    # The test polls on one kept-alive connection. uvicorn closes a connection idle for
-    # its keep-alive timeout (5 s), and a loaded machine can stall this process that
-    # long between two polls: the next poll then meets a closed connection.
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
                                            timeout_keep_alive=KEEP_ALIVE_S))
     thread = threading.Thread(target=server.run, daemon=True)
