@@ -45,6 +45,7 @@ from spate.engine.runtime.tasks import (
     arrow_schema_to_spark,
     spark_schema_to_arrow,
 )
+from spate.engine.runtime.values import from_ipc, to_ipc
 from spate.engine.runtime.watermarks import END_OF_TIME
 from spate.statestore import CachedPipelineState, EpochWriter, PipelineState
 from spate.statestore.encoding import decode, encode
@@ -175,7 +176,7 @@ class _ReadSide:
             for key in sorted(touched[group]):
                 value = stored.get((key,))
                 if value is not None:
-                    rows = _from_ipc(value[1]).select(stored_columns)
+                    rows = from_ipc(value[1]).select(stored_columns)
                     parts.append(rows.append_column(_NEW, pa.array([False] * rows.num_rows))
                                  .append_column(KEY_GROUP,
                                                 pa.array([group] * rows.num_rows, pa.int32())))
@@ -295,7 +296,7 @@ class _JoinRange:
                         state, side.state_name, group, epoch.previous_epoch)
                 seen = max((t for t in (times[r] for r in picked_rows) if t is not None),
                            default=0)
-                entries[slot].put((key,), [seen, _to_ipc(kept.take(pa.array(picked_rows)))])
+                entries[slot].put((key,), [seen, to_ipc(kept.take(pa.array(picked_rows)))])
                 oldest[group] = min(oldest[group], seen)
 
     def _expire(self, epoch: TaskEpoch, state: PipelineState, writer: EpochWriter,
@@ -345,13 +346,3 @@ def _struct(table: pa.Table, columns: list[str], picks: list[int | None]) -> pa.
         return pa.StructArray.from_arrays(fields, names=columns)
     return pa.StructArray.from_arrays(fields, names=columns, mask=mask)
 
-
-def _to_ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue().to_pybytes())
-
-
-def _from_ipc(data: bytes) -> pa.Table:
-    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()

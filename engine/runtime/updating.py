@@ -12,7 +12,12 @@ epoch by epoch.
    group, once all input ended) flushes: each pending key emits its change
    since its last flush as updating rows (old output withdrawn, new added).
 4. Keys whose latest row is ``updating_ttl`` of event time behind the
-   watermark are forgotten, their output withdrawn.
+   watermark are forgotten, their output withdrawn (a key first seen this
+   epoch is kept until the next).
+
+Steps 2–4 run in columns (:mod:`spate.engine.runtime.updating_columns`) for
+count, sum and avg of numbers over plain keys; this module runs the others
+key by key.
 
 State, per key group: operator ``<id>`` holds one :class:`KeyState` per key
 (user key: ``(_spate_key,)``); operator ``<id>/flush`` one entry ``()``:
@@ -43,11 +48,13 @@ from spate.engine.runtime.group_entries import GroupEntries
 from spate.engine.runtime.partials import ArrowPartials
 from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput
 from spate.engine.runtime.tasks import (
+    RangeWork,
     TaskEpoch,
     TaskStats,
     arrow_schema_to_spark,
     spark_schema_to_arrow,
 )
+from spate.engine.runtime.updating_columns import UpdatingColumnsRange, columnar
 from spate.engine.runtime.watermarks import END_OF_TIME
 from spate.statestore import CachedPipelineState, EpochWriter, PipelineState
 
@@ -86,8 +93,10 @@ class UpdatingAggregateStep(OperatorStep):
                  num_key_groups: int) -> None:
         self.spec = spec
         self.state = state
+        self.num_key_groups = num_key_groups
         self.operator = UpdatingAggregateOperator(spec, num_key_groups)
         self._clock: tuple[int | None, int] = (None, 0)
+        self._columnar: bool | None = None
 
     def partial_sql(self) -> str:
         return self.operator.partial_sql()
@@ -95,10 +104,21 @@ class UpdatingAggregateStep(OperatorStep):
     def run(self, epoch: EpochContext) -> StepOutput:
         partials = epoch.spark.sql(self.operator.partial_sql())
         arrow = spark_schema_to_arrow(partials.schema)
-        schema = arrow_schema_to_spark(self.operator.output_schema(arrow))
-        frame, stats = epoch.run_ranges(partials, _UpdatingRange(self.operator, arrow), schema,
+        output = self.operator.output_schema(arrow)
+        if self._columnar is None:
+            # Decided once a run.  Keys stored one by one by an earlier version keep
+            # that path: their state does not move to columns.
+            self._columnar = columnar(self.spec, arrow) and not self._keyed_state()
+        work: RangeWork = (UpdatingColumnsRange(self.spec, arrow, output) if self._columnar
+                           else _UpdatingRange(self.operator, arrow))
+        frame, stats = epoch.run_ranges(partials, work, arrow_schema_to_spark(output),
                                         self.spec.operator_id, clock_ms=self._clock_ms(epoch))
         return StepOutput(frame, rows=stats.rows_out, rows_in=stats.rows_in)
+
+    def _keyed_state(self) -> bool:
+        """Whether the operator holds state in the per-key layout."""
+        entries = self.state.scan(self.operator.records_name, range(self.num_key_groups))
+        return next(iter(entries), None) is not None
 
     def _clock_ms(self, epoch: EpochContext) -> int | None:
         """The commit time of the previous epoch (None before the first commit)."""

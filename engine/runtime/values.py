@@ -4,6 +4,9 @@ State is msgpack, which holds numbers, text, lists and maps only: timestamps
 become int microseconds, dates int days, and decimals floats (the arithmetic
 aggregates compute on them) or, where a value is kept as it is (array_agg's
 elements), their exact text.  The same holds inside arrays and structs.
+
+Operators that keep whole tables (columnar windows and updating aggregates,
+join rows) store them as Arrow IPC streams (:func:`to_ipc`, :func:`from_ipc`).
 """
 
 from __future__ import annotations
@@ -84,3 +87,16 @@ def _rebuilt(value: Any, kind: pa.DataType) -> Any:
         return {field.name: _rebuilt(item, field.type)
                 for field, item in zip(kind, value, strict=True)}
     return value
+
+
+def to_ipc(table: pa.Table) -> bytes:
+    """``table`` as one Arrow IPC stream, as state stores it."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as stream:
+        stream.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def from_ipc(data: bytes) -> pa.Table:
+    """The table :func:`to_ipc` stored."""
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()

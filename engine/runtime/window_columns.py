@@ -47,6 +47,7 @@ from spate.engine.operators.window_columns import (
 from spate.engine.planner.plan import WindowAggregate
 from spate.engine.runtime.output import TIMESTAMP, WINDOW_TYPE
 from spate.engine.runtime.tasks import KEY_GROUP, TaskEpoch, TaskStats
+from spate.engine.runtime.values import from_ipc, to_ipc
 from spate.statestore import CachedPipelineState, EpochWriter, UserKey
 from spate.statestore.encoding import decode, encode
 
@@ -112,7 +113,7 @@ class WindowColumnsRange:
                 due.append(group)
                 continue
             for chunk, table in new.items():
-                writer.put(self.panes_name, group, (chunk, epoch.number), _to_ipc(table))
+                writer.put(self.panes_name, group, (chunk, epoch.number), to_ipc(table))
             if earliest != held:
                 writer.put(self.timers_name, group, (), encode(earliest))
         if not due:
@@ -121,7 +122,7 @@ class WindowColumnsRange:
         stored_entries = {group: state.read_group(self.panes_name, group,
                                                   epoch=epoch.previous_epoch)
                           for group in due}
-        tables = [_from_ipc(raw) for group in due for raw in stored_entries[group].values()]
+        tables = [from_ipc(raw) for group in due for raw in stored_entries[group].values()]
         tables += [t for group in due for t in new_by_group.get(group, {}).values()]
         panes = self._merged(tables, partials.schema)
         output = self._fire(panes, epoch)
@@ -208,13 +209,13 @@ class WindowColumnsRange:
                 elif len(old) + (chunk in new) > ENTRIES_PER_CHUNK:
                     mask = (groups == group) & (chunks == chunk) & live
                     writer.put(self.panes_name, group, (chunk, epoch.number),
-                               _to_ipc(panes.filter(pa.array(mask))))
+                               to_ipc(panes.filter(pa.array(mask))))
                     for key in old:
                         if tuple(key) != (chunk, epoch.number):
                             writer.delete(self.panes_name, group, key)
                 elif chunk in new:
                     writer.put(self.panes_name, group, (chunk, epoch.number),
-                               _to_ipc(new[chunk]))
+                               to_ipc(new[chunk]))
             if group in earliest:
                 writer.put(self.timers_name, group, (),
                            encode(max(earliest[group] + slide, open_after)))
@@ -312,16 +313,4 @@ def _min_by_group(groups: np.ndarray, values: np.ndarray) -> dict[int, int]:
     groups, values = groups[order], values[order]
     firsts = np.concatenate([[0], np.flatnonzero(groups[1:] != groups[:-1]) + 1])
     return dict(zip(groups[firsts].tolist(), values[firsts].tolist(), strict=True))
-
-
-def _to_ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as stream:
-        stream.write_table(table)
-    encoded: bytes = sink.getvalue().to_pybytes()
-    return encoded
-
-
-def _from_ipc(raw: bytes) -> pa.Table:
-    return pa.ipc.open_stream(raw).read_all()
 

@@ -1,0 +1,370 @@
+"""Runs an updating aggregate on one key-group range for one epoch, in columns.
+
+The columnar counterpart of :class:`~spate.engine.runtime.updating.UpdatingAggregateOperator`
+for the aggregates :func:`columnar` accepts (count, and sum and avg of integers
+and floats): the epoch's signed partials merge into the keys' states, due
+groups flush and idle keys expire as whole NumPy and Arrow columns, with no
+Python statement per key.  What it emits is what the per-key operator emits:
+the same changes, with a key's withdrawal before its new row.
+
+State layout in the store (per key group):
+
+* operator ``<id>/key_columns``: the group's key states as Arrow IPC tables,
+  one entry ``(epoch,)`` per epoch that changed keys of the group, holding
+  just the keys it changed (a key removed is a row marked ``__gone``).  A key's
+  latest entry wins when read.  Once a group has more than
+  :data:`ENTRIES_PER_GROUP` entries, the epoch writes the group whole as one
+  entry and deletes the others, so writes stay proportional to the keys an
+  epoch changes and reads to the group's keys.
+* operator ``<id>/key_flush``: per key group, one entry ``()``:
+  ``[last flush (ms), whether keys wait for a flush, the earliest latest event
+  time of its keys]``.
+
+A key's state row: its row key (``__key``) and group-by values, net rows,
+the accumulator columns ``a<i>_<j>``, its latest event time (µs), whether it
+has output out (``__out``) and that output (``e<i>``), and whether it waits for
+a flush (``__pending``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spate.engine.operators.updating import flush_due
+from spate.engine.operators.window_columns import COUNTS, SUMS
+from spate.engine.planner.plan import EVENT_TIME, UpdatingAggregate
+from spate.engine.runtime.tasks import KEY_GROUP, TaskEpoch, TaskStats
+from spate.engine.runtime.values import from_ipc, to_ipc
+from spate.engine.runtime.watermarks import END_OF_TIME
+from spate.statestore import CachedPipelineState, EpochWriter, UserKey
+from spate.statestore.encoding import decode, encode
+
+#: Entries of one group beyond which an epoch writes the group whole.
+ENTRIES_PER_GROUP = 8
+#: Later than any event time: a group without keys that have one.
+_NEVER = 2**63 - 1
+_KEY = "__key"
+_KG = "__kg"
+_AT = "__at"
+_GONE = "__gone"
+_ROWS = "__rows"
+_SEEN = "__seen"
+_OUT = "__out"
+_PENDING = "__pending"
+
+
+def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
+    """Whether ``spec`` runs here: plain keys, and count, sum or avg of numbers only."""
+    if any(pa.types.is_nested(partial_schema.field(k).type) for k in spec.key_columns):
+        return False
+    for i, call in enumerate(spec.aggregates):
+        if call.function in COUNTS:
+            continue
+        kind = partial_schema.field(f"p{i}_0").type
+        if call.function not in SUMS or not (pa.types.is_integer(kind)
+                                            or pa.types.is_floating(kind)):
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class UpdatingColumnsRange:
+    """An updating aggregate's work on one key-group range, run in a Spark task (picklable)."""
+
+    spec: UpdatingAggregate
+    partial_schema: pa.Schema
+    #: the output table's schema (``UpdatingAggregateOperator.output_schema``)
+    schema: pa.Schema
+
+    @property
+    def states_name(self) -> str:
+        return f"{self.spec.operator_id}/key_columns"
+
+    @property
+    def flush_name(self) -> str:
+        return f"{self.spec.operator_id}/key_flush"
+
+    def __call__(self, partials: pa.Table, state: CachedPipelineState, writer: EpochWriter,
+                 epoch: TaskEpoch, stats: TaskStats) -> pa.Table:
+        stats.rows_in = int(pc.sum(partials.column("__count")).as_py() or 0)
+        finishing = epoch.watermark_after >= END_OF_TIME
+        horizon = epoch.watermark_after - self.spec.ttl_us
+        metas = state.read_range(self.flush_name, writer.key_groups,
+                                 epoch=epoch.previous_epoch)
+        with_rows = set(np.unique(partials.column(KEY_GROUP).to_numpy()).tolist())
+        work: list[int] = []
+        due: list[int] = []
+        stored_metas: dict[int, list[Any] | None] = {}
+        for group in writer.key_groups:
+            raw = metas[group].get(())
+            stored_metas[group] = None if raw is None else decode(raw)
+            last_flush, waiting, oldest = stored_metas[group] or [None, False, _NEVER]
+            rows = group in with_rows
+            is_due = bool(waiting or rows) and (finishing or flush_due(
+                last_flush, epoch.clock_ms, epoch.flush_interval_ms))
+            expiring = not finishing and oldest <= horizon
+            if rows or is_due or expiring:
+                work.append(group)
+            if is_due:
+                due.append(group)
+        if not work:
+            return self.schema.empty_table()
+
+        entries = state.read_range(self.states_name, writer.key_groups,
+                                   epoch=epoch.previous_epoch)
+        keys = _Keys(self, self.read_keys(work, entries))
+        keys.merge(partials)
+        expired = keys.expire(horizon) if not finishing else np.zeros(keys.size, bool)
+        retracted = keys.withdrawals(expired)
+        flushing = np.isin(keys.groups, np.array(due, np.int64)) & keys.pending & ~expired
+        changes = keys.flush(flushing)
+        self._keep(keys, expired | flushing | keys.touched, work, due, entries, stored_metas,
+                   writer, epoch)
+        return pa.concat_tables([retracted, changes])
+
+    def read_keys(self, work: list[int], entries: Mapping[int, Mapping[UserKey, bytes]]
+                  ) -> pa.Table:
+        """The work groups' key states, one row per live key, sorted by row key."""
+        tables = []
+        for group in work:
+            for key, raw in entries[group].items():
+                table = from_ipc(raw)
+                tables.append(table.append_column(_AT, pa.array(
+                    np.full(table.num_rows, int(key[0]), np.int64))))
+        schema = self.state_schema().append(pa.field(_AT, pa.int64()))
+        if not tables:
+            return schema.empty_table().drop_columns([_AT, _GONE])
+        table = pa.concat_tables(tables).sort_by([(_KEY, "ascending"), (_AT, "descending")])
+        names = table.column(_KEY)
+        latest = np.ones(table.num_rows, bool)
+        if table.num_rows > 1:
+            latest[1:] = pc.not_equal(names.slice(1), names.slice(0, table.num_rows - 1)) \
+                .to_numpy(zero_copy_only=False)
+        live = latest & ~table.column(_GONE).to_numpy(zero_copy_only=False)
+        return table.filter(pa.array(live)).drop_columns([_AT, _GONE])
+
+    def state_schema(self) -> pa.Schema:
+        fields = [pa.field(_KEY, pa.string()), pa.field(_KG, pa.int32())]
+        fields += [self.partial_schema.field(k) for k in self.spec.key_columns]
+        fields += [pa.field(_ROWS, pa.int64())]
+        for i, call in enumerate(self.spec.aggregates):
+            fields.append(pa.field(f"a{i}_0", pa.int64() if call.function in COUNTS
+                                   else _number_type(self.partial_schema.field(f"p{i}_0").type)))
+            if call.function in SUMS:
+                fields.append(pa.field(f"a{i}_1", pa.int64()))
+        fields += [pa.field(_SEEN, pa.int64()), pa.field(_OUT, pa.bool_())]
+        fields += [pa.field(f"e{i}", self.schema.field(call.output).type)
+                   for i, call in enumerate(self.spec.aggregates)]
+        fields += [pa.field(_PENDING, pa.bool_()), pa.field(_GONE, pa.bool_())]
+        return pa.schema(fields)
+
+    # -- what the state keeps ---------------------------------------------------------
+
+    def _keep(self, keys: _Keys, changed: np.ndarray, work: list[int], due: list[int],
+              entries: Mapping[int, Mapping[UserKey, bytes]],
+              stored_metas: Mapping[int, list[Any] | None], writer: EpochWriter,
+              epoch: TaskEpoch) -> None:
+        """Stage each work group's changed keys (or the whole group when crowded) and its
+        flush entry."""
+        table = keys.table()
+        groups = keys.groups
+        live = ~keys.gone
+        at = (epoch.number,)
+        for group in work:
+            in_group = groups == group
+            old = [tuple(k) for k in entries[group]]
+            kept = in_group & live
+            if not (in_group & changed).any():
+                pass
+            elif not kept.any() or len(old) >= ENTRIES_PER_GROUP:
+                # The group's keys are all gone, or its entries crowd: write it whole.
+                for key in old:
+                    writer.delete(self.states_name, group, key)
+                if kept.any():
+                    writer.put(self.states_name, group, at, to_ipc(table.filter(pa.array(kept))))
+            else:
+                writer.put(self.states_name, group, at,
+                           to_ipc(table.filter(pa.array(in_group & changed))))
+            stored = stored_metas[group]
+            last_flush = stored[0] if stored is not None else None
+            if group in due:
+                last_flush = epoch.clock_ms
+            seen = keys.seen[in_group & live & keys.has_seen]
+            meta = [last_flush, bool((keys.pending & in_group & live).any()),
+                    int(seen.min()) if len(seen) else _NEVER]
+            if meta != stored:
+                writer.put(self.flush_name, group, (), encode(meta))
+
+
+class _Keys:
+    """The work groups' key states for one epoch, as columns the epoch changes in place."""
+
+    def __init__(self, work: UpdatingColumnsRange, stored: pa.Table) -> None:
+        self.work = work
+        self.aggregates = work.spec.aggregates
+        self.static = stored.select([_KEY, _KG, *work.spec.key_columns])
+        self.groups = stored.column(_KG).to_numpy().astype(np.int64)
+        self.rows = stored.column(_ROWS).to_numpy().copy()
+        self.accs = [stored.column(name).to_numpy().copy() for name in self._acc_names()]
+        seen = stored.column(_SEEN)
+        self.has_seen = seen.is_valid().to_numpy(zero_copy_only=False)
+        self.seen = seen.fill_null(0).to_numpy().copy()
+        self.out = stored.column(_OUT).to_numpy(zero_copy_only=False).copy()
+        self.emitted = [stored.column(f"e{i}").combine_chunks()
+                        for i in range(len(self.aggregates))]
+        self.pending = stored.column(_PENDING).to_numpy(zero_copy_only=False).copy()
+        self.gone = np.zeros(stored.num_rows, bool)
+        self.touched = np.zeros(stored.num_rows, bool)
+        #: the keys before this epoch's new ones
+        self.stored = stored.num_rows
+
+    @property
+    def size(self) -> int:
+        return len(self.rows)
+
+    def _acc_names(self) -> list[str]:
+        return [f"a{i}_{j}" for i, call in enumerate(self.aggregates)
+                for j in range(1 if call.function in COUNTS else 2)]
+
+    def merge(self, partials: pa.Table) -> None:
+        """Fold the epoch's signed partials into the keys' states (new keys appended)."""
+        if partials.num_rows == 0:
+            return
+        found = pc.index_in(partials.column(_KEY), value_set=self.static.column(_KEY))
+        new = found.is_null().to_numpy(zero_copy_only=False)
+        at = found.fill_null(-1).to_numpy().astype(np.int64)
+        added = int(new.sum())
+        at[new] = self.size + np.arange(added)
+        if added:
+            fresh = partials.filter(pa.array(new))
+            self.static = pa.concat_tables([self.static, pa.table(
+                [fresh.column(_KEY), fresh.column(KEY_GROUP).cast(pa.int32()),
+                 *(fresh.column(k) for k in self.work.spec.key_columns)],
+                schema=self.static.schema)])
+            self.groups = np.concatenate([self.groups, fresh.column(KEY_GROUP).to_numpy()
+                                          .astype(np.int64)])
+            self.rows = np.concatenate([self.rows, np.zeros(added, np.int64)])
+            self.accs = [np.concatenate([acc, np.zeros(added, acc.dtype)]) for acc in self.accs]
+            self.has_seen = np.concatenate([self.has_seen, np.zeros(added, bool)])
+            self.seen = np.concatenate([self.seen, np.zeros(added, np.int64)])
+            self.out = np.concatenate([self.out, np.zeros(added, bool)])
+            self.emitted = [pa.concat_arrays([e, pa.nulls(added, e.type)]) for e in self.emitted]
+            self.pending = np.concatenate([self.pending, np.zeros(added, bool)])
+            self.gone = np.concatenate([self.gone, np.zeros(added, bool)])
+            self.touched = np.concatenate([self.touched, np.zeros(added, bool)])
+        self.rows[at] += partials.column("__rows").to_numpy()
+        partial_names = [f"p{i}_{j}" for i, call in enumerate(self.aggregates)
+                         for j in range(1 if call.function in COUNTS else 2)]
+        for acc, name in zip(self.accs, partial_names, strict=True):
+            acc[at] += partials.column(name).fill_null(0).to_numpy().astype(acc.dtype)
+        for i, call in enumerate(self.aggregates):
+            if call.function in SUMS:  # a sum with every value withdrawn restarts at 0
+                total, counted = self.accs[self._acc_index(i)], self.accs[self._acc_index(i) + 1]
+                total[at[counted[at] == 0]] = 0
+        seen = partials.column("__seen").cast(pa.int64())
+        valid = seen.is_valid().to_numpy(zero_copy_only=False)
+        micros = seen.fill_null(0).to_numpy()
+        targets = at[valid]
+        self.seen[targets] = np.where(self.has_seen[targets],
+                                      np.maximum(self.seen[targets], micros[valid]),
+                                      micros[valid])
+        self.has_seen[targets] = True
+        self.pending[at] = True
+        self.touched[at] = True
+
+    def _acc_index(self, aggregate: int) -> int:
+        return sum(1 if call.function in COUNTS else 2 for call in self.aggregates[:aggregate])
+
+    def expire(self, horizon: int) -> np.ndarray:
+        """Mark keys last seen at or before ``horizon`` gone; return them.  A key first
+        seen this epoch stays until the next."""
+        expired: np.ndarray = self.has_seen & (self.seen <= horizon)
+        expired[self.stored:] = False
+        self.gone |= expired
+        self.pending &= ~expired
+        return expired
+
+    def results(self) -> list[pa.Array]:
+        """Every key's current aggregate values (NULL where it has no rows)."""
+        exists = self.rows > 0
+        columns = []
+        for i, call in enumerate(self.aggregates):
+            kind = self.work.schema.field(call.output).type
+            first = self.accs[self._acc_index(i)]
+            if call.function in COUNTS:
+                columns.append(pa.array(first, kind, mask=~exists))
+                continue
+            counted = self.accs[self._acc_index(i) + 1]
+            values = first / np.maximum(counted, 1) if call.function == "avg" else first
+            columns.append(pa.array(values, mask=~exists | (counted <= 0)).cast(kind))
+        return columns
+
+    def withdrawals(self, which: np.ndarray) -> pa.Table:
+        """The output the keys ``which`` have out, withdrawn."""
+        rows = np.flatnonzero(which & self.out)
+        return self._rows(rows, [e.take(pa.array(rows)) for e in self.emitted],
+                          np.ones(len(rows), bool))
+
+    def flush(self, flushing: np.ndarray) -> pa.Table:
+        """Emit the flushing keys' changes since their last flush; keys left without rows
+        are gone."""
+        current = self.results()
+        exists = self.rows > 0
+        changed = exists != self.out
+        for now, before in zip(current, self.emitted, strict=True):
+            differ = pc.fill_null(pc.not_equal(now, before), False).to_numpy(
+                zero_copy_only=False)
+            differ |= (now.is_null().to_numpy(zero_copy_only=False)
+                       != before.is_null().to_numpy(zero_copy_only=False))
+            changed |= exists & self.out & differ
+        changed &= flushing
+        withdraw = np.flatnonzero(changed & self.out)
+        insert = np.flatnonzero(changed & exists)
+        rows = np.concatenate([withdraw, insert])
+        retract = np.concatenate([np.ones(len(withdraw), bool), np.zeros(len(insert), bool)])
+        order = np.lexsort((~retract, rows))
+        rows, retract = rows[order], retract[order]
+        values = [pc.if_else(pa.array(retract), before.take(pa.array(rows)),
+                             now.take(pa.array(rows)))
+                  for now, before in zip(current, self.emitted, strict=True)]
+        output = self._rows(rows, values, retract)
+        mask = pa.array(flushing)
+        self.emitted = [pc.if_else(mask, now, before)
+                        for now, before in zip(current, self.emitted, strict=True)]
+        self.out = np.where(flushing, exists, self.out)
+        self.pending &= ~flushing
+        self.gone |= flushing & ~exists
+        return output
+
+    def _rows(self, rows: np.ndarray, values: list[pa.Array], retract: np.ndarray) -> pa.Table:
+        schema = self.work.schema
+        taken = self.static.take(pa.array(rows, pa.int64()))
+        seen = pa.array(self.seen[rows], pa.int64(),
+                        mask=~self.has_seen[rows]).cast(schema.field(EVENT_TIME).type)
+        columns = [taken.column(k).cast(schema.field(k).type)
+                   for k in self.work.spec.key_columns]
+        columns += [v.cast(schema.field(call.output).type)
+                    for v, call in zip(values, self.aggregates, strict=True)]
+        columns += [pa.array(retract, pa.bool_()), taken.column(_KEY), seen]
+        return pa.Table.from_arrays(columns, schema=schema)
+
+    def table(self) -> pa.Table:
+        """The key states, as stored (:meth:`UpdatingColumnsRange.state_schema`)."""
+        schema = self.work.state_schema()
+        columns: list[pa.Array | pa.ChunkedArray] = [*self.static.columns, pa.array(self.rows)]
+        columns += [pa.array(acc) for acc in self.accs]
+        columns += [pa.array(self.seen, pa.int64(), mask=~self.has_seen),
+                    pa.array(self.out), *self.emitted, pa.array(self.pending),
+                    pa.array(self.gone)]
+        return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _number_type(kind: pa.DataType) -> pa.DataType:
+    return pa.float64() if pa.types.is_floating(kind) else pa.int64()
+
