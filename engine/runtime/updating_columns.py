@@ -1,8 +1,9 @@
 """Runs an updating aggregate on one key-group range for one epoch, in columns.
 
 The columnar counterpart of :class:`~spate.engine.runtime.updating.UpdatingAggregateOperator`
-for the aggregates :func:`columnar` accepts (count, and sum and avg of integers
-and floats): the epoch's signed partials merge into the keys' states, due
+for the aggregates :func:`columnar` accepts (count; sum and avg of integers and
+floats; their min and max over append-only input): the epoch's signed partials
+merge into the keys' states, due
 groups flush and idle keys expire as whole NumPy and Arrow columns, with no
 Python statement per key.  What it emits is what the per-key operator emits:
 the same changes, with a key's withdrawal before its new row.
@@ -37,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.engine.operators.updating import flush_due
-from spate.engine.operators.window_columns import COUNTS, SUMS
+from spate.engine.operators.window_columns import COUNTS, EXTREMES, SUMS
 from spate.engine.planner.plan import EVENT_TIME, UpdatingAggregate
 from spate.engine.runtime.tasks import KEY_GROUP, TaskEpoch, TaskStats
 from spate.engine.runtime.values import from_ipc, to_ipc
@@ -60,16 +61,19 @@ _PENDING = "__pending"
 
 
 def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
-    """Whether ``spec`` runs here: plain keys, and count, sum or avg of numbers only."""
+    """Whether ``spec`` runs here: plain keys, and counts, sums and averages of numbers,
+    or (over append-only input) their minimum and maximum, only."""
     if any(pa.types.is_nested(partial_schema.field(k).type) for k in spec.key_columns):
         return False
     for i, call in enumerate(spec.aggregates):
         if call.function in COUNTS:
             continue
         kind = partial_schema.field(f"p{i}_0").type
-        if call.function not in SUMS or not (pa.types.is_integer(kind)
-                                            or pa.types.is_floating(kind)):
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
             return False
+        if not (call.function in SUMS or (call.function in EXTREMES
+                                          and not spec.updating_input)):
+            return False  # min and max of updating input keep multisets of values
     return True
 
 
@@ -154,10 +158,14 @@ class UpdatingColumnsRange:
         fields += [self.partial_schema.field(k) for k in self.spec.key_columns]
         fields += [pa.field(_ROWS, pa.int64())]
         for i, call in enumerate(self.spec.aggregates):
+            # count: the net count; sum, avg: the sum and the net count of values;
+            # min, max: the extreme and whether there is one
             fields.append(pa.field(f"a{i}_0", pa.int64() if call.function in COUNTS
                                    else _number_type(self.partial_schema.field(f"p{i}_0").type)))
             if call.function in SUMS:
                 fields.append(pa.field(f"a{i}_1", pa.int64()))
+            elif call.function in EXTREMES:
+                fields.append(pa.field(f"a{i}_1", pa.bool_()))
         fields += [pa.field(_SEEN, pa.int64()), pa.field(_OUT, pa.bool_())]
         fields += [pa.field(f"e{i}", self.schema.field(call.output).type)
                    for i, call in enumerate(self.spec.aggregates)]
@@ -211,7 +219,10 @@ class _Keys:
         self.static = stored.select([_KEY, _KG, *work.spec.key_columns])
         self.groups = stored.column(_KG).to_numpy().astype(np.int64)
         self.rows = stored.column(_ROWS).to_numpy().copy()
-        self.accs = [stored.column(name).to_numpy().copy() for name in self._acc_names()]
+        #: per aggregate, its accumulator columns (``a<i>_<j>``)
+        self.accs = [[stored.column(f"a{i}_{j}").to_numpy(zero_copy_only=False).copy()
+                      for j in range(1 if call.function in COUNTS else 2)]
+                     for i, call in enumerate(self.aggregates)]
         seen = stored.column(_SEEN)
         self.has_seen = seen.is_valid().to_numpy(zero_copy_only=False)
         self.seen = seen.fill_null(0).to_numpy().copy()
@@ -227,10 +238,6 @@ class _Keys:
     @property
     def size(self) -> int:
         return len(self.rows)
-
-    def _acc_names(self) -> list[str]:
-        return [f"a{i}_{j}" for i, call in enumerate(self.aggregates)
-                for j in range(1 if call.function in COUNTS else 2)]
 
     def merge(self, partials: pa.Table) -> None:
         """Fold the epoch's signed partials into the keys' states (new keys appended)."""
@@ -250,7 +257,8 @@ class _Keys:
             self.groups = np.concatenate([self.groups, fresh.column(KEY_GROUP).to_numpy()
                                           .astype(np.int64)])
             self.rows = np.concatenate([self.rows, np.zeros(added, np.int64)])
-            self.accs = [np.concatenate([acc, np.zeros(added, acc.dtype)]) for acc in self.accs]
+            self.accs = [[np.concatenate([acc, np.zeros(added, acc.dtype)]) for acc in accs]
+                         for accs in self.accs]
             self.has_seen = np.concatenate([self.has_seen, np.zeros(added, bool)])
             self.seen = np.concatenate([self.seen, np.zeros(added, np.int64)])
             self.out = np.concatenate([self.out, np.zeros(added, bool)])
@@ -259,14 +267,8 @@ class _Keys:
             self.gone = np.concatenate([self.gone, np.zeros(added, bool)])
             self.touched = np.concatenate([self.touched, np.zeros(added, bool)])
         self.rows[at] += partials.column("__rows").to_numpy()
-        partial_names = [f"p{i}_{j}" for i, call in enumerate(self.aggregates)
-                         for j in range(1 if call.function in COUNTS else 2)]
-        for acc, name in zip(self.accs, partial_names, strict=True):
-            acc[at] += partials.column(name).fill_null(0).to_numpy().astype(acc.dtype)
         for i, call in enumerate(self.aggregates):
-            if call.function in SUMS:  # a sum with every value withdrawn restarts at 0
-                total, counted = self.accs[self._acc_index(i)], self.accs[self._acc_index(i) + 1]
-                total[at[counted[at] == 0]] = 0
+            _merge(call.function, self.accs[i], at, partials, i)
         seen = partials.column("__seen").cast(pa.int64())
         valid = seen.is_valid().to_numpy(zero_copy_only=False)
         micros = seen.fill_null(0).to_numpy()
@@ -277,9 +279,6 @@ class _Keys:
         self.has_seen[targets] = True
         self.pending[at] = True
         self.touched[at] = True
-
-    def _acc_index(self, aggregate: int) -> int:
-        return sum(1 if call.function in COUNTS else 2 for call in self.aggregates[:aggregate])
 
     def expire(self, horizon: int) -> np.ndarray:
         """Mark keys last seen at or before ``horizon`` gone; return them.  A key first
@@ -296,13 +295,15 @@ class _Keys:
         columns = []
         for i, call in enumerate(self.aggregates):
             kind = self.work.schema.field(call.output).type
-            first = self.accs[self._acc_index(i)]
+            first = self.accs[i][0]
             if call.function in COUNTS:
                 columns.append(pa.array(first, kind, mask=~exists))
-                continue
-            counted = self.accs[self._acc_index(i) + 1]
-            values = first / np.maximum(counted, 1) if call.function == "avg" else first
-            columns.append(pa.array(values, mask=~exists | (counted <= 0)).cast(kind))
+            elif call.function in EXTREMES:
+                columns.append(pa.array(first, mask=~exists | ~self.accs[i][1]).cast(kind))
+            else:
+                counted = self.accs[i][1]
+                values = first / np.maximum(counted, 1) if call.function == "avg" else first
+                columns.append(pa.array(values, mask=~exists | (counted <= 0)).cast(kind))
         return columns
 
     def withdrawals(self, which: np.ndarray) -> pa.Table:
@@ -358,11 +359,33 @@ class _Keys:
         """The key states, as stored (:meth:`UpdatingColumnsRange.state_schema`)."""
         schema = self.work.state_schema()
         columns: list[pa.Array | pa.ChunkedArray] = [*self.static.columns, pa.array(self.rows)]
-        columns += [pa.array(acc) for acc in self.accs]
+        columns += [pa.array(acc) for accs in self.accs for acc in accs]
         columns += [pa.array(self.seen, pa.int64(), mask=~self.has_seen),
                     pa.array(self.out), *self.emitted, pa.array(self.pending),
                     pa.array(self.gone)]
         return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _merge(function: str, accs: list[np.ndarray], at: np.ndarray, partials: pa.Table,
+           index: int) -> None:
+    """Fold aggregate ``index``'s partials into its accumulator columns at rows ``at``."""
+    first = partials.column(f"p{index}_0")
+    numbers = first.fill_null(0).to_numpy().astype(accs[0].dtype)
+    if function in COUNTS:
+        accs[0][at] += numbers
+    elif function in SUMS:
+        total, counted = accs
+        total[at] += numbers
+        counted[at] += partials.column(f"p{index}_1").to_numpy()
+        total[at[counted[at] == 0]] = 0  # every value withdrawn: the sum restarts at 0
+    else:
+        extreme, present = accs
+        valid = first.is_valid().to_numpy(zero_copy_only=False)
+        better = np.maximum if function == "max" else np.minimum
+        held, had = extreme[at], present[at]
+        extreme[at] = np.where(valid & had, better(held, numbers),
+                               np.where(valid, numbers, held))
+        present[at] = had | valid
 
 
 def _number_type(kind: pa.DataType) -> pa.DataType:

@@ -63,6 +63,33 @@ def native_updating(events: DataFrame) -> DataFrame:
             .agg(F.count(F.lit(1)).alias("n"), F.sum("bid.price").alias("total")))
 
 
+#: Keys of the wide updating aggregate: an auction and a price (a bid's price takes
+#: at most 65,536 values, so ``price % 100000`` above has at most that many keys).
+WIDE_KEYS = 1_000_000
+
+
+def wide_key(auction: str, price: str) -> str:
+    return f"({auction} * 65536 + {price}) % {WIDE_KEYS}"
+
+
+def wide_updating_sql(stream: Stream) -> str:
+    """An updating aggregate over a key space of a million (auction and price)."""
+    return stream.table_sql() + f"""
+INSERT INTO out
+SELECT k, count(*) AS n, sum(price) AS total, max(price) AS top
+FROM (SELECT {wide_key('bid.auction', 'bid.price')} AS k, bid.price AS price
+      FROM nexmark WHERE bid IS NOT NULL)
+GROUP BY k;
+"""
+
+
+def native_wide_updating(events: DataFrame) -> DataFrame:
+    return (events.where("bid IS NOT NULL")
+            .groupBy(F.expr(wide_key("bid.auction", "bid.price")).alias("k"))
+            .agg(F.count(F.lit(1)).alias("n"), F.sum("bid.price").alias("total"),
+                 F.max("bid.price").alias("top")))
+
+
 @dataclass(frozen=True)
 class Query:
     """A scaling workload: its event rate (per second of event time), its Spate SQL
@@ -80,6 +107,7 @@ QUERIES = {
     "q4": Query(5_000, lambda s: nexmark_sql(s, "q4"), None),
     "q7": Query(5_000, lambda s: nexmark_sql(s, "q7"), native_q7),
     "updating100k": Query(5_000, updating_sql, native_updating, mode="update"),
+    "updating1m": Query(5_000, wide_updating_sql, native_wide_updating, mode="update"),
 }
 
 

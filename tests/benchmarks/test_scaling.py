@@ -77,7 +77,8 @@ def measure(master_of: dict[int, str], state_url: str, key: str,
     """Run every query on both engines with 1 and 2 cores; the rows are saved under
     ``key`` as they come (a long run cut short keeps what it measured)."""
     rows: list[dict[str, Any]] = []
-    for query, spec in QUERIES.items():
+    for query in EVENTS:
+        spec = QUERIES[query]
         for engine in ("spate", "native"):
             if engine == "native" and spec.native is None:
                 continue

@@ -33,11 +33,14 @@ Row = tuple[Any, bool, int, Any]
 AGGREGATES = (AggregateCall("count_star", None, "n"), AggregateCall("count", "a0", "c"),
               AggregateCall("sum", "a0", "s"), AggregateCall("avg", "a0", "mean"),
               AggregateCall("sum", "a1", "fs"))
+#: min and max run in columns over append-only input only
+EXTREMES = (AggregateCall("min", "a0", "lo"), AggregateCall("max", "a1", "hi"))
 
 
 def _spec(ttl_s: int, updating_input: bool) -> UpdatingAggregate:
+    aggregates = AGGREGATES if updating_input else AGGREGATES + EXTREMES
     return UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
-                             aggregates=AGGREGATES, updating_input=updating_input,
+                             aggregates=aggregates, updating_input=updating_input,
                              output_view="v", ttl_us=ttl_s * SECOND)
 
 
@@ -62,11 +65,14 @@ def _partials(rows: list[Row]) -> pa.Table:
             columns[f"p{i}_0"].append(sum(s * v * scale for s, v in present) if present
                                       else None)
             columns[f"p{i}_1"].append(sum(s for s, _ in present))
+        values = [v for _, v in present]
+        columns["p5_0"].append(min(values) if values else None)
+        columns["p6_0"].append(max(values) * 0.5 if values else None)
         columns["__kg"].append(sum(row_key.encode()) % GROUPS)
     types = {"__key": pa.string(), "k0": pa.string(), "__seen": pa.timestamp("us", tz="UTC"),
-             "p4_0": pa.float64(), "__kg": pa.int32()}
+             "p4_0": pa.float64(), "p6_0": pa.float64(), "__kg": pa.int32()}
     names = ["__key", "k0", "__count", "__rows", "__seen", "p0_0", "p1_0", "p2_0", "p2_1",
-             "p3_0", "p3_1", "p4_0", "p4_1", "__kg"]
+             "p3_0", "p3_1", "p4_0", "p4_1", "p5_0", "p6_0", "__kg"]
     return pa.table({n: pa.array(columns[n], types.get(n, pa.int64())) for n in names})
 
 
@@ -110,7 +116,7 @@ def _check_order(rows: list[tuple[Any, ...]]) -> None:
     """A key's withdrawal comes before its new row."""
     inserted = set()
     for row in rows:
-        retract, row_key = row[len(AGGREGATES) + 1], row[len(AGGREGATES) + 2]
+        retract, row_key = row[-3], row[-2]
         if retract:
             assert row_key not in inserted, f"{row_key} inserted before it was withdrawn"
         else:
@@ -162,7 +168,7 @@ def test_columns_emit_what_the_per_key_operator_emits(rows, count, parallelism, 
     assert columns_held == keys_held
 
 
-def test_the_columnar_path_takes_counts_and_sums_of_numbers_only() -> None:
+def test_the_columnar_path_takes_aggregates_of_numbers_it_computes_in_columns() -> None:
     spec = _spec(100, False)
     schema = _partials([]).schema
     assert columnar(spec, schema)
@@ -170,7 +176,7 @@ def test_the_columnar_path_takes_counts_and_sums_of_numbers_only() -> None:
     assert not columnar(spec, decimals)
     assert not columnar(UpdatingAggregate(
         operator_id="q0", input_sql="", key_columns=("k0",),
-        aggregates=(AggregateCall("max", "a0", "m"),), updating_input=False,
+        aggregates=(AggregateCall("max", "a0", "m"),), updating_input=True,
         output_view="v"), schema)
     nested = schema.set(schema.get_field_index("k0"), pa.field("k0", pa.list_(pa.int64())))
     assert not columnar(spec, nested)

@@ -1,0 +1,142 @@
+"""Updating aggregates (a GROUP BY without a window) over many keys.
+
+``SPATE_BENCHMARK=1 python -m pytest tests/benchmarks/test_updating_aggregate.py -s``
+
+1. Whole processes, Spate against a Spark user's update-mode ``groupBy`` on the
+   same Nexmark bids (:mod:`tests.benchmarks.scaling_job`, ``local[2]``, each run
+   in a process of its own after a warm-up run): ``count(*), sum(price)`` by
+   ``price % 100000`` (at most 65,536 keys: a bid's price takes that many values)
+   and ``count(*), sum(price), max(price)`` by an auction and price folded into a
+   million keys.
+2. The operator alone, without Spark: the same signed partials (what native
+   pre-aggregation gives for an epoch) through the columnar operator
+   (:mod:`spate.engine.runtime.updating_columns`) and the per-key one
+   (:class:`spate.engine.runtime.updating.UpdatingAggregateOperator`), over an
+   embedded (SQLite) store, both key-group ranges of each epoch in turn.
+
+Results go under ``updating_aggregate`` in ``docs/benchmarks/results.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from spate.engine.planner.plan import AggregateCall, UpdatingAggregate
+from spate.engine.runtime.tasks import TaskEpoch, TaskStats
+from spate.engine.runtime.updating import UpdatingAggregateOperator, _UpdatingRange
+from spate.engine.runtime.updating_columns import UpdatingColumnsRange
+from spate.engine.runtime.watermarks import NO_WATERMARK
+from spate.statestore import open_store, split_key_groups
+from tests.benchmarks.workloads import load_results, save_result
+
+pytestmark = [pytest.mark.benchmark, pytest.mark.spark, pytest.mark.timeout(7200)]
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+#: Events of each whole-process run (ten epochs).
+EVENTS = 1_000_000
+RUNS = 2
+GROUPS = 128
+#: what earlier runs measured, updated test by test
+RESULTS: dict[str, Any] = load_results().get("updating_aggregate", {})
+
+
+def _job(engine: str, query: str) -> dict[str, Any]:
+    command = [sys.executable, "-m", "tests.benchmarks.scaling_job", "local[2]", engine, query,
+               str(EVENTS), "2", "sqlite:///{work}/state.db"]
+    done = subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True,
+                          timeout=1800, env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["rows_in"] >= EVENTS, f"{engine} {query} read too little: {result}"
+    return result
+
+
+@pytest.mark.parametrize("query", ["updating100k", "updating1m"])
+def test_whole_process_against_native_spark(query: str) -> None:
+    seconds: dict[str, list[float]] = {"spate": [], "native": []}
+    for _ in range(RUNS):  # alternating, so both meet the machine's load alike
+        for engine in seconds:
+            seconds[engine].append(_job(engine, query)["seconds"])
+    best = {engine: min(runs) for engine, runs in seconds.items()}
+    row = {"events": EVENTS, "seconds": seconds,
+           "events_per_s": {e: EVENTS / s for e, s in best.items()},
+           "spate_over_native": best["native"] / best["spate"]}
+    print(f"{query}: Spate {best['spate']:.1f} s, native {best['native']:.1f} s "
+          f"({row['spate_over_native']:.2f}x of native's throughput)", flush=True)
+    RESULTS[query] = row
+    save_result("updating_aggregate", RESULTS)
+
+
+def _partials(rng: np.random.Generator, events: int, keys: int) -> pa.Table:
+    """An epoch's signed partials of ``count(*), sum(v), max(v) GROUP BY k`` over
+    ``events`` rows with uniform keys."""
+    drawn = rng.integers(0, keys, events)
+    unique, counts = np.unique(drawn, return_counts=True)
+    values = rng.integers(1, 1_000, events)
+    sums = np.bincount(drawn, weights=values, minlength=keys)[unique].astype(np.int64)
+    tops = np.zeros(keys, np.int64)
+    np.maximum.at(tops, drawn, values)
+    return pa.table({
+        "__key": pa.array([f'{{"k":{k}}}' for k in unique.tolist()]),
+        "k": unique.astype(np.int64), "__count": counts, "__rows": counts,
+        "__seen": pa.array(np.full(len(unique), 10**12), pa.int64())
+        .cast(pa.timestamp("us", tz="UTC")),
+        "p0_0": counts, "p1_0": sums, "p1_1": counts, "p2_0": tops[unique],
+        "__kg": pa.array(unique % GROUPS, pa.int32())})
+
+
+def _operator_seconds(work: Any, epochs: list[pa.Table]) -> float:
+    """Seconds per epoch of ``work`` over both key-group ranges, state in SQLite."""
+    folder = Path(tempfile.mkdtemp(prefix="spate-updating-"))
+    spent = 0.0
+    with open_store(f"sqlite:///{folder / 'state.db'}") as store:
+        state = store.pipeline("bench", "updating")
+        ranges = split_key_groups(GROUPS, 2)
+        for number, partials in enumerate(epochs):
+            state.begin_epoch(number, ranges)
+            epoch = TaskEpoch(b"", "bench", "updating", "run", number,
+                              number - 1 if number else None,
+                              tuple((r.start, r.stop) for r in ranges), NO_WATERMARK, 10**12,
+                              clock_ms=number * 1_000, flush_interval_ms=0)
+            groups = partials.column("__kg").to_numpy()
+            for key_groups in ranges:
+                mine = partials.filter(pa.array((groups >= key_groups.start)
+                                                & (groups < key_groups.stop)))
+                writer = state.writer(number, key_groups)
+                started = time.perf_counter()
+                work(mine, state, writer, epoch, TaskStats())
+                writer.commit()
+                spent += time.perf_counter() - started
+            state.commit_epoch(number, {})
+    return spent / len(epochs)
+
+
+@pytest.mark.parametrize(("keys", "events"), [(100_000, 40_000), (1_000_000, 250_000)])
+def test_the_operator_alone_columns_against_per_key(keys: int, events: int) -> None:
+    spec = UpdatingAggregate(
+        operator_id="q0", input_sql="", key_columns=("k",), updating_input=False,
+        aggregates=(AggregateCall("count_star", None, "n"), AggregateCall("sum", "a0", "total"),
+                    AggregateCall("max", "a0", "top")), output_view="out")
+    rng = np.random.default_rng(7)
+    epochs = [_partials(rng, events, keys) for _ in range(10)]
+    schema = epochs[0].schema
+    operator = UpdatingAggregateOperator(spec, GROUPS)
+    columns = _operator_seconds(UpdatingColumnsRange(spec, schema, operator.output_schema(schema)),
+                                epochs)
+    per_key = _operator_seconds(_UpdatingRange(operator, schema), epochs)
+    print(f"{keys:,} keys, {events:,} events an epoch: columns {columns:.3f} s, "
+          f"per key {per_key:.3f} s an epoch ({per_key / columns:.1f}x)", flush=True)
+    RESULTS[f"operator_{keys}"] = {"events_per_epoch": events, "columns_s": columns,
+                                   "per_key_s": per_key}
+    save_result("updating_aggregate", RESULTS)
