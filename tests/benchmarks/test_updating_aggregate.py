@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -38,7 +39,10 @@ from spate.engine.runtime.updating import UpdatingAggregateOperator, _UpdatingRa
 from spate.engine.runtime.updating_columns import UpdatingColumnsRange
 from spate.engine.runtime.watermarks import NO_WATERMARK
 from spate.statestore import open_store, split_key_groups
-from tests.benchmarks.workloads import load_results, save_result
+from tests.benchmarks.workloads import RESULTS_DIR, load_results, save_result
+
+matplotlib.use("Agg")
+from matplotlib import pyplot as plt  # noqa: E402  (after choosing the file backend)
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.spark, pytest.mark.timeout(7200)]
 
@@ -76,6 +80,7 @@ def test_whole_process_against_native_spark(query: str) -> None:
           f"({row['spate_over_native']:.2f}x of native's throughput)", flush=True)
     RESULTS[query] = row
     save_result("updating_aggregate", RESULTS)
+    _plot()
 
 
 def _partials(rng: np.random.Generator, events: int, keys: int) -> pa.Table:
@@ -140,3 +145,34 @@ def test_the_operator_alone_columns_against_per_key(keys: int, events: int) -> N
     RESULTS[f"operator_{keys}"] = {"events_per_epoch": events, "columns_s": columns,
                                    "per_key_s": per_key}
     save_result("updating_aggregate", RESULTS)
+    _plot()
+
+
+def _plot() -> None:
+    """Whole-process throughput of both engines, and the operator's seconds an epoch."""
+    figure, (runs, operator) = plt.subplots(1, 2, figsize=(9, 3.8))
+    queries = [q for q in ("updating100k", "updating1m") if q in RESULTS]
+    for offset, engine in ((-0.2, "spate"), (0.2, "native")):
+        runs.bar([i + offset for i in range(len(queries))],
+                 [RESULTS[q]["events_per_s"][engine] / 1000 for q in queries], width=0.4,
+                 label=engine, color="tab:blue" if engine == "spate" else "tab:gray")
+    runs.set_xticks(range(len(queries)), queries)
+    runs.set_ylabel("thousand events / s (best run)")
+    runs.set_title("whole process, local[2]", fontsize=10)
+    runs.legend(fontsize=8)
+    sizes = [k for k in ("operator_100000", "operator_1000000") if k in RESULTS]
+    for offset, (column, label) in ((-0.2, ("columns_s", "columns")),
+                                    (0.2, ("per_key_s", "per key"))):
+        operator.bar([i + offset for i in range(len(sizes))],
+                     [RESULTS[k][column] for k in sizes], width=0.4, label=label,
+                     color="tab:blue" if column == "columns_s" else "tab:orange")
+    operator.set_xticks(range(len(sizes)), [k.removeprefix("operator_") + " keys"
+                                            for k in sizes])
+    operator.set_ylabel("seconds an epoch")
+    operator.set_title("the operator alone", fontsize=10)
+    operator.legend(fontsize=8)
+    figure.suptitle("Updating aggregates", fontsize=11)
+    figure.tight_layout()
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    figure.savefig(RESULTS_DIR / "updating_aggregate.png", dpi=110)
+    plt.close(figure)
