@@ -51,6 +51,10 @@ def clean_api_key(raw: str, named: str) -> str:
     return key
 
 
+#: Methods a client may send twice (RFC 9110, 9.2.2).
+_IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+
+
 class SpateClient:
     """Calls ``/api/v1`` on one server with one API key; ``key_named`` says where the key
     came from, for the message when it is malformed (:func:`clean_api_key`)."""
@@ -79,8 +83,7 @@ class SpateClient:
         """The decoded JSON body of a successful call (None for 204; the text of a body
         that is not JSON, such as an invoice's CSV)."""
         try:
-            response = self._http.request(method, API_PREFIX + path, json=json, params=params,
-                                          headers=self._headers)
+            response = self._send(method, path, json, params)
         except httpx.HTTPError as error:
             raise self._unreachable(error) from None
         if response.status_code >= 400:
@@ -90,6 +93,19 @@ class SpateClient:
         if not response.headers.get("content-type", "").startswith("application/json"):
             return response.text
         return response.json()
+
+    def _send(self, method: str, path: str, json: Any,
+              params: dict[str, Any] | None) -> httpx.Response:
+        """One call; an idempotent one goes again, once, when the server closed the kept-alive
+        connection it went out on before answering (its idle timeout raced the request)."""
+        try:
+            return self._http.request(method, API_PREFIX + path, json=json, params=params,
+                                      headers=self._headers)
+        except httpx.RemoteProtocolError:
+            if method not in _IDEMPOTENT:
+                raise
+        return self._http.request(method, API_PREFIX + path, json=json, params=params,
+                                  headers=self._headers)
 
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params={k: v for k, v in params.items()
@@ -163,6 +179,10 @@ class SpateClient:
     def _unreachable(self, error: httpx.HTTPError) -> ClientError:
         # An error of the HTTP stack may quote the request's headers: the key goes.
         cause = str(error).replace(self._key, "<API key>")
+        if isinstance(error, httpx.RemoteProtocolError):
+            return ClientError(f"the Spate server at {self.server} closed the connection "
+                               f"without answering ({cause}); the request may or may not "
+                               "have taken effect: look before sending it again")
         return ClientError(f"cannot reach the Spate server at {self.server}: {cause}; "
                            "start one with 'spate serve' or set SPATE_SERVER")
 
