@@ -16,8 +16,9 @@ epoch by epoch.
    epoch is kept until the next).
 
 Steps 2–4 run in columns (:mod:`spate.engine.runtime.updating_columns`) for
-count, sum and avg of numbers, and min and max of numbers over append-only
-input, grouped by plain keys; this module runs the others key by key.
+count, sum and avg of numbers, and min and max (of numbers, times, dates and
+booleans) over append-only input, grouped by plain keys; this module runs the
+others key by key.
 
 State, per key group: operator ``<id>`` holds one :class:`KeyState` per key
 (user key: ``(_spate_key,)``); operator ``<id>/flush`` one entry ``()``:

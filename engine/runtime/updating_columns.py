@@ -2,7 +2,8 @@
 
 The columnar counterpart of :class:`~spate.engine.runtime.updating.UpdatingAggregateOperator`
 for the aggregates :func:`columnar` accepts (count; sum and avg of integers and
-floats; their min and max over append-only input): the epoch's signed partials
+floats; over append-only input, min and max of those, of times, dates and
+booleans): the epoch's signed partials
 merge into the keys' states, due
 groups flush and idle keys expire as whole NumPy and Arrow columns, with no
 Python statement per key.  What it emits is what the per-key operator emits:
@@ -43,6 +44,7 @@ from spate.engine.planner.plan import EVENT_TIME, UpdatingAggregate
 from spate.engine.runtime.tasks import KEY_GROUP, TaskEpoch, TaskStats
 from spate.engine.runtime.values import from_ipc, to_ipc
 from spate.engine.runtime.watermarks import END_OF_TIME
+from spate.engine.runtime.window_columns import as_numbers, from_numbers
 from spate.statestore import CachedPipelineState, EpochWriter, UserKey
 from spate.statestore.encoding import decode, encode
 
@@ -69,11 +71,15 @@ def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
         if call.function in COUNTS:
             continue
         kind = partial_schema.field(f"p{i}_0").type
-        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
-            return False
-        if not (call.function in SUMS or (call.function in EXTREMES
-                                          and not spec.updating_input)):
-            return False  # min and max of updating input keep multisets of values
+        number = pa.types.is_integer(kind) or pa.types.is_floating(kind)
+        if call.function in SUMS and number:
+            continue
+        # min and max of updating input keep multisets of values
+        if call.function in EXTREMES and not spec.updating_input and (
+                number or pa.types.is_timestamp(kind) or pa.types.is_date32(kind)
+                or pa.types.is_boolean(kind)):
+            continue
+        return False
     return True
 
 
@@ -299,7 +305,9 @@ class _Keys:
             if call.function in COUNTS:
                 columns.append(pa.array(first, kind, mask=~exists))
             elif call.function in EXTREMES:
-                columns.append(pa.array(first, mask=~exists | ~self.accs[i][1]).cast(kind))
+                columns.append(from_numbers(first, ~exists | ~self.accs[i][1],
+                                            self.work.partial_schema.field(f"p{i}_0").type,
+                                            kind))
             else:
                 counted = self.accs[i][1]
                 values = first / np.maximum(counted, 1) if call.function == "avg" else first
@@ -370,7 +378,7 @@ def _merge(function: str, accs: list[np.ndarray], at: np.ndarray, partials: pa.T
            index: int) -> None:
     """Fold aggregate ``index``'s partials into its accumulator columns at rows ``at``."""
     first = partials.column(f"p{index}_0")
-    numbers = first.fill_null(0).to_numpy().astype(accs[0].dtype)
+    numbers = as_numbers(first, 0).astype(accs[0].dtype)
     if function in COUNTS:
         accs[0][at] += numbers
     elif function in SUMS:

@@ -228,23 +228,24 @@ def _aggregate(function: str, panes: pa.Table, index: int, fired: FiredWindows,
     """One aggregate's value per fired window, as the output column ``kind``."""
     first = panes.column(f"p{index}_0")
     if function in COUNTS:
-        return pa.array(window_sums(_numbers(first, 0), fired), kind)
+        return pa.array(window_sums(as_numbers(first, 0), fired), kind)
     if function in SUMS:
-        counted = window_sums(_numbers(panes.column(f"p{index}_1"), 0), fired)
-        totals = window_sums(_numbers(first, 0), fired)
+        counted = window_sums(as_numbers(panes.column(f"p{index}_1"), 0), fired)
+        totals = window_sums(as_numbers(first, 0), fired)
         if function == "avg":
             totals = totals / np.maximum(counted, 1)
         return pa.array(totals, mask=counted == 0).cast(kind)
     largest = function == "max"
     valid = window_sums(first.is_valid().to_numpy(zero_copy_only=False).astype(np.int64),
                         fired)
-    numbers = _numbers(first, _worst(first.type, largest))
+    numbers = as_numbers(first, _worst(first.type, largest))
     extremes = window_extremes(numbers, fired, largest)
-    return _from_numbers(extremes, valid == 0, first.type, kind)
+    return from_numbers(extremes, valid == 0, first.type, kind)
 
 
-def _numbers(column: pa.ChunkedArray, fill: float | int) -> np.ndarray:
-    """``column`` as a NumPy array of int64 (integers, times, booleans) or float64."""
+def as_numbers(column: pa.ChunkedArray, fill: float | int) -> np.ndarray:
+    """``column`` (NULLs as ``fill``) as a NumPy array of int64 (integers, times,
+    booleans) or float64 (floats, decimals)."""
     kind = column.type
     if pa.types.is_decimal(kind) or pa.types.is_floating(kind):
         column = column.cast(pa.float64())
@@ -266,8 +267,9 @@ def _worst(kind: pa.DataType, largest: bool) -> float | int:
     return int(info.min) if largest else int(info.max)
 
 
-def _from_numbers(numbers: np.ndarray, nulls: np.ndarray, partial: pa.DataType,
-                  kind: pa.DataType) -> pa.Array:
+def from_numbers(numbers: np.ndarray, nulls: np.ndarray, partial: pa.DataType,
+                 kind: pa.DataType) -> pa.Array:
+    """What :func:`as_numbers` made of a ``partial`` column, back as ``kind``."""
     array = pa.array(numbers, mask=nulls)
     if pa.types.is_timestamp(partial):
         return array.cast(pa.timestamp("us", tz=partial.tz)).cast(kind)

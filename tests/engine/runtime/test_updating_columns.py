@@ -34,7 +34,8 @@ AGGREGATES = (AggregateCall("count_star", None, "n"), AggregateCall("count", "a0
               AggregateCall("sum", "a0", "s"), AggregateCall("avg", "a0", "mean"),
               AggregateCall("sum", "a1", "fs"))
 #: min and max run in columns over append-only input only
-EXTREMES = (AggregateCall("min", "a0", "lo"), AggregateCall("max", "a1", "hi"))
+EXTREMES = (AggregateCall("min", "a0", "lo"), AggregateCall("max", "a1", "hi"),
+            AggregateCall("max", "a2", "latest"), AggregateCall("min", "a3", "all_positive"))
 
 
 def _spec(ttl_s: int, updating_input: bool) -> UpdatingAggregate:
@@ -68,11 +69,16 @@ def _partials(rows: list[Row]) -> pa.Table:
         values = [v for _, v in present]
         columns["p5_0"].append(min(values) if values else None)
         columns["p6_0"].append(max(values) * 0.5 if values else None)
+        times = [ts for _, _, ts, v in mine if v is not None]
+        columns["p7_0"].append(max(times) * SECOND if times else None)
+        columns["p8_0"].append(min(v > 0 for v in values) if values else None)
         columns["__kg"].append(sum(row_key.encode()) % GROUPS)
     types = {"__key": pa.string(), "k0": pa.string(), "__seen": pa.timestamp("us", tz="UTC"),
-             "p4_0": pa.float64(), "p6_0": pa.float64(), "__kg": pa.int32()}
+             "p4_0": pa.float64(), "p6_0": pa.float64(),
+             "p7_0": pa.timestamp("us", tz="UTC"), "p8_0": pa.bool_(), "__kg": pa.int32()}
     names = ["__key", "k0", "__count", "__rows", "__seen", "p0_0", "p1_0", "p2_0", "p2_1",
-             "p3_0", "p3_1", "p4_0", "p4_1", "p5_0", "p6_0", "__kg"]
+             "p3_0", "p3_1", "p4_0", "p4_1", "p5_0", "p6_0", "p7_0", "p8_0",
+             "__kg"]
     return pa.table({n: pa.array(columns[n], types.get(n, pa.int64())) for n in names})
 
 
@@ -144,10 +150,13 @@ def _epochs(rows: list[Row], count: int, step_s: int) -> list[tuple[list[Row], i
                      min_size=1, max_size=60),
        count=st.integers(1, ENTRIES_PER_GROUP + 4), parallelism=st.integers(1, 3),
        interval_s=st.sampled_from([0, 1, 5]), ttl_s=st.sampled_from([20, 100, 10_000]),
-       ordered=st.booleans())
+       ordered=st.booleans(), append_only=st.booleans())
 def test_columns_emit_what_the_per_key_operator_emits(rows, count, parallelism, interval_s,
-                                                      ttl_s, ordered, tmp_path_factory
+                                                      ttl_s, ordered, append_only,
+                                                      tmp_path_factory
                                                       ) -> None:  # type: ignore[no-untyped-def]
+    if append_only:  # no withdrawals: min and max run in columns too
+        rows = [(key, False, ts, value) for key, _, ts, value in rows]
     if ordered:  # event time in order, so keys idle for updating_ttl expire mid-run
         rows = sorted(rows, key=lambda r: r[2])
     updating_input = any(withdrawn for _, withdrawn, _, _ in rows)
