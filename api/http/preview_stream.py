@@ -8,7 +8,8 @@ neither a database connection nor a thread between polls.
 
 Events, each ``data`` a JSON value:
 
-- ``status`` — ``{"job_id", "state"}``, first ``created``, then each change;
+- ``status`` — ``{"job_id", "state"}``, first ``created``, then each change
+  (``running`` at the latest before the first ``epoch`` or ``rows``);
 - ``epoch`` — ``{"epoch", "rows_in", "rows_out"}``: an epoch committed (what the
   preview has read so far, while a window has not closed yet and nothing is out);
 - ``rows`` — an array of row objects (never more than ``limit`` in all);
@@ -38,9 +39,11 @@ from spate.api.http.errors import NotFoundError
 from spate.api.repositories.jobs import JobRepository
 from spate.api.scheduling import SchedulerNotifier
 from spate.engine.job.channel import ChannelError, JobChannel, open_channel
-from spate.scheduler.store import TERMINAL_STATES
+from spate.scheduler.store import CREATED, RUNNING, STARTING, TERMINAL_STATES
 
 logger = logging.getLogger(__name__)
+#: Job states before ``running``: a stream seeing rows in one of them reports ``running``.
+_BEFORE_RUNNING = frozenset({CREATED, STARTING})
 
 #: Seconds between polls of the job row and its channel.
 POLL_S = 0.25
@@ -100,11 +103,18 @@ class PreviewStream:
                 yield _event("error", {"message": "the preview job no longer exists"}), True
                 yield _event("end", self._end("gone")), True
                 return
-            if snapshot.state != state:
+            if snapshot.state != state and not (state == RUNNING
+                                                and snapshot.state in _BEFORE_RUNNING):
                 state = snapshot.state
                 quiet_since = time.monotonic()
                 yield _event("status", {"job_id": self.job_id, "state": state}), False
-            for chunk in await anyio.to_thread.run_sync(self._read_channel, snapshot):
+            chunks = await anyio.to_thread.run_sync(self._read_channel, snapshot)
+            if chunks and state in _BEFORE_RUNNING:
+                # The job's own channel is ahead of the scheduler, which records the job
+                # as running once it has read the job's events: rows mean it runs.
+                state = RUNNING
+                yield _event("status", {"job_id": self.job_id, "state": state}), False
+            for chunk in chunks:
                 quiet_since = time.monotonic()
                 yield chunk, False
             if self.rows_sent >= self.limit:

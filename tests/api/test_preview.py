@@ -167,6 +167,33 @@ def test_rows_stream_until_the_job_finishes(server: Server, tmp_path: Path) -> N
     assert job.stop_mode is None  # it ended by itself; nothing to stop
 
 
+def test_rows_ahead_of_the_scheduler_come_after_a_running_status(server: Server,
+                                                                  tmp_path: Path) -> None:
+    """The job writes rows before the scheduler has read its events and recorded it
+    running: the stream says ``running`` before the rows, once, and never goes back."""
+    def script(job_id: str, channel: FileJobChannel) -> None:
+        update_job(server.app, job_id, state="starting",
+                   channel_url=f"file://{self.channel.directory}")
+        channel.publish({"type": "rows", "epoch": 0, "rows": [{"n": 0}]})
+        time.sleep(0.6)  # a few polls with the job still "starting"
+        update_job(server.app, job_id, state="running")
+        channel.publish({"type": "rows", "epoch": 1, "rows": [{"n": 1}]})
+        time.sleep(0.6)
+        update_job(server.app, job_id, state="finished")
+
+    self = PlaysScheduler(server, tmp_path, script)
+    self.start()
+    events = _stream(server, {"sql": SELECT_SQL, "limit": 10})
+    job_id = self.check()
+    statuses = [data["state"] for name, data in events if name == "status"]
+    assert statuses in (["created", "running", "finished"],
+                        ["created", "starting", "running", "finished"]), events
+    first_rows = next(i for i, (name, _) in enumerate(events) if name == "rows")
+    assert ("status", {"job_id": job_id, "state": "running"}) in events[:first_rows], events
+    assert [row for name, data in events if name == "rows" for row in data] == [{"n": 0},
+                                                                                 {"n": 1}]
+
+
 def test_the_limit_ends_the_stream_and_stops_the_job(server: Server, tmp_path: Path) -> None:
     def script(job_id: str, channel: FileJobChannel) -> None:
         self.start_job()
