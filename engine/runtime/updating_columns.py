@@ -14,10 +14,10 @@ State layout in the store (per key group):
 * operator ``<id>/key_columns``: the group's key states as Arrow IPC tables,
   one entry ``(epoch,)`` per epoch that changed keys of the group, holding
   just the keys it changed (a key removed is a row marked ``__gone``).  A key's
-  latest entry wins when read.  Once a group has more than
-  :data:`ENTRIES_PER_GROUP` entries, the epoch writes the group whole as one
-  entry and deletes the others, so writes stay proportional to the keys an
-  epoch changes and reads to the group's keys.
+  latest entry wins when read.  An epoch that changes a group already holding
+  :data:`ENTRIES_PER_GROUP` entries writes the group whole as one entry and
+  deletes the others, so writes stay proportional to the keys an epoch
+  changes and reads to the group's keys.
 * operator ``<id>/key_flush``: per key group, one entry ``()``:
   ``[last flush (ms), whether keys wait for a flush, the earliest latest event
   time of its keys]``.
@@ -48,7 +48,7 @@ from spate.engine.runtime.window_columns import as_numbers, from_numbers
 from spate.statestore import CachedPipelineState, EpochWriter, UserKey
 from spate.statestore.encoding import decode, encode
 
-#: Entries of one group beyond which an epoch writes the group whole.
+#: Entries a group holds at most: a change to a group holding this many writes it whole.
 ENTRIES_PER_GROUP = 8
 #: Later than any event time: a group without keys that have one.
 _NEVER = 2**63 - 1
