@@ -54,7 +54,6 @@ ENTRIES_PER_GROUP = 8
 _NEVER = 2**63 - 1
 _KEY = "__key"
 _KG = "__kg"
-_AT = "__at"
 _GONE = "__gone"
 _ROWS = "__rows"
 _SEEN = "__seen"
@@ -140,24 +139,19 @@ class UpdatingColumnsRange:
 
     def read_keys(self, work: list[int], entries: Mapping[int, Mapping[UserKey, bytes]]
                   ) -> pa.Table:
-        """The work groups' key states, one row per live key, sorted by row key."""
-        tables = []
-        for group in work:
-            for key, raw in entries[group].items():
-                table = from_ipc(raw)
-                tables.append(table.append_column(_AT, pa.array(
-                    np.full(table.num_rows, int(key[0]), np.int64))))
-        schema = self.state_schema().append(pa.field(_AT, pa.int64()))
+        """The work groups' key states, one row per live key."""
+        # Each group's entries newest first, so a key's first row is its latest.
+        tables = [from_ipc(entries[group][key]) for group in work
+                  for key in sorted(entries[group], reverse=True)]
         if not tables:
-            return schema.empty_table().drop_columns([_AT, _GONE])
-        table = pa.concat_tables(tables).sort_by([(_KEY, "ascending"), (_AT, "descending")])
-        names = table.column(_KEY)
-        latest = np.ones(table.num_rows, bool)
-        if table.num_rows > 1:
-            latest[1:] = pc.not_equal(names.slice(1), names.slice(0, table.num_rows - 1)) \
-                .to_numpy(zero_copy_only=False)
-        live = latest & ~table.column(_GONE).to_numpy(zero_copy_only=False)
-        return table.filter(pa.array(live)).drop_columns([_AT, _GONE])
+            return self.state_schema().empty_table().drop_columns([_GONE])
+        table = pa.concat_tables(tables)
+        live = ~table.column(_GONE).to_numpy(zero_copy_only=False)
+        if any(len(entries[group]) > 1 for group in work):
+            names = table.column(_KEY)
+            first = pc.index_in(names, value_set=names).to_numpy()
+            live &= first == np.arange(table.num_rows)
+        return table.filter(pa.array(live)).drop_columns([_GONE])
 
     def state_schema(self) -> pa.Schema:
         fields = [pa.field(_KEY, pa.string()), pa.field(_KG, pa.int32())]
@@ -186,32 +180,40 @@ class UpdatingColumnsRange:
               epoch: TaskEpoch) -> None:
         """Stage each work group's changed keys (or the whole group when crowded) and its
         flush entry."""
-        table = keys.table()
-        groups = keys.groups
+        start, size = writer.key_groups.start, len(writer.key_groups)
+        local = keys.groups - start  # each row's group, from 0 within the range
         live = ~keys.gone
+
+        def per_group(mask: np.ndarray) -> np.ndarray:
+            return np.bincount(local[mask], minlength=size) > 0
+
+        has_change, has_live = per_group(changed), per_group(live)
+        held = np.zeros(size, np.int64)
+        held[[g - start for g in work]] = [len(entries[g]) for g in work]
+        # A group whose keys are all gone, or whose entries crowd, is written whole.
+        whole = has_change & (~has_live | (held >= ENTRIES_PER_GROUP))
+        written = np.flatnonzero(np.where(whole[local], live, changed))
+        written = written[np.argsort(local[written], kind="stable")]
+        bounds = np.searchsorted(local[written], np.arange(size + 1))
+        table = keys.table().take(pa.array(written))
+        waiting = per_group(keys.pending & live)
+        oldest = np.full(size, _NEVER, np.int64)
+        timed = live & keys.has_seen
+        np.minimum.at(oldest, local[timed], keys.seen[timed])
         at = (epoch.number,)
         for group in work:
-            in_group = groups == group
-            old = [tuple(k) for k in entries[group]]
-            kept = in_group & live
-            if not (in_group & changed).any():
-                pass
-            elif not kept.any() or len(old) >= ENTRIES_PER_GROUP:
-                # The group's keys are all gone, or its entries crowd: write it whole.
-                for key in old:
-                    writer.delete(self.states_name, group, key)
-                if kept.any():
-                    writer.put(self.states_name, group, at, to_ipc(table.filter(pa.array(kept))))
-            else:
+            index = group - start
+            if whole[index]:
+                for key in entries[group]:
+                    writer.delete(self.states_name, group, tuple(key))
+            rows = bounds[index + 1] - bounds[index]
+            if has_change[index] and rows:
                 writer.put(self.states_name, group, at,
-                           to_ipc(table.filter(pa.array(in_group & changed))))
+                           to_ipc(table.slice(bounds[index], rows)))
             stored = stored_metas[group]
-            last_flush = stored[0] if stored is not None else None
-            if group in due:
-                last_flush = epoch.clock_ms
-            seen = keys.seen[in_group & live & keys.has_seen]
-            meta = [last_flush, bool((keys.pending & in_group & live).any()),
-                    int(seen.min()) if len(seen) else _NEVER]
+            last_flush = epoch.clock_ms if group in due else (
+                stored[0] if stored is not None else None)
+            meta = [last_flush, bool(waiting[index]), int(oldest[index])]
             if meta != stored:
                 writer.put(self.flush_name, group, (), encode(meta))
 
