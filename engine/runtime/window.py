@@ -3,10 +3,12 @@
 The input rows are placed by their key-group range's task, then native Spark
 computes the pane partials (:meth:`WindowOperatorRunner.partials`) in the same
 partitions;
-TUMBLE and HOP windows of count, sum, avg, min and max then run in columns
-(:mod:`spate.engine.runtime.window_columns`).  This module runs the others —
-SESSION windows and the aggregates kept as Python values (distinct counts,
-variances, first/last values, bags, aggregate UDFs): it merges the partials
+windows of count, sum, avg, min and max then run in columns
+(:mod:`spate.engine.runtime.window_columns` for TUMBLE and HOP,
+:mod:`spate.engine.runtime.session_columns` for SESSION).  This module runs the
+others — the aggregates kept as Python values (distinct counts, variances,
+first/last values, bags, aggregate UDFs, decimal sessions) and state an
+earlier version kept per key: it merges the partials
 into the operator's state, key group by key group, fires the windows the
 watermark closed, and stages what changed for the epoch.
 
@@ -48,6 +50,7 @@ from spate.engine.runtime import values
 from spate.engine.runtime.group_entries import GroupEntries
 from spate.engine.runtime.output import fired_table, output_schema
 from spate.engine.runtime.partials import ArrowPartials
+from spate.engine.runtime.session_columns import SessionColumnsRange, session_columnar
 from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput
 from spate.engine.runtime.tasks import (
     KEY_GROUP,
@@ -212,7 +215,10 @@ class WindowOperatorRunner:
                 ((*key, pane // self.chunk_us) for key, pane, _ in new_rows))
         states: dict[tuple[Any, ...], Any] = {}
         touched: set[tuple[Any, ...]] = set()
-        for key, pane, partial in new_rows:
+        # A key's session partials go in event-time order: which of them are late
+        # then does not depend on the order Spark's aggregate gave them in.
+        ordered = sorted(new_rows, key=lambda row: row[1]) if self.session else new_rows
+        for key, pane, partial in ordered:
             touched.add(key)
             key_state = self._state(records, states, key)
             if self.session:
@@ -313,9 +319,13 @@ class WindowStep(OperatorStep):
         if self._columnar is None:
             # Decided once a run.  Windows buffered per key by an earlier version stay
             # on that path until they drain; the next run then takes the columnar one.
-            self._columnar = columnar(self.spec, partial_schema) and not self._keyed_state()
-        work: RangeWork = (WindowColumnsRange(self.spec, schema) if self._columnar
-                           else _WindowRange(self.spec, self.num_key_groups, schema))
+            fits = (session_columnar if self.runner.session else columnar)(
+                self.spec, partial_schema)
+            self._columnar = fits and not self._keyed_state()
+        work: RangeWork = _WindowRange(self.spec, self.num_key_groups, schema)
+        if self._columnar:
+            work = (SessionColumnsRange(self.spec, schema) if self.runner.session
+                    else WindowColumnsRange(self.spec, schema))
         frame, stats = epoch.run_ranges(partials, work, arrow_schema_to_spark(schema),
                                         self.spec.operator_id)
         return StepOutput(frame, rows=stats.rows_out, rows_in=stats.rows_in,

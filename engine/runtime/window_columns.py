@@ -167,11 +167,11 @@ class WindowColumnsRange:
         ends = fired.end_slots * slide
         starts = ends - self.spec.window.width_us
         columns.append(pa.StructArray.from_arrays(
-            [_timestamps(starts), _timestamps(ends)], fields=list(WINDOW_TYPE)))
+            [timestamps(starts), timestamps(ends)], fields=list(WINDOW_TYPE)))
         for i, call in enumerate(self.spec.aggregates):
             kind = schema.field(key_count + 1 + i).type
             columns.append(_aggregate(call.function, panes, i, fired, kind))
-        columns.append(_timestamps(ends - 1))
+        columns.append(timestamps(ends - 1))
         return pa.Table.from_arrays(columns, schema=schema)
 
     def _empty(self) -> pa.Table:
@@ -238,7 +238,7 @@ def _aggregate(function: str, panes: pa.Table, index: int, fired: FiredWindows,
     largest = function == "max"
     valid = window_sums(first.is_valid().to_numpy(zero_copy_only=False).astype(np.int64),
                         fired)
-    numbers = as_numbers(first, _worst(first.type, largest))
+    numbers = as_numbers(first, worst(first.type, largest))
     extremes = window_extremes(numbers, fired, largest)
     return from_numbers(extremes, valid == 0, first.type, kind)
 
@@ -259,7 +259,7 @@ def as_numbers(column: pa.ChunkedArray, fill: float | int) -> np.ndarray:
     return numbers
 
 
-def _worst(kind: pa.DataType, largest: bool) -> float | int:
+def worst(kind: pa.DataType, largest: bool) -> float | int:
     """The value every other beats: what a NULL partial counts as in a min or max."""
     if pa.types.is_decimal(kind) or pa.types.is_floating(kind):
         return -np.inf if largest else np.inf
@@ -280,7 +280,7 @@ def from_numbers(numbers: np.ndarray, nulls: np.ndarray, partial: pa.DataType,
     return array.cast(kind)
 
 
-def _timestamps(micros: np.ndarray) -> pa.Array:
+def timestamps(micros: np.ndarray) -> pa.Array:
     return pa.array(micros, pa.int64()).cast(TIMESTAMP)
 
 

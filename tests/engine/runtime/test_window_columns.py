@@ -221,7 +221,7 @@ def test_key_ids_treat_null_keys_as_one_key() -> None:
     assert key_ids(table, ["a", "b"]).tolist() == [0, 1, 2, 2, 3]
 
 
-def test_aggregates_kept_as_python_values_and_sessions_are_not_columnar() -> None:
+def test_aggregates_kept_as_python_values_and_sessions_are_not_pane_columns() -> None:
     schema = _partials([], 1).schema
     assert columnar(_spec(1, 5), schema)
     session = WindowAggregate(operator_id="s", input_sql="", key_columns=("k0",),

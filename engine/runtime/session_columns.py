@@ -1,0 +1,250 @@
+"""Runs a SESSION window aggregate on one key-group range for one epoch, in columns.
+
+The columnar counterpart of the per-key sessions of :mod:`spate.engine.runtime.window`
+for the aggregates :func:`session_columnar` accepts (count, sum and avg of
+integers and floats; min and max of those, times, dates and booleans): one
+pass of Arrow and NumPy over the range's open sessions and new partials, with
+no Python statement per row, key or session.
+
+Native Spark pre-aggregates the rows per key and exact event time ``t``; each
+such partial is a one-row session ``[t, t + gap)``.  Per epoch:
+
+* **Late partials.** A new partial is late (dropped, counted) when its own
+  session ends at or before the watermark the epoch started with and no open
+  session of its key starts before that end: it could join nothing still open.
+  (A key's new partials are taken in event-time order, as the per-key path
+  takes them; a late one cannot be rescued by a later one of the same epoch.)
+* **Merging.** The open sessions and the accepted partials, sorted by key and
+  start, are swept once: ``+1`` at each start, ``-1`` at each end (ends first
+  where an end meets a start, as touching sessions stay apart); a start met
+  with nothing open begins a session.  Every interval thus gets its merged
+  session's number, and the sessions' partials are segment sums (count, sum)
+  and segment extremes (min, max; NaN as Spark orders it) over contiguous rows.
+* **Firing.** Sessions that end at or before the epoch's watermark fire, in
+  time order (end, then start); the others are kept.
+
+State layout in the store (per key group):
+
+* operator ``<id>/session_columns``: one entry ``()`` holding the group's open
+  sessions as an Arrow IPC table (keys, key group, start, end, rows, partials);
+  rewritten whole when the group changes.
+* operator ``<id>/session_timers``: one entry ``()`` holding the earliest end
+  of the group's open sessions, so a task reads a group only when the epoch
+  brings it rows or one of its sessions is due.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spate.engine.operators.aggregates import AGGREGATES
+from spate.engine.operators.window_columns import (
+    EXTREMES,
+    FiredWindows,
+    key_ids,
+    supported,
+    window_extremes,
+)
+from spate.engine.planner.plan import WindowAggregate
+from spate.engine.runtime.output import WINDOW_TYPE
+from spate.engine.runtime.tasks import KEY_GROUP, TaskEpoch, TaskStats
+from spate.engine.runtime.values import from_ipc, to_ipc
+from spate.engine.runtime.window_columns import as_numbers, from_numbers, timestamps, worst
+from spate.statestore import CachedPipelineState, EpochWriter
+from spate.statestore.encoding import decode, encode
+
+PANE = "__pane"
+ROWS = "__rows"
+#: A stored session's bounds (µs of event time): ``[start, end)``.
+START, END = "__start", "__end"
+#: Later than any session's end: a group with nothing open.
+_NEVER = 2**63 - 1
+
+
+def session_columnar(spec: WindowAggregate, partial_schema: pa.Schema) -> bool:
+    """Whether the SESSION window ``spec`` runs here: plain keys, and aggregates this
+    module merges (decimals stay on the per-key path, which keeps them exact)."""
+    if any(pa.types.is_nested(partial_schema.field(k).type) for k in spec.key_columns):
+        return False
+    for i, call in enumerate(spec.aggregates):
+        kind = partial_schema.field(f"p{i}_0").type
+        if pa.types.is_decimal(kind) or not supported(call.function, kind):
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class SessionColumnsRange:
+    """A session window's work on one key-group range, run in a Spark task (picklable)."""
+
+    spec: WindowAggregate
+    #: the output table's schema (:func:`spate.engine.runtime.output.output_schema`)
+    schema: pa.Schema
+
+    @property
+    def sessions_name(self) -> str:
+        return f"{self.spec.operator_id}/session_columns"
+
+    @property
+    def timers_name(self) -> str:
+        return f"{self.spec.operator_id}/session_timers"
+
+    def __call__(self, partials: pa.Table, state: CachedPipelineState, writer: EpochWriter,
+                 epoch: TaskEpoch, stats: TaskStats) -> pa.Table:
+        stats.rows_in = int(pc.sum(partials.column(ROWS)).as_py() or 0)
+        timers = state.read_range(self.timers_name, writer.key_groups,
+                                  epoch=epoch.previous_epoch)
+        new_groups = set(np.unique(partials.column(KEY_GROUP).to_numpy()).tolist())
+        touched = []
+        for group in writer.key_groups:
+            stored = timers[group].get(())
+            due = stored is not None and decode(stored) <= epoch.watermark_after
+            if due or group in new_groups:
+                touched.append(group)
+        if not touched:
+            return self.schema.empty_table()
+        stored_tables = []
+        for group in touched:
+            raw = state.read_group(self.sessions_name, group,
+                                   epoch=epoch.previous_epoch).get(())
+            if raw is not None:
+                stored_tables.append(from_ipc(raw))
+        layout = self._layout(partials.schema)
+        opened = partials.rename_columns([START if n == PANE else n for n in partials.column_names])
+        opened = opened.append_column(END, pc.add(opened.column(START), self.spec.window.gap_us))
+        intervals = pa.concat_tables(
+            [t.select(layout.names).cast(layout) for t in [*stored_tables, opened]])
+        is_new = np.zeros(intervals.num_rows, dtype=bool)
+        is_new[intervals.num_rows - opened.num_rows:] = True
+        intervals, is_new = self._without_late(intervals, is_new, epoch, stats)
+        sessions = self._merged(intervals)
+        ends = sessions.column(END).to_numpy()
+        fires = ends <= epoch.watermark_after
+        self._keep(sessions.filter(pa.array(~fires)), touched, writer)
+        return self._output(sessions.filter(pa.array(fires)))
+
+    def _layout(self, partials: pa.Schema) -> pa.Schema:
+        """What an interval (a stored session or a new partial) holds, in this order."""
+        keys = [partials.field(k) for k in self.spec.key_columns]
+        partial_fields = [f for f in partials if f.name.startswith("p")]
+        return pa.schema([*keys, pa.field(KEY_GROUP, pa.int32()), pa.field(START, pa.int64()),
+                          pa.field(END, pa.int64()), pa.field(ROWS, pa.int64()),
+                          *partial_fields])
+
+    # -- late partials, merging -----------------------------------------------------
+
+    def _without_late(self, intervals: pa.Table, is_new: np.ndarray, epoch: TaskEpoch,
+                      stats: TaskStats) -> tuple[pa.Table, np.ndarray]:
+        """``intervals`` sorted by key then start, the late new partials dropped."""
+        order = pc.sort_indices(intervals, [*((k, "ascending") for k in self.spec.key_columns),
+                                            (START, "ascending")])
+        intervals, is_new = intervals.take(order), is_new[order.to_numpy()]
+        keys = key_ids(intervals, list(self.spec.key_columns))
+        starts = intervals.column(START).to_numpy()
+        ends = intervals.column(END).to_numpy()
+        # Per key, the earliest start of its open sessions (none: never).
+        stored_starts = np.where(is_new, _NEVER, starts)
+        firsts = np.flatnonzero(np.diff(keys, prepend=-1))
+        earliest = np.minimum.reduceat(stored_starts, firsts)[keys] if len(keys) else starts
+        late = is_new & (ends <= np.minimum(epoch.watermark_before, earliest))
+        if not late.any():
+            return intervals, is_new
+        stats.rows_late += int(intervals.column(ROWS).to_numpy()[late].sum())
+        keep = ~late
+        return intervals.filter(pa.array(keep)), is_new[keep]
+
+    def _merged(self, intervals: pa.Table) -> pa.Table:
+        """One row per session: overlapping intervals of a key merged."""
+        count = intervals.num_rows
+        if count == 0:
+            return intervals
+        keys = key_ids(intervals, list(self.spec.key_columns))
+        starts = intervals.column(START).to_numpy()
+        ends = intervals.column(END).to_numpy()
+        # The sweep: an end sorts before a start at the same instant (touching
+        # sessions stay apart); a start with nothing open begins a session.
+        positions = np.concatenate([starts, ends])
+        is_start = np.concatenate([np.ones(count, dtype=bool), np.zeros(count, dtype=bool)])
+        owners = np.concatenate([keys, keys])
+        order = np.lexsort((is_start, positions, owners))
+        steps = np.where(is_start[order], 1, -1)
+        open_before = np.cumsum(steps) - steps
+        begins = is_start[order] & (open_before == 0)
+        session_of_event = np.cumsum(begins) - 1
+        session = np.empty(count, dtype=np.int64)
+        session[order[is_start[order]]] = session_of_event[is_start[order]]
+        # Rows are sorted by key and start, so each session's intervals are contiguous.
+        first = np.flatnonzero(np.diff(session, prepend=-1))
+        stop = np.append(first[1:], count)
+        segments = FiredWindows(key_rows=first, end_slots=first, first=first, stop=stop)
+        columns: dict[str, pa.Array | pa.ChunkedArray] = {
+            name: intervals.column(name).take(pa.array(first))
+            for name in (*self.spec.key_columns, KEY_GROUP)}
+        columns[START] = pa.array(np.minimum.reduceat(starts, first))
+        columns[END] = pa.array(np.maximum.reduceat(ends, first))
+        columns[ROWS] = pa.array(np.add.reduceat(intervals.column(ROWS).to_numpy(), first))
+        for i, call in enumerate(self.spec.aggregates):
+            for j in range(len(AGGREGATES[call.function].pane_sql())):
+                name = f"p{i}_{j}"
+                extreme = call.function in EXTREMES and j == 0
+                columns[name] = _merge_partials(intervals.column(name), segments, extreme,
+                                                call.function == "max")
+        return pa.table(columns).cast(intervals.schema)
+
+    # -- what fires, what is kept ---------------------------------------------------
+
+    def _output(self, fired: pa.Table) -> pa.Table:
+        schema = self.schema
+        if fired.num_rows == 0:
+            return schema.empty_table()
+        order = pc.sort_indices(fired, [(END, "ascending"), (START, "ascending")])
+        fired = fired.take(order)
+        key_count = len(self.spec.key_columns)
+        columns: list[pa.Array | pa.ChunkedArray] = [
+            fired.column(k).cast(schema.field(i).type)
+            for i, k in enumerate(self.spec.key_columns)]
+        starts, ends = fired.column(START).to_numpy(), fired.column(END).to_numpy()
+        columns.append(pa.StructArray.from_arrays(
+            [timestamps(starts), timestamps(ends)], fields=list(WINDOW_TYPE)))
+        for i, call in enumerate(self.spec.aggregates):
+            kind = schema.field(key_count + 1 + i).type
+            first = fired.column(f"p{i}_0")
+            if call.function == "avg":
+                counted = as_numbers(fired.column(f"p{i}_1"), 0)
+                totals = as_numbers(first, 0) / np.maximum(counted, 1)
+                columns.append(pa.array(totals, mask=counted == 0).cast(kind))
+            else:
+                columns.append(first.cast(kind))
+        columns.append(timestamps(ends - 1))
+        return pa.Table.from_arrays(columns, schema=schema)
+
+    def _keep(self, kept: pa.Table, touched: list[int], writer: EpochWriter) -> None:
+        """Write each touched group's open sessions and timer (or delete them)."""
+        groups = kept.column(KEY_GROUP).to_numpy()
+        ends = kept.column(END).to_numpy()
+        for group in touched:
+            mine = groups == group
+            if not mine.any():
+                writer.delete(self.sessions_name, group, ())
+                writer.delete(self.timers_name, group, ())
+                continue
+            writer.put(self.sessions_name, group, (), to_ipc(kept.filter(pa.array(mine))))
+            writer.put(self.timers_name, group, (), encode(int(ends[mine].min())))
+
+
+def _merge_partials(column: pa.ChunkedArray, segments: FiredWindows, extreme: bool,
+                    largest: bool) -> pa.Array:
+    """Per segment of rows, the merged partial: the sum (NULL where every row's is), or
+    the least or greatest."""
+    valid = np.add.reduceat(column.is_valid().to_numpy(zero_copy_only=False).astype(np.int64),
+                            segments.first)
+    if extreme:
+        numbers = as_numbers(column, worst(column.type, largest))
+        merged = window_extremes(numbers, segments, largest)
+    else:
+        merged = np.add.reduceat(as_numbers(column, 0), segments.first)
+    return from_numbers(merged, valid == 0, column.type, column.type)
