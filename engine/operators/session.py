@@ -1,8 +1,10 @@
-"""SESSION windows for one key: rows closer than ``gap`` share a session.
+"""SESSION windows for one key: rows at most ``gap`` apart share a session.
 
 Native Spark pre-aggregates rows by key and exact event time; each such
 partial is a one-row session ``[t, t + gap)`` that merges with every session
-it overlaps, so out-of-order rows can bridge two sessions.  A session fires
+it overlaps or touches (a row exactly ``gap`` after the last one still joins,
+as in Spark's ``session_window`` and Flink), so out-of-order rows can bridge
+two sessions.  A session fires
 when the watermark reaches its end (last row + gap).
 """
 
@@ -30,7 +32,7 @@ class SessionWindow:
         merged: Session = [timestamp, timestamp + self.gap, *partial]
         keep: list[Session] = []
         for session in sessions:
-            if session[0] < merged[1] and merged[0] < session[1]:
+            if session[0] <= merged[1] and merged[0] <= session[1]:
                 merged = self._combine(merged, session)
             else:
                 keep.append(session)

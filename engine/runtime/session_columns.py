@@ -11,13 +11,14 @@ such partial is a one-row session ``[t, t + gap)``.  Per epoch:
 
 * **Late partials.** A new partial is late (dropped, counted) when its own
   session ends at or before the watermark the epoch started with and no open
-  session of its key starts before that end: it could join nothing still open.
+  session of its key starts at or before that end: it could join nothing still
+  open.
   (A key's new partials are taken in event-time order, as the per-key path
   takes them; a late one cannot be rescued by a later one of the same epoch.)
 * **Merging.** The open sessions and the accepted partials, sorted by key and
-  start, are swept once: ``+1`` at each start, ``-1`` at each end (ends first
-  where an end meets a start, as touching sessions stay apart); a start met
-  with nothing open begins a session.  Every interval thus gets its merged
+  start, are swept once: ``+1`` at each start, ``-1`` at each end (starts first
+  where an end meets a start, as touching sessions merge); a start met with
+  nothing open begins a session.  Every interval thus gets its merged
   session's number, and the sessions' partials are segment sums (count, sum)
   and segment extremes (min, max; NaN as Spark orders it) over contiguous rows.
 * **Firing.** Sessions that end at or before the epoch's watermark fire, in
@@ -150,7 +151,7 @@ class SessionColumnsRange:
         stored_starts = np.where(is_new, _NEVER, starts)
         firsts = np.flatnonzero(np.diff(keys, prepend=-1))
         earliest = np.minimum.reduceat(stored_starts, firsts)[keys] if len(keys) else starts
-        late = is_new & (ends <= np.minimum(epoch.watermark_before, earliest))
+        late = is_new & (ends <= epoch.watermark_before) & (ends < earliest)
         if not late.any():
             return intervals, is_new
         stats.rows_late += int(intervals.column(ROWS).to_numpy()[late].sum())
@@ -165,12 +166,12 @@ class SessionColumnsRange:
         keys = key_ids(intervals, list(self.spec.key_columns))
         starts = intervals.column(START).to_numpy()
         ends = intervals.column(END).to_numpy()
-        # The sweep: an end sorts before a start at the same instant (touching
-        # sessions stay apart); a start with nothing open begins a session.
+        # The sweep: a start sorts before an end at the same instant (touching
+        # sessions merge); a start with nothing open begins a session.
         positions = np.concatenate([starts, ends])
         is_start = np.concatenate([np.ones(count, dtype=bool), np.zeros(count, dtype=bool)])
         owners = np.concatenate([keys, keys])
-        order = np.lexsort((is_start, positions, owners))
+        order = np.lexsort((~is_start, positions, owners))
         steps = np.where(is_start[order], 1, -1)
         open_before = np.cumsum(steps) - steps
         begins = is_start[order] & (open_before == 0)

@@ -17,17 +17,21 @@ the commit), and for Spate the summed wall time of its epochs.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from spate.engine.connectors import HIDDEN_TIMESTAMP
 from spate.engine.planner import plan_pipeline
 from spate.engine.runtime.reports import EpochReport
 from spate.engine.runtime.runner import PipelineRunner, RunOptions
@@ -90,6 +94,35 @@ def native_wide_updating(events: DataFrame) -> DataFrame:
                  F.max("bid.price").alias("top")))
 
 
+#: Keys of the session windows: a bid's bidder, folded (about one bid per key every 2 s).
+SESSION_KEYS = 10_000
+#: The sessions' gap: a key's bids less than a second apart share a session.
+SESSION_GAP_S = 1
+
+
+def session_sql(stream: Stream, out_path: Path | None = None, keys: int = SESSION_KEYS) -> str:
+    """SESSION windows of each bidder's bids: count and total price (into ``out_path``
+    as JSON lines; None: ``blackhole``)."""
+    return stream.table_sql(out_path) + f"""
+INSERT INTO out
+SELECT k, s.end AS session_end, n, total
+FROM (SELECT bid.bidder % {keys} AS k, SESSION(INTERVAL '{SESSION_GAP_S}' SECOND) AS s,
+             count(*) AS n, sum(bid.price) AS total
+      FROM nexmark WHERE bid IS NOT NULL GROUP BY 1, 2);
+"""
+
+
+def native_session(events: DataFrame, keys: int = SESSION_KEYS) -> DataFrame:
+    """The same with Spark's ``session_window`` (append mode, the 1 s watermark delay
+    Spate defaults to)."""
+    return (events.where("bid IS NOT NULL")
+            .withWatermark(HIDDEN_TIMESTAMP, "1 second")
+            .groupBy((F.col("bid.bidder") % keys).alias("k"),
+                     F.session_window(HIDDEN_TIMESTAMP, f"{SESSION_GAP_S} second").alias("s"))
+            .agg(F.count(F.lit(1)).alias("n"), F.sum("bid.price").alias("total"))
+            .select("k", F.col("s.end").alias("session_end"), "n", "total"))
+
+
 @dataclass(frozen=True)
 class Query:
     """A scaling workload: its event rate (per second of event time), its Spate SQL
@@ -108,6 +141,7 @@ QUERIES = {
     "q7": Query(5_000, lambda s: nexmark_sql(s, "q7"), native_q7),
     "updating100k": Query(5_000, updating_sql, native_updating, mode="update"),
     "updating1m": Query(5_000, wide_updating_sql, native_wide_updating, mode="update"),
+    "session10k": Query(5_000, session_sql, native_session),
 }
 
 
@@ -147,6 +181,20 @@ def run_native(spark: SparkSession, query: Query, stream: Stream) -> dict[str, f
     timing = run_native_query(spark, stream, native, output_mode=query.mode)
     return {"seconds": timing.seconds, "rows_in": timing.rows_in,
             "driver_cpu_s": time.process_time() - cpu}
+
+
+def run_in_process(engine: str, query: str, events: int, master: str = "local[2]",
+                   parallelism: int = 2) -> dict[str, Any]:
+    """One run of this module in a process of its own (SQLite state); its JSON line."""
+    command = [sys.executable, "-m", "tests.benchmarks.scaling_job", master, engine, query,
+               str(events), str(parallelism), "sqlite:///{work}/state.db"]
+    done = subprocess.run(command, cwd=Path(__file__).resolve().parents[2],
+                          capture_output=True, text=True, timeout=1800,
+                          env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["rows_in"] >= events, f"{engine} {query} read too little: {result}"
+    return result
 
 
 def main(argv: list[str]) -> None:

@@ -19,10 +19,6 @@ Results go under ``updating_aggregate`` in ``docs/benchmarks/results.json``.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -39,6 +35,7 @@ from spate.engine.runtime.updating import UpdatingAggregateOperator, _UpdatingRa
 from spate.engine.runtime.updating_columns import UpdatingColumnsRange
 from spate.engine.runtime.watermarks import NO_WATERMARK
 from spate.statestore import open_store, split_key_groups
+from tests.benchmarks.scaling_job import run_in_process
 from tests.benchmarks.workloads import RESULTS_DIR, load_results, save_result
 
 matplotlib.use("Agg")
@@ -46,7 +43,6 @@ from matplotlib import pyplot as plt  # noqa: E402  (after choosing the file bac
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.spark, pytest.mark.timeout(7200)]
 
-REPOSITORY = Path(__file__).resolve().parents[2]
 #: Events of each whole-process run (ten epochs).
 EVENTS = 1_000_000
 RUNS = 2
@@ -55,23 +51,12 @@ GROUPS = 128
 RESULTS: dict[str, Any] = load_results().get("updating_aggregate", {})
 
 
-def _job(engine: str, query: str) -> dict[str, Any]:
-    command = [sys.executable, "-m", "tests.benchmarks.scaling_job", "local[2]", engine, query,
-               str(EVENTS), "2", "sqlite:///{work}/state.db"]
-    done = subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True,
-                          timeout=1800, env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["rows_in"] >= EVENTS, f"{engine} {query} read too little: {result}"
-    return result
-
-
 @pytest.mark.parametrize("query", ["updating100k", "updating1m"])
 def test_whole_process_against_native_spark(query: str) -> None:
     seconds: dict[str, list[float]] = {"spate": [], "native": []}
     for _ in range(RUNS):  # alternating, so both meet the machine's load alike
         for engine in seconds:
-            seconds[engine].append(_job(engine, query)["seconds"])
+            seconds[engine].append(run_in_process(engine, query, EVENTS)["seconds"])
     best = {engine: min(runs) for engine, runs in seconds.items()}
     row = {"events": EVENTS, "seconds": seconds,
            "events_per_s": {e: EVENTS / s for e, s in best.items()},

@@ -1,6 +1,7 @@
 """Nexmark's join queries give the right answer: Spate's rows equal native Spark's for
 q3, q7 and q8 on the same events, q4's updates and q5's hot items end at the batch
-answer, and q6 is refused with a located reason.
+answer, q6 is refused with a located reason, and SESSION windows of bids close as
+Spark's own ``session_window`` closes them.
 
 The same checks as the benchmark ``tests/benchmarks/test_nexmark_joins.py`` runs
 before timing, on a small stream (8,000 events, 200 per second of event time: four
@@ -20,6 +21,7 @@ import pytest
 from pyspark.sql import Row, SparkSession
 
 from spate.engine.planner import PlanningError, plan_pipeline
+from tests.benchmarks.scaling_job import native_session, session_sql
 from tests.benchmarks.workloads import (
     HOT_SLIDE_S,
     HOT_WIDTH_S,
@@ -125,6 +127,24 @@ def test_q5_gives_the_batch_answer(spark: SparkSession, tmp_path: Path) -> None:
     batch = _native_rows(spark.sql(Q5_BATCH).collect())
     assert len(batch) >= 20, "too few windows to compare"
     assert _spate_rows(out) == batch
+
+
+def test_sessions_equal_sparks_session_window(spark: SparkSession, tmp_path: Path) -> None:
+    """SESSION windows (gap 1 s) of bids by bidder over 1,000 keys: Spate's sessions
+    (in columns) are the ones Spark's ``session_window`` closes, with the same count and
+    total; Spark has no end-of-input flush, so only sessions up to the last end it
+    emitted are compared."""
+    stream = Stream(events=20_000, event_rate=2_000, batch=5_000)
+    out = tmp_path / "out.jsonl"
+    run_spate(spark, session_sql(stream, out, keys=1_000), stream.events)
+    collected: list[Row] = []
+    run_native_query(spark, stream, lambda events: native_session(events, keys=1_000),
+                     collected)
+    spate, native = _spate_rows(out), _native_rows(collected)
+    assert sum(row[2] for row in native.elements()) > len(native), "no session merged rows"
+    closed = max(row[1] for row in native)
+    assert spate.total() > len(list(native.elements())), "Spate flushed nothing more"
+    assert Counter({row: n for row, n in spate.items() if row[1] <= closed}) == native
 
 
 def test_q6_is_not_expressible_in_spate() -> None:

@@ -114,12 +114,12 @@ def test_sessions_match_brute_force(rows, gap):  # type: ignore[no-untyped-def]
         partial = _partial(values)
         assert operator.add(sessions, ts, [partial[0], *partial[1:]], -(2**62))
     fired = {(f.start_us, f.end_us): f.values for f in operator.fire(sessions, 2**62)}
-    # brute force: sort rows, split where the gap to the previous row is >= gap
+    # brute force: sort rows, split where the gap to the previous row is more than gap
     expected = {}
     ordered = sorted(rows)
     group = [ordered[0]]
     for row in ordered[1:]:
-        if row[0] - group[-1][0] >= gap:
+        if row[0] - group[-1][0] > gap:
             expected[(group[0][0], group[-1][0] + gap)] = _expected([v for _, v in group])
             group = []
         group.append(row)

@@ -1,0 +1,125 @@
+"""SESSION windows over many keys.
+
+``SPATE_BENCHMARK=1 python -m pytest tests/benchmarks/test_session_windows.py -s``
+
+1. Whole processes, Spate against a Spark user's append-mode ``groupBy`` with
+   Spark's ``session_window`` on the same Nexmark bids
+   (:mod:`tests.benchmarks.scaling_job`, query ``session10k``: ``count(*),
+   sum(price)`` per bidder folded into 10,000 keys, gap 1 s, ``local[2]``, each
+   run in a process of its own after a warm-up run).
+2. The operator alone, without Spark: the same partials (per key and exact event
+   time, as native pre-aggregation gives them) through the columnar operator
+   (:mod:`spate.engine.runtime.session_columns`) and the per-key one
+   (:mod:`spate.engine.runtime.window`), over an embedded (SQLite) store, both
+   key-group ranges of each epoch in turn, the watermark 20 s further each epoch.
+
+Results go under ``session_windows`` in ``docs/benchmarks/results.json``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from spate.engine.planner.plan import AggregateCall, WindowAggregate, WindowSpec
+from spate.engine.runtime.output import output_schema
+from spate.engine.runtime.session_columns import SessionColumnsRange
+from spate.engine.runtime.tasks import TaskEpoch, TaskStats
+from spate.engine.runtime.watermarks import NO_WATERMARK
+from spate.engine.runtime.window import _WindowRange
+from spate.statestore import open_store, split_key_groups
+from tests.benchmarks.scaling_job import run_in_process
+from tests.benchmarks.workloads import load_results, save_result
+
+pytestmark = [pytest.mark.benchmark, pytest.mark.spark, pytest.mark.timeout(7200)]
+
+#: Events of each whole-process run (ten epochs).
+EVENTS = 1_000_000
+RUNS = 2
+GROUPS = 128
+SECOND = 1_000_000
+RESULTS: dict[str, Any] = load_results().get("session_windows", {})
+
+
+def test_whole_process_against_native_spark() -> None:
+    seconds: dict[str, list[float]] = {"spate": [], "native": []}
+    for _ in range(RUNS):  # alternating, so both meet the machine's load alike
+        for engine in seconds:
+            seconds[engine].append(run_in_process(engine, "session10k", EVENTS)["seconds"])
+    best = {engine: min(runs) for engine, runs in seconds.items()}
+    row = {"events": EVENTS, "seconds": seconds,
+           "events_per_s": {e: EVENTS / s for e, s in best.items()},
+           "spate_over_native": best["native"] / best["spate"]}
+    print(f"session10k: Spate {best['spate']:.1f} s, native {best['native']:.1f} s "
+          f"({row['spate_over_native']:.2f}x of native's throughput)", flush=True)
+    RESULTS["session10k"] = row
+    save_result("session_windows", RESULTS)
+
+
+def _partials(rng: np.random.Generator, epoch: int, events: int, keys: int) -> pa.Table:
+    """An epoch's partials of ``count(*), sum(v) GROUP BY k, SESSION`` over ``events``
+    rows with uniform keys, spread over the epoch's 20 s of event time."""
+    drawn = rng.integers(0, keys, events)
+    times = epoch * 20 * SECOND + np.sort(rng.integers(0, 20 * SECOND, events))
+    values = rng.integers(1, 1_000, events)
+    table = pa.table({"k": drawn.astype(np.int64), "__pane": times, "v": values})
+    grouped = table.group_by(["k", "__pane"], use_threads=False).aggregate(
+        [("v", "count"), ("v", "sum")])
+    counts = grouped.column("v_count")
+    return pa.table({
+        "k": grouped.column("k"), "__pane": grouped.column("__pane"),
+        "__kg": pa.array(grouped.column("k").to_numpy() % GROUPS, pa.int32()),
+        "__rows": counts, "p0_0": counts, "p1_0": grouped.column("v_sum"), "p1_1": counts})
+
+
+def _operator_seconds(work: Any, epochs: list[pa.Table]) -> float:
+    """Seconds per epoch of ``work`` over both key-group ranges, state in SQLite."""
+    folder = Path(tempfile.mkdtemp(prefix="spate-sessions-"))
+    spent = 0.0
+    with open_store(f"sqlite:///{folder / 'state.db'}") as store:
+        state = store.pipeline("bench", "sessions")
+        ranges = split_key_groups(GROUPS, 2)
+        before = NO_WATERMARK
+        for number, partials in enumerate(epochs):
+            state.begin_epoch(number, ranges)
+            after = (number + 1) * 20 * SECOND - SECOND  # a 1 s watermark delay
+            epoch = TaskEpoch(b"", "bench", "sessions", "run", number,
+                              number - 1 if number else None,
+                              tuple((r.start, r.stop) for r in ranges), before, after)
+            groups = partials.column("__kg").to_numpy()
+            for key_groups in ranges:
+                mine = partials.filter(pa.array((groups >= key_groups.start)
+                                                & (groups < key_groups.stop)))
+                writer = state.writer(number, key_groups)
+                started = time.perf_counter()
+                work(mine, state, writer, epoch, TaskStats())
+                writer.commit()
+                spent += time.perf_counter() - started
+            state.commit_epoch(number, {})
+            before = after
+    return spent / len(epochs)
+
+
+@pytest.mark.parametrize(("keys", "events"), [(10_000, 100_000), (100_000, 250_000)])
+def test_the_operator_alone_columns_against_per_key(keys: int, events: int) -> None:
+    spec = WindowAggregate(
+        operator_id="q0", input_sql="", key_columns=("k",),
+        window=WindowSpec("session", 0, 0, SECOND),
+        aggregates=(AggregateCall("count_star", None, "n"), AggregateCall("sum", "a0", "total")),
+        output_view="out")
+    rng = np.random.default_rng(7)
+    epochs = [_partials(rng, number, events, keys) for number in range(10)]
+    schema = output_schema(spec, epochs[0].schema)
+    columns = _operator_seconds(SessionColumnsRange(spec, schema), epochs)
+    per_key = _operator_seconds(_WindowRange(spec, GROUPS, schema), epochs)
+    print(f"{keys:,} keys, {events:,} events an epoch: columns {columns:.3f} s, "
+          f"per key {per_key:.3f} s an epoch ({per_key / columns:.1f}x)", flush=True)
+    RESULTS[f"operator_{keys}"] = {"events_per_epoch": events, "columns_s": columns,
+                                   "per_key_s": per_key}
+    save_result("session_windows", RESULTS)
