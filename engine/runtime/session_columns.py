@@ -131,10 +131,15 @@ class SessionColumnsRange:
     def _layout(self, partials: pa.Schema) -> pa.Schema:
         """What an interval (a stored session or a new partial) holds, in this order."""
         keys = [partials.field(k) for k in self.spec.key_columns]
-        partial_fields = [f for f in partials if f.name.startswith("p")]
+        partial_fields = [partials.field(name) for name in self._partial_names()]
         return pa.schema([*keys, pa.field(KEY_GROUP, pa.int32()), pa.field(START, pa.int64()),
                           pa.field(END, pa.int64()), pa.field(ROWS, pa.int64()),
                           *partial_fields])
+
+    def _partial_names(self) -> list[str]:
+        """The partial columns, ``p<aggregate>_<part>``, in order."""
+        return [f"p{i}_{j}" for i, call in enumerate(self.spec.aggregates)
+                for j in range(len(AGGREGATES[call.function].pane_sql()))]
 
     # -- late partials, merging -----------------------------------------------------
 
@@ -188,12 +193,11 @@ class SessionColumnsRange:
         columns[START] = pa.array(np.minimum.reduceat(starts, first))
         columns[END] = pa.array(np.maximum.reduceat(ends, first))
         columns[ROWS] = pa.array(np.add.reduceat(intervals.column(ROWS).to_numpy(), first))
-        for i, call in enumerate(self.spec.aggregates):
-            for j in range(len(AGGREGATES[call.function].pane_sql())):
-                name = f"p{i}_{j}"
-                extreme = call.function in EXTREMES and j == 0
-                columns[name] = _merge_partials(intervals.column(name), segments, extreme,
-                                                call.function == "max")
+        for name in self._partial_names():
+            i, j = (int(n) for n in name[1:].split("_"))
+            function = self.spec.aggregates[i].function
+            columns[name] = _merge_partials(intervals.column(name), segments,
+                                            function in EXTREMES and j == 0, function == "max")
         return pa.table(columns).cast(intervals.schema)
 
     # -- what fires, what is kept ---------------------------------------------------
