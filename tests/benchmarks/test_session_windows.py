@@ -18,9 +18,6 @@ Results go under ``session_windows`` in ``docs/benchmarks/results.json``.
 
 from __future__ import annotations
 
-import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,12 +27,11 @@ import pytest
 from spate.engine.planner.plan import AggregateCall, WindowAggregate, WindowSpec
 from spate.engine.runtime.output import output_schema
 from spate.engine.runtime.session_columns import SessionColumnsRange
-from spate.engine.runtime.tasks import TaskEpoch, TaskStats
+from spate.engine.runtime.tasks import TaskEpoch
 from spate.engine.runtime.watermarks import NO_WATERMARK
 from spate.engine.runtime.window import _WindowRange
-from spate.statestore import open_store, split_key_groups
 from tests.benchmarks.scaling_job import run_in_process
-from tests.benchmarks.workloads import load_results, save_result
+from tests.benchmarks.workloads import load_results, operator_seconds, save_result
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.spark, pytest.mark.timeout(7200)]
 
@@ -78,32 +74,16 @@ def _partials(rng: np.random.Generator, epoch: int, events: int, keys: int) -> p
         "__rows": counts, "p0_0": counts, "p1_0": grouped.column("v_sum"), "p1_1": counts})
 
 
+def _epoch(number: int, ranges: list[range]) -> TaskEpoch:
+    """Epoch ``number``: the watermark 1 s behind the end of its 20 s of event time."""
+    before = NO_WATERMARK if number == 0 else number * 20 * SECOND - SECOND
+    return TaskEpoch(b"", "bench", "operator", "run", number, number - 1 if number else None,
+                     tuple((r.start, r.stop) for r in ranges), before,
+                     (number + 1) * 20 * SECOND - SECOND)
+
+
 def _operator_seconds(work: Any, epochs: list[pa.Table]) -> float:
-    """Seconds per epoch of ``work`` over both key-group ranges, state in SQLite."""
-    folder = Path(tempfile.mkdtemp(prefix="spate-sessions-"))
-    spent = 0.0
-    with open_store(f"sqlite:///{folder / 'state.db'}") as store:
-        state = store.pipeline("bench", "sessions")
-        ranges = split_key_groups(GROUPS, 2)
-        before = NO_WATERMARK
-        for number, partials in enumerate(epochs):
-            state.begin_epoch(number, ranges)
-            after = (number + 1) * 20 * SECOND - SECOND  # a 1 s watermark delay
-            epoch = TaskEpoch(b"", "bench", "sessions", "run", number,
-                              number - 1 if number else None,
-                              tuple((r.start, r.stop) for r in ranges), before, after)
-            groups = partials.column("__kg").to_numpy()
-            for key_groups in ranges:
-                mine = partials.filter(pa.array((groups >= key_groups.start)
-                                                & (groups < key_groups.stop)))
-                writer = state.writer(number, key_groups)
-                started = time.perf_counter()
-                work(mine, state, writer, epoch, TaskStats())
-                writer.commit()
-                spent += time.perf_counter() - started
-            state.commit_epoch(number, {})
-            before = after
-    return spent / len(epochs)
+    return operator_seconds(work, epochs, GROUPS, _epoch)
 
 
 @pytest.mark.parametrize(("keys", "events"), [(10_000, 100_000), (100_000, 250_000)])

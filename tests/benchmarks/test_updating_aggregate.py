@@ -19,9 +19,6 @@ Results go under ``updating_aggregate`` in ``docs/benchmarks/results.json``.
 
 from __future__ import annotations
 
-import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
 import matplotlib
@@ -30,13 +27,12 @@ import pyarrow as pa
 import pytest
 
 from spate.engine.planner.plan import AggregateCall, UpdatingAggregate
-from spate.engine.runtime.tasks import TaskEpoch, TaskStats
+from spate.engine.runtime.tasks import TaskEpoch
 from spate.engine.runtime.updating import UpdatingAggregateOperator, _UpdatingRange
 from spate.engine.runtime.updating_columns import UpdatingColumnsRange
 from spate.engine.runtime.watermarks import NO_WATERMARK
-from spate.statestore import open_store, split_key_groups
 from tests.benchmarks.scaling_job import run_in_process
-from tests.benchmarks.workloads import RESULTS_DIR, load_results, save_result
+from tests.benchmarks.workloads import RESULTS_DIR, load_results, operator_seconds, save_result
 
 matplotlib.use("Agg")
 from matplotlib import pyplot as plt  # noqa: E402  (after choosing the file backend)
@@ -86,30 +82,15 @@ def _partials(rng: np.random.Generator, events: int, keys: int) -> pa.Table:
         "__kg": pa.array(unique % GROUPS, pa.int32())})
 
 
+def _epoch(number: int, ranges: list[range]) -> TaskEpoch:
+    """Epoch ``number``, flushing every key it changed (a second apart)."""
+    return TaskEpoch(b"", "bench", "operator", "run", number, number - 1 if number else None,
+                     tuple((r.start, r.stop) for r in ranges), NO_WATERMARK, 10**12,
+                     clock_ms=number * 1_000, flush_interval_ms=0)
+
+
 def _operator_seconds(work: Any, epochs: list[pa.Table]) -> float:
-    """Seconds per epoch of ``work`` over both key-group ranges, state in SQLite."""
-    folder = Path(tempfile.mkdtemp(prefix="spate-updating-"))
-    spent = 0.0
-    with open_store(f"sqlite:///{folder / 'state.db'}") as store:
-        state = store.pipeline("bench", "updating")
-        ranges = split_key_groups(GROUPS, 2)
-        for number, partials in enumerate(epochs):
-            state.begin_epoch(number, ranges)
-            epoch = TaskEpoch(b"", "bench", "updating", "run", number,
-                              number - 1 if number else None,
-                              tuple((r.start, r.stop) for r in ranges), NO_WATERMARK, 10**12,
-                              clock_ms=number * 1_000, flush_interval_ms=0)
-            groups = partials.column("__kg").to_numpy()
-            for key_groups in ranges:
-                mine = partials.filter(pa.array((groups >= key_groups.start)
-                                                & (groups < key_groups.stop)))
-                writer = state.writer(number, key_groups)
-                started = time.perf_counter()
-                work(mine, state, writer, epoch, TaskStats())
-                writer.commit()
-                spent += time.perf_counter() - started
-            state.commit_epoch(number, {})
-    return spent / len(epochs)
+    return operator_seconds(work, epochs, GROUPS, _epoch)
 
 
 @pytest.mark.parametrize(("keys", "events"), [(100_000, 40_000), (1_000_000, 250_000)])

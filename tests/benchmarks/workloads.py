@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
@@ -28,7 +29,8 @@ from spate.engine.connectors import HIDDEN_TIMESTAMP
 from spate.engine.connectors.generators.nexmark import events
 from spate.engine.planner import plan_pipeline
 from spate.engine.runtime.runner import PipelineRunner, RunOptions
-from spate.statestore import open_store
+from spate.engine.runtime.tasks import TaskStats
+from spate.statestore import open_store, split_key_groups
 
 PARALLELISM = 2
 #: Where the benchmarks record their figures (``results.json``) and plots.
@@ -358,3 +360,31 @@ def run_native_query(spark: SparkSession, stream: Stream,
         return Timing(seconds, stream.events, rows_in)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def operator_seconds(work: Any, epochs: list[pa.Table], groups: int,
+                     epoch_of: Callable[[int, list[range]], Any]) -> float:
+    """Seconds per epoch of a range operator's ``work`` (a :class:`RangeWork`) over
+    ``epochs`` of its input, without Spark: both key-group ranges of each epoch in
+    turn, as two tasks would, state in an embedded SQLite store; ``epoch_of(number,
+    ranges)`` gives each epoch's :class:`TaskEpoch`."""
+    folder = Path(tempfile.mkdtemp(prefix="spate-operator-"))
+    spent = 0.0
+    with open_store(f"sqlite:///{folder / 'state.db'}") as store:
+        state = store.pipeline("bench", "operator")
+        ranges = split_key_groups(groups, 2)
+        for number, rows in enumerate(epochs):
+            state.begin_epoch(number, ranges)
+            epoch = epoch_of(number, ranges)
+            key_groups = rows.column("__kg").to_numpy()
+            for owned in ranges:
+                mine = rows.filter(pa.array((key_groups >= owned.start)
+                                            & (key_groups < owned.stop)))
+                writer = state.writer(number, owned)
+                started = time.perf_counter()
+                work(mine, state, writer, epoch, TaskStats())
+                writer.commit()
+                spent += time.perf_counter() - started
+            state.commit_epoch(number, {})
+    shutil.rmtree(folder, ignore_errors=True)
+    return spent / len(epochs)

@@ -7,7 +7,6 @@ keep anything once the input ended."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,19 +15,16 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spate.engine.planner.plan import WINDOW_COLUMN, AggregateCall, WindowAggregate, WindowSpec
+from spate.engine.planner.plan import WINDOW_COLUMN, WindowAggregate, WindowSpec
 from spate.engine.runtime.output import output_schema
 from spate.engine.runtime.session_columns import SessionColumnsRange, session_columnar
 from spate.engine.runtime.tasks import RangeWork, TaskEpoch, TaskStats
 from spate.engine.runtime.watermarks import END_OF_TIME, NO_WATERMARK
 from spate.engine.runtime.window import _WindowRange
 from spate.statestore import open_store, split_key_groups
+from tests.engine.runtime.test_window_columns import AGGREGATES, GROUPS, Row
+from tests.engine.runtime.test_window_columns import _partials as window_partials
 
-GROUPS = 8
-Row = tuple[Any, int, Any]  # key (None: NULL), event time (µs), value (None: NULL)
-AGGREGATES = (AggregateCall("count_star", None, "n"), AggregateCall("count", "a0", "c"),
-              AggregateCall("sum", "a0", "s"), AggregateCall("avg", "a0", "mean"),
-              AggregateCall("min", "a0", "lo"), AggregateCall("max", "a0", "hi"))
 NAMES = [call.output for call in AGGREGATES]
 
 
@@ -42,25 +38,7 @@ def _spec(gap: int) -> WindowAggregate:
 def _partials(rows: list[Row]) -> pa.Table:
     """What native Spark's pre-aggregation gives for ``rows``: one partial per key and
     exact event time."""
-    grouped: dict[tuple[Any, int], list[Any]] = defaultdict(list)
-    for key, ts, value in rows:
-        grouped[(key, ts)].append(value)
-    items = list(grouped.items())
-    present = [[v for v in values if v is not None] for _, values in items]
-    return pa.table({
-        "pk": pa.array([k for (k, _), _ in items], pa.string()),
-        "__pane": pa.array([t for (_, t), _ in items], pa.int64()),
-        "__kg": pa.array([hash(k) % GROUPS for (k, _), _ in items], pa.int32()),
-        "__rows": pa.array([len(v) for _, v in items], pa.int64()),
-        "p0_0": pa.array([len(v) for _, v in items], pa.int64()),
-        "p1_0": pa.array([len(v) for v in present], pa.int64()),
-        "p2_0": pa.array([sum(v) if v else None for v in present], pa.int64()),
-        "p2_1": pa.array([len(v) for v in present], pa.int64()),
-        "p3_0": pa.array([sum(v) if v else None for v in present], pa.int64()),
-        "p3_1": pa.array([len(v) for v in present], pa.int64()),
-        "p4_0": pa.array([min(v) if v else None for v in present], pa.int64()),
-        "p5_0": pa.array([max(v) if v else None for v in present], pa.int64()),
-    })
+    return window_partials(rows, 1, key_name="pk")
 
 
 def _run(work_of: Any, rows_by_epoch: list[list[Row]], watermarks: list[int], gap: int,

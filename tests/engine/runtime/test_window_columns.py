@@ -42,15 +42,16 @@ def _spec(slide: int, width: int) -> WindowAggregate:
                            output_view="v")
 
 
-def _partials(rows: list[Row], slide: int) -> pa.Table:
-    """What native Spark's pre-aggregation gives for ``rows``."""
+def _partials(rows: list[Row], slide: int, key_name: str = "k0") -> pa.Table:
+    """What native Spark's pre-aggregation gives for ``rows`` (:data:`AGGREGATES` per
+    key and pane; a slide of 1 gives SESSION partials: per key and exact time)."""
     panes: dict[tuple[Any, int], list[Any]] = defaultdict(list)
     for key, ts, value in rows:
         panes[(key, ts - ts % slide)].append(value)
     items = list(panes.items())
     present = [[v for v in values if v is not None] for _, values in items]
     return pa.table({
-        "k0": pa.array([k for (k, _), _ in items], pa.string()),
+        key_name: pa.array([k for (k, _), _ in items], pa.string()),
         "__pane": pa.array([p for (_, p), _ in items], pa.int64()),
         "__kg": pa.array([hash(k) % GROUPS for (k, _), _ in items], pa.int32()),
         "__rows": pa.array([len(v) for _, v in items], pa.int64()),
