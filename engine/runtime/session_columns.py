@@ -121,8 +121,8 @@ class SessionColumnsRange:
             [t.select(layout.names).cast(layout) for t in [*stored_tables, opened]])
         is_new = np.zeros(intervals.num_rows, dtype=bool)
         is_new[intervals.num_rows - opened.num_rows:] = True
-        intervals, is_new = self._without_late(intervals, is_new, epoch, stats)
-        sessions = self._merged(intervals)
+        intervals, keys = self._without_late(intervals, is_new, epoch, stats)
+        sessions = self._merged(intervals, keys)
         ends = sessions.column(END).to_numpy()
         fires = ends <= epoch.watermark_after
         self._keep(sessions.filter(pa.array(~fires)), touched, writer)
@@ -145,7 +145,8 @@ class SessionColumnsRange:
 
     def _without_late(self, intervals: pa.Table, is_new: np.ndarray, epoch: TaskEpoch,
                       stats: TaskStats) -> tuple[pa.Table, np.ndarray]:
-        """``intervals`` sorted by key then start, the late new partials dropped."""
+        """``intervals`` sorted by key then start, the late new partials dropped, and
+        each remaining row's key number (:func:`key_ids`)."""
         order = pc.sort_indices(intervals, [*((k, "ascending") for k in self.spec.key_columns),
                                             (START, "ascending")])
         intervals, is_new = intervals.take(order), is_new[order.to_numpy()]
@@ -158,17 +159,17 @@ class SessionColumnsRange:
         earliest = np.minimum.reduceat(stored_starts, firsts)[keys] if len(keys) else starts
         late = is_new & (ends <= epoch.watermark_before) & (ends < earliest)
         if not late.any():
-            return intervals, is_new
+            return intervals, keys
         stats.rows_late += int(intervals.column(ROWS).to_numpy()[late].sum())
         keep = ~late
-        return intervals.filter(pa.array(keep)), is_new[keep]
+        return intervals.filter(pa.array(keep)), keys[keep]
 
-    def _merged(self, intervals: pa.Table) -> pa.Table:
-        """One row per session: overlapping intervals of a key merged."""
+    def _merged(self, intervals: pa.Table, keys: np.ndarray) -> pa.Table:
+        """One row per session: overlapping intervals of a key (``keys``: each row's key
+        number, rows sorted by key then start) merged."""
         count = intervals.num_rows
         if count == 0:
             return intervals
-        keys = key_ids(intervals, list(self.spec.key_columns))
         starts = intervals.column(START).to_numpy()
         ends = intervals.column(END).to_numpy()
         # The sweep: a start sorts before an end at the same instant (touching
