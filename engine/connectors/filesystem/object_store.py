@@ -232,6 +232,10 @@ class S3Store(Store):
         self.boundary = boundary
         self._client: Any = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Sinks' tasks take the store to the executors, each to build its own client."""
+        return {**self.__dict__, "_client": None}
+
     @property
     def client(self) -> Any:
         if self._client is None:

@@ -41,8 +41,9 @@ def _rows(first: int, count: int) -> list[tuple[Any, ...]]:
             for i in range(first, first + count)]
 
 
-def _frame(spark: SparkSession, first: int, count: int) -> DataFrame:
-    return spark.createDataFrame(_rows(first, count), SCHEMA)
+def _frame(spark: SparkSession, first: int, count: int, tasks: int = 1) -> DataFrame:
+    """The rows in ``tasks`` partitions: each partition is one writer's files."""
+    return spark.createDataFrame(_rows(first, count), SCHEMA).repartition(tasks)
 
 
 def _table(path: str, role: str = "sink", columns: tuple[ColumnDef, ...] = COLUMNS,
@@ -103,6 +104,34 @@ def test_each_format_round_trips_locally_and_on_s3(spark: SparkSession, s3: S3Se
            if r["_spate_control"] is None]
     assert [r["id"] for r in got] == list(range(10))
     assert got[1]["at"] == dt.datetime(2024, 5, 1, 10, 30, tzinfo=dt.UTC)
+
+
+@pytest.mark.spark
+def test_each_task_writes_its_own_rows_as_its_own_files(spark: SparkSession, s3: S3Server,
+                                                        tmp_path: Path) -> None:
+    bucket = s3.create_bucket()
+    df = spark.createDataFrame(_rows(0, 40), SCHEMA).repartitionByRange(3, "id")
+    for table, published in (
+            (_table(str(tmp_path / "out"), format="parquet"),
+             lambda: sorted(_local_files(tmp_path / "out"))),
+            (_s3_table(s3, f"s3://{bucket}/out", format="parquet"),
+             lambda: s3.keys(bucket))):
+        sink = CONNECTORS["filesystem"].create_sink(table, SCHEMA)
+        sink.open(None)
+        marker = sink.write_epoch(7, df)
+        names = [name for name, _ in marker["files"]]
+        assert names == [f"part-0000000007-{task:03d}-00000.parquet" for task in range(3)]
+        assert published() == []  # the tasks staged them; the commit publishes
+        sink.committed(7)
+    files = _local_files(tmp_path / "out")
+    assert sorted(files) == names
+    assert s3.keys(bucket) == [f"out/{name}" for name in names]
+    # each file holds one task's range of ids, and every row is there once
+    ranges = [[r["id"] for r in _decode("parquet", files[name])] for name in names]
+    assert sorted(i for ids in ranges for i in ids) == list(range(40))
+    assert all(max(a) < min(b) for a, b in zip(ranges, ranges[1:], strict=False))
+    assert [[r["id"] for r in _decode("parquet", s3.get(bucket, f"out/{n}"))]
+            for n in names] == ranges
 
 
 @pytest.mark.spark
