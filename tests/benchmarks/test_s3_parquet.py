@@ -32,7 +32,7 @@ from tests.benchmarks.workloads import save_result
 from tests.engine.connectors.filesystem.s3_support import S3Server, serve_s3
 from tests.engine.harness import run_pipeline
 
-pytestmark = [pytest.mark.benchmark, pytest.mark.spark]
+pytestmark = [pytest.mark.benchmark, pytest.mark.spark, pytest.mark.e2e]
 
 EVENTS = int(os.environ.get("SPATE_BENCH_S3_EVENTS", "1000000"))
 

@@ -28,6 +28,7 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spate.engine.connectors import core
@@ -112,7 +113,11 @@ class FilesystemSink(core.Sink):
 
     def write_epoch(self, epoch: int, df: DataFrame) -> dict[str, Any]:
         if self.layout.kind == JSON:  # lines encoded natively, next to the columns to split by
-            df = df.select("*", record_column(df, self.spec).alias(_LINE))
+            layout = self.layout
+            by = [*layout.partition_fields, *([layout.time_field] if layout.time_pattern
+                                              and layout.time_field else [])]
+            df = df.select(*(F.col(f"`{name}`") for name in dict.fromkeys(by)),
+                           record_column(df, self.spec).alias(_LINE))
         reports = write_partitions(df, EpochFiles(self.store, self.layout, self.schema, epoch))
         files = sorted([report["name"], report["token"]] for report in reports)
         self.epoch_bytes = sum(int(report["bytes"]) for report in reports)
