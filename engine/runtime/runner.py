@@ -38,7 +38,7 @@ from spate.engine.runtime.offsets import CheckpointFolder, resume
 from spate.engine.runtime.pacing import EpochPacer, Pacing
 from spate.engine.runtime.reports import SOURCE_OPERATOR, EpochReport
 from spate.engine.runtime.sinks import dead_letter_targets, open_sinks
-from spate.engine.runtime.sources import source_stream
+from spate.engine.runtime.sources import SparkReads, source_stream
 from spate.engine.udf import register_udfs
 from spate.statestore import DEFAULT_KEY_GROUPS, PipelineState
 
@@ -91,6 +91,7 @@ class PipelineRunner:
         self.watch_sources = False
         self._pacer: EpochPacer | None = None
         self._generators = Generators(plan.sources, options.parallelism)
+        self._spark_reads = SparkReads(plan.sources, options.parallelism)
 
     @property
     def finished(self) -> bool:
@@ -267,9 +268,10 @@ class PipelineRunner:
 
     def _run_epoch(self, batch: DataFrame, number: int) -> EpochReport:
         started = time.monotonic()
-        if self._generators.connectors:
+        if self._generators.connectors or self._spark_reads.tables:
             assert self.epochs.batches is not None
-            batch = self._generators.batch(batch, self.epochs.batches.batch_offsets(number))
+            offsets = self.epochs.batches.batch_offsets(number)
+            batch = self._spark_reads.batch(self._generators.batch(batch, offsets), offsets)
         single_pass = self.epochs.single_pass
         if not single_pass:
             batch.persist()

@@ -80,6 +80,38 @@ def with_rows(batch: DataFrame, sources: list[Table], rows: Mapping[str, DataFra
     return _tagged_union(frames)
 
 
+class SparkReads:
+    """The sources some of whose rows Spark's own readers read, each epoch, next to the
+    rows their streams carry (:meth:`~spate.engine.connectors.core.base.Connector.
+    spark_rows`: a ``filesystem`` source's parquet files)."""
+
+    def __init__(self, sources: list[Table], parallelism: int) -> None:
+        self.sources = sources
+        self.parallelism = parallelism
+        self.tables = [t for t in sources
+                       if CONNECTORS[t.config.connector].reads_with_spark(t.config)]
+
+    def batch(self, batch: DataFrame, offsets: Mapping[str, tuple[Any | None, Any]]
+              ) -> DataFrame:
+        """``batch`` with each such source's rows read by Spark between ``offsets`` (the
+        epoch's ``(start, end)`` per source) added to its own."""
+        rows = {}
+        for table in self.tables:
+            start, end = offsets[table.name]
+            read = CONNECTORS[table.config.connector].spark_rows(
+                batch.sparkSession, table.config, self.parallelism, start, end)
+            if read is not None:
+                rows[table.name] = read
+        if not rows:
+            return batch
+        if len(self.sources) == 1:
+            return batch.unionByName(rows[self.sources[0].name])
+        frames = [batch.where(F.col(_SOURCE_TAG) == i).select(f"__s{i}.*")
+                  for i in range(len(self.sources))]
+        return _tagged_union([frame.unionByName(rows[t.name]) if t.name in rows else frame
+                              for frame, t in zip(frames, self.sources, strict=True)])
+
+
 def _tagged_union(frames: list[DataFrame]) -> DataFrame:
     """One frame of several sources' rows: source ``i``'s row packed in column
     ``__s<i>`` (NULL in the others), tagged ``i``; a single source's as it is."""

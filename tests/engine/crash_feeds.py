@@ -28,6 +28,7 @@ from pathlib import Path
 
 import paho.mqtt.client as paho
 import pika
+import pyarrow as pa
 import pyarrow.parquet as pq
 import redis
 from deltalake import DeltaTable
@@ -278,7 +279,11 @@ def kinesis_case(server: KinesisServer) -> BrokerCase:
 
 @dataclass
 class FileFeed:
-    """A folder of json files in, parquet on S3 and json lines in a local folder out."""
+    """A folder of parquet files in, parquet on S3 and json lines in a local folder out.
+
+    Every other file holds ``id`` as a 32-bit integer, which the table declares BIGINT:
+    the Python source decodes (and widens) those, Spark's parquet reader reads the
+    others (``engine/connectors/filesystem/spark_parquet.py``), kills or not."""
 
     inbox: Path
     local_out: Path
@@ -289,7 +294,7 @@ class FileFeed:
         with_s3 = ", ".join(f"'{k}' = '{v}'" for k, v in
                             self.s3.options(f"s3://{self.bucket}/out").items())
         return (f"CREATE TABLE src_files (id BIGINT NOT NULL, name TEXT) WITH ("
-                f"connector = 'filesystem', type = 'source', format = 'json', "
+                f"connector = 'filesystem', type = 'source', format = 'parquet', "
                 f"path = '{self.inbox}', source.mode = 'continuous', "
                 f"source.poll_interval = '100ms', source.max_files_per_batch = '2');\n"
                 f"CREATE TABLE to_s3 WITH (connector = 'filesystem', type = 'sink', "
@@ -302,10 +307,11 @@ class FileFeed:
     def write(self, indexes: range) -> None:
         for index in indexes:
             ids = range(index * PER_FILE, (index + 1) * PER_FILE)
-            data = "".join(json.dumps({"id": i, "name": f"n{i}"}) + "\n" for i in ids)
-            staging = self.inbox / f".in-{index:03d}.json"  # hidden while written, then renamed
-            staging.write_text(data)
-            os.replace(staging, self.inbox / f"in-{index:03d}.json")
+            rows = pa.table({"id": pa.array(ids, pa.int32() if index % 2 else pa.int64()),
+                             "name": [f"n{i}" for i in ids]})
+            staging = self.inbox / f".in-{index:03d}.parquet"  # hidden while written, renamed
+            pq.write_table(rows, staging)
+            os.replace(staging, self.inbox / f"in-{index:03d}.parquet")
 
     def s3_ids(self) -> list[int]:
         ids: list[int] = []

@@ -215,6 +215,19 @@ class Connector(ABC):
         del table, parallelism, start, end
         return None
 
+    def reads_with_spark(self, table: TableConfig) -> bool:
+        """Whether some of the source's rows may come from :meth:`spark_rows`."""
+        del table
+        return False
+
+    def spark_rows(self, spark: SparkSession, table: TableConfig, parallelism: int,
+                   start: Any | None, end: Any) -> DataFrame | None:
+        """Rows of a batch that Spark's own reader reads, next to the rows the source's
+        stream carries (``start`` None: the source's beginning): the stream's physical
+        and hidden columns. None: the stream carries every row."""
+        del spark, table, parallelism, start, end
+        return None
+
     def batch_bytes(self, table: TableConfig, start: Any | None, end: Any) -> int | None:
         """The bytes a batch read from the source's system, from its offsets alone
         (``start`` None: the source's beginning); metered as ``bytes_in``.  None: not

@@ -24,7 +24,12 @@ from pyspark.sql import types as T
 
 from spate.engine.connectors import core
 from spate.engine.connectors.core.lookup import _duration_s
-from spate.engine.connectors.filesystem.file_formats import FILE_FORMATS, JSON, check_types
+from spate.engine.connectors.filesystem.file_formats import (
+    FILE_FORMATS,
+    JSON,
+    PARQUET,
+    check_types,
+)
 from spate.engine.connectors.filesystem.object_store import (
     AWS_ACCESS_KEY_ID,
     AWS_REGION,
@@ -50,7 +55,16 @@ from spate.engine.connectors.filesystem.sink import (
     FilesystemSink,
     SinkLayout,
 )
-from spate.engine.connectors.filesystem.source import SECRET_OPTION, SOURCE_NAME, done, unread
+from spate.engine.connectors.filesystem.source import (
+    FRESH,
+    SECRET_OPTION,
+    SOURCE_NAME,
+    between,
+    done,
+    split_batch,
+    unread,
+)
+from spate.engine.connectors.filesystem.spark_parquet import spark_frame
 from spate.engine.connectors.formats.records import (
     FormatSpec,
     check_columns,
@@ -297,19 +311,26 @@ class FilesystemConnector(core.Connector):
                    if not done(entry, offset))
 
     def reader_options(self, table: core.TableConfig, parallelism: int) -> dict[str, str]:
+        settings, schema = self._reader_settings(table, parallelism)
+        store = settings["store"]
+        secrets = {}
+        if "s3" in store:
+            secrets = {key: store["s3"].pop(key) for key in SECRET_FIELDS}
+        options = core.source_options(schema, settings)
+        return {**options, SECRET_OPTION: json.dumps(secrets)}
+
+    def _reader_settings(self, table: core.TableConfig, parallelism: int
+                         ) -> tuple[dict[str, Any], T.StructType]:
+        """What the source's readers are told (secrets included), and its stream's schema."""
         parsed = self._parse(table)
         if parsed.role != core.SOURCE:
             raise core.ConnectorError(f"filesystem table '{table.name}' is a sink; it cannot be "
                                       "read", option=core.TYPE_OPTION.name)
-        store = store_settings(parsed.root)
-        secrets = {}
-        if "s3" in store:
-            secrets = {key: store["s3"].pop(key) for key in SECRET_FIELDS}
         file_column = next((c for c, key in table.metadata.items() if key == "file_path"),
                            None)
         settings = {
             "table": table.name,
-            "store": store,
+            "store": store_settings(parsed.root),
             "shown_path": parsed.given_path,
             "boundary": table.boundary.to_dict(),
             "kind": parsed.kind,
@@ -320,14 +341,38 @@ class FilesystemConnector(core.Connector):
             "readers": self.partition_count(table, parallelism),
             "file_column": file_column,
             "not_null": table.required_columns(parsed.columns),
+            # Local parquet files are read by Spark's own reader where it reads them as
+            # the Python source would (:mod:`.spark_parquet`).
+            "spark_parquet": parsed.kind == PARQUET and isinstance(parsed.root, str)
+                             and file_column is None,
         }
-        options = core.source_options(source_schema(parsed.spec, parsed.columns), settings)
-        return {**options, SECRET_OPTION: json.dumps(secrets)}
+        return settings, source_schema(parsed.spec, parsed.columns)
 
     def read_stream(self, spark: SparkSession, table: core.TableConfig,
                     parallelism: int) -> DataFrame:
         options = self.reader_options(table, parallelism)
         return core.load_stream(spark, SOURCE_NAME, options, table.primary_key)
+
+    def reads_with_spark(self, table: core.TableConfig) -> bool:
+        """A local parquet source without a ``file_path`` column (:mod:`.spark_parquet`)."""
+        if table.role != core.SOURCE:
+            return False
+        return bool(self._reader_settings(table, 1)[0]["spark_parquet"])
+
+    def spark_rows(self, spark: SparkSession, table: core.TableConfig, parallelism: int,
+                   start: Any | None, end: Any) -> DataFrame | None:
+        """The batch's parquet files that Spark's own reader reads (:mod:`.spark_parquet`);
+        the Python source decodes the others."""
+        if table.role != core.SOURCE or start == end:
+            return None
+        settings, schema = self._reader_settings(table, parallelism)
+        if not settings["spark_parquet"]:
+            return None
+        store = self._store(self._parse(table), table.boundary)
+        files = [e.name for e in between(store.list(), start or dict(FRESH), end)]
+        native, _ = split_batch(settings, schema, files)
+        columns = T.StructType(schema.fields[: len(schema.fields) - 3])
+        return spark_frame(spark, settings["store"]["local"], native, columns)
 
     def create_sink(self, table: core.TableConfig, schema: T.StructType) -> core.Sink:
         parsed = self._parse(table)

@@ -33,6 +33,7 @@ from spate.engine.connectors import core
 from spate.engine.connectors.core.arrow_batches import arrow_schema, control_batch, data_batch
 from spate.engine.connectors.filesystem.file_formats import FileDecoder
 from spate.engine.connectors.filesystem.object_store import FileEntry, Store, store_from_settings
+from spate.engine.connectors.filesystem.spark_parquet import split_files
 from spate.engine.connectors.formats.records import FormatSpec
 from spate.engine.python_workers import settle
 
@@ -142,6 +143,8 @@ class FilesystemStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if start == end:
             return []
         files = [e.name for e in between(self.store.list(), start, end)]
+        if self.settings.get("spark_parquet"):  # the epoch reads those with Spark's reader
+            files = split_batch(self.settings, self.schema, files)[1]
         eof = bool(end["eof"]) and not start["eof"]
         parts = []
         for reader in range(self.readers):
@@ -155,25 +158,44 @@ class FilesystemStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         settle()
         reader, files, eof = (partition.value[k] for k in ("reader", "files", "eof"))
         schema = arrow_schema(self.schema)
-        yield from _FileReader(self.settings, schema).read(reader, files)
+        yield from _FileReader(self.settings, self.schema).read(reader, files)
         if eof:
             yield control_batch(schema, reader, core.CONTROL_EOF)
+
+
+def decoded_schema(settings: dict[str, Any], schema: T.StructType) -> pa.Schema:
+    """The Arrow schema files are decoded into: the physical columns but the file's name,
+    NOT NULL ones not nullable."""
+    required = set(settings["not_null"])
+    physical = [f.with_nullable(f.name not in required)
+                for f in list(arrow_schema(schema))[: len(schema) - 3]]
+    return pa.schema([f for f in physical if f.name != settings.get("file_column")])
+
+
+def split_batch(settings: dict[str, Any], schema: T.StructType, files: list[str]
+                ) -> tuple[list[list[str]], list[str]]:
+    """A batch's files as (per reader, those Spark's parquet reader reads; the ones the
+    Python source decodes): the rule of :mod:`.spark_parquet`, with the files dealt to
+    the readers round robin as the Python source deals its own."""
+    native, python = split_files(settings["store"]["local"], files,
+                                 decoded_schema(settings, schema),
+                                 frozenset(settings["not_null"]))
+    readers: int = settings["readers"]
+    return [native[reader::readers] for reader in range(readers)], python
 
 
 class _FileReader:
     """Decodes a partition's files into Arrow batches."""
 
-    def __init__(self, settings: dict[str, Any], schema: pa.Schema) -> None:
+    def __init__(self, settings: dict[str, Any], spark_schema: T.StructType) -> None:
         self.settings = settings
+        schema = arrow_schema(spark_schema)
         self.table: str = settings["table"]
         self.schema = schema
         self.spec = FormatSpec(**settings["format"])
-        required = set(settings["not_null"])
-        physical = [f.with_nullable(f.name not in required)
-                    for f in list(schema)[: len(schema) - 3]]
         self.file_column: str | None = settings.get("file_column")
-        decoded = [f for f in physical if f.name != self.file_column]
-        self.decoder = FileDecoder(settings["kind"], pa.schema(decoded), self.spec)
+        self.decoder = FileDecoder(settings["kind"], decoded_schema(settings, spark_schema),
+                                   self.spec)
         self.store = _store(settings)
 
     def read(self, reader: int, files: list[str]) -> Iterator[pa.RecordBatch]:
