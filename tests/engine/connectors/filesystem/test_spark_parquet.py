@@ -42,6 +42,10 @@ def test_a_file_of_the_tables_own_types_goes_to_spark(tmp_path: Path) -> None:
                          at=pa.array([AT, AT], pa.timestamp("ms", tz="UTC"))))
     assert _reads(_write(tmp_path / "large.parquet", name=pa.array(["a", "b"],
                                                                    pa.large_string())))
+    int96 = tmp_path / "int96.parquet"  # how Spark writes timestamps unless told otherwise
+    pq.write_table(pq.read_table(_write(tmp_path / "plain.parquet")), int96,
+                   use_deprecated_int96_timestamps=True)
+    assert _reads(int96)
     extra = _write(tmp_path / "extra.parquet", more=pa.array([{"x": 1}, {"x": 2}]))
     assert _reads(extra)  # a nested column the table does not read changes nothing
 
