@@ -26,9 +26,9 @@ One epoch, with no row or state passing through the driver:
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
@@ -56,6 +56,8 @@ _PROBE = "__spate_probe"
 #: stage 2's input: which part a row belongs to, and each part packed in a struct
 _PART, _LEFT, _RIGHT, _PAIR = "__spate_part", "__spate_l", "__spate_r", "__spate_p"
 _NEVER = 2**63
+#: a row without an event time, while its key's latest time is found
+_NO_TIME = -(2**63)
 
 
 @dataclass(frozen=True)
@@ -163,30 +165,26 @@ class _ReadSide:
                  epoch: TaskEpoch, stats: TaskStats) -> pa.Table:
         new = rows.filter(pc.invert(rows.column(_PROBE))).drop_columns([_PROBE])
         stats.rows_in = new.num_rows
-        touched: dict[int, set[str]] = defaultdict(set)
-        for key, group in zip(rows.column(KEY).to_pylist(), rows.column(KEY_GROUP).to_pylist(),
-                              strict=True):
-            if key is not None:
-                touched[group].add(key)
         stored_columns = [f.name for f in self.schema if f.name not in (_NEW, KEY_GROUP)]
         parts = []
-        for group in sorted(touched):
+        for group, keys in _keys_by_group(rows):
             stored = GroupEntries.keyed(state, self.side.state_name, group,
-                                        epoch.previous_epoch, [(k,) for k in touched[group]])
-            for key in sorted(touched[group]):
+                                        epoch.previous_epoch, [(k,) for k in keys])
+            for key in keys:
                 value = stored.get((key,))
                 if value is not None:
                     rows = from_ipc(value[1]).select(stored_columns)
-                    parts.append(rows.append_column(_NEW, pa.array([False] * rows.num_rows))
+                    parts.append(rows.append_column(_NEW, _filled(rows.num_rows, False))
                                  .append_column(KEY_GROUP,
-                                                pa.array([group] * rows.num_rows, pa.int32())))
+                                                _filled(rows.num_rows, group, pa.int32())))
         task = epoch.ranges.index((writer.key_groups.start, writer.key_groups.stop))
         count = new.num_rows
-        ids = pa.array([f"{epoch.number}.{self.side.name}.{task}.{i}" for i in range(count)],
-                       pa.string())
+        numbers = pa.array(np.arange(count, dtype=np.int64)).cast(pa.string())
+        ids = pc.binary_join_element_wise(
+            f"{epoch.number}.{self.side.name}.{task}.", numbers, "")
         fresh = new.drop_columns([KEY_GROUP]).append_column(_ID, ids) \
-            .append_column(_MATCHES, pa.array([0] * count, pa.int64())) \
-            .append_column(_NEW, pa.array([True] * count, pa.bool_())) \
+            .append_column(_MATCHES, _filled(count, 0, pa.int64())) \
+            .append_column(_NEW, _filled(count, True)) \
             .append_column(KEY_GROUP, new.column(KEY_GROUP).cast(pa.int32()))
         return pa.concat_tables([*parts, fresh], promote_options="permissive").cast(self.schema)
 
@@ -209,10 +207,7 @@ class _JoinRange:
             pa.Table.from_arrays(arrays, names=[f.name for f in packed.schema.field(name).type])
             for arrays, name in zip(tables, (_LEFT, _RIGHT, _PAIR), strict=True))
         sides = (left, right)
-        positions = [{v: i for i, v in enumerate(t.column(_ID).to_pylist())} for t in sides]
-        pairs = sorted((positions[0][lid], positions[1][rid]) for lid, rid in
-                       zip(found.column("l").to_pylist(), found.column("r").to_pylist(),
-                           strict=True))
+        pairs = _pairs(found, sides)
         output = self._output(sides, pairs)
         entries: dict[tuple[str, int], GroupEntries] = {}
         timers = state.read_range(self.timers_name, writer.key_groups,
@@ -237,40 +232,43 @@ class _JoinRange:
 
     # -- output -------------------------------------------------------------------
 
-    def _output(self, sides: tuple[pa.Table, pa.Table], pairs: list[tuple[int, int]]
-                ) -> pa.Table:
-        rows: list[tuple[int | None, int | None, bool]] = [(a, b, False) for a, b in pairs]
+    def _output(self, sides: tuple[pa.Table, pa.Table], pairs: np.ndarray) -> pa.Table:
+        """The new pairs (in order), then per outer side in row order a NULL-padded row
+        for each new row that matched nothing and the retraction of one for each stored
+        row matching for the first time."""
+        picks = [[pairs[:, 0]], [pairs[:, 1]]]
+        retract = [np.zeros(len(pairs), dtype=bool)]
         for index, table in enumerate(sides):
             if not self.outer[index]:
                 continue
-            added = _counts(pairs, index, table.num_rows)
-            for row, (before, is_new) in enumerate(zip(
-                    table.column(_MATCHES).to_pylist(), table.column(_NEW).to_pylist(),
-                    strict=True)):
-                padded = (row, None) if index == 0 else (None, row)
-                if is_new and before + added[row] == 0:
-                    rows.append((*padded, False))
-                elif not is_new and before == 0 and added[row] > 0:
-                    rows.append((*padded, True))
+            before = table.column(_MATCHES).to_numpy()
+            is_new = table.column(_NEW).to_numpy(zero_copy_only=False)
+            added = np.bincount(pairs[:, index], minlength=table.num_rows)
+            padded = is_new & (before + added == 0)
+            withdrawn = ~is_new & (before == 0) & (added > 0)
+            rows = np.flatnonzero(padded | withdrawn)
+            picks[index].append(rows)
+            picks[1 - index].append(np.full(len(rows), -1, dtype=np.int64))
+            retract.append(withdrawn[rows])
         columns: dict[str, pa.Array] = {}
         ids = []
         for index, side in enumerate(self.sides):
-            picks = [r[index] for r in rows]
-            columns[side.name] = _struct(sides[index], side.struct_columns, picks)
-            ids.append(sides[index].column(_ID).take(pa.array(picks, pa.int64())).to_pylist())
+            chosen = np.concatenate(picks[index]).astype(np.int64)
+            indices = pa.array(chosen, pa.int64(), mask=chosen < 0)
+            columns[side.name] = _struct(sides[index], side.struct_columns, indices)
+            ids.append(pc.fill_null(sides[index].column(_ID).take(indices), ""))
         # The later of the two sides' event times (a NULL side skipped), for an
         # aggregate planned in the joining SELECT itself.
         times = [columns[side.name].field(EVENT_TIME).cast(pa.int64()) for side in self.sides]
         columns[EVENT_TIME] = pc.max_element_wise(*times, skip_nulls=True).cast(
             pa.timestamp("us")).cast(pa.timestamp("us", tz="UTC"))
-        columns[RETRACT] = pa.array([r[2] for r in rows], pa.bool_())
-        columns[ROW_KEY] = pa.array([f"{a or ''}|{b or ''}" for a, b in zip(*ids, strict=True)],
-                                    pa.string())
+        columns[RETRACT] = pa.array(np.concatenate(retract), pa.bool_())
+        columns[ROW_KEY] = pc.binary_join_element_wise(*ids, "|")
         return pa.table(columns).cast(self.output_schema)
 
     # -- state --------------------------------------------------------------------
 
-    def _store(self, sides: tuple[pa.Table, pa.Table], pairs: list[tuple[int, int]],
+    def _store(self, sides: tuple[pa.Table, pa.Table], pairs: np.ndarray,
                state: PipelineState, epoch: TaskEpoch,
                entries: dict[tuple[str, int], GroupEntries], oldest: dict[int, int]) -> None:
         """Put each touched key's rows (stored and new, match counts updated)."""
@@ -278,25 +276,32 @@ class _JoinRange:
             table = sides[index]
             if not pc.any(table.column(_NEW)).as_py():
                 continue
-            matches = pc.add(table.column(_MATCHES),
-                             pa.array(_counts(pairs, index, table.num_rows), pa.int64()))
+            added = np.bincount(pairs[:, index], minlength=table.num_rows)
+            matches = pc.add(table.column(_MATCHES), pa.array(added, pa.int64()))
             table = table.set_column(table.schema.get_field_index(_MATCHES), _MATCHES, matches)
-            rows_of: dict[tuple[int, str], list[int]] = defaultdict(list)
-            for row, (key, group) in enumerate(zip(table.column(KEY).to_pylist(),
-                                                   table.column(KEY_GROUP).to_pylist(),
-                                                   strict=True)):
-                if key is not None:
-                    rows_of[(group, key)].append(row)
-            times = table.column(EVENT_TIME).cast(pa.int64()).to_pylist()
+            # the rows of each (group, key) in row order: one sort, then slices
+            rows = pc.indices_nonzero(pc.is_valid(table.column(KEY))).to_numpy()
+            keyed = pa.table({"g": table.column(KEY_GROUP).take(rows),
+                              "k": table.column(KEY).take(rows), "r": rows})
+            order = pc.sort_indices(keyed, [("g", "ascending"), ("k", "ascending"),
+                                            ("r", "ascending")])
+            keyed = keyed.take(order)
+            groups = keyed.column("g").to_numpy()
+            keys = keyed.column("k").to_pylist()
+            picked = keyed.column("r").to_numpy()
+            times = table.column(EVENT_TIME).cast(pa.int64()).fill_null(_NO_TIME).to_numpy()
+            starts = _segment_starts(groups, keyed.column("k"))
+            latest = np.maximum.reduceat(times[picked], starts) if len(starts) else starts
             kept = table.drop_columns([_NEW, KEY_GROUP])
-            for (group, key), picked_rows in sorted(rows_of.items()):
+            ends = [*starts[1:].tolist(), len(picked)]
+            for start, end, last in zip(starts.tolist(), ends, latest.tolist(), strict=True):
+                group, key = int(groups[start]), keys[start]
                 slot = (side.state_name, group)
                 if slot not in entries:  # only written: nothing to read before
                     entries[slot] = GroupEntries.keyed(
                         state, side.state_name, group, epoch.previous_epoch)
-                seen = max((t for t in (times[r] for r in picked_rows) if t is not None),
-                           default=0)
-                entries[slot].put((key,), [seen, to_ipc(kept.take(pa.array(picked_rows)))])
+                seen = 0 if last == _NO_TIME else last
+                entries[slot].put((key,), [seen, to_ipc(kept.take(picked[start:end]))])
                 oldest[group] = min(oldest[group], seen)
 
     def _expire(self, epoch: TaskEpoch, state: PipelineState, writer: EpochWriter,
@@ -331,18 +336,52 @@ class _JoinRange:
             oldest[group] = earliest
 
 
-def _counts(pairs: list[tuple[int, int]], index: int, size: int) -> list[int]:
-    counts = [0] * size
-    for pair in pairs:
-        counts[pair[index]] += 1
-    return counts
+def _keys_by_group(rows: pa.Table) -> list[tuple[int, list[str]]]:
+    """The distinct non-NULL keys of ``rows`` per key group, both in order."""
+    pairs = rows.select([KEY_GROUP, KEY]).filter(pc.is_valid(rows.column(KEY)))
+    distinct = pairs.group_by([KEY_GROUP, KEY], use_threads=False).aggregate([]).sort_by(
+        [(KEY_GROUP, "ascending"), (KEY, "ascending")])
+    groups = distinct.column(KEY_GROUP).to_pylist()
+    keys = distinct.column(KEY).to_pylist()
+    found: list[tuple[int, list[str]]] = []
+    for group, key in zip(groups, keys, strict=True):
+        if not found or found[-1][0] != group:
+            found.append((group, []))
+        found[-1][1].append(key)
+    return found
 
 
-def _struct(table: pa.Table, columns: list[str], picks: list[int | None]) -> pa.Array:
-    indices = pa.array(picks, pa.int64())
+def _pairs(found: pa.Table, sides: tuple[pa.Table, pa.Table]) -> np.ndarray:
+    """The matched pairs as rows of the two sides, ``(left, right)``, sorted."""
+    left = pc.index_in(found.column("l"),
+                       value_set=sides[0].column(_ID).combine_chunks()).to_numpy()
+    right = pc.index_in(found.column("r"),
+                        value_set=sides[1].column(_ID).combine_chunks()).to_numpy()
+    pairs = np.stack([left.astype(np.int64), right.astype(np.int64)], axis=1) \
+        if len(left) else np.zeros((0, 2), dtype=np.int64)
+    return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+
+
+def _segment_starts(groups: np.ndarray, keys: pa.ChunkedArray) -> np.ndarray:
+    """Where each run of equal ``(group, key)`` starts in rows sorted by them."""
+    if not len(groups):
+        return np.zeros(0, dtype=np.int64)
+    keys_array = keys.combine_chunks()
+    changed = np.ones(len(groups), dtype=bool)
+    changed[1:] = (groups[1:] != groups[:-1]) | ~pc.equal(
+        keys_array.slice(1), keys_array.slice(0, len(keys_array) - 1)).to_numpy(
+        zero_copy_only=False)
+    return np.flatnonzero(changed)
+
+
+def _filled(count: int, value: object, kind: pa.DataType | None = None) -> pa.Array:
+    """``count`` copies of ``value``."""
+    return pa.repeat(pa.scalar(value, kind), count)
+
+
+def _struct(table: pa.Table, columns: list[str], indices: pa.Array) -> pa.Array:
+    """The rows ``indices`` picks (NULL: a NULL struct) of ``columns``."""
     fields = [table.column(c).take(indices).combine_chunks() for c in columns]
-    mask = pa.array([p is None for p in picks], pa.bool_())
-    if not picks:
+    if not len(indices):
         return pa.StructArray.from_arrays(fields, names=columns)
-    return pa.StructArray.from_arrays(fields, names=columns, mask=mask)
-
+    return pa.StructArray.from_arrays(fields, names=columns, mask=indices.is_null())
