@@ -152,3 +152,30 @@ INSERT INTO sink SELECT id, name FROM src WHERE id % 2 = 0;
     assert total["rows_in"] == 600
     ids = pq.read_table(out).column("id").to_pylist()
     assert sorted(ids) == list(range(0, 600, 2))
+
+
+@pytest.mark.spark
+def test_two_parquet_sources_of_one_pipeline_each_read_their_own_files(
+        spark: SparkSession, tmp_path: Path) -> None:
+    for name, first in (("a", 0), ("b", 1000)):
+        (tmp_path / name).mkdir()
+        ids = range(first, first + 50)
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int64()),
+                                 "name": [f"{name}{i}" for i in ids]}),
+                       tmp_path / name / "f.parquet")
+    out = tmp_path / "out"
+    sql = f"""
+CREATE TABLE a (id BIGINT, name TEXT) WITH (connector = 'filesystem', type = 'source',
+    format = 'parquet', path = '{tmp_path / "a"}');
+CREATE TABLE b (id BIGINT, name TEXT) WITH (connector = 'filesystem', type = 'source',
+    format = 'parquet', path = '{tmp_path / "b"}');
+CREATE TABLE sink WITH (connector = 'filesystem', type = 'sink', format = 'parquet',
+    path = '{out}');
+INSERT INTO sink SELECT id, name FROM a WHERE id % 2 = 0;
+INSERT INTO sink SELECT id, name FROM b WHERE id % 5 = 0;
+"""
+    counters = run_pipeline(spark, sql, tmp_path / "work", parallelism=2)
+    assert counters["rows_in"] == 100
+    rows = sorted(pq.read_table(out).to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": i, "name": f"a{i}"} for i in range(0, 50, 2)] + \
+        [{"id": i, "name": f"b{i}"} for i in range(1000, 1050, 5)]
