@@ -10,9 +10,9 @@ so expiry reads a group only when one of its keys may be due.
 One epoch, with no row or state passing through the driver:
 
 1. Each side's new rows are read natively, with their join key and key group.
-2. Per side, one Spark task per key-group range reads back the stored rows of
-   every key that has new rows (:mod:`.tasks`) and returns them with the new
-   rows, each flagged and given an id.
+2. One Spark task per key-group range reads back, for both sides in one job,
+   the stored rows of every key that has new rows (:mod:`.tasks`) and returns
+   them with the new rows, each flagged and given an id.
 3. Spark joins the two sides with the query's own ON clause, keeping pairs
    with a new row: the epoch's new matches.
 4. One task per range takes its rows of both sides and its pairs, and emits
@@ -89,25 +89,27 @@ class UpdatingJoinStep(OperatorStep):
 
     def run(self, epoch: EpochContext) -> StepOutput:
         spark = epoch.spark
-        tables = []
-        rows_in = 0
         group = f"CAST(pmod(xxhash64(`{KEY}`), {self.num_key_groups}) AS INT)"
         news = [spark.sql(f"SELECT {', '.join(f'`{c}`' for c in side.stored_columns)}, "
                           f"{group} AS `{KEY_GROUP}` FROM "
                           f"({self.spec.left_sql if side.index == 0 else self.spec.right_sql})")
                 for side in self.sides]
+        inputs, schemas = [], []
         for side in self.sides:
             new = news[side.index]
-            arrow = spark_schema_to_arrow(new.schema)
-            schema = _side_schema(arrow)
+            schemas.append(_side_schema(spark_schema_to_arrow(new.schema)))
             # the other side's new keys: their stored rows on this side may match now
             probes = news[1 - side.index].select(KEY, KEY_GROUP).withColumn(_PROBE, F.lit(True))
-            rows = new.withColumn(_PROBE, F.lit(False)).unionByName(
-                probes, allowMissingColumns=True)
-            table, stats = epoch.run_ranges(rows, _ReadSide(side, schema),
-                                            arrow_schema_to_spark(schema), None)
-            rows_in += stats.rows_in
-            tables.append(table)
+            inputs.append(new.withColumn(_PROBE, F.lit(False)).unionByName(
+                probes, allowMissingColumns=True))
+        # Both sides' stored rows are read by the same tasks: one Spark job, not two.
+        read = _ReadSides((_ReadSide(self.sides[0], schemas[0]),
+                           _ReadSide(self.sides[1], schemas[1])))
+        both, stats = epoch.run_ranges(_pack(inputs), read,
+                                       arrow_schema_to_spark(read.output_schema), None)
+        rows_in = stats.rows_in
+        tables = [both.where(F.col(_PART) == side.index).select(f"`{name}`.*")
+                  for side, name in zip(self.sides, (_LEFT, _RIGHT), strict=True)]
         left, right = self.sides
         pairs = tables[0].alias(left.name).join(
             tables[1].alias(right.name), F.expr(self.spec.condition_sql)).where(
@@ -139,7 +141,8 @@ def _side_schema(new: pa.Schema) -> pa.Schema:
 
 
 def _pack(frames: list[DataFrame]) -> DataFrame:
-    """The three parts of a range's input as one frame: part number, key group, struct."""
+    """The parts of a range's input (the two sides, then the pairs if given) as one frame:
+    part number, key group, one struct column per part (NULL in the other parts' rows)."""
     names = (_LEFT, _RIGHT, _PAIR)
     types = [frame.select(F.struct(*frame.columns).alias("s")).schema["s"].dataType
              for frame in frames]
@@ -151,7 +154,10 @@ def _pack(frames: list[DataFrame]) -> DataFrame:
                 else F.lit(None).cast(kind)
             columns.append(value.alias(names[j]))
         packed.append(frame.select(*columns))
-    return packed[0].unionByName(packed[1]).unionByName(packed[2])
+    union = packed[0]
+    for frame in packed[1:]:
+        union = union.unionByName(frame)
+    return union
 
 
 @dataclass(frozen=True)
@@ -190,6 +196,46 @@ class _ReadSide:
 
 
 @dataclass(frozen=True)
+class _ReadSides:
+    """Stage 1 of both sides in one task: each side's part of the packed input
+    (:func:`_pack`) read by its :class:`_ReadSide`, the results packed the same way."""
+
+    sides: tuple[_ReadSide, _ReadSide]
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        return pa.schema([pa.field(_PART, pa.int32()), pa.field(KEY_GROUP, pa.int32()),
+                          *(pa.field(name, pa.struct(list(side.schema)))
+                            for side, name in zip(self.sides, (_LEFT, _RIGHT), strict=True))])
+
+    def __call__(self, packed: pa.Table, state: CachedPipelineState, writer: EpochWriter,
+                 epoch: TaskEpoch, stats: TaskStats) -> pa.Table:
+        schema = self.output_schema
+        pieces = []
+        rows_in = 0
+        for index, (read, name) in enumerate(zip(self.sides, (_LEFT, _RIGHT), strict=True)):
+            rows = _unpack(packed, index, name)
+            table = read(rows, state, writer, epoch, stats)
+            rows_in += stats.rows_in
+            columns: list[pa.Array] = [_filled(table.num_rows, index, pa.int32()),
+                                       table.column(KEY_GROUP).combine_chunks()]
+            for other, field in enumerate(list(schema)[2:]):
+                columns.append(pa.StructArray.from_arrays(
+                    [table.column(f.name).combine_chunks() for f in field.type],
+                    fields=list(field.type)) if other == index
+                    else pa.nulls(table.num_rows, field.type))
+            pieces.append(pa.Table.from_arrays(columns, schema=schema))
+        stats.rows_in = rows_in
+        return pa.concat_tables(pieces)
+
+
+def _unpack(packed: pa.Table, part: int, name: str) -> pa.Table:
+    """Part ``part`` of a packed table (:func:`_pack`): its struct column ``name``'s fields."""
+    rows = packed.filter(pc.equal(packed.column(_PART), part)).column(name).combine_chunks()
+    return pa.Table.from_arrays(rows.flatten(), names=[f.name for f in rows.type])
+
+
+@dataclass(frozen=True)
 class _JoinRange:
     """Stage 2 in a task: output rows, state written back, keys expired."""
 
@@ -200,12 +246,8 @@ class _JoinRange:
 
     def __call__(self, packed: pa.Table, state: CachedPipelineState, writer: EpochWriter,
                  epoch: TaskEpoch, stats: TaskStats) -> pa.Table:
-        part = packed.column(_PART)
-        tables = [packed.filter(pc.equal(part, i)).column(name).combine_chunks().flatten()
-                  for i, name in enumerate((_LEFT, _RIGHT, _PAIR))]
-        left, right, found = (
-            pa.Table.from_arrays(arrays, names=[f.name for f in packed.schema.field(name).type])
-            for arrays, name in zip(tables, (_LEFT, _RIGHT, _PAIR), strict=True))
+        left, right, found = (_unpack(packed, i, name)
+                              for i, name in enumerate((_LEFT, _RIGHT, _PAIR)))
         sides = (left, right)
         pairs = _pairs(found, sides)
         output = self._output(sides, pairs)
@@ -274,9 +316,13 @@ class _JoinRange:
         """Put each touched key's rows (stored and new, match counts updated)."""
         for index, side in enumerate(self.sides):
             table = sides[index]
-            if not pc.any(table.column(_NEW)).as_py():
-                continue
             added = np.bincount(pairs[:, index], minlength=table.num_rows)
+            # A side is written back when it has new rows, and an outer side also when a
+            # stored row matched: its count decides whether its NULL-padded row was
+            # retracted already.
+            if not pc.any(table.column(_NEW)).as_py() and not (self.outer[index]
+                                                               and added.any()):
+                continue
             matches = pc.add(table.column(_MATCHES), pa.array(added, pa.int64()))
             table = table.set_column(table.schema.get_field_index(_MATCHES), _MATCHES, matches)
             # the rows of each (group, key) in row order: one sort, then slices

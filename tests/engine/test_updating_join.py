@@ -190,3 +190,20 @@ INSERT INTO out SELECT name, count(*) AS customers, sum(total) AS total FROM (
 GROUP BY name;"""
     run_pipeline(spark, sql, tmp_path)
     assert _applied(tmp_path / "out.jsonl") == Counter({("x", 2, 8): 1, ("y", 1, 21): 1})
+
+
+@pytest.mark.parametrize("others", [0, 1, 2])
+def test_a_stored_outer_row_matched_in_two_epochs_is_retracted_once(  # type: ignore[no-untyped-def]
+        spark, tmp_path: Path, others: int) -> None:
+    # c3 arrives unmatched (a NULL-padded row), then orders match it in later epochs
+    # that bring no new customer to its task: its padded row is withdrawn once, when
+    # it first matches (the stored count of its matches is written back even so).
+    customers = [{"cid": 3, "name": "c3"}, *({"cid": 10 + i, "name": f"x{i}"}
+                                             for i in range(others))]
+    orders = [{"id": 0, "customer": 99, "amount": 1}, *({"id": i, "customer": 3, "amount": 1}
+                                                        for i in range(1, 4))]
+    _write(tmp_path / "orders.jsonl", _stamp(orders, 0))
+    _write(tmp_path / "customers.jsonl", _stamp(customers, 0))
+    run_pipeline(spark, _pipeline(tmp_path, "right", 1), tmp_path / "work", parallelism=2)
+    assert _applied(tmp_path / "out.jsonl") == _batch_join(
+        _stamp(orders, 0), _stamp(customers, 0), "right")
