@@ -10,9 +10,9 @@ so expiry reads a group only when one of its keys may be due.
 One epoch, with no row or state passing through the driver:
 
 1. Each side's new rows are read natively, with their join key and key group.
-2. One Spark task per key-group range reads back, for both sides in one job,
-   the stored rows of every key that has new rows (:mod:`.tasks`) and returns
-   them with the new rows, each flagged and given an id.
+2. Per side, one Spark task per key-group range reads back the stored rows of
+   every key that has new rows (:mod:`.tasks`) and returns them with the new
+   rows, each flagged and given an id.
 3. Spark joins the two sides with the query's own ON clause, keeping pairs
    with a new row: the epoch's new matches.
 4. One task per range takes its rows of both sides and its pairs, and emits
@@ -94,22 +94,19 @@ class UpdatingJoinStep(OperatorStep):
                           f"{group} AS `{KEY_GROUP}` FROM "
                           f"({self.spec.left_sql if side.index == 0 else self.spec.right_sql})")
                 for side in self.sides]
-        inputs, schemas = [], []
+        tables = []
+        rows_in = 0
         for side in self.sides:
             new = news[side.index]
-            schemas.append(_side_schema(spark_schema_to_arrow(new.schema)))
+            schema = _side_schema(spark_schema_to_arrow(new.schema))
             # the other side's new keys: their stored rows on this side may match now
             probes = news[1 - side.index].select(KEY, KEY_GROUP).withColumn(_PROBE, F.lit(True))
-            inputs.append(new.withColumn(_PROBE, F.lit(False)).unionByName(
-                probes, allowMissingColumns=True))
-        # Both sides' stored rows are read by the same tasks: one Spark job, not two.
-        read = _ReadSides((_ReadSide(self.sides[0], schemas[0]),
-                           _ReadSide(self.sides[1], schemas[1])))
-        both, stats = epoch.run_ranges(_pack(inputs), read,
-                                       arrow_schema_to_spark(read.output_schema), None)
-        rows_in = stats.rows_in
-        tables = [both.where(F.col(_PART) == side.index).select(f"`{name}`.*")
-                  for side, name in zip(self.sides, (_LEFT, _RIGHT), strict=True)]
+            rows = new.withColumn(_PROBE, F.lit(False)).unionByName(
+                probes, allowMissingColumns=True)
+            table, stats = epoch.run_ranges(rows, _ReadSide(side, schema),
+                                            arrow_schema_to_spark(schema), None)
+            rows_in += stats.rows_in
+            tables.append(table)
         left, right = self.sides
         pairs = tables[0].alias(left.name).join(
             tables[1].alias(right.name), F.expr(self.spec.condition_sql)).where(
@@ -193,40 +190,6 @@ class _ReadSide:
             .append_column(_NEW, _filled(count, True)) \
             .append_column(KEY_GROUP, new.column(KEY_GROUP).cast(pa.int32()))
         return pa.concat_tables([*parts, fresh], promote_options="permissive").cast(self.schema)
-
-
-@dataclass(frozen=True)
-class _ReadSides:
-    """Stage 1 of both sides in one task: each side's part of the packed input
-    (:func:`_pack`) read by its :class:`_ReadSide`, the results packed the same way."""
-
-    sides: tuple[_ReadSide, _ReadSide]
-
-    @property
-    def output_schema(self) -> pa.Schema:
-        return pa.schema([pa.field(_PART, pa.int32()), pa.field(KEY_GROUP, pa.int32()),
-                          *(pa.field(name, pa.struct(list(side.schema)))
-                            for side, name in zip(self.sides, (_LEFT, _RIGHT), strict=True))])
-
-    def __call__(self, packed: pa.Table, state: CachedPipelineState, writer: EpochWriter,
-                 epoch: TaskEpoch, stats: TaskStats) -> pa.Table:
-        schema = self.output_schema
-        pieces = []
-        rows_in = 0
-        for index, (read, name) in enumerate(zip(self.sides, (_LEFT, _RIGHT), strict=True)):
-            rows = _unpack(packed, index, name)
-            table = read(rows, state, writer, epoch, stats)
-            rows_in += stats.rows_in
-            columns: list[pa.Array] = [_filled(table.num_rows, index, pa.int32()),
-                                       table.column(KEY_GROUP).combine_chunks()]
-            for other, field in enumerate(list(schema)[2:]):
-                columns.append(pa.StructArray.from_arrays(
-                    [table.column(f.name).combine_chunks() for f in field.type],
-                    fields=list(field.type)) if other == index
-                    else pa.nulls(table.num_rows, field.type))
-            pieces.append(pa.Table.from_arrays(columns, schema=schema))
-        stats.rows_in = rows_in
-        return pa.concat_tables(pieces)
 
 
 def _unpack(packed: pa.Table, part: int, name: str) -> pa.Table:
