@@ -89,13 +89,13 @@ class UpdatingJoinStep(OperatorStep):
 
     def run(self, epoch: EpochContext) -> StepOutput:
         spark = epoch.spark
+        tables = []
+        rows_in = 0
         group = f"CAST(pmod(xxhash64(`{KEY}`), {self.num_key_groups}) AS INT)"
         news = [spark.sql(f"SELECT {', '.join(f'`{c}`' for c in side.stored_columns)}, "
                           f"{group} AS `{KEY_GROUP}` FROM "
                           f"({self.spec.left_sql if side.index == 0 else self.spec.right_sql})")
                 for side in self.sides]
-        tables = []
-        rows_in = 0
         for side in self.sides:
             new = news[side.index]
             schema = _side_schema(spark_schema_to_arrow(new.schema))
@@ -138,8 +138,7 @@ def _side_schema(new: pa.Schema) -> pa.Schema:
 
 
 def _pack(frames: list[DataFrame]) -> DataFrame:
-    """The parts of a range's input (the two sides, then the pairs if given) as one frame:
-    part number, key group, one struct column per part (NULL in the other parts' rows)."""
+    """The three parts of a range's input as one frame: part number, key group, struct."""
     names = (_LEFT, _RIGHT, _PAIR)
     types = [frame.select(F.struct(*frame.columns).alias("s")).schema["s"].dataType
              for frame in frames]
@@ -151,10 +150,7 @@ def _pack(frames: list[DataFrame]) -> DataFrame:
                 else F.lit(None).cast(kind)
             columns.append(value.alias(names[j]))
         packed.append(frame.select(*columns))
-    union = packed[0]
-    for frame in packed[1:]:
-        union = union.unionByName(frame)
-    return union
+    return packed[0].unionByName(packed[1]).unionByName(packed[2])
 
 
 @dataclass(frozen=True)
@@ -296,15 +292,16 @@ class _JoinRange:
                                             ("r", "ascending")])
             keyed = keyed.take(order)
             groups = keyed.column("g").to_numpy()
-            keys = keyed.column("k").to_pylist()
             picked = keyed.column("r").to_numpy()
             times = table.column(EVENT_TIME).cast(pa.int64()).fill_null(_NO_TIME).to_numpy()
             starts = _segment_starts(groups, keyed.column("k"))
             latest = np.maximum.reduceat(times[picked], starts) if len(starts) else starts
+            keys = keyed.column("k").take(starts).to_pylist()  # one Python string per key
             kept = table.drop_columns([_NEW, KEY_GROUP])
             ends = [*starts[1:].tolist(), len(picked)]
-            for start, end, last in zip(starts.tolist(), ends, latest.tolist(), strict=True):
-                group, key = int(groups[start]), keys[start]
+            for start, end, last, key in zip(starts.tolist(), ends, latest.tolist(), keys,
+                                             strict=True):
+                group = int(groups[start])
                 slot = (side.state_name, group)
                 if slot not in entries:  # only written: nothing to read before
                     entries[slot] = GroupEntries.keyed(
