@@ -188,8 +188,7 @@ class QueryPlan:
 
     ``operators`` run in order each epoch (an operator may read the output
     views of those before it); ``output_sql`` then reads their views and the
-    source views.  ``reads_sources`` says whether ``output_sql`` itself reads a
-    source view (if not, an epoch whose operators produced nothing skips it).
+    source views.
     """
 
     index: int
@@ -199,7 +198,6 @@ class QueryPlan:
     output_sql: str
     output_columns: tuple[str, ...]
     stream: Stream = APPEND_ONLY
-    reads_sources: bool = True
 
     @property
     def aggregate(self) -> WindowAggregate | None:

@@ -140,11 +140,10 @@ def plan_query(
     for select in reversed(list(query.find_all(exp.Select))):
         _unnest(select, ctx)
     query = _plan_operators(query, ctx)
-    reads_sources = any(t.name in ctx.sources for t in query.find_all(exp.Table))
     return QueryPlan(
         index=index, sink=sink, sources=tuple(ctx.sources), operators=tuple(ctx.operators),
         output_sql=query.sql(dialect="spark", identify=True),
-        output_columns=tuple(output_columns), stream=stream, reads_sources=reads_sources,
+        output_columns=tuple(output_columns), stream=stream,
     )
 
 

@@ -32,10 +32,12 @@ from spate.engine.runtime.offsets import BatchEpochs, StoredPosition
 from spate.engine.runtime.reports import EpochReport, OperatorNames
 from spate.engine.runtime.sources import EpochSources, SourceColumns, expand_views, observed
 from spate.engine.runtime.step_kinds import make_step
-from spate.engine.runtime.steps import EpochContext, OperatorStep
+from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput
 from spate.engine.runtime.tasks import (
+    RangeStats,
     RangeWork,
     TaskEpoch,
+    TaskReports,
     TaskRouting,
     TaskStats,
     route,
@@ -80,8 +82,10 @@ class _Epoch:
     operator_rows: dict[int, tuple[int, int]] = field(default_factory=dict)
     #: query index -> seconds its Spate operators worked (their state tasks' mean)
     operator_busy_s: dict[int, float] = field(default_factory=dict)
-    #: what the epoch's state tasks did, summed
-    tasks: list[TaskStats] = field(default_factory=list)
+    #: what the epoch's state tasks did, per run_ranges call (known once they ran)
+    tasks: list[RangeStats] = field(default_factory=list)
+    #: query index -> its steps' outputs, and its calls' slice of ``tasks``
+    steps_run: dict[int, tuple[list[StepOutput], slice]] = field(default_factory=dict)
     #: DataFrames persisted for the epoch, released at its end
     persisted: list[DataFrame] = field(default_factory=list)
 
@@ -108,6 +112,8 @@ class EpochRunner:
         #: names this run: the tasks' process caches are scoped to it
         self.run_id = secrets.token_hex(8)
         self._shipped_state = ship(state) if self.stateful else b""
+        #: where the state tasks report their stats (made with the first of them)
+        self._reports: TaskReports | None = None
         #: which shuffle partition carries each range's rows
         self.routing = TaskRouting(self.ranges)
         self.source_columns = SourceColumns(plan.sources, settings.parallelism,
@@ -148,16 +154,16 @@ class EpochRunner:
             for query in self.plan.queries:
                 self._check_abandoned()
                 frame = self._run_query(query, epoch)
-                if frame is not None:
-                    outputs.setdefault(query.sink, []).append((query.index, frame))
+                outputs.setdefault(query.sink, []).append((query.index, frame))
             self._check_abandoned()
+            # The sinks' jobs run the state tasks too: their stats are known after.
             rows_by_query, bytes_out, sink_busy_s = self._write_sinks(number, outputs)
             dead_lettered, dead_bytes = self._write_dead_letters(number, sources)
+            tasks = self._count_operators(epoch)
         finally:
             for frame in epoch.persisted:
                 frame.unpersist()
         watermark = self._watermark_after(epoch)
-        tasks = TaskStats.total(epoch.tasks)
         metrics = sources.metrics()
         rows_in = sum(m.rows for m in metrics.values())
         # Dead letters left the rows too: rows_dropped (the job's metrics) counts them.
@@ -217,8 +223,8 @@ class EpochRunner:
                 epoch.watermark_after = END_OF_TIME
         return epoch.watermark_after
 
-    def _run_query(self, query: QueryPlan, epoch: _Epoch) -> DataFrame | None:
-        """The rows ``query`` sends to its sink this epoch (None: nothing)."""
+    def _run_query(self, query: QueryPlan, epoch: _Epoch) -> DataFrame:
+        """The rows ``query`` sends to its sink this epoch."""
         spark = epoch.sources.spark
         context = EpochContext(
             spark, epoch.number, self.last_committed, epoch.watermark_before,
@@ -227,30 +233,34 @@ class EpochRunner:
                 epoch, frame, work, schema, owns, clock_ms),
             lambda frame: route(frame, self.routing),
             self.settings.update_flush_interval_ms)
-        produced = False
-        rows_in = rows_late = 0
         first_task = len(epoch.tasks)
+        outputs = []
         for operator, step in zip(query.operators, self.steps[query.index], strict=True):
             self._check_abandoned()
             output = step.run(context)
             output.frame.createOrReplaceTempView(operator.output_view)
-            produced = produced or output.rows != 0
-            rows_in += output.rows_in
-            rows_late += output.rows_late
+            outputs.append(output)
         if query.operators:
-            epoch.rows_late += rows_late
-            epoch.operator_rows[query.index] = (rows_in, rows_late)
-            # Each step's stats sum its tasks' (one per range): their mean is how long
-            # the operators kept a task busy.
-            epoch.operator_busy_s[query.index] = sum(
-                stats.seconds for stats in epoch.tasks[first_task:]) / len(self.ranges)
-            if not produced and not query.reads_sources:
-                return None
+            epoch.steps_run[query.index] = (outputs, slice(first_task, len(epoch.tasks)))
         return spark.sql(query.output_sql)
+
+    def _count_operators(self, epoch: _Epoch) -> TaskStats:
+        """Once the sinks have written (and so run the state tasks): each query's rows
+        into its operators, late rows and busy time, and the epoch's tasks' stats summed."""
+        for index, (outputs, calls) in epoch.steps_run.items():
+            counts = [output.counts() for output in outputs]
+            rows_late = sum(late for _, late in counts)
+            epoch.rows_late += rows_late
+            epoch.operator_rows[index] = (sum(rows for rows, _ in counts), rows_late)
+            # Each call's stats sum its tasks' (one per range): their mean is how long
+            # the operators kept a task busy.
+            epoch.operator_busy_s[index] = sum(
+                stats.get().seconds for stats in epoch.tasks[calls]) / len(self.ranges)
+        return TaskStats.total([stats.get() for stats in epoch.tasks])
 
     def _run_ranges(self, epoch: _Epoch, frame: DataFrame, work: RangeWork,
                     schema: T.StructType, owns: str | None,
-                    clock_ms: int | None) -> tuple[DataFrame, TaskStats]:
+                    clock_ms: int | None) -> tuple[DataFrame, RangeStats]:
         """Run a step's per-range ``work`` over ``frame`` in one Spark task per range.
 
         The epoch's first stateful step computes and keeps ``frame`` (its native
@@ -268,8 +278,10 @@ class EpochRunner:
             epoch.number, self.last_committed,
             tuple((r.start, r.stop) for r in self.ranges), epoch.watermark_before,
             self._watermark_after(epoch), clock_ms, self.settings.update_flush_interval_ms)
+        if self._reports is None:
+            self._reports = TaskReports(frame.sparkSession)
         output, stats = run_ranges(prepared, work, task_epoch, schema,
-                                   self.routing, owns)
+                                   self.routing, owns, self._reports)
         epoch.persisted.append(output)
         epoch.tasks.append(stats)
         return output, stats

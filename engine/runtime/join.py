@@ -90,7 +90,7 @@ class UpdatingJoinStep(OperatorStep):
     def run(self, epoch: EpochContext) -> StepOutput:
         spark = epoch.spark
         tables = []
-        rows_in = 0
+        reads = []
         group = f"CAST(pmod(xxhash64(`{KEY}`), {self.num_key_groups}) AS INT)"
         news = [spark.sql(f"SELECT {', '.join(f'`{c}`' for c in side.stored_columns)}, "
                           f"{group} AS `{KEY_GROUP}` FROM "
@@ -105,7 +105,7 @@ class UpdatingJoinStep(OperatorStep):
                 probes, allowMissingColumns=True)
             table, stats = epoch.run_ranges(rows, _ReadSide(side, schema),
                                             arrow_schema_to_spark(schema), None)
-            rows_in += stats.rows_in
+            reads.append(stats)
             tables.append(table)
         left, right = self.sides
         pairs = tables[0].alias(left.name).join(
@@ -117,9 +117,9 @@ class UpdatingJoinStep(OperatorStep):
         output = self._output_schema(spark_schema_to_arrow(tables[0].schema),
                                      spark_schema_to_arrow(tables[1].schema))
         work = _JoinRange(self.spec, self.sides, self.outer, output)
-        frame, stats = epoch.run_ranges(packed, work, arrow_schema_to_spark(output),
-                                        self.spec.operator_id)
-        return StepOutput(frame, rows=stats.rows_out, rows_in=rows_in)
+        frame, _ = epoch.run_ranges(packed, work, arrow_schema_to_spark(output),
+                                    self.spec.operator_id)
+        return StepOutput(frame, inputs=tuple(reads))
 
     def _output_schema(self, left: pa.Schema, right: pa.Schema) -> pa.Schema:
         fields = []

@@ -262,4 +262,4 @@ class LookupJoinStep(OperatorStep):
 
     def run(self, epoch: EpochContext) -> StepOutput:
         frame = lookup_join(epoch.spark.sql(self.spec.input_sql), self.spec, self.cache_id)
-        return StepOutput(frame, rows=None)
+        return StepOutput(frame)

@@ -22,10 +22,10 @@ from pyspark.sql import DataFrame, SparkSession
 from spate.engine.defaults import DEFAULT_FLUSH_INTERVAL_MS
 
 if TYPE_CHECKING:
-    from spate.engine.runtime.tasks import TaskStats
+    from spate.engine.runtime.tasks import RangeStats
 
 #: ``run_ranges(frame, work, output schema, owns, clock_ms=None)``: see :class:`EpochContext`.
-RunRanges = Callable[..., "tuple[DataFrame, TaskStats]"]
+RunRanges = Callable[..., "tuple[DataFrame, RangeStats]"]
 
 
 @dataclass
@@ -42,9 +42,9 @@ class EpochContext:
     watermark_after: Callable[[], int]
     #: runs a step's per-range work in Spark tasks (:func:`spate.engine.runtime.tasks.run_ranges`):
     #: ``run_ranges(frame with a __kg column, work, output schema, owns, clock_ms=None)``
-    #: returns the output rows and the tasks' stats (``owns``: the operator id whose
-    #: state the work writes, None if it only reads); the epoch's end releases what it
-    #: persisted
+    #: returns the output rows and a handle on the tasks' stats, known once a job has
+    #: read the rows (``owns``: the operator id whose state the work writes, None if it
+    #: only reads); the epoch's end releases what it persisted
     run_ranges: RunRanges
     #: ``route(frame with a __kg column)``: the frame placed by task (:func:`spate.engine.
     #: runtime.tasks.route`), for steps that aggregate before ``run_ranges`` with no
@@ -59,11 +59,14 @@ class StepOutput:
     """One step's result for one epoch."""
 
     frame: DataFrame
-    #: rows in ``frame`` when known without running it (None: unknown)
-    rows: int | None
-    #: rows that reached the operator, and those it dropped as late
-    rows_in: int = 0
-    rows_late: int = 0
+    #: the stats of the tasks that took in the step's input rows: how many reached the
+    #: operator and how many it dropped as late (known once the epoch's sinks wrote)
+    inputs: tuple[RangeStats, ...] = ()
+
+    def counts(self) -> tuple[int, int]:
+        """Rows that reached the operator, and those it dropped as late."""
+        stats = [one.get() for one in self.inputs]
+        return sum(s.rows_in for s in stats), sum(s.rows_late for s in stats)
 
 
 class OperatorStep(ABC):

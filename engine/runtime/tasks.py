@@ -10,11 +10,14 @@ writer committed.  Inside the task the function reads the range's state
 through the process-local cache, stages its writes with the range's writer,
 commits the writer, and returns its output rows as Arrow batches.
 
-The output is persisted and materialised by one small job that also
-collects each task's :class:`TaskStats`, so the stateful work runs exactly
-once per epoch whatever reads the output afterwards (several queries, a
-sink, a preview's limit).  It stays a distributed DataFrame for the next
-operator and the sinks.
+The output is persisted, so the stateful work runs once per epoch whatever
+reads it (several queries, a sink, a preview's limit), and it stays a
+distributed DataFrame for the next operator and the sinks.  No job of its own
+runs it: the tasks run inside the first job that reads their rows (the next
+step's, usually the sink's), and each task reports its :class:`TaskStats`
+through a Spark accumulator (:class:`TaskReports`).  Once the epoch's sinks
+have written, :meth:`RangeStats.get` has every task's report; where nothing
+read every partition (a preview's limit), it runs the missing tasks then.
 
 Retried and speculative attempts are harmless: a range's writes are a
 function of the epoch's input and the state before it, a range's last
@@ -23,19 +26,20 @@ committed attempt wins in the store, and only the driver publishes the epoch.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import mmh3
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
+from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema, to_arrow_type
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from spate.engine.python_workers import settle
 from spate.statestore import CachedPipelineState, EpochWriter, UserKey, task_pipeline
@@ -44,7 +48,6 @@ from spate.statestore import CachedPipelineState, EpochWriter, UserKey, task_pip
 KEY_GROUP = "__kg"
 _TASK = "__spate_task"
 _ROUTE = "__spate_route"
-_STATS = "__spate_stats"
 #: The seed of Spark SQL's ``hash`` (its Murmur3 hash expression).
 _HASH_SEED = 42
 
@@ -209,7 +212,8 @@ def route(frame: DataFrame, routing: TaskRouting) -> DataFrame:
 
 
 def run_ranges(frame: DataFrame, work: RangeWork, epoch: TaskEpoch, output: T.StructType,
-               routing: TaskRouting, owns: str | None) -> tuple[DataFrame, TaskStats]:
+               routing: TaskRouting, owns: str | None,
+               reports: TaskReports) -> tuple[DataFrame, RangeStats]:
     """Run ``work`` on each range's rows of ``frame`` in its own task.
 
     ``frame`` is routed here, unless it comes from :func:`route` already (it has
@@ -218,20 +222,73 @@ def run_ranges(frame: DataFrame, work: RangeWork, epoch: TaskEpoch, output: T.St
     epoch (see ``CachedPipelineState.task_writer``); None for work that only reads.
 
     Returns the output rows (persisted: unpersist them once the epoch is written)
-    and the tasks' summed stats.
+    and a handle on the tasks' summed stats.  Nothing runs yet: the first job that
+    reads the rows runs the tasks.
     """
-    tasks = len(routing.ranges)
     routed = frame if _ROUTE in frame.columns else route(frame, routing)
-    with_stats = T.StructType([*(f for f in output.fields), T.StructField(_STATS, T.StringType())])
-    ran = routed.mapInArrow(_RangeTask(work, epoch, with_stats, owns), with_stats) \
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    # This job runs every task once; the rows' readers then read the cached output.
-    collected = ran.where(F.col(_STATS).isNotNull()).select(_STATS).collect()
-    stats = TaskStats.total([TaskStats(**json.loads(row[0])) for row in collected])
-    if len(collected) != tasks:
-        ran.unpersist()
-        raise RuntimeError(f"{len(collected)} of {tasks} state tasks reported")
-    return ran.where(F.col(_STATS).isNull()).drop(_STATS), stats
+    call = reports.call()
+    ran = routed.mapInArrow(_RangeTask(work, epoch, output, owns, reports.accumulator, call),
+                            output).persist(StorageLevel.MEMORY_AND_DISK)
+    return ran, RangeStats(ran, reports, call, len(routing.ranges))
+
+
+class _MergeReports(AccumulatorParam[dict[str, Any]]):
+    """Task reports keyed by call and task: an attempt that runs again replaces its
+    earlier report instead of adding to it."""
+
+    def zero(self, value: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def addInPlace(self, value1: dict[str, Any], value2: dict[str, Any]) -> dict[str, Any]:
+        value1.update(value2)
+        return value1
+
+
+class TaskReports:
+    """Where a run's state tasks report their stats: one accumulator per run (the
+    driver's Python process keeps every accumulator it made), emptied as the driver
+    reads it."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.accumulator: Accumulator[dict[str, Any]] = spark.sparkContext.accumulator(
+            {}, _MergeReports())
+        self._calls = 0
+
+    def call(self) -> str:
+        """A fresh name for one :func:`run_ranges` call's reports."""
+        self._calls += 1
+        return str(self._calls)
+
+    def take(self, call: str, tasks: int) -> list[TaskStats] | None:
+        """The reports of ``call``'s ``tasks`` tasks, removed; None if some are missing."""
+        reports = self.accumulator.value
+        keys = [f"{call}/{task}" for task in range(tasks)]
+        if not all(key in reports for key in keys):
+            return None
+        return [TaskStats(**reports.pop(key)) for key in keys]
+
+
+class RangeStats:
+    """The summed stats of one :func:`run_ranges` call's tasks, once they have run."""
+
+    def __init__(self, ran: DataFrame, reports: TaskReports, call: str, tasks: int) -> None:
+        self._ran = ran
+        self._reports = reports
+        self._call = call
+        self._tasks = tasks
+        self._total: TaskStats | None = None
+
+    def get(self) -> TaskStats:
+        """The tasks' stats; runs whichever tasks no job has run yet (their rows persist)."""
+        if self._total is None:
+            stats = self._reports.take(self._call, self._tasks)
+            if stats is None:
+                self._ran.count()
+                stats = self._reports.take(self._call, self._tasks)
+            if stats is None:
+                raise RuntimeError(f"not every one of {self._tasks} state tasks reported")
+            self._total = TaskStats.total(stats)
+        return self._total
 
 
 def spark_schema_to_arrow(schema: T.StructType) -> pa.Schema:
@@ -240,7 +297,8 @@ def spark_schema_to_arrow(schema: T.StructType) -> pa.Schema:
 
 
 def arrow_schema_to_spark(schema: pa.Schema) -> T.StructType:
-    """The Spark schema of Arrow ``schema``, every field nullable (tasks add stats rows)."""
+    """The Spark schema of Arrow ``schema``, every field nullable (a task's
+    columns promise no more)."""
     converted = from_arrow_schema(schema)
     return T.StructType([T.StructField(f.name, f.dataType, True) for f in converted.fields])
 
@@ -253,6 +311,9 @@ class _RangeTask:
     epoch: TaskEpoch
     output: T.StructType
     owns: str | None
+    #: where the task reports its stats (see :class:`TaskReports`), under ``call``
+    reports: Accumulator[dict[str, Any]]
+    call: str
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         settle()
@@ -279,17 +340,6 @@ class _RangeTask:
         stats.cache_misses = after.misses - before.misses
         stats.remote_bytes = after.remote_bytes - before.remote_bytes
         stats.seconds = time.monotonic() - started
-        yield from self._with_stats(result).to_batches()
-        yield self._stats_row(stats)
-
-    def _with_stats(self, result: pa.Table) -> pa.Table:
-        return result.append_column(_STATS, pa.nulls(result.num_rows, pa.string()))
-
-    def _stats_row(self, stats: TaskStats) -> pa.RecordBatch:
-        arrays = [pa.nulls(1, _arrow_type(f.dataType)) for f in self.output.fields[:-1]]
-        arrays.append(pa.array([json.dumps(asdict(stats))], pa.string()))
-        return pa.RecordBatch.from_arrays(arrays, names=[f.name for f in self.output.fields])
-
-
-def _arrow_type(kind: T.DataType) -> pa.DataType:
-    return to_arrow_type(kind, timezone="UTC")
+        # Sent with the task's result: only a task that succeeds reports.
+        self.reports.add({f"{self.call}/{task}": asdict(stats)})
+        yield from result.to_batches()

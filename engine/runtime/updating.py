@@ -114,7 +114,7 @@ class UpdatingAggregateStep(OperatorStep):
                            else _UpdatingRange(self.operator, arrow))
         frame, stats = epoch.run_ranges(partials, work, arrow_schema_to_spark(output),
                                         self.spec.operator_id, clock_ms=self._clock_ms(epoch))
-        return StepOutput(frame, rows=stats.rows_out, rows_in=stats.rows_in)
+        return StepOutput(frame, inputs=(stats,))
 
     def _keyed_state(self) -> bool:
         """Whether the operator holds state in the per-key layout."""

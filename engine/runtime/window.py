@@ -328,8 +328,7 @@ class WindowStep(OperatorStep):
                     else WindowColumnsRange(self.spec, schema))
         frame, stats = epoch.run_ranges(partials, work, arrow_schema_to_spark(schema),
                                         self.spec.operator_id)
-        return StepOutput(frame, rows=stats.rows_out, rows_in=stats.rows_in,
-                          rows_late=stats.rows_late)
+        return StepOutput(frame, inputs=(stats,))
 
     def _keyed_state(self) -> bool:
         """Whether the operator holds state in the per-key layout."""

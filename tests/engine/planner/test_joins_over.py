@@ -35,7 +35,7 @@ def test_windowed_join_is_two_window_operators_and_a_native_join(kind: str) -> N
     (query,) = plan.queries
     assert [type(o) for o in query.operators] == [WindowAggregate, WindowAggregate]
     assert query.sources == ("clicks", "buys")
-    assert not query.reads_sources and not query.updating
+    assert not query.updating
     # Rows match only within one window: Spate adds the window equality.
     assert "`c`.`window` = `b`.`window`" in query.output_sql
     assert all(o.output_view in query.output_sql for o in query.operators)

@@ -1,21 +1,34 @@
 """Placing rows by key-group range: each task's rows land in its own partition,
-and a step that aggregates routed rows hands them to its tasks with one shuffle."""
+and a step that aggregates routed rows hands them to its tasks with one shuffle.
+Running them: no job of their own, each task's stats known once a job read its rows."""
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from spate.engine.runtime.tasks import (
     KEY_GROUP,
     ROUTING_COLUMNS,
+    TaskEpoch,
+    TaskReports,
     TaskRouting,
+    TaskStats,
     route,
+    run_ranges,
     spark_int_hash,
 )
+from spate.statestore import CachedPipelineState, EpochWriter, open_store, ship
 
 RANGES = [range(0, 5), range(5, 6), range(6, 64)]
 
@@ -85,3 +98,70 @@ def test_the_routes_hash_as_sparks_own_hash_function_does(spark: Any) -> None:
     frame = spark.createDataFrame([(v,) for v in values], "v INT")
     hashed = {row["v"]: row["h"] for row in frame.select("v", F.hash("v").alias("h")).collect()}
     assert {v: spark_int_hash(v) for v in values} == hashed
+
+
+def _odd_rows(rows: pa.Table, state: CachedPipelineState, writer: EpochWriter,
+              epoch: TaskEpoch, stats: TaskStats) -> pa.Table:
+    """A range's work for the tests below: takes every row in, returns the odd ``v``."""
+    del state, writer, epoch
+    stats.rows_in = rows.num_rows
+    return rows.filter(pc.equal(pc.bit_wise_and(rows.column("v"), 1), 1))
+
+
+_ODD_SCHEMA = T.StructType([T.StructField(KEY_GROUP, T.IntegerType()),
+                            T.StructField("v", T.LongType())])
+
+
+@contextmanager
+def _jobs(spark: Any) -> Iterator[list[int]]:
+    """The ids of the Spark jobs started inside the block (filled in at its end)."""
+    group = f"spate-test-{secrets.token_hex(4)}"
+    spark.sparkContext.setJobGroup(group, "counted")
+    started: list[int] = []
+    try:
+        yield started
+    finally:
+        started.extend(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+
+
+def _epoch(tmp_path: Path) -> tuple[Any, TaskEpoch]:
+    store = open_store(f"sqlite:///{tmp_path / 'state.db'}")
+    state = store.pipeline("t", "p")
+    state.begin_epoch(0, RANGES)
+    return state, TaskEpoch(ship(state), "t", "p", secrets.token_hex(4), 0, None,
+                            tuple((r.start, r.stop) for r in RANGES), 0, 0)
+
+
+def test_the_range_tasks_run_inside_the_job_that_reads_their_rows(spark: Any,
+                                                                   tmp_path: Path) -> None:
+    """No job of their own: the first reader's job runs them, and their stats come with
+    it; every range's writer has committed, so the epoch commits."""
+    state, epoch = _epoch(tmp_path)
+    reports = TaskReports(spark)
+    with _jobs(spark) as at_the_call:
+        rows, stats = run_ranges(_key_groups(spark), _odd_rows, epoch, _ODD_SCHEMA,
+                                 TaskRouting(RANGES), None, reports)
+    assert at_the_call == []
+    with _jobs(spark) as reading:
+        assert sorted(r["v"] for r in rows.collect()) == sorted(
+            v % 7 for v in range(640) if v % 7 % 2 == 1)
+        total = stats.get()
+    assert len(reading) == 1
+    assert total.rows_in == 640 and total.rows_out == len([v for v in range(640) if v % 7 % 2])
+    state.commit_epoch(0, {})
+    rows.unpersist()
+
+
+def test_tasks_no_job_ran_run_when_their_stats_are_asked_for(spark: Any, tmp_path: Path) -> None:
+    """A reader that stops early (a preview's limit) leaves tasks unrun: asking for the
+    stats runs them, and each task counts once."""
+    state, epoch = _epoch(tmp_path)
+    reports = TaskReports(spark)
+    rows, stats = run_ranges(_key_groups(spark), _odd_rows, epoch, _ODD_SCHEMA,
+                             TaskRouting(RANGES), None, reports)
+    rows.limit(1).collect()
+    assert stats.get().rows_in == 640
+    assert reports.accumulator.value == {}  # taken: a long run's reports do not pile up
+    state.commit_epoch(0, {})
+    rows.unpersist()
