@@ -60,6 +60,24 @@ def test_markers_truncate_so_replays_never_duplicate(spark: SparkSession,
     fresh.close()
 
 
+def test_an_empty_epoch_after_a_crashed_attempt_marks_the_truncated_length(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """A crashed attempt appended an epoch and never committed it; the next attempt's
+    first epoch writes nothing to this sink (an at-least-once broker redelivers later).
+    Its marker is the file's length, not where the crashed attempt stopped."""
+    path = tmp_path / "rows.jsonl"
+    crashed = _sink(_file_table(path, format="json"))
+    crashed.open(None)
+    crashed.write_epoch(0, _frame(spark, range(0, 3)))  # killed before the commit
+    again = _sink(_file_table(path, format="json"))
+    again.open(None)
+    assert again.write_epoch(0, _frame(spark, range(0, 0))) == {"bytes": 0}
+    again.close()
+    resumed = _sink(_file_table(path, format="json"))
+    resumed.open({"bytes": 0})
+    resumed.close()
+
+
 def test_json_encoding_keeps_nulls_and_timestamps(spark: SparkSession, tmp_path: Path) -> None:
     lines = {}
     for timestamp_format in ("rfc3339", "unix_millis"):
