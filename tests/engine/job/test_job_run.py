@@ -82,10 +82,8 @@ def test_a_bounded_pipeline_reports_each_epoch_and_finishes(tmp_path: Path) -> N
         assert 0 < window["busy_ratio"] <= 1 and window["rows_in_per_s"] > 0
         sink = operator(event, "sink:totals")
         assert sink["rows_in"] == event["rows_out"]
-        if event["rows_out"]:
-            assert 0 < sink["busy_s"] <= event["duration_ms"] / 1000
-        else:  # a sink sent nothing was not written: it took no time, and says so
-            assert sink["busy_s"] == 0 and sink["busy_ratio"] >= 0
+        # Written every epoch, rows or none: the sink's job is what runs the state tasks.
+        assert 0 < sink["busy_s"] <= event["duration_ms"] / 1000
 
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(lines, key=lambda r: (r["window_start"], r["k"])) == _expected_output()
