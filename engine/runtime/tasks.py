@@ -227,7 +227,7 @@ def run_ranges(frame: DataFrame, work: RangeWork, epoch: TaskEpoch, output: T.St
     """
     routed = frame if _ROUTE in frame.columns else route(frame, routing)
     call = reports.call()
-    ran = routed.mapInArrow(_RangeTask(work, epoch, output, owns, reports.accumulator, call),
+    ran = routed.mapInArrow(_RangeTask(work, epoch, owns, reports.accumulator, call),
                             output).persist(StorageLevel.MEMORY_AND_DISK)
     return ran, RangeStats(ran, reports, call, len(routing.ranges))
 
@@ -309,7 +309,6 @@ class _RangeTask:
 
     work: RangeWork
     epoch: TaskEpoch
-    output: T.StructType
     owns: str | None
     #: where the task reports its stats (see :class:`TaskReports`), under ``call``
     reports: Accumulator[dict[str, Any]]

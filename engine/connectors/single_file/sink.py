@@ -47,10 +47,6 @@ class SingleFileSink(core.Sink):
                 f"{length} were committed; it was changed outside Spate. Restore the file "
                 "or start the pipeline afresh", option=PATH.name)
         handle.truncate(length)
-        # truncate() leaves the position where it was: past the end, had a crashed attempt
-        # appended.  Appends go to the end regardless, but an epoch with nothing to write
-        # would report that stale position as the file's length.
-        handle.seek(length)
         self._file = handle
         log.info("single_file sink opened", extra={"path": self.path, "bytes": length})
 
@@ -62,6 +58,9 @@ class SingleFileSink(core.Sink):
         self._file.write(data)
         self._file.flush()
         os.fsync(self._file.fileno())
+        # The file's size, not tell(): truncate() in open() leaves the position past the
+        # end when a crashed attempt had appended, and an epoch with nothing to write
+        # would report that stale position.
         length = os.fstat(self._file.fileno()).st_size
         log.debug("epoch written", extra={"path": self.path, "epoch": epoch, "bytes": length})
         return {"bytes": length}
