@@ -65,7 +65,10 @@ def test_memory_limiter_matches() -> None:
 
 def test_over_the_limit_is_429_with_retry_after(backend: str,
                                                make_app: Callable[..., FastAPI]) -> None:
-    with TestClient(make_app(backend, rate_limit_per_minute=60, rate_limit_burst=5),
+    # A token every 12 s (a tenant's burst is at most its rate a minute): none comes back
+    # while the test runs (at 60 a minute, a loaded CI machine took over a second between
+    # two requests and got one back).
+    with TestClient(make_app(backend, rate_limit_per_minute=5, rate_limit_burst=5),
                     raise_server_exceptions=False) as client:
         # Making a tenant spends a platform request and two of the tenant's own.
         noisy, quiet = new_tenant(client), new_tenant(client)
