@@ -15,8 +15,12 @@ order of changes across keys is not defined.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from cachetools import LRUCache
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from spate.engine.connectors.core.base import RETRACT, ROW_KEY
 
@@ -35,30 +39,66 @@ def data_columns(frame: DataFrame) -> list[str]:
     return [name for name in frame.columns if name not in (RETRACT, ROW_KEY)]
 
 
+@dataclass(frozen=True)
+class _ChangeColumns:
+    """The expressions :func:`change_records` applies to rows of one schema."""
+
+    row: Column
+    absent: Column
+    updating: bool
+    key: Column
+    sign: Column
+    old: Column
+    new: Column
+    records: Column
+
+
+#: Built once per schema: the expressions depend on nothing else, and building them
+#: costs JVM calls per column (an epoch of a wide updating sink spent most of its driver
+#: time here).  Expressions are not tied to a DataFrame, so any epoch's rows take them.
+_BY_SCHEMA: LRUCache[str, _ChangeColumns] = LRUCache(maxsize=256)
+
+
+def _change_columns(schema: T.StructType) -> _ChangeColumns:
+    key = schema.json()
+    built = _BY_SCHEMA.get(key)
+    if built is None:
+        names = [name for name in schema.names if name not in (RETRACT, ROW_KEY)]
+        row = F.struct(*(F.col(f"`{name}`") for name in names))
+        row_type = T.StructType([T.StructField(name, schema[name].dataType, schema[name].nullable)
+                                 for name in names])
+        absent = F.lit(None).cast(row_type)
+        old, new = F.col("old"), F.col("new")
+        update = F.array(F.struct(old[0].alias("before"), new[0].alias("after"),
+                                  F.lit(OP_UPDATE).alias("op")))
+        separate = F.concat(
+            F.transform(old, lambda r: F.struct(r.alias("before"), absent.alias("after"),
+                                                F.lit(OP_DELETE).alias("op"))),
+            F.transform(new, lambda r: F.struct(absent.alias("before"), r.alias("after"),
+                                                F.lit(OP_CREATE).alias("op"))))
+        built = _ChangeColumns(
+            row=row, absent=absent, updating=RETRACT in schema.names,
+            key=_key(ROW_KEY in schema.names), sign=_sign(),
+            old=_images(withdrawn=True), new=_images(withdrawn=False),
+            records=F.when((F.size(old) == 1) & (F.size(new) == 1), update)
+                     .otherwise(separate))
+        _BY_SCHEMA[key] = built
+    return built
+
+
 def change_records(frame: DataFrame) -> DataFrame:
     """One row per change: ``before`` and ``after`` (structs of the data columns,
     NULL when absent) and ``op`` (``c``, ``u`` or ``d``)."""
-    row = F.struct(*(F.col(f"`{name}`") for name in data_columns(frame)))
-    row_type = frame.select(row.alias("row")).schema["row"].dataType
-    absent = F.lit(None).cast(row_type)
-    if not is_updating(frame):
-        return frame.select(absent.alias("before"), row.alias("after"),
+    columns = _change_columns(frame.schema)
+    if not columns.updating:
+        return frame.select(columns.absent.alias("before"), columns.row.alias("after"),
                             F.lit(OP_CREATE).alias("op"))
-    net = (frame.select(_key(frame).alias("key"), row.alias("row"), _sign().alias("n"))
+    net = (frame.select(columns.key.alias("key"), columns.row.alias("row"),
+                        columns.sign.alias("n"))
            .groupBy("key", "row").agg(F.sum("n").alias("n"))
            .where(F.col("n") != 0))
-    per_key = net.groupBy("key").agg(_images(withdrawn=True).alias("old"),
-                                     _images(withdrawn=False).alias("new"))
-    old, new = F.col("old"), F.col("new")
-    update = F.array(F.struct(old[0].alias("before"), new[0].alias("after"),
-                              F.lit(OP_UPDATE).alias("op")))
-    separate = F.concat(
-        F.transform(old, lambda r: F.struct(r.alias("before"), absent.alias("after"),
-                                            F.lit(OP_DELETE).alias("op"))),
-        F.transform(new, lambda r: F.struct(absent.alias("before"), r.alias("after"),
-                                            F.lit(OP_CREATE).alias("op"))))
-    records = F.when((F.size(old) == 1) & (F.size(new) == 1), update).otherwise(separate)
-    return per_key.select(F.explode(records).alias("change")).select("change.*")
+    per_key = net.groupBy("key").agg(columns.old.alias("old"), columns.new.alias("new"))
+    return per_key.select(F.explode(columns.records).alias("change")).select("change.*")
 
 
 def change_rows(frame: DataFrame) -> DataFrame:
@@ -79,10 +119,10 @@ def change_rows(frame: DataFrame) -> DataFrame:
                                         *(row.getField(n).alias(n) for n in names))
 
 
-def _key(frame: DataFrame) -> Column:
-    """The row key; a row without one is a key of its own."""
+def _key(keyed: bool) -> Column:
+    """The row key; a row without one (or rows without the column) is a key of its own."""
     own = F.concat(F.lit("\u0000"), F.monotonically_increasing_id().cast("string"))
-    if ROW_KEY not in frame.columns:
+    if not keyed:
         return own
     return F.coalesce(F.col(ROW_KEY), own)
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
 
+from cachetools import LRUCache
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -561,11 +563,7 @@ def encode_records(df: DataFrame, spec: FormatSpec, key: str | None = None) -> D
         return df.select(record_column(df, spec).alias("record"), *keys)
     if spec.updating:
         changes = change_records(df)
-        row_type = changes.schema["after"].dataType
-        envelope = F.struct(_prepare(F.col("before"), row_type, spec).alias("before"),
-                            _prepare(F.col("after"), row_type, spec).alias("after"),
-                            F.col("op"))
-        return changes.select(F.to_json(envelope, _TO_JSON_OPTIONS).alias("record"))
+        return changes.select(_encoded(changes.schema, spec, _envelope).alias("record"))
     # Updating rows reach a json encoder only in previews (the planner sends them to
     # debezium_json sinks): one row per change, with its op.
     df = change_rows(df)
@@ -575,22 +573,52 @@ def encode_records(df: DataFrame, spec: FormatSpec, key: str | None = None) -> D
 def record_column(df: DataFrame, spec: FormatSpec) -> Column:
     """The encoded record of each append-only row of ``df`` (json or raw_string), a native
     expression a sink can select next to other columns (a key, a field)."""
+    return _encoded(df.schema, spec, _record)
+
+
+#: Encoding expressions already built, by what they depend on: the rows' schema and the
+#: format (and which of the two builders).  Sinks encode every epoch's rows, whose schema
+#: does not change within a run, and building an expression costs JVM calls per column
+#: (a sink of 35 aggregates spent most of its epoch's driver time here).  Expressions
+#: are not tied to a DataFrame: any epoch's rows of that schema take them.
+_ENCODINGS: LRUCache[tuple[str, str, str], Column] = LRUCache(maxsize=256)
+
+
+def _encoded(rows: T.StructType, spec: FormatSpec,
+             build: Callable[[T.StructType, FormatSpec], Column]) -> Column:
+    key = (build.__name__, rows.json(), json.dumps(spec.to_dict(), sort_keys=True))
+    column = _ENCODINGS.get(key)
+    if column is None:
+        column = _ENCODINGS[key] = build(rows, spec)
+    return column
+
+
+def _record(rows: T.StructType, spec: FormatSpec) -> Column:
     if spec.kind == RAW_BYTES:
         return F.col("value").cast("binary")
     if spec.single_value:
         return F.col("value").cast("string")
     if spec.kind == AVRO:
-        return _avro_column(df, spec)
+        return _avro_column(rows, spec)
     if spec.kind == PROTOBUF:
-        return _protobuf_column(df, spec)
+        return _protobuf_column(rows, spec)
     fields = [_prepare(F.col(f"`{f.name}`"), f.dataType, spec).alias(f.name)
-              for f in df.schema.fields]
+              for f in rows.fields]
     return F.to_json(F.struct(*fields), _TO_JSON_OPTIONS)
 
 
-def _avro_column(df: DataFrame, spec: FormatSpec) -> Column:
-    """Avro records of ``df``'s rows, by an Arrow UDF (Spark has no native Avro writer)."""
-    rows = df.schema
+def _envelope(changes: T.StructType, spec: FormatSpec) -> Column:
+    """A debezium_json record of each row of :func:`change_records`."""
+    row_type = changes["after"].dataType
+    envelope = F.struct(_prepare(F.col("before"), row_type, spec).alias("before"),
+                        _prepare(F.col("after"), row_type, spec).alias("after"),
+                        F.col("op"))
+    return F.to_json(envelope, _TO_JSON_OPTIONS)
+
+
+def _avro_column(rows: T.StructType, spec: FormatSpec) -> Column:
+    """Avro records of rows of schema ``rows``, by an Arrow UDF (Spark has no native Avro
+    writer)."""
     writer = (json.loads(spec.avro_schema) if spec.avro_schema is not None
               else avro_format.schema_for(rows, spec.subject or "record"))
     schema_id = spec.schema_id
@@ -607,17 +635,17 @@ def _avro_column(df: DataFrame, spec: FormatSpec) -> Column:
     return encoded
 
 
-def _protobuf_column(df: DataFrame, spec: FormatSpec) -> Column:
-    """Protobuf records of ``df``'s rows, by an Arrow UDF (on the executors)."""
+def _protobuf_column(rows: T.StructType, spec: FormatSpec) -> Column:
+    """Protobuf records of rows of schema ``rows``, by an Arrow UDF (on the executors)."""
     message = _protobuf_message(spec)
-    protobuf_writer.check_writable(message, [(f.name, f.dataType) for f in df.schema.fields],
+    protobuf_writer.check_writable(message, [(f.name, f.dataType) for f in rows.fields],
                                    PROTOBUF_MESSAGE_NAME.name)
     header = b""
     if spec.confluent_wire:
         indexes = protobuf_writer.message_indexes(message)
         header = protobuf_writer.confluent_header(spec.schema_id or 0, indexes)
     udf = protobuf_writer.encoder_udf(spec.descriptor or "", spec.message_name or "", header)
-    encoded: Column = udf(F.struct(*(F.col(f"`{f.name}`") for f in df.schema.fields)))
+    encoded: Column = udf(F.struct(*(F.col(f"`{f.name}`") for f in rows.fields)))
     return encoded
 
 
