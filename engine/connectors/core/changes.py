@@ -15,9 +15,10 @@ order of changes across keys is not defined.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
-from cachetools import LRUCache
+from cachetools import LRUCache, cached
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -53,37 +54,31 @@ class _ChangeColumns:
     records: Column
 
 
-#: Built once per schema: the expressions depend on nothing else, and building them
-#: costs JVM calls per column (an epoch of a wide updating sink spent most of its driver
-#: time here).  Expressions are not tied to a DataFrame, so any epoch's rows take them.
-_BY_SCHEMA: LRUCache[str, _ChangeColumns] = LRUCache(maxsize=256)
-
-
+# Built once per schema: the expressions depend on nothing else, and building them
+# costs JVM calls per column (an epoch of a wide updating sink spent most of its driver
+# time here).  Expressions are not tied to a DataFrame, so any epoch's rows take them.
+# Locked: a tenant's application runs pipelines in threads.
+@cached(LRUCache(maxsize=256), key=lambda schema: schema.json(), lock=threading.Lock())
 def _change_columns(schema: T.StructType) -> _ChangeColumns:
-    key = schema.json()
-    built = _BY_SCHEMA.get(key)
-    if built is None:
-        names = [name for name in schema.names if name not in (RETRACT, ROW_KEY)]
-        row = F.struct(*(F.col(f"`{name}`") for name in names))
-        row_type = T.StructType([T.StructField(name, schema[name].dataType, schema[name].nullable)
-                                 for name in names])
-        absent = F.lit(None).cast(row_type)
-        old, new = F.col("old"), F.col("new")
-        update = F.array(F.struct(old[0].alias("before"), new[0].alias("after"),
-                                  F.lit(OP_UPDATE).alias("op")))
-        separate = F.concat(
-            F.transform(old, lambda r: F.struct(r.alias("before"), absent.alias("after"),
-                                                F.lit(OP_DELETE).alias("op"))),
-            F.transform(new, lambda r: F.struct(absent.alias("before"), r.alias("after"),
-                                                F.lit(OP_CREATE).alias("op"))))
-        built = _ChangeColumns(
-            row=row, absent=absent, updating=RETRACT in schema.names,
-            key=_key(ROW_KEY in schema.names), sign=_sign(),
-            old=_images(withdrawn=True), new=_images(withdrawn=False),
-            records=F.when((F.size(old) == 1) & (F.size(new) == 1), update)
-                     .otherwise(separate))
-        _BY_SCHEMA[key] = built
-    return built
+    names = [name for name in schema.names if name not in (RETRACT, ROW_KEY)]
+    row = F.struct(*(F.col(f"`{name}`") for name in names))
+    row_type = T.StructType([T.StructField(name, schema[name].dataType, schema[name].nullable)
+                             for name in names])
+    absent = F.lit(None).cast(row_type)
+    old, new = F.col("old"), F.col("new")
+    update = F.array(F.struct(old[0].alias("before"), new[0].alias("after"),
+                              F.lit(OP_UPDATE).alias("op")))
+    separate = F.concat(
+        F.transform(old, lambda r: F.struct(r.alias("before"), absent.alias("after"),
+                                            F.lit(OP_DELETE).alias("op"))),
+        F.transform(new, lambda r: F.struct(absent.alias("before"), r.alias("after"),
+                                            F.lit(OP_CREATE).alias("op"))))
+    return _ChangeColumns(
+        row=row, absent=absent, updating=RETRACT in schema.names,
+        key=_key(ROW_KEY in schema.names), sign=_sign(),
+        old=_images(withdrawn=True), new=_images(withdrawn=False),
+        records=F.when((F.size(old) == 1) & (F.size(new) == 1), update)
+             .otherwise(separate))
 
 
 def change_records(frame: DataFrame) -> DataFrame:

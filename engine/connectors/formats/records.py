@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from cachetools import LRUCache
+from cachetools import LRUCache, cached
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -576,21 +577,20 @@ def record_column(df: DataFrame, spec: FormatSpec) -> Column:
     return _encoded(df.schema, spec, _record)
 
 
-#: Encoding expressions already built, by what they depend on: the rows' schema and the
-#: format (and which of the two builders).  Sinks encode every epoch's rows, whose schema
-#: does not change within a run, and building an expression costs JVM calls per column
-#: (a sink of 35 aggregates spent most of its epoch's driver time here).  Expressions
-#: are not tied to a DataFrame: any epoch's rows of that schema take them.
-_ENCODINGS: LRUCache[tuple[str, str, str], Column] = LRUCache(maxsize=256)
+def _encoding_key(rows: T.StructType, spec: FormatSpec,
+                  build: Callable[[T.StructType, FormatSpec], Column]) -> tuple[str, str, str]:
+    return build.__name__, rows.json(), json.dumps(spec.to_dict(), sort_keys=True)
 
 
+# Encoding expressions are built once per schema and format (and builder): sinks encode
+# every epoch's rows, whose schema does not change within a run, and building an
+# expression costs JVM calls per column (a sink of 35 aggregates spent most of its
+# epoch's driver time here).  Expressions are not tied to a DataFrame: any epoch's rows
+# of that schema take them.  Locked: a tenant's application runs pipelines in threads.
+@cached(LRUCache(maxsize=256), key=_encoding_key, lock=threading.Lock())
 def _encoded(rows: T.StructType, spec: FormatSpec,
              build: Callable[[T.StructType, FormatSpec], Column]) -> Column:
-    key = (build.__name__, rows.json(), json.dumps(spec.to_dict(), sort_keys=True))
-    column = _ENCODINGS.get(key)
-    if column is None:
-        column = _ENCODINGS[key] = build(rows, spec)
-    return column
+    return build(rows, spec)
 
 
 def _record(rows: T.StructType, spec: FormatSpec) -> Column:
