@@ -9,6 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -138,3 +139,18 @@ def test_a_python_error_in_an_epoch_is_reported_by_its_last_line() -> None:
             "recent call last):\n  File \"x.py\", line 1, in f\n    g()\n"
             "ValueError: the actual problem\n")
     assert _root_message(Exception(text)) == "ValueError: the actual problem"
+
+
+@pytest.mark.spark
+def test_the_pre_aggregation_is_built_once_and_serves_every_epoch(spark) -> None:  # type: ignore[no-untyped-def]
+    """Each epoch's rows are pre-aggregated with the expressions the first epoch built
+    (parsing them again costs JVM calls per aggregate and epoch)."""
+    runner = WindowOperatorRunner(_spec(10, 10), GROUPS)
+    first = spark.createDataFrame([(1, 0, 5, 1), (1, 0, 7, 1)], "k0 BIGINT, __pane BIGINT, "
+                                  "a0 BIGINT, __kg INT")
+    second = spark.createDataFrame([(2, 10, 3, 2), (2, 10, 9, 2), (2, 10, 4, 2)],
+                                   "k0 BIGINT, __pane BIGINT, a0 BIGINT, __kg INT")
+    assert [tuple(r) for r in runner.partials(first).collect()] == [(1, 0, 1, 2, 2, 7)]
+    built = runner._partial_columns  # noqa: SLF001 - what the next epoch must reuse
+    assert [tuple(r) for r in runner.partials(second).collect()] == [(2, 10, 2, 3, 3, 9)]
+    assert built is not None and runner._partial_columns is built  # noqa: SLF001
