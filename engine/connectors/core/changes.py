@@ -9,8 +9,8 @@ left with exactly one withdrawn and one added row is then an update (``u``);
 otherwise each withdrawn row is a delete (``d``) and each added row a create
 (``c``).  Rows without the hidden columns (append-only input) are creates.
 
-Everything is native Spark (two aggregations over the epoch's rows); the
-order of changes across keys is not defined.
+Everything is native Spark: two aggregations over the epoch's rows, placed by
+key in one shuffle; the order of changes across keys is not defined.
 """
 
 from __future__ import annotations
@@ -88,8 +88,13 @@ def change_records(frame: DataFrame) -> DataFrame:
     if not columns.updating:
         return frame.select(columns.absent.alias("before"), columns.row.alias("after"),
                             F.lit(OP_CREATE).alias("op"))
+    # One shuffle: rows placed by key satisfy both aggregations (by key and row, then
+    # by key), where Spark would otherwise shuffle for each.  The rows of an epoch hold
+    # a key a few times at most, so the partial aggregation a shuffle by (key, row)
+    # would allow saves nothing.
     net = (frame.select(columns.key.alias("key"), columns.row.alias("row"),
                         columns.sign.alias("n"))
+           .repartition("key")
            .groupBy("key", "row").agg(F.sum("n").alias("n"))
            .where(F.col("n") != 0))
     per_key = net.groupBy("key").agg(columns.old.alias("old"), columns.new.alias("new"))

@@ -25,7 +25,7 @@ from spate.engine.connectors import (
 )
 from spate.engine.connectors.core.arrow_batches import arrow_schema
 from spate.engine.connectors.core.base import RETRACT, ROW_KEY
-from spate.engine.connectors.core.changes import change_rows
+from spate.engine.connectors.core.changes import change_records, change_rows
 from spate.engine.connectors.core.options import OptionReader
 from spate.engine.connectors.formats.decoders import Decoded, RecordDecoder, split_lines
 from spate.engine.connectors.formats.records import (
@@ -215,6 +215,38 @@ def test_changes_per_key(spark: SparkSession) -> None:
         {"before": None, "after": row("g", 4), "op": "c"},
         {"before": row("g", 5), "after": None, "op": "d"},
     ], key=json.dumps)
+
+
+@pytest.mark.spark
+def test_changes_of_keys_spread_over_partitions_net_in_one_shuffle(spark: SparkSession) -> None:
+    """A key's rows in different input partitions still net to one change, and the
+    netting places rows by key once (its two aggregations share that shuffle)."""
+    rows: list[tuple[str, int, bool, str]] = []
+    expected = []
+    for n in range(300):
+        k = f"k{n}"
+        if n % 3 == 0:    # replaced twice: one update from the first row to the last
+            rows += [(k, n, True, k), (k, n + 1, False, k), (k, n + 1, True, k),
+                     (k, n + 2, False, k)]
+            expected.append({"before": {"k": k, "v": n}, "after": {"k": k, "v": n + 2},
+                             "op": "u"})
+        elif n % 3 == 1:  # created and withdrawn: nothing
+            rows += [(k, n, False, k), (k, n, True, k)]
+        else:             # deleted
+            rows.append((k, n, True, k))
+            expected.append({"before": {"k": k, "v": n}, "after": None, "op": "d"})
+    random.Random(7).shuffle(rows)
+    frame = spark.createDataFrame(rows, ROW_SCHEMA).repartition(4)
+    changes = change_records(frame)
+    assert _exchanges(changes) - _exchanges(frame) == 1
+    records = [row.asDict(recursive=True) for row in changes.collect()]
+    assert sorted(records, key=json.dumps) == sorted(expected, key=json.dumps)
+
+
+def _exchanges(frame: DataFrame) -> int:
+    """The shuffles in ``frame``'s physical plan."""
+    plan: str = frame._jdf.queryExecution().executedPlan().toString()
+    return plan.count("Exchange ")
 
 
 @pytest.mark.spark
