@@ -2,7 +2,7 @@
 epoch by epoch.
 
 1. Native Spark pre-aggregates the epoch's input per group key into signed
-   partials (:meth:`UpdatingAggregateOperator.partial_columns`): a withdrawn input row
+   partials (:meth:`UpdatingAggregateStep.partial_sql`): a withdrawn input row
    counts -1, so retractions flow through; each key gets its ``_spate_key``
    (the key as JSON) and key group.
 2. Per key group, the partials are merged into the keys' states
@@ -39,8 +39,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
 
 from spate.engine.operators.aggregates import AGGREGATES, make_accumulator
 from spate.engine.operators.aggregates.base import plain_type
@@ -51,7 +49,6 @@ from spate.engine.runtime.group_entries import GroupEntries
 from spate.engine.runtime.partials import ArrowPartials
 from spate.engine.runtime.steps import EpochContext, OperatorStep, StepOutput
 from spate.engine.runtime.tasks import (
-    KEY_GROUP,
     RangeWork,
     TaskEpoch,
     TaskStats,
@@ -64,21 +61,6 @@ from spate.statestore import CachedPipelineState, EpochWriter, PipelineState
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 _NEVER = 2**63
-
-
-@dataclass(frozen=True)
-class PartialColumns:
-    """An updating aggregate's pre-aggregation: group by ``keys``, aggregate ``parts``,
-    keep groups of at least one row, select ``outputs``."""
-
-    keys: list[Column]
-    parts: list[Column]
-    outputs: list[Column]
-
-    def of(self, rows: DataFrame) -> DataFrame:
-        grouped = rows.groupBy(*self.keys).agg(*self.parts) if self.keys else rows.agg(
-            *self.parts)
-        return grouped.where(F.col("__count") > 0).select(*self.outputs)
 
 
 @dataclass
@@ -116,15 +98,12 @@ class UpdatingAggregateStep(OperatorStep):
         self.operator = UpdatingAggregateOperator(spec, num_key_groups)
         self._clock: tuple[int | None, int] = (None, 0)
         self._columnar: bool | None = None
-        self._partials: PartialColumns | None = None
+
+    def partial_sql(self) -> str:
+        return self.operator.partial_sql()
 
     def run(self, epoch: EpochContext) -> StepOutput:
-        if self._partials is None:
-            # Built once (not picklable: the step keeps them, not the operator the
-            # tasks take): parsing each aggregate's partial expressions every epoch
-            # cost JVM calls per aggregate (0.37 s an epoch with 35 of them).
-            self._partials = self.operator.partial_columns()
-        partials = self._partials.of(epoch.spark.sql(self.spec.input_sql))
+        partials = epoch.spark.sql(self.operator.partial_sql())
         arrow = spark_schema_to_arrow(partials.schema)
         output = self.operator.output_schema(arrow)
         if self._columnar is None:
@@ -186,28 +165,23 @@ class UpdatingAggregateOperator:
 
     # -- SQL --------------------------------------------------------------------------
 
-    def partial_columns(self) -> PartialColumns:
-        """The expressions of the native pre-aggregation of the epoch's input rows into
-        signed partials per key: ``__key`` (the key as JSON), the keys, ``__count``,
-        ``__rows``, ``__seen``, the aggregates' partials ``p<i>_<j>``, and the key group
-        ``__kg``."""
+    def partial_sql(self) -> str:
+        """Native pre-aggregation of the epoch's input into signed partials per key."""
         keys = [f"`{k}`" for k in self.spec.key_columns]
         sign = f"CASE WHEN `{RETRACT}` THEN -1 ELSE 1 END" if self.spec.updating_input else "1"
-        parts = [F.count(F.lit(1)).alias("__count"), F.expr(f"sum({sign})").alias("__rows"),
-                 F.max(F.col(f"`{EVENT_TIME}`")).alias("__seen")]
-        names = ["__count", "__rows", "__seen"]
+        parts = ["count(1) AS `__count`", f"sum({sign}) AS `__rows`",
+                 f"max(`{EVENT_TIME}`) AS `__seen`"]
         for i, call in enumerate(self.spec.aggregates):
             function = AGGREGATES[call.function]
-            for j, sql in enumerate(function.signed_sql(f"`{call.argument}`", sign,
-                                                        self.spec.updating_input)):
-                parts.append(F.expr(sql).alias(f"p{i}_{j}"))
-                names.append(f"p{i}_{j}")
+            parts.extend(f"{sql} AS `p{i}_{j}`" for j, sql in enumerate(
+                function.signed_sql(f"`{call.argument}`", sign, self.spec.updating_input)))
         fields = ", ".join(f"'{k}', `{k}`" for k in self.spec.key_columns)
-        row_key = F.expr(f"to_json(named_struct({fields}))" if keys else "'{}'")
-        key_group = F.pmod(F.xxhash64(row_key), F.lit(self.num_key_groups)).cast("int")
-        outputs = [row_key.alias("__key"), *(F.col(k) for k in keys),
-                   *(F.col(f"`{name}`") for name in names), key_group.alias(KEY_GROUP)]
-        return PartialColumns([F.col(k) for k in keys], parts, outputs)
+        row_key = f"to_json(named_struct({fields}))" if keys else "'{}'"
+        grouped = (f"SELECT {row_key} AS `__key`, {', '.join([*keys, *parts])} "
+                   f"FROM ({self.spec.input_sql}) "
+                   f"{'GROUP BY ' + ', '.join(keys) if keys else ''} HAVING count(1) > 0")
+        return (f"SELECT *, CAST(pmod(xxhash64(`__key`), {self.num_key_groups}) AS INT) "
+                f"AS `__kg` FROM ({grouped})")
 
     # -- one key group of one epoch ----------------------------------------------------
 

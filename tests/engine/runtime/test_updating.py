@@ -3,21 +3,14 @@ append-only and updating queries sharing a debezium_json sink."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
-from spate.engine.planner.plan import EVENT_TIME, RETRACT, AggregateCall, UpdatingAggregate
-from spate.engine.runtime.steps import EpochContext
-from spate.engine.runtime.updating import UpdatingAggregateStep
-from spate.statestore import open_store
 from tests.engine.harness import run_pipeline
-
-GROUPS = 8
 
 pytestmark = pytest.mark.spark
 
@@ -105,46 +98,3 @@ def test_array_agg_keeps_decimals_exact(spark: SparkSession, tmp_path: Path) -> 
          "after": {"k": "a", "vs": [0, 18446744073709551615]}, "op": "u"},
         {"before": None, "after": {"k": "b", "vs": [9007199254740993]}, "op": "c"},
     ], key=json.dumps)
-
-
-def test_the_pre_aggregation_is_built_once_and_serves_every_epoch(spark: SparkSession,
-                                                                  tmp_path: Path) -> None:
-    """Each epoch's rows are pre-aggregated with the expressions the first epoch built
-    (parsing them again costs JVM calls per aggregate and epoch), into signed partials
-    with each key's JSON row key and key group."""
-    spec = UpdatingAggregate(
-        operator_id="q0_updating", input_sql="SELECT * FROM updating_rows_in",
-        key_columns=("k",), output_view="v", updating_input=True,
-        aggregates=(AggregateCall("count_star", None, "n"), AggregateCall("sum", "v", "s")))
-    schema = f"k STRING, v BIGINT, {RETRACT} BOOLEAN, {EVENT_TIME} TIMESTAMP"
-    seen: list[list[tuple[Any, ...]]] = []
-
-    def run_ranges(frame: DataFrame, *_: Any, **__: Any) -> tuple[DataFrame, None]:
-        seen.append(sorted(tuple(row) for row in frame.collect()))
-        return frame, None
-
-    with open_store(f"sqlite:///{tmp_path / 'state.db'}") as store:
-        step = UpdatingAggregateStep(spec, store.pipeline("t", "p"), GROUPS)
-        epochs = [[("a", 5, False), ("a", 2, True), ("b", 1, False)], [("b", 4, True)]]
-        built = []
-        for number, rows in enumerate(epochs):
-            spark.createDataFrame([(*row, dt.datetime(2024, 1, 1, 0, 0, number))
-                                   for row in rows], schema
-                                  ).createOrReplaceTempView("updating_rows_in")
-            step.run(EpochContext(spark, number, None, 0,
-                                  lambda: 0, run_ranges, lambda frame: frame))
-            built.append(step._partials)  # noqa: SLF001 - what the next epoch must reuse
-    assert built[0] is not None and built[1] is built[0]
-
-    def key(k: str) -> str:
-        return json.dumps({"k": k}, separators=(",", ":"))
-
-    first, second = (dt.datetime(2024, 1, 1, 0, 0, s) for s in (0, 1))
-    # __key, k, __count, __rows (signed), __seen, count(*)'s partial, sum(v)'s partials
-    # (the signed sum, and the signed count of values), __kg
-    assert [row[:-1] for row in seen[0]] == [(key("a"), "a", 2, 0, first, 0, 3, 0),
-                                             (key("b"), "b", 1, 1, first, 1, 1, 1)]
-    assert [row[:-1] for row in seen[1]] == [(key("b"), "b", 1, -1, second, -1, -4, -1)]
-    groups = spark.sql(f"SELECT pmod(xxhash64(k), {GROUPS}) FROM VALUES ('{key('a')}'), "
-                       f"('{key('b')}'), ('{key('b')}') AS t(k)").collect()
-    assert [row[-1] for row in seen[0] + seen[1]] == [row[0] for row in groups]

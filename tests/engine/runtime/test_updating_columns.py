@@ -46,8 +46,7 @@ def _spec(ttl_s: int, updating_input: bool) -> UpdatingAggregate:
 
 
 def _partials(rows: list[Row]) -> pa.Table:
-    """What native Spark's signed pre-aggregation
-    (``UpdatingAggregateOperator.partial_columns``) gives for ``rows``."""
+    """What native Spark's signed pre-aggregation (``partial_sql``) gives for ``rows``."""
     keys: dict[Any, list[Row]] = defaultdict(list)
     for row in rows:
         keys[row[0]].append(row)
