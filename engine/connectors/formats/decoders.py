@@ -534,8 +534,32 @@ class _ChangeBlockDecoder:
         return [*columns, pa.array(retract, pa.bool_())]
 
 
+#: A timestamp without a zone: what pyarrow reads zone-less strings as.
+_NAIVE_US = pa.timestamp("us")
+
+
 def parse_rfc3339(strings: pa.Array) -> pa.Array:
     """RFC 3339 timestamps (also ``T``/space, no zone = UTC, date only, ns digits) -> µs UTC."""
+    # Most batches are all of one common form, which pyarrow's own parser reads as it
+    # is, 20 times faster than the normalising below (its regular expressions cost
+    # about 0.5 µs a value): all with a zone (``Z`` or an offset), or all without one
+    # (UTC wall time).  What either cast reads, it reads as the normalising would; a
+    # batch neither takes whole (lower-case letters, nanoseconds, mixed forms, bad
+    # values) is normalised.
+    try:
+        return strings.cast(TIMESTAMP_US)
+    except pa.ArrowInvalid:
+        pass
+    try:
+        return strings.cast(_NAIVE_US).cast(TIMESTAMP_US)
+    except pa.ArrowInvalid:
+        pass
+    return _parse_normalised(strings)
+
+
+def _parse_normalised(strings: pa.Array) -> pa.Array:
+    """:func:`parse_rfc3339` of any batch: each value rewritten to ``YYYY-MM-DDTHH:MM:SS
+    [.ffffff]`` and a zone (``Z`` where it had none), then cast."""
     text = pc.utf8_upper(strings)
     text = pc.replace_substring_regex(text, r"^(\d{4}-\d{2}-\d{2})$", r"\1T00:00:00")
     text = pc.replace_substring_regex(text, r"(\.\d{6})\d+", r"\1")

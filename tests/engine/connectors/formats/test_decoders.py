@@ -10,10 +10,17 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql import types as T
 
 from spate.engine.connectors.core.arrow_batches import arrow_schema, join_lines
-from spate.engine.connectors.formats.decoders import Decoded, RecordDecoder, split_lines
+from spate.engine.connectors.formats.decoders import (
+    Decoded,
+    RecordDecoder,
+    parse_rfc3339,
+    split_lines,
+)
 from spate.engine.connectors.formats.records import FormatSpec
 from spate.engine.connectors.single_file.source import scan_lines
 
@@ -93,6 +100,41 @@ def test_rfc3339_variants(text: str, expected: dt.datetime) -> None:
     decoded = _decode([b'{"id": 1, "ts": "%s"}' % text.encode()], FIELDS)
     assert decoded.bad == []
     assert _rows(decoded, FIELDS)[0]["ts"] == expected
+
+
+@st.composite
+def _timestamp_text(draw: st.DrawFn) -> tuple[str, dt.datetime]:
+    """An RFC 3339 timestamp in one of the forms Spate reads, and the instant it names."""
+    wall = draw(st.datetimes(min_value=dt.datetime(1900, 1, 1),
+                             max_value=dt.datetime(2200, 1, 1)))
+    if draw(st.booleans()) and not wall.microsecond:  # date only: midnight UTC
+        day = wall.replace(hour=0, minute=0, second=0)
+        return day.strftime("%Y-%m-%d"), day.replace(tzinfo=UTC)
+    digits = draw(st.integers(0, 9))
+    micros = f"{wall.microsecond:06d}"
+    fraction = (micros + "".join(draw(st.lists(st.sampled_from("0123456789"),
+                                               min_size=3, max_size=3))))[:digits]
+    wall = wall.replace(microsecond=int((fraction + "000000")[:6]))
+    text = wall.strftime(f"%Y-%m-%d{draw(st.sampled_from('Tt '))}%H:%M:%S")
+    text += f".{fraction}" if fraction else ""
+    zone = draw(st.sampled_from(["", "Z", "z", "+hh:mm", "-hh:mm", "+hhmm", "-hh"]))
+    minutes = draw(st.integers(0, 14 * 60)) if "hh" in zone else 0
+    if zone == "-hh":
+        minutes -= minutes % 60
+    sign = -1 if zone.startswith("-") else 1
+    text += zone.replace("hh", f"{minutes // 60:02d}").replace("mm", f"{minutes % 60:02d}")
+    return text, wall.replace(tzinfo=UTC) - sign * dt.timedelta(minutes=minutes)
+
+
+@given(st.lists(_timestamp_text(), min_size=1, max_size=6))
+@settings(max_examples=400, deadline=None)
+def test_rfc3339_batches_read_the_instants_they_name(
+        drawn: list[tuple[str, dt.datetime]]) -> None:
+    """Whether pyarrow's own parser takes the batch whole (all of one common form, as
+    small batches often are) or it is normalised first, each value is the instant it
+    names, truncated to microseconds."""
+    texts = pa.array([text for text, _ in drawn], pa.string())
+    assert parse_rfc3339(texts).to_pylist() == [instant for _, instant in drawn]
 
 
 def test_unix_millis_and_nested_types() -> None:
