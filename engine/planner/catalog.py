@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import sqlglot
 from pyspark.sql import types as T
 from sqlglot import exp
 
@@ -28,6 +29,7 @@ from spate.engine.planner.dialect import MetadataColumnConstraint
 from spate.engine.planner.errors import PlanningError
 from spate.engine.planner.positions import SourceText
 from spate.engine.planner.types import UnsupportedTypeError, spark_type
+from spate.engine.planner.window import IntervalError, interval_micros
 
 #: Default lateness when a table declares no watermark (docs/sql/ddl.md).
 DEFAULT_WATERMARK_DELAY_SQL = "INTERVAL 1 SECOND"
@@ -609,6 +611,36 @@ def _event_time(
         return event_time, mark
     base = event_time or "`_spate_timestamp`"
     return event_time, f"{base} - {DEFAULT_WATERMARK_DELAY_SQL}"
+
+
+def watermark_delay_us(event_time_sql: str, watermark_sql: str) -> int | None:
+    """How far a source's watermark trails its event time, in microseconds, when the
+    watermark is the event time itself or the event time less an interval of whole
+    units (``ts - INTERVAL '5' SECOND``, and the default); None for any other
+    watermark expression."""
+    try:
+        mark = sqlglot.parse_one(watermark_sql, read="spark")
+        event_time = sqlglot.parse_one(event_time_sql, read="spark")
+    except sqlglot.errors.ParseError:
+        return None
+    if _same_column(mark, event_time):
+        return 0
+    if not (isinstance(mark, exp.Sub) and _same_column(mark.this, event_time)
+            and isinstance(mark.expression, exp.Interval)):
+        return None
+    amount = mark.expression.this
+    if not (isinstance(amount, exp.Literal) and amount.name.isdigit()):  # whole units: exact
+        return None
+    try:
+        return interval_micros(mark.expression)
+    except IntervalError:  # months or years, or no positive length
+        return None
+
+
+def _same_column(one: exp.Expr, other: exp.Expr) -> bool:
+    """Whether both are the same unqualified column (Spark's names ignore case)."""
+    return (isinstance(one, exp.Column) and isinstance(other, exp.Column)
+            and not one.table and not other.table and one.name.lower() == other.name.lower())
 
 
 def _field_option(option: str, options: Mapping[str, str], types: Mapping[str, T.DataType],

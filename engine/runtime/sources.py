@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from spate.engine.connectors import CONNECTORS, HIDDEN_CONTROL, HIDDEN_PARTITION, HIDDEN_TIMESTAMP
 from spate.engine.connectors.core.base import CONTROL_DROPPED_PREFIX, CONTROL_EOF, BatchFacts
 from spate.engine.connectors.core.streaming import starting_at
-from spate.engine.planner.catalog import DEFAULT_WATERMARK_DELAY_SQL, Table
+from spate.engine.planner.catalog import DEFAULT_WATERMARK_DELAY_SQL, Table, watermark_delay_us
 from spate.engine.planner.plan import EVENT_TIME, WATERMARK
 
 _SOURCE_TAG = "__source"
@@ -222,9 +222,16 @@ class SourceColumns:
                     F.col("*"), *(F.expr(sql).alias(name) for name, sql in table.generated.items())]
             event_time = table.event_time_sql or f"`{HIDDEN_TIMESTAMP}`"
             watermark_sql = table.watermark_sql or f"{event_time} - {DEFAULT_WATERMARK_DELAY_SQL}"
-            self._times[table.name] = [
-                F.col("*"), F.expr(f"CAST({event_time} AS TIMESTAMP)").alias(EVENT_TIME),
-                F.expr(f"CAST({watermark_sql} AS TIMESTAMP)").alias(WATERMARK)]
+            time_column = F.expr(f"CAST({event_time} AS TIMESTAMP)")
+            delay = watermark_delay_us(event_time, watermark_sql)
+            # A fixed delay is subtracted in microseconds: Spark's timestamp - interval
+            # goes through java.time for every row (a tenth of the tasks' time of a
+            # window query over a JSON file, in a JVM profile).
+            watermark = (F.timestamp_micros(F.unix_micros(time_column) - F.lit(delay))
+                         if delay is not None
+                         else F.expr(f"CAST({watermark_sql} AS TIMESTAMP)"))
+            self._times[table.name] = [F.col("*"), time_column.alias(EVENT_TIME),
+                                       watermark.alias(WATERMARK)]
 
     def with_event_time(self, raw: DataFrame, name: str) -> DataFrame:
         """Source ``name``'s rows as queries see them: generated columns, event time,
