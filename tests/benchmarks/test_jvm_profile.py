@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.benchmarks.jvm_profile import executor_samples
+from tests.benchmarks.jvm_profile import samples_by_category
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -25,7 +25,7 @@ spark.stop()
 """
 
 
-def test_a_recordings_executor_samples_by_what_they_did(tmp_path: Path) -> None:
+def test_a_recordings_task_samples_by_what_they_did(tmp_path: Path) -> None:
     recording = tmp_path / "run.jfr"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
            "JAVA_TOOL_OPTIONS": f"-XX:StartFlightRecording=settings=profile,filename={recording}"}
@@ -39,7 +39,7 @@ def test_a_recordings_executor_samples_by_what_they_did(tmp_path: Path) -> None:
             break
         size = now
         time.sleep(1)
-    counts = executor_samples(str(recording))
+    tasks = samples_by_category(str(recording))["Executor task launch"]
     # the job's one repartition: its tasks write and read a shuffle
-    assert counts["shuffle write"] > 0 and counts["shuffle read"] > 0
-    assert sum(counts.values()) > counts["other"]
+    assert tasks["shuffle write"] > 0 and tasks["shuffle read"] > 0
+    assert sum(tasks.values()) > tasks["other"]
