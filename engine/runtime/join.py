@@ -1,11 +1,22 @@
 """Runs an updating join (:class:`spate.engine.planner.updating_join.UpdatingJoin`) epoch by epoch.
 
-State, per side and key group: one entry per join key, ``[last seen (µs of event
-time), rows]``, the rows an Arrow IPC stream of the side's columns plus a row
-id and how many rows of the other side it has matched (what outer joins need
-to know when to retract a NULL-padded row); and per key group one entry
-``()`` in ``<id>/timers``: the earliest last-seen time of the group's keys,
-so expiry reads a group only when one of its keys may be due.
+State, per side (``<id>/left_rows``, ``<id>/right_rows``) and key group: the
+rows of the side's keys as Arrow IPC tables — the side's columns, the join key,
+a row id and how many rows of the other side the row has matched (what outer
+joins need to know when to retract a NULL-padded row; kept up to date on outer
+sides only).  An epoch that changes
+keys of a group writes one entry ``(epoch,)`` holding every row of just those
+keys; a key's rows are those of the latest entry that holds it.  An epoch that
+changes a group already holding :data:`ENTRIES_PER_GROUP` entries, or sweeps
+it for expiry, writes the group whole as one entry and deletes the others, so
+writes stay proportional to the keys an epoch touches and reads to the group's
+rows.  Per key group one entry ``()`` in ``<id>/timers``: the earliest
+last-seen time (µs of event time) of the group's keys, so expiry sweeps a group
+only when one of its keys may be due.
+
+State written by an earlier version, one entry per join key (``<id>/left``,
+``<id>/right``: ``[last seen, rows]``), keeps that layout: a run that finds it
+reads and writes it key by key.
 
 One epoch, with no row or state passing through the driver:
 
@@ -22,10 +33,15 @@ One epoch, with no row or state passing through the driver:
    debezium sink can pair a retraction with its replacement.  It writes the
    touched keys back and forgets keys not seen for ``updating_ttl`` of event
    time behind the watermark.
+
+Both stages work on whole Arrow and NumPy columns of a range: the Python
+statements they run are per key group (one IPC entry read or written), not
+per key or row.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,9 +61,10 @@ from spate.engine.runtime.tasks import (
     arrow_schema_to_spark,
     spark_schema_to_arrow,
 )
+from spate.engine.runtime.updating_columns import ENTRIES_PER_GROUP
 from spate.engine.runtime.values import from_ipc, to_ipc
 from spate.engine.runtime.watermarks import END_OF_TIME
-from spate.statestore import CachedPipelineState, EpochWriter, PipelineState
+from spate.statestore import CachedPipelineState, EpochWriter, PipelineState, UserKey
 from spate.statestore.encoding import decode, encode
 
 _ID, _MATCHES, _NEW = "__spate_id", "__spate_matches", "__spate_new"
@@ -66,9 +83,17 @@ class _Side:
 
     index: int
     name: str
+    #: the side's rows, one entry per key (the layout of an earlier version)
     state_name: str
+    #: the side's rows, in columns (one IPC table per group and epoch that changed it)
+    rows_name: str
     #: what a stored row holds: the side's columns, event time and key
     stored_columns: tuple[str, ...]
+
+    @classmethod
+    def of(cls, spec: UpdatingJoin, index: int, name: str, columns: tuple[str, ...]) -> _Side:
+        part = f"{spec.operator_id}/{('left', 'right')[index]}"
+        return cls(index, name, part, f"{part}_rows", (*columns, EVENT_TIME, KEY))
 
     @property
     def struct_columns(self) -> list[str]:
@@ -78,17 +103,26 @@ class _Side:
 
 class UpdatingJoinStep(OperatorStep):
     def __init__(self, spec: UpdatingJoin, state: PipelineState, num_key_groups: int) -> None:
-        del state  # tasks open the pipeline's state themselves
         self.spec = spec
+        self.state = state
         self.num_key_groups = num_key_groups
-        self.sides = (
-            _Side(0, spec.left, f"{spec.operator_id}/left", (*spec.left_columns, EVENT_TIME, KEY)),
-            _Side(1, spec.right, f"{spec.operator_id}/right",
-                  (*spec.right_columns, EVENT_TIME, KEY)))
+        self.sides = (_Side.of(spec, 0, spec.left, spec.left_columns),
+                      _Side.of(spec, 1, spec.right, spec.right_columns))
         self.outer = (spec.join_type in ("left", "full"), spec.join_type in ("right", "full"))
+        #: whether the rows are kept in columns (decided once a run: state an earlier
+        #: version kept key by key stays so)
+        self._columnar: bool | None = None
+
+    def _keyed_state(self) -> bool:
+        """Whether the join holds rows in the per-key layout of an earlier version."""
+        groups = range(self.num_key_groups)
+        return any(next(iter(self.state.scan(side.state_name, groups)), None) is not None
+                   for side in self.sides)
 
     def run(self, epoch: EpochContext) -> StepOutput:
         spark = epoch.spark
+        if self._columnar is None:
+            self._columnar = not self._keyed_state()
         tables = []
         reads = []
         group = f"CAST(pmod(xxhash64(`{KEY}`), {self.num_key_groups}) AS INT)"
@@ -103,7 +137,7 @@ class UpdatingJoinStep(OperatorStep):
             probes = news[1 - side.index].select(KEY, KEY_GROUP).withColumn(_PROBE, F.lit(True))
             rows = new.withColumn(_PROBE, F.lit(False)).unionByName(
                 probes, allowMissingColumns=True)
-            table, stats = epoch.run_ranges(rows, _ReadSide(side, schema),
+            table, stats = epoch.run_ranges(rows, _ReadSide(side, schema, self._columnar),
                                             arrow_schema_to_spark(schema), None)
             reads.append(stats)
             tables.append(table)
@@ -116,7 +150,7 @@ class UpdatingJoinStep(OperatorStep):
         packed = _pack([tables[0], tables[1], pairs])
         output = self._output_schema(spark_schema_to_arrow(tables[0].schema),
                                      spark_schema_to_arrow(tables[1].schema))
-        work = _JoinRange(self.spec, self.sides, self.outer, output)
+        work = _JoinRange(self.spec, self.sides, self.outer, output, self._columnar)
         frame, _ = epoch.run_ranges(packed, work, arrow_schema_to_spark(output),
                                     self.spec.operator_id)
         return StepOutput(frame, inputs=tuple(reads))
@@ -159,23 +193,25 @@ class _ReadSide:
 
     side: _Side
     schema: pa.Schema
+    #: the side's rows are kept in columns (else key by key: an earlier version's state)
+    columnar: bool = True
 
     def __call__(self, rows: pa.Table, state: CachedPipelineState, writer: EpochWriter,
                  epoch: TaskEpoch, stats: TaskStats) -> pa.Table:
         new = rows.filter(pc.invert(rows.column(_PROBE))).drop_columns([_PROBE])
         stats.rows_in = new.num_rows
-        stored_columns = [f.name for f in self.schema if f.name not in (_NEW, KEY_GROUP)]
-        parts = []
-        for group, keys in _keys_by_group(rows):
-            stored = GroupEntries.keyed(state, self.side.state_name, group,
-                                        epoch.previous_epoch, [(k,) for k in keys])
-            for key in keys:
-                value = stored.get((key,))
-                if value is not None:
-                    rows = from_ipc(value[1]).select(stored_columns)
-                    parts.append(rows.append_column(_NEW, _filled(rows.num_rows, False))
-                                 .append_column(KEY_GROUP,
-                                                _filled(rows.num_rows, group, pa.int32())))
+        stored_schema = _stored_schema(self.schema)
+        if self.columnar:
+            wanted = rows.column(KEY).filter(pc.is_valid(rows.column(KEY))).combine_chunks()
+            groups = np.unique(rows.column(KEY_GROUP).filter(
+                pc.is_valid(rows.column(KEY))).to_numpy())
+            held = _held_rows(state.read_range(self.side.rows_name, writer.key_groups,
+                                               epoch=epoch.previous_epoch),
+                              groups.tolist(), stored_schema) if len(wanted) else None
+            parts = [] if held is None else [
+                _with_new(held.filter(pc.is_in(held.column(KEY), value_set=wanted)), False)]
+        else:
+            parts = self._keyed(rows, state, epoch, stored_schema)
         task = epoch.ranges.index((writer.key_groups.start, writer.key_groups.stop))
         count = new.num_rows
         numbers = pa.array(np.arange(count, dtype=np.int64)).cast(pa.string())
@@ -183,9 +219,59 @@ class _ReadSide:
             f"{epoch.number}.{self.side.name}.{task}.", numbers, "")
         fresh = new.drop_columns([KEY_GROUP]).append_column(_ID, ids) \
             .append_column(_MATCHES, _filled(count, 0, pa.int64())) \
-            .append_column(_NEW, _filled(count, True)) \
             .append_column(KEY_GROUP, new.column(KEY_GROUP).cast(pa.int32()))
-        return pa.concat_tables([*parts, fresh], promote_options="permissive").cast(self.schema)
+        return pa.concat_tables([*parts, _with_new(fresh, True)],
+                                promote_options="permissive").cast(self.schema)
+
+    def _keyed(self, rows: pa.Table, state: CachedPipelineState, epoch: TaskEpoch,
+               stored_schema: pa.Schema) -> list[pa.Table]:
+        """The stored rows of the keys in ``rows``, from one state entry per key."""
+        parts = []
+        for group, keys in _keys_by_group(rows):
+            stored = GroupEntries.keyed(state, self.side.state_name, group,
+                                        epoch.previous_epoch, [(k,) for k in keys])
+            for key in keys:
+                value = stored.get((key,))
+                if value is not None:
+                    table = from_ipc(value[1]).select(stored_schema.names)
+                    parts.append(_with_new(table.append_column(
+                        KEY_GROUP, _filled(table.num_rows, group, pa.int32())), False))
+        return parts
+
+
+def _stored_schema(side_schema: pa.Schema) -> pa.Schema:
+    """What state keeps of a side's row (:func:`_side_schema` less the epoch's flags)."""
+    return pa.schema([f for f in side_schema if f.name not in (_NEW, KEY_GROUP)])
+
+
+def _with_new(table: pa.Table, new: bool) -> pa.Table:
+    """``table`` (stored columns, then its key group) with the new-row flag before the group."""
+    at = table.schema.get_field_index(KEY_GROUP)
+    return table.add_column(at, _NEW, _filled(table.num_rows, new))
+
+
+def _held_rows(entries: Mapping[int, Mapping[UserKey, bytes]], groups: Iterable[int],
+               schema: pa.Schema) -> pa.Table:
+    """The rows ``groups`` hold (``schema``'s columns and the key group): of each key,
+    those of the latest entry holding it."""
+    tables, ranks = [], []
+    for group in groups:
+        # Newest first, so that a key's first row is in its latest entry.
+        for newer, at in enumerate(sorted(entries[group], reverse=True)):
+            table = from_ipc(entries[group][at]).select(schema.names)
+            tables.append(table.append_column(
+                KEY_GROUP, _filled(table.num_rows, group, pa.int32())))
+            ranks.append(np.full(table.num_rows, newer, np.int64))
+    if not tables:
+        return pa.table({**{f.name: pa.array([], f.type) for f in schema},
+                         KEY_GROUP: pa.array([], pa.int32())})
+    table = pa.concat_tables(tables, promote_options="permissive")
+    rank = np.concatenate(ranks)
+    if rank.any():  # some group holds more than one entry: keep each key's latest
+        keys = table.column(KEY)
+        first = pc.index_in(keys, value_set=keys.combine_chunks()).to_numpy()
+        table = table.filter(pa.array(rank[first] == rank))
+    return table
 
 
 def _unpack(packed: pa.Table, part: int, name: str) -> pa.Table:
@@ -202,6 +288,8 @@ class _JoinRange:
     sides: tuple[_Side, _Side]
     outer: tuple[bool, bool]
     output_schema: pa.Schema
+    #: the sides' rows are kept in columns (else key by key: an earlier version's state)
+    columnar: bool = True
 
     def __call__(self, packed: pa.Table, state: CachedPipelineState, writer: EpochWriter,
                  epoch: TaskEpoch, stats: TaskStats) -> pa.Table:
@@ -210,15 +298,18 @@ class _JoinRange:
         sides = (left, right)
         pairs = _pairs(found, sides)
         output = self._output(sides, pairs)
-        entries: dict[tuple[str, int], GroupEntries] = {}
         timers = state.read_range(self.timers_name, writer.key_groups,
                                   epoch=epoch.previous_epoch)
         oldest = {g: decode(v[()]) if () in v else _NEVER for g, v in timers.items()}
-        new_oldest = dict(oldest)
-        self._store(sides, pairs, state, epoch, entries, new_oldest)
-        self._expire(epoch, state, writer, entries, new_oldest)
-        for (name, group), stored in entries.items():
-            stored.flush(writer, name, group)
+        if self.columnar:
+            new_oldest = self._keep(sides, pairs, state, writer, epoch, oldest)
+        else:
+            new_oldest = dict(oldest)
+            entries: dict[tuple[str, int], GroupEntries] = {}
+            self._store(sides, pairs, state, epoch, entries, new_oldest)
+            self._expire(epoch, state, writer, entries, new_oldest)
+            for (name, group), stored in entries.items():
+                stored.flush(writer, name, group)
         for group in writer.key_groups:
             if new_oldest[group] != oldest[group]:
                 if new_oldest[group] == _NEVER:
@@ -268,6 +359,64 @@ class _JoinRange:
         return pa.table(columns).cast(self.output_schema)
 
     # -- state --------------------------------------------------------------------
+
+    def _keep(self, sides: tuple[pa.Table, pa.Table], pairs: np.ndarray,
+              state: CachedPipelineState, writer: EpochWriter, epoch: TaskEpoch,
+              oldest: Mapping[int, int]) -> dict[int, int]:
+        """Stage the rows of each key the epoch changed, in columns, sweep the groups
+        due for expiry, and return each group's earliest last-seen time after."""
+        watermark = epoch.watermark_after
+        horizon = watermark - self.spec.ttl_us
+        changed = [self._changed_rows(sides[index], pairs[:, index], index)
+                   for index in range(len(self.sides))]
+        # A key written this epoch is judged by its new last-seen time.
+        seen = dict(oldest)
+        for rows in changed:
+            _earliest(rows, seen)
+        # Once every source ended nothing more can match: the state is kept as it is.
+        due = {g for g in writer.key_groups if watermark < END_OF_TIME and seen[g] <= horizon}
+        after = {g: _NEVER if g in due else seen[g] for g in writer.key_groups}
+        at = (epoch.number,)
+        for side, rows in zip(self.sides, changed, strict=True):
+            changed_groups = set(np.unique(rows.column(KEY_GROUP).to_numpy()).tolist())
+            entries = state.read_range(side.rows_name, writer.key_groups,
+                                       epoch=epoch.previous_epoch)
+            # A group swept for expiry, or crowded with entries, is written whole.
+            whole = sorted(g for g in writer.key_groups if (
+                g in due and (entries[g] or g in changed_groups))
+                or (g in changed_groups and len(entries[g]) >= ENTRIES_PER_GROUP))
+            in_whole = pc.is_in(rows.column(KEY_GROUP), value_set=pa.array(whole, pa.int32()))
+            if whole:
+                held = _held_rows(entries, whole, _stored_schema(rows.schema))
+                held = held.filter(pc.invert(pc.is_in(
+                    held.column(KEY), value_set=rows.column(KEY).combine_chunks())))
+                rewritten = _drop_expired(pa.concat_tables([held, rows.filter(in_whole)]),
+                                          due, horizon)
+                for group in whole:
+                    for key in entries[group]:
+                        writer.delete(side.rows_name, group, tuple(key))
+                for group, part in _by_group(rewritten):
+                    writer.put(side.rows_name, group, at, to_ipc(part))
+                _earliest(rewritten, after)
+            for group, part in _by_group(rows.filter(pc.invert(in_whole))):
+                writer.put(side.rows_name, group, at, to_ipc(part))
+        return after
+
+    def _changed_rows(self, table: pa.Table, matched: np.ndarray, index: int) -> pa.Table:
+        """Every row, match counts updated, of the keys this epoch changed on one side: a
+        key with a new row, and on an outer side also one whose stored row matched (its
+        count decides whether its NULL-padded row was retracted already).  Stored columns
+        and the key group."""
+        added = np.bincount(matched, minlength=table.num_rows)
+        matches = pc.add(table.column(_MATCHES), pa.array(added, pa.int64()))
+        table = table.set_column(table.schema.get_field_index(_MATCHES), _MATCHES, matches)
+        touched = table.column(_NEW).to_numpy(zero_copy_only=False).copy()
+        if self.outer[index]:
+            touched |= added > 0
+        keyed = pc.is_valid(table.column(KEY))
+        changed_keys = table.column(KEY).filter(pc.and_(keyed, pa.array(touched)))
+        rows = pc.and_(keyed, pc.is_in(table.column(KEY), value_set=changed_keys.combine_chunks()))
+        return table.filter(rows).drop_columns([_NEW])
 
     def _store(self, sides: tuple[pa.Table, pa.Table], pairs: np.ndarray,
                state: PipelineState, epoch: TaskEpoch,
@@ -340,6 +489,56 @@ class _JoinRange:
                     else:
                         earliest = min(earliest, value[0])
             oldest[group] = earliest
+
+
+def _last_seen(rows: pa.Table) -> pa.Table:
+    """Each key of ``rows`` (stored columns and key group), its group and its last-seen
+    time: its rows' latest event time, 0 when none has one."""
+    times = pc.fill_null(rows.column(EVENT_TIME).cast(pa.int64()), _NO_TIME)
+    latest = pa.table({KEY: rows.column(KEY), KEY_GROUP: rows.column(KEY_GROUP),
+                       "t": times}).group_by([KEY, KEY_GROUP], use_threads=False) \
+        .aggregate([("t", "max")])
+    seen = latest.column("t_max")
+    return latest.set_column(2, "seen", pc.if_else(pc.equal(seen, _NO_TIME), 0, seen))
+
+
+def _drop_expired(rows: pa.Table, due: set[int], horizon: int) -> pa.Table:
+    """``rows`` less those of keys, in the ``due`` groups, last seen at or before
+    ``horizon``."""
+    if not due or not rows.num_rows:
+        return rows
+    seen = _last_seen(rows)
+    expired = pc.and_(pc.is_in(seen.column(KEY_GROUP), value_set=pa.array(sorted(due), pa.int32())),
+                      pc.less_equal(seen.column("seen"), horizon))
+    gone = seen.column(KEY).filter(expired)
+    if not len(gone):
+        return rows
+    return rows.filter(pc.invert(pc.is_in(rows.column(KEY), value_set=gone.combine_chunks())))
+
+
+def _earliest(rows: pa.Table, after: dict[int, int]) -> None:
+    """Lower ``after`` (group -> earliest last-seen time) by the keys of ``rows``."""
+    if not rows.num_rows:
+        return
+    per_group = _last_seen(rows).group_by(KEY_GROUP, use_threads=False).aggregate(
+        [("seen", "min")])
+    for group, seen in zip(per_group.column(KEY_GROUP).to_pylist(),
+                           per_group.column("seen_min").to_pylist(), strict=True):
+        after[group] = min(after[group], seen)
+
+
+def _by_group(rows: pa.Table) -> list[tuple[int, pa.Table]]:
+    """``rows`` (stored columns and key group) split by key group, without the group."""
+    if not rows.num_rows:
+        return []
+    groups = rows.column(KEY_GROUP).to_numpy()
+    order = np.argsort(groups, kind="stable")
+    rows = rows.take(pa.array(order)).drop_columns([KEY_GROUP])
+    groups = groups[order]
+    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+    ends = [*starts[1:].tolist(), len(groups)]
+    return [(int(groups[start]), rows.slice(start, end - start))
+            for start, end in zip(starts.tolist(), ends, strict=True)]
 
 
 def _keys_by_group(rows: pa.Table) -> list[tuple[int, list[str]]]:
