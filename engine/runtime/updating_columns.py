@@ -2,8 +2,8 @@
 
 The columnar counterpart of :class:`~spate.engine.runtime.updating.UpdatingAggregateOperator`
 for the aggregates :func:`columnar` accepts (count; sum and avg of integers and
-floats; over append-only input, min and max of those, of times, dates and
-booleans): the epoch's signed partials
+floats; min and max of integers, times, dates and booleans, and over
+append-only input of floats too): the epoch's signed partials
 merge into the keys' states, due
 groups flush and idle keys expire as whole NumPy and Arrow columns, with no
 Python statement per key.  What it emits is what the per-key operator emits:
@@ -23,7 +23,9 @@ State layout in the store (per key group):
   time of its keys]``.
 
 A key's state row: its row key (``__key``) and group-by values, net rows,
-the accumulator columns ``a<i>_<j>``, its latest event time (µs), whether it
+the accumulator columns ``a<i>_<j>`` (min and max over updating input: one
+column ``a<i>_0``, the key's multiset of values as a list of ``{v, c}``, each
+value as a number with its positive net count), its latest event time (µs), whether it
 has output out (``__out``) and that output (``e<i>``), and whether it waits for
 a flush (``__pending``).
 """
@@ -63,7 +65,7 @@ _PENDING = "__pending"
 
 def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
     """Whether ``spec`` runs here: plain keys, and counts, sums and averages of numbers,
-    or (over append-only input) their minimum and maximum, only."""
+    and minimum and maximum (over updating input not of floats: NaN's order), only."""
     if any(pa.types.is_nested(partial_schema.field(k).type) for k in spec.key_columns):
         return False
     for i, call in enumerate(spec.aggregates):
@@ -73,13 +75,30 @@ def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
         number = pa.types.is_integer(kind) or pa.types.is_floating(kind)
         if call.function in SUMS and number:
             continue
-        # min and max of updating input keep multisets of values
-        if call.function in EXTREMES and not spec.updating_input and (
-                number or pa.types.is_timestamp(kind) or pa.types.is_date32(kind)
-                or pa.types.is_boolean(kind)):
+        if call.function in EXTREMES and _orderable(
+                _multiset_value_type(kind) if spec.updating_input else kind,
+                floats=not spec.updating_input):
             continue
         return False
     return True
+
+
+def _orderable(kind: pa.DataType, floats: bool) -> bool:
+    """Values whose minimum and maximum run in columns, as numbers (:func:`as_numbers`)."""
+    return bool(pa.types.is_integer(kind) or (floats and pa.types.is_floating(kind))
+            or pa.types.is_timestamp(kind) or pa.types.is_date32(kind)
+            or pa.types.is_boolean(kind))
+
+
+def _multiset_value_type(kind: pa.DataType) -> pa.DataType:
+    """The value type of a signed-values partial (``list<struct<v, s>>``), else ``kind``."""
+    if pa.types.is_list(kind) and pa.types.is_struct(kind.value_type):
+        return kind.value_type.field("v").type
+    return pa.null()
+
+
+#: A key's multiset in state: each value (as a number) with its net count.
+_MULTISET = pa.list_(pa.struct([pa.field("v", pa.int64()), pa.field("c", pa.int64())]))
 
 
 @dataclass(frozen=True)
@@ -153,13 +172,21 @@ class UpdatingColumnsRange:
             live &= first == np.arange(table.num_rows)
         return table.filter(pa.array(live)).drop_columns([_GONE])
 
+    def multiset(self, index: int) -> bool:
+        """Whether aggregate ``index`` keeps a multiset (min or max of updating input)."""
+        return self.spec.updating_input and self.spec.aggregates[index].function in EXTREMES
+
     def state_schema(self) -> pa.Schema:
         fields = [pa.field(_KEY, pa.string()), pa.field(_KG, pa.int32())]
         fields += [self.partial_schema.field(k) for k in self.spec.key_columns]
         fields += [pa.field(_ROWS, pa.int64())]
         for i, call in enumerate(self.spec.aggregates):
             # count: the net count; sum, avg: the sum and the net count of values;
-            # min, max: the extreme and whether there is one
+            # min, max: the extreme and whether there is one, or over updating input
+            # the multiset of values
+            if self.multiset(i):
+                fields.append(pa.field(f"a{i}_0", _MULTISET))
+                continue
             fields.append(pa.field(f"a{i}_0", pa.int64() if call.function in COUNTS
                                    else _number_type(self.partial_schema.field(f"p{i}_0").type)))
             if call.function in SUMS:
@@ -227,10 +254,14 @@ class _Keys:
         self.static = stored.select([_KEY, _KG, *work.spec.key_columns])
         self.groups = stored.column(_KG).to_numpy().astype(np.int64)
         self.rows = stored.column(_ROWS).to_numpy().copy()
-        #: per aggregate, its accumulator columns (``a<i>_<j>``)
-        self.accs = [[stored.column(f"a{i}_{j}").to_numpy(zero_copy_only=False).copy()
+        #: per aggregate, its accumulator columns (``a<i>_<j>``; none for a multiset)
+        self.accs = [[] if work.multiset(i) else
+                     [stored.column(f"a{i}_{j}").to_numpy(zero_copy_only=False).copy()
                       for j in range(1 if call.function in COUNTS else 2)]
                      for i, call in enumerate(self.aggregates)]
+        #: per multiset aggregate: (key row, value, net count), sorted by key row and value
+        self.bags = {i: _Bag.read(stored.column(f"a{i}_0"))
+                     for i in range(len(self.aggregates)) if work.multiset(i)}
         seen = stored.column(_SEEN)
         self.has_seen = seen.is_valid().to_numpy(zero_copy_only=False)
         self.seen = seen.fill_null(0).to_numpy().copy()
@@ -276,7 +307,10 @@ class _Keys:
             self.touched = np.concatenate([self.touched, np.zeros(added, bool)])
         self.rows[at] += partials.column("__rows").to_numpy()
         for i, call in enumerate(self.aggregates):
-            _merge(call.function, self.accs[i], at, partials, i)
+            if i in self.bags:
+                self.bags[i] = self.bags[i].merge(at, partials.column(f"p{i}_0"))
+            else:
+                _merge(call.function, self.accs[i], at, partials, i)
         seen = partials.column("__seen").cast(pa.int64())
         valid = seen.is_valid().to_numpy(zero_copy_only=False)
         micros = seen.fill_null(0).to_numpy()
@@ -303,6 +337,11 @@ class _Keys:
         columns = []
         for i, call in enumerate(self.aggregates):
             kind = self.work.schema.field(call.output).type
+            if i in self.bags:
+                value_type = _multiset_value_type(self.work.partial_schema.field(f"p{i}_0").type)
+                extreme, present = self.bags[i].extremes(self.size, call.function == "max")
+                columns.append(from_numbers(extreme, ~exists | ~present, value_type, kind))
+                continue
             first = self.accs[i][0]
             if call.function in COUNTS:
                 columns.append(pa.array(first, kind, mask=~exists))
@@ -369,7 +408,9 @@ class _Keys:
         """The key states, as stored (:meth:`UpdatingColumnsRange.state_schema`)."""
         schema = self.work.state_schema()
         columns: list[pa.Array | pa.ChunkedArray] = [*self.static.columns, pa.array(self.rows)]
-        columns += [pa.array(acc) for accs in self.accs for acc in accs]
+        for i, accs in enumerate(self.accs):
+            columns += ([self.bags[i].column(self.size)] if i in self.bags
+                        else [pa.array(acc) for acc in accs])
         columns += [pa.array(self.seen, pa.int64(), mask=~self.has_seen),
                     pa.array(self.out), *self.emitted, pa.array(self.pending),
                     pa.array(self.gone)]
@@ -401,3 +442,62 @@ def _merge(function: str, accs: list[np.ndarray], at: np.ndarray, partials: pa.T
 def _number_type(kind: pa.DataType) -> pa.DataType:
     return pa.float64() if pa.types.is_floating(kind) else pa.int64()
 
+
+
+@dataclass(frozen=True)
+class _Bag:
+    """The multisets of one aggregate over every key row, flat: each value (a number)
+    with its key row and positive net count, sorted by key row and value."""
+
+    rows: np.ndarray
+    values: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def read(cls, column: pa.ChunkedArray) -> _Bag:
+        """From the state's list column (one multiset per key row)."""
+        lists = column.combine_chunks()
+        flat = pc.list_flatten(lists)
+        return cls(pc.list_parent_indices(lists).to_numpy().astype(np.int64),
+                   flat.field("v").to_numpy(zero_copy_only=False).astype(np.int64),
+                   flat.field("c").to_numpy(zero_copy_only=False).astype(np.int64))
+
+    def merge(self, at: np.ndarray, partial: pa.ChunkedArray) -> _Bag:
+        """With each partial row's signed values (``list<struct<v, s>>``) added to key
+        row ``at[row]``; values whose count reaches 0 leave."""
+        lists = partial.combine_chunks()
+        flat = pc.list_flatten(lists)
+        rows = np.concatenate([self.rows, at[pc.list_parent_indices(lists).to_numpy()]])
+        values = np.concatenate([self.values, as_numbers(flat.field("v"), 0)
+                                 .astype(np.int64)])
+        counts = np.concatenate([self.counts, flat.field("s").to_numpy(zero_copy_only=False)
+                                 .astype(np.int64)])
+        order = np.lexsort((values, rows))
+        rows, values, counts = rows[order], values[order], counts[order]
+        if not len(rows):
+            return self
+        starts = np.flatnonzero(np.r_[True, (rows[1:] != rows[:-1])
+                                      | (values[1:] != values[:-1])])
+        net = np.add.reduceat(counts, starts)
+        kept = net > 0
+        return _Bag(rows[starts][kept], values[starts][kept], net[kept])
+
+    def extremes(self, size: int, is_max: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Each of ``size`` key rows' largest (or smallest) value, and whether it has one."""
+        extreme = np.zeros(size, np.int64)
+        present = np.zeros(size, bool)
+        if len(self.rows):
+            starts = np.flatnonzero(np.r_[True, self.rows[1:] != self.rows[:-1]])
+            ends = np.r_[starts[1:], len(self.rows)] - 1
+            # values are sorted within a key row: its first is the least, its last the most
+            extreme[self.rows[starts]] = self.values[ends if is_max else starts]
+            present[self.rows[starts]] = True
+        return extreme, present
+
+    def column(self, size: int) -> pa.Array:
+        """As the state's list column over ``size`` key rows."""
+        offsets = np.r_[0, np.cumsum(np.bincount(self.rows, minlength=size))].astype(np.int32)
+        entries = pa.StructArray.from_arrays([pa.array(self.values, pa.int64()),
+                                              pa.array(self.counts, pa.int64())],
+                                             names=["v", "c"])
+        return pa.ListArray.from_arrays(pa.array(offsets), entries, type=_MULTISET)

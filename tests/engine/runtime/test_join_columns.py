@@ -40,18 +40,19 @@ def _spec(kind: str, ttl_s: int) -> UpdatingJoin:
                         ttl_us=ttl_s * SECOND)
 
 
-def _group(key: str) -> int:
-    return sum(key.encode()) % GROUPS
+def _group(key: str, groups: int = GROUPS) -> int:
+    return sum(key.encode()) % groups
 
 
-def _new_rows(rows: list[Row], column: str) -> pa.Table:
+def _new_rows(rows: list[Row], column: str, groups: int = GROUPS) -> pa.Table:
     """A side's new rows as stage 1 reads them: its columns, event time, key, key group."""
     keys = [None if k is None else f'["{k}"]' for k, _, _ in rows]
     return pa.table({
         column: pa.array([v for _, v, _ in rows], pa.int64()),
         EVENT_TIME: pa.array([None if t is None else t * SECOND for _, _, t in rows], _TIME),
         JOIN_KEY: pa.array(keys, pa.string()),
-        KEY_GROUP: pa.array([None if k is None else _group(k) for k in keys], pa.int32())})
+        KEY_GROUP: pa.array([None if k is None else _group(k, groups) for k in keys],
+                            pa.int32())})
 
 
 def _stage_one(new: pa.Table, other: pa.Table) -> pa.Table:
@@ -64,15 +65,14 @@ def _stage_one(new: pa.Table, other: pa.Table) -> pa.Table:
 
 def _pairs(left: pa.Table, right: pa.Table) -> pa.Table:
     """What Spark's join of the two stage-1 outputs on the key gives: pairs with a new row."""
-    found = []
-    for lrow in left.to_pylist():
-        for rrow in right.to_pylist():
-            if lrow[JOIN_KEY] is not None and lrow[JOIN_KEY] == rrow[JOIN_KEY] and (
-                    lrow[join._NEW] or rrow[join._NEW]):
-                found.append((lrow[join._ID], rrow[join._ID], lrow[KEY_GROUP]))
-    return pa.table({"l": pa.array([f[0] for f in found], pa.string()),
-                     "r": pa.array([f[1] for f in found], pa.string()),
-                     KEY_GROUP: pa.array([f[2] for f in found], pa.int32())})
+    def side(table: pa.Table, suffix: str) -> pa.Table:
+        return pa.table({JOIN_KEY: table.column(JOIN_KEY), f"id{suffix}": table.column(join._ID),
+                         f"new{suffix}": table.column(join._NEW),
+                         f"g{suffix}": table.column(KEY_GROUP)})
+    found = side(left, "l").join(side(right, "r"), keys=JOIN_KEY, use_threads=False)
+    found = found.filter(pc.or_(found.column("newl"), found.column("newr")))
+    return pa.table({"l": found.column("idl"), "r": found.column("idr"),
+                     KEY_GROUP: found.column("gl")})
 
 
 def _packed(left: pa.Table, right: pa.Table, pairs: pa.Table) -> pa.Table:

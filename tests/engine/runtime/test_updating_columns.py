@@ -33,20 +33,24 @@ Row = tuple[Any, bool, int, Any]
 AGGREGATES = (AggregateCall("count_star", None, "n"), AggregateCall("count", "a0", "c"),
               AggregateCall("sum", "a0", "s"), AggregateCall("avg", "a0", "mean"),
               AggregateCall("sum", "a1", "fs"))
-#: min and max run in columns over append-only input only
+#: min and max over append-only input (one value a key)
 EXTREMES = (AggregateCall("min", "a0", "lo"), AggregateCall("max", "a1", "hi"),
             AggregateCall("max", "a2", "latest"), AggregateCall("min", "a3", "all_positive"))
+#: min and max over updating input (a multiset a key), of all but floats
+UPDATING_EXTREMES = (AggregateCall("min", "a0", "lo"), AggregateCall("max", "a2", "latest"),
+                     AggregateCall("max", "a3", "any_positive"))
 
 
 def _spec(ttl_s: int, updating_input: bool) -> UpdatingAggregate:
-    aggregates = AGGREGATES if updating_input else AGGREGATES + EXTREMES
+    aggregates = AGGREGATES + (UPDATING_EXTREMES if updating_input else EXTREMES)
     return UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
                              aggregates=aggregates, updating_input=updating_input,
                              output_view="v", ttl_us=ttl_s * SECOND)
 
 
-def _partials(rows: list[Row]) -> pa.Table:
-    """What native Spark's signed pre-aggregation (``partial_sql``) gives for ``rows``."""
+def _partials(rows: list[Row], updating_input: bool = False) -> pa.Table:
+    """What native Spark's signed pre-aggregation (``partial_sql``) gives for ``rows``
+    (over ``updating_input``, min and max as signed values)."""
     keys: dict[Any, list[Row]] = defaultdict(list)
     for row in rows:
         keys[row[0]].append(row)
@@ -67,6 +71,14 @@ def _partials(rows: list[Row]) -> pa.Table:
                                       else None)
             columns[f"p{i}_1"].append(sum(s for s, _ in present))
         values = [v for _, v in present]
+        if updating_input:
+            timed = [(s, ts) for s, (_, _, ts, v) in zip(signs, mine, strict=True)
+                     if v is not None]
+            columns["p5_0"].append([{"v": v, "s": s} for s, v in present])
+            columns["p6_0"].append([{"v": ts * SECOND, "s": s} for s, ts in timed])
+            columns["p7_0"].append([{"v": v > 0, "s": s} for s, v in present])
+            columns["__kg"].append(sum(row_key.encode()) % GROUPS)
+            continue
         columns["p5_0"].append(min(values) if values else None)
         columns["p6_0"].append(max(values) * 0.5 if values else None)
         times = [ts for _, _, ts, v in mine if v is not None]
@@ -79,11 +91,18 @@ def _partials(rows: list[Row]) -> pa.Table:
     names = ["__key", "k0", "__count", "__rows", "__seen", "p0_0", "p1_0", "p2_0", "p2_1",
              "p3_0", "p3_1", "p4_0", "p4_1", "p5_0", "p6_0", "p7_0", "p8_0",
              "__kg"]
+    if updating_input:
+        def signed(kind: pa.DataType) -> pa.DataType:
+            return pa.list_(pa.struct([pa.field("v", kind), pa.field("s", pa.int32())]))
+        types.update(p5_0=signed(pa.int64()), p6_0=signed(pa.timestamp("us", tz="UTC")),
+                     p7_0=signed(pa.bool_()))
+        names.remove("p8_0")
     return pa.table({n: pa.array(columns[n], types.get(n, pa.int64())) for n in names})
 
 
 def _run(work: Any, path: Path, epochs: list[tuple[list[Row], int, int | None]],
-         interval_ms: int, parallelism: int) -> tuple[list[list[tuple[Any, ...]]], int]:
+         interval_ms: int, parallelism: int, updating_input: bool = False
+         ) -> tuple[list[list[tuple[Any, ...]]], int]:
     """Each epoch's partials through ``work``; returns each epoch's changes and the
     number of keys the store holds at the end."""
     changes: list[list[tuple[Any, ...]]] = []
@@ -97,7 +116,7 @@ def _run(work: Any, path: Path, epochs: list[tuple[list[Row], int, int | None]],
                                    tuple((r.start, r.stop) for r in ranges), before, after,
                                    clock_ms=clock, flush_interval_ms=interval_ms)
             emitted = []
-            partials = _partials(rows)
+            partials = _partials(rows, updating_input)
             for key_groups in ranges:  # each range as its own task would
                 mine = [g in key_groups for g in partials.column("__kg").to_pylist()]
                 writer = state.writer(epoch, key_groups)
@@ -155,23 +174,23 @@ def test_columns_emit_what_the_per_key_operator_emits(rows, count, parallelism, 
                                                       ttl_s, ordered, append_only,
                                                       tmp_path_factory
                                                       ) -> None:  # type: ignore[no-untyped-def]
-    if append_only:  # no withdrawals: min and max run in columns too
+    if append_only:  # no withdrawals: min and max of floats run in columns too
         rows = [(key, False, ts, value) for key, _, ts, value in rows]
     if ordered:  # event time in order, so keys idle for updating_ttl expire mid-run
         rows = sorted(rows, key=lambda r: r[2])
     updating_input = any(withdrawn for _, withdrawn, _, _ in rows)
     spec = _spec(ttl_s, updating_input)
     operator = UpdatingAggregateOperator(spec, GROUPS)
-    partial_schema = _partials([]).schema
+    partial_schema = _partials([], updating_input).schema
     assert columnar(spec, partial_schema)
     schema = operator.output_schema(partial_schema)
     epochs = _epochs(rows, count, step_s=2)
     folder = tmp_path_factory.mktemp("stores")
     per_key, keys_held = _run(_UpdatingRange(operator, partial_schema), folder / "keys.db",
-                              epochs, interval_s * 1000, parallelism)
+                              epochs, interval_s * 1000, parallelism, updating_input)
     work = UpdatingColumnsRange(spec, partial_schema, schema)
     in_columns, columns_held = _run(work, folder / "columns.db", epochs, interval_s * 1000,
-                                    parallelism)
+                                    parallelism, updating_input)
     for epoch, (expected, got) in enumerate(zip(per_key, in_columns, strict=True)):
         assert Counter(got) == Counter(expected), f"epoch {epoch}"
     assert columns_held == keys_held
@@ -189,6 +208,12 @@ def test_the_columnar_path_takes_aggregates_of_numbers_it_computes_in_columns() 
         output_view="v"), schema)
     nested = schema.set(schema.get_field_index("k0"), pa.field("k0", pa.list_(pa.int64())))
     assert not columnar(spec, nested)
+    # over updating input min and max keep multisets in columns, but not of floats
+    updating, signed = _spec(100, True), _partials([], True).schema
+    assert columnar(updating, signed)
+    floats = pa.list_(pa.struct([pa.field("v", pa.float64()), pa.field("s", pa.int32())]))
+    assert not columnar(updating, signed.set(signed.get_field_index("p5_0"),
+                                             pa.field("p5_0", floats)))
 
 
 def test_a_group_written_in_many_epochs_reads_back_whole(tmp_path: Path) -> None:
