@@ -12,7 +12,8 @@
    pre-aggregation gives for an epoch) through the columnar operator
    (:mod:`spate.engine.runtime.updating_columns`) and the per-key one
    (:class:`spate.engine.runtime.updating.UpdatingAggregateOperator`), over an
-   embedded (SQLite) store, both key-group ranges of each epoch in turn.
+   embedded (SQLite) store, both key-group ranges of each epoch in turn; and the
+   same for ``max`` over updating input (a multiset of values a key).
 
 Results go under ``updating_aggregate`` in ``docs/benchmarks/results.json``.
 """
@@ -29,7 +30,7 @@ import pytest
 from spate.engine.planner.plan import AggregateCall, UpdatingAggregate
 from spate.engine.runtime.tasks import TaskEpoch
 from spate.engine.runtime.updating import UpdatingAggregateOperator, _UpdatingRange
-from spate.engine.runtime.updating_columns import UpdatingColumnsRange
+from spate.engine.runtime.updating_columns import UpdatingColumnsRange, columnar
 from spate.engine.runtime.watermarks import NO_WATERMARK
 from tests.benchmarks.scaling_job import run_in_process
 from tests.benchmarks.workloads import RESULTS_DIR, load_results, operator_seconds, save_result
@@ -112,6 +113,60 @@ def test_the_operator_alone_columns_against_per_key(keys: int, events: int) -> N
                                    "per_key_s": per_key}
     save_result("updating_aggregate", RESULTS)
     _plot()
+
+
+def _signed_epochs(rng: np.random.Generator, count: int, events: int, keys: int
+                   ) -> list[pa.Table]:
+    """``count`` epochs' signed partials of ``count(*), max(v) GROUP BY k`` over updating
+    input: each epoch adds ``events`` rows of uniform keys and withdraws half of the
+    rows the epoch before added (max keeps each key's multiset of values)."""
+    epochs = []
+    previous = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    for _ in range(count):
+        keys_in = rng.integers(0, keys, events)
+        values_in = rng.integers(1, 1_000, events)
+        gone = rng.random(len(previous[0])) < 0.5
+        rows = np.concatenate([keys_in, previous[0][gone]])
+        values = np.concatenate([values_in, previous[1][gone]])
+        signs = np.concatenate([np.ones(events, np.int32), -np.ones(int(gone.sum()), np.int32)])
+        previous = (keys_in, values_in)
+        order = np.argsort(rows, kind="stable")
+        rows, values, signs = rows[order], values[order], signs[order]
+        unique, starts, counts = np.unique(rows, return_index=True, return_counts=True)
+        offsets = np.r_[starts, len(rows)].astype(np.int32)
+        multisets = pa.ListArray.from_arrays(pa.array(offsets), pa.StructArray.from_arrays(
+            [pa.array(values, pa.int64()), pa.array(signs, pa.int32())], names=["v", "s"]))
+        net = np.add.reduceat(signs.astype(np.int64), starts)
+        epochs.append(pa.table({
+            "__key": pa.array([f'{{"k":{k}}}' for k in unique.tolist()]),
+            "k": unique.astype(np.int64), "__count": counts, "__rows": net,
+            "__seen": pa.array(np.full(len(unique), 10**12), pa.int64())
+            .cast(pa.timestamp("us", tz="UTC")),
+            "p0_0": net, "p1_0": multisets, "__kg": pa.array(unique % GROUPS, pa.int32())}))
+    return epochs
+
+
+def test_the_operator_alone_max_over_updating_input() -> None:
+    """min and max over updating input keep a multiset a key: in columns since
+    2026-12-01, per key before."""
+    keys, events = 100_000, 40_000
+    spec = UpdatingAggregate(
+        operator_id="q0", input_sql="", key_columns=("k",), updating_input=True,
+        aggregates=(AggregateCall("count_star", None, "n"), AggregateCall("max", "a0", "top")),
+        output_view="out")
+    epochs = _signed_epochs(np.random.default_rng(7), 10, events, keys)
+    schema = epochs[0].schema
+    operator = UpdatingAggregateOperator(spec, GROUPS)
+    assert columnar(spec, schema)
+    columns = _operator_seconds(UpdatingColumnsRange(spec, schema, operator.output_schema(schema)),
+                                epochs)
+    per_key = _operator_seconds(_UpdatingRange(operator, schema), epochs)
+    print(f"max over updating input, {keys:,} keys, {events:,} events an epoch: columns "
+          f"{columns:.3f} s, per key {per_key:.3f} s an epoch ({per_key / columns:.1f}x)",
+          flush=True)
+    RESULTS[f"operator_updating_max_{keys}"] = {"events_per_epoch": events,
+                                                "columns_s": columns, "per_key_s": per_key}
+    save_result("updating_aggregate", RESULTS)
 
 
 def _plot() -> None:
