@@ -85,8 +85,9 @@ class AggregateFunction(ABC):
     updating form (an aggregate UDF) says so when asked.
     """
 
-    #: how the columnar window path (:mod:`spate.engine.operators.window_columns`)
-    #: merges the partials: "count", "sum" or "extreme"; None: not columnar
+    #: how the columnar paths merge the partials: "count", "sum" or "extreme" (windows,
+    #: :mod:`spate.engine.operators.window_columns`, and updating aggregates), or
+    #: "moments" (updating aggregates only); None: not columnar
     columnar: str | None = None
 
     def __init__(self, name: str) -> None:

@@ -176,6 +176,7 @@ class SignedComoments(SignedMoments):
 class MomentsFunction(AggregateFunction):
     """var_samp, var_pop, stddev_samp or stddev_pop (by ``name``)."""
 
+    columnar: str | None = "moments"
     templates = MOMENTS_SQL
     window_kind: type[Moments] = Moments
     signed_kind: type[SignedMoments] = SignedMoments
@@ -215,6 +216,7 @@ class MomentsFunction(AggregateFunction):
 class ComomentsFunction(MomentsFunction):
     """corr, covar_*, regr_* (by ``name``): over ``[y, x]`` pairs."""
 
+    columnar = None
     templates = COMOMENTS_SQL
     window_kind = Comoments
     signed_kind = SignedComoments

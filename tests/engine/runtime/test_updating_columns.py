@@ -39,10 +39,12 @@ EXTREMES = (AggregateCall("min", "a0", "lo"), AggregateCall("max", "a1", "hi"),
 #: min and max over updating input (a multiset a key), of all but floats
 UPDATING_EXTREMES = (AggregateCall("min", "a0", "lo"), AggregateCall("max", "a2", "latest"),
                      AggregateCall("max", "a3", "any_positive"))
+#: variances: moments of the rows added and of those withdrawn (the last aggregates)
+VARIANCES = (AggregateCall("var_samp", "a0", "spread"), AggregateCall("stddev_pop", "a0", "sd"))
 
 
 def _spec(ttl_s: int, updating_input: bool) -> UpdatingAggregate:
-    aggregates = AGGREGATES + (UPDATING_EXTREMES if updating_input else EXTREMES)
+    aggregates = AGGREGATES + (UPDATING_EXTREMES if updating_input else EXTREMES) + VARIANCES
     return UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
                              aggregates=aggregates, updating_input=updating_input,
                              output_view="v", ttl_us=ttl_s * SECOND)
@@ -71,6 +73,15 @@ def _partials(rows: list[Row], updating_input: bool = False) -> pa.Table:
                                       else None)
             columns[f"p{i}_1"].append(sum(s for s, _ in present))
         values = [v for _, v in present]
+        first_variance = 8 if updating_input else 9
+        for i in range(first_variance, first_variance + len(VARIANCES)):
+            for j, sign in ((0, 1), (3, -1)):  # the rows added, then those withdrawn
+                mine_values = [float(v) for s, v in present if s == sign]
+                mean = sum(mine_values) / len(mine_values) if mine_values else None
+                columns[f"p{i}_{j}"].append(len(mine_values))
+                columns[f"p{i}_{j + 1}"].append(mean)
+                columns[f"p{i}_{j + 2}"].append(
+                    None if mean is None else sum((v - mean) ** 2 for v in mine_values))
         if updating_input:
             timed = [(s, ts) for s, (_, _, ts, v) in zip(signs, mine, strict=True)
                      if v is not None]
@@ -97,6 +108,11 @@ def _partials(rows: list[Row], updating_input: bool = False) -> pa.Table:
         types.update(p5_0=signed(pa.int64()), p6_0=signed(pa.timestamp("us", tz="UTC")),
                      p7_0=signed(pa.bool_()))
         names.remove("p8_0")
+        del types["p8_0"]  # the first variance's count there
+    first_variance = 8 if updating_input else 9
+    for i in range(first_variance, first_variance + len(VARIANCES)):
+        names[-1:-1] = [f"p{i}_{j}" for j in range(6)]
+        types.update({f"p{i}_{j}": pa.float64() for j in (1, 2, 4, 5)})
     return pa.table({n: pa.array(columns[n], types.get(n, pa.int64())) for n in names})
 
 
