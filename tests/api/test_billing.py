@@ -232,13 +232,18 @@ def test_a_deleted_pipeline_keeps_its_name_on_the_bill_and_moves_no_estimate(
         client: TestClient, tenant_factory: Callable[[], TenantKeys]) -> None:
     tenant = tenant_factory()
     now = datetime.now(UTC)
+    # The usage falls in this month's invoice, also in a month's first 90 minutes (the
+    # estimate sums usage and task-seconds over the week apart, so it may lie outside
+    # its run).
+    used_at = max(now - timedelta(minutes=90),
+                  now.replace(day=1, hour=0, minute=0, second=0, microsecond=0))
     runs = {}
     for name, scu in (("kept", 1800.0), ("gone", 7200.0)):  # 0.5 and 2 SCU per task
         pipeline = _pipeline(client, tenant, name)
         job = insert_job(client.app, tenant.id, pipeline, state="stopped",
                          started_at=now - timedelta(hours=2), ended_at=now - timedelta(hours=1))
         insert_usage(client.app, tenant.id, pipeline,
-                     [(now - timedelta(minutes=90), COMPUTE_UNIT_SECONDS, scu)], job)
+                     [(used_at, COMPUTE_UNIT_SECONDS, scu)], job)
         runs[name] = pipeline
     _pipeline(client, tenant, "other", parallelism=2)
     client.patch(f"{V1}/pipelines/gone", headers=tenant.auth("developer"),
