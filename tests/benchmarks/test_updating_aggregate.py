@@ -13,7 +13,8 @@
    (:mod:`spate.engine.runtime.updating_columns`) and the per-key one
    (:class:`spate.engine.runtime.updating.UpdatingAggregateOperator`), over an
    embedded (SQLite) store, both key-group ranges of each epoch in turn; and the
-   same for ``max`` over updating input (a multiset of values a key).
+   same for ``max`` over updating input (a multiset of values a key) and for
+   variances (moments a key).
 
 Results go under ``updating_aggregate`` in ``docs/benchmarks/results.json``.
 """
@@ -166,6 +167,55 @@ def test_the_operator_alone_max_over_updating_input() -> None:
           flush=True)
     RESULTS[f"operator_updating_max_{keys}"] = {"events_per_epoch": events,
                                                 "columns_s": columns, "per_key_s": per_key}
+    save_result("updating_aggregate", RESULTS)
+
+
+def _moment_epochs(rng: np.random.Generator, count: int, events: int, keys: int
+                   ) -> list[pa.Table]:
+    """``count`` epochs' signed partials of ``count(*), var_samp(v), stddev_pop(v) GROUP
+    BY k`` over ``events`` appended rows of uniform keys: each variance's moments of the
+    rows added (count, mean, squared deviations), then of those withdrawn (none)."""
+    epochs = []
+    for _ in range(count):
+        drawn = rng.integers(0, keys, events)
+        values = rng.integers(1, 1_000, events).astype(np.float64)
+        unique, inverse, counts = np.unique(drawn, return_inverse=True, return_counts=True)
+        means = np.bincount(inverse, weights=values) / counts
+        squares = np.bincount(inverse, weights=(values - means[inverse]) ** 2)
+        columns: dict[str, Any] = {
+            "__key": pa.array([f'{{"k":{k}}}' for k in unique.tolist()]),
+            "k": unique.astype(np.int64), "__count": counts, "__rows": counts,
+            "__seen": pa.array(np.full(len(unique), 10**12), pa.int64())
+            .cast(pa.timestamp("us", tz="UTC")), "p0_0": counts}
+        for i in (1, 2):
+            columns.update({f"p{i}_0": counts, f"p{i}_1": means, f"p{i}_2": squares,
+                            f"p{i}_3": np.zeros(len(unique), np.int64),
+                            f"p{i}_4": pa.nulls(len(unique), pa.float64()),
+                            f"p{i}_5": pa.nulls(len(unique), pa.float64())})
+        columns["__kg"] = pa.array(unique % GROUPS, pa.int32())
+        epochs.append(pa.table(columns))
+    return epochs
+
+
+def test_the_operator_alone_variances() -> None:
+    """Variances keep moments a key: in columns since 2026-12-01, per key before."""
+    keys, events = 100_000, 40_000
+    spec = UpdatingAggregate(
+        operator_id="q0", input_sql="", key_columns=("k",), updating_input=False,
+        aggregates=(AggregateCall("count_star", None, "n"),
+                    AggregateCall("var_samp", "a0", "spread"),
+                    AggregateCall("stddev_pop", "a0", "sd")), output_view="out")
+    epochs = _moment_epochs(np.random.default_rng(7), 10, events, keys)
+    schema = epochs[0].schema
+    operator = UpdatingAggregateOperator(spec, GROUPS)
+    assert columnar(spec, schema)
+    columns = _operator_seconds(UpdatingColumnsRange(spec, schema, operator.output_schema(schema)),
+                                epochs)
+    per_key = _operator_seconds(_UpdatingRange(operator, schema), epochs)
+    print(f"variances, {keys:,} keys, {events:,} events an epoch: columns {columns:.3f} s, "
+          f"per key {per_key:.3f} s an epoch ({per_key / columns:.1f}x)", flush=True)
+    RESULTS[f"operator_variances_{keys}"] = {"events_per_epoch": events,
+                                             "columns_s": columns, "per_key_s": per_key}
     save_result("updating_aggregate", RESULTS)
 
 

@@ -32,13 +32,14 @@ SELECT k, count(*) AS n, count(v) AS nv, sum(v) AS total, min(v) AS low, max(v) 
        count(DISTINCT v) AS kinds
 FROM items WHERE v IS NULL OR v > -3 GROUP BY k HAVING count(*) > 1;
 INSERT INTO sizes
-SELECT n, count(*) AS groups, sum(total) AS total, min(total) AS bottom, max(total) AS top
+SELECT n, count(*) AS groups, sum(total) AS total, min(total) AS bottom, max(total) AS top,
+       round(var_pop(total), 4) AS spread
 FROM (SELECT k, count(*) AS n, sum(v) AS total FROM items GROUP BY k) GROUP BY n;
 """
 
 GROUPS = """SELECT k, count(*), count(v), sum(v), min(v), max(v), count(DISTINCT v)
 FROM items WHERE v IS NULL OR v > -3 GROUP BY k HAVING count(*) > 1"""
-SIZES = """SELECT n, count(*), sum(total), min(total), max(total)
+SIZES = """SELECT n, count(*), sum(total), min(total), max(total), round(var_pop(total), 4)
 FROM (SELECT k, count(*) AS n, sum(v) AS total FROM items GROUP BY k) GROUP BY n"""
 
 
@@ -98,7 +99,8 @@ def test_applied_changes_equal_duckdb(ops, batch, flush_ms, spark, tmp_path_fact
     groups = ["k", "n", "nv", "total", "low", "high", "kinds"]
     assert _applied(workdir / "groups.jsonl", groups) == Counter(
         tuple(r) for r in db.execute(GROUPS).fetchall())
-    # min and max over the inner aggregate's changes: multisets, in columns
-    sizes = ["n", "groups", "total", "bottom", "top"]
+    # min, max and var_pop over the inner aggregate's changes: multisets and moments,
+    # in columns
+    sizes = ["n", "groups", "total", "bottom", "top", "spread"]
     assert _applied(workdir / "sizes.jsonl", sizes) == Counter(
         tuple(r) for r in db.execute(SIZES).fetchall())
