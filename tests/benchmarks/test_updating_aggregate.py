@@ -147,29 +147,6 @@ def _signed_epochs(rng: np.random.Generator, count: int, events: int, keys: int
     return epochs
 
 
-def test_the_operator_alone_max_over_updating_input() -> None:
-    """min and max over updating input keep a multiset a key: in columns since
-    2026-12-01, per key before."""
-    keys, events = 100_000, 40_000
-    spec = UpdatingAggregate(
-        operator_id="q0", input_sql="", key_columns=("k",), updating_input=True,
-        aggregates=(AggregateCall("count_star", None, "n"), AggregateCall("max", "a0", "top")),
-        output_view="out")
-    epochs = _signed_epochs(np.random.default_rng(7), 10, events, keys)
-    schema = epochs[0].schema
-    operator = UpdatingAggregateOperator(spec, GROUPS)
-    assert columnar(spec, schema)
-    columns = _operator_seconds(UpdatingColumnsRange(spec, schema, operator.output_schema(schema)),
-                                epochs)
-    per_key = _operator_seconds(_UpdatingRange(operator, schema), epochs)
-    print(f"max over updating input, {keys:,} keys, {events:,} events an epoch: columns "
-          f"{columns:.3f} s, per key {per_key:.3f} s an epoch ({per_key / columns:.1f}x)",
-          flush=True)
-    RESULTS[f"operator_updating_max_{keys}"] = {"events_per_epoch": events,
-                                                "columns_s": columns, "per_key_s": per_key}
-    save_result("updating_aggregate", RESULTS)
-
-
 def _moment_epochs(rng: np.random.Generator, count: int, events: int, keys: int
                    ) -> list[pa.Table]:
     """``count`` epochs' signed partials of ``count(*), var_samp(v), stddev_pop(v) GROUP
@@ -197,25 +174,36 @@ def _moment_epochs(rng: np.random.Generator, count: int, events: int, keys: int
     return epochs
 
 
-def test_the_operator_alone_variances() -> None:
-    """Variances keep moments a key: in columns since 2026-12-01, per key before."""
+#: name -> (its aggregates, updating input, its epochs' partials)
+_KEPT_IN_COLUMNS_SINCE_DECEMBER = {
+    "updating_max": ((AggregateCall("count_star", None, "n"), AggregateCall("max", "a0", "top")),
+                     True, _signed_epochs),
+    "variances": ((AggregateCall("count_star", None, "n"),
+                   AggregateCall("var_samp", "a0", "spread"),
+                   AggregateCall("stddev_pop", "a0", "sd")), False, _moment_epochs),
+}
+
+
+@pytest.mark.parametrize("name", list(_KEPT_IN_COLUMNS_SINCE_DECEMBER))
+def test_the_operator_alone_multisets_and_moments(name: str) -> None:
+    """max over updating input (a multiset of values a key) and variances (moments a
+    key): in columns since 2026-12-01, per key before."""
     keys, events = 100_000, 40_000
-    spec = UpdatingAggregate(
-        operator_id="q0", input_sql="", key_columns=("k",), updating_input=False,
-        aggregates=(AggregateCall("count_star", None, "n"),
-                    AggregateCall("var_samp", "a0", "spread"),
-                    AggregateCall("stddev_pop", "a0", "sd")), output_view="out")
-    epochs = _moment_epochs(np.random.default_rng(7), 10, events, keys)
+    aggregates, updating_input, make_epochs = _KEPT_IN_COLUMNS_SINCE_DECEMBER[name]
+    spec = UpdatingAggregate(operator_id="q0", input_sql="", key_columns=("k",),
+                             updating_input=updating_input, aggregates=aggregates,
+                             output_view="out")
+    epochs = make_epochs(np.random.default_rng(7), 10, events, keys)
     schema = epochs[0].schema
     operator = UpdatingAggregateOperator(spec, GROUPS)
     assert columnar(spec, schema)
     columns = _operator_seconds(UpdatingColumnsRange(spec, schema, operator.output_schema(schema)),
                                 epochs)
     per_key = _operator_seconds(_UpdatingRange(operator, schema), epochs)
-    print(f"variances, {keys:,} keys, {events:,} events an epoch: columns {columns:.3f} s, "
+    print(f"{name}, {keys:,} keys, {events:,} events an epoch: columns {columns:.3f} s, "
           f"per key {per_key:.3f} s an epoch ({per_key / columns:.1f}x)", flush=True)
-    RESULTS[f"operator_variances_{keys}"] = {"events_per_epoch": events,
-                                             "columns_s": columns, "per_key_s": per_key}
+    RESULTS[f"operator_{name}_{keys}"] = {"events_per_epoch": events,
+                                          "columns_s": columns, "per_key_s": per_key}
     save_result("updating_aggregate", RESULTS)
 
 
