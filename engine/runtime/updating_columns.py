@@ -99,7 +99,8 @@ def _orderable(kind: pa.DataType, floats: bool) -> bool:
 
 
 def _multiset_value_type(kind: pa.DataType) -> pa.DataType:
-    """The value type of a signed-values partial (``list<struct<v, s>>``), else ``kind``."""
+    """The value type of a signed-values partial (``list<struct<v, s>>``); for any other
+    partial the null type, which no extreme runs in columns over."""
     if pa.types.is_list(kind) and pa.types.is_struct(kind.value_type):
         return kind.value_type.field("v").type
     return pa.null()
@@ -505,7 +506,6 @@ def _variance(function: str, acc: list[np.ndarray], exists: np.ndarray) -> pa.Ar
 
 def _number_type(kind: pa.DataType) -> pa.DataType:
     return pa.float64() if pa.types.is_floating(kind) else pa.int64()
-
 
 
 @dataclass(frozen=True)
