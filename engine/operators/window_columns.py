@@ -14,7 +14,9 @@ key and then pane.  Nothing here loops over rows, keys or windows in Python:
   last pane positions;
 * invertible aggregates (count, sum, avg) are differences of prefix sums over
   those positions; min and max answer range-minimum queries from a sparse
-  table of ``log2(W)`` levels.
+  table of ``log2(W)`` levels; variances and the (y, x) aggregates combine
+  their panes' moments over blocks of 1, 2, 4, … panes, ``log2(W)`` combines
+  of every window at once.
 
 So the work per epoch is linear in panes plus fired windows, and does not
 grow with width / slide.  Aggregates this module does not compute columnarly
@@ -23,6 +25,7 @@ grow with width / slide.  Aggregates this module does not compute columnarly
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,11 +44,13 @@ def _columnar(kind: str) -> frozenset[str]:
 COUNTS = _columnar("count")
 SUMS = _columnar("sum")
 EXTREMES = _columnar("extreme")
+#: ... and the variances and (y, x) aggregates, whose partials are (co-)moments.
+MOMENTS = _columnar("moments") | _columnar("comoments")
 
 
 def supported(function: str, partial_type: pa.DataType) -> bool:
     """Whether aggregate ``function`` over partials of ``partial_type`` runs here."""
-    if function in COUNTS:
+    if function in COUNTS or function in MOMENTS:  # moments: of DOUBLEs, as planned
         return True
     numeric = bool(pa.types.is_integer(partial_type) or pa.types.is_floating(partial_type)
                    or pa.types.is_decimal(partial_type))
@@ -171,3 +176,42 @@ def window_extremes(values: np.ndarray, fired: FiredWindows, largest: bool) -> n
         result[chosen] = pick(table[fired.first[chosen]],
                               table[fired.stop[chosen] - (1 << int(level))])
     return result
+
+
+Columns = list[np.ndarray]
+
+
+def window_merges(partials: Columns, fired: FiredWindows,
+                  combine: Callable[[Columns, Columns], Columns]) -> Columns:
+    """Per fired window, its panes' ``partials`` (parallel columns, one row per pane)
+    combined in pane order by an associative ``combine``.  A table of the partials of
+    1, 2, 4, … consecutive panes gives each window the blocks of its length's binary
+    digits, largest first: ``log2(width / slide)`` vector combines for every window
+    together."""
+    lengths = fired.stop - fired.first
+    if len(lengths) == 0:
+        return [column[:0] for column in partials]
+    levels = [partials]
+    deepest = int(lengths.max()).bit_length() - 1
+    for level in range(1, deepest + 1):
+        half = 1 << (level - 1)
+        previous = levels[-1]
+        # blocks that straddle two keys are computed too, and never taken
+        with np.errstate(all="ignore"):
+            levels.append(combine([c[:-half] for c in previous], [c[half:] for c in previous]))
+    merged = [np.zeros(len(lengths), column.dtype) for column in partials]
+    started = np.zeros(len(lengths), bool)
+    position = fired.first.copy()
+    for level in range(deepest, -1, -1):
+        size = 1 << level
+        taking = (lengths & size) != 0
+        if not taking.any():
+            continue
+        block = [column[position[taking]] for column in levels[level]]
+        combined = combine([column[taking] for column in merged], block)
+        first = ~started[taking]
+        for column, new, own in zip(merged, combined, block, strict=True):
+            column[taking] = np.where(first, own, new)  # a window's first block as it is
+        started |= taking
+        position[taking] += size
+    return merged

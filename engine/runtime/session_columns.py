@@ -2,7 +2,8 @@
 
 The columnar counterpart of the per-key sessions of :mod:`spate.engine.runtime.window`
 for the aggregates :func:`session_columnar` accepts (count, sum and avg of
-integers and floats; min and max of those, times, dates and booleans): one
+integers and floats; min and max of those, times, dates and booleans; the
+variances and the (y, x) aggregates): one
 pass of Arrow and NumPy over the range's open sessions and new partials, with
 no Python statement per row, key or session.
 
@@ -19,8 +20,9 @@ such partial is a one-row session ``[t, t + gap)``.  Per epoch:
   start, are swept once: ``+1`` at each start, ``-1`` at each end (starts first
   where an end meets a start, as touching sessions merge); a start met with
   nothing open begins a session.  Every interval thus gets its merged
-  session's number, and the sessions' partials are segment sums (count, sum)
-  and segment extremes (min, max; NaN as Spark orders it) over contiguous rows.
+  session's number, and the sessions' partials are segment sums (count, sum),
+  segment extremes (min, max; NaN as Spark orders it) and segment combines of
+  moments (variances, (y, x) aggregates) over contiguous rows.
 * **Firing.** Sessions that end at or before the epoch's watermark fire, in
   time order (end, then start); the others are kept.
 
@@ -43,18 +45,27 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.engine.operators.aggregates import AGGREGATES
+from spate.engine.operators.aggregates.moments import columns_result, combined_columns
 from spate.engine.operators.window_columns import (
     EXTREMES,
+    MOMENTS,
     FiredWindows,
     key_ids,
     supported,
     window_extremes,
+    window_merges,
 )
 from spate.engine.planner.plan import WindowAggregate
 from spate.engine.runtime.output import WINDOW_TYPE
 from spate.engine.runtime.tasks import KEY_GROUP, TaskEpoch, TaskStats
 from spate.engine.runtime.values import from_ipc, to_ipc
-from spate.engine.runtime.window_columns import as_numbers, from_numbers, timestamps, worst
+from spate.engine.runtime.window_columns import (
+    as_numbers,
+    from_numbers,
+    moment_columns,
+    timestamps,
+    worst,
+)
 from spate.statestore import CachedPipelineState, EpochWriter
 from spate.statestore.encoding import decode, encode
 
@@ -197,6 +208,12 @@ class SessionColumnsRange:
         for name in self._partial_names():
             i, j = (int(n) for n in name[1:].split("_"))
             function = self.spec.aggregates[i].function
+            if function in MOMENTS:
+                if j == 0:
+                    moments = window_merges(moment_columns(intervals, i, function), segments,
+                                            combined_columns)
+                columns[name] = pa.array(moments[j])
+                continue
             columns[name] = _merge_partials(intervals.column(name), segments,
                                             function in EXTREMES and j == 0, function == "max")
         return pa.table(columns).cast(intervals.schema)
@@ -219,7 +236,11 @@ class SessionColumnsRange:
         for i, call in enumerate(self.spec.aggregates):
             kind = schema.field(key_count + 1 + i).type
             first = fired.column(f"p{i}_0")
-            if call.function == "avg":
+            if call.function in MOMENTS:
+                moments = moment_columns(fired, i, call.function)
+                exists = np.ones(fired.num_rows, bool)
+                columns.append(columns_result(call.function, moments, exists).cast(kind))
+            elif call.function == "avg":
                 counted = as_numbers(fired.column(f"p{i}_1"), 0)
                 totals = as_numbers(first, 0) / np.maximum(counted, 1)
                 columns.append(pa.array(totals, mask=counted == 0).cast(kind))

@@ -3,11 +3,10 @@
 The columnar counterpart of :class:`~spate.engine.runtime.updating.UpdatingAggregateOperator`
 for the aggregates :func:`columnar` accepts (count; sum and avg of integers and
 floats; min and max of integers, times, dates and booleans, and over
-append-only input of floats too; the variances and standard deviations): the
-epoch's signed partials
-merge into the keys' states, due
-groups flush and idle keys expire as whole NumPy and Arrow columns, with no
-Python statement per key.  What it emits is what the per-key operator emits:
+append-only input of floats too; the variances and standard deviations; the
+(y, x) aggregates corr, covar_* and regr_*): the epoch's signed partials merge
+into the keys' states, due groups flush and idle keys expire as whole NumPy and
+Arrow columns, with no Python statement per key.  What it emits is what the per-key operator emits:
 the same changes, with a key's withdrawal before its new row.
 
 State layout in the store (per key group):
@@ -25,7 +24,8 @@ State layout in the store (per key group):
 
 A key's state row: its row key (``__key``) and group-by values, net rows,
 the accumulator columns ``a<i>_<j>`` (a variance: count, mean and the sum of
-squared deviations; min and max over updating input: one
+squared deviations; a (y, x) aggregate: count, the two means, the two sums of
+squared deviations and of their products; min and max over updating input: one
 column ``a<i>_0``, the key's multiset of values as a list of ``{v, c}``, each
 value as a number with its positive net count), its latest event time (µs), whether it
 has output out (``__out``) and that output (``e<i>``), and whether it waits for
@@ -43,6 +43,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.engine.operators.aggregates import AGGREGATES
+from spate.engine.operators.aggregates.moments import (
+    MOMENT_COLUMNS,
+    columns_result,
+    combined_columns,
+)
 from spate.engine.operators.updating import flush_due
 from spate.engine.operators.window_columns import COUNTS, EXTREMES, SUMS
 from spate.engine.planner.plan import EVENT_TIME, UpdatingAggregate
@@ -53,8 +58,10 @@ from spate.engine.runtime.window_columns import as_numbers, from_numbers
 from spate.statestore import CachedPipelineState, EpochWriter, UserKey
 from spate.statestore.encoding import decode, encode
 
-#: The variances and standard deviations: moments merged in columns.
-VARIANCES = frozenset(name for name, f in AGGREGATES.items() if f.columnar == "moments")
+#: The variances and standard deviations, and the (y, x) aggregates: (co-)moments
+#: merged in columns.
+VARIANCES = frozenset(name for name, f in AGGREGATES.items()
+                      if f.columnar in ("moments", "comoments"))
 #: Entries a group holds at most: a change to a group holding this many writes it whole.
 ENTRIES_PER_GROUP = 8
 #: Later than any event time: a group without keys that have one.
@@ -69,9 +76,9 @@ _PENDING = "__pending"
 
 
 def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
-    """Whether ``spec`` runs here: plain keys, and counts, sums, averages and variances of
-    numbers, and minimum and maximum (over updating input not of floats: NaN's order),
-    only."""
+    """Whether ``spec`` runs here: plain keys, and counts, sums, averages, variances and
+    the (y, x) aggregates of numbers, and minimum and maximum (over updating input not of
+    floats: NaN's order), only."""
     if any(pa.types.is_nested(partial_schema.field(k).type) for k in spec.key_columns):
         return False
     for i, call in enumerate(spec.aggregates):
@@ -196,9 +203,10 @@ class UpdatingColumnsRange:
             if self.multiset(i):
                 fields.append(pa.field(f"a{i}_0", _MULTISET))
                 continue
-            if call.function in VARIANCES:  # count, mean, squared deviations
-                fields += [pa.field(f"a{i}_0", pa.int64()), pa.field(f"a{i}_1", pa.float64()),
-                           pa.field(f"a{i}_2", pa.float64())]
+            if call.function in VARIANCES:  # count, mean(s), squared deviations, products
+                fields += [pa.field(f"a{i}_0", pa.int64())]
+                fields += [pa.field(f"a{i}_{j}", pa.float64())
+                           for j in range(1, _width(call.function))]
                 continue
             fields.append(pa.field(f"a{i}_0", pa.int64() if call.function in COUNTS
                                    else _number_type(self.partial_schema.field(f"p{i}_0").type)))
@@ -357,7 +365,7 @@ class _Keys:
                 continue
             first = self.accs[i][0]
             if call.function in VARIANCES:
-                columns.append(_variance(call.function, self.accs[i], exists).cast(kind))
+                columns.append(columns_result(call.function, self.accs[i], exists).cast(kind))
                 continue
             if call.function in COUNTS:
                 columns.append(pa.array(first, kind, mask=~exists))
@@ -460,48 +468,28 @@ def _merge(function: str, accs: list[np.ndarray], at: np.ndarray, partials: pa.T
 
 def _width(function: str) -> int:
     """How many accumulator columns an aggregate keeps."""
-    return 1 if function in COUNTS else 3 if function in VARIANCES else 2
+    if function in VARIANCES:
+        return MOMENT_COLUMNS[str(AGGREGATES[function].columnar)]
+    return 1 if function in COUNTS else 2
 
 
 def _merge_moments(accs: list[np.ndarray], at: np.ndarray, partials: pa.Table,
                    index: int) -> None:
-    """Fold a variance's partials (the moments of the rows added, then of those
-    withdrawn) into its ``[count, mean, squared deviations]`` columns at rows ``at``,
-    with :func:`~spate.engine.operators.aggregates.moments.merge_moments`' arithmetic."""
-    parts = [as_numbers(partials.column(f"p{index}_{j}"), 0) for j in range(6)]
-    acc = [accs[0][at], accs[1][at], accs[2][at]]
-    added = [parts[0].astype(np.int64), parts[1], parts[2]]
-    withdrawn = [-parts[3].astype(np.int64), parts[4], -parts[5]]
+    """Fold a variance's (or a (y, x) aggregate's) partials, the moments of the rows
+    added, then of those withdrawn, into its moment columns at rows ``at``, with
+    :func:`~spate.engine.operators.aggregates.moments.merge_moments`' arithmetic (or
+    ``merge_comoments``')."""
+    width = len(accs)
+    means = 1 if width == 3 else 2
+    parts = [as_numbers(partials.column(f"p{index}_{j}"), 0) for j in range(2 * width)]
+    acc = [column[at] for column in accs]
+    added = [parts[0].astype(np.int64), *parts[1:width]]
+    withdrawn = [-parts[width].astype(np.int64), *parts[width + 1:width + 1 + means],
+                 *(-part for part in parts[width + 1 + means:])]
     for more in (added, withdrawn):
-        acc = _combined_moments(acc, more)
-    accs[0][at], accs[1][at], accs[2][at] = acc
-
-
-def _combined_moments(acc: list[np.ndarray], more: list[np.ndarray]) -> list[np.ndarray]:
-    """``merge_moments`` element by element: Chan et al.'s combination, where a negative
-    count takes values out; no values left: ``[0, 0.0, 0.0]``."""
-    count = acc[0] + more[0]
-    safe = np.where(count == 0, 1, count)
-    delta = more[1] - acc[1]
-    mean = acc[1] + delta * more[0] / safe
-    squares = acc[2] + more[2] + delta * delta * acc[0] * more[0] / safe
-    squares = np.where(count != 1, np.maximum(squares, 0.0), 0.0)
-    empty = count == 0
-    unchanged = more[0] == 0
-    return [np.where(unchanged, acc[0], count),
-            np.where(unchanged, acc[1], np.where(empty, 0.0, mean)),
-            np.where(unchanged, acc[2], np.where(empty, 0.0, squares))]
-
-
-def _variance(function: str, acc: list[np.ndarray], exists: np.ndarray) -> pa.Array:
-    """var_samp, var_pop, stddev_samp or stddev_pop of the ``[count, mean, squares]``
-    columns (NULL without a divisor, or where the key has no rows)."""
-    count, squares = acc[0], acc[2]
-    divisor = count - 1 if function.endswith("_samp") else count
-    valid = exists & (divisor > 0)
-    variance = squares / np.where(valid, divisor, 1)
-    values = np.sqrt(variance) if function.startswith("stddev") else variance
-    return pa.array(values, pa.float64(), mask=~valid)
+        acc = combined_columns(acc, more)
+    for column, merged in zip(accs, acc, strict=True):
+        column[at] = merged
 
 
 def _number_type(kind: pa.DataType) -> pa.DataType:

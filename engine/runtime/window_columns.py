@@ -2,8 +2,9 @@
 
 The columnar counterpart of :mod:`spate.engine.runtime.window` for the
 aggregates :func:`spate.engine.operators.window_columns.supported` computes
-(count, sum, avg, min, max): one pass of Arrow and NumPy over the range's
-panes, with no Python statement per row, key or fired window.
+(count, sum, avg, min, max, the variances and the (y, x) aggregates): one pass
+of Arrow and NumPy over the range's panes, with no Python statement per row,
+key or fired window.
 
 State layout in the store (per key group):
 
@@ -33,15 +34,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.engine.operators.aggregates import AGGREGATES
+from spate.engine.operators.aggregates.moments import (
+    MOMENT_COLUMNS,
+    columns_result,
+    combined_columns,
+)
 from spate.engine.operators.window_columns import (
     COUNTS,
     EXTREMES,
+    MOMENTS,
     SUMS,
     FiredWindows,
     fired_windows,
     key_ids,
     supported,
     window_extremes,
+    window_merges,
     window_sums,
 )
 from spate.engine.planner.plan import WindowAggregate
@@ -59,6 +67,7 @@ ENTRIES_PER_CHUNK = 8
 _NEVER = 2**63 - 1
 PANE = "__pane"
 ROWS = "__rows"
+_PANE_ID = "__pane_id"
 
 
 def columnar(spec: WindowAggregate, partial_schema: pa.Schema) -> bool:
@@ -136,16 +145,35 @@ class WindowColumnsRange:
         keys = list(self.spec.key_columns)
         table = pa.concat_tables([t if t.schema.equals(schema) else
                                   t.select(schema.names).cast(schema) for t in tables])
+        table = table.sort_by([*((k, "ascending") for k in keys), (PANE, "ascending")])
+        panes = _pane_ids(table, keys)
+        if table.num_rows == 0 or int(panes[-1]) + 1 == table.num_rows:
+            return table  # every (key, pane) once: nothing to merge
+        # A pane split over entries (filled over several epochs): its parts combined.
+        firsts = np.flatnonzero(np.diff(panes, prepend=-1))
+        merged = table.take(pa.array(firsts))
         aggregations = [(ROWS, "sum")]
         for i, call in enumerate(self.spec.aggregates):
+            if call.function in MOMENTS:
+                continue
             for j in range(len(AGGREGATES[call.function].pane_sql())):
                 merge = call.function if call.function in EXTREMES and j == 0 else "sum"
                 aggregations.append((f"p{i}_{j}", merge))
-        merged = table.group_by([*keys, PANE, KEY_GROUP], use_threads=False) \
-            .aggregate(aggregations)
-        renamed = {f"{column}_{how}": column for column, how in aggregations}
-        merged = merged.rename_columns([renamed.get(n, n) for n in merged.column_names])
-        return merged.sort_by([*((k, "ascending") for k in keys), (PANE, "ascending")])
+        grouped = table.append_column(_PANE_ID, pa.array(panes)) \
+            .group_by([_PANE_ID], use_threads=False).aggregate(aggregations).sort_by(_PANE_ID)
+        for column, how in aggregations:
+            values = grouped.column(f"{column}_{how}")
+            merged = merged.set_column(merged.schema.get_field_index(column),
+                                       pa.field(column, values.type), values)
+        for i, call in enumerate(self.spec.aggregates):
+            if call.function in MOMENTS:
+                moments = _merge_moments(moment_columns(table, i, call.function), panes, firsts)
+                for j, values in enumerate(moments):
+                    name = f"p{i}_{j}"
+                    array = pa.array(values)
+                    merged = merged.set_column(merged.schema.get_field_index(name),
+                                               pa.field(name, array.type), array)
+        return merged
 
     def _fire(self, panes: pa.Table, epoch: TaskEpoch) -> pa.Table:
         slide = self.spec.window.slide_us
@@ -226,6 +254,9 @@ class WindowColumnsRange:
 def _aggregate(function: str, panes: pa.Table, index: int, fired: FiredWindows,
                kind: pa.DataType) -> pa.Array:
     """One aggregate's value per fired window, as the output column ``kind``."""
+    if function in MOMENTS:
+        merged = window_merges(moment_columns(panes, index, function), fired, combined_columns)
+        return columns_result(function, merged, np.ones(len(fired), bool)).cast(kind)
     first = panes.column(f"p{index}_0")
     if function in COUNTS:
         return pa.array(window_sums(as_numbers(first, 0), fired), kind)
@@ -241,6 +272,39 @@ def _aggregate(function: str, panes: pa.Table, index: int, fired: FiredWindows,
     numbers = as_numbers(first, worst(first.type, largest))
     extremes = window_extremes(numbers, fired, largest)
     return from_numbers(extremes, valid == 0, first.type, kind)
+
+
+def _pane_ids(table: pa.Table, key_columns: list[str]) -> np.ndarray:
+    """Per row of ``table`` (sorted by key, then pane), the number of its (key, pane)."""
+    keys = key_ids(table, key_columns)
+    starts = table.column(PANE).to_numpy()
+    changed = np.ones(len(keys), bool)
+    changed[1:] = (keys[1:] != keys[:-1]) | (starts[1:] != starts[:-1])
+    return np.cumsum(changed, dtype=np.int64) - 1
+
+
+def moment_columns(panes: pa.Table, index: int, function: str) -> list[np.ndarray]:
+    """Aggregate ``index``'s pane partials, (co-)moments, as NumPy columns."""
+    width = MOMENT_COLUMNS[str(AGGREGATES[function].columnar)]
+    columns = [as_numbers(panes.column(f"p{index}_{j}"), 0) for j in range(width)]
+    return [columns[0].astype(np.int64), *columns[1:]]
+
+
+def _merge_moments(moments: list[np.ndarray], panes: np.ndarray,
+                   firsts: np.ndarray) -> list[np.ndarray]:
+    """Per (key, pane) (``panes``: each row's, sorted; ``firsts``: each one's first row),
+    its rows' moments combined, in row order: one vector combine per row of the most
+    split pane."""
+    rank = np.arange(len(panes)) - firsts[panes]
+    merged = [column[firsts] for column in moments]
+    for depth in range(1, int(rank.max()) + 1):
+        rows = np.flatnonzero(rank == depth)
+        at = panes[rows]
+        combined = combined_columns([column[at] for column in merged],
+                                    [column[rows] for column in moments])
+        for column, values in zip(merged, combined, strict=True):
+            column[at] = values
+    return merged
 
 
 def as_numbers(column: pa.ChunkedArray, fill: float | int) -> np.ndarray:

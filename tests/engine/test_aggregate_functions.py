@@ -1,5 +1,7 @@
 """The aggregates (docs/sql/functions.md) beyond count/sum/avg/min/max, in windowed (TUMBLE,
-HOP) and updating aggregates, against the same queries in batch in DuckDB.
+HOP) and updating aggregates, against the same queries in batch in DuckDB.  The variances
+and (y, x) aggregates also run alone in a HOP: with no other aggregate beside them, that
+query takes the columnar window operator.
 
 One pipeline runs every case (CI time): an append-only ``events`` source read
 by a TUMBLE, a HOP and an updating GROUP BY, and a ``debezium_json`` source
@@ -63,6 +65,9 @@ DUCKDB_AGGREGATES = ", ".join(duck for _, duck, _ in CALLS)
 TIMED = NAMES.index("fv")
 #: array_agg's order is not specified: compared sorted
 ARRAY = NAMES.index("aa")
+#: The variances and (y, x) aggregates: kept as moments, which run in columns
+MOMENTS = [call for call in CALLS if call[2].startswith(("sd", "v", "co", "regr"))]
+MOMENT_NAMES = [name for _, _, name in MOMENTS]
 
 
 WINDOWED = """
@@ -89,6 +94,13 @@ WITH (connector = 'single_file', path = '{dir}/items.jsonl', format = 'debezium_
 #: (sink, window SQL, (slide, width) in µs)
 WINDOWS = [("tumbled", "TUMBLE(INTERVAL '5' SECOND)", (5_000_000, 5_000_000)),
            ("hopped", "HOP(INTERVAL '2' SECOND, INTERVAL '6' SECOND)", (2_000_000, 6_000_000))]
+#: the moments alone, over a HOP: the columnar window operator
+MOMENT_WINDOW = ("moment_hops", "HOP(INTERVAL '1' SECOND, INTERVAL '5' SECOND)",
+                 (1_000_000, 5_000_000))
+
+
+def _calls(calls: list[tuple[str, str, str]]) -> str:
+    return ", ".join(f"{spate} AS {name}" for spate, _, name in calls)
 
 
 def _pipeline(workdir: Any) -> str:
@@ -96,6 +108,8 @@ def _pipeline(workdir: Any) -> str:
     parts = [SOURCES.format(dir=workdir)]
     parts += [WINDOWED.format(name=name, dir=workdir, window=window, aggregates=aliased,
                               names=", ".join(NAMES)) for name, window, _ in WINDOWS]
+    parts.append(WINDOWED.format(name=MOMENT_WINDOW[0], dir=workdir, window=MOMENT_WINDOW[1],
+                                 aggregates=_calls(MOMENTS), names=", ".join(MOMENT_NAMES)))
     parts.append(UPDATING.format(name="totals", dir=workdir, aggregates=aliased,
                                  source="events"))
     untimed = SPATE_AGGREGATES.split(", first_value")[0]
@@ -113,8 +127,11 @@ def _events(rng: random.Random) -> list[tuple[int, int | None, int]]:
     return sorted(rows, key=lambda r: r[2])
 
 
-def _sorted(values: list[Any]) -> list[Any]:
-    """``values`` with array_agg's sorted (as a string, which approx compares exactly)."""
+def _sorted(values: list[Any], names: list[str]) -> list[Any]:
+    """``values`` (of ``names``) with array_agg's sorted (as a string, which approx compares
+    exactly)."""
+    if "aa" not in names:
+        return values
     array = values[ARRAY]
     if array is not None:
         array = repr(sorted(array, key=lambda v: (v is None, v or 0)))
@@ -126,20 +143,25 @@ def _approx(rows: list[tuple[Any, ...]], names: list[str]) -> dict[tuple[Any, ..
     the sorted array_agg text exactly)."""
     return {tuple(r[:2]) if len(r) > len(names) + 1 else (r[0],):
             [v if isinstance(v, str) or v is None else pytest.approx(v, rel=1e-7, abs=1e-7)
-             for v in _sorted([None if v != v else v for v in r[-len(names):]])]
+             for v in _sorted([None if v != v else v for v in r[-len(names):]], names)]
             for r in rows}
 
 
-def _got_windowed(path: Any) -> dict[tuple[Any, ...], list[Any]]:
+def _got_windowed(path: Any, names: list[str]) -> dict[tuple[Any, ...], list[Any]]:
     rows = [json.loads(line) for line in path.read_text().splitlines()]
-    return {(r["k"], r["ws"]): _sorted([r[n] for n in NAMES]) for r in rows}
+    return {(r["k"], r["ws"]): _sorted([r[n] for n in names], names) for r in rows}
 
 
 def _got_updating(path: Any, names: list[str]) -> dict[tuple[Any, ...], list[Any]]:
     lines = path.read_text().splitlines()
+    def comparable_image(image: dict[str, Any]) -> dict[str, Any]:
+        if "aa" not in names:
+            return image
+        return {**image, "aa": _sorted([image[n] for n in names], names)[ARRAY]}
+
     hashable = [json.dumps({side: None if change[side] is None else
-                            {**change[side], "aa": _sorted([change[side][n] for n in names])[ARRAY]}
-                            for side in ("before", "after")}) for change in map(json.loads, lines)]
+                            comparable_image(change[side]) for side in ("before", "after")})
+                for change in map(json.loads, lines)]
     comparable = path.with_suffix(".sorted.jsonl")  # array_agg as a string: hashable
     comparable.write_text("".join(line + "\n" for line in hashable))
     applied = _applied(comparable, ["k", *names])
@@ -170,15 +192,18 @@ def test_more_aggregates_equal_duckdb(spark, tmp_path_factory):  # type: ignore[
     db.execute("CREATE TABLE items (id BIGINT, k BIGINT, v BIGINT)")
     db.executemany("INSERT INTO items VALUES (?, ?, ?)",
                    [(r["id"], r["k"], r["v"]) for r in table.values()])
-    for name, _, (slide, width) in WINDOWS:
+    for (name, _, (slide, width)), calls in (*((w, CALLS) for w in WINDOWS),
+                                             (MOMENT_WINDOW, MOMENTS)):
+        names = [name for _, _, name in calls]
         expected = db.execute(f"""
-            SELECT k, start, {DUCKDB_AGGREGATES}
+            SELECT k, start, {", ".join(duck for _, duck, _ in calls)}
             FROM events, range(t - t % {slide} - {width} + {slide}, t - t % {slide} + 1,
                                {slide}) AS r(start)
             GROUP BY k, start""").fetchall()
-        assert _got_windowed(workdir / f"{name}.jsonl") == _approx(expected, NAMES), name
-    for name, source, names in (("totals", "events", NAMES), ("current", "items", NAMES[:TIMED])):
-        aggregates = ", ".join(duck for _, duck, _ in CALLS[:len(names)])
+        assert _got_windowed(workdir / f"{name}.jsonl", names) == _approx(expected, names), name
+    for name, source, calls in (("totals", "events", CALLS), ("current", "items", CALLS[:TIMED])):
+        names = [name for _, _, name in calls]
+        aggregates = ", ".join(duck for _, duck, _ in calls)
         expected = db.execute(f"SELECT k, {aggregates} FROM {source} GROUP BY k").fetchall()
         assert _got_updating(workdir / f"{name}.jsonl", names) == _approx(expected, names), name
     assert table  # the change stream left rows

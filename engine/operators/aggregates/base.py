@@ -85,9 +85,10 @@ class AggregateFunction(ABC):
     updating form (an aggregate UDF) says so when asked.
     """
 
-    #: how the columnar paths merge the partials: "count", "sum" or "extreme" (windows,
-    #: :mod:`spate.engine.operators.window_columns`, and updating aggregates), or
-    #: "moments" (updating aggregates only); None: not columnar
+    #: how the columnar paths merge the partials: "count", "sum", "extreme", "moments"
+    #: (variances) or "comoments" (the (y, x) aggregates), in windows
+    #: (:mod:`spate.engine.operators.window_columns`) and updating aggregates; None: not
+    #: columnar
     columnar: str | None = None
 
     def __init__(self, name: str) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from math import sqrt
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from spate.engine.operators.aggregates.base import (
@@ -95,6 +96,60 @@ def comoments_result(function: str, acc: list[Any]) -> Any:
     return float(results[function]())
 
 
+def combined_columns(acc: list[np.ndarray], more: list[np.ndarray]) -> list[np.ndarray]:
+    """:func:`merge_moments` (three columns) or :func:`merge_comoments` (six) element by
+    element, in the same order of operations, so each element equals the scalar merge."""
+    count = acc[0] + more[0]
+    safe = np.where(count == 0, 1, count)
+    unchanged, empty, single = more[0] == 0, count == 0, count == 1
+    if len(acc) == 3:
+        delta = more[1] - acc[1]
+        means = [acc[1] + delta * more[0] / safe]
+        squares = [acc[2] + more[2] + delta * delta * acc[0] * more[0] / safe]
+        spreads = [np.maximum(squares[0], 0.0)]
+    else:
+        dy, dx = more[1] - acc[1], more[2] - acc[2]
+        weight = acc[0] * more[0] / safe
+        means = [acc[1] + dy * more[0] / safe, acc[2] + dx * more[0] / safe]
+        spreads = [np.maximum(acc[3] + more[3] + dy * dy * weight, 0.0),
+                   np.maximum(acc[4] + more[4] + dx * dx * weight, 0.0),
+                   acc[5] + more[5] + dy * dx * weight]
+    merged = [count, *means, *(np.where(single, 0.0, spread) for spread in spreads)]
+    return [np.where(unchanged, old, np.where(empty, 0 if j == 0 else 0.0, new))
+            for j, (old, new) in enumerate(zip(acc, merged, strict=True))]
+
+
+def columns_result(function: str, acc: list[np.ndarray], exists: np.ndarray) -> pa.Array:
+    """:func:`moments_result` or :func:`comoments_result` element by element (NULL where
+    a divisor is 0, or where ``exists`` is false)."""
+    if len(acc) == 3:
+        count, _, squares = acc
+        divisor = count - 1 if function.endswith("_samp") else count
+        valid = exists & (divisor > 0)
+        variance = squares / np.where(valid, divisor, 1)
+        values = np.sqrt(variance) if function.startswith("stddev") else variance
+        return pa.array(values, pa.float64(), mask=~valid)
+    count, mean_y, mean_x, syy, sxx, sxy = acc
+    if function == "regr_count":
+        return pa.array(count, pa.int64(), mask=~exists)
+    syy = np.where(syy > _RESIDUE * count * (mean_y * mean_y + 1), syy, 0.0)
+    sxx = np.where(sxx > _RESIDUE * count * (mean_x * mean_x + 1), sxx, 0.0)
+    divisor = {"covar_samp": count - 1, "corr": np.sqrt(sxx * syy), "regr_slope": sxx,
+               "regr_intercept": sxx, "regr_r2": sxx}.get(function, count)
+    valid = exists & (divisor > 0)
+    results: dict[str, Callable[[], np.ndarray]] = {
+        "covar_pop": lambda: sxy / count, "covar_samp": lambda: sxy / (count - 1),
+        "corr": lambda: sxy / divisor, "regr_slope": lambda: sxy / sxx,
+        "regr_intercept": lambda: mean_y - sxy / sxx * mean_x,
+        "regr_r2": lambda: np.where(syy != 0, sxy * sxy / (sxx * syy), 1.0),
+        "regr_avgx": lambda: mean_x, "regr_avgy": lambda: mean_y,
+        "regr_sxx": lambda: sxx, "regr_syy": lambda: syy, "regr_sxy": lambda: sxy,
+    }
+    with np.errstate(divide="ignore", invalid="ignore"):  # masked where a divisor is 0
+        values = results[function]()
+    return pa.array(np.asarray(values, np.float64), pa.float64(), mask=~valid)
+
+
 def moments_result(function: str, acc: list[Any]) -> float | None:
     """var_samp, var_pop, stddev_samp or stddev_pop of ``[count, mean, squares]``."""
     count, _, squares = acc
@@ -138,6 +193,10 @@ class Comoments(Moments):
     width = 6
     combine = staticmethod(merge_comoments)
     finish = staticmethod(comoments_result)
+
+
+#: How many numbers a partial holds, by columnar kind (``AggregateFunction.columnar``).
+MOMENT_COLUMNS = {"moments": Moments.width, "comoments": Comoments.width}
 
 
 def negated(moments: list[Any]) -> list[Any]:
@@ -216,7 +275,7 @@ class MomentsFunction(AggregateFunction):
 class ComomentsFunction(MomentsFunction):
     """corr, covar_*, regr_* (by ``name``): over ``[y, x]`` pairs."""
 
-    columnar = None
+    columnar = "comoments"
     templates = COMOMENTS_SQL
     window_kind = Comoments
     signed_kind = SignedComoments

@@ -41,10 +41,23 @@ UPDATING_EXTREMES = (AggregateCall("min", "a0", "lo"), AggregateCall("max", "a2"
                      AggregateCall("max", "a3", "any_positive"))
 #: variances: moments of the rows added and of those withdrawn (the last aggregates)
 VARIANCES = (AggregateCall("var_samp", "a0", "spread"), AggregateCall("stddev_pop", "a0", "sd"))
+#: (y, x) aggregates of (value, event time): co-moments, after the variances
+COMOMENTS = (AggregateCall("covar_samp", "a4", "cov"), AggregateCall("regr_slope", "a4", "slope"))
+
+
+def _comoments(pairs: list[tuple[float, float]]) -> list[Any]:
+    """``[count, mean y, mean x, y squares, x squares, products]`` as Spark's SQL gives them."""
+    if not pairs:
+        return [0, None, None, None, None, None]
+    my = sum(y for y, _ in pairs) / len(pairs)
+    mx = sum(x for _, x in pairs) / len(pairs)
+    return [len(pairs), my, mx, sum((y - my) ** 2 for y, _ in pairs),
+            sum((x - mx) ** 2 for _, x in pairs), sum((y - my) * (x - mx) for y, x in pairs)]
 
 
 def _spec(ttl_s: int, updating_input: bool) -> UpdatingAggregate:
-    aggregates = AGGREGATES + (UPDATING_EXTREMES if updating_input else EXTREMES) + VARIANCES
+    aggregates = (AGGREGATES + (UPDATING_EXTREMES if updating_input else EXTREMES) + VARIANCES
+                  + COMOMENTS)
     return UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
                              aggregates=aggregates, updating_input=updating_input,
                              output_view="v", ttl_us=ttl_s * SECOND)
@@ -82,6 +95,13 @@ def _partials(rows: list[Row], updating_input: bool = False) -> pa.Table:
                 columns[f"p{i}_{j + 1}"].append(mean)
                 columns[f"p{i}_{j + 2}"].append(
                     None if mean is None else sum((v - mean) ** 2 for v in mine_values))
+        for i in range(first_variance + len(VARIANCES),
+                       first_variance + len(VARIANCES) + len(COMOMENTS)):
+            for j, sign in ((0, 1), (6, -1)):  # the pairs added, then those withdrawn
+                pairs = [(float(v), float(ts)) for s, (_, _, ts, v) in zip(signs, mine, strict=True)
+                         if v is not None and s == sign]
+                for k, value in enumerate(_comoments(pairs)):
+                    columns[f"p{i}_{j + k}"].append(value)
         if updating_input:
             timed = [(s, ts) for s, (_, _, ts, v) in zip(signs, mine, strict=True)
                      if v is not None]
@@ -113,6 +133,10 @@ def _partials(rows: list[Row], updating_input: bool = False) -> pa.Table:
     for i in range(first_variance, first_variance + len(VARIANCES)):
         names[-1:-1] = [f"p{i}_{j}" for j in range(6)]
         types.update({f"p{i}_{j}": pa.float64() for j in (1, 2, 4, 5)})
+    for i in range(first_variance + len(VARIANCES),
+                   first_variance + len(VARIANCES) + len(COMOMENTS)):
+        names[-1:-1] = [f"p{i}_{j}" for j in range(12)]
+        types.update({f"p{i}_{j}": pa.float64() for j in range(12) if j % 6})
     return pa.table({n: pa.array(columns[n], types.get(n, pa.int64())) for n in names})
 
 
