@@ -16,7 +16,8 @@ key and then pane.  Nothing here loops over rows, keys or windows in Python:
   those positions; min and max answer range-minimum queries from a sparse
   table of ``log2(W)`` levels; variances and the (y, x) aggregates combine
   their panes' moments over blocks of 1, 2, 4, … panes, ``log2(W)`` combines
-  of every window at once.
+  of every window at once; a distinct count counts, per window end, the runs of
+  window ends each (key, value) reaches (one sort of the panes' values).
 
 So the work per epoch is linear in panes plus fired windows, and does not
 grow with width / slide.  Aggregates this module does not compute columnarly
@@ -46,12 +47,16 @@ SUMS = _columnar("sum")
 EXTREMES = _columnar("extreme")
 #: ... and the variances and (y, x) aggregates, whose partials are (co-)moments.
 MOMENTS = _columnar("moments") | _columnar("comoments")
+#: ... and count(DISTINCT x), whose pane partials are sets of values.
+DISTINCTS = _columnar("distinct")
 
 
 def supported(function: str, partial_type: pa.DataType) -> bool:
     """Whether aggregate ``function`` over partials of ``partial_type`` runs here."""
     if function in COUNTS or function in MOMENTS:  # moments: of DOUBLEs, as planned
         return True
+    if function in DISTINCTS:  # sets of values that equal only themselves (no floats)
+        return bool(pa.types.is_list(partial_type) and distinguishable(partial_type.value_type))
     numeric = bool(pa.types.is_integer(partial_type) or pa.types.is_floating(partial_type)
                    or pa.types.is_decimal(partial_type))
     if function in SUMS:
@@ -61,6 +66,14 @@ def supported(function: str, partial_type: pa.DataType) -> bool:
                                or pa.types.is_date32(partial_type)
                                or pa.types.is_boolean(partial_type))
     return False
+
+
+def distinguishable(kind: pa.DataType) -> bool:
+    """Values a distinct count tells apart by Arrow's hashing as SQL does: not floats,
+    whose NaN and -0.0 SQL equates differently."""
+    return bool(pa.types.is_integer(kind) or pa.types.is_string(kind)
+                or pa.types.is_large_string(kind) or pa.types.is_boolean(kind)
+                or pa.types.is_timestamp(kind) or pa.types.is_date32(kind))
 
 
 @dataclass(frozen=True)
@@ -215,3 +228,56 @@ def window_merges(partials: Columns, fired: FiredWindows,
         started |= taking
         position[taking] += size
     return merged
+
+
+def value_ids(lists: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, pa.Array]:
+    """The non-NULL values of a list column, flat: each one's row, a number per distinct
+    value (equal values, equal numbers) and the values themselves."""
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    flat = pc.list_flatten(lists)
+    rows = pc.list_parent_indices(lists).to_numpy()
+    present = flat.is_valid()
+    flat = flat.filter(present)
+    rows = rows[present.to_numpy(zero_copy_only=False)]
+    ids = pc.dictionary_encode(flat).indices.to_numpy().astype(np.int64)
+    return rows, ids, flat
+
+
+def window_distinct(keys: np.ndarray, slots: np.ndarray, sets: pa.ChunkedArray,
+                    panes_per_window: int, fired: FiredWindows) -> np.ndarray:
+    """Per fired window, how many distinct values the sets of its panes hold.
+
+    A (key, value) in a pane at slot ``s`` is in the windows ending at slots
+    ``s + 1 … s + W``; along the slots of its panes these intervals merge into
+    runs.  Each run adds 1 from its first end on and takes it away after its
+    last, so a window's count is the running sum of its key's run bounds up to
+    its end.
+    """
+    counts = np.zeros(len(fired), dtype=np.int64)
+    rows, ids, _ = value_ids(sets)
+    if len(fired) == 0 or len(rows) == 0:
+        return counts
+    width = panes_per_window
+    owners, at = keys[rows], slots[rows]
+    order = np.lexsort((at, ids, owners))
+    owners, ids, at = owners[order], ids[order], at[order]
+    begins = np.ones(len(at), dtype=bool)
+    begins[1:] = (owners[1:] != owners[:-1]) | (ids[1:] != ids[:-1]) | (at[1:] > at[:-1] + width)
+    firsts = np.flatnonzero(begins)
+    lasts = np.append(firsts[1:] - 1, len(at) - 1)
+    bound_owners = np.concatenate([owners[firsts], owners[firsts]])
+    bounds = np.concatenate([at[firsts] + 1, at[lasts] + width + 1])
+    steps = np.concatenate([np.ones(len(firsts), np.int64), -np.ones(len(firsts), np.int64)])
+    window_owners, ends = keys[fired.key_rows], fired.end_slots
+    # (key, slot) as one int64: slots as ranks among those that occur (see fired_windows)
+    distinct = np.unique(np.concatenate([bounds, ends]))
+    span = len(distinct) + 1
+    composite = bound_owners * span + np.searchsorted(distinct, bounds)
+    order = np.argsort(composite, kind="stable")
+    composite, running = composite[order], np.cumsum(steps[order])
+    # a key's bounds sum to 0, so the running sum restarts with each key
+    reached = np.searchsorted(composite, window_owners * span + np.searchsorted(distinct, ends),
+                              side="right")
+    counts = np.where(reached > 0, running[np.maximum(reached - 1, 0)], 0)
+    return counts

@@ -47,6 +47,7 @@ import pyarrow.compute as pc
 from spate.engine.operators.aggregates import AGGREGATES
 from spate.engine.operators.aggregates.moments import columns_result, combined_columns
 from spate.engine.operators.window_columns import (
+    DISTINCTS,
     EXTREMES,
     MOMENTS,
     FiredWindows,
@@ -79,12 +80,14 @@ _NEVER = 2**63 - 1
 
 def session_columnar(spec: WindowAggregate, partial_schema: pa.Schema) -> bool:
     """Whether the SESSION window ``spec`` runs here: plain keys, and aggregates this
-    module merges (decimals stay on the per-key path, which keeps them exact)."""
+    module merges (decimals stay on the per-key path, which keeps them exact; so do
+    distinct counts)."""
     if any(pa.types.is_nested(partial_schema.field(k).type) for k in spec.key_columns):
         return False
     for i, call in enumerate(spec.aggregates):
         kind = partial_schema.field(f"p{i}_0").type
-        if pa.types.is_decimal(kind) or not supported(call.function, kind):
+        if (pa.types.is_decimal(kind) or call.function in DISTINCTS
+                or not supported(call.function, kind)):
             return False
     return True
 

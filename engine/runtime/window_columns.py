@@ -41,6 +41,7 @@ from spate.engine.operators.aggregates.moments import (
 )
 from spate.engine.operators.window_columns import (
     COUNTS,
+    DISTINCTS,
     EXTREMES,
     MOMENTS,
     SUMS,
@@ -48,6 +49,8 @@ from spate.engine.operators.window_columns import (
     fired_windows,
     key_ids,
     supported,
+    value_ids,
+    window_distinct,
     window_extremes,
     window_merges,
     window_sums,
@@ -154,7 +157,7 @@ class WindowColumnsRange:
         merged = table.take(pa.array(firsts))
         aggregations = [(ROWS, "sum")]
         for i, call in enumerate(self.spec.aggregates):
-            if call.function in MOMENTS:
+            if call.function in MOMENTS or call.function in DISTINCTS:
                 continue
             for j in range(len(AGGREGATES[call.function].pane_sql())):
                 merge = call.function if call.function in EXTREMES and j == 0 else "sum"
@@ -173,6 +176,11 @@ class WindowColumnsRange:
                     array = pa.array(values)
                     merged = merged.set_column(merged.schema.get_field_index(name),
                                                pa.field(name, array.type), array)
+            elif call.function in DISTINCTS:
+                name = f"p{i}_0"
+                merged = merged.set_column(merged.schema.get_field_index(name),
+                                           merged.schema.field(name),
+                                           _united(table.column(name), panes, len(firsts)))
         return merged
 
     def _fire(self, panes: pa.Table, epoch: TaskEpoch) -> pa.Table:
@@ -183,9 +191,11 @@ class WindowColumnsRange:
         first_end = _first_open_end(epoch.watermark_before, slide) // slide
         last_end = epoch.watermark_after // slide
         fired = fired_windows(keys, slots, per_window, first_end, last_end)
-        return self._output(panes, fired)
+        return self._output(panes, fired, keys, slots)
 
-    def _output(self, panes: pa.Table, fired: FiredWindows) -> pa.Table:
+    def _output(self, panes: pa.Table, fired: FiredWindows, keys: np.ndarray,
+                slots: np.ndarray) -> pa.Table:
+        """The fired windows' rows (``keys``, ``slots``: each pane's key number and slot)."""
         schema = self.schema
         slide = self.spec.window.slide_us
         key_count = len(self.spec.key_columns)
@@ -198,6 +208,11 @@ class WindowColumnsRange:
             [timestamps(starts), timestamps(ends)], fields=list(WINDOW_TYPE)))
         for i, call in enumerate(self.spec.aggregates):
             kind = schema.field(key_count + 1 + i).type
+            if call.function in DISTINCTS:
+                columns.append(pa.array(window_distinct(
+                    keys, slots, panes.column(f"p{i}_0"),
+                    self.spec.window.width_us // slide, fired), kind))
+                continue
             columns.append(_aggregate(call.function, panes, i, fired, kind))
         columns.append(timestamps(ends - 1))
         return pa.Table.from_arrays(columns, schema=schema)
@@ -281,6 +296,20 @@ def _pane_ids(table: pa.Table, key_columns: list[str]) -> np.ndarray:
     changed = np.ones(len(keys), bool)
     changed[1:] = (keys[1:] != keys[:-1]) | (starts[1:] != starts[:-1])
     return np.cumsum(changed, dtype=np.int64) - 1
+
+
+def _united(sets: pa.ChunkedArray, panes: np.ndarray, count: int) -> pa.Array:
+    """Per (key, pane) (``panes``: each row's number, ``count`` of them), the union of
+    its rows' sets of values."""
+    rows, ids, values = value_ids(sets)
+    owners = panes[rows]
+    order = np.lexsort((ids, owners))
+    owners, ids = owners[order], ids[order]
+    first = np.ones(len(ids), dtype=bool)
+    first[1:] = (owners[1:] != owners[:-1]) | (ids[1:] != ids[:-1])
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(owners[first], minlength=count))])
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()),
+                                    values.take(pa.array(order[first])), type=sets.type)
 
 
 def moment_columns(panes: pa.Table, index: int, function: str) -> list[np.ndarray]:

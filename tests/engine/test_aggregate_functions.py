@@ -1,7 +1,7 @@
 """The aggregates (docs/sql/functions.md) beyond count/sum/avg/min/max, in windowed (TUMBLE,
-HOP) and updating aggregates, against the same queries in batch in DuckDB.  The variances
-and (y, x) aggregates also run alone in a HOP: with no other aggregate beside them, that
-query takes the columnar window operator.
+HOP) and updating aggregates, against the same queries in batch in DuckDB.  The variances,
+(y, x) aggregates and distinct counts also run alone in a HOP: with no other aggregate
+beside them, that query takes the columnar window operator.
 
 One pipeline runs every case (CI time): an append-only ``events`` source read
 by a TUMBLE, a HOP and an updating GROUP BY, and a ``debezium_json`` source
@@ -65,8 +65,9 @@ DUCKDB_AGGREGATES = ", ".join(duck for _, duck, _ in CALLS)
 TIMED = NAMES.index("fv")
 #: array_agg's order is not specified: compared sorted
 ARRAY = NAMES.index("aa")
-#: The variances and (y, x) aggregates: kept as moments, which run in columns
-MOMENTS = [call for call in CALLS if call[2].startswith(("sd", "v", "co", "regr"))]
+#: The variances and (y, x) aggregates (kept as moments) and distinct counts: in columns
+MOMENTS = [call for call in CALLS if call[2].startswith(("sd", "v", "co", "regr", "ad"))]
+MOMENTS.append(("count(DISTINCT v % 5)", "count(DISTINCT v % 5)", "cd"))
 MOMENT_NAMES = [name for _, _, name in MOMENTS]
 
 
@@ -94,7 +95,7 @@ WITH (connector = 'single_file', path = '{dir}/items.jsonl', format = 'debezium_
 #: (sink, window SQL, (slide, width) in µs)
 WINDOWS = [("tumbled", "TUMBLE(INTERVAL '5' SECOND)", (5_000_000, 5_000_000)),
            ("hopped", "HOP(INTERVAL '2' SECOND, INTERVAL '6' SECOND)", (2_000_000, 6_000_000))]
-#: the moments alone, over a HOP: the columnar window operator
+#: the moments and distinct counts alone, over a HOP: the columnar window operator
 MOMENT_WINDOW = ("moment_hops", "HOP(INTERVAL '1' SECOND, INTERVAL '5' SECOND)",
                  (1_000_000, 5_000_000))
 

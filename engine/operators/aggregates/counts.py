@@ -114,7 +114,7 @@ class CountFunction(AggregateFunction):
 class CountDistinctFunction(CountFunction):
     """count(DISTINCT x): a pane's set of values; over updating input, a multiset."""
 
-    columnar = None
+    columnar = "distinct"  # windows (TUMBLE, HOP) only
 
     def pane_sql(self) -> list[str]:
         return ["collect_set({a})"]

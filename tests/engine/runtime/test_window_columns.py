@@ -39,6 +39,8 @@ AGGREGATES = (AggregateCall("count_star", None, "n"), AggregateCall("count", "a0
               AggregateCall("var_samp", "a0", "spread"), AggregateCall("corr", "a1", "r"))
 #: The (y, x) pairs of :data:`AGGREGATES`' corr: the value against the time's remainder.
 MODULUS = 7
+#: TUMBLE and HOP windows also count distinct values in columns (sessions do not).
+WINDOW_AGGREGATES = AGGREGATES + (AggregateCall("count_distinct", "a0", "d"),)
 
 
 def _moments(values: list[float]) -> list[Any]:
@@ -66,13 +68,15 @@ def _corr(pairs: list[tuple[float, float]]) -> float | None:
 
 def _spec(slide: int, width: int) -> WindowAggregate:
     return WindowAggregate(operator_id="q0_window", input_sql="", key_columns=("k0",),
-                           window=WindowSpec("hop", width, slide), aggregates=AGGREGATES,
+                           window=WindowSpec("hop", width, slide), aggregates=WINDOW_AGGREGATES,
                            output_view="v")
 
 
-def _partials(rows: list[Row], slide: int, key_name: str = "k0") -> pa.Table:
-    """What native Spark's pre-aggregation gives for ``rows`` (:data:`AGGREGATES` per
-    key and pane; a slide of 1 gives SESSION partials: per key and exact time)."""
+def _partials(rows: list[Row], slide: int, key_name: str = "k0",
+              distinct: bool = True) -> pa.Table:
+    """What native Spark's pre-aggregation gives for ``rows`` (:data:`WINDOW_AGGREGATES`
+    per key and pane, or without ``distinct`` :data:`AGGREGATES`; a slide of 1 gives
+    SESSION partials: per key and exact time)."""
     panes: dict[tuple[Any, int], list[Any]] = defaultdict(list)
     pairs: dict[tuple[Any, int], list[tuple[float, float]]] = defaultdict(list)
     for key, ts, value in rows:
@@ -83,6 +87,7 @@ def _partials(rows: list[Row], slide: int, key_name: str = "k0") -> pa.Table:
     present = [[v for v in values if v is not None] for _, values in items]
     moments = [_moments(v) for v in present]
     comoments = [_comoments(pairs[pane]) for pane, _ in items]
+    sets = {"p8_0": pa.array([sorted(set(v)) for v in present], pa.list_(pa.int64()))}
     return pa.table({
         key_name: pa.array([k for (k, _), _ in items], pa.string()),
         "__pane": pa.array([p for (_, p), _ in items], pa.int64()),
@@ -100,6 +105,7 @@ def _partials(rows: list[Row], slide: int, key_name: str = "k0") -> pa.Table:
            for j in range(3)},
         **{f"p7_{j}": pa.array([m[j] for m in comoments],
                                pa.int64() if j == 0 else pa.float64()) for j in range(6)},
+        **(sets if distinct else {}),
     })
 
 
@@ -119,14 +125,16 @@ def _brute_force(rows: list[Row], slide: int, width: int) -> list[tuple[Any, ...
                        sum(present) if present else None,
                        sum(present) / len(present) if present else None,
                        min(present) if present else None, max(present) if present else None,
+                       len(set(present)),
                        statistics.variance(present) if len(present) > 1 else None,
                        _corr(pairs[(key, begin)])))
     return result
 
 
-def _same_windows(fired: list[tuple[Any, ...]], expected: list[tuple[Any, ...]]) -> None:
-    """Equal windows: exact but for the variances and correlations (floating point)."""
-    exact = 9
+def _same_windows(fired: list[tuple[Any, ...]], expected: list[tuple[Any, ...]],
+                  exact: int = 10) -> None:
+    """Equal windows: the first ``exact`` columns exactly, the variances and correlations
+    after them (floating point) within a tolerance."""
     fired, expected = (sorted(rows, key=lambda row: repr(row[:exact]))
                        for rows in (fired, expected))
     assert [row[:exact] for row in fired] == [row[:exact] for row in expected]
@@ -168,7 +176,7 @@ def _run(rows_by_epoch: list[list[Row]], watermarks: list[int], slide: int, widt
                     window = row[WINDOW_COLUMN]
                     fired.append((row["k0"], _micros(window["start"]), _micros(window["end"]),
                                   row["n"], row["c"], row["s"], row["mean"], row["lo"],
-                                  row["hi"], row["spread"], row["r"]))
+                                  row["hi"], row["d"], row["spread"], row["r"]))
             state.commit_epoch(epoch, {})
             before = after
         left = sum(1 for name in (work.panes_name, work.timers_name)
@@ -218,11 +226,12 @@ def test_rows_behind_the_watermark_count_as_late_only_when_every_window_fired(
 
 def test_a_pane_filled_over_several_epochs_combines_its_parts(tmp_path: Path) -> None:
     # HOP(3, 15): the pane at 0 gets rows in three epochs before any of its windows fire.
-    epochs = [[("a", 0, 4), ("a", 1, -2)], [("a", 1, 9), ("b", 2, 1)], [("a", 2, 5)]]
+    epochs = [[("a", 0, 4), ("a", 1, -2)], [("a", 1, 9), ("b", 2, 1)], [("a", 2, 5), ("a", 2, 4)]]
     rows = [row for epoch in epochs for row in epoch]
     fired, _, left = _run(epochs, [0, 1, END_OF_TIME], 3, 15, 1, tmp_path / "s.db")
     _same_windows(fired, _brute_force(rows, 3, 15))
-    assert {row[9] for row in fired if row[0] == "a"} == {statistics.variance([4, -2, 9, 5])}
+    assert {row[9:11] for row in fired if row[0] == "a"} == {
+        (4, statistics.variance([4, -2, 9, 5, 4]))}
     assert left == 0
 
 
@@ -286,7 +295,7 @@ def test_key_ids_treat_null_keys_as_one_key() -> None:
     assert key_ids(table, ["a", "b"]).tolist() == [0, 1, 2, 2, 3]
 
 
-def test_aggregates_kept_as_python_values_and_sessions_are_not_pane_columns() -> None:
+def test_which_aggregates_run_in_pane_columns() -> None:
     schema = _partials([], 1).schema
     assert columnar(_spec(1, 5), schema)
     session = WindowAggregate(operator_id="s", input_sql="", key_columns=("k0",),
@@ -297,8 +306,16 @@ def test_aggregates_kept_as_python_values_and_sessions_are_not_pane_columns() ->
                                window=WindowSpec("hop", 5, 1),
                                aggregates=(AggregateCall("count_distinct", "a0", "d"),),
                                output_view="v")
+    assert columnar(distinct, schema.set(schema.get_field_index("p0_0"),
+                                          pa.field("p0_0", pa.list_(pa.int64()))))
+    # floats: NaN and -0.0 equal in SQL as Arrow's hashing does not
     assert not columnar(distinct, schema.set(schema.get_field_index("p0_0"),
-                                              pa.field("p0_0", pa.list_(pa.int64()))))
+                                              pa.field("p0_0", pa.list_(pa.float64()))))
+    bags = WindowAggregate(operator_id="b", input_sql="", key_columns=("k0",),
+                           window=WindowSpec("hop", 5, 1),
+                           aggregates=(AggregateCall("median", "a0", "m"),), output_view="v")
+    assert not columnar(bags, schema.set(schema.get_field_index("p0_0"),
+                                         pa.field("p0_0", pa.list_(pa.int64()))))
 
 
 def test_a_run_over_per_key_window_state_keeps_the_per_key_path(tmp_path: Path) -> None:

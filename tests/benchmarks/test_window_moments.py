@@ -1,0 +1,100 @@
+"""Variances and correlations over TUMBLE and HOP windows: the operator alone, in columns
+against per key.
+
+``SPATE_BENCHMARK=1 python -m pytest tests/benchmarks/test_window_moments.py -s``
+
+``count(*), stddev_samp(v), corr(v, x) GROUP BY k, HOP(1 s, width)`` (width 1 s:
+TUMBLE): the same pane partials (per key and one-second pane, as Spark's native
+pre-aggregation gives them) through the columnar operator
+(:mod:`spate.engine.runtime.window_columns`) and the per-key one
+(:mod:`spate.engine.runtime.window`), over an embedded (SQLite) store, both
+key-group ranges of each epoch in turn; each epoch brings 20 s of event time and
+the watermark follows it 1 s behind, so each epoch fires 20 slides of windows.
+
+Results go under ``window_moments`` in ``docs/benchmarks/results.json``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from spate.engine.planner.plan import AggregateCall, WindowAggregate, WindowSpec
+from spate.engine.runtime.output import output_schema
+from spate.engine.runtime.tasks import TaskEpoch
+from spate.engine.runtime.watermarks import NO_WATERMARK
+from spate.engine.runtime.window import _WindowRange
+from spate.engine.runtime.window_columns import WindowColumnsRange
+from tests.benchmarks.workloads import load_results, operator_seconds, save_result
+
+pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(7200)]
+
+GROUPS = 128
+SECOND = 1_000_000
+EPOCHS = 6
+EPOCH_S = 20
+RESULTS: dict[str, Any] = load_results().get("window_moments", {})
+
+
+def _partials(rng: np.random.Generator, epoch: int, events: int, keys: int) -> pa.Table:
+    """An epoch's pane partials: ``count(*)``, the moments of ``v`` and the co-moments of
+    ``(v, x)`` per key and one-second pane, over ``events`` rows with uniform keys."""
+    k = rng.integers(0, keys, events)
+    pane = (epoch * EPOCH_S + rng.integers(0, EPOCH_S, events)) * SECOND
+    y = rng.normal(500.0, 100.0, events)
+    x = y * 0.3 + rng.normal(0.0, 10.0, events)
+    order = np.lexsort((pane, k))
+    k, pane, y, x = k[order], pane[order], y[order], x[order]
+    firsts = np.flatnonzero(np.diff(k * (2**40) + pane, prepend=-1))
+    n = np.diff(np.append(firsts, events))
+
+    def sums(values: np.ndarray) -> np.ndarray:
+        summed: np.ndarray = np.add.reduceat(values, firsts)
+        return summed
+
+    my, mx = sums(y) / n, sums(x) / n
+    syy = np.maximum(sums(y * y) - n * my * my, 0.0)
+    sxx = np.maximum(sums(x * x) - n * mx * mx, 0.0)
+    sxy = sums(x * y) - n * mx * my
+    counts = pa.array(n.astype(np.int64))
+    return pa.table({
+        "k": pa.array(k[firsts]), "__pane": pa.array(pane[firsts]),
+        "__kg": pa.array((k[firsts] % GROUPS).astype(np.int32)), "__rows": counts,
+        "p0_0": counts, "p1_0": counts, "p1_1": pa.array(my), "p1_2": pa.array(syy),
+        "p2_0": counts, "p2_1": pa.array(my), "p2_2": pa.array(mx), "p2_3": pa.array(syy),
+        "p2_4": pa.array(sxx), "p2_5": pa.array(sxy)})
+
+
+def _epoch(number: int, ranges: list[range]) -> TaskEpoch:
+    """Epoch ``number``: the watermark 1 s behind the end of its event time."""
+    before = NO_WATERMARK if number == 0 else number * EPOCH_S * SECOND - SECOND
+    return TaskEpoch(b"", "bench", "operator", "run", number, number - 1 if number else None,
+                     tuple((r.start, r.stop) for r in ranges), before,
+                     (number + 1) * EPOCH_S * SECOND - SECOND)
+
+
+@pytest.mark.parametrize(("keys", "events", "width_s"),
+                         [(1_000, 100_000, 1), (1_000, 100_000, 10), (1_000, 100_000, 60),
+                          (10_000, 100_000, 10)])
+def test_the_operator_alone_columns_against_per_key(keys: int, events: int,
+                                                    width_s: int) -> None:
+    spec = WindowAggregate(
+        operator_id="q0", input_sql="", key_columns=("k",),
+        window=WindowSpec("hop", width_s * SECOND, SECOND),
+        aggregates=(AggregateCall("count_star", None, "n"),
+                    AggregateCall("stddev_samp", "a0", "sd"), AggregateCall("corr", "a1", "r")),
+        output_view="out")
+    rng = np.random.default_rng(7)
+    epochs = [_partials(rng, number, events, keys) for number in range(EPOCHS)]
+    schema = output_schema(spec, epochs[0].schema)
+    columns = operator_seconds(WindowColumnsRange(spec, schema), epochs, GROUPS, _epoch)
+    per_key = operator_seconds(_WindowRange(spec, GROUPS, schema), epochs, GROUPS, _epoch)
+    print(f"width {width_s} s, {keys:,} keys, {events:,} events an epoch: columns "
+          f"{columns:.3f} s, per key {per_key:.3f} s an epoch ({per_key / columns:.1f}x)",
+          flush=True)
+    RESULTS[f"{keys}_keys_width_{width_s}"] = {
+        "events_per_epoch": events, "columns_s": columns, "per_key_s": per_key}
+    save_result("window_moments", RESULTS)
