@@ -260,7 +260,7 @@ def window_distinct(keys: np.ndarray, slots: np.ndarray, sets: pa.ChunkedArray,
         return counts
     width = panes_per_window
     owners, at = keys[rows], slots[rows]
-    order = np.lexsort((at, ids, owners))
+    order = _sorted_by(owners, ids, at)
     owners, ids, at = owners[order], ids[order], at[order]
     begins = np.ones(len(at), dtype=bool)
     begins[1:] = (owners[1:] != owners[:-1]) | (ids[1:] != ids[:-1]) | (at[1:] > at[:-1] + width)
@@ -270,14 +270,42 @@ def window_distinct(keys: np.ndarray, slots: np.ndarray, sets: pa.ChunkedArray,
     bounds = np.concatenate([at[firsts] + 1, at[lasts] + width + 1])
     steps = np.concatenate([np.ones(len(firsts), np.int64), -np.ones(len(firsts), np.int64)])
     window_owners, ends = keys[fired.key_rows], fired.end_slots
-    # (key, slot) as one int64: slots as ranks among those that occur (see fired_windows)
-    distinct = np.unique(np.concatenate([bounds, ends]))
-    span = len(distinct) + 1
-    composite = bound_owners * span + np.searchsorted(distinct, bounds)
-    order = np.argsort(composite, kind="stable")
-    composite, running = composite[order], np.cumsum(steps[order])
+    ordered, wanted = _pairs(bound_owners, bounds, window_owners, ends)
+    order = np.argsort(ordered, kind="stable")
+    ordered, running = ordered[order], np.cumsum(steps[order])
     # a key's bounds sum to 0, so the running sum restarts with each key
-    reached = np.searchsorted(composite, window_owners * span + np.searchsorted(distinct, ends),
-                              side="right")
+    reached = np.searchsorted(ordered, wanted, side="right")
     counts = np.where(reached > 0, running[np.maximum(reached - 1, 0)], 0)
     return counts
+
+
+def _pairs(majors: np.ndarray, minors: np.ndarray, more_majors: np.ndarray,
+           more_minors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two sets of (major, minor) integer pairs as int64s that order as the pairs do: the
+    minors offset from their least value, or where that does not fit, their ranks among
+    the minors that occur (as :func:`fired_windows` does)."""
+    low = min(int(minors.min()), int(more_minors.min()))
+    scale = max(int(minors.max()), int(more_minors.max())) - low + 1
+    top = max(int(majors.max()), int(more_majors.max())) + 1
+    if top * scale < 2**62:
+        return majors * scale + (minors - low), more_majors * scale + (more_minors - low)
+    distinct = np.unique(np.concatenate([minors, more_minors]))
+    span = len(distinct)
+    return (majors * span + np.searchsorted(distinct, minors),
+            more_majors * span + np.searchsorted(distinct, more_minors))
+
+
+def _sorted_by(*columns: np.ndarray) -> np.ndarray:
+    """The order that sorts rows by ``columns`` (integers; the first most significant):
+    one argsort of the columns packed into an int64 where they fit, else a lexsort."""
+    packed = columns[-1] - int(columns[-1].min())
+    scale = int(packed.max()) + 1
+    for column in reversed(columns[:-1]):
+        low = int(column.min())
+        spread = int(column.max()) - low + 1
+        if spread * scale >= 2**62:
+            return np.lexsort(tuple(reversed(columns)))
+        packed = (column - low) * scale + packed
+        scale *= spread
+    order: np.ndarray = np.argsort(packed, kind="stable")
+    return order

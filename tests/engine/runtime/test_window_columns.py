@@ -344,3 +344,18 @@ def test_nan_wins_a_max_and_loses_a_min_as_in_spark() -> None:
     assert window_extremes(values, fired, largest=False).tolist() == [1.0, 2.0]
     largest = window_extremes(values, fired, largest=True)
     assert np.isnan(largest[0]) and largest[1] == 3.0
+
+
+def test_distinct_counts_of_panes_far_apart_in_time() -> None:
+    """Slots too far apart to pack (key, slot) into one int64 take the ranked path."""
+    from spate.engine.operators.window_columns import window_distinct
+
+    far = 2**61
+    keys, slots = np.array([0, 0, 1]), np.array([0, far, 5])
+    sets = pa.chunked_array([pa.array([[1, 2], [2], [3, 3]], pa.list_(pa.int64()))])
+    fired = fired_windows(keys, slots, 3, first_end=0, last_end=far + 3)
+    counts = window_distinct(keys, slots, sets, 3, fired)
+    got = sorted(zip(keys[fired.key_rows].tolist(), fired.end_slots.tolist(), counts.tolist(),
+                     strict=True))
+    assert got == [(0, 1, 2), (0, 2, 2), (0, 3, 2), (0, far + 1, 1), (0, far + 2, 1),
+                   (0, far + 3, 1), (1, 6, 1), (1, 7, 1), (1, 8, 1)]

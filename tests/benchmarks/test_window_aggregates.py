@@ -1,9 +1,10 @@
-"""Variances and correlations over TUMBLE and HOP windows: the operator alone, in columns
-against per key.
+"""Variances, correlations and distinct counts over TUMBLE and HOP windows: the operator
+alone, in columns against per key.
 
-``SPATE_BENCHMARK=1 python -m pytest tests/benchmarks/test_window_moments.py -s``
+``SPATE_BENCHMARK=1 python -m pytest tests/benchmarks/test_window_aggregates.py -s``
 
-``count(*), stddev_samp(v), corr(v, x) GROUP BY k, HOP(1 s, width)`` (width 1 s:
+``count(*), stddev_samp(v), corr(v, x)`` (``moments``) or ``count(*), count(DISTINCT
+item)`` (``distinct``, 100 items) ``GROUP BY k, HOP(1 s, width)`` (width 1 s:
 TUMBLE): the same pane partials (per key and one-second pane, as Spark's native
 pre-aggregation gives them) through the columnar operator
 (:mod:`spate.engine.runtime.window_columns`) and the per-key one
@@ -11,7 +12,7 @@ pre-aggregation gives them) through the columnar operator
 key-group ranges of each epoch in turn; each epoch brings 20 s of event time and
 the watermark follows it 1 s behind, so each epoch fires 20 slides of windows.
 
-Results go under ``window_moments`` in ``docs/benchmarks/results.json``.
+Results go under ``window_aggregates`` in ``docs/benchmarks/results.json``.
 """
 
 from __future__ import annotations
@@ -36,10 +37,44 @@ GROUPS = 128
 SECOND = 1_000_000
 EPOCHS = 6
 EPOCH_S = 20
-RESULTS: dict[str, Any] = load_results().get("window_moments", {})
+ITEMS = 100
+RESULTS: dict[str, Any] = load_results().get("window_aggregates", {})
+#: The aggregates of each case.
+CASES = {
+    "moments": (AggregateCall("count_star", None, "n"),
+                AggregateCall("stddev_samp", "a0", "sd"), AggregateCall("corr", "a1", "r")),
+    "distinct": (AggregateCall("count_star", None, "n"),
+                 AggregateCall("count_distinct", "a0", "items")),
+}
 
 
-def _partials(rng: np.random.Generator, epoch: int, events: int, keys: int) -> pa.Table:
+def _distinct_partials(rng: np.random.Generator, epoch: int, events: int,
+                       keys: int) -> pa.Table:
+    """An epoch's pane partials: ``count(*)`` and the set of items per key and
+    one-second pane, over ``events`` rows with uniform keys and items."""
+    k = rng.integers(0, keys, events)
+    pane = (epoch * EPOCH_S + rng.integers(0, EPOCH_S, events)) * SECOND
+    item = rng.integers(0, ITEMS, events)
+    order = np.lexsort((item, pane, k))
+    k, pane, item = k[order], pane[order], item[order]
+    firsts = np.flatnonzero(np.diff(k * (2**40) + pane, prepend=-1))
+    n = np.diff(np.append(firsts, events))
+    unique = np.ones(events, bool)
+    unique[1:] = (k[1:] != k[:-1]) | (pane[1:] != pane[:-1]) | (item[1:] != item[:-1])
+    pane_of = np.cumsum(np.isin(np.arange(events), firsts)) - 1
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(pane_of[unique],
+                                                         minlength=len(firsts)))])
+    counts = pa.array(n.astype(np.int64))
+    return pa.table({
+        "k": pa.array(k[firsts]), "__pane": pa.array(pane[firsts]),
+        "__kg": pa.array((k[firsts] % GROUPS).astype(np.int32)), "__rows": counts,
+        "p0_0": counts,
+        "p1_0": pa.ListArray.from_arrays(pa.array(offsets, pa.int32()),
+                                         pa.array(item[unique]))})
+
+
+def _moment_partials(rng: np.random.Generator, epoch: int, events: int,
+                     keys: int) -> pa.Table:
     """An epoch's pane partials: ``count(*)``, the moments of ``v`` and the co-moments of
     ``(v, x)`` per key and one-second pane, over ``events`` rows with uniform keys."""
     k = rng.integers(0, keys, events)
@@ -76,25 +111,25 @@ def _epoch(number: int, ranges: list[range]) -> TaskEpoch:
                      (number + 1) * EPOCH_S * SECOND - SECOND)
 
 
-@pytest.mark.parametrize(("keys", "events", "width_s"),
-                         [(1_000, 100_000, 1), (1_000, 100_000, 10), (1_000, 100_000, 60),
-                          (10_000, 100_000, 10)])
-def test_the_operator_alone_columns_against_per_key(keys: int, events: int,
+@pytest.mark.parametrize(("case", "keys", "events", "width_s"),
+                         [(case, *sizes) for case in CASES
+                          for sizes in ((1_000, 100_000, 1), (1_000, 100_000, 10),
+                                        (1_000, 100_000, 60), (10_000, 100_000, 10))])
+def test_the_operator_alone_columns_against_per_key(case: str, keys: int, events: int,
                                                     width_s: int) -> None:
     spec = WindowAggregate(
         operator_id="q0", input_sql="", key_columns=("k",),
-        window=WindowSpec("hop", width_s * SECOND, SECOND),
-        aggregates=(AggregateCall("count_star", None, "n"),
-                    AggregateCall("stddev_samp", "a0", "sd"), AggregateCall("corr", "a1", "r")),
+        window=WindowSpec("hop", width_s * SECOND, SECOND), aggregates=CASES[case],
         output_view="out")
     rng = np.random.default_rng(7)
-    epochs = [_partials(rng, number, events, keys) for number in range(EPOCHS)]
+    partials = _moment_partials if case == "moments" else _distinct_partials
+    epochs = [partials(rng, number, events, keys) for number in range(EPOCHS)]
     schema = output_schema(spec, epochs[0].schema)
     columns = operator_seconds(WindowColumnsRange(spec, schema), epochs, GROUPS, _epoch)
     per_key = operator_seconds(_WindowRange(spec, GROUPS, schema), epochs, GROUPS, _epoch)
-    print(f"width {width_s} s, {keys:,} keys, {events:,} events an epoch: columns "
+    print(f"{case}, width {width_s} s, {keys:,} keys, {events:,} events an epoch: columns "
           f"{columns:.3f} s, per key {per_key:.3f} s an epoch ({per_key / columns:.1f}x)",
           flush=True)
-    RESULTS[f"{keys}_keys_width_{width_s}"] = {
+    RESULTS[f"{case}_{keys}_keys_width_{width_s}"] = {
         "events_per_epoch": events, "columns_s": columns, "per_key_s": per_key}
-    save_result("window_moments", RESULTS)
+    save_result("window_aggregates", RESULTS)
