@@ -17,7 +17,9 @@ key and then pane.  Nothing here loops over rows, keys or windows in Python:
   table of ``log2(W)`` levels; variances and the (y, x) aggregates combine
   their panes' moments over blocks of 1, 2, 4, … panes, ``log2(W)`` combines
   of every window at once; a distinct count counts, per window end, the runs of
-  window ends each (key, value) reaches (one sort of the panes' values).
+  window ends each (key, value) reaches (one sort of the panes' values);
+  first_value and last_value rank their panes' ``(time, value)`` pairs in one
+  sort and take the window's least or greatest rank, as min and max do.
 
 So the work per epoch is linear in panes plus fired windows, and does not
 grow with width / slide.  Aggregates this module does not compute columnarly
@@ -49,6 +51,8 @@ EXTREMES = _columnar("extreme")
 MOMENTS = _columnar("moments") | _columnar("comoments")
 #: ... and count(DISTINCT x), whose pane partials are sets of values.
 DISTINCTS = _columnar("distinct")
+#: ... and first_value and last_value, whose pane partials are ``(time, value)`` pairs.
+TIMED = _columnar("timed")
 
 
 def supported(function: str, partial_type: pa.DataType) -> bool:
@@ -57,6 +61,9 @@ def supported(function: str, partial_type: pa.DataType) -> bool:
         return True
     if function in DISTINCTS:  # sets of values that equal only themselves (no floats)
         return bool(pa.types.is_list(partial_type) and distinguishable(partial_type.value_type))
+    if function in TIMED:  # pairs whose values sort as Spark orders them (no floats)
+        return bool(pa.types.is_struct(partial_type)
+                    and distinguishable(partial_type.field("v").type))
     numeric = bool(pa.types.is_integer(partial_type) or pa.types.is_floating(partial_type)
                    or pa.types.is_decimal(partial_type))
     if function in SUMS:
@@ -69,8 +76,8 @@ def supported(function: str, partial_type: pa.DataType) -> bool:
 
 
 def distinguishable(kind: pa.DataType) -> bool:
-    """Values a distinct count tells apart by Arrow's hashing as SQL does: not floats,
-    whose NaN and -0.0 SQL equates differently."""
+    """Values Arrow hashes and sorts as Spark's SQL compares them: not floats, whose NaN
+    and -0.0 Spark equates and orders its own way."""
     return bool(pa.types.is_integer(kind) or pa.types.is_string(kind)
                 or pa.types.is_large_string(kind) or pa.types.is_boolean(kind)
                 or pa.types.is_timestamp(kind) or pa.types.is_date32(kind))
@@ -309,3 +316,35 @@ def _sorted_by(*columns: np.ndarray) -> np.ndarray:
         scale *= spread
     order: np.ndarray = np.argsort(packed, kind="stable")
     return order
+
+
+def pair_ranks(pairs: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of a ``struct<t, v>`` column, the rank of its pair in the order of
+    first_value and last_value (time, then value, NULLs first), and whether it has one."""
+    times, values = pairs.combine_chunks().flatten()
+    table = pa.table({"t": times, "v": values})
+    order = pc.sort_indices(table, sort_keys=[("t", "ascending", "at_start"),
+                                              ("v", "ascending", "at_start")]).to_numpy()
+    ranks = np.empty(len(order), dtype=np.int64)
+    ranks[order] = np.arange(len(order), dtype=np.int64)
+    return ranks, pairs.is_valid().to_numpy(zero_copy_only=False)
+
+
+def ranked(ranks: np.ndarray, valid: np.ndarray, latest: bool) -> np.ndarray:
+    """``ranks`` with the rows without a pair where the earliest (``latest``: latest)
+    pick never takes them."""
+    worst = -1 if latest else len(ranks)
+    picked: np.ndarray = np.where(valid, ranks, worst)
+    return picked
+
+
+def window_timed(pairs: pa.ChunkedArray, fired: FiredWindows, latest: bool
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Per fired window, the row of its earliest (``latest``: latest) pane pair, and
+    whether it has one."""
+    ranks, valid = pair_ranks(pairs)
+    picked = window_extremes(ranked(ranks, valid, latest), fired, latest)
+    present = (picked >= 0) & (picked < len(ranks))
+    rows = np.zeros(len(ranks), dtype=np.int64)
+    rows[ranks] = np.arange(len(ranks))
+    return rows[np.clip(picked, 0, max(len(ranks) - 1, 0))], present

@@ -50,6 +50,7 @@ from spate.engine.operators.window_columns import (
     DISTINCTS,
     EXTREMES,
     MOMENTS,
+    TIMED,
     FiredWindows,
     key_ids,
     supported,
@@ -81,12 +82,12 @@ _NEVER = 2**63 - 1
 def session_columnar(spec: WindowAggregate, partial_schema: pa.Schema) -> bool:
     """Whether the SESSION window ``spec`` runs here: plain keys, and aggregates this
     module merges (decimals stay on the per-key path, which keeps them exact; so do
-    distinct counts)."""
+    distinct counts and first and last values)."""
     if any(pa.types.is_nested(partial_schema.field(k).type) for k in spec.key_columns):
         return False
     for i, call in enumerate(spec.aggregates):
         kind = partial_schema.field(f"p{i}_0").type
-        if (pa.types.is_decimal(kind) or call.function in DISTINCTS
+        if (pa.types.is_decimal(kind) or call.function in DISTINCTS or call.function in TIMED
                 or not supported(call.function, kind)):
             return False
     return True

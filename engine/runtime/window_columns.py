@@ -2,7 +2,8 @@
 
 The columnar counterpart of :mod:`spate.engine.runtime.window` for the
 aggregates :func:`spate.engine.operators.window_columns.supported` computes
-(count, sum, avg, min, max, the variances and the (y, x) aggregates): one pass
+(count, sum, avg, min, max, the variances and the (y, x) aggregates, distinct
+counts, first and last values): one pass
 of Arrow and NumPy over the range's panes, with no Python statement per row,
 key or fired window.
 
@@ -45,15 +46,19 @@ from spate.engine.operators.window_columns import (
     EXTREMES,
     MOMENTS,
     SUMS,
+    TIMED,
     FiredWindows,
     fired_windows,
     key_ids,
+    pair_ranks,
+    ranked,
     supported,
     value_ids,
     window_distinct,
     window_extremes,
     window_merges,
     window_sums,
+    window_timed,
 )
 from spate.engine.planner.plan import WindowAggregate
 from spate.engine.runtime.output import TIMESTAMP, WINDOW_TYPE
@@ -71,6 +76,8 @@ _NEVER = 2**63 - 1
 PANE = "__pane"
 ROWS = "__rows"
 _PANE_ID = "__pane_id"
+#: The aggregates whose pane partials combine other than by sum, min or max.
+_COMBINED = MOMENTS | DISTINCTS | TIMED
 
 
 def columnar(spec: WindowAggregate, partial_schema: pa.Schema) -> bool:
@@ -157,7 +164,7 @@ class WindowColumnsRange:
         merged = table.take(pa.array(firsts))
         aggregations = [(ROWS, "sum")]
         for i, call in enumerate(self.spec.aggregates):
-            if call.function in MOMENTS or call.function in DISTINCTS:
+            if call.function in _COMBINED:
                 continue
             for j in range(len(AGGREGATES[call.function].pane_sql())):
                 merge = call.function if call.function in EXTREMES and j == 0 else "sum"
@@ -169,18 +176,9 @@ class WindowColumnsRange:
             merged = merged.set_column(merged.schema.get_field_index(column),
                                        pa.field(column, values.type), values)
         for i, call in enumerate(self.spec.aggregates):
-            if call.function in MOMENTS:
-                moments = _merge_moments(moment_columns(table, i, call.function), panes, firsts)
-                for j, values in enumerate(moments):
-                    name = f"p{i}_{j}"
-                    array = pa.array(values)
-                    merged = merged.set_column(merged.schema.get_field_index(name),
-                                               pa.field(name, array.type), array)
-            elif call.function in DISTINCTS:
-                name = f"p{i}_0"
+            for name, values in _combined(call.function, i, table, panes, firsts):
                 merged = merged.set_column(merged.schema.get_field_index(name),
-                                           merged.schema.field(name),
-                                           _united(table.column(name), panes, len(firsts)))
+                                           pa.field(name, values.type), values)
         return merged
 
     def _fire(self, panes: pa.Table, epoch: TaskEpoch) -> pa.Table:
@@ -272,6 +270,12 @@ def _aggregate(function: str, panes: pa.Table, index: int, fired: FiredWindows,
     if function in MOMENTS:
         merged = window_merges(moment_columns(panes, index, function), fired, combined_columns)
         return columns_result(function, merged, np.ones(len(fired), bool)).cast(kind)
+    if function in TIMED:
+        pairs = panes.column(f"p{index}_0")
+        rows, present = window_timed(pairs, fired, function == "last_value")
+        values = pc.struct_field(pairs.take(pa.array(rows)), "v")
+        return pc.if_else(pa.array(present), values, pa.nulls(len(present), values.type)) \
+            .cast(kind)
     first = panes.column(f"p{index}_0")
     if function in COUNTS:
         return pa.array(window_sums(as_numbers(first, 0), fired), kind)
@@ -296,6 +300,34 @@ def _pane_ids(table: pa.Table, key_columns: list[str]) -> np.ndarray:
     changed = np.ones(len(keys), bool)
     changed[1:] = (keys[1:] != keys[:-1]) | (starts[1:] != starts[:-1])
     return np.cumsum(changed, dtype=np.int64) - 1
+
+
+def _combined(function: str, index: int, table: pa.Table, panes: np.ndarray,
+              firsts: np.ndarray) -> list[tuple[str, pa.Array]]:
+    """Aggregate ``index``'s partial columns combined per (key, pane) (``panes``: each
+    row's number; ``firsts``: each one's first row), where they are not sums, minima or
+    maxima: (co-)moments, sets of values, first or last ``(time, value)`` pairs."""
+    if function in MOMENTS:
+        moments = _merge_moments(moment_columns(table, index, function), panes, firsts)
+        return [(f"p{index}_{j}", pa.array(values)) for j, values in enumerate(moments)]
+    name = f"p{index}_0"
+    if function in DISTINCTS:
+        return [(name, _united(table.column(name), panes, len(firsts)))]
+    if function in TIMED:
+        return [(name, _picked(table.column(name), firsts, function == "last_value"))]
+    return []
+
+
+def _picked(pairs: pa.ChunkedArray, firsts: np.ndarray, latest: bool) -> pa.Array:
+    """Per run of rows starting at ``firsts``, its earliest (``latest``: latest)
+    ``(time, value)`` pair."""
+    ranks, valid = pair_ranks(pairs)
+    pick = (np.maximum if latest else np.minimum).reduceat(ranked(ranks, valid, latest), firsts)
+    rows = np.zeros(len(ranks), dtype=np.int64)
+    rows[ranks] = np.arange(len(ranks))
+    chosen = pairs.take(pa.array(rows[np.clip(pick, 0, len(ranks) - 1)]))
+    none = pa.array((pick < 0) | (pick >= len(ranks)))
+    return pc.if_else(none, pa.nulls(len(none), pairs.type), chosen).combine_chunks()
 
 
 def _united(sets: pa.ChunkedArray, panes: np.ndarray, count: int) -> pa.Array:

@@ -1,11 +1,12 @@
-"""Variances, correlations and distinct counts over TUMBLE and HOP windows: the operator
-alone, in columns against per key.
+"""Variances, correlations, distinct counts and first and last values over TUMBLE and HOP
+windows: the operator alone, in columns against per key.
 
 ``SPATE_BENCHMARK=1 python -m pytest tests/benchmarks/test_window_aggregates.py -s``
 
-``count(*), stddev_samp(v), corr(v, x)`` (``moments``) or ``count(*), count(DISTINCT
-item)`` (``distinct``, 100 items) ``GROUP BY k, HOP(1 s, width)`` (width 1 s:
-TUMBLE): the same pane partials (per key and one-second pane, as Spark's native
+``count(*), stddev_samp(v), corr(v, x)`` (``moments``), ``count(*), count(DISTINCT
+item)`` (``distinct``, 100 items) or ``first_value(price), last_value(price),
+min(price), max(price)`` (``first_last``: a candle) ``GROUP BY k, HOP(1 s, width)``
+(width 1 s: TUMBLE): the same pane partials (per key and one-second pane, as Spark's native
 pre-aggregation gives them) through the columnar operator
 (:mod:`spate.engine.runtime.window_columns`) and the per-key one
 (:mod:`spate.engine.runtime.window`), over an embedded (SQLite) store, both
@@ -45,7 +46,38 @@ CASES = {
                 AggregateCall("stddev_samp", "a0", "sd"), AggregateCall("corr", "a1", "r")),
     "distinct": (AggregateCall("count_star", None, "n"),
                  AggregateCall("count_distinct", "a0", "items")),
+    # a candle: open, close, low, high
+    "first_last": (AggregateCall("first_value", "a0", "open"),
+                   AggregateCall("last_value", "a0", "close"),
+                   AggregateCall("min", "a0", "low"), AggregateCall("max", "a0", "high")),
 }
+PAIR = pa.struct([pa.field("t", pa.int64()), pa.field("v", pa.int64())])
+
+
+def _first_last_partials(rng: np.random.Generator, epoch: int, events: int,
+                         keys: int) -> pa.Table:
+    """An epoch's pane partials of a candle per key and one-second pane: the earliest and
+    latest ``(time, price)`` pairs, the lowest and highest price."""
+    k = rng.integers(0, keys, events)
+    ts = epoch * EPOCH_S * SECOND + rng.integers(0, EPOCH_S * SECOND, events)
+    price = rng.integers(1_000, 2_000, events)
+    order = np.lexsort((price, ts, k))
+    k, ts, price = k[order], ts[order], price[order]
+    pane = ts - ts % SECOND
+    firsts = np.flatnonzero(np.diff(k * (2**40) + pane, prepend=-1))
+    lasts = np.append(firsts[1:] - 1, events - 1)
+    n = pa.array(np.diff(np.append(firsts, events)))
+
+    def pairs(rows: np.ndarray) -> pa.StructArray:
+        return pa.StructArray.from_arrays([pa.array(ts[rows]), pa.array(price[rows])],
+                                          fields=list(PAIR))
+
+    return pa.table({
+        "k": pa.array(k[firsts]), "__pane": pa.array(pane[firsts]),
+        "__kg": pa.array((k[firsts] % GROUPS).astype(np.int32)), "__rows": n,
+        "p0_0": pairs(firsts), "p1_0": pairs(lasts),
+        "p2_0": pa.array(np.minimum.reduceat(price, firsts)),
+        "p3_0": pa.array(np.maximum.reduceat(price, firsts))})
 
 
 def _distinct_partials(rng: np.random.Generator, epoch: int, events: int,
@@ -122,7 +154,8 @@ def test_the_operator_alone_columns_against_per_key(case: str, keys: int, events
         window=WindowSpec("hop", width_s * SECOND, SECOND), aggregates=CASES[case],
         output_view="out")
     rng = np.random.default_rng(7)
-    partials = _moment_partials if case == "moments" else _distinct_partials
+    partials = {"moments": _moment_partials, "distinct": _distinct_partials,
+                "first_last": _first_last_partials}[case]
     epochs = [partials(rng, number, events, keys) for number in range(EPOCHS)]
     schema = output_schema(spec, epochs[0].schema)
     columns = operator_seconds(WindowColumnsRange(spec, schema), epochs, GROUPS, _epoch)

@@ -1,7 +1,7 @@
 """The aggregates (docs/sql/functions.md) beyond count/sum/avg/min/max, in windowed (TUMBLE,
 HOP) and updating aggregates, against the same queries in batch in DuckDB.  The variances,
-(y, x) aggregates and distinct counts also run alone in a HOP: with no other aggregate
-beside them, that query takes the columnar window operator.
+(y, x) aggregates, distinct counts and first and last values also run alone in a HOP:
+with no other aggregate beside them, that query takes the columnar window operator.
 
 One pipeline runs every case (CI time): an append-only ``events`` source read
 by a TUMBLE, a HOP and an updating GROUP BY, and a ``debezium_json`` source
@@ -65,10 +65,12 @@ DUCKDB_AGGREGATES = ", ".join(duck for _, duck, _ in CALLS)
 TIMED = NAMES.index("fv")
 #: array_agg's order is not specified: compared sorted
 ARRAY = NAMES.index("aa")
-#: The variances and (y, x) aggregates (kept as moments) and distinct counts: in columns
-MOMENTS = [call for call in CALLS if call[2].startswith(("sd", "v", "co", "regr", "ad"))]
-MOMENTS.append(("count(DISTINCT v % 5)", "count(DISTINCT v % 5)", "cd"))
-MOMENT_NAMES = [name for _, _, name in MOMENTS]
+#: The variances and (y, x) aggregates (kept as moments), distinct counts and first and
+#: last values: what TUMBLE and HOP windows compute in columns
+COLUMNAR = [call for call in CALLS
+            if call[2].startswith(("sd", "v", "co", "regr", "ad", "fv", "lv"))]
+COLUMNAR.append(("count(DISTINCT v % 5)", "count(DISTINCT v % 5)", "cd"))
+COLUMNAR_NAMES = [name for _, _, name in COLUMNAR]
 
 
 WINDOWED = """
@@ -95,8 +97,8 @@ WITH (connector = 'single_file', path = '{dir}/items.jsonl', format = 'debezium_
 #: (sink, window SQL, (slide, width) in µs)
 WINDOWS = [("tumbled", "TUMBLE(INTERVAL '5' SECOND)", (5_000_000, 5_000_000)),
            ("hopped", "HOP(INTERVAL '2' SECOND, INTERVAL '6' SECOND)", (2_000_000, 6_000_000))]
-#: the moments and distinct counts alone, over a HOP: the columnar window operator
-MOMENT_WINDOW = ("moment_hops", "HOP(INTERVAL '1' SECOND, INTERVAL '5' SECOND)",
+#: the aggregates of :data:`COLUMNAR` alone, over a HOP: the columnar window operator
+COLUMNAR_WINDOW = ("columnar_hops", "HOP(INTERVAL '1' SECOND, INTERVAL '5' SECOND)",
                  (1_000_000, 5_000_000))
 
 
@@ -109,8 +111,8 @@ def _pipeline(workdir: Any) -> str:
     parts = [SOURCES.format(dir=workdir)]
     parts += [WINDOWED.format(name=name, dir=workdir, window=window, aggregates=aliased,
                               names=", ".join(NAMES)) for name, window, _ in WINDOWS]
-    parts.append(WINDOWED.format(name=MOMENT_WINDOW[0], dir=workdir, window=MOMENT_WINDOW[1],
-                                 aggregates=_calls(MOMENTS), names=", ".join(MOMENT_NAMES)))
+    parts.append(WINDOWED.format(name=COLUMNAR_WINDOW[0], dir=workdir, window=COLUMNAR_WINDOW[1],
+                                 aggregates=_calls(COLUMNAR), names=", ".join(COLUMNAR_NAMES)))
     parts.append(UPDATING.format(name="totals", dir=workdir, aggregates=aliased,
                                  source="events"))
     untimed = SPATE_AGGREGATES.split(", first_value")[0]
@@ -194,7 +196,7 @@ def test_more_aggregates_equal_duckdb(spark, tmp_path_factory):  # type: ignore[
     db.executemany("INSERT INTO items VALUES (?, ?, ?)",
                    [(r["id"], r["k"], r["v"]) for r in table.values()])
     for (name, _, (slide, width)), calls in (*((w, CALLS) for w in WINDOWS),
-                                             (MOMENT_WINDOW, MOMENTS)):
+                                             (COLUMNAR_WINDOW, COLUMNAR)):
         names = [name for _, _, name in calls]
         expected = db.execute(f"""
             SELECT k, start, {", ".join(duck for _, duck, _ in calls)}

@@ -81,6 +81,8 @@ def _pairs(structs: list[Any]) -> list[Any]:
 class TimedFunction(AggregateFunction):
     """first_value or last_value (by ``name``)."""
 
+    columnar = "timed"  # windows (TUMBLE, HOP) only
+
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self.is_max = name == "last_value"

@@ -39,8 +39,18 @@ AGGREGATES = (AggregateCall("count_star", None, "n"), AggregateCall("count", "a0
               AggregateCall("var_samp", "a0", "spread"), AggregateCall("corr", "a1", "r"))
 #: The (y, x) pairs of :data:`AGGREGATES`' corr: the value against the time's remainder.
 MODULUS = 7
-#: TUMBLE and HOP windows also count distinct values in columns (sessions do not).
-WINDOW_AGGREGATES = AGGREGATES + (AggregateCall("count_distinct", "a0", "d"),)
+#: TUMBLE and HOP windows also count distinct values and take first and last values in
+#: columns (sessions do not).
+WINDOW_AGGREGATES = AGGREGATES + (AggregateCall("count_distinct", "a0", "d"),
+                                  AggregateCall("first_value", "a0", "fv"),
+                                  AggregateCall("last_value", "a0", "lv"))
+PAIR = pa.struct([pa.field("t", pa.int64()), pa.field("v", pa.int64())])
+
+
+def _by_time(row: tuple[int, Any]) -> tuple[Any, ...]:
+    """How first_value and last_value order rows: by time, then value, NULL first."""
+    ts, value = row
+    return (ts, value is not None, value if value is not None else 0)
 
 
 def _moments(values: list[float]) -> list[Any]:
@@ -79,15 +89,21 @@ def _partials(rows: list[Row], slide: int, key_name: str = "k0",
     SESSION partials: per key and exact time)."""
     panes: dict[tuple[Any, int], list[Any]] = defaultdict(list)
     pairs: dict[tuple[Any, int], list[tuple[float, float]]] = defaultdict(list)
+    timed: dict[tuple[Any, int], list[tuple[int, Any]]] = defaultdict(list)
     for key, ts, value in rows:
         panes[(key, ts - ts % slide)].append(value)
+        timed[(key, ts - ts % slide)].append((ts, value))
         if value is not None:
             pairs[(key, ts - ts % slide)].append((value, ts % MODULUS))
     items = list(panes.items())
     present = [[v for v in values if v is not None] for _, values in items]
     moments = [_moments(v) for v in present]
     comoments = [_comoments(pairs[pane]) for pane, _ in items]
-    sets = {"p8_0": pa.array([sorted(set(v)) for v in present], pa.list_(pa.int64()))}
+    firsts = [min(timed[pane], key=_by_time) for pane, _ in items]
+    lasts = [max(timed[pane], key=_by_time) for pane, _ in items]
+    sets = {"p8_0": pa.array([sorted(set(v)) for v in present], pa.list_(pa.int64())),
+            "p9_0": pa.array([{"t": t, "v": v} for t, v in firsts], PAIR),
+            "p10_0": pa.array([{"t": t, "v": v} for t, v in lasts], PAIR)}
     return pa.table({
         key_name: pa.array([k for (k, _), _ in items], pa.string()),
         "__pane": pa.array([p for (_, p), _ in items], pa.int64()),
@@ -112,10 +128,12 @@ def _partials(rows: list[Row], slide: int, key_name: str = "k0",
 def _brute_force(rows: list[Row], slide: int, width: int) -> list[tuple[Any, ...]]:
     windows: dict[tuple[Any, int], list[Any]] = defaultdict(list)
     pairs: dict[tuple[Any, int], list[tuple[float, float]]] = defaultdict(list)
+    timed: dict[tuple[Any, int], list[tuple[int, Any]]] = defaultdict(list)
     for key, ts, value in rows:
         start = ts - ts % slide
         for begin in range(start - width + slide, start + 1, slide):
             windows[(key, begin)].append(value)
+            timed[(key, begin)].append((ts, value))
             if value is not None:
                 pairs[(key, begin)].append((value, ts % MODULUS))
     result = []
@@ -125,14 +143,15 @@ def _brute_force(rows: list[Row], slide: int, width: int) -> list[tuple[Any, ...
                        sum(present) if present else None,
                        sum(present) / len(present) if present else None,
                        min(present) if present else None, max(present) if present else None,
-                       len(set(present)),
+                       len(set(present)), min(timed[(key, begin)], key=_by_time)[1],
+                       max(timed[(key, begin)], key=_by_time)[1],
                        statistics.variance(present) if len(present) > 1 else None,
                        _corr(pairs[(key, begin)])))
     return result
 
 
 def _same_windows(fired: list[tuple[Any, ...]], expected: list[tuple[Any, ...]],
-                  exact: int = 10) -> None:
+                  exact: int = 12) -> None:
     """Equal windows: the first ``exact`` columns exactly, the variances and correlations
     after them (floating point) within a tolerance."""
     fired, expected = (sorted(rows, key=lambda row: repr(row[:exact]))
@@ -176,7 +195,8 @@ def _run(rows_by_epoch: list[list[Row]], watermarks: list[int], slide: int, widt
                     window = row[WINDOW_COLUMN]
                     fired.append((row["k0"], _micros(window["start"]), _micros(window["end"]),
                                   row["n"], row["c"], row["s"], row["mean"], row["lo"],
-                                  row["hi"], row["d"], row["spread"], row["r"]))
+                                  row["hi"], row["d"], row["fv"], row["lv"], row["spread"],
+                                  row["r"]))
             state.commit_epoch(epoch, {})
             before = after
         left = sum(1 for name in (work.panes_name, work.timers_name)
@@ -230,8 +250,10 @@ def test_a_pane_filled_over_several_epochs_combines_its_parts(tmp_path: Path) ->
     rows = [row for epoch in epochs for row in epoch]
     fired, _, left = _run(epochs, [0, 1, END_OF_TIME], 3, 15, 1, tmp_path / "s.db")
     _same_windows(fired, _brute_force(rows, 3, 15))
-    assert {row[9:11] for row in fired if row[0] == "a"} == {
+    assert {(row[9], row[12]) for row in fired if row[0] == "a"} == {
         (4, statistics.variance([4, -2, 9, 5, 4]))}
+    # first and last by time, then value: 4 at 0 first; 4 and 5 at 2 tie, 5 is last
+    assert {row[10:12] for row in fired if row[0] == "a"} == {(4, 5)}
     assert left == 0
 
 
