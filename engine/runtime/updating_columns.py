@@ -4,7 +4,8 @@ The columnar counterpart of :class:`~spate.engine.runtime.updating.UpdatingAggre
 for the aggregates :func:`columnar` accepts (count; sum and avg of integers and
 floats; min and max of integers, times, dates and booleans, and over
 append-only input of floats too; the variances and standard deviations; the
-(y, x) aggregates corr, covar_* and regr_*): the epoch's signed partials merge
+(y, x) aggregates corr, covar_* and regr_*; distinct counts of integers, times,
+dates and booleans): the epoch's signed partials merge
 into the keys' states, due groups flush and idle keys expire as whole NumPy and
 Arrow columns, with no Python statement per key.  What it emits is what the per-key operator emits:
 the same changes, with a key's withdrawal before its new row.
@@ -25,8 +26,9 @@ State layout in the store (per key group):
 A key's state row: its row key (``__key``) and group-by values, net rows,
 the accumulator columns ``a<i>_<j>`` (a variance: count, mean and the sum of
 squared deviations; a (y, x) aggregate: count, the two means, the two sums of
-squared deviations and of their products; min and max over updating input: one
-column ``a<i>_0``, the key's multiset of values as a list of ``{v, c}``, each
+squared deviations and of their products; min and max over updating input, and
+distinct counts: one column ``a<i>_0``, the key's multiset of values as a list of
+``{v, c}``, each
 value as a number with its positive net count), its latest event time (µs), whether it
 has output out (``__out``) and that output (``e<i>``), and whether it waits for
 a flush (``__pending``).
@@ -49,7 +51,7 @@ from spate.engine.operators.aggregates.moments import (
     combined_columns,
 )
 from spate.engine.operators.updating import flush_due
-from spate.engine.operators.window_columns import COUNTS, EXTREMES, SUMS
+from spate.engine.operators.window_columns import COUNTS, DISTINCTS, EXTREMES, SUMS
 from spate.engine.planner.plan import EVENT_TIME, UpdatingAggregate
 from spate.engine.runtime.tasks import KEY_GROUP, TaskEpoch, TaskStats
 from spate.engine.runtime.values import from_ipc, to_ipc
@@ -77,8 +79,9 @@ _PENDING = "__pending"
 
 def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
     """Whether ``spec`` runs here: plain keys, and counts, sums, averages, variances and
-    the (y, x) aggregates of numbers, and minimum and maximum (over updating input not of
-    floats: NaN's order), only."""
+    the (y, x) aggregates of numbers, minimum and maximum (over updating input not of
+    floats: NaN's order), and distinct counts of numbers but floats, times and booleans,
+    only."""
     if any(pa.types.is_nested(partial_schema.field(k).type) for k in spec.key_columns):
         return False
     for i, call in enumerate(spec.aggregates):
@@ -94,6 +97,8 @@ def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
                 _multiset_value_type(kind) if spec.updating_input else kind,
                 floats=not spec.updating_input):
             continue
+        if call.function in DISTINCTS and _orderable(_multiset_value_type(kind), floats=False):
+            continue
         return False
     return True
 
@@ -106,10 +111,13 @@ def _orderable(kind: pa.DataType, floats: bool) -> bool:
 
 
 def _multiset_value_type(kind: pa.DataType) -> pa.DataType:
-    """The value type of a signed-values partial (``list<struct<v, s>>``); for any other
-    partial the null type, which no extreme runs in columns over."""
+    """The value type of a signed-values partial (``list<struct<v, s>>``) or of a set of
+    values (``list<v>``); for any other partial the null type, which nothing runs in
+    columns over."""
     if pa.types.is_list(kind) and pa.types.is_struct(kind.value_type):
         return kind.value_type.field("v").type
+    if pa.types.is_list(kind):
+        return kind.value_type
     return pa.null()
 
 
@@ -189,8 +197,10 @@ class UpdatingColumnsRange:
         return table.filter(pa.array(live)).drop_columns([_GONE])
 
     def multiset(self, index: int) -> bool:
-        """Whether aggregate ``index`` keeps a multiset (min or max of updating input)."""
-        return self.spec.updating_input and self.spec.aggregates[index].function in EXTREMES
+        """Whether aggregate ``index`` keeps a multiset (min or max of updating input, a
+        distinct count)."""
+        function = self.spec.aggregates[index].function
+        return function in DISTINCTS or (self.spec.updating_input and function in EXTREMES)
 
     def state_schema(self) -> pa.Schema:
         fields = [pa.field(_KEY, pa.string()), pa.field(_KG, pa.int32())]
@@ -358,6 +368,10 @@ class _Keys:
         columns = []
         for i, call in enumerate(self.aggregates):
             kind = self.work.schema.field(call.output).type
+            if i in self.bags and call.function in DISTINCTS:
+                distinct = np.bincount(self.bags[i].rows, minlength=self.size)
+                columns.append(pa.array(distinct, pa.int64(), mask=~exists).cast(kind))
+                continue
             if i in self.bags:
                 value_type = _multiset_value_type(self.work.partial_schema.field(f"p{i}_0").type)
                 extreme, present = self.bags[i].extremes(self.size, call.function == "max")
@@ -515,15 +529,21 @@ class _Bag:
                    flat.field("c").to_numpy(zero_copy_only=False).astype(np.int64))
 
     def merge(self, at: np.ndarray, partial: pa.ChunkedArray) -> _Bag:
-        """With each partial row's signed values (``list<struct<v, s>>``) added to key
-        row ``at[row]``; values whose count reaches 0 leave."""
+        """With each partial row's signed values (``list<struct<v, s>>``), or set of values
+        (``list<v>``, each counted once), added to key row ``at[row]``; values whose count
+        reaches 0 leave."""
         lists = partial.combine_chunks()
         flat = pc.list_flatten(lists)
-        rows = np.concatenate([self.rows, at[pc.list_parent_indices(lists).to_numpy()]])
-        values = np.concatenate([self.values, as_numbers(flat.field("v"), 0)
+        parents = pc.list_parent_indices(lists).to_numpy()
+        if pa.types.is_struct(flat.type):
+            added, signs = flat.field("v"), flat.field("s").to_numpy(zero_copy_only=False)
+        else:
+            added, signs = flat, np.ones(len(flat), np.int64)
+        present = added.is_valid().to_numpy(zero_copy_only=False)
+        rows = np.concatenate([self.rows, at[parents[present]]])
+        values = np.concatenate([self.values, as_numbers(added.filter(pa.array(present)), 0)
                                  .astype(np.int64)])
-        counts = np.concatenate([self.counts, flat.field("s").to_numpy(zero_copy_only=False)
-                                 .astype(np.int64)])
+        counts = np.concatenate([self.counts, signs[present].astype(np.int64)])
         order = np.lexsort((values, rows))
         rows, values, counts = rows[order], values[order], counts[order]
         if not len(rows):

@@ -181,13 +181,16 @@ _KEPT_IN_COLUMNS_SINCE_DECEMBER = {
     "variances": ((AggregateCall("count_star", None, "n"),
                    AggregateCall("var_samp", "a0", "spread"),
                    AggregateCall("stddev_pop", "a0", "sd")), False, _moment_epochs),
+    # the same multisets of values as updating_max's (later the same day)
+    "updating_distinct": ((AggregateCall("count_star", None, "n"),
+                           AggregateCall("count_distinct", "a0", "kinds")), True, _signed_epochs),
 }
 
 
 @pytest.mark.parametrize("name", list(_KEPT_IN_COLUMNS_SINCE_DECEMBER))
 def test_the_operator_alone_multisets_and_moments(name: str) -> None:
-    """max over updating input (a multiset of values a key) and variances (moments a
-    key): in columns since 2026-12-01, per key before."""
+    """max and count(DISTINCT) over updating input (a multiset of values a key) and
+    variances (moments a key): in columns since 2026-12-01, per key before."""
     keys, events = 100_000, 40_000
     aggregates, updating_input, make_epochs = _KEPT_IN_COLUMNS_SINCE_DECEMBER[name]
     spec = UpdatingAggregate(operator_id="q0", input_sql="", key_columns=("k",),

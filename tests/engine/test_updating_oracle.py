@@ -96,6 +96,8 @@ def test_applied_changes_equal_duckdb(ops, batch, flush_ms, spark, tmp_path_fact
     if table:
         db.executemany("INSERT INTO items VALUES (?, ?, ?)",
                        [(r["id"], r["k"], r["v"]) for r in table.values()])
+    # every aggregate of this query runs in columns: min, max and count(DISTINCT v) over
+    # updating input keep multisets of values
     groups = ["k", "n", "nv", "total", "low", "high", "kinds"]
     assert _applied(workdir / "groups.jsonl", groups) == Counter(
         tuple(r) for r in db.execute(GROUPS).fetchall())

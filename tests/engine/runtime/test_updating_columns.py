@@ -43,6 +43,8 @@ UPDATING_EXTREMES = (AggregateCall("min", "a0", "lo"), AggregateCall("max", "a2"
 VARIANCES = (AggregateCall("var_samp", "a0", "spread"), AggregateCall("stddev_pop", "a0", "sd"))
 #: (y, x) aggregates of (value, event time): co-moments, after the variances
 COMOMENTS = (AggregateCall("covar_samp", "a4", "cov"), AggregateCall("regr_slope", "a4", "slope"))
+#: a distinct count: a multiset of values, after the co-moments
+DISTINCT = (AggregateCall("count_distinct", "a0", "distinct"),)
 
 
 def _comoments(pairs: list[tuple[float, float]]) -> list[Any]:
@@ -57,7 +59,7 @@ def _comoments(pairs: list[tuple[float, float]]) -> list[Any]:
 
 def _spec(ttl_s: int, updating_input: bool) -> UpdatingAggregate:
     aggregates = (AGGREGATES + (UPDATING_EXTREMES if updating_input else EXTREMES) + VARIANCES
-                  + COMOMENTS)
+                  + COMOMENTS + DISTINCT)
     return UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
                              aggregates=aggregates, updating_input=updating_input,
                              output_view="v", ttl_us=ttl_s * SECOND)
@@ -102,6 +104,9 @@ def _partials(rows: list[Row], updating_input: bool = False) -> pa.Table:
                          if v is not None and s == sign]
                 for k, value in enumerate(_comoments(pairs)):
                     columns[f"p{i}_{j + k}"].append(value)
+        distinct = f"p{first_variance + len(VARIANCES) + len(COMOMENTS)}_0"
+        columns[distinct].append([{"v": v, "s": s} for s, v in present] if updating_input
+                                 else sorted({v for _, v in present}))
         if updating_input:
             timed = [(s, ts) for s, (_, _, ts, v) in zip(signs, mine, strict=True)
                      if v is not None]
@@ -137,6 +142,10 @@ def _partials(rows: list[Row], updating_input: bool = False) -> pa.Table:
                    first_variance + len(VARIANCES) + len(COMOMENTS)):
         names[-1:-1] = [f"p{i}_{j}" for j in range(12)]
         types.update({f"p{i}_{j}": pa.float64() for j in range(12) if j % 6})
+    distinct = f"p{first_variance + len(VARIANCES) + len(COMOMENTS)}_0"
+    names[-1:-1] = [distinct]
+    types[distinct] = (pa.list_(pa.struct([pa.field("v", pa.int64()), pa.field("s", pa.int32())]))
+                       if updating_input else pa.list_(pa.int64()))
     return pa.table({n: pa.array(columns[n], types.get(n, pa.int64())) for n in names})
 
 
@@ -254,6 +263,12 @@ def test_the_columnar_path_takes_aggregates_of_numbers_it_computes_in_columns() 
     floats = pa.list_(pa.struct([pa.field("v", pa.float64()), pa.field("s", pa.int32())]))
     assert not columnar(updating, signed.set(signed.get_field_index("p5_0"),
                                              pa.field("p5_0", floats)))
+    # a distinct count keeps a multiset of numbers: not of floats or text
+    distinct = f"p{8 + len(VARIANCES) + len(COMOMENTS)}_0"
+    for kind in (pa.float64(), pa.string()):
+        values = pa.list_(pa.struct([pa.field("v", kind), pa.field("s", pa.int32())]))
+        assert not columnar(updating, signed.set(signed.get_field_index(distinct),
+                                                 pa.field(distinct, values)))
 
 
 def test_a_group_written_in_many_epochs_reads_back_whole(tmp_path: Path) -> None:
