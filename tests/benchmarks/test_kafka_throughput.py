@@ -36,7 +36,7 @@ from tests.engine.harness import run_pipeline
 
 __all__ = ["kafka_broker"]  # the fixture, imported to be used here
 
-pytestmark = [pytest.mark.benchmark, pytest.mark.spark]
+pytestmark = [pytest.mark.benchmark, pytest.mark.spark, pytest.mark.e2e]
 
 #: Input records; ``SPATE_BENCH_KAFKA_EVENTS`` changes it (BENCHMARKS.md quotes 100,000 and
 #: 300,000: tansu's in-memory engine slows down as its partitions grow).

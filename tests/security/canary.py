@@ -41,7 +41,12 @@ class Listener:
             try:
                 connection, _ = self._server.accept()
             except OSError:
-                return
+                if self._server.fileno() == -1:  # closed: the suite is done with it
+                    return
+                # A connection reset before it was accepted (ECONNABORTED) or a
+                # transient lack of descriptors: the listener must keep counting.
+                time.sleep(0.01)
+                continue
             self.accepted += 1
             connection.close()
 

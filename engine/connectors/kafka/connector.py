@@ -62,9 +62,9 @@ START_FROM = core.option("source.offset", core.SOURCES, "where a new pipeline st
 MAX_RECORDS_PER_BATCH = core.option("max_records_per_batch", core.SOURCES, "offsets read per epoch "
                                     "over all partitions, so a backlog is read in several epochs",
                                     default=100_000)
-COMMIT_MODE = core.option("sink.commit_mode", core.SINKS, "`exactly_once` (a Kafka transaction per "
-                          "epoch) or `at_least_once`", choices=(EXACTLY_ONCE, AT_LEAST_ONCE),
-                          default=EXACTLY_ONCE)
+COMMIT_MODE = core.option("sink.commit_mode", core.SINKS, "`exactly_once` (Kafka transactions "
+                          "per epoch, one per writer) or `at_least_once`",
+                          choices=(EXACTLY_ONCE, AT_LEAST_ONCE), default=EXACTLY_ONCE)
 KEY_FIELD = core.option("key_field", core.SINKS, "the column whose value (as text) is each "
                         "record's key; without it records have no key")
 #: Arroyo's name of ``key_field``.

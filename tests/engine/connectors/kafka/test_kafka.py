@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
@@ -31,7 +32,7 @@ from spate.engine.connectors import (
 from spate.engine.connectors.core.boundary import UNCONFINED, Boundary
 from spate.engine.connectors.core.egress import EgressPolicy, literal_address
 from spate.engine.connectors.core.streaming import CONFIG_OPTION
-from spate.engine.connectors.formats.records import FormatSpec
+from spate.engine.connectors.formats.records import FormatSpec, encode_records
 from spate.engine.connectors.kafka import connector as kafka_module
 from spate.engine.connectors.kafka.client import KafkaEndpoint, parse_servers
 from spate.engine.connectors.kafka.sink import KafkaSink
@@ -42,6 +43,7 @@ from spate.engine.connectors.kafka.source import (
     advance,
     consumer_config,
 )
+from spate.engine.runtime.failures import root_message
 from tests.engine.connectors.kafka.kafka_broker import Broker, json_records, kafka_broker
 from tests.engine.connectors.support import make_table
 from tests.engine.harness import read_lines, run_pipeline
@@ -439,16 +441,20 @@ def test_exactly_once_sink_survives_a_stop_and_replayed_epochs(
     frame = spark.createDataFrame([(99, "late")], "id BIGINT, name STRING")
     sink = _sink(kafka_broker, topic, exactly_once=True)
     sink.pipeline = "default/test"  # as the runner of run_pipeline names it
-    sink.open({"epoch": 0})
+    sink.open({"epoch": 0, "writers": 1})
     try:
         last = sink.epoch_in_kafka
         assert last >= 1
-        assert sink.write_epoch(last, frame) == {"epoch": last}  # skipped
+        assert sink.write_epoch(last, frame) == {"epoch": last, "writers": 1}  # skipped
+        assert sink.epoch_bytes == 0
         sink.write_epoch(last + 1, frame)
+        assert sink.epoch_bytes == len(json.dumps({"id": 99, "name": "late"},
+                                                  separators=(",", ":")))
         sink.write_epoch(last + 1, frame)  # replayed in the same process: skipped
+        assert sink.epoch_bytes == 0
     finally:
         sink.close()
-    sink.open({"epoch": last + 1})
+    sink.open({"epoch": last + 1, "writers": 1})
     try:
         assert sink.epoch_in_kafka == last + 1
         sink.write_epoch(last + 1, frame)  # replayed after a restart: skipped
@@ -460,6 +466,92 @@ def test_exactly_once_sink_survives_a_stop_and_replayed_epochs(
         assert sink.epoch_in_kafka == -1
     finally:
         sink.close()
+
+
+def test_a_replayed_epoch_skips_only_the_writers_kafka_holds_it_of(
+        spark: SparkSession, kafka_broker: Broker) -> None:
+    """An epoch's records go to several writers (transactions), each a function of the
+    record; a crash after some of them committed leaves the others to the replay."""
+    topic = kafka_broker.create_topic(3)
+    rows = [(i, f"n{i}") for i in range(200)]
+    frame = spark.createDataFrame(rows, "id BIGINT, name STRING")
+    sink = _sink(kafka_broker, topic, exactly_once=True)
+    sink.open(None)
+    try:
+        writers = sink.writers
+        assert writers == min(3, spark.sparkContext.defaultParallelism) > 1
+        assert sink.write_epoch(0, spark.createDataFrame([(1000, "zero")], frame.schema)) \
+            == {"epoch": 0, "writers": writers}
+        # Epoch 1 reaches Kafka from writer 0 alone, then the pipeline crashes: writer 0's
+        # records are those its repartition gives it.
+        records = encode_records(frame, sink.spec).repartition(writers, "record")
+        first = records.rdd.mapPartitionsWithIndex(
+            lambda index, part: [row.record for row in part] if index == 0 else []).collect()
+        ids_first = sorted(json.loads(record)["id"] for record in first)
+        assert 0 < len(ids_first) < len(rows)
+        sink.write_epoch(1, frame.where(F.col("id").isin(ids_first)))
+    finally:
+        sink.close()
+    sink.open({"epoch": 0, "writers": writers})  # the engine committed epoch 0 only
+    try:
+        assert sink.epoch_in_kafka == 1
+        sink.write_epoch(1, frame)  # writer 0 holds it; the others write their part
+        assert 0 < sink.epoch_bytes < sum(len(json.dumps({"id": i, "name": n},
+                                                         separators=(",", ":")))
+                                          for i, n in rows)
+        sink.write_epoch(1, frame)  # every writer holds it now
+        assert sink.epoch_bytes == 0
+    finally:
+        sink.close()
+    found = _values(kafka_broker.read_all(topic, 3, expected=201))
+    assert found == [*range(200), 1000]
+
+
+def test_a_marker_from_one_transaction_per_epoch_is_honoured(
+        spark: SparkSession, kafka_broker: Broker) -> None:
+    """A pipeline whose sink committed one driver transaction per epoch (before the
+    writers) resumes without writing that epoch again."""
+    topic = kafka_broker.create_topic(1)
+    sink = _sink(kafka_broker, topic, exactly_once=True)
+    sink.pipeline = "default/legacy"
+    old_id = sink.transactional_id
+    producer = Producer({"bootstrap.servers": kafka_broker.address, "transactional.id": old_id})
+    group = Consumer({"bootstrap.servers": kafka_broker.address, "group.id": old_id})
+    try:
+        producer.init_transactions(10)
+        producer.begin_transaction()
+        producer.produce(topic, json.dumps({"id": 7, "name": "n7"}).encode())
+        producer.send_offsets_to_transaction([TopicPartition(topic, 0, 4)],
+                                             group.consumer_group_metadata(), 10)
+        producer.commit_transaction(10)  # epoch 3 is in Kafka; the engine committed 2
+    finally:
+        group.close()
+    frame = spark.createDataFrame([(7, "n7")], "id BIGINT, name STRING")
+    sink.open({"epoch": 2})
+    try:
+        assert sink.epoch_in_kafka == 3
+        assert sink.write_epoch(3, frame) == {"epoch": 3, "writers": 1}
+        assert sink.epoch_bytes == 0
+        sink.write_epoch(4, frame)
+    finally:
+        sink.close()
+    assert _values(kafka_broker.read_all(topic, 1, expected=2)) == [7, 7]
+
+
+def test_a_writers_failure_names_the_sink_and_the_cluster(
+        spark: SparkSession, kafka_broker: Broker) -> None:
+    topic = kafka_broker.create_topic(1)
+    frame = spark.createDataFrame([(1, "x" * 2_000_000)], "id BIGINT, name STRING")
+    sink = _sink(kafka_broker, topic, exactly_once=False)
+    sink.open(None)
+    try:
+        with pytest.raises(Exception) as raised:
+            sink.write_epoch(0, frame)  # larger than a message may be
+    finally:
+        sink.close()
+    message = root_message(cast(Exception, raised.value))
+    assert message.startswith("kafka sink 'out': ")
+    assert kafka_broker.address in message
 
 
 def test_at_least_once_sink_writes_a_replayed_epoch_again(spark: SparkSession,
