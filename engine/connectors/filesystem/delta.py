@@ -1,8 +1,11 @@
 """The ``delta`` sink: each epoch appended to a Delta Lake table, exactly once.
 
-An epoch's rows are collected to the driver as one Arrow table and appended by
-the ``deltalake`` package (delta-rs, no JVM). The append's Delta commit also
-records an application transaction, ``(app_id, epoch)`` with
+The Spark tasks write an epoch's rows as Parquet data files under the table's
+folder (:mod:`.lake_files`: the partition columns as ``name=value`` folders,
+row counts, null counts and integer and date bounds as the files' statistics);
+the driver adds the files they report to the table in one Delta commit with the
+``deltalake`` package (delta-rs, no JVM). That commit also records an
+application transaction, ``(app_id, epoch)`` with
 ``app_id = spate-<tenant>/<pipeline>/<table>``: the epoch and its files become
 visible together or not at all. The engine commits the epoch (with the marker
 ``{"epoch": n, "version": v}``) after ``write_epoch`` returns, so:
@@ -25,17 +28,20 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.exceptions import DeltaError, TableNotFoundError
+from deltalake.transaction import AddAction, RemoveAction
 
 from spate.engine.connectors import core
 from spate.engine.connectors.core.aws import check_endpoint_url
+from spate.engine.connectors.filesystem.lake_files import DataFiles
 from spate.engine.connectors.filesystem.lakehouse import (
     EpochAppendSink,
     LakeConnector,
@@ -227,19 +233,29 @@ class DeltaSink(EpochAppendSink[DeltaSettings]):
     def _opened(self) -> bool:
         return self._delta is not None
 
-    def _append(self, epoch: int, rows: pa.Table) -> int | None:
+    def _data_files(self, epoch: int) -> DataFiles:
+        return DataFiles(self.settings.location, self.schema, epoch,
+                         partition_by=self.settings.partition_by,
+                         storage=storage_options(self.settings, self.boundary))
+
+    def _commit(self, epoch: int, files: list[dict[str, Any]]) -> None:
         assert self._delta is not None
+        now_ms = int(time.time() * 1000)
+        # Paths as written (delta-rs escapes them for the log itself).
+        actions: list[AddAction | RemoveAction] = [
+            AddAction(f["path"], int(f["bytes"]), f["partition"], now_ms, True,
+                      f["stats"]) for f in files]
         try:
-            write_deltalake(self._delta, rows, mode="append",
-                            partition_by=list(self.settings.partition_by) or None,
-                            commit_properties=CommitProperties(
-                                app_transactions=[Transaction(self.app_id, epoch)]))
+            self._delta.create_write_transaction(
+                actions, mode="append", schema=self.schema,
+                partition_by=list(self.settings.partition_by) or None,
+                commit_properties=CommitProperties(
+                    app_transactions=[Transaction(self.app_id, epoch)]))
         except (DeltaError, pa.ArrowException) as error:
             raise core.ConnectorError(f"{self._what()}: epoch {epoch} could not be appended: "
                                       f"{first_line(error, *_secrets(self.settings))}",
                                       option=PATH.name) from None
         self._delta.update_incremental()
-        return None  # delta-rs reports no size of the files a commit added: not measured
 
     def _marker(self, epoch: int) -> dict[str, Any]:
         assert self._delta is not None

@@ -7,8 +7,10 @@ connecting), ``catalog.name`` the catalog within it and ``catalog.warehouse`` wh
 data and metadata files go (a path inside the tenant's storage root). The
 namespace and the table are created from the sink's columns when missing.
 
-An epoch's rows are collected to the driver as one Arrow table and appended in one
-commit whose snapshot summary carries ``spate.app-id``
+The Spark tasks write an epoch's rows as Parquet files into the table's ``data/``
+folder (:mod:`.lake_files`); the driver adds the files they report in one append
+commit (pyiceberg's ``add_files``, which reads their footers for the manifest's
+statistics) whose snapshot summary carries ``spate.app-id``
 (``spate-<tenant>/<pipeline>/<table>``) and ``spate.epoch``. The engine commits the
 epoch (marker ``{"epoch": n, "snapshot": id}``) after ``write_epoch`` returns, so a
 crash between the catalog's commit and the engine's replays an epoch the table
@@ -32,6 +34,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from spate.engine.connectors import core
+from spate.engine.connectors.filesystem.lake_files import DataFiles
 from spate.engine.connectors.filesystem.lakehouse import (
     EpochAppendSink,
     LakeConnector,
@@ -212,16 +215,24 @@ class IcebergSink(EpochAppendSink[IcebergSettings]):
     def _opened(self) -> bool:
         return self._iceberg is not None
 
-    def _append(self, epoch: int, rows: pa.Table) -> int | None:
+    def _data_files(self, epoch: int) -> DataFiles:
         assert self._iceberg is not None
+        return DataFiles(_local_folder(self._iceberg.location()), self.schema, epoch,
+                         folder="data/")
+
+    def _commit(self, epoch: int, files: list[dict[str, Any]]) -> None:
+        assert self._iceberg is not None
+        root = self._iceberg.location().rstrip("/")
         try:
-            self._iceberg.append(rows, snapshot_properties={APP_ID_PROPERTY: self.app_id,
-                                                            EPOCH_PROPERTY: str(epoch)})
+            # The names are new (each holds a random part): no scan for duplicates.
+            self._iceberg.add_files([f"{root}/{f['path']}" for f in files],
+                                    snapshot_properties={APP_ID_PROPERTY: self.app_id,
+                                                         EPOCH_PROPERTY: str(epoch)},
+                                    check_duplicate_files=False)
         except SQLAlchemyError as error:
             raise core.ConnectorError(f"{self._what()}: epoch {epoch} could not be committed: "
                                       f"{first_line(error, self.settings.password)}",
                                       option=CATALOG_URI.name) from None
-        return _added_bytes(self._iceberg)
 
     def _marker(self, epoch: int) -> dict[str, Any]:
         assert self._iceberg is not None
@@ -247,13 +258,9 @@ def last_epoch(iceberg: Table, app: str) -> int | None:
     return None
 
 
-def _added_bytes(iceberg: Table) -> int | None:
-    """The size of the data files the current snapshot added, as its summary says."""
-    snapshot = iceberg.current_snapshot()
-    summary = snapshot.summary if snapshot is not None else None
-    size = summary.additional_properties.get("added-files-size") if summary is not None \
-        else None
-    return int(size) if size is not None else None
+def _local_folder(location: str) -> str:
+    """The local folder of a table's ``file://`` location (the warehouse is local)."""
+    return location.removeprefix("file://")
 
 
 def _snapshot_id(iceberg: Table) -> int | None:

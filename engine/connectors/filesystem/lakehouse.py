@@ -1,4 +1,4 @@
-"""What the ``delta`` and ``iceberg`` sinks share: their Arrow schema and epoch rows.
+"""What the ``delta`` and ``iceberg`` sinks share: their Arrow schema and epoch commits.
 
 Both are table formats with a typed schema, taken from the sink table's declared
 columns (the planner casts every query writing the table to them), converted
@@ -21,6 +21,8 @@ from pyspark.sql import types as T
 
 from spate.engine.connectors import core
 from spate.engine.connectors.core.arrow_batches import arrow_schema
+from spate.engine.connectors.core.executor_writes import write_partitions
+from spate.engine.connectors.filesystem.lake_files import DataFiles
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +69,11 @@ def check_append_only(df: DataFrame, connector: str, table: str) -> None:
             "that takes updates or use a windowed query")
 
 
-def epoch_table(df: DataFrame, schema: pa.Schema) -> pa.Table:
-    """The epoch's rows as one Arrow table of ``schema``: one Spark action."""
-    if df.columns != schema.names:  # a projection costs a plan of its own: only if needed
-        df = df.select(*[F.col(f"`{name}`") for name in schema.names])
-    table = df.toArrow()
-    return table.cast(schema) if table.schema != schema else table
+def table_columns(df: DataFrame, schema: pa.Schema) -> DataFrame:
+    """``df``'s columns in the order of ``schema`` (the planner cast them already)."""
+    if df.columns == schema.names:  # a projection costs a plan of its own: only if needed
+        return df
+    return df.select(*[F.col(f"`{name}`") for name in schema.names])
 
 
 Settings = TypeVar("Settings")
@@ -82,8 +83,10 @@ class EpochAppendSink(core.Sink, Generic[Settings]):
     """A sink appending each epoch to a table in one commit tagged with its app id
     and the epoch; a replayed epoch the table already holds is skipped.
 
-    Subclasses open the table (setting ``_written``, the last epoch the table holds
-    for this pipeline, from what the table says), append (:meth:`_append`) and say
+    The Spark tasks write the epoch's data files (:mod:`.lake_files`); the driver
+    commits them. Subclasses open the table (setting ``_written``, the last epoch the
+    table holds for this pipeline, from what the table says), say where and how the
+    files are written (:meth:`_data_files`), commit them (:meth:`_commit`) and say
     the marker (:meth:`_marker`)."""
 
     #: the connector's name, in messages
@@ -108,8 +111,12 @@ class EpochAppendSink(core.Sink, Generic[Settings]):
         """Whether :meth:`open` ran."""
 
     @abstractmethod
-    def _append(self, epoch: int, rows: pa.Table) -> int | None:
-        """Commit ``rows`` (not empty) as ``epoch``; the bytes added (None: unknown)."""
+    def _data_files(self, epoch: int) -> DataFiles:
+        """The writer of ``epoch``'s data files, run in each task."""
+
+    @abstractmethod
+    def _commit(self, epoch: int, files: list[dict[str, Any]]) -> None:
+        """Commit the files the tasks reported (at least one) as ``epoch``."""
 
     @abstractmethod
     def _marker(self, epoch: int) -> dict[str, Any]:
@@ -124,10 +131,10 @@ class EpochAppendSink(core.Sink, Generic[Settings]):
             self.epoch_bytes = 0
             return self._marker(epoch)
         check_append_only(df, self.kind, self.table)
-        rows = epoch_table(df, self.schema)
-        self.epoch_bytes = 0
-        if rows.num_rows:
-            self.epoch_bytes = self._append(epoch, rows)
+        files = write_partitions(table_columns(df, self.schema), self._data_files(epoch))
+        self.epoch_bytes = sum(int(f["bytes"]) for f in files)
+        if files:
+            self._commit(epoch, files)
             self._written = epoch
         return self._marker(epoch)
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import secrets
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import boto3
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
@@ -85,6 +88,32 @@ def test_a_fresh_pipeline_ignores_an_older_pipelines_epochs(spark: SparkSession,
     fresh.write_epoch(1, epoch_frame(spark, range(3, 5)))
     fresh.close()
     assert ids_of(DeltaTable(str(path)).to_pyarrow_table()) == list(range(5))
+
+
+def test_each_task_writes_its_own_files_under_escaped_partition_folders(
+        spark: SparkSession, tmp_path: Path) -> None:
+    awkward = ["a b:c/d%e", None, "plain", "ünï"]
+    data = [(i, awkward[i % 4], dt.datetime(2024, 1, 1, 0, 0, i % 3, 250_000, tzinfo=dt.UTC),
+             Decimal(i), i % 2 == 0) for i in range(40)]
+    frame = spark.createDataFrame(data, epoch_frame(spark, range(0)).schema).repartition(3)
+    path = tmp_path / "parts"
+    sink = _sink(path, **{"partitioning.fields": "name,at"})
+    sink.open(None)
+    sink.write_epoch(1, frame)
+    sink.close()
+
+    table = DeltaTable(str(path))
+    adds = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+    writers = {Path(add["path"]).name.split("-")[2] for add in adds}
+    assert writers == {"000", "001", "002"}, "each of the three tasks wrote its own files"
+    assert sum(add["num_records"] for add in adds) == 40
+    assert sink.epoch_bytes == sum(add["size_bytes"] for add in adds)
+    assert {add["partition.name"] for add in adds} == set(awkward)
+    back = sorted(table.to_pyarrow_table().to_pylist(), key=lambda row: row["id"])
+    assert [(r["id"], r["name"], r["at"], r["price"], r["ok"]) for r in back] == data
+    picked = table.to_pyarrow_table(partitions=[("name", "=", "a b:c/d%e")])
+    assert sorted(picked.column("id").to_pylist()) == list(range(0, 40, 4))
+    assert (path / "name=a%20b%3Ac%2Fd%25e").is_dir()
 
 
 def test_options_and_table_mismatches_are_actionable(tmp_path: Path) -> None:

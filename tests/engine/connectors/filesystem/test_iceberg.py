@@ -57,14 +57,30 @@ def _read(options: dict[str, str]) -> tuple[list[int], list[dict[str, str]], lis
         catalog.engine.dispose()
 
 
+def _epoch_files(options: dict[str, str], epoch: int) -> list[tuple[str, int]]:
+    """The table's data files (name, bytes) of ``epoch``, as their names say."""
+    catalog = SqlCatalog(options["catalog.name"], uri=options["catalog.uri"],
+                         warehouse="file://" + options["catalog.warehouse"])
+    try:
+        files = catalog.load_table(("sales", "orders")).inspect.files().to_pylist()
+        return [(Path(f["file_path"]).name, f["file_size_in_bytes"]) for f in files
+                if Path(f["file_path"]).name.startswith(f"part-{epoch:010d}-")]
+    finally:
+        catalog.engine.dispose()
+
+
 def test_epochs_appended_once_even_when_replayed(spark: SparkSession, tmp_path: Path,
                                                  catalog_database: str) -> None:
     options = _options(catalog_database, tmp_path / "warehouse", catalog_name())
     sink = _sink(options)
     sink.open(None)
     first = sink.write_epoch(1, epoch_frame(spark, range(0, 50)))
-    second = sink.write_epoch(2, epoch_frame(spark, range(50, 120)))
-    assert sink.epoch_bytes is not None and sink.epoch_bytes > 0  # the Parquet file's size
+    # Three tasks each write their own data file; one snapshot adds them all.
+    second = sink.write_epoch(2, epoch_frame(spark, range(50, 120)).repartition(3))
+    assert sink.epoch_bytes is not None and sink.epoch_bytes > 0  # the Parquet files' sizes
+    written = _epoch_files(options, 2)
+    assert sink.epoch_bytes == sum(size for _, size in written)
+    assert sorted(name.split("-")[2] for name, _ in written) == ["000", "001", "002"]
     empty = sink.write_epoch(3, epoch_frame(spark, range(0)))
     sink.close()
     assert empty["snapshot"] == second["snapshot"] != first["snapshot"]
