@@ -2,10 +2,10 @@
 
 The columnar counterpart of :class:`~spate.engine.runtime.updating.UpdatingAggregateOperator`
 for the aggregates :func:`columnar` accepts (count; sum and avg of integers and
-floats; min and max of integers, times, dates and booleans, and over
-append-only input of floats too; the variances and standard deviations; the
-(y, x) aggregates corr, covar_* and regr_*; distinct counts of integers, times,
-dates and booleans): the epoch's signed partials merge
+floats; min and max of integers, floats, times, dates and booleans; the
+variances and standard deviations; the (y, x) aggregates corr, covar_* and
+regr_*; distinct counts of integers, floats, times, dates and booleans): the
+epoch's signed partials merge
 into the keys' states, due groups flush and idle keys expire as whole NumPy and
 Arrow columns, with no Python statement per key.  What it emits is what the per-key operator emits:
 the same changes, with a key's withdrawal before its new row.
@@ -28,8 +28,8 @@ the accumulator columns ``a<i>_<j>`` (a variance: count, mean and the sum of
 squared deviations; a (y, x) aggregate: count, the two means, the two sums of
 squared deviations and of their products; min and max over updating input, and
 distinct counts: one column ``a<i>_0``, the key's multiset of values as a list of
-``{v, c}``, each
-value as a number with its positive net count), its latest event time (µs), whether it
+``{v, c}``, each value as an int64 number (a float as its :func:`float_keys` key)
+with its positive net count), its latest event time (µs), whether it
 has output out (``__out``) and that output (``e<i>``), and whether it waits for
 a flush (``__pending``).
 """
@@ -56,7 +56,12 @@ from spate.engine.planner.plan import EVENT_TIME, UpdatingAggregate
 from spate.engine.runtime.tasks import KEY_GROUP, TaskEpoch, TaskStats
 from spate.engine.runtime.values import from_ipc, to_ipc
 from spate.engine.runtime.watermarks import END_OF_TIME
-from spate.engine.runtime.window_columns import as_numbers, from_numbers
+from spate.engine.runtime.window_columns import (
+    as_numbers,
+    float_keys,
+    floats_of_keys,
+    from_numbers,
+)
 from spate.statestore import CachedPipelineState, EpochWriter, UserKey
 from spate.statestore.encoding import decode, encode
 
@@ -79,9 +84,8 @@ _PENDING = "__pending"
 
 def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
     """Whether ``spec`` runs here: plain keys, and counts, sums, averages, variances and
-    the (y, x) aggregates of numbers, minimum and maximum (over updating input not of
-    floats: NaN's order), and distinct counts of numbers but floats, times and booleans,
-    only."""
+    the (y, x) aggregates of numbers, minimum, maximum and distinct counts of numbers
+    (not decimals), times, dates and booleans, only."""
     if any(pa.types.is_nested(partial_schema.field(k).type) for k in spec.key_columns):
         return False
     for i, call in enumerate(spec.aggregates):
@@ -94,18 +98,18 @@ def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
         if call.function in VARIANCES:  # of numbers: the planner casts them to DOUBLE
             continue
         if call.function in EXTREMES and _orderable(
-                _multiset_value_type(kind) if spec.updating_input else kind,
-                floats=not spec.updating_input):
+                _multiset_value_type(kind) if spec.updating_input else kind):
             continue
-        if call.function in DISTINCTS and _orderable(_multiset_value_type(kind), floats=False):
+        if call.function in DISTINCTS and _orderable(_multiset_value_type(kind)):
             continue
         return False
     return True
 
 
-def _orderable(kind: pa.DataType, floats: bool) -> bool:
-    """Values whose minimum and maximum run in columns, as numbers (:func:`as_numbers`)."""
-    return bool(pa.types.is_integer(kind) or (floats and pa.types.is_floating(kind))
+def _orderable(kind: pa.DataType) -> bool:
+    """Values whose minimum and maximum run in columns, as numbers (:func:`as_numbers`;
+    in a multiset, floats as :func:`float_keys`)."""
+    return bool(pa.types.is_integer(kind) or pa.types.is_floating(kind)
             or pa.types.is_timestamp(kind) or pa.types.is_date32(kind)
             or pa.types.is_boolean(kind))
 
@@ -375,6 +379,8 @@ class _Keys:
             if i in self.bags:
                 value_type = _multiset_value_type(self.work.partial_schema.field(f"p{i}_0").type)
                 extreme, present = self.bags[i].extremes(self.size, call.function == "max")
+                if pa.types.is_floating(value_type):
+                    extreme = floats_of_keys(extreme)
                 columns.append(from_numbers(extreme, ~exists | ~present, value_type, kind))
                 continue
             first = self.accs[i][0]
@@ -510,6 +516,14 @@ def _number_type(kind: pa.DataType) -> pa.DataType:
     return pa.float64() if pa.types.is_floating(kind) else pa.int64()
 
 
+def _bag_numbers(values: pa.Array) -> np.ndarray:
+    """Values (not NULL) as a multiset holds them: int64 numbers that compare and order
+    as Spark compares and orders the values (floats as :func:`float_keys`)."""
+    if pa.types.is_floating(values.type):
+        return float_keys(values.cast(pa.float64()).to_numpy(zero_copy_only=False))
+    return as_numbers(pa.chunked_array([values]), 0).astype(np.int64)
+
+
 @dataclass(frozen=True)
 class _Bag:
     """The multisets of one aggregate over every key row, flat: each value (a number)
@@ -541,8 +555,7 @@ class _Bag:
             added, signs = flat, np.ones(len(flat), np.int64)
         present = added.is_valid().to_numpy(zero_copy_only=False)
         rows = np.concatenate([self.rows, at[parents[present]]])
-        values = np.concatenate([self.values, as_numbers(added.filter(pa.array(present)), 0)
-                                 .astype(np.int64)])
+        values = np.concatenate([self.values, _bag_numbers(added.filter(pa.array(present)))])
         counts = np.concatenate([self.counts, signs[present].astype(np.int64)])
         order = np.lexsort((values, rows))
         rows, values, counts = rows[order], values[order], counts[order]

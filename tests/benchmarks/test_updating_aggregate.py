@@ -116,16 +116,20 @@ def test_the_operator_alone_columns_against_per_key(keys: int, events: int) -> N
     _plot()
 
 
-def _signed_epochs(rng: np.random.Generator, count: int, events: int, keys: int
-                   ) -> list[pa.Table]:
+def _signed_epochs(rng: np.random.Generator, count: int, events: int, keys: int,
+                   floats: bool = False) -> list[pa.Table]:
     """``count`` epochs' signed partials of ``count(*), max(v) GROUP BY k`` over updating
     input: each epoch adds ``events`` rows of uniform keys and withdraws half of the
-    rows the epoch before added (max keeps each key's multiset of values)."""
+    rows the epoch before added (max keeps each key's multiset of values); ``v`` a
+    BIGINT, or with ``floats`` a DOUBLE (a thousand values, one in a hundred NaN) and
+    then ``count(*), max(v), count(DISTINCT v)``."""
     epochs = []
-    previous = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    previous = (np.zeros(0, np.int64), np.zeros(0, np.float64 if floats else np.int64))
     for _ in range(count):
         keys_in = rng.integers(0, keys, events)
         values_in = rng.integers(1, 1_000, events)
+        if floats:
+            values_in = np.where(values_in % 100 == 0, np.nan, values_in / 8.0)
         gone = rng.random(len(previous[0])) < 0.5
         rows = np.concatenate([keys_in, previous[0][gone]])
         values = np.concatenate([values_in, previous[1][gone]])
@@ -136,14 +140,17 @@ def _signed_epochs(rng: np.random.Generator, count: int, events: int, keys: int
         unique, starts, counts = np.unique(rows, return_index=True, return_counts=True)
         offsets = np.r_[starts, len(rows)].astype(np.int32)
         multisets = pa.ListArray.from_arrays(pa.array(offsets), pa.StructArray.from_arrays(
-            [pa.array(values, pa.int64()), pa.array(signs, pa.int32())], names=["v", "s"]))
+            [pa.array(values, pa.float64() if floats else pa.int64()),
+             pa.array(signs, pa.int32())], names=["v", "s"]))
         net = np.add.reduceat(signs.astype(np.int64), starts)
         epochs.append(pa.table({
             "__key": pa.array([f'{{"k":{k}}}' for k in unique.tolist()]),
             "k": unique.astype(np.int64), "__count": counts, "__rows": net,
             "__seen": pa.array(np.full(len(unique), 10**12), pa.int64())
             .cast(pa.timestamp("us", tz="UTC")),
-            "p0_0": net, "p1_0": multisets, "__kg": pa.array(unique % GROUPS, pa.int32())}))
+            "p0_0": net, "p1_0": multisets,
+            **({"p2_0": multisets} if floats else {}),  # max and a distinct count of v
+            "__kg": pa.array(unique % GROUPS, pa.int32())}))
     return epochs
 
 
@@ -184,6 +191,12 @@ _KEPT_IN_COLUMNS_SINCE_DECEMBER = {
     # the same multisets of values as updating_max's (later the same day)
     "updating_distinct": ((AggregateCall("count_star", None, "n"),
                            AggregateCall("count_distinct", "a0", "kinds")), True, _signed_epochs),
+    # the same multisets of DOUBLE values (a NaN among them), max and distinct count
+    "updating_floats": ((AggregateCall("count_star", None, "n"),
+                         AggregateCall("max", "a0", "top"),
+                         AggregateCall("count_distinct", "a0", "kinds")), True,
+                        lambda rng, count, events, keys: _signed_epochs(
+                            rng, count, events, keys, floats=True)),
 }
 
 

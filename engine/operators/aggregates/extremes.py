@@ -20,7 +20,7 @@ from spate.engine.operators.aggregates.base import (
     plain_type,
     signed_values_sql,
 )
-from spate.engine.operators.aggregates.multiset import Multiset
+from spate.engine.operators.aggregates.multiset import Multiset, spark_order
 
 
 class Extreme(Aggregate):
@@ -82,7 +82,8 @@ class MultisetExtreme(Multiset):
         if not acc:
             return None
         values = [value for value, _ in acc]
-        return max(values) if self.is_max else min(values)
+        return (max(values, key=spark_order) if self.is_max
+                else min(values, key=spark_order))
 
 
 class ExtremeFunction(AggregateFunction):

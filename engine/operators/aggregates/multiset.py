@@ -4,9 +4,20 @@ first_value and last_value), so that withdrawing the current answer finds the ne
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from spate.engine.operators.aggregates.base import Accumulator
+
+#: The key of every NaN in a multiset (NaN equals nothing, itself included, in Python).
+_NAN = ("NaN",)
+
+
+def spark_order(value: Any) -> tuple[int, Any]:
+    """A sort key ordering values as Spark orders them: a float NaN after every number."""
+    if isinstance(value, float) and math.isnan(value):
+        return (1, 0.0)
+    return (0, value)
 
 
 class Multiset(Accumulator):
@@ -31,7 +42,10 @@ class Multiset(Accumulator):
 
 
 def _hashable(value: Any) -> Any:
-    """A dict key for a value (arrays and structs come as lists and dicts)."""
+    """A dict key for a value (arrays and structs come as lists and dicts); floats as
+    Spark compares them: -0.0 is 0.0, and every NaN is one value."""
+    if isinstance(value, float):
+        return _NAN if math.isnan(value) else value + 0.0  # -0.0 + 0.0 is 0.0
     if isinstance(value, list):
         return tuple(_hashable(v) for v in value)
     if isinstance(value, dict):

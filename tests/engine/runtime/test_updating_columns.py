@@ -7,7 +7,9 @@ withdrawal before its new row, and nothing may be left of a key once it is gone.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +152,8 @@ def _partials(rows: list[Row], updating_input: bool = False) -> pa.Table:
 
 
 def _run(work: Any, path: Path, epochs: list[tuple[list[Row], int, int | None]],
-         interval_ms: int, parallelism: int, updating_input: bool = False
+         interval_ms: int, parallelism: int, updating_input: bool = False,
+         partials_of: Callable[[list[Row], bool], pa.Table] = _partials,
          ) -> tuple[list[list[tuple[Any, ...]]], int]:
     """Each epoch's partials through ``work``; returns each epoch's changes and the
     number of keys the store holds at the end."""
@@ -165,7 +168,7 @@ def _run(work: Any, path: Path, epochs: list[tuple[list[Row], int, int | None]],
                                    tuple((r.start, r.stop) for r in ranges), before, after,
                                    clock_ms=clock, flush_interval_ms=interval_ms)
             emitted = []
-            partials = _partials(rows, updating_input)
+            partials = partials_of(rows, updating_input)
             for key_groups in ranges:  # each range as its own task would
                 mine = [g in key_groups for g in partials.column("__kg").to_pylist()]
                 writer = state.writer(epoch, key_groups)
@@ -245,6 +248,103 @@ def test_columns_emit_what_the_per_key_operator_emits(rows, count, parallelism, 
     assert columns_held == keys_held
 
 
+#: min, max and a distinct count of a DOUBLE over updating input: multisets of floats.
+FLOAT_AGGREGATES = (AggregateCall("count_star", None, "n"), AggregateCall("min", "a0", "lo"),
+                    AggregateCall("max", "a0", "hi"),
+                    AggregateCall("count_distinct", "a0", "distinct"))
+_SIGNED_FLOATS = pa.list_(pa.struct([pa.field("v", pa.float64()), pa.field("s", pa.int32())]))
+
+
+def _float_partials(rows: list[Row], updating_input: bool = True) -> pa.Table:
+    """Spark's signed partials of :data:`FLOAT_AGGREGATES` for ``rows`` (values floats)."""
+    keys: dict[Any, list[Row]] = defaultdict(list)
+    for row in rows:
+        keys[row[0]].append(row)
+    columns: dict[str, list[Any]] = defaultdict(list)
+    for key, mine in keys.items():
+        signs = [-1 if withdrawn else 1 for _, withdrawn, _, _ in mine]
+        signed = [{"v": v, "s": s} for s, (_, _, _, v) in zip(signs, mine, strict=True)
+                  if v is not None]
+        row_key = json.dumps({"k0": key}, separators=(",", ":"))
+        columns["__key"].append(row_key)
+        columns["k0"].append(key)
+        columns["__count"].append(len(mine))
+        columns["__rows"].append(sum(signs))
+        columns["__seen"].append(max(ts for _, _, ts, _ in mine) * SECOND)
+        columns["p0_0"].append(sum(signs))
+        for i in (1, 2, 3):
+            columns[f"p{i}_0"].append(signed)
+        columns["__kg"].append(sum(row_key.encode()) % GROUPS)
+    types = {"__key": pa.string(), "k0": pa.string(), "__seen": pa.timestamp("us", tz="UTC"),
+             "p1_0": _SIGNED_FLOATS, "p2_0": _SIGNED_FLOATS, "p3_0": _SIGNED_FLOATS,
+             "__kg": pa.int32()}
+    names = ["__key", "k0", "__count", "__rows", "__seen", "p0_0", "p1_0", "p2_0", "p3_0",
+             "__kg"]
+    return pa.table({n: pa.array(columns[n], types.get(n, pa.int64())) for n in names})
+
+
+def _same_floats(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A row with NaN as one comparable value (NaN equals nothing in Python)."""
+    return tuple("NaN" if isinstance(v, float) and math.isnan(v) else v for v in row)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.booleans(),
+                               st.integers(0, 100),
+                               st.sampled_from([None, math.nan, -math.nan, -0.0, 0.0, -math.inf,
+                                                math.inf, 1.5, -2.5, 1e-300])),
+                     min_size=1, max_size=40),
+       count=st.integers(1, 6), parallelism=st.integers(1, 3))
+def test_floats_in_multisets_order_and_count_as_spark_does(rows, count, parallelism,
+                                                            tmp_path_factory
+                                                            ) -> None:  # type: ignore[no-untyped-def]
+    """NaN is the greatest value and one value however many NaNs there are; -0.0 is 0.0:
+    min, max and count(DISTINCT) of a DOUBLE over updating input, in columns and per key."""
+    # A row withdrawn was added before (as in an updating stream), and not yet withdrawn.
+    held: Counter[Any] = Counter()
+    kept = []
+    for key, withdrawn, ts, value in rows:
+        same = (key, "NaN" if value is not None and math.isnan(value) else value)
+        if withdrawn and not held[same]:
+            continue
+        held[same] += -1 if withdrawn else 1
+        kept.append((key, withdrawn, ts, value))
+    rows = [*kept, ("z", False, 1, 1.5), ("z", True, 1, 1.5)]  # the input is updating
+    spec = UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
+                             aggregates=FLOAT_AGGREGATES, updating_input=True,
+                             output_view="v", ttl_us=10_000 * SECOND)
+    partial_schema = _float_partials([]).schema
+    assert columnar(spec, partial_schema)
+    operator = UpdatingAggregateOperator(spec, GROUPS)
+    schema = operator.output_schema(partial_schema)
+    epochs = _epochs(rows, count, step_s=2)
+    folder = tmp_path_factory.mktemp("floats")
+    per_key, _ = _run(_UpdatingRange(operator, partial_schema), folder / "keys.db", epochs, 0,
+                      parallelism, True, _float_partials)
+    in_columns, _ = _run(UpdatingColumnsRange(spec, partial_schema, schema),
+                         folder / "columns.db", epochs, 0, parallelism, True, _float_partials)
+    for epoch, (expected, got) in enumerate(zip(per_key, in_columns, strict=True)):
+        assert Counter(map(_same_floats, got)) == Counter(map(_same_floats, expected)), \
+            f"epoch {epoch}"
+    # What Spark answers, over the rows every epoch added minus those it withdrew.
+    net: dict[Any, Counter[Any]] = defaultdict(Counter)
+    for key, withdrawn, _, value in rows:
+        if value is not None:
+            net[key]["NaN" if math.isnan(value) else value + 0.0] += -1 if withdrawn else 1
+    final = {row[-2]: row for changes in in_columns for row in changes if not row[-3]}
+    for key, counted in net.items():
+        values = [v for v, c in counted.items() if c > 0]
+        row_key = json.dumps({"k0": key}, separators=(",", ":"))
+        if not values or row_key not in final:
+            continue
+        numbers = [v for v in values if v != "NaN"]
+        _, lo, hi, distinct = _same_floats(final[row_key][1:5])  # after the key: n, ...
+        assert distinct == len(values)
+        assert hi == ("NaN" if "NaN" in values else max(numbers))
+        assert lo == (min(numbers) if numbers else "NaN")
+
+
 def test_the_columnar_path_takes_aggregates_of_numbers_it_computes_in_columns() -> None:
     spec = _spec(100, False)
     schema = _partials([]).schema
@@ -257,15 +357,14 @@ def test_the_columnar_path_takes_aggregates_of_numbers_it_computes_in_columns() 
         output_view="v"), schema)
     nested = schema.set(schema.get_field_index("k0"), pa.field("k0", pa.list_(pa.int64())))
     assert not columnar(spec, nested)
-    # over updating input min and max keep multisets in columns, but not of floats
+    # over updating input min and max keep multisets in columns, of floats too
     updating, signed = _spec(100, True), _partials([], True).schema
     assert columnar(updating, signed)
-    floats = pa.list_(pa.struct([pa.field("v", pa.float64()), pa.field("s", pa.int32())]))
-    assert not columnar(updating, signed.set(signed.get_field_index("p5_0"),
-                                             pa.field("p5_0", floats)))
-    # a distinct count keeps a multiset of numbers: not of floats or text
+    assert columnar(updating, signed.set(signed.get_field_index("p5_0"),
+                                         pa.field("p5_0", _SIGNED_FLOATS)))
+    # a distinct count keeps a multiset of numbers (floats too): not of text or decimals
     distinct = f"p{8 + len(VARIANCES) + len(COMOMENTS)}_0"
-    for kind in (pa.float64(), pa.string()):
+    for kind in (pa.string(), pa.decimal128(10, 2)):
         values = pa.list_(pa.struct([pa.field("v", kind), pa.field("s", pa.int32())]))
         assert not columnar(updating, signed.set(signed.get_field_index(distinct),
                                                  pa.field(distinct, values)))
