@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 
 from tests.api.serving import ServeProcess, wait_for
 from tests.engine.harness import run_pipeline
+from tests.scheduler.harness import written_lines
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
@@ -64,10 +65,6 @@ def server(tmp_path: Path, throwaway_postgres: Any, redis_url: str,
         assert serve.leftovers == [], "stopping spate serve left its tenants' processes"
 
 
-def _lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
-
-
 def test_create_stop_restart_rescale_equals_an_uninterrupted_run(
         server: ServeProcess, spark: SparkSession, tmp_path: Path) -> None:
     http = server.http
@@ -96,18 +93,18 @@ def test_create_stop_restart_rescale_equals_an_uninterrupted_run(
     assert created.status_code == 201, created.text
 
     first = wait_for("the first job to run", lambda: job_in("running"))
-    wait_for("output", lambda: len(_lines(out)) >= 3)
+    wait_for("output", lambda: len(written_lines(out)) >= 3)
 
     stopped = http.patch("/pipelines/lifecycle", json={"stop": "checkpoint"})
     assert stopped.json()["desired_state"] == "stopped"
     wait_for("the stop", lambda: job_in("stopped"))
-    lines_at_stop = len(_lines(out))
+    lines_at_stop = len(written_lines(out))
 
     restarted = http.post("/pipelines/lifecycle/restart", json={"with_state": True})
     assert restarted.status_code == 202, restarted.text
     second = wait_for("a new job after the restart",
                       lambda: (j := job_in("running")) and j["id"] != first["id"] and j)
-    wait_for("output after the restart", lambda: len(_lines(out)) > lines_at_stop)
+    wait_for("output after the restart", lambda: len(written_lines(out)) > lines_at_stop)
 
     rescaled = http.post("/pipelines/lifecycle/rescale", json={"parallelism": 2})
     assert rescaled.status_code == 202, rescaled.text
@@ -138,7 +135,7 @@ def test_create_stop_restart_rescale_equals_an_uninterrupted_run(
     assert not (tmp_path / "data" / "jobs" / jobs[0]["id"] / "spec.json").exists()
     assert "out/out.jsonl" not in server.log()
 
-    assert sorted(_lines(out)) == sorted(_uninterrupted_run(spark, tmp_path))
+    assert sorted(written_lines(out)) == sorted(_uninterrupted_run(spark, tmp_path))
 
 
 def _uninterrupted_run(spark: SparkSession, tmp_path: Path) -> list[str]:
@@ -148,4 +145,4 @@ def _uninterrupted_run(spark: SparkSession, tmp_path: Path) -> list[str]:
     reference.mkdir()
     run_pipeline(spark, SOURCE.format(rate_limited="false")
                  + SINK.format(out=reference / "out.jsonl") + QUERY, reference)
-    return _lines(reference / "out.jsonl")
+    return written_lines(reference / "out.jsonl")

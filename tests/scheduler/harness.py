@@ -188,6 +188,15 @@ INSERT INTO out SELECT counter, subtask_index FROM ticks;
 """
 
 
+def written_lines(path: Path) -> list[str]:
+    """The whole lines of a file a running pipeline appends to: a line the sink is still
+    writing (no newline yet) is left for the next read, as a tailing reader would."""
+    if not path.exists():
+        return []
+    text = path.read_text()
+    return text[:text.rfind("\n") + 1].splitlines()
+
+
 def channel_events(job_dir: Path) -> list[dict[str, Any]]:
     """The events a job with a file channel published, oldest first."""
     path = job_dir / "events.jsonl"

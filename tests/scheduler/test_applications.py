@@ -22,7 +22,13 @@ from spate.engine.host.folder import run_name
 from spate.scheduler.backends.applications import Applications
 from spate.scheduler.sandbox.unit import sandbox_problem
 from tests.scheduler.conftest import running_scheduler
-from tests.scheduler.harness import Harness, expected_bids, impulse_sql, windowed_bids_sql
+from tests.scheduler.harness import (
+    Harness,
+    expected_bids,
+    impulse_sql,
+    windowed_bids_sql,
+    written_lines,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
@@ -90,9 +96,9 @@ def test_a_tenants_jobs_share_its_application_and_fail_alone(hosted: Harness) ->
     assert sum(row["n"] for row in rows) == expected_bids(400, 4)
 
     # The failure and the finish left the ticker running in the same application.
-    before = len(hosted.output(ticker, "ticks.jsonl").read_text().splitlines())
+    before = len(written_lines(hosted.output(ticker, "ticks.jsonl")))
     hosted.wait_for("the ticker to write more rows", lambda: len(
-        hosted.output(ticker, "ticks.jsonl").read_text().splitlines()) > before + 20)
+        written_lines(hosted.output(ticker, "ticks.jsonl"))) > before + 20)
     assert hosted.jobs(ticker)[-1].state == "running"
     assert _application_pid(hosted, ticker) == application
 
@@ -175,9 +181,7 @@ def test_a_job_ticket_with_secrets_is_the_tenants_alone_and_goes_once_taken(
 
 def _counters(harness: Harness, pipeline: str, name: str) -> list[int]:
     out = harness.output(pipeline, name)
-    if not out.exists():
-        return []
-    return [json.loads(line)["counter"] for line in out.read_text().splitlines()]
+    return [json.loads(line)["counter"] for line in written_lines(out)]
 
 
 def test_a_pipeline_without_input_goes_idle_and_resumes_when_input_is_due(

@@ -28,7 +28,7 @@ from spate.scheduler.sandbox.unit import sandbox_problem
 from tests.engine.connectors.kafka.kafka_broker import Broker, json_records
 from tests.engine.connectors.kafka.kafka_broker import kafka_broker as kafka_broker  # noqa: F401
 from tests.scheduler.conftest import running_scheduler
-from tests.scheduler.harness import Harness
+from tests.scheduler.harness import Harness, written_lines
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
@@ -146,7 +146,7 @@ def test_a_backlog_scales_the_pipeline_up_and_back_down_exactly_once(
         out = autoscaled.output(pipeline, "burst.jsonl")
 
         def read() -> list[int]:
-            lines = out.read_text().splitlines() if out.exists() else []
+            lines = written_lines(out)
             return [json.loads(line)["id"] for line in lines]
 
         autoscaled.wait_for("the burst to be read", lambda: len(read()) >= RECORDS,

@@ -17,7 +17,7 @@ import redis
 
 from spate.scheduler.sandbox.unit import sandbox_problem
 from tests.scheduler.conftest import running_scheduler
-from tests.scheduler.harness import Harness
+from tests.scheduler.harness import Harness, written_lines
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
@@ -55,7 +55,7 @@ def test_an_idle_pipeline_on_a_stream_resumes_by_itself_when_entries_arrive(
 
     def seen() -> list[int]:
         out = watched.output(pipeline, "watched.jsonl")
-        lines = out.read_text().splitlines() if out.exists() else []
+        lines = written_lines(out)
         return [json.loads(line)["n"] for line in lines]
 
     watched.wait_for("the first entries", lambda: len(seen()) == 3)
@@ -114,7 +114,7 @@ def test_an_idle_pipeline_on_a_folder_resumes_by_itself_when_a_file_arrives(
 
     def seen() -> list[int]:
         out = watched.output(pipeline, "files.jsonl")
-        lines = out.read_text().splitlines() if out.exists() else []
+        lines = written_lines(out)
         return [json.loads(line)["n"] for line in lines]
 
     watched.wait_for("the first file's rows", lambda: len(seen()) == 3)

@@ -17,13 +17,14 @@ from tests.scheduler.harness import (
     expected_bids,
     impulse_sql,
     windowed_bids_sql,
+    written_lines,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
 
 def output_rows(path: Path) -> list[dict[str, int]]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [json.loads(line) for line in written_lines(path)]
 
 
 def kill_job_process(harness: Harness, job_id: str) -> int:

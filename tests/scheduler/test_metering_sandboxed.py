@@ -23,7 +23,7 @@ from spate.scheduler.metering import (
 from spate.scheduler.sandbox.cgroups import find_cgroups
 from spate.scheduler.sandbox.unit import sandbox_problem
 from tests.scheduler.conftest import running_scheduler
-from tests.scheduler.harness import Harness, impulse_sql
+from tests.scheduler.harness import Harness, impulse_sql, written_lines
 
 PROBLEM = sandbox_problem()
 pytestmark = [pytest.mark.e2e, pytest.mark.spark,
@@ -50,7 +50,7 @@ def _used(harness: Harness, dimension: str, job_ids: list[str]) -> float:
 
 def _lines(harness: Harness, pipeline: str, name: str) -> int:
     out = harness.output(pipeline, name)
-    return len(out.read_text().splitlines()) if out.exists() else 0
+    return len(written_lines(out))
 
 
 def test_the_meter_matches_the_units_counters_and_rows_even_through_a_crash(
