@@ -59,11 +59,13 @@ def supported(function: str, partial_type: pa.DataType) -> bool:
     """Whether aggregate ``function`` over partials of ``partial_type`` runs here."""
     if function in COUNTS or function in MOMENTS:  # moments: of DOUBLEs, as planned
         return True
-    if function in DISTINCTS:  # sets of values that equal only themselves (no floats)
-        return bool(pa.types.is_list(partial_type) and distinguishable(partial_type.value_type))
-    if function in TIMED:  # pairs whose values sort as Spark orders them (no floats)
-        return bool(pa.types.is_struct(partial_type)
-                    and distinguishable(partial_type.field("v").type))
+    if function in DISTINCTS:  # sets of values that equal only themselves, or floats
+        return bool(pa.types.is_list(partial_type)
+                    and (distinguishable(partial_type.value_type)
+                         or pa.types.is_floating(partial_type.value_type)))
+    if function in TIMED:  # pairs whose values sort as Spark orders them, or floats
+        value = partial_type.field("v").type if pa.types.is_struct(partial_type) else None
+        return value is not None and (distinguishable(value) or pa.types.is_floating(value))
     numeric = bool(pa.types.is_integer(partial_type) or pa.types.is_floating(partial_type)
                    or pa.types.is_decimal(partial_type))
     if function in SUMS:
@@ -73,6 +75,29 @@ def supported(function: str, partial_type: pa.DataType) -> bool:
                                or pa.types.is_date32(partial_type)
                                or pa.types.is_boolean(partial_type))
     return False
+
+
+#: Flips every bit of a negative float's pattern but its sign (see :func:`float_keys`).
+_LOW_BITS = np.int64(0x7FFF_FFFF_FFFF_FFFF)
+
+
+def float_keys(values: np.ndarray) -> np.ndarray:
+    """float64 ``values`` as int64 keys that order and compare as Spark orders and
+    compares doubles: -0.0 equals 0.0, every NaN equals every other and is greater
+    than any number (Infinity included). The key is the float's bit pattern, with a
+    negative float's bits but the sign flipped, so larger magnitudes sort first."""
+    normal = np.where(values == 0.0, 0.0, values)  # -0.0 as 0.0
+    normal = np.where(np.isnan(normal), np.nan, normal)  # one NaN
+    bits = normal.astype(np.float64).view(np.int64)
+    keys: np.ndarray = np.where(bits < 0, bits ^ _LOW_BITS, bits)
+    return keys
+
+
+def floats_of_keys(keys: np.ndarray) -> np.ndarray:
+    """What :func:`float_keys` made, back as float64 (-0.0 as 0.0, one NaN)."""
+    bits = np.where(keys < 0, keys ^ _LOW_BITS, keys).astype(np.int64)
+    floats: np.ndarray = bits.view(np.float64)
+    return floats
 
 
 def distinguishable(kind: pa.DataType) -> bool:
@@ -247,7 +272,10 @@ def value_ids(lists: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray
     present = flat.is_valid()
     flat = flat.filter(present)
     rows = rows[present.to_numpy(zero_copy_only=False)]
-    ids = pc.dictionary_encode(flat).indices.to_numpy().astype(np.int64)
+    # Floats equal as Spark equates them (-0.0 and 0.0, every NaN): by their keys.
+    hashed = (pa.array(float_keys(flat.cast(pa.float64()).to_numpy(zero_copy_only=False)))
+              if pa.types.is_floating(flat.type) else flat)
+    ids = pc.dictionary_encode(hashed).indices.to_numpy().astype(np.int64)
     return rows, ids, flat
 
 
@@ -320,8 +348,13 @@ def _sorted_by(*columns: np.ndarray) -> np.ndarray:
 
 def pair_ranks(pairs: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """Per row of a ``struct<t, v>`` column, the rank of its pair in the order of
-    first_value and last_value (time, then value, NULLs first), and whether it has one."""
+    first_value and last_value (time, then value, NULLs first), and whether it has one.
+    Float values sort by their :func:`float_keys`, as Spark orders doubles."""
     times, values = pairs.combine_chunks().flatten()
+    if pa.types.is_floating(values.type):
+        floats = values.fill_null(0.0).to_numpy(zero_copy_only=False)
+        values = pa.array(float_keys(floats), mask=values.is_null().to_numpy(
+            zero_copy_only=False))
     table = pa.table({"t": times, "v": values})
     order = pc.sort_indices(table, sort_keys=[("t", "ascending", "at_start"),
                                               ("v", "ascending", "at_start")]).to_numpy()

@@ -51,17 +51,19 @@ from spate.engine.operators.aggregates.moments import (
     combined_columns,
 )
 from spate.engine.operators.updating import flush_due
-from spate.engine.operators.window_columns import COUNTS, DISTINCTS, EXTREMES, SUMS
+from spate.engine.operators.window_columns import (
+    COUNTS,
+    DISTINCTS,
+    EXTREMES,
+    SUMS,
+    float_keys,
+    floats_of_keys,
+)
 from spate.engine.planner.plan import EVENT_TIME, UpdatingAggregate
 from spate.engine.runtime.tasks import KEY_GROUP, TaskEpoch, TaskStats
 from spate.engine.runtime.values import from_ipc, to_ipc
 from spate.engine.runtime.watermarks import END_OF_TIME
-from spate.engine.runtime.window_columns import (
-    as_numbers,
-    float_keys,
-    floats_of_keys,
-    from_numbers,
-)
+from spate.engine.runtime.window_columns import as_numbers, from_numbers
 from spate.statestore import CachedPipelineState, EpochWriter, UserKey
 from spate.statestore.encoding import decode, encode
 

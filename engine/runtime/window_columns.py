@@ -384,29 +384,6 @@ def as_numbers(column: pa.ChunkedArray, fill: float | int) -> np.ndarray:
     return numbers
 
 
-#: Flips every bit of a negative float's pattern but its sign (see :func:`float_keys`).
-_LOW_BITS = np.int64(0x7FFF_FFFF_FFFF_FFFF)
-
-
-def float_keys(values: np.ndarray) -> np.ndarray:
-    """float64 ``values`` as int64 keys that order and compare as Spark orders and
-    compares doubles: -0.0 equals 0.0, every NaN equals every other and is greater
-    than any number (Infinity included). The key is the float's bit pattern, with a
-    negative float's bits but the sign flipped, so larger magnitudes sort first."""
-    normal = np.where(values == 0.0, 0.0, values)  # -0.0 as 0.0
-    normal = np.where(np.isnan(normal), np.nan, normal)  # one NaN
-    bits = normal.astype(np.float64).view(np.int64)
-    keys: np.ndarray = np.where(bits < 0, bits ^ _LOW_BITS, bits)
-    return keys
-
-
-def floats_of_keys(keys: np.ndarray) -> np.ndarray:
-    """What :func:`float_keys` made, back as float64 (-0.0 as 0.0, one NaN)."""
-    bits = np.where(keys < 0, keys ^ _LOW_BITS, keys).astype(np.int64)
-    floats: np.ndarray = bits.view(np.float64)
-    return floats
-
-
 def worst(kind: pa.DataType, largest: bool) -> float | int:
     """The value every other beats: what a NULL partial counts as in a min or max."""
     if pa.types.is_decimal(kind) or pa.types.is_floating(kind):

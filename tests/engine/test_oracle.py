@@ -26,14 +26,15 @@ WITH (connector = 'single_file', path = '{dir}/events.jsonl', format = 'json', t
 CREATE TABLE out WITH (connector = 'single_file', path = '{dir}/out.jsonl', format = 'json',
                        type = 'sink');
 INSERT INTO out
-SELECT k, unix_micros(w.start) AS ws, unix_micros(w.end) AS we, n, total, low, high, kinds
+SELECT k, unix_micros(w.start) AS ws, unix_micros(w.end) AS we, n, total, low, high, kinds,
+       fkinds
 FROM (SELECT k, {window} AS w, count(*) AS n, sum(v) AS total, min(v) AS low, max(v) AS high,
-             count(DISTINCT v) AS kinds
+             count(DISTINCT v) AS kinds, count(DISTINCT CAST(v AS DOUBLE) / 2) AS fkinds
       FROM events GROUP BY k, w);
 """
 
 ORACLE_AGGS = "count(*) AS n, sum(v) AS total, min(v) AS low, max(v) AS high, " \
-              "count(DISTINCT v) AS kinds"
+              "count(DISTINCT v) AS kinds, count(DISTINCT CAST(v AS DOUBLE) / 2) AS fkinds"
 
 
 def _oracle(rows: list[tuple[int, int, int]], window: tuple[str, int, int]) -> set[tuple]:  # type: ignore[type-arg]
@@ -89,7 +90,8 @@ def test_windows_match_duckdb(raw, window, batch, seed, spark, tmp_path_factory)
     got = set()
     for line in (workdir / "out.jsonl").read_text().splitlines():
         r = json.loads(line)
-        got.add((r["k"], r["ws"], r["we"], r["n"], r["total"], r["low"], r["high"], r["kinds"]))
+        got.add((r["k"], r["ws"], r["we"], r["n"], r["total"], r["low"], r["high"], r["kinds"],
+                 r["fkinds"]))
     base_us = int(BASE.timestamp() * 1_000_000)
     expected = _oracle([(k, v, base_us + ms * 1000) for k, v, ms in shuffled], spec)
     assert counters.get("rows_late", 0) == 0

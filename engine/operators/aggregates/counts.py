@@ -7,6 +7,7 @@ number of entered panes holding it, and over updating input a multiset.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pyarrow as pa
@@ -47,15 +48,17 @@ class CountDistinct(Aggregate):
 
     def add(self, acc: dict[Any, int], partial: list[Any]) -> dict[Any, int]:
         for value in partial:
-            acc[value] = acc.get(value, 0) + 1
+            key = _distinct_key(value)
+            acc[key] = acc.get(key, 0) + 1
         return acc
 
     def merge(self, partial: list[Any], more: list[Any]) -> list[Any]:
-        seen = set(partial)
-        return partial + [v for v in more if v not in seen]
+        seen = {_distinct_key(v) for v in partial}
+        return partial + [v for v in more if _distinct_key(v) not in seen]
 
     def remove(self, acc: dict[Any, int], partial: list[Any]) -> dict[Any, int]:
         for value in partial:
+            value = _distinct_key(value)
             left = acc.get(value, 0) - 1
             if left > 0:
                 acc[value] = left
@@ -65,6 +68,12 @@ class CountDistinct(Aggregate):
 
     def result(self, acc: dict[Any, int]) -> int:
         return len(acc)
+
+
+def _distinct_key(value: Any) -> Any:
+    """A value as count(DISTINCT) tells values apart: every float NaN is one value (in
+    Python NaN equals nothing); -0.0 already equals and hashes as 0.0."""
+    return "NaN" if isinstance(value, float) and math.isnan(value) else value
 
 
 class SignedCount(Accumulator):
