@@ -8,6 +8,7 @@ updating input they keep a multiset of pairs.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pyarrow as pa
@@ -29,8 +30,11 @@ TIMED_SQL = f"named_struct('t', unix_micros(`{EVENT_TIME}`), 'v', {{a}})"
 
 def time_key(pair: list[Any]) -> tuple[Any, ...]:
     """How ``[event time, value]`` pairs order: by time, then (a tie) by value,
-    NULLs first — as Spark orders the STRUCTs it pre-aggregates them as."""
+    NULLs first — as Spark orders the STRUCTs it pre-aggregates them as (a float NaN
+    after every number, -0.0 as 0.0)."""
     time, value = pair
+    if isinstance(value, float):
+        value = (math.isnan(value), 0.0 if math.isnan(value) else value)
     return (time is not None, time if time is not None else 0, value is not None, value)
 
 

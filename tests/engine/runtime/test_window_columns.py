@@ -330,9 +330,11 @@ def test_which_aggregates_run_in_pane_columns() -> None:
                                output_view="v")
     assert columnar(distinct, schema.set(schema.get_field_index("p0_0"),
                                           pa.field("p0_0", pa.list_(pa.int64()))))
-    # floats: NaN and -0.0 equal in SQL as Arrow's hashing does not
+    # floats too: equal as Spark equates them (every NaN, -0.0 and 0.0) by their keys
+    assert columnar(distinct, schema.set(schema.get_field_index("p0_0"),
+                                          pa.field("p0_0", pa.list_(pa.float64()))))
     assert not columnar(distinct, schema.set(schema.get_field_index("p0_0"),
-                                              pa.field("p0_0", pa.list_(pa.float64()))))
+                                              pa.field("p0_0", pa.list_(pa.decimal128(9, 2)))))
     bags = WindowAggregate(operator_id="b", input_sql="", key_columns=("k0",),
                            window=WindowSpec("hop", 5, 1),
                            aggregates=(AggregateCall("median", "a0", "m"),), output_view="v")
@@ -381,3 +383,58 @@ def test_distinct_counts_of_panes_far_apart_in_time() -> None:
                      strict=True))
     assert got == [(0, 1, 2), (0, 2, 2), (0, 3, 2), (0, far + 1, 1), (0, far + 2, 1),
                    (0, far + 3, 1), (1, 6, 1), (1, 7, 1), (1, 8, 1)]
+
+
+def test_distinct_counts_of_floats_take_every_nan_as_one_value_and_minus_zero_as_zero(
+        ) -> None:
+    """Windows over panes holding NaNs of two bit patterns, -0.0 and 0.0: in columns and
+    in the per-key accumulator, each window counts as Spark's count(DISTINCT) does."""
+    from spate.engine.operators.aggregates.counts import CountDistinct
+    from spate.engine.operators.window_columns import window_distinct
+
+    negative_nan = -float("nan")
+    panes = [[float("nan"), 1.5], [negative_nan, -0.0], [0.0, 2.5, float("inf")], [1.5]]
+    keys, slots = np.zeros(4, np.int64), np.arange(4, dtype=np.int64)
+    sets = pa.chunked_array([pa.array(panes, pa.list_(pa.float64()))])
+    fired = fired_windows(keys, slots, 2, first_end=1, last_end=5)
+    counts = window_distinct(keys, slots, sets, 2, fired)
+    expected = {1: 2, 2: 3, 3: 4, 4: 4, 5: 1}  # windows of two panes, ending at slots 1..5
+    assert dict(zip(fired.end_slots.tolist(), counts.tolist(), strict=True)) == expected
+    distinct = CountDistinct()
+    for end, want in expected.items():
+        acc = distinct.initialize()
+        for pane in panes[max(0, end - 2):end]:
+            acc = distinct.add(acc, pane)
+        assert distinct.result(acc) == want, end
+    acc = distinct.add(distinct.add(distinct.initialize(), panes[0]), panes[1])
+    assert distinct.result(distinct.remove(acc, panes[0])) == 2  # a NaN left: NaN and -0.0
+
+
+def test_first_and_last_values_of_floats_order_a_tie_in_time_as_spark_orders_doubles(
+        ) -> None:
+    """Panes whose earliest and latest pairs tie in time, with NaN, infinity and -0.0 as
+    values: in columns and in the per-key accumulator, a tie goes to the smaller value
+    for first_value and the larger for last_value, NaN being larger than any number."""
+    from spate.engine.operators.aggregates.timed import ByTime
+    from spate.engine.operators.window_columns import window_timed
+
+    nan, inf = float("nan"), float("inf")
+    panes = [(5, nan), (5, 2.5), (5, inf), (7, -0.0), (7, -inf), (9, None)]
+    keys, slots = np.zeros(len(panes), np.int64), np.arange(len(panes), dtype=np.int64)
+    pairs = pa.chunked_array([pa.array([{"t": t, "v": v} for t, v in panes],
+                                       pa.struct([("t", pa.int64()), ("v", pa.float64())]))])
+    fired = fired_windows(keys, slots, 3, first_end=2, last_end=len(panes))
+    for latest in (False, True):
+        rows, present = window_timed(pairs, fired, latest)
+        got = [panes[row][1] if has else "none" for row, has in zip(rows, present, strict=True)]
+        per_key = ByTime(latest)
+        want = []
+        for end in fired.end_slots.tolist():
+            acc = None
+            for t, v in panes[max(0, end - 3):end]:  # a window ends after its last pane
+                acc = [t, v] if acc is None or per_key.better([t, v], acc) else acc
+            want.append(per_key.result(acc))
+        assert repr(got) == repr(want), latest
+        # windows of panes 0-1, 0-2, 1-3, 2-4, 3-5: (5, NaN) is the latest pair of two
+        expected = [2.5, 2.5, 2.5, inf, -inf] if not latest else [nan, nan, -0.0, -0.0, None]
+        assert repr(got) == repr(expected), latest
