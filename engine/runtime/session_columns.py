@@ -3,7 +3,7 @@
 The columnar counterpart of the per-key sessions of :mod:`spate.engine.runtime.window`
 for the aggregates :func:`session_columnar` accepts (count, sum and avg of
 integers and floats; min and max of those, times, dates and booleans; the
-variances and the (y, x) aggregates): one
+variances and the (y, x) aggregates; distinct counts; first and last values): one
 pass of Arrow and NumPy over the range's open sessions and new partials, with
 no Python statement per row, key or session.
 
@@ -21,8 +21,10 @@ such partial is a one-row session ``[t, t + gap)``.  Per epoch:
   where an end meets a start, as touching sessions merge); a start met with
   nothing open begins a session.  Every interval thus gets its merged
   session's number, and the sessions' partials are segment sums (count, sum),
-  segment extremes (min, max; NaN as Spark orders it) and segment combines of
-  moments (variances, (y, x) aggregates) over contiguous rows.
+  segment extremes (min, max; NaN as Spark orders it), segment combines of
+  moments (variances, (y, x) aggregates), unions of value sets (distinct counts)
+  and the least or greatest ranked ``(time, value)`` pair (first and last values)
+  over contiguous rows.
 * **Firing.** Sessions that end at or before the epoch's watermark fire, in
   time order (end, then start); the others are kept.
 
@@ -65,7 +67,9 @@ from spate.engine.runtime.window_columns import (
     as_numbers,
     from_numbers,
     moment_columns,
+    picked_pairs,
     timestamps,
+    united_sets,
     worst,
 )
 from spate.statestore import CachedPipelineState, EpochWriter
@@ -81,14 +85,12 @@ _NEVER = 2**63 - 1
 
 def session_columnar(spec: WindowAggregate, partial_schema: pa.Schema) -> bool:
     """Whether the SESSION window ``spec`` runs here: plain keys, and aggregates this
-    module merges (decimals stay on the per-key path, which keeps them exact; so do
-    distinct counts and first and last values)."""
+    module merges (decimals stay on the per-key path, which keeps them exact)."""
     if any(pa.types.is_nested(partial_schema.field(k).type) for k in spec.key_columns):
         return False
     for i, call in enumerate(spec.aggregates):
         kind = partial_schema.field(f"p{i}_0").type
-        if (pa.types.is_decimal(kind) or call.function in DISTINCTS or call.function in TIMED
-                or not supported(call.function, kind)):
+        if pa.types.is_decimal(kind) or not supported(call.function, kind):
             return False
     return True
 
@@ -218,6 +220,13 @@ class SessionColumnsRange:
                                             combined_columns)
                 columns[name] = pa.array(moments[j])
                 continue
+            if function in DISTINCTS:
+                columns[name] = united_sets(intervals.column(name), session, len(first))
+                continue
+            if function in TIMED:
+                columns[name] = picked_pairs(intervals.column(name), first,
+                                             function == "last_value")
+                continue
             columns[name] = _merge_partials(intervals.column(name), segments,
                                             function in EXTREMES and j == 0, function == "max")
         return pa.table(columns).cast(intervals.schema)
@@ -244,6 +253,13 @@ class SessionColumnsRange:
                 moments = moment_columns(fired, i, call.function)
                 exists = np.ones(fired.num_rows, bool)
                 columns.append(columns_result(call.function, moments, exists).cast(kind))
+            elif call.function in DISTINCTS:
+                columns.append(pc.list_value_length(first).cast(kind))
+            elif call.function in TIMED:
+                values = pc.struct_field(first, "v")
+                present = first.is_valid()
+                columns.append(pc.if_else(present, values, pa.nulls(len(present), values.type))
+                               .cast(kind))
             elif call.function == "avg":
                 counted = as_numbers(fired.column(f"p{i}_1"), 0)
                 totals = as_numbers(first, 0) / np.maximum(counted, 1)

@@ -312,13 +312,13 @@ def _combined(function: str, index: int, table: pa.Table, panes: np.ndarray,
         return [(f"p{index}_{j}", pa.array(values)) for j, values in enumerate(moments)]
     name = f"p{index}_0"
     if function in DISTINCTS:
-        return [(name, _united(table.column(name), panes, len(firsts)))]
+        return [(name, united_sets(table.column(name), panes, len(firsts)))]
     if function in TIMED:
-        return [(name, _picked(table.column(name), firsts, function == "last_value"))]
+        return [(name, picked_pairs(table.column(name), firsts, function == "last_value"))]
     return []
 
 
-def _picked(pairs: pa.ChunkedArray, firsts: np.ndarray, latest: bool) -> pa.Array:
+def picked_pairs(pairs: pa.ChunkedArray, firsts: np.ndarray, latest: bool) -> pa.Array:
     """Per run of rows starting at ``firsts``, its earliest (``latest``: latest)
     ``(time, value)`` pair."""
     ranks, valid = pair_ranks(pairs)
@@ -330,7 +330,7 @@ def _picked(pairs: pa.ChunkedArray, firsts: np.ndarray, latest: bool) -> pa.Arra
     return pc.if_else(none, pa.nulls(len(none), pairs.type), chosen).combine_chunks()
 
 
-def _united(sets: pa.ChunkedArray, panes: np.ndarray, count: int) -> pa.Array:
+def united_sets(sets: pa.ChunkedArray, panes: np.ndarray, count: int) -> pa.Array:
     """Per (key, pane) (``panes``: each row's number, ``count`` of them), the union of
     its rows' sets of values."""
     rows, ids, values = value_ids(sets)

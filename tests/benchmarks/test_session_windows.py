@@ -58,16 +58,28 @@ def test_whole_process_against_native_spark() -> None:
     save_result("session_windows", RESULTS)
 
 
-def _partials(rng: np.random.Generator, epoch: int, events: int, keys: int) -> pa.Table:
+def _partials(rng: np.random.Generator, epoch: int, events: int, keys: int,
+              distinct: bool = False) -> pa.Table:
     """An epoch's partials of ``count(*), sum(v) GROUP BY k, SESSION`` over ``events``
-    rows with uniform keys, spread over the epoch's 20 s of event time."""
+    rows with uniform keys, spread over the epoch's 20 s of event time; with
+    ``distinct``, of ``count(*), count(DISTINCT v), first_value(v), last_value(v)``."""
     drawn = rng.integers(0, keys, events)
     times = epoch * 20 * SECOND + np.sort(rng.integers(0, 20 * SECOND, events))
     values = rng.integers(1, 1_000, events)
     table = pa.table({"k": drawn.astype(np.int64), "__pane": times, "v": values})
     grouped = table.group_by(["k", "__pane"], use_threads=False).aggregate(
-        [("v", "count"), ("v", "sum")])
+        [("v", "count"), ("v", "sum"), ("v", "distinct"), ("v", "min"), ("v", "max")])
     counts = grouped.column("v_count")
+    if distinct:  # a partial's rows share one time: the first is the least value
+        def pairs(values: pa.ChunkedArray) -> pa.Array:
+            return pa.StructArray.from_arrays(
+                [grouped.column("__pane").combine_chunks(), values.combine_chunks()],
+                names=["t", "v"])
+        return pa.table({
+            "k": grouped.column("k"), "__pane": grouped.column("__pane"),
+            "__kg": pa.array(grouped.column("k").to_numpy() % GROUPS, pa.int32()),
+            "__rows": counts, "p0_0": counts, "p1_0": grouped.column("v_distinct"),
+            "p2_0": pairs(grouped.column("v_min")), "p3_0": pairs(grouped.column("v_max"))})
     return pa.table({
         "k": grouped.column("k"), "__pane": grouped.column("__pane"),
         "__kg": pa.array(grouped.column("k").to_numpy() % GROUPS, pa.int32()),
@@ -86,20 +98,31 @@ def _operator_seconds(work: Any, epochs: list[pa.Table]) -> float:
     return operator_seconds(work, epochs, GROUPS, _epoch)
 
 
-@pytest.mark.parametrize(("keys", "events"), [(10_000, 100_000), (100_000, 250_000)])
-def test_the_operator_alone_columns_against_per_key(keys: int, events: int) -> None:
+#: count(*) and count(DISTINCT v), first_value(v), last_value(v)
+DISTINCT_AGGREGATES = (AggregateCall("count_star", None, "n"),
+                       AggregateCall("count_distinct", "a0", "kinds"),
+                       AggregateCall("first_value", "a0", "earliest"),
+                       AggregateCall("last_value", "a0", "latest"))
+
+
+@pytest.mark.parametrize(("keys", "events", "distinct"),
+                         [(10_000, 100_000, False), (100_000, 250_000, False),
+                          (10_000, 100_000, True)])
+def test_the_operator_alone_columns_against_per_key(keys: int, events: int,
+                                                    distinct: bool) -> None:
+    aggregates = DISTINCT_AGGREGATES if distinct else (
+        AggregateCall("count_star", None, "n"), AggregateCall("sum", "a0", "total"))
     spec = WindowAggregate(
         operator_id="q0", input_sql="", key_columns=("k",),
-        window=WindowSpec("session", 0, 0, SECOND),
-        aggregates=(AggregateCall("count_star", None, "n"), AggregateCall("sum", "a0", "total")),
-        output_view="out")
+        window=WindowSpec("session", 0, 0, SECOND), aggregates=aggregates, output_view="out")
     rng = np.random.default_rng(7)
-    epochs = [_partials(rng, number, events, keys) for number in range(10)]
+    epochs = [_partials(rng, number, events, keys, distinct) for number in range(10)]
     schema = output_schema(spec, epochs[0].schema)
     columns = _operator_seconds(SessionColumnsRange(spec, schema), epochs)
     per_key = _operator_seconds(_WindowRange(spec, GROUPS, schema), epochs)
-    print(f"{keys:,} keys, {events:,} events an epoch: columns {columns:.3f} s, "
+    kind = "distinct, first and last" if distinct else "count, sum"
+    print(f"{kind}, {keys:,} keys, {events:,} events an epoch: columns {columns:.3f} s, "
           f"per key {per_key:.3f} s an epoch ({per_key / columns:.1f}x)", flush=True)
-    RESULTS[f"operator_{keys}"] = {"events_per_epoch": events, "columns_s": columns,
-                                   "per_key_s": per_key}
+    name = f"operator_{keys}{'_distinct' if distinct else ''}"
+    RESULTS[name] = {"events_per_epoch": events, "columns_s": columns, "per_key_s": per_key}
     save_result("session_windows", RESULTS)

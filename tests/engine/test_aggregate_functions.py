@@ -1,7 +1,8 @@
 """The aggregates (docs/sql/functions.md) beyond count/sum/avg/min/max, in windowed (TUMBLE,
 HOP) and updating aggregates, against the same queries in batch in DuckDB.  The variances,
-(y, x) aggregates, distinct counts and first and last values also run alone in a HOP:
-with no other aggregate beside them, that query takes the columnar window operator.
+(y, x) aggregates, distinct counts and first and last values also run alone in a HOP
+and in a SESSION window: with no other aggregate beside them, those queries take the
+columnar window and session operators.
 
 One pipeline runs every case (CI time): an append-only ``events`` source read
 by a TUMBLE, a HOP and an updating GROUP BY, and a ``debezium_json`` source
@@ -100,6 +101,8 @@ WINDOWS = [("tumbled", "TUMBLE(INTERVAL '5' SECOND)", (5_000_000, 5_000_000)),
 #: the aggregates of :data:`COLUMNAR` alone, over a HOP: the columnar window operator
 COLUMNAR_WINDOW = ("columnar_hops", "HOP(INTERVAL '1' SECOND, INTERVAL '5' SECOND)",
                  (1_000_000, 5_000_000))
+#: the same over SESSION windows (the columnar session operator), and their gap in µs
+COLUMNAR_SESSIONS = ("columnar_sessions", "SESSION(INTERVAL '1' SECOND)", 1_000_000)
 
 
 def _calls(calls: list[tuple[str, str, str]]) -> str:
@@ -113,6 +116,9 @@ def _pipeline(workdir: Any) -> str:
                               names=", ".join(NAMES)) for name, window, _ in WINDOWS]
     parts.append(WINDOWED.format(name=COLUMNAR_WINDOW[0], dir=workdir, window=COLUMNAR_WINDOW[1],
                                  aggregates=_calls(COLUMNAR), names=", ".join(COLUMNAR_NAMES)))
+    parts.append(WINDOWED.format(name=COLUMNAR_SESSIONS[0], dir=workdir,
+                                 window=COLUMNAR_SESSIONS[1], aggregates=_calls(COLUMNAR),
+                                 names=", ".join(COLUMNAR_NAMES)))
     parts.append(UPDATING.format(name="totals", dir=workdir, aggregates=aliased,
                                  source="events"))
     untimed = SPATE_AGGREGATES.split(", first_value")[0]
@@ -204,6 +210,20 @@ def test_more_aggregates_equal_duckdb(spark, tmp_path_factory):  # type: ignore[
                                {slide}) AS r(start)
             GROUP BY k, start""").fetchall()
         assert _got_windowed(workdir / f"{name}.jsonl", names) == _approx(expected, names), name
+    # A key's sessions: a row more than the gap after the key's previous one starts one.
+    name, _, gap = COLUMNAR_SESSIONS
+    expected = db.execute(f"""
+        WITH marked AS (
+            SELECT *, CASE WHEN t - lag(t) OVER (PARTITION BY k ORDER BY t) <= {gap}
+                           THEN 0 ELSE 1 END AS begins FROM events),
+        numbered AS (
+            SELECT *, sum(begins) OVER (PARTITION BY k ORDER BY t
+                                        ROWS UNBOUNDED PRECEDING) AS session FROM marked)
+        SELECT k, min(t), {", ".join(duck for _, duck, _ in COLUMNAR)}
+        FROM numbered GROUP BY k, session""").fetchall()
+    assert len(expected) > 3 * 3  # several sessions per key
+    assert (_got_windowed(workdir / f"{name}.jsonl", COLUMNAR_NAMES)
+            == _approx(expected, COLUMNAR_NAMES)), name
     for name, source, calls in (("totals", "events", CALLS), ("current", "items", CALLS[:TIMED])):
         names = [name for _, _, name in calls]
         aggregates = ", ".join(duck for _, duck, _ in calls)

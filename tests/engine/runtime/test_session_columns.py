@@ -22,23 +22,32 @@ from spate.engine.runtime.tasks import RangeWork, TaskEpoch, TaskStats
 from spate.engine.runtime.watermarks import END_OF_TIME, NO_WATERMARK
 from spate.engine.runtime.window import _WindowRange
 from spate.statestore import open_store, split_key_groups
-from tests.engine.runtime.test_window_columns import AGGREGATES, GROUPS, Row, _same_windows
+from tests.engine.runtime.test_window_columns import (
+    GROUPS,
+    WINDOW_AGGREGATES,
+    Row,
+    _same_windows,
+)
 from tests.engine.runtime.test_window_columns import _partials as window_partials
 
-NAMES = [call.output for call in AGGREGATES]
+#: What a fired session holds after its key and bounds: the exact values first, then the
+#: variance and correlation (compared within a tolerance).
+NAMES = [call.output for call in WINDOW_AGGREGATES if call.output not in ("spread", "r")] \
+    + ["spread", "r"]
+EXACT = 3 + len(NAMES) - 2
 
 
 def _spec(gap: int) -> WindowAggregate:
     # a key named like a partial column ("p…") must not be taken for one
     return WindowAggregate(operator_id="q0_window", input_sql="", key_columns=("pk",),
-                           window=WindowSpec("session", 0, 0, gap), aggregates=AGGREGATES,
+                           window=WindowSpec("session", 0, 0, gap), aggregates=WINDOW_AGGREGATES,
                            output_view="v")
 
 
 def _partials(rows: list[Row]) -> pa.Table:
     """What native Spark's pre-aggregation gives for ``rows``: one partial per key and
     exact event time."""
-    return window_partials(rows, 1, key_name="pk", distinct=False)
+    return window_partials(rows, 1, key_name="pk")
 
 
 def _run(work_of: Any, rows_by_epoch: list[list[Row]], watermarks: list[int], gap: int,
@@ -120,7 +129,7 @@ def test_columnar_sessions_equal_the_per_key_operator(
                                       folder / "per_key.db")
     fired, late, left = _run(SessionColumnsRange, rows_by_epoch, watermarks, gap, parallelism,
                              folder / "columns.db")
-    _same_windows(fired, expected, exact=9)
+    _same_windows(fired, expected, exact=EXACT)
     assert late == expected_late
     assert _in_time_order(fired, parallelism)
     if flush:
@@ -137,7 +146,8 @@ def test_a_late_row_joins_an_open_session_but_not_one_of_its_own(tmp_path: Path)
                               tmp_path / f"{work.__name__}.db")
         assert late == 1
         assert [row[:9] for row in fired] == [("a", 90, 105, 2, 2, 3, 1.5, 1, 2)]
-        assert fired[0][9] == 0.5  # var_samp(1, 2)
+        assert fired[0][9:12] == (2, 2, 1)  # distinct values; first (at 90), last (at 95)
+        assert fired[0][12] == 0.5  # var_samp(1, 2)
 
 
 def test_which_rows_are_late_does_not_depend_on_their_order(tmp_path: Path) -> None:
@@ -149,8 +159,8 @@ def test_which_rows_are_late_does_not_depend_on_their_order(tmp_path: Path) -> N
         fired, late, _ = _run(work, epochs, [18, END_OF_TIME], 7, 1,
                               tmp_path / f"{work.__name__}.db")
         assert late == 1
-        assert fired == [("c", 0, 7, 1, 1, 5, 5.0, 5, 5, None, None),
-                         ("a", 12, 19, 1, 1, 2, 2.0, 2, 2, None, None)]
+        assert fired == [("c", 0, 7, 1, 1, 5, 5.0, 5, 5, 1, 5, 5, None, None),
+                         ("a", 12, 19, 1, 1, 2, 2.0, 2, 2, 1, 2, 2, None, None)]
 
 
 def test_decimal_and_nested_sessions_stay_per_key() -> None:

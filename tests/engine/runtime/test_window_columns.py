@@ -82,11 +82,9 @@ def _spec(slide: int, width: int) -> WindowAggregate:
                            output_view="v")
 
 
-def _partials(rows: list[Row], slide: int, key_name: str = "k0",
-              distinct: bool = True) -> pa.Table:
+def _partials(rows: list[Row], slide: int, key_name: str = "k0") -> pa.Table:
     """What native Spark's pre-aggregation gives for ``rows`` (:data:`WINDOW_AGGREGATES`
-    per key and pane, or without ``distinct`` :data:`AGGREGATES`; a slide of 1 gives
-    SESSION partials: per key and exact time)."""
+    per key and pane; a slide of 1 gives SESSION partials: per key and exact time)."""
     panes: dict[tuple[Any, int], list[Any]] = defaultdict(list)
     pairs: dict[tuple[Any, int], list[tuple[float, float]]] = defaultdict(list)
     timed: dict[tuple[Any, int], list[tuple[int, Any]]] = defaultdict(list)
@@ -121,7 +119,7 @@ def _partials(rows: list[Row], slide: int, key_name: str = "k0",
            for j in range(3)},
         **{f"p7_{j}": pa.array([m[j] for m in comoments],
                                pa.int64() if j == 0 else pa.float64()) for j in range(6)},
-        **(sets if distinct else {}),
+        **sets,
     })
 
 
