@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from spate.engine.host.folder import ENDED, RUNNING, HostConfig, HostFolder, HostStatus
@@ -195,6 +196,12 @@ def test_job_processes_the_control_plane_disowns_are_killed_as_orphans(tmp_path:
              str(jobs / job_id / "spec.json")], dict(os.environ), jobs / job_id,
             jobs / job_id / "job.log")
     try:
+        # A process shows its own command line once it has executed it (until then, the
+        # forking one's): wait for both, as the scheduler's later sweeps would.
+        deadline = time.monotonic() + 10
+        while not all("--consume" in _command_line(h["pid"]) for h in handles.values()):
+            assert time.monotonic() < deadline, "the job processes did not start"
+            time.sleep(0.02)
         assert process.orphan_jobs(jobs, lambda job_id: job_id == "kept") == ["orphan"]
         deadline = time.monotonic() + 10
         while process.is_alive(handles["orphan"]) and time.monotonic() < deadline:
@@ -206,3 +213,10 @@ def test_job_processes_the_control_plane_disowns_are_killed_as_orphans(tmp_path:
     finally:
         for handle in handles.values():
             process.kill(handle)
+
+
+def _command_line(pid: int) -> list[str]:
+    try:
+        return list(psutil.Process(pid).cmdline())
+    except psutil.Error:
+        return []

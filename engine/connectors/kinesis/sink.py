@@ -4,15 +4,17 @@ Delivery: at least once. Kinesis has no idempotent or transactional producer,
 so an epoch replayed after a crash (the engine rewrites the epoch it had not
 committed) puts its records again: consumers may see duplicates, never gaps.
 
-Records are encoded natively by Spark (:func:`.formats.encode_records`) and
-collected on the driver with their partition keys: the value of the
-``key_field`` column (taken from the encoded JSON record, so its text is what
-consumers see), else an MD5 hash of the record, which spreads rows over the
-shards. They are put in order, in requests of at most 500 records and 5 MiB (or
-``sink.max_records_per_batch`` / ``sink.max_bytes_per_batch``, Arroyo's names);
-entries Kinesis rejects (throttled, internal errors) are sent again with
-exponential backoff, in order, until they are all accepted or the retries run
-out (the epoch then fails and is replayed).
+Records are encoded natively by Spark (:func:`.formats.encode_records`) with
+their partition keys: the value of the ``key_field`` column (taken from the
+encoded JSON record, so its text is what consumers see), else an MD5 hash of
+the record, which spreads rows over the shards. Each Spark task puts its own
+records (:func:`~.core.executor_writes.write_partitions`: no record passes
+through the driver), in its order, in requests of at most 500 records and
+5 MiB (or ``sink.max_records_per_batch`` / ``sink.max_bytes_per_batch``,
+Arroyo's names); entries Kinesis rejects (throttled, internal errors) are sent
+again with exponential backoff, in order, until they are all accepted or the
+retries run out (the epoch then fails and is replayed). A keyed query's rows of
+one key come from one task, so they reach their shard in order.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from spate.engine.connectors import core
+from spate.engine.connectors.core.executor_writes import write_partitions
 from spate.engine.connectors.formats.records import (
     RAW_STRING,
     FormatSpec,
@@ -69,28 +72,25 @@ class KinesisSink(core.Sink):
     spec: FormatSpec
     key_field: str | None
     limits: RequestLimits
-    _client: Any = field(default=None, init=False, repr=False)
+    _opened: bool = field(default=False, init=False, repr=False)
 
     def open(self, marker: Any | None) -> None:
         del marker  # nothing to restore: a Kinesis stream cannot be rewound
-        self._client = connect(self.endpoint, self.boundary)
+        connect(self.endpoint, self.boundary)  # a bad profile or endpoint fails the start
+        self._opened = True
 
     def write_epoch(self, epoch: int, df: DataFrame) -> None:
-        if self._client is None:
+        if not self._opened:
             raise core.ConnectorError(f"kinesis sink '{self.table}' written before open()")
         # Binary records cannot be searched for the key: its column is selected beside them.
         keyed = self.spec.binary and self.key_field is not None
         records = encode_records(df, self.spec, self.key_field if keyed else None)
-        table = records.select("record", self._partition_key().alias("key")).toArrow()
-        entries = _entries(table, self.table)
-        self.epoch_bytes = sum(len(e["Data"]) for e in entries)
-        try:
-            for request in request_batches(entries, self.limits):
-                self._put(request)
-        except Exception as error:  # noqa: BLE001 - boto3's errors, told without secrets
-            raise failure(error, self.endpoint, f"kinesis sink '{self.table}'") from None
+        putter = _TaskPutter(self.table, self.endpoint, self.boundary, self.limits)
+        reports = write_partitions(records.select("record", self._partition_key().alias("key")),
+                                   putter)  # a task's ConnectorError names the sink
+        self.epoch_bytes = sum(int(report["bytes"]) for report in reports)
         log.debug("epoch put", extra={"table": self.table, "epoch": epoch,
-                                      "records": len(entries)})
+                                      "records": sum(int(r["records"]) for r in reports)})
 
     def _partition_key(self) -> Column:
         record = F.col("record")
@@ -111,12 +111,35 @@ class KinesisSink(core.Sink):
                 .when(usable, F.sha2(field, 256)).otherwise(key)
         return key
 
-    def _put(self, entries: list[Entry]) -> None:
+    def close(self) -> None:
+        self._opened = False
+
+
+@dataclass(frozen=True)
+class _TaskPutter:
+    """Puts one task's records (picklable: it runs in the tasks)."""
+
+    table: str
+    endpoint: KinesisEndpoint = field(repr=False)  # may hold the profile's keys
+    boundary: core.Boundary = field(repr=False)
+    limits: RequestLimits
+
+    def __call__(self, partition: int, rows: pa.Table) -> list[dict[str, Any]]:
+        del partition  # a record's partition key says which shard takes it
+        entries = _entries(rows, self.table)
+        try:
+            client = connect(self.endpoint, self.boundary)
+            for request in request_batches(entries, self.limits):
+                self._put(client, request)
+        except Exception as error:  # noqa: BLE001 - boto3's errors, told without secrets
+            raise failure(error, self.endpoint, f"kinesis sink '{self.table}'") from None
+        return [{"bytes": sum(len(e["Data"]) for e in entries), "records": len(entries)}]
+
+    def _put(self, client: Any, entries: list[Entry]) -> None:
         """Put ``entries`` until Kinesis accepted them all, retrying the rejected ones."""
         backoff_s = FIRST_BACKOFF_S
         for _ in range(PUT_ATTEMPTS):
-            answer = self._client.put_records(StreamName=self.endpoint.stream_name,
-                                              Records=entries)
+            answer = client.put_records(StreamName=self.endpoint.stream_name, Records=entries)
             if not answer.get("FailedRecordCount"):
                 return
             entries = [entry for entry, result in zip(entries, answer["Records"], strict=True)
@@ -128,9 +151,6 @@ class KinesisSink(core.Sink):
         raise core.ConnectorError(f"kinesis sink '{self.table}': Kinesis kept rejecting "
                                   f"{len(entries)} records after {PUT_ATTEMPTS} attempts "
                                   "(throttled: the stream may need more shards)")
-
-    def close(self) -> None:
-        self._client = None
 
 
 def _entries(table: pa.Table, name: str) -> list[Entry]:

@@ -12,7 +12,11 @@ Delivery guarantees:
   JetStream publish with a ``Nats-Msg-Id`` per record (the sink's producer id,
   the epoch and the record's digest and occurrence) waiting for every PubAck:
   a replayed epoch's messages are dropped by the stream's duplicate window, so
-  exactly-once when the replay comes within that window.
+  exactly-once when the replay comes within that window. Each Spark task
+  publishes its own rows over a connection of its own, so no record passes
+  through the driver; with a stream, the epoch's records are first spread over
+  the tasks by their bytes, so equal records (whose ids count their occurrences)
+  meet in one task.
 """
 
 from __future__ import annotations
@@ -22,15 +26,18 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import nats
+import pyarrow as pa
 from nats.aio.client import Client as NatsClient
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spate.engine.connectors import core
+from spate.engine.connectors.core.executor_writes import write_partitions
 from spate.engine.connectors.formats.records import (
     FormatSpec,
     check_sink_schema,
@@ -357,38 +364,65 @@ class NatsSink(core.Sink):
         self.producer = str(marker["producer"]) if marker else uuid.uuid4().hex
 
     def write_epoch(self, epoch: int, df: DataFrame) -> dict[str, str] | None:
-        column = encode_records(df, self.parsed.spec).toArrow().column(0)
-        records = [record_bytes(value) for value in column.to_pylist()]
-        self.epoch_bytes = sum(len(record) for record in records)
-        if not records:
-            return None if self.parsed.stream is None else {"producer": self.producer}
-        if self.parsed.stream is None:
-            run_sync(self._session(lambda client: _publish_core(client, self.parsed.subject,
-                                                                records)))
-            return None
-        ids = message_ids(self.producer, epoch, records)
-        duplicates = run_sync(self._session(lambda client: publish_all(
-            client, str(self.parsed.subject), str(self.parsed.stream), records, ids)))
+        records = encode_records(df, self.parsed.spec)
+        if self.parsed.stream is not None:  # equal records in one task: ids stay a
+            # function of the epoch's records whatever tasks a replay has
+            records = records.repartition(*(F.col(c) for c in records.columns))
+        publisher = _TaskPublisher(self.what, self.parsed.connect.to_dict(),
+                                   str(self.parsed.subject), self.parsed.stream,
+                                   self.producer, epoch)
+        reports = write_partitions(records, publisher)  # a task's ConnectorError names it
+        self.epoch_bytes = sum(int(report["bytes"]) for report in reports)
+        duplicates = sum(int(report["duplicates"]) for report in reports)
         if duplicates:
             log.info("replayed messages dropped by the stream", extra={
                 "table": self.table, "epoch": epoch, "duplicates": duplicates})
-        return {"producer": self.producer}
+        return None if self.parsed.stream is None else {"producer": self.producer}
+
+    def close(self) -> None:
+        """Every task opens and closes its own connection: nothing to release."""
+
+
+@dataclass(frozen=True)
+class _TaskPublisher:
+    """Publishes one task's records of an epoch (picklable: it runs in the tasks)."""
+
+    what: str
+    #: :meth:`ConnectSettings.to_dict` (the tenant's boundary, not the live policy; the
+    #: password: never shown)
+    connect: dict[str, Any] = field(repr=False)
+    subject: str
+    stream: str | None
+    producer: str
+    epoch: int
+
+    def __call__(self, partition: int, rows: pa.Table) -> list[dict[str, Any]]:
+        del partition  # a message's id depends on the record, not on its task
+        records = [record_bytes(value) for value in rows.column(0).to_pylist()]
+        if self.stream is None:
+            run_sync(self._session(lambda client: _publish_core(client, self.subject,
+                                                                records)))
+            duplicates = 0
+        else:
+            ids = message_ids(self.producer, self.epoch, records)
+            stream = self.stream
+            duplicates = run_sync(self._session(lambda client: publish_all(
+                client, self.subject, stream, records, ids)))
+        return [{"bytes": sum(len(record) for record in records), "duplicates": duplicates}]
 
     async def _session(self, operation: Any) -> Any:
-        client = await connect(self.parsed.connect, self.what)
+        settings = ConnectSettings.from_dict(self.connect)
+        client = await connect(settings, self.what)
         try:
             return await operation(client)
         except core.ConnectorError:
             raise
         except (OSError, TimeoutError) as error:
-            raise connect_error(self.parsed.connect, self.what, error) from None
+            raise connect_error(settings, self.what, error) from None
         except nats.errors.Error as error:
-            raise jetstream_error(self.what, str(self.parsed.stream), error) from None
+            raise jetstream_error(self.what, str(self.stream), error) from None
         finally:
             await client.close()
-
-    def close(self) -> None:
-        """Every epoch opens and closes its own connection: nothing to release."""
 
 
 async def _publish_core(client: NatsClient, subject: str | None,

@@ -17,14 +17,17 @@ A row's event time is the time its message was read.
 
 Sink: publishes each record as one persistent message to ``exchange`` with
 ``routing_key``, on a channel in confirm mode, as mandatory (a message no queue
-takes fails the epoch); ``write_epoch`` returns once every message is confirmed.
-An epoch replayed after a crash is published again.
+takes fails the epoch). Each Spark task publishes its own rows, in its order,
+over a connection of its own, so no record passes through the driver;
+``write_epoch`` returns once every task's messages are confirmed. An epoch
+replayed after a crash (or a task Spark retried) is published again.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,6 +41,7 @@ from pyspark.sql.datasource import SimpleDataSourceStreamReader
 
 from spate.engine.connectors import core
 from spate.engine.connectors.core.arrow_batches import arrow_schema
+from spate.engine.connectors.core.executor_writes import write_partitions
 from spate.engine.connectors.formats.records import encode_records, record_bytes
 from spate.engine.connectors.rabbitmq.settings import (
     EXCHANGE,
@@ -188,51 +192,70 @@ class RabbitQueueReader(SimpleDataSourceStreamReader):
 
 
 class RabbitQueueSink(core.Sink):
-    """Publishes each epoch's records with publisher confirms (at-least-once)."""
+    """Publishes each epoch's records with publisher confirms (at-least-once), each
+    Spark task its own rows over a connection of its own."""
 
     def __init__(self, settings: RabbitSettings, schema: T.StructType) -> None:
         self.settings = settings
         self.schema = schema
-        self._connection: pika.BlockingConnection | None = None
-        self._channel: BlockingChannel | None = None
+        self._opened = False
 
     def open(self, marker: Any | None) -> None:
         del marker  # a published message cannot be taken back: nothing to restore
-        self._connection = connect(self.settings)
-        self._channel = self._connection.channel()
-        self._channel.confirm_delivery()
+        connect(self.settings).close()  # a wrong address or login fails the start
+        self._opened = True
 
     def write_epoch(self, epoch: int, df: DataFrame) -> None:
-        if self._channel is None:
+        if not self._opened:
             raise core.ConnectorError(f"rabbitmq sink '{self.settings.table}' written before "
                                       f"open()")
-        records = encode_records(df, self.settings.spec).toArrow().column(0).to_pylist()
-        properties = pika.BasicProperties(delivery_mode=pika.DeliveryMode.Persistent)
-        written = 0
-        for record in records:
-            body = record_bytes(record)
-            written += len(body)
-            self._publish(body, properties, epoch)
-        self.epoch_bytes = written
-
-    def _publish(self, body: bytes, properties: pika.BasicProperties, epoch: int) -> None:
-        assert self._channel is not None
-        try:  # in confirm mode this returns once the broker confirmed the message
-            self._channel.basic_publish(self.settings.exchange, self.settings.routing_key or "",
-                                        body, properties, mandatory=True)
-        except pika.exceptions.UnroutableError:
-            raise core.ConnectorError(
-                f"rabbitmq sink '{self.settings.table}': epoch {epoch}: no queue takes "
-                f"messages sent to {self.settings.where()}; bind a queue to it",
-                option=ROUTING_KEY.name) from None
-        except pika.exceptions.ChannelClosedByBroker as error:
-            raise core.ConnectorError(f"rabbitmq sink '{self.settings.table}': the broker refused "
-                                      f"to publish to {self.settings.where()}: {error.reply_text}",
-                                      option=EXCHANGE.name) from None
-        except (pika.exceptions.AMQPError, OSError):
-            raise self.settings.unreachable() from None
+        records = encode_records(df, self.settings.spec)
+        reports = write_partitions(records, _TaskPublisher(self.settings, epoch))
+        self.epoch_bytes = sum(int(report["bytes"]) for report in reports)
 
     def close(self) -> None:
-        if self._connection is not None and self._connection.is_open:
-            self._connection.close()
-        self._connection = self._channel = None
+        self._opened = False
+
+
+@dataclass(frozen=True)
+class _TaskPublisher:
+    """Publishes one task's records of an epoch, each confirmed before the next
+    (picklable: it runs in the tasks)."""
+
+    settings: RabbitSettings
+    epoch: int
+
+    def __call__(self, partition: int, rows: pa.Table) -> list[dict[str, Any]]:
+        del partition  # every task publishes to the same exchange
+        connection = connect(self.settings)
+        try:
+            channel = connection.channel()
+            channel.confirm_delivery()
+            properties = pika.BasicProperties(delivery_mode=pika.DeliveryMode.Persistent)
+            written = 0
+            for record in rows.column(0).to_pylist():
+                body = record_bytes(record)
+                written += len(body)
+                self._publish(channel, body, properties)
+        finally:
+            if connection.is_open:
+                connection.close()
+        return [{"bytes": written}]
+
+    def _publish(self, channel: BlockingChannel, body: bytes,
+                 properties: pika.BasicProperties) -> None:
+        settings = self.settings
+        try:  # in confirm mode this returns once the broker confirmed the message
+            channel.basic_publish(settings.exchange, settings.routing_key or "", body,
+                                  properties, mandatory=True)
+        except pika.exceptions.UnroutableError:
+            raise core.ConnectorError(
+                f"rabbitmq sink '{settings.table}': epoch {self.epoch}: no queue takes "
+                f"messages sent to {settings.where()}; bind a queue to it",
+                option=ROUTING_KEY.name) from None
+        except pika.exceptions.ChannelClosedByBroker as error:
+            raise core.ConnectorError(f"rabbitmq sink '{settings.table}': the broker refused "
+                                      f"to publish to {settings.where()}: {error.reply_text}",
+                                      option=EXCHANGE.name) from None
+        except (pika.exceptions.AMQPError, OSError):
+            raise settings.unreachable() from None

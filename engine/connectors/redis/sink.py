@@ -5,18 +5,22 @@ by the value of ``target.key_column`` (if given). Delivery, per target:
 
 - ``string``: ``SET key record``; ``hash``: ``HSET key <target.field_column
   value> record``. Idempotent by nature: a replayed epoch writes the same values
-  again (exactly-once results; within one epoch the last row of a key or field
-  wins). Pipelined, one round trip per chunk of :data:`CHUNK_ROWS` rows.
+  again (exactly-once results). Written by the Spark tasks, each its own rows
+  over a connection of its own, pipelined, one round trip per chunk of
+  :data:`CHUNK_ROWS` rows, so no row passes through the driver. Within one
+  task the last row of a key or field wins; a keyed query's rows of one key
+  come from one task (rows of one key in two tasks land in either order).
 - ``list`` (``RPUSH``), ``stream`` (``XADD`` of one field ``value`` with the
   explicit id ``<epoch>-<n>``, ``n`` counting the epoch's rows from 1) and
   ``pubsub`` (``PUBLISH`` to the key as channel): each epoch is one
   ``MULTI``/``EXEC`` transaction that also stores the epoch in the marker key
   ``<target.key_prefix>__spate_epoch:<tenant>/<pipeline>`` (the writing pipeline's
-  own), watched first. An epoch at or below the marker was written already and
-  is skipped, so a replay neither duplicates nor loses an entry (exactly-once),
-  and the stream ids of an epoch are refused by Redis if written twice. Pub/sub
-  messages reach only the subscribers connected at the time (at-most-once for
-  them) and are never published twice.
+  own), watched first, written from the driver. An epoch at or below the
+  marker was written already and is skipped, so a replay neither duplicates
+  nor loses an entry (exactly-once), and the stream ids of an epoch are
+  refused by Redis if written twice. Pub/sub messages reach only the
+  subscribers connected at the time (at-most-once for them) and are never
+  published twice.
 
 The marker committed with an epoch is ``{"epoch": n}``; a pipeline started
 afresh (``open(None)``) deletes the Redis marker key, so its epochs are written
@@ -29,6 +33,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 import redis
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -36,6 +41,7 @@ from pyspark.sql import types as T
 
 from spate.engine.connectors import core
 from spate.engine.connectors.core.egress import EgressPolicy
+from spate.engine.connectors.core.executor_writes import write_partitions
 from spate.engine.connectors.formats.records import (
     DEBEZIUM_JSON,
     FormatSpec,
@@ -174,20 +180,23 @@ class RedisSink(core.Sink):
                 raise client.failure(error) from None
 
     def write_epoch(self, epoch: int, df: DataFrame) -> dict[str, int]:
-        rows = self._rows(df)
+        keyed = self._keyed(df)
+        if self.settings.target not in TRANSACTIONAL:  # idempotent: written by the tasks
+            writer = _TaskWriter(self.table.name, self.settings, self.egress)
+            reports = write_partitions(keyed, writer)  # a task's ConnectorError names it
+            self.epoch_bytes = sum(int(report["bytes"]) for report in reports)
+            return {"epoch": epoch}
+        rows = epoch_rows(keyed.toArrow(), self.settings, self.table.name)
         self.epoch_bytes = sum(len(r) for r in rows["record"])
         client = self._open_client()
         try:
-            if self.settings.target in TRANSACTIONAL:
-                self._write_transaction(client, epoch, rows)
-            else:
-                self._write_chunks(client, rows)
+            self._write_transaction(client, epoch, rows)
         except redis.RedisError as error:
             raise client.failure(error) from None
         return {"epoch": epoch}
 
-    def _rows(self, df: DataFrame) -> dict[str, list[str]]:
-        """The epoch's records with their keys (and hash fields): one Spark action."""
+    def _keyed(self, df: DataFrame) -> DataFrame:
+        """The epoch's records with their keys (and hash fields)."""
         settings = self.settings
         key = F.lit(settings.key_prefix)
         if settings.key_column is not None:
@@ -195,32 +204,7 @@ class RedisSink(core.Sink):
         columns = [key.alias("key"), record_column(df, settings.spec).alias("record")]
         if settings.field_column is not None:
             columns.append(F.col(f"`{settings.field_column}`").cast("string").alias("field"))
-        table = df.select(*columns).toArrow()
-        rows = {name: table.column(name).to_pylist() for name in table.column_names}
-        self._check_present(rows, "key", TARGET_KEY_COLUMN.name, settings.key_column)
-        self._check_present(rows, "field", TARGET_FIELD_COLUMN.name, settings.field_column)
-        rows["record"] = [r or "" for r in rows["record"]]  # raw_string NULL: empty
-        return rows
-
-    def _check_present(self, rows: dict[str, list[Any]], name: str, option: str,
-                       column: str | None) -> None:
-        if None in rows.get(name, ()):
-            raise core.ConnectorError(f"redis sink '{self.table.name}': a row has NULL in column "
-                                      f"'{column}' ({option}), so it has no Redis {name}",
-                                      option=option)
-
-    def _write_chunks(self, client: RedisClient, rows: dict[str, list[str]]) -> None:
-        """SET / HSET, idempotent: pipelined without a transaction, chunk by chunk."""
-        keys, records = rows["key"], rows["record"]
-        fields = rows.get("field")
-        for first in range(0, len(keys), CHUNK_ROWS):
-            pipe = client.client.pipeline(transaction=False)
-            for i in range(first, min(first + CHUNK_ROWS, len(keys))):
-                if fields is None:
-                    pipe.set(keys[i], records[i])
-                else:
-                    pipe.hset(keys[i], fields[i], records[i])
-            pipe.execute()
+        return df.select(*columns)
 
     def _write_transaction(self, client: RedisClient, epoch: int,
                            rows: dict[str, list[str]]) -> None:
@@ -257,3 +241,47 @@ class RedisSink(core.Sink):
             self._client.close()
             self._client = None
 
+
+def epoch_rows(table: pa.Table, settings: SinkSettings, name: str) -> dict[str, list[str]]:
+    """Keyed records (:meth:`RedisSink._keyed`) as lists; a NULL key or field fails."""
+    rows = {column: table.column(column).to_pylist() for column in table.column_names}
+    for part, option, column in (("key", TARGET_KEY_COLUMN.name, settings.key_column),
+                                 ("field", TARGET_FIELD_COLUMN.name, settings.field_column)):
+        if None in rows.get(part, ()):
+            raise core.ConnectorError(f"redis sink '{name}': a row has NULL in column "
+                                      f"'{column}' ({option}), so it has no Redis {part}",
+                                      option=option)
+    rows["record"] = [r or "" for r in rows["record"]]  # raw_string NULL: empty
+    return rows
+
+
+@dataclass(frozen=True)
+class _TaskWriter:
+    """SET / HSET of one task's rows, idempotent: pipelined without a transaction,
+    chunk by chunk (picklable: it runs in the tasks)."""
+
+    table: str
+    settings: SinkSettings
+    egress: EgressPolicy | None
+
+    def __call__(self, partition: int, rows: pa.Table) -> list[dict[str, Any]]:
+        del partition  # a row's key says where it goes
+        written = epoch_rows(rows, self.settings, self.table)
+        client = RedisClient(self.settings.connection, self.egress,
+                             f"redis sink '{self.table}'")
+        try:
+            keys, records = written["key"], written["record"]
+            fields = written.get("field")
+            for first in range(0, len(keys), CHUNK_ROWS):
+                pipe = client.client.pipeline(transaction=False)
+                for i in range(first, min(first + CHUNK_ROWS, len(keys))):
+                    if fields is None:
+                        pipe.set(keys[i], records[i])
+                    else:
+                        pipe.hset(keys[i], fields[i], records[i])
+                pipe.execute()
+        except redis.RedisError as error:
+            raise client.failure(error) from None
+        finally:
+            client.close()
+        return [{"bytes": sum(len(r) for r in records)}]

@@ -32,6 +32,7 @@ from spate.engine.connectors.formats.records import source_schema
 from spate.engine.connectors.mqtt.client import BrokerSettings, close, connect, subscribe
 from spate.engine.connectors.mqtt.connector import parse_table
 from spate.engine.connectors.mqtt.source import MqttStreamReader
+from spate.engine.runtime.failures import root_message
 from tests.engine.connectors.support import make_table
 from tests.engine.harness import read_lines, run_pipeline
 
@@ -359,6 +360,55 @@ def test_a_sink_pipeline_publishes_every_row(spark: SparkSession, topic: str,
     assert sorted((json.loads(p) for p, _, _ in received), key=lambda r: r["id"]) == [
         {"id": i * 10, "name": f"n{i}"} for i in range(4)]
     assert {(qos, retain) for _, qos, retain in received} == {(2, False)}
+
+
+def _sink(topic: str, **options: str) -> Any:
+    table = make_table("mqtt", "sink", COLUMNS, url=URL, topic=topic, format="json", type="sink",
+                       **options)
+    return CONNECTORS["mqtt"].create_sink(table, T.StructType(
+        [T.StructField(c.name, c.spark_type) for c in COLUMNS]))
+
+
+@pytest.mark.spark
+def test_each_task_publishes_its_rows_in_order(spark: SparkSession, topic: str) -> None:
+    """An epoch of four partitions: every row arrives once, each partition's rows in the
+    partition's order, and the epoch's bytes are those of every message."""
+    received: list[bytes] = []
+    listener = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
+    listener.on_message = lambda _c, _u, m: received.append(bytes(m.payload))
+    listener.connect("127.0.0.1", 1883)
+    listener.loop_start()
+    sink = _sink(topic, qos="1")
+    try:
+        subscribe(listener, BROKER, topic, 1, "test")
+        sink.open(None)
+        rows = spark.range(0, 2000, numPartitions=4).selectExpr("id", "concat('n', id) AS name")
+        sink.write_epoch(0, rows)
+        deadline = time.monotonic() + 10
+        while len(received) < 2000 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        sink.close()
+        listener.disconnect()
+        listener.loop_stop()
+    ids = [json.loads(p)["id"] for p in received]
+    assert sorted(ids) == list(range(2000))
+    for part in range(4):  # spark.range gives partition p the ids [500p, 500p + 500)
+        mine = [i for i in ids if i // 500 == part]
+        assert mine == sorted(mine), part
+    assert sink.epoch_bytes == sum(len(p) for p in received)
+
+
+@pytest.mark.spark
+def test_a_record_over_max_packet_size_fails_the_epoch_naming_the_option(
+        spark: SparkSession, topic: str) -> None:
+    sink = _sink(topic, max_packet_size="64")
+    sink.open(None)
+    rows = spark.range(0, 3).selectExpr("id", "repeat('x', id * 50) AS name")
+    with pytest.raises(Exception) as caught:
+        sink.write_epoch(0, rows)
+    sink.close()
+    assert "exceeds max_packet_size (64)" in root_message(caught.value)
 
 
 def test_a_confined_source_is_refused_a_loopback_broker(topic: str) -> None:
