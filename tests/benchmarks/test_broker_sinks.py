@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -36,7 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from spate.engine.connectors import CONNECTORS, ColumnDef
-from tests.benchmarks.workloads import load_results, save_result
+from tests.benchmarks.workloads import epoch_times, load_results, save_result
 from tests.engine.connectors.support import make_table
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.spark, pytest.mark.timeout(3600)]
@@ -64,14 +63,7 @@ def _payloads(frame: DataFrame) -> list[bytes]:
 
 
 def _median_ms(action: Callable[[int], Any]) -> float:
-    for epoch in range(WARM):
-        action(epoch)
-    times = []
-    for epoch in range(WARM, WARM + EPOCHS):
-        start = time.perf_counter()
-        action(epoch)
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+    return statistics.median(epoch_times(action, EPOCHS, WARM))
 
 
 def _record(name: str, timings: dict[str, float]) -> None:

@@ -18,7 +18,6 @@ warehouse. Written to ``results.json`` under ``lakehouse_commit`` and
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from pyspark.sql import SparkSession
 
 from spate.engine.connectors import CONNECTORS
 from spate.engine.connectors.filesystem.lakehouse import lake_schema
-from tests.benchmarks.workloads import save_result
+from tests.benchmarks.workloads import epoch_times, save_result
 from tests.conftest import ThrowawayPostgres
 from tests.engine.connectors.filesystem.lakehouse_support import (
     COLUMNS,
@@ -48,17 +47,6 @@ WARM = 3
 SIZES = [(10_000, 30, "lakehouse_commit"), (200_000, 10, "lakehouse_commit_200k")]
 
 
-def _timed(action: Callable[[int], Any], epochs: int) -> list[float]:
-    for epoch in range(WARM):
-        action(epoch)
-    times = []
-    for epoch in range(WARM, WARM + epochs):
-        start = time.perf_counter()
-        action(epoch)
-        times.append((time.perf_counter() - start) * 1000)
-    return times
-
-
 def _summary(times: list[float]) -> dict[str, float]:
     ordered = sorted(times)
     return {"median_ms": round(statistics.median(ordered), 1),
@@ -70,7 +58,7 @@ def test_lakehouse_commit_latency(spark: SparkSession, tmp_path: Path,
                                   throwaway_postgres: ThrowawayPostgres, rows: int,
                                   epochs: int, key: str) -> None:
     def _timed_epochs(action: Callable[[int], Any]) -> list[float]:
-        return _timed(action, epochs)
+        return epoch_times(action, epochs, WARM)
 
     frame = epoch_frame(spark, range(rows)).repartition(2).cache()
     frame.count()

@@ -86,6 +86,19 @@ def load_results() -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def epoch_times(action: Callable[[int], Any], epochs: int, warm: int) -> list[float]:
+    """Milliseconds each of ``epochs`` calls of ``action(epoch)`` took, after ``warm``
+    calls not counted (epochs are numbered on from those)."""
+    for epoch in range(warm):
+        action(epoch)
+    times = []
+    for epoch in range(warm, warm + epochs):
+        start = time.perf_counter()
+        action(epoch)
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
 def save_result(key: str, value: Any) -> None:
     """Record ``value`` under ``key`` in ``results.json``, keeping the other keys."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)

@@ -67,23 +67,35 @@ def _spec(ttl_s: int, updating_input: bool) -> UpdatingAggregate:
                              output_view="v", ttl_us=ttl_s * SECOND)
 
 
-def _partials(rows: list[Row], updating_input: bool = False) -> pa.Table:
-    """What native Spark's signed pre-aggregation (``partial_sql``) gives for ``rows``
-    (over ``updating_input``, min and max as signed values)."""
+def _by_key(rows: list[Row]) -> dict[Any, list[Row]]:
     keys: dict[Any, list[Row]] = defaultdict(list)
     for row in rows:
         keys[row[0]].append(row)
+    return keys
+
+
+def _key_columns(columns: dict[str, list[Any]], key: Any, mine: list[Row]
+                 ) -> tuple[list[int], str]:
+    """Append a key's row of the columns every partial has (its key, rows, latest time,
+    count(*)); return its rows' signs and its serialized key."""
+    signs = [-1 if withdrawn else 1 for _, withdrawn, _, _ in mine]
+    row_key = json.dumps({"k0": key}, separators=(",", ":"))
+    columns["__key"].append(row_key)
+    columns["k0"].append(key)
+    columns["__count"].append(len(mine))
+    columns["__rows"].append(sum(signs))
+    columns["__seen"].append(max(ts for _, _, ts, _ in mine) * SECOND)
+    columns["p0_0"].append(sum(signs))
+    return signs, row_key
+
+
+def _partials(rows: list[Row], updating_input: bool = False) -> pa.Table:
+    """What native Spark's signed pre-aggregation (``partial_sql``) gives for ``rows``
+    (over ``updating_input``, min and max as signed values)."""
     columns: dict[str, list[Any]] = defaultdict(list)
-    for key, mine in keys.items():
-        signs = [-1 if withdrawn else 1 for _, withdrawn, _, _ in mine]
+    for key, mine in _by_key(rows).items():
+        signs, row_key = _key_columns(columns, key, mine)
         present = [(s, v) for s, (_, _, _, v) in zip(signs, mine, strict=True) if v is not None]
-        row_key = json.dumps({"k0": key}, separators=(",", ":"))
-        columns["__key"].append(row_key)
-        columns["k0"].append(key)
-        columns["__count"].append(len(mine))
-        columns["__rows"].append(sum(signs))
-        columns["__seen"].append(max(ts for _, _, ts, _ in mine) * SECOND)
-        columns["p0_0"].append(sum(signs))
         columns["p1_0"].append(sum(s for s, _ in present))
         for i, scale in ((2, 1), (3, 1), (4, 0.5)):
             columns[f"p{i}_0"].append(sum(s * v * scale for s, v in present) if present
@@ -257,21 +269,11 @@ _SIGNED_FLOATS = pa.list_(pa.struct([pa.field("v", pa.float64()), pa.field("s", 
 
 def _float_partials(rows: list[Row], updating_input: bool = True) -> pa.Table:
     """Spark's signed partials of :data:`FLOAT_AGGREGATES` for ``rows`` (values floats)."""
-    keys: dict[Any, list[Row]] = defaultdict(list)
-    for row in rows:
-        keys[row[0]].append(row)
     columns: dict[str, list[Any]] = defaultdict(list)
-    for key, mine in keys.items():
-        signs = [-1 if withdrawn else 1 for _, withdrawn, _, _ in mine]
+    for key, mine in _by_key(rows).items():
+        signs, row_key = _key_columns(columns, key, mine)
         signed = [{"v": v, "s": s} for s, (_, _, _, v) in zip(signs, mine, strict=True)
                   if v is not None]
-        row_key = json.dumps({"k0": key}, separators=(",", ":"))
-        columns["__key"].append(row_key)
-        columns["k0"].append(key)
-        columns["__count"].append(len(mine))
-        columns["__rows"].append(sum(signs))
-        columns["__seen"].append(max(ts for _, _, ts, _ in mine) * SECOND)
-        columns["p0_0"].append(sum(signs))
         for i in (1, 2, 3):
             columns[f"p{i}_0"].append(signed)
         columns["__kg"].append(sum(row_key.encode()) % GROUPS)

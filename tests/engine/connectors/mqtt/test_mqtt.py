@@ -14,6 +14,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -333,30 +334,42 @@ def test_a_bad_record_fails_a_strict_source_naming_its_topic(topic: str, prefix:
     reader.stop()
 
 
-@pytest.mark.spark
-def test_a_sink_pipeline_publishes_every_row(spark: SparkSession, topic: str,
-                                             tmp_path: Path) -> None:
-    data = tmp_path / "in.jsonl"
-    data.write_text("".join(line + "\n" for line in _records(0, 4)))
+@contextmanager
+def _listening(topic: str, qos: int) -> Iterator[list[tuple[bytes, int, bool]]]:
+    """A subscriber of ``topic`` while the block runs: the messages it received
+    (payload, QoS, retain flag), growing as they arrive."""
     received: list[tuple[bytes, int, bool]] = []
     listener = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
     listener.on_message = lambda _c, _u, m: received.append((bytes(m.payload), m.qos, m.retain))
     listener.connect("127.0.0.1", 1883)
     listener.loop_start()
     try:
-        subscribe(listener, BROKER, topic, 2, "test")
+        subscribe(listener, BROKER, topic, qos, "test")
+        yield received
+    finally:
+        listener.disconnect()
+        listener.loop_stop()
+
+
+def _wait_for(received: list[Any], count: int, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(received) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@pytest.mark.spark
+def test_a_sink_pipeline_publishes_every_row(spark: SparkSession, topic: str,
+                                             tmp_path: Path) -> None:
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(line + "\n" for line in _records(0, 4)))
+    with _listening(topic, 2) as received:
         sql = (f"CREATE TABLE src (id BIGINT, name TEXT) WITH (connector = 'single_file', "
                f"path = '{data}', format = 'json', type = 'source');\n"
                f"CREATE TABLE out WITH (connector = 'mqtt', url = '{URL}', topic = '{topic}', "
                "format = 'json', type = 'sink', qos = '2');\n"
                "INSERT INTO out SELECT id * 10 AS id, name FROM src;\n")
         run_pipeline(spark, sql, tmp_path)
-        deadline = time.monotonic() + 5
-        while len(received) < 4 and time.monotonic() < deadline:
-            time.sleep(0.05)
-    finally:
-        listener.disconnect()
-        listener.loop_stop()
+        _wait_for(received, 4)
     assert sorted((json.loads(p) for p, _, _ in received), key=lambda r: r["id"]) == [
         {"id": i * 10, "name": f"n{i}"} for i in range(4)]
     assert {(qos, retain) for _, qos, retain in received} == {(2, False)}
@@ -373,30 +386,19 @@ def _sink(topic: str, **options: str) -> Any:
 def test_each_task_publishes_its_rows_in_order(spark: SparkSession, topic: str) -> None:
     """An epoch of four partitions: every row arrives once, each partition's rows in the
     partition's order, and the epoch's bytes are those of every message."""
-    received: list[bytes] = []
-    listener = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
-    listener.on_message = lambda _c, _u, m: received.append(bytes(m.payload))
-    listener.connect("127.0.0.1", 1883)
-    listener.loop_start()
     sink = _sink(topic, qos="1")
-    try:
-        subscribe(listener, BROKER, topic, 1, "test")
+    with _listening(topic, 1) as received:
         sink.open(None)
         rows = spark.range(0, 2000, numPartitions=4).selectExpr("id", "concat('n', id) AS name")
         sink.write_epoch(0, rows)
-        deadline = time.monotonic() + 10
-        while len(received) < 2000 and time.monotonic() < deadline:
-            time.sleep(0.05)
-    finally:
         sink.close()
-        listener.disconnect()
-        listener.loop_stop()
-    ids = [json.loads(p)["id"] for p in received]
+        _wait_for(received, 2000)
+    ids = [json.loads(p)["id"] for p, _, _ in received]
     assert sorted(ids) == list(range(2000))
     for part in range(4):  # spark.range gives partition p the ids [500p, 500p + 500)
         mine = [i for i in ids if i // 500 == part]
         assert mine == sorted(mine), part
-    assert sink.epoch_bytes == sum(len(p) for p in received)
+    assert sink.epoch_bytes == sum(len(p) for p, _, _ in received)
 
 
 @pytest.mark.spark
