@@ -14,12 +14,19 @@ other stream clients write them) with publisher confirms, under a producer
 name (``producer_name``, by default ``spate:<tenant>/<pipeline>/<table>``).  RabbitMQ
 de-duplicates per producer name: it keeps the highest publishing id written
 under the name, and drops (yet confirms) any message whose id is not above it.
-Record ``i`` of epoch ``e`` has the id ``(e + 1) * 2**32 + i``, and an epoch's
-records are sorted first, so an epoch replayed after a crash publishes the same
-ids for the same records and whatever the crashed attempt wrote is dropped.
+The epoch is published by the Spark tasks, no record passing through the
+driver: its records are spread over the sink's *writers* by a hash of their
+bytes (a number fixed when the pipeline first opens the sink, the session's
+parallelism, and kept in its marker), and writer ``w`` publishes its records
+under a producer name of its own (the sink's for writer 0, ``<name>#<w>`` for
+the others). A writer's record ``i`` of epoch ``e`` has the id
+``(e + 1) * 2**32 + i``, and a writer's records are sorted first, so an epoch
+replayed after a crash gives every writer the same records, in the same
+order, with the same ids, and whatever the crashed attempt wrote is dropped.
 Ids must only grow: a fresh pipeline (no committed epoch) refuses a producer
 name that has already written past a first epoch, since its epochs would all
-be dropped as duplicates.
+be dropped as duplicates. A marker without a writer count (an earlier version's)
+means one writer, the sink's producer name.
 """
 
 from __future__ import annotations
@@ -27,11 +34,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.datasource import SimpleDataSourceStreamReader
 from rstream import (
@@ -47,6 +56,7 @@ from rstream import (
 
 from spate.engine.connectors import core
 from spate.engine.connectors.core.arrow_batches import arrow_schema
+from spate.engine.connectors.core.executor_writes import write_partitions
 from spate.engine.connectors.formats.records import encode_records, record_bytes
 from spate.engine.connectors.rabbitmq.settings import (
     EARLIEST,
@@ -271,12 +281,12 @@ def _body(message: AMQPMessage) -> bytes:
 
 
 class RabbitStreamSink(core.Sink):
-    """Publishes epochs de-duplicated by publishing id; marker ``{"epoch": e}``."""
+    """Publishes epochs de-duplicated by publishing id, a writer per task; marker
+    ``{"epoch": e, "writers": w}``."""
 
     def __init__(self, settings: RabbitSettings) -> None:
         self.settings = settings
-        self._loop: PrivateLoop | None = None
-        self._producer: Producer | None = None
+        self._writers = 0  # none before open()
 
     @property
     def producer_name(self) -> str:
@@ -288,46 +298,88 @@ class RabbitStreamSink(core.Sink):
         return f"spate:{owner}{self.settings.table}"
 
     def open(self, marker: Any | None) -> None:
-        self._loop = PrivateLoop()
-        producer = Producer(**client_options(self.settings))
-        self._loop.run(open_client(producer, self.settings))
-        self._producer = producer
-        written = self._loop.run(self._last_publishing_id())
+        if marker is None:
+            self._writers = max(1, _parallelism())
+        else:
+            self._writers = int(marker.get("writers", 1))
         next_epoch = 0 if marker is None else int(marker["epoch"]) + 1
-        if written >> EPOCH_SHIFT > next_epoch + 1:
-            raise core.ConnectorError(
-                f"rabbitmq sink '{self.settings.table}': producer name '{self.producer_name}' "
-                f"has already written epoch {(written >> EPOCH_SHIFT) - 1} to "
-                f"{self.settings.where()}, but this pipeline's next epoch is {next_epoch}: "
-                "its messages would be dropped as duplicates. Set option "
-                f"'{PRODUCER_NAME.name}' to a name no other pipeline (or earlier run of this "
-                "one) used", option=PRODUCER_NAME.name)
-
-    async def _last_publishing_id(self) -> int:
-        assert self._producer is not None
-        client = await self._producer.default_client
-        return int(await client.query_publisher_sequence(self.settings.stream or "",
-                                                         self.producer_name))
+        written = asyncio.run(_last_publishing_ids(
+            self.settings, [writer_name(self.producer_name, w) for w in range(self._writers)]))
+        for name, last in written.items():
+            if last >> EPOCH_SHIFT > next_epoch + 1:
+                raise core.ConnectorError(
+                    f"rabbitmq sink '{self.settings.table}': producer name '{name}' has "
+                    f"already written epoch {(last >> EPOCH_SHIFT) - 1} to "
+                    f"{self.settings.where()}, but this pipeline's next epoch is {next_epoch}: "
+                    "its messages would be dropped as duplicates. Set option "
+                    f"'{PRODUCER_NAME.name}' to a name no other pipeline (or earlier run of "
+                    "this one) used", option=PRODUCER_NAME.name)
 
     def write_epoch(self, epoch: int, df: DataFrame) -> dict[str, int]:
-        if self._loop is None:
+        if not self._writers:
             raise core.ConnectorError(f"rabbitmq sink '{self.settings.table}' written before "
                                       f"open()")
-        records = encode_records(df, self.settings.spec).toArrow().column(0).to_pylist()
-        # Sorted, a replayed epoch gives each record the id its first attempt gave it.
-        bodies = sorted(record_bytes(record) for record in records)
-        self.epoch_bytes = sum(len(body) for body in bodies)
-        if bodies:
-            try:
-                self._loop.run(self._publish(epoch, bodies), TIMEOUT_S * 6)
-            except core.ConnectorError:
-                raise
-            except Exception:  # noqa: BLE001 - a lost connection, a deleted stream
-                raise self.settings.unreachable() from None
-        return {"epoch": epoch}
+        records = encode_records(df, self.settings.spec)
+        # A record's writer: a function of its bytes alone, so a replay gives each writer
+        # the very records it had.
+        records = records.repartition(self._writers, *(F.col(c) for c in records.columns))
+        reports = write_partitions(records, _TaskPublisher(self.settings, self.producer_name,
+                                                           epoch))
+        self.epoch_bytes = sum(int(report["bytes"]) for report in reports)
+        return {"epoch": epoch, "writers": self._writers}
 
-    async def _publish(self, epoch: int, bodies: list[bytes]) -> None:
-        assert self._producer is not None
+    def close(self) -> None:
+        self._writers = 0
+
+
+def writer_name(producer_name: str, writer: int) -> str:
+    """The producer name writer ``writer`` publishes under."""
+    return producer_name if writer == 0 else f"{producer_name}#{writer}"
+
+
+def _parallelism() -> int:
+    """The active session's default parallelism (1 without a session)."""
+    spark = SparkSession.getActiveSession()
+    return int(spark.sparkContext.defaultParallelism) if spark is not None else 1
+
+
+async def _last_publishing_ids(settings: RabbitSettings, names: list[str]) -> dict[str, int]:
+    """The highest publishing id the stream holds of each producer name."""
+    producer = Producer(**client_options(settings))
+    await open_client(producer, settings)
+    try:
+        client = await producer.default_client
+        return {name: int(await client.query_publisher_sequence(settings.stream or "", name))
+                for name in names}
+    finally:
+        await _close_quietly(producer)
+
+
+@dataclass(frozen=True)
+class _TaskPublisher:
+    """Publishes one writer's records of an epoch (picklable: it runs in the tasks)."""
+
+    settings: RabbitSettings
+    producer_name: str
+    epoch: int
+
+    def __call__(self, partition: int, rows: pa.Table) -> list[dict[str, Any]]:
+        # Sorted, a replayed epoch gives each record the id its first attempt gave it.
+        bodies = sorted(record_bytes(record) for record in rows.column(0).to_pylist())
+        try:
+            asyncio.run(asyncio.wait_for(self._publish(writer_name(self.producer_name,
+                                                                   partition), bodies),
+                                         TIMEOUT_S * 6))
+        except core.ConnectorError:
+            raise
+        except Exception:  # noqa: BLE001 - a lost connection, a deleted stream
+            raise self.settings.unreachable() from None
+        return [{"bytes": sum(len(body) for body in bodies)}]
+
+    async def _publish(self, name: str, bodies: list[bytes]) -> None:
+        settings, epoch = self.settings, self.epoch
+        producer = Producer(**client_options(settings))
+        await open_client(producer, settings)
         base = (epoch + 1) << EPOCH_SHIFT
         pending = set(range(base, base + len(bodies)))
         refused: list[ConfirmationStatus] = []
@@ -340,27 +392,22 @@ class RabbitStreamSink(core.Sink):
             if not pending:
                 confirmed.set()
 
-        for frame in _frames(bodies, base):
-            await self._producer.send_batch(self.settings.stream or "", frame,
-                                            publisher_name=self.producer_name,
-                                            on_publish_confirm=on_confirm)
         try:
-            await asyncio.wait_for(confirmed.wait(), TIMEOUT_S * 5)
-        except TimeoutError:
-            raise core.ConnectorError(f"rabbitmq sink '{self.settings.table}': epoch {epoch}: "
-                                      f"{len(pending)} messages were not confirmed by "
-                                      f"{self.settings.where()} in time") from None
+            for frame in _frames(bodies, base):
+                await producer.send_batch(settings.stream or "", frame, publisher_name=name,
+                                          on_publish_confirm=on_confirm)
+            try:
+                await asyncio.wait_for(confirmed.wait(), TIMEOUT_S * 5)
+            except TimeoutError:
+                raise core.ConnectorError(
+                    f"rabbitmq sink '{settings.table}': epoch {epoch}: {len(pending)} "
+                    f"messages were not confirmed by {settings.where()} in time") from None
+        finally:
+            await _close_quietly(producer)
         if refused:
-            raise core.ConnectorError(f"rabbitmq sink '{self.settings.table}': epoch {epoch}: "
-                                      f"{self.settings.where()} refused {len(refused)} messages "
+            raise core.ConnectorError(f"rabbitmq sink '{settings.table}': epoch {epoch}: "
+                                      f"{settings.where()} refused {len(refused)} messages "
                                       f"(response code {refused[0].response_code})")
-
-    def close(self) -> None:
-        if self._loop is not None:
-            if self._producer is not None:
-                self._loop.run(self._producer.close())
-            self._loop.close()
-        self._loop = self._producer = None
 
 
 def _frames(bodies: list[bytes], base: int) -> Iterator[list[AMQPMessage]]:

@@ -235,22 +235,31 @@ def test_stream_sink_drops_a_replayed_epoch(spark: SparkSession, stream_name: st
     sink = RABBITMQ.create_sink(table, schema)
     assert isinstance(sink, RabbitStreamSink)
     sink.open(None)
-    assert sink.write_epoch(0, frame(1, 2)) == {"epoch": 0}
+    first = sink.write_epoch(0, frame(1, 2))
+    assert first == {"epoch": 0, "writers": 2}  # the session's parallelism: two tasks
     sink.write_epoch(1, frame(3, 4, 5, 6))
     sink.close()
     # A crash after epoch 1 was published, before it committed: it is written again.
     sink = RABBITMQ.create_sink(table, schema)
-    sink.open({"epoch": 0})
-    sink.write_epoch(1, frame(6, 5, 4, 3))
-    # A crash half-way through epoch 2 (its first two records in sorted order went out).
+    sink.open(first)
+    second = sink.write_epoch(1, frame(6, 5, 4, 3))
+    # A crash half-way through epoch 2 (each writer's first records in sorted order
+    # went out, 9 the last of its writer's).
     sink.write_epoch(2, frame(7, 8))
     sink.close()
     sink = RABBITMQ.create_sink(table, schema)
-    sink.open({"epoch": 1})
+    sink.open(second)
     sink.write_epoch(2, frame(9, 8, 7))
     sink.close()
     ids = [json.loads(body)["id"] for body in read_stream(stream_name, expected=9)]
     assert sorted(ids) == list(range(1, 10))
+    # A marker of an earlier version (no writer count): one writer, the sink's name.
+    sink = RABBITMQ.create_sink(table, schema)
+    sink.open({"epoch": 2})
+    assert sink.write_epoch(3, frame(10)) == {"epoch": 3, "writers": 1}
+    sink.close()
+    ids = [json.loads(body)["id"] for body in read_stream(stream_name, expected=10)]
+    assert sorted(ids) == list(range(1, 11))
 
     # The same producer name in a pipeline started afresh would have every epoch dropped.
     sink = RABBITMQ.create_sink(table, schema)
