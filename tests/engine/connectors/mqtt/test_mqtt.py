@@ -351,7 +351,7 @@ def _listening(topic: str, qos: int) -> Iterator[list[tuple[bytes, int, bool]]]:
         listener.loop_stop()
 
 
-def _wait_for(received: list[Any], count: int, timeout_s: float = 10.0) -> None:
+def _until_received(received: list[Any], count: int, timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     while len(received) < count and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -369,7 +369,7 @@ def test_a_sink_pipeline_publishes_every_row(spark: SparkSession, topic: str,
                "format = 'json', type = 'sink', qos = '2');\n"
                "INSERT INTO out SELECT id * 10 AS id, name FROM src;\n")
         run_pipeline(spark, sql, tmp_path)
-        _wait_for(received, 4)
+        _until_received(received, 4)
     assert sorted((json.loads(p) for p, _, _ in received), key=lambda r: r["id"]) == [
         {"id": i * 10, "name": f"n{i}"} for i in range(4)]
     assert {(qos, retain) for _, qos, retain in received} == {(2, False)}
@@ -392,7 +392,7 @@ def test_each_task_publishes_its_rows_in_order(spark: SparkSession, topic: str) 
         rows = spark.range(0, 2000, numPartitions=4).selectExpr("id", "concat('n', id) AS name")
         sink.write_epoch(0, rows)
         sink.close()
-        _wait_for(received, 2000)
+        _until_received(received, 2000)
     ids = [json.loads(p)["id"] for p, _, _ in received]
     assert sorted(ids) == list(range(2000))
     for part in range(4):  # spark.range gives partition p the ids [500p, 500p + 500)
