@@ -59,13 +59,10 @@ def supported(function: str, partial_type: pa.DataType) -> bool:
     """Whether aggregate ``function`` over partials of ``partial_type`` runs here."""
     if function in COUNTS or function in MOMENTS:  # moments: of DOUBLEs, as planned
         return True
-    if function in DISTINCTS:  # sets of values that equal only themselves, or floats
-        return bool(pa.types.is_list(partial_type)
-                    and (distinguishable(partial_type.value_type)
-                         or pa.types.is_floating(partial_type.value_type)))
-    if function in TIMED:  # pairs whose values sort as Spark orders them, or floats
-        value = partial_type.field("v").type if pa.types.is_struct(partial_type) else None
-        return value is not None and (distinguishable(value) or pa.types.is_floating(value))
+    if function in DISTINCTS:  # sets of values
+        return bool(pa.types.is_list(partial_type) and keyable(partial_type.value_type))
+    if function in TIMED:  # (time, value) pairs
+        return bool(pa.types.is_struct(partial_type) and keyable(partial_type.field("v").type))
     numeric = bool(pa.types.is_integer(partial_type) or pa.types.is_floating(partial_type)
                    or pa.types.is_decimal(partial_type))
     if function in SUMS:
@@ -100,12 +97,14 @@ def floats_of_keys(keys: np.ndarray) -> np.ndarray:
     return floats
 
 
-def distinguishable(kind: pa.DataType) -> bool:
-    """Values Arrow hashes and sorts as Spark's SQL compares them: not floats, whose NaN
-    and -0.0 Spark equates and orders its own way."""
-    return bool(pa.types.is_integer(kind) or pa.types.is_string(kind)
-                or pa.types.is_large_string(kind) or pa.types.is_boolean(kind)
-                or pa.types.is_timestamp(kind) or pa.types.is_date32(kind))
+def keyable(kind: pa.DataType) -> bool:
+    """Values the columns tell apart and order as Spark's SQL compares them: those Arrow
+    hashes and sorts alike, and floats through their :func:`float_keys` (Spark equates
+    NaN and -0.0 and orders them its own way)."""
+    return bool(pa.types.is_integer(kind) or pa.types.is_floating(kind)
+                or pa.types.is_string(kind) or pa.types.is_large_string(kind)
+                or pa.types.is_boolean(kind) or pa.types.is_timestamp(kind)
+                or pa.types.is_date32(kind))
 
 
 @dataclass(frozen=True)

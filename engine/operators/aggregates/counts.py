@@ -7,7 +7,6 @@ number of entered panes holding it, and over updating input a multiset.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pyarrow as pa
@@ -20,7 +19,7 @@ from spate.engine.operators.aggregates.base import (
     counted,
     signed_values_sql,
 )
-from spate.engine.operators.aggregates.multiset import Multiset
+from spate.engine.operators.aggregates.multiset import Multiset, hashable
 
 
 class Count(Aggregate):
@@ -48,17 +47,17 @@ class CountDistinct(Aggregate):
 
     def add(self, acc: dict[Any, int], partial: list[Any]) -> dict[Any, int]:
         for value in partial:
-            key = _distinct_key(value)
+            key = hashable(value)
             acc[key] = acc.get(key, 0) + 1
         return acc
 
     def merge(self, partial: list[Any], more: list[Any]) -> list[Any]:
-        seen = {_distinct_key(v) for v in partial}
-        return partial + [v for v in more if _distinct_key(v) not in seen]
+        seen = {hashable(v) for v in partial}
+        return partial + [v for v in more if hashable(v) not in seen]
 
     def remove(self, acc: dict[Any, int], partial: list[Any]) -> dict[Any, int]:
         for value in partial:
-            value = _distinct_key(value)
+            value = hashable(value)
             left = acc.get(value, 0) - 1
             if left > 0:
                 acc[value] = left
@@ -68,12 +67,6 @@ class CountDistinct(Aggregate):
 
     def result(self, acc: dict[Any, int]) -> int:
         return len(acc)
-
-
-def _distinct_key(value: Any) -> Any:
-    """A value as count(DISTINCT) tells values apart: every float NaN is one value (in
-    Python NaN equals nothing); -0.0 already equals and hashes as 0.0."""
-    return "NaN" if isinstance(value, float) and math.isnan(value) else value
 
 
 class SignedCount(Accumulator):

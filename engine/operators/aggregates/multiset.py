@@ -31,9 +31,9 @@ class Multiset(Accumulator):
         return []
 
     def add(self, acc: list[list[Any]], partial: list[list[Any]]) -> list[list[Any]]:
-        counts = {_hashable(value): [value, count] for value, count in acc}
+        counts = {hashable(value): [value, count] for value, count in acc}
         for value, delta in partial:
-            entry = counts.setdefault(_hashable(value), [value, 0])
+            entry = counts.setdefault(hashable(value), [value, 0])
             entry[1] += delta
         return [entry for entry in counts.values() if entry[1] > 0]
 
@@ -41,13 +41,13 @@ class Multiset(Accumulator):
         raise NotImplementedError  # see the subclasses
 
 
-def _hashable(value: Any) -> Any:
+def hashable(value: Any) -> Any:
     """A dict key for a value (arrays and structs come as lists and dicts); floats as
     Spark compares them: -0.0 is 0.0, and every NaN is one value."""
     if isinstance(value, float):
         return _NAN if math.isnan(value) else value + 0.0  # -0.0 + 0.0 is 0.0
     if isinstance(value, list):
-        return tuple(_hashable(v) for v in value)
+        return tuple(hashable(v) for v in value)
     if isinstance(value, dict):
-        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+        return tuple(sorted((k, hashable(v)) for k, v in value.items()))
     return value

@@ -8,7 +8,6 @@ updating input they keep a multiset of pairs.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pyarrow as pa
@@ -21,7 +20,7 @@ from spate.engine.operators.aggregates.base import (
     plain_type,
 )
 from spate.engine.operators.aggregates.extremes import AppendExtreme, Extreme
-from spate.engine.operators.aggregates.multiset import Multiset
+from spate.engine.operators.aggregates.multiset import Multiset, spark_order
 from spate.engine.planner.plan import EVENT_TIME
 
 #: A row's event time and value, ordered by time then value.
@@ -33,9 +32,8 @@ def time_key(pair: list[Any]) -> tuple[Any, ...]:
     NULLs first — as Spark orders the STRUCTs it pre-aggregates them as (a float NaN
     after every number, -0.0 as 0.0)."""
     time, value = pair
-    if isinstance(value, float):
-        value = (math.isnan(value), 0.0 if math.isnan(value) else value)
-    return (time is not None, time if time is not None else 0, value is not None, value)
+    return (time is not None, time if time is not None else 0, value is not None,
+            None if value is None else spark_order(value))
 
 
 class ByTime(Extreme):
