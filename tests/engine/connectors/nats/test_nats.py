@@ -283,6 +283,19 @@ def test_a_replayed_epoch_is_dropped_by_the_duplicate_window(spark: SparkSession
     assert replayed.epoch_bytes == 3 * len(b'{"id":1,"name":"a"}')
 
 
+def test_equal_records_in_different_tasks_are_all_published(spark: SparkSession,
+                                                            js_stream: TestStream) -> None:
+    """Four equal records, one in each of four partitions: each is a message of its own
+    (their ids count their occurrences, so they must be counted in one task)."""
+    schema = T.StructType([T.StructField("id", T.LongType()), T.StructField("name",
+                                                                            T.StringType())])
+    sink = NATS.create_sink(_sink_table(js_stream), schema)
+    sink.open(None)
+    sink.write_epoch(0, spark.range(0, 4, numPartitions=4).selectExpr("1 AS id", "'b' AS name"))
+    sink.close()
+    assert [json.loads(p) for p in stream_payloads(js_stream)] == [{"id": 1, "name": "b"}] * 4
+
+
 def test_message_ids_follow_the_records_not_their_order() -> None:
     ids = message_ids("p", 4, [b"x", b"y", b"x"])
     assert ids[0].startswith("p-4-") and ids[0].endswith("-0") and ids[2].endswith("-1")
