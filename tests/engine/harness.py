@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -97,3 +99,16 @@ def read_lines(path: Path) -> list[str]:
     if not path.exists():
         return []
     return sorted(line for line in path.read_text().splitlines() if line)
+
+
+@contextmanager
+def spark_jobs(spark: SparkSession) -> Iterator[list[int]]:
+    """The ids of the Spark jobs started inside the block (filled in at its end)."""
+    group = f"spate-test-{secrets.token_hex(4)}"
+    spark.sparkContext.setJobGroup(group, "counted")
+    started: list[int] = []
+    try:
+        yield started
+    finally:
+        started.extend(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]

@@ -5,8 +5,6 @@ Running them: no job of their own, each task's stats known once a job read its r
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,7 @@ from spate.engine.runtime.tasks import (
     spark_int_hash,
 )
 from spate.statestore import CachedPipelineState, EpochWriter, open_store, ship
+from tests.engine.harness import spark_jobs
 
 RANGES = [range(0, 5), range(5, 6), range(6, 64)]
 
@@ -112,19 +111,6 @@ _ODD_SCHEMA = T.StructType([T.StructField(KEY_GROUP, T.IntegerType()),
                             T.StructField("v", T.LongType())])
 
 
-@contextmanager
-def _jobs(spark: Any) -> Iterator[list[int]]:
-    """The ids of the Spark jobs started inside the block (filled in at its end)."""
-    group = f"spate-test-{secrets.token_hex(4)}"
-    spark.sparkContext.setJobGroup(group, "counted")
-    started: list[int] = []
-    try:
-        yield started
-    finally:
-        started.extend(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
-        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
-
-
 def _epoch(tmp_path: Path) -> tuple[Any, TaskEpoch]:
     store = open_store(f"sqlite:///{tmp_path / 'state.db'}")
     state = store.pipeline("t", "p")
@@ -139,11 +125,11 @@ def test_the_range_tasks_run_inside_the_job_that_reads_their_rows(spark: Any,
     it; every range's writer has committed, so the epoch commits."""
     state, epoch = _epoch(tmp_path)
     reports = TaskReports(spark)
-    with _jobs(spark) as at_the_call:
+    with spark_jobs(spark) as at_the_call:
         rows, stats = run_ranges(_key_groups(spark), _odd_rows, epoch, _ODD_SCHEMA,
                                  TaskRouting(RANGES), None, reports)
     assert at_the_call == []
-    with _jobs(spark) as reading:
+    with spark_jobs(spark) as reading:
         assert sorted(r["v"] for r in rows.collect()) == sorted(
             v % 7 for v in range(640) if v % 7 % 2 == 1)
         total = stats.get()
