@@ -15,11 +15,12 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import reduce
-from typing import Any
+from functools import partial, reduce
+from typing import Any, TypeVar
 
-from pyspark import StorageLevel
+from pyspark import InheritableThread, StorageLevel
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -52,6 +53,7 @@ GC_EVERY_EPOCHS = 10
 #: How often the state the pipeline holds is measured (the state store's own accounting,
 #: a scan of the live values): reported in epoch events, metered as state GiB-hours.
 STATE_SIZE_EVERY_S = 300.0
+_T = TypeVar("_T")
 
 
 class EpochAbandonedError(Exception):
@@ -289,28 +291,44 @@ class EpochRunner:
     def _write_sinks(self, epoch: int, outputs: dict[str, list[tuple[int, DataFrame]]]
                      ) -> tuple[dict[int, int], int, dict[str, float]]:
         """Write each sink's rows; return the rows each query sent (by query index), the
-        bytes the sinks wrote (those that measure them) and the seconds each write took."""
+        bytes the sinks wrote (those that measure them) and the seconds each write took.
+
+        Several sinks are written at once, each from a thread of its own: their Spark
+        jobs run side by side, so an epoch pays the fixed cost of a job (scheduling,
+        starting its tasks, collecting) about once rather than once per sink."""
         rows_by_query: dict[int, int] = {}
         written = 0
         busy_s: dict[str, float] = {}
-        for sink_name, frames in outputs.items():
-            started = time.monotonic()
-            # Counted per query while the sink's own write runs: no extra Spark job.
-            counted: list[tuple[int, DataFrame, Observation]] = []
-            for index, frame in frames:
-                observation = Observation(f"spate_out_q{index}_{epoch}")
-                counted.append((index, frame.observe(observation, F.count(F.lit(1)).alias("rows")),
-                                observation))
-            # An append-only query into a sink an updating one also writes lacks the
-            # change columns: its rows get NULLs there, i.e. inserts without a key.
-            union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True),
-                           [frame for _, frame, _ in counted])
-            written += self._write_sink(epoch, sink_name, union)
-            busy_s[sink_name] = time.monotonic() - started
-            for index, frame, observation in counted:
-                row = observed(observation)
-                rows_by_query[index] = int(row["rows"]) if row is not None else frame.count()
+        results = concurrently([partial(self._write_counted, epoch, name, frames)
+                                for name, frames in outputs.items()])
+        for name, (rows, wrote, seconds) in zip(outputs, results, strict=True):
+            rows_by_query.update(rows)
+            written += wrote
+            busy_s[name] = seconds
         return rows_by_query, written, busy_s
+
+    def _write_counted(self, epoch: int, sink_name: str, frames: list[tuple[int, DataFrame]]
+                       ) -> tuple[dict[int, int], int, float]:
+        """Write sink ``sink_name`` its queries' ``frames``; return the rows of each
+        query, the bytes written and the seconds the write took."""
+        started = time.monotonic()
+        # Counted per query while the sink's own write runs: no extra Spark job.
+        counted: list[tuple[int, DataFrame, Observation]] = []
+        for index, frame in frames:
+            observation = Observation(f"spate_out_q{index}_{epoch}")
+            counted.append((index, frame.observe(observation, F.count(F.lit(1)).alias("rows")),
+                            observation))
+        # An append-only query into a sink an updating one also writes lacks the
+        # change columns: its rows get NULLs there, i.e. inserts without a key.
+        union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True),
+                       [frame for _, frame, _ in counted])
+        written = self._write_sink(epoch, sink_name, union)
+        seconds = time.monotonic() - started
+        rows: dict[int, int] = {}
+        for index, frame, observation in counted:
+            row = observed(observation)
+            rows[index] = int(row["rows"]) if row is not None else frame.count()
+        return rows, written, seconds
 
     def _write_sink(self, epoch: int, name: str, frame: DataFrame) -> int:
         """Write sink ``name`` this epoch's ``frame``, keep the marker it returns for the
@@ -400,3 +418,29 @@ def _reads_batch_once(plan: PipelinePlan) -> bool:
     operators = plan.queries[0].operators
     return len(operators) == 0 or (len(operators) == 1
                                    and not isinstance(operators[0], UpdatingJoin))
+
+
+def concurrently(calls: list[Callable[[], _T]]) -> list[_T]:
+    """Each call's result, the calls run at once, each in a thread that carries this
+    thread's Spark job properties (its job group: stopping the query cancels their
+    jobs too).  The first call (in order) that raised raises here, once all ended."""
+    if len(calls) <= 1:
+        return [call() for call in calls]
+    results: list[Any] = [None] * len(calls)
+    errors: list[BaseException | None] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        try:
+            results[i] = calls[i]()
+        except BaseException as error:  # noqa: BLE001 - raised again in the caller
+            errors[i] = error
+
+    threads = [InheritableThread(run, args=(i,), name=f"spate-sink-{i}") for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for error in errors:
+        if error is not None:
+            raise error
+    return results
