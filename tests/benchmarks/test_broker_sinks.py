@@ -3,7 +3,8 @@
 ``SPATE_BENCHMARK=1 python -m pytest tests/benchmarks/test_broker_sinks.py -s``
 
 Each sink (MQTT at QoS 1, a RabbitMQ queue with publisher confirms, a NATS
-JetStream stream, a Redis ``string`` target) writes epochs of 20,000 JSON
+JetStream stream, a Redis ``string`` target, a webhook receiving JSON arrays of
+100 rows from a Starlette server in a process of its own) writes epochs of 20,000 JSON
 records from a cached Spark DataFrame of two partitions: the time of
 ``write_epoch``. References in the same run, on the same records:
 
@@ -22,10 +23,15 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import paho.mqtt.client as paho
 import pika
 import pytest
@@ -37,6 +43,7 @@ from pyspark.sql import types as T
 from spate.engine.connectors import CONNECTORS, ColumnDef
 from tests.benchmarks.workloads import epoch_times, load_results, save_result
 from tests.engine.connectors.support import make_table
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.spark, pytest.mark.timeout(3600)]
 
@@ -247,3 +254,62 @@ def test_redis_string(rows: DataFrame) -> None:
         for key in client.scan_iter(f"{prefix}*", count=5_000):
             client.delete(key)
         client.close()
+
+
+# -- webhook --------------------------------------------------------------------------
+
+#: Rows per request: 20,000 rows make 200 requests an epoch.
+WEBHOOK_ROWS_PER_REQUEST = 100
+
+
+@pytest.fixture(scope="module")
+def webhook_url() -> Iterator[str]:
+    """The receiver in a process of its own (``webhook_receiver``)."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "tests.benchmarks.webhook_receiver:app",
+         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        cwd=Path(__file__).resolve().parents[2])
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"{base}/count", timeout=1)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the webhook receiver did not start"
+                time.sleep(0.1)
+        yield f"{base}/hook"
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def _webhook_post(payloads: list[bytes], url: str) -> None:
+    """What a user's client does: sorted rows, a JSON array of 100 per request."""
+    with httpx.Client(timeout=30) as client:
+        for first in range(0, len(payloads), WEBHOOK_ROWS_PER_REQUEST):
+            body = b"[" + b",".join(payloads[first:first + WEBHOOK_ROWS_PER_REQUEST]) + b"]"
+            client.post(url, content=body,
+                        headers={"Content-Type": "application/json"}).raise_for_status()
+
+
+def _webhook_partition(url: str) -> Callable[[Iterator[Any]], None]:
+    def post(part: Iterator[Any]) -> None:
+        _webhook_post(sorted(json.dumps(r.asDict(), separators=(",", ":")).encode()
+                             for r in part), url)
+    return post
+
+
+def test_webhook(rows: DataFrame, webhook_url: str) -> None:
+    sink = _sink("webhook", endpoint=webhook_url,
+                 max_rows_per_request=str(WEBHOOK_ROWS_PER_REQUEST))
+    payloads = sorted(_payloads(rows))
+    _record("webhook", {
+        "spate": _median_ms(lambda epoch: sink.write_epoch(epoch, rows)),
+        "spark": _median_ms(lambda _: rows.foreachPartition(_webhook_partition(webhook_url))),
+        "loop": _median_ms(lambda _: _webhook_post(payloads, webhook_url))})
+    sink.close()
+    received = int(httpx.get(webhook_url.removesuffix("/hook") + "/count").text)
+    assert received == ROWS * (WARM + EPOCHS) * 3, "the receiver missed rows"

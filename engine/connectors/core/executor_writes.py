@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from spate.engine.python_workers import settle
@@ -37,6 +37,14 @@ class PartitionWriter(Protocol):
     def __call__(self, partition: int, rows: pa.Table) -> list[dict[str, Any]]:
         """Stage ``rows`` (the task's whole partition, never empty); return one
         JSON-able report per thing written."""
+
+
+def default_writers() -> int:
+    """How many writers a sink spreads its records over when it first opens (it keeps
+    the count in its marker): the active session's default parallelism, 1 without
+    a session."""
+    spark = SparkSession.getActiveSession()
+    return max(1, int(spark.sparkContext.defaultParallelism)) if spark is not None else 1
 
 
 def write_partitions(df: DataFrame, writer: PartitionWriter) -> list[dict[str, Any]]:

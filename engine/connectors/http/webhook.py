@@ -1,16 +1,22 @@
 """``webhook`` (docs/sql/connectors.md): a sink sending rows to an HTTP(S) endpoint.
 
 At-least-once, with an idempotency key per request so a receiver can de-duplicate.
-An epoch's records are encoded by Spark (``formats.encode_records``), collected to
-the driver and **sorted**, then sent ``max_rows_per_request`` at a time (one record
-as the body, or several as a JSON array / newline-separated raw strings).  Each
-request carries ``Idempotency-Key: <sink id>-<epoch>-<index of its first row>``,
-the sink id being a hash of the writing pipeline and the table: an epoch replayed
-after a crash has the same rows, so in the same order, and sends the same keys.  A
-connection error, a timeout, HTTP 5xx, 408 or 429 is retried after a backoff
-(``retry_backoff_ms`` doubling, at most 10 s) up to ``max_attempts`` attempts;
-another 4xx, or the last attempt failing, fails the epoch (which the engine
-retries when the pipeline resumes).  The marker is None.
+An epoch's records are encoded by Spark (``formats.encode_records``) and sent by the
+Spark tasks (:func:`~.core.executor_writes.write_partitions`), so no record passes
+through the driver.  They are spread over the sink's *writers* by a hash of their
+bytes (as many writers as the job's default parallelism when the sink first opens,
+kept in its marker), and each writer **sorts** its records, then sends them
+``max_rows_per_request`` at a time (one record as the body, or several as a JSON
+array / newline-separated raw strings), one request after another.  Each request
+carries ``Idempotency-Key: <sink id>-<epoch>-<writer>-<index of its first row>``
+(``<sink id>-<epoch>-<index>`` with one writer), the sink id being a hash of the
+writing pipeline and the table: an epoch replayed after a crash gives each writer
+the same rows, so in the same order, and sends the same keys.  A connection error, a
+timeout, HTTP 5xx, 408 or 429 is retried after a backoff (``retry_backoff_ms``
+doubling, at most 10 s) up to ``max_attempts`` attempts; another 4xx, or the last
+attempt failing, fails the epoch (which the engine retries when the pipeline
+resumes).  The marker is ``{"writers": w}``; an earlier version's (None) is read as a
+new sink's.
 """
 
 from __future__ import annotations
@@ -19,14 +25,17 @@ import hashlib
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spate.engine.connectors import core
+from spate.engine.connectors.core.executor_writes import default_writers, write_partitions
 from spate.engine.connectors.formats.records import (
     RAW_STRING,
     FormatSpec,
@@ -137,47 +146,82 @@ def request_bodies(records: list[str | None], spec: FormatSpec,
 
 
 class WebhookSink(core.Sink):
-    """Sends an epoch's rows in order, one request at a time, retrying failures."""
+    """Sends an epoch's rows from the Spark tasks, a writer per task; marker
+    ``{"writers": w}``."""
 
     def __init__(self, table: str, parsed: WebhookTable) -> None:
         self.table = table
         self.parsed = parsed
-        self._client: httpx.Client | None = None
         self._prefix = sink_id(None, table)
+        self._writers = 0  # none before open()
 
     def open(self, marker: Any | None) -> None:
-        del marker  # sent requests cannot be taken back: nothing to restore
+        # Sent requests cannot be taken back: only the writer count is restored.
         self._prefix = sink_id(self.pipeline, self.table)
-        self._client = http_client(self.parsed.timeout_s)
+        if isinstance(marker, Mapping) and "writers" in marker:
+            self._writers = int(marker["writers"])
+        else:
+            self._writers = default_writers()
 
-    def write_epoch(self, epoch: int, df: DataFrame) -> None:
-        if self._client is None:
+    def write_epoch(self, epoch: int, df: DataFrame) -> dict[str, int]:
+        if not self._writers:
             raise core.ConnectorError(f"webhook sink '{self.table}' written before open()")
-        records = encode_records(df, self.parsed.spec).toArrow().column(0).to_pylist()
-        bodies = request_bodies(records, self.parsed.spec, self.parsed.max_rows_per_request)
-        self.epoch_bytes = sum(len(body) for _, body in bodies)
-        if not bodies:
-            return
-        url, host = self.parsed.endpoint.connect_to()
-        headers = {"Content-Type": "text/plain; charset=utf-8"
-                   if self.parsed.spec.kind == RAW_STRING else "application/json",
-                   **request_headers(self.parsed.headers, host)}
-        for first, body in bodies:
-            key = f"{self._prefix}-{epoch}-{first}"
-            self._send(url, {**headers, self.parsed.key_header: key}, body, epoch, first)
+        records = encode_records(df, self.parsed.spec)
+        # A record's writer: a function of its bytes alone, so a replay gives each writer
+        # the very records it had.
+        records = records.repartition(self._writers, *(F.col(c) for c in records.columns))
+        reports = write_partitions(records, _TaskSender(self.table, self.parsed, self._prefix,
+                                                        epoch, self._writers))
+        self.epoch_bytes = sum(int(report["bytes"]) for report in reports)
         log.debug("epoch sent", extra={"table": self.table, "epoch": epoch,
-                                        "requests": len(bodies)})
+                                        "requests": sum(int(r["requests"]) for r in reports)})
+        return {"writers": self._writers}
 
-    def _send(self, url: str, headers: dict[str, str], body: bytes, epoch: int,
-              first: int) -> None:
-        assert self._client is not None
+    def close(self) -> None:
+        self._writers = 0
+
+
+@dataclass(frozen=True)
+class _TaskSender:
+    """Sends one writer's records of an epoch (picklable: it runs in the tasks)."""
+
+    table: str
+    parsed: WebhookTable = field(repr=False)  # its headers may hold a token
+    prefix: str
+    epoch: int
+    writers: int
+
+    def key(self, writer: int, first: int) -> str:
+        if self.writers == 1:
+            return f"{self.prefix}-{self.epoch}-{first}"
+        return f"{self.prefix}-{self.epoch}-{writer}-{first}"
+
+    def __call__(self, partition: int, rows: pa.Table) -> list[dict[str, Any]]:
+        parsed = self.parsed
+        bodies = request_bodies(rows.column(0).to_pylist(), parsed.spec,
+                                parsed.max_rows_per_request)
+        url, host = parsed.endpoint.connect_to()
+        headers = {"Content-Type": "text/plain; charset=utf-8"
+                   if parsed.spec.kind == RAW_STRING else "application/json",
+                   **request_headers(parsed.headers, host)}
+        with http_client(parsed.timeout_s) as client:
+            for first, body in bodies:
+                self._send(client, url, {**headers, parsed.key_header: self.key(partition, first)},
+                           body, self._where(partition, first))
+        return [{"bytes": sum(len(body) for _, body in bodies), "requests": len(bodies)}]
+
+    def _where(self, writer: int, first: int) -> str:
+        mine = f" of writer {writer}" if self.writers > 1 else ""
+        return f"the request of row {first}{mine} of epoch {self.epoch}"
+
+    def _send(self, client: httpx.Client, url: str, headers: dict[str, str], body: bytes,
+              where: str) -> None:
         parsed = self.parsed
         delay = parsed.retry_backoff_s
         problem = ""
         for attempt in range(1, parsed.max_attempts + 1):
             try:
-                response = self._client.request(parsed.method, url, headers=headers,
-                                                content=body)
+                response = client.request(parsed.method, url, headers=headers, content=body)
             except httpx.TransportError as failure:
                 problem = type(failure).__name__
             else:
@@ -188,25 +232,19 @@ class WebhookSink(core.Sink):
                 if status < 500 and status not in _RETRIED_STATUSES:
                     raise core.ConnectorError(
                         f"webhook sink '{self.table}': {parsed.endpoint.shown} answered "
-                        f"{problem} to the request of row {first} of epoch {epoch}; check "
-                        f"options '{ENDPOINT.name}' and '{HEADERS.name}' (the epoch is sent "
-                        "again when the pipeline resumes)", option=ENDPOINT.name)
+                        f"{problem} to {where}; check options '{ENDPOINT.name}' and "
+                        f"'{HEADERS.name}' (the epoch is sent again when the pipeline resumes)",
+                        option=ENDPOINT.name)
             if attempt < parsed.max_attempts:
                 log.warning("webhook request failed; retrying",
-                            extra={"table": self.table, "epoch": epoch, "attempt": attempt,
+                            extra={"table": self.table, "epoch": self.epoch, "attempt": attempt,
                                    "problem": problem})
                 time.sleep(delay)
                 delay = min(max(delay * 2, 0.001), MAX_BACKOFF_S)
         raise core.ConnectorError(
             f"webhook sink '{self.table}': gave up on {parsed.endpoint.shown} after "
-            f"{parsed.max_attempts} attempts at the request of row {first} of epoch {epoch} "
-            f"(last: {problem}); the epoch is sent again when the pipeline resumes",
-            option=MAX_ATTEMPTS.name)
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+            f"{parsed.max_attempts} attempts at {where} (last: {problem}); the epoch is sent "
+            "again when the pipeline resumes", option=MAX_ATTEMPTS.name)
 
 
 @core.register

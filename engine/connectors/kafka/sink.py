@@ -57,11 +57,11 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spate.engine.connectors import core
-from spate.engine.connectors.core.executor_writes import write_partitions
+from spate.engine.connectors.core.executor_writes import default_writers, write_partitions
 from spate.engine.connectors.formats.records import FormatSpec, encode_records
 from spate.engine.connectors.kafka.client import (
     CONNECT_TIMEOUT_S,
@@ -283,7 +283,7 @@ class KafkaSink(core.Sink):
             if marker is not None and "writers" in marker:
                 self._writers = int(marker["writers"])
             else:
-                self._writers = max(1, min(len(partitions), _parallelism()))
+                self._writers = max(1, min(len(partitions), default_writers()))
             if marker is not None and "writers" not in marker:
                 self._legacy_epoch = self._fence(config, self.transactional_id, reset=False)
             epochs = [self._fence(config, writer_id(self.transactional_id, w),
@@ -337,10 +337,3 @@ class KafkaSink(core.Sink):
 
     def close(self) -> None:
         self._config = None
-
-
-def _parallelism() -> int:
-    """The active session's default parallelism (1 without a session)."""
-    spark = SparkSession.getActiveSession()
-    return int(spark.sparkContext.defaultParallelism) if spark is not None else 1
-

@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.datasource import SimpleDataSourceStreamReader
@@ -56,7 +56,7 @@ from rstream import (
 
 from spate.engine.connectors import core
 from spate.engine.connectors.core.arrow_batches import arrow_schema
-from spate.engine.connectors.core.executor_writes import write_partitions
+from spate.engine.connectors.core.executor_writes import default_writers, write_partitions
 from spate.engine.connectors.formats.records import encode_records, record_bytes
 from spate.engine.connectors.rabbitmq.settings import (
     EARLIEST,
@@ -299,7 +299,7 @@ class RabbitStreamSink(core.Sink):
 
     def open(self, marker: Any | None) -> None:
         if marker is None:
-            self._writers = max(1, _parallelism())
+            self._writers = default_writers()
         else:
             self._writers = int(marker.get("writers", 1))
         next_epoch = 0 if marker is None else int(marker["epoch"]) + 1
@@ -335,12 +335,6 @@ class RabbitStreamSink(core.Sink):
 def writer_name(producer_name: str, writer: int) -> str:
     """The producer name writer ``writer`` publishes under."""
     return producer_name if writer == 0 else f"{producer_name}#{writer}"
-
-
-def _parallelism() -> int:
-    """The active session's default parallelism (1 without a session)."""
-    spark = SparkSession.getActiveSession()
-    return int(spark.sparkContext.defaultParallelism) if spark is not None else 1
 
 
 async def _last_publishing_ids(settings: RabbitSettings, names: list[str]) -> dict[str, int]:

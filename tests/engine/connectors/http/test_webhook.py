@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -21,6 +22,7 @@ from spate.engine.connectors.core.boundary import UNCONFINED, Boundary
 from spate.engine.connectors.core.checks import check_options
 from spate.engine.connectors.core.egress import EgressPolicy
 from spate.engine.connectors.http.webhook import WebhookSink, sink_id
+from spate.engine.runtime.failures import root_message
 from tests.engine.connectors.http.http_support import http_server
 from tests.engine.connectors.support import make_table
 
@@ -59,11 +61,13 @@ def _table(endpoint: str, **options: Any) -> TableConfig:
     return make_table("webhook", "sink", COLUMNS, name="hook", endpoint=endpoint, **values)
 
 
-def _sink(table: TableConfig, pipeline: str = "default/p") -> WebhookSink:
+def _sink(table: TableConfig, pipeline: str = "default/p", writers: int = 1) -> WebhookSink:
+    """The sink opened at a marker of ``writers`` writers (one: its requests go out in
+    one sequence, which the tests below follow)."""
     sink = CONNECTORS["webhook"].create_sink(table, SCHEMA)
     assert isinstance(sink, WebhookSink)
     sink.pipeline = pipeline
-    sink.open(None)
+    sink.open({"writers": writers})
     return sink
 
 
@@ -122,6 +126,46 @@ def test_each_row_is_sent_with_a_key_a_replayed_epoch_repeats(
 
 
 @pytest.mark.spark
+def test_the_tasks_send_each_row_once_a_writer_each_and_a_replay_repeats_their_keys(
+        spark: SparkSession, receiver: tuple[Receiver, str]) -> None:
+    state, endpoint = receiver
+    sink = _sink(_table(endpoint, max_rows_per_request="4"), writers=3)
+    assert sink.write_epoch(5, _rows(spark, list(range(60))).repartition(4)) == {"writers": 3}
+    sent = {r["key"]: [row["id"] for row in json.loads(r["body"])] for r in state.received}
+    assert sorted(i for ids in sent.values() for i in ids) == list(range(60))
+    prefix = sink_id("default/p", "hook")
+    writers: dict[str, list[int]] = {}
+    for key, ids in sent.items():
+        assert key.startswith(f"{prefix}-5-")
+        writer, first = key.removeprefix(f"{prefix}-5-").split("-")
+        assert int(first) == len(writers.setdefault(writer, []))  # rows before it, its writer's
+        writers[writer].extend(ids)
+    assert set(writers) <= {"0", "1", "2"} and len(writers) > 1
+    for ids in writers.values():  # each writer sends its records sorted (as JSON text)
+        texts = [json.dumps({"id": i, "name": f"n{i}"}, separators=(",", ":")) for i in ids]
+        assert texts == sorted(texts)
+    assert sink.epoch_bytes == sum(len(r["body"]) for r in state.received)
+    sink.close()
+
+    state.received.clear()  # replayed from other partitions: the same requests
+    replayed = _sink(_table(endpoint, max_rows_per_request="4"), writers=3)
+    replayed.write_epoch(5, _rows(spark, list(reversed(range(60)))).repartition(2))
+    assert {r["key"]: [row["id"] for row in json.loads(r["body"])]
+            for r in state.received} == sent
+    replayed.close()
+
+
+def test_a_new_sink_takes_the_default_parallelism_as_its_writers(
+        spark: SparkSession, receiver: tuple[Receiver, str]) -> None:
+    _, endpoint = receiver
+    sink = CONNECTORS["webhook"].create_sink(_table(endpoint), SCHEMA)
+    sink.open(None)
+    assert sink.write_epoch(0, _rows(spark, [])) == {
+        "writers": spark.sparkContext.defaultParallelism}
+    sink.close()
+
+
+@pytest.mark.spark
 def test_rows_are_batched_and_5xx_is_retried_with_the_same_key(
         spark: SparkSession, receiver: tuple[Receiver, str]) -> None:
     state, endpoint = receiver
@@ -144,19 +188,24 @@ def test_a_client_error_fails_at_once_and_retries_give_up_naming_the_option(
     state, endpoint = receiver
     state.statuses = [400]
     sink = _sink(_table(endpoint, max_attempts="3"))
-    with pytest.raises(ConnectorError, match="answered HTTP 400") as caught:
+    # The tasks send: their error reaches the driver as the one line a user sees.
+    with pytest.raises(Exception) as caught:
         sink.write_epoch(1, _rows(spark, [0]))
-    assert caught.value.option == "endpoint" and len(state.received) == 1
+    assert "answered HTTP 400 to the request of row 0 of epoch 1; check options " \
+           "'endpoint'" in root_message(caught.value)
+    assert len(state.received) == 1
 
     state.statuses = [500, 502, 503, 504]
-    with pytest.raises(ConnectorError, match=r"gave up .* after 3 attempts .*HTTP 503") as caught:
+    with pytest.raises(Exception) as caught:
         sink.write_epoch(2, _rows(spark, [0]))
-    assert caught.value.option == "max_attempts" and len(state.received) == 4
+    assert re.search(r"gave up .* after 3 attempts .*HTTP 503", root_message(caught.value))
+    assert len(state.received) == 4
     sink.close()
 
     unreachable = _sink(_table("http://127.0.0.1:1/hook", max_attempts="2"))
-    with pytest.raises(ConnectorError, match="after 2 attempts .*ConnectError"):
+    with pytest.raises(Exception) as caught:
         unreachable.write_epoch(1, _rows(spark, [0]))
+    assert re.search("after 2 attempts .*ConnectError", root_message(caught.value))
     unreachable.close()
 
 
@@ -168,7 +217,7 @@ def test_raw_strings_are_sent_as_text(spark: SparkSession,
                        endpoint=endpoint, format="raw_string", max_rows_per_request="5")
     sink = CONNECTORS["webhook"].create_sink(
         table, T.StructType([T.StructField("value", T.StringType())]))
-    sink.open(None)
+    sink.open({"writers": 1})
     sink.write_epoch(0, spark.createDataFrame([("b",), ("a",)], "value STRING"))
     assert [(r["body"], r["type"]) for r in state.received] == [
         (b"a\nb", "text/plain; charset=utf-8")]
