@@ -5,6 +5,7 @@ received (``GET /count``)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from starlette.applications import Starlette
@@ -12,12 +13,20 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+#: What ``/remote`` adds to each request: a round trip to a receiver elsewhere.
+REMOTE_DELAY_S = 0.005
 _received = {"rows": 0}
 
 
 async def hook(request: Request) -> Response:
-    _received["rows"] += len(json.loads(await request.body()))
+    rows = len(json.loads(await request.body()))  # read before the count: others run meanwhile
+    _received["rows"] += rows
     return Response(status_code=200)
+
+
+async def remote(request: Request) -> Response:
+    await asyncio.sleep(REMOTE_DELAY_S)
+    return await hook(request)
 
 
 async def count(request: Request) -> Response:
@@ -25,4 +34,5 @@ async def count(request: Request) -> Response:
     return PlainTextResponse(str(_received["rows"]))
 
 
-app = Starlette(routes=[Route("/hook", hook, methods=["POST"]), Route("/count", count)])
+app = Starlette(routes=[Route("/hook", hook, methods=["POST"]),
+                        Route("/remote", remote, methods=["POST"]), Route("/count", count)])
