@@ -15,12 +15,11 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial, reduce
-from typing import Any, TypeVar
+from functools import reduce
+from typing import Any
 
-from pyspark import InheritableThread, StorageLevel
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -53,7 +52,6 @@ GC_EVERY_EPOCHS = 10
 #: How often the state the pipeline holds is measured (the state store's own accounting,
 #: a scan of the live values): reported in epoch events, metered as state GiB-hours.
 STATE_SIZE_EVERY_S = 300.0
-_T = TypeVar("_T")
 
 
 class EpochAbandonedError(Exception):
@@ -293,15 +291,15 @@ class EpochRunner:
         """Write each sink's rows; return the rows each query sent (by query index), the
         bytes the sinks wrote (those that measure them) and the seconds each write took.
 
-        Several sinks are written at once, each from a thread of its own: their Spark
-        jobs run side by side, so an epoch pays the fixed cost of a job (scheduling,
-        starting its tasks, collecting) about once rather than once per sink."""
+        The sinks are written one after another: written side by side from threads,
+        four sinks' epochs ran 1.09x faster, but a pipeline of many sinks on few cores
+        ran slower (the crash tests' 13 sinks: 455 s one after another, 746 s side by
+        side; see BENCHMARKS.md)."""
         rows_by_query: dict[int, int] = {}
         written = 0
         busy_s: dict[str, float] = {}
-        results = concurrently([partial(self._write_counted, epoch, name, frames)
-                                for name, frames in outputs.items()])
-        for name, (rows, wrote, seconds) in zip(outputs, results, strict=True):
+        for name, frames in outputs.items():
+            rows, wrote, seconds = self._write_counted(epoch, name, frames)
             rows_by_query.update(rows)
             written += wrote
             busy_s[name] = seconds
@@ -419,28 +417,3 @@ def _reads_batch_once(plan: PipelinePlan) -> bool:
     return len(operators) == 0 or (len(operators) == 1
                                    and not isinstance(operators[0], UpdatingJoin))
 
-
-def concurrently(calls: list[Callable[[], _T]]) -> list[_T]:
-    """Each call's result, the calls run at once, each in a thread that carries this
-    thread's Spark job properties (its job group: stopping the query cancels their
-    jobs too).  The first call (in order) that raised raises here, once all ended."""
-    if len(calls) <= 1:
-        return [call() for call in calls]
-    results: list[Any] = [None] * len(calls)
-    errors: list[BaseException | None] = [None] * len(calls)
-
-    def run(i: int) -> None:
-        try:
-            results[i] = calls[i]()
-        except BaseException as error:  # noqa: BLE001 - raised again in the caller
-            errors[i] = error
-
-    threads = [InheritableThread(run, args=(i,), name=f"spate-sink-{i}") for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for error in errors:
-        if error is not None:
-            raise error
-    return results

@@ -192,8 +192,8 @@ class EpochSources:
     def _aggregate(self, names: list[str]) -> dict[str, dict[str, Any]]:
         """The metrics of sources ``names``, computed by one job: each source's
         aggregate is one row, and the rows of several are a union, each as JSON
-        (their columns differ); a job per source would cost its fixed overhead
-        each (about a second apiece in a run's first epoch)."""
+        (their columns differ); a job per source would cost a job's fixed overhead
+        for each."""
         if len(names) <= 1:
             return {name: self._frames[name].agg(*self._columns.metrics[name])
                     .collect()[0].asDict() for name in names}
