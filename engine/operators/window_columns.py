@@ -19,7 +19,9 @@ key and then pane.  Nothing here loops over rows, keys or windows in Python:
   of every window at once; a distinct count counts, per window end, the runs of
   window ends each (key, value) reaches (one sort of the panes' values);
   first_value and last_value rank their panes' ``(time, value)`` pairs in one
-  sort and take the window's least or greatest rank, as min and max do.
+  sort and take the window's least or greatest rank, as min and max do; bit_xor
+  is a difference of prefix xors, and bit_and and bit_or (which, like min and
+  max, may count a pane twice) answer from a sparse table as min and max do.
 
 So the work per epoch is linear in panes plus fired windows, and does not
 grow with width / slide.  Aggregates this module does not compute columnarly
@@ -53,12 +55,21 @@ MOMENTS = _columnar("moments") | _columnar("comoments")
 DISTINCTS = _columnar("distinct")
 #: ... and first_value and last_value, whose pane partials are ``(time, value)`` pairs.
 TIMED = _columnar("timed")
+#: ... and bit_and, bit_or and bit_xor, whose pane partials are the pane's value and its
+#: count of non-NULL arguments.
+BITS = _columnar("bits")
+#: Each bitwise aggregate's NumPy operation and its identity (what a NULL partial counts as).
+BITWISE: dict[str, tuple[np.ufunc, int]] = {
+    "bit_and": (np.bitwise_and, -1), "bit_or": (np.bitwise_or, 0),
+    "bit_xor": (np.bitwise_xor, 0)}
 
 
 def supported(function: str, partial_type: pa.DataType) -> bool:
     """Whether aggregate ``function`` over partials of ``partial_type`` runs here."""
     if function in COUNTS or function in MOMENTS:  # moments: of DOUBLEs, as planned
         return True
+    if function in BITS:
+        return bool(pa.types.is_integer(partial_type))
     if function in DISTINCTS:  # sets of values
         return bool(pa.types.is_list(partial_type) and keyable(partial_type.value_type))
     if function in TIMED:  # (time, value) pairs
@@ -202,7 +213,24 @@ def window_extremes(values: np.ndarray, fired: FiredWindows, largest: bool) -> n
     sparse table of minima over 1, 2, 4, … panes answers each window with two
     look-ups.  NaN is greater than any number, as in Spark: it wins a max and loses
     a min."""
-    pick = np.maximum if largest else np.fmin
+    return _idempotent_ranges(values, fired, np.maximum if largest else np.fmin)
+
+
+def window_bits(values: np.ndarray, fired: FiredWindows, function: str) -> np.ndarray:
+    """Per fired window, bit_and, bit_or or bit_xor (``function``) of int64 ``values``
+    (NULL partials as the operation's identity, :data:`BITWISE`) over its panes."""
+    operation, _ = BITWISE[function]
+    if function == "bit_xor":  # its own inverse: prefix xors difference as sums do
+        running = np.concatenate([np.zeros(1, np.int64), np.bitwise_xor.accumulate(values)])
+        xors: np.ndarray = running[fired.stop] ^ running[fired.first]
+        return xors
+    return _idempotent_ranges(values, fired, operation)
+
+
+def _idempotent_ranges(values: np.ndarray, fired: FiredWindows, pick: np.ufunc) -> np.ndarray:
+    """Per fired window, ``pick`` (associative, and idempotent: a pane taken twice
+    changes nothing) over its panes' ``values``: a sparse table of ``pick`` over 1,
+    2, 4, … panes answers each window with two overlapping look-ups."""
     lengths = fired.stop - fired.first
     if len(lengths) == 0:
         return values[:0]

@@ -3,7 +3,8 @@
 The columnar counterpart of the per-key sessions of :mod:`spate.engine.runtime.window`
 for the aggregates :func:`session_columnar` accepts (count, sum and avg of
 integers and floats; min and max of those, times, dates and booleans; the
-variances and the (y, x) aggregates; distinct counts; first and last values): one
+variances and the (y, x) aggregates; distinct counts; first and last values;
+bit_and, bit_or and bit_xor): one
 pass of Arrow and NumPy over the range's open sessions and new partials, with
 no Python statement per row, key or session.
 
@@ -49,6 +50,7 @@ import pyarrow.compute as pc
 from spate.engine.operators.aggregates import AGGREGATES
 from spate.engine.operators.aggregates.moments import columns_result, combined_columns
 from spate.engine.operators.window_columns import (
+    BITS,
     DISTINCTS,
     EXTREMES,
     MOMENTS,
@@ -66,6 +68,7 @@ from spate.engine.runtime.values import from_ipc, to_ipc
 from spate.engine.runtime.window_columns import (
     as_numbers,
     from_numbers,
+    merged_bits,
     moment_columns,
     picked_pairs,
     timestamps,
@@ -219,6 +222,11 @@ class SessionColumnsRange:
                     moments = window_merges(moment_columns(intervals, i, function), segments,
                                             combined_columns)
                 columns[name] = pa.array(moments[j])
+                continue
+            if function in BITS:
+                if j == 0:
+                    bits = dict(merged_bits(function, i, intervals, first))
+                columns[name] = bits[name]
                 continue
             if function in DISTINCTS:
                 columns[name] = united_sets(intervals.column(name), session, len(first))

@@ -3,7 +3,7 @@
 The columnar counterpart of :mod:`spate.engine.runtime.window` for the
 aggregates :func:`spate.engine.operators.window_columns.supported` computes
 (count, sum, avg, min, max, the variances and the (y, x) aggregates, distinct
-counts, first and last values): one pass
+counts, first and last values, bit_and, bit_or and bit_xor): one pass
 of Arrow and NumPy over the range's panes, with no Python statement per row,
 key or fired window.
 
@@ -41,6 +41,8 @@ from spate.engine.operators.aggregates.moments import (
     combined_columns,
 )
 from spate.engine.operators.window_columns import (
+    BITS,
+    BITWISE,
     COUNTS,
     DISTINCTS,
     EXTREMES,
@@ -54,6 +56,7 @@ from spate.engine.operators.window_columns import (
     ranked,
     supported,
     value_ids,
+    window_bits,
     window_distinct,
     window_extremes,
     window_merges,
@@ -77,7 +80,7 @@ PANE = "__pane"
 ROWS = "__rows"
 _PANE_ID = "__pane_id"
 #: The aggregates whose pane partials combine other than by sum, min or max.
-_COMBINED = MOMENTS | DISTINCTS | TIMED
+_COMBINED = MOMENTS | DISTINCTS | TIMED | BITS
 
 
 def columnar(spec: WindowAggregate, partial_schema: pa.Schema) -> bool:
@@ -277,6 +280,10 @@ def _aggregate(function: str, panes: pa.Table, index: int, fired: FiredWindows,
         return pc.if_else(pa.array(present), values, pa.nulls(len(present), values.type)) \
             .cast(kind)
     first = panes.column(f"p{index}_0")
+    if function in BITS:
+        counted = window_sums(as_numbers(panes.column(f"p{index}_1"), 0), fired)
+        values = window_bits(as_numbers(first, BITWISE[function][1]), fired, function)
+        return pa.array(values, mask=counted == 0).cast(kind)
     if function in COUNTS:
         return pa.array(window_sums(as_numbers(first, 0), fired), kind)
     if function in SUMS:
@@ -306,7 +313,8 @@ def _combined(function: str, index: int, table: pa.Table, panes: np.ndarray,
               firsts: np.ndarray) -> list[tuple[str, pa.Array]]:
     """Aggregate ``index``'s partial columns combined per (key, pane) (``panes``: each
     row's number; ``firsts``: each one's first row), where they are not sums, minima or
-    maxima: (co-)moments, sets of values, first or last ``(time, value)`` pairs."""
+    maxima: (co-)moments, sets of values, first or last ``(time, value)`` pairs, the
+    values of bit_and, bit_or and bit_xor."""
     if function in MOMENTS:
         moments = _merge_moments(moment_columns(table, index, function), panes, firsts)
         return [(f"p{index}_{j}", pa.array(values)) for j, values in enumerate(moments)]
@@ -315,7 +323,22 @@ def _combined(function: str, index: int, table: pa.Table, panes: np.ndarray,
         return [(name, united_sets(table.column(name), panes, len(firsts)))]
     if function in TIMED:
         return [(name, picked_pairs(table.column(name), firsts, function == "last_value"))]
+    if function in BITS:
+        return merged_bits(function, index, table, firsts)
     return []
+
+
+def merged_bits(function: str, index: int, table: pa.Table,
+                firsts: np.ndarray) -> list[tuple[str, pa.Array]]:
+    """Bitwise aggregate ``index``'s partials (its value, NULL without values, and
+    their count) combined per run of ``table``'s rows starting at ``firsts``."""
+    operation, identity = BITWISE[function]
+    value_name, count_name = f"p{index}_0", f"p{index}_1"
+    counts = np.add.reduceat(as_numbers(table.column(count_name), 0), firsts)
+    values = operation.reduceat(as_numbers(table.column(value_name), identity), firsts)
+    return [(value_name, pa.array(values, mask=counts == 0)
+             .cast(table.schema.field(value_name).type)),
+            (count_name, pa.array(counts).cast(table.schema.field(count_name).type))]
 
 
 def picked_pairs(pairs: pa.ChunkedArray, firsts: np.ndarray, latest: bool) -> pa.Array:

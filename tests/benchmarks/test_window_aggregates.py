@@ -1,11 +1,12 @@
-"""Variances, correlations, distinct counts and first and last values over TUMBLE and HOP
-windows: the operator alone, in columns against per key.
+"""Variances, correlations, distinct counts, first and last values and bitwise aggregates
+over TUMBLE and HOP windows: the operator alone, in columns against per key.
 
 ``SPATE_BENCHMARK=1 python -m pytest tests/benchmarks/test_window_aggregates.py -s``
 
 ``count(*), stddev_samp(v), corr(v, x)`` (``moments``), ``count(*), count(DISTINCT
 item)`` (``distinct``, 100 items) or ``first_value(price), last_value(price),
-min(price), max(price)`` (``first_last``: a candle) ``GROUP BY k, HOP(1 s, width)``
+min(price), max(price)`` (``first_last``: a candle) or ``count(*), bit_and(flags),
+bit_or(flags), bit_xor(flags)`` (``bits``, 16 random flags) ``GROUP BY k, HOP(1 s, width)``
 (width 1 s: TUMBLE): the same pane partials (per key and one-second pane, as Spark's native
 pre-aggregation gives them) through the columnar operator
 (:mod:`spate.engine.runtime.window_columns`) and the per-key one
@@ -50,7 +51,11 @@ CASES = {
     "first_last": (AggregateCall("first_value", "a0", "open"),
                    AggregateCall("last_value", "a0", "close"),
                    AggregateCall("min", "a0", "low"), AggregateCall("max", "a0", "high")),
+    "bits": (AggregateCall("count_star", None, "n"), AggregateCall("bit_and", "a0", "all"),
+             AggregateCall("bit_or", "a0", "any"), AggregateCall("bit_xor", "a0", "odd")),
 }
+#: Each bitwise aggregate's pane partial, as Spark's own ``bit_*`` gives it.
+BITWISE = (np.bitwise_and, np.bitwise_or, np.bitwise_xor)
 PAIR = pa.struct([pa.field("t", pa.int64()), pa.field("v", pa.int64())])
 
 
@@ -78,6 +83,25 @@ def _first_last_partials(rng: np.random.Generator, epoch: int, events: int,
         "p0_0": pairs(firsts), "p1_0": pairs(lasts),
         "p2_0": pa.array(np.minimum.reduceat(price, firsts)),
         "p3_0": pa.array(np.maximum.reduceat(price, firsts))})
+
+
+def _bits_partials(rng: np.random.Generator, epoch: int, events: int, keys: int) -> pa.Table:
+    """An epoch's pane partials: ``count(*)``, and per bitwise aggregate its value and the
+    count of values, per key and one-second pane, over 16-bit random flags."""
+    k = rng.integers(0, keys, events)
+    pane = (epoch * EPOCH_S + rng.integers(0, EPOCH_S, events)) * SECOND
+    flags = rng.integers(0, 1 << 16, events)
+    order = np.lexsort((pane, k))
+    k, pane, flags = k[order], pane[order], flags[order]
+    firsts = np.flatnonzero(np.diff(k * (2**40) + pane, prepend=-1))
+    counts = pa.array(np.diff(np.append(firsts, events)).astype(np.int64))
+    columns = {"k": pa.array(k[firsts]), "__pane": pa.array(pane[firsts]),
+               "__kg": pa.array((k[firsts] % GROUPS).astype(np.int32)), "__rows": counts,
+               "p0_0": counts}
+    for i, operation in enumerate(BITWISE, start=1):
+        columns[f"p{i}_0"] = pa.array(operation.reduceat(flags, firsts))
+        columns[f"p{i}_1"] = counts
+    return pa.table(columns)
 
 
 def _distinct_partials(rng: np.random.Generator, epoch: int, events: int,
@@ -155,7 +179,7 @@ def test_the_operator_alone_columns_against_per_key(case: str, keys: int, events
         output_view="out")
     rng = np.random.default_rng(7)
     partials = {"moments": _moment_partials, "distinct": _distinct_partials,
-                "first_last": _first_last_partials}[case]
+                "first_last": _first_last_partials, "bits": _bits_partials}[case]
     epochs = [partials(rng, number, events, keys) for number in range(EPOCHS)]
     schema = output_schema(spec, epochs[0].schema)
     columns = operator_seconds(WindowColumnsRange(spec, schema), epochs, GROUPS, _epoch)

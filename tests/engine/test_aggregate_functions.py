@@ -1,6 +1,7 @@
 """The aggregates (docs/sql/functions.md) beyond count/sum/avg/min/max, in windowed (TUMBLE,
 HOP) and updating aggregates, against the same queries in batch in DuckDB.  The variances,
-(y, x) aggregates, distinct counts and first and last values also run alone in a HOP
+(y, x) aggregates, distinct counts, first and last values and bit_and, bit_or and
+bit_xor also run alone in a HOP
 and in a SESSION window: with no other aggregate beside them, those queries take the
 columnar window and session operators.
 
@@ -66,10 +67,11 @@ DUCKDB_AGGREGATES = ", ".join(duck for _, duck, _ in CALLS)
 TIMED = NAMES.index("fv")
 #: array_agg's order is not specified: compared sorted
 ARRAY = NAMES.index("aa")
-#: The variances and (y, x) aggregates (kept as moments), distinct counts and first and
-#: last values: what TUMBLE and HOP windows compute in columns
+#: The variances and (y, x) aggregates (kept as moments), distinct counts, first and
+#: last values and the bitwise aggregates: what TUMBLE and HOP windows compute in columns
 COLUMNAR = [call for call in CALLS
-            if call[2].startswith(("sd", "v", "co", "regr", "ad", "fv", "lv"))]
+            if call[2].startswith(("sd", "v", "co", "regr", "ad", "fv", "lv"))
+            or call[2] in ("bx", "ba", "bo")]
 COLUMNAR.append(("count(DISTINCT v % 5)", "count(DISTINCT v % 5)", "cd"))
 COLUMNAR_NAMES = [name for _, _, name in COLUMNAR]
 

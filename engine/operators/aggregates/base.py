@@ -88,8 +88,8 @@ class AggregateFunction(ABC):
     #: how the columnar paths merge the partials: "count", "sum", "extreme", "moments"
     #: (variances) or "comoments" (the (y, x) aggregates), in windows
     #: (:mod:`spate.engine.operators.window_columns`) and updating aggregates, or
-    #: "distinct" or "timed" (first/last values; TUMBLE and HOP windows only); None: not
-    #: columnar
+    #: "distinct" or "timed" (first/last values; TUMBLE and HOP windows only), or "bits"
+    #: (bit_and, bit_or, bit_xor; windows only); None: not columnar
     columnar: str | None = None
 
     def __init__(self, name: str) -> None:

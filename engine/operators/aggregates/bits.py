@@ -1,9 +1,12 @@
 """bit_xor, bit_and and bit_or over BIGINT values.
 
-bit_xor keeps ``[xor, non-NULL count]``: xor is its own inverse, so windows
-remove a pane and updating input withdraws a value by xoring it again.  bit_and
-and bit_or are not invertible as values, so they keep per-bit counts
-(:func:`bit_counts`), which add and subtract.
+In windows a pane's partial is Spark's own ``bit_xor``, ``bit_and`` or ``bit_or``
+of its values and their non-NULL count: the columnar windows
+(:mod:`spate.engine.operators.window_columns`) combine those directly.  bit_xor
+keeps ``[xor, non-NULL count]``: xor is its own inverse, so the per-key path
+removes a pane and updating input withdraws a value by xoring it again.  bit_and
+and bit_or are not invertible as values, so the per-key path and updating input
+keep per-bit counts (:func:`bit_counts`), which add and subtract.
 """
 
 from __future__ import annotations
@@ -38,6 +41,15 @@ def bit_counts(signed_values: Iterable[tuple[int, int]]) -> list[Any]:
         for i in range(INT_BITS):
             if value >> i & 1:
                 bits[i] += sign
+    return [count, bits]
+
+
+def pane_bit_counts(value: int | None, count: int) -> list[Any]:
+    """A pane's bit_and or bit_or ``value`` of ``count`` non-NULL values, as
+    :func:`bit_counts` that add up to the same results: each bit of ``value`` counts
+    as set in all ``count`` values, any other in none.  For bit_and a bit is set in
+    all of them or not; bit_or asks only whether some value has it."""
+    bits = [count if value is not None and value >> i & 1 else 0 for i in range(INT_BITS)]
     return [count, bits]
 
 
@@ -108,6 +120,8 @@ class SignedBits(BitCounts, Accumulator):
 class BitXorFunction(AggregateFunction):
     """bit_xor: ``[xor, non-NULL count]`` partials."""
 
+    columnar = "bits"  # windows (TUMBLE, HOP and SESSION) only
+
     def pane_sql(self) -> list[str]:
         return ["bit_xor({a})", "count({a})"]
 
@@ -128,20 +142,20 @@ class BitXorFunction(AggregateFunction):
 
 
 class BitsFunction(AggregateFunction):
-    """bit_and or bit_or (by ``name``): the values collected, counted per bit."""
+    """bit_and or bit_or (by ``name``): in windows, Spark's own of a pane and its
+    non-NULL count; over updating input, the values with their signs, counted per bit."""
+
+    columnar = "bits"  # windows (TUMBLE, HOP and SESSION) only
 
     def pane_sql(self) -> list[str]:
-        return ["collect_list({a})"]
+        return [f"{self.name}({{a}})", "count({a})"]
 
     def pane_partials(self, columns: PartialColumns) -> list[Any]:
-        return [bit_counts((v, 1) for v in bag or [] if v is not None)
-                for bag in columns.python(0)]
+        return [pane_bit_counts(value, count) for value, count
+                in zip(columns.python(0), columns.python(1), strict=True)]
 
     def window(self, fraction: float | None) -> Aggregate:
         return Bits(self.name)
-
-    def window_type(self, partial: pa.DataType) -> pa.DataType:  # a list of the values
-        return super().window_type(partial.value_type)
 
     def signed_sql(self, a: str, sign: str, updating_input: bool) -> list[str]:
         return [signed_values_sql(a, sign)]

@@ -147,7 +147,8 @@ def test_a_late_row_joins_an_open_session_but_not_one_of_its_own(tmp_path: Path)
         assert late == 1
         assert [row[:9] for row in fired] == [("a", 90, 105, 2, 2, 3, 1.5, 1, 2)]
         assert fired[0][9:12] == (2, 2, 1)  # distinct values; first (at 90), last (at 95)
-        assert fired[0][12] == 0.5  # var_samp(1, 2)
+        assert fired[0][12:15] == (0, 3, 3)  # bit_and, bit_or, bit_xor of 1 and 2
+        assert fired[0][15] == 0.5  # var_samp(1, 2)
 
 
 def test_which_rows_are_late_does_not_depend_on_their_order(tmp_path: Path) -> None:
@@ -159,8 +160,8 @@ def test_which_rows_are_late_does_not_depend_on_their_order(tmp_path: Path) -> N
         fired, late, _ = _run(work, epochs, [18, END_OF_TIME], 7, 1,
                               tmp_path / f"{work.__name__}.db")
         assert late == 1
-        assert fired == [("c", 0, 7, 1, 1, 5, 5.0, 5, 5, 1, 5, 5, None, None),
-                         ("a", 12, 19, 1, 1, 2, 2.0, 2, 2, 1, 2, 2, None, None)]
+        assert fired == [("c", 0, 7, 1, 1, 5, 5.0, 5, 5, 1, 5, 5, 5, 5, 5, None, None),
+                         ("a", 12, 19, 1, 1, 2, 2.0, 2, 2, 1, 2, 2, 2, 2, 2, None, None)]
 
 
 def test_decimal_and_nested_sessions_stay_per_key() -> None:

@@ -7,9 +7,11 @@ once the input ended."""
 from __future__ import annotations
 
 import math
+import operator
 import statistics
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
+from functools import reduce
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +45,12 @@ MODULUS = 7
 #: columns (sessions do not).
 WINDOW_AGGREGATES = AGGREGATES + (AggregateCall("count_distinct", "a0", "d"),
                                   AggregateCall("first_value", "a0", "fv"),
-                                  AggregateCall("last_value", "a0", "lv"))
+                                  AggregateCall("last_value", "a0", "lv"),
+                                  AggregateCall("bit_and", "a0", "ba"),
+                                  AggregateCall("bit_or", "a0", "bo"),
+                                  AggregateCall("bit_xor", "a0", "bx"))
+#: The bitwise aggregates of :data:`WINDOW_AGGREGATES` in order: (name, operation).
+BITWISE = (("ba", operator.and_), ("bo", operator.or_), ("bx", operator.xor))
 PAIR = pa.struct([pa.field("t", pa.int64()), pa.field("v", pa.int64())])
 
 
@@ -102,6 +109,10 @@ def _partials(rows: list[Row], slide: int, key_name: str = "k0") -> pa.Table:
     sets = {"p8_0": pa.array([sorted(set(v)) for v in present], pa.list_(pa.int64())),
             "p9_0": pa.array([{"t": t, "v": v} for t, v in firsts], PAIR),
             "p10_0": pa.array([{"t": t, "v": v} for t, v in lasts], PAIR)}
+    for i, (_, operation) in enumerate(BITWISE, start=11):  # Spark's own, and the count
+        sets[f"p{i}_0"] = pa.array([reduce(operation, v) if v else None for v in present],
+                                   pa.int64())
+        sets[f"p{i}_1"] = pa.array([len(v) for v in present], pa.int64())
     return pa.table({
         key_name: pa.array([k for (k, _), _ in items], pa.string()),
         "__pane": pa.array([p for (_, p), _ in items], pa.int64()),
@@ -143,13 +154,15 @@ def _brute_force(rows: list[Row], slide: int, width: int) -> list[tuple[Any, ...
                        min(present) if present else None, max(present) if present else None,
                        len(set(present)), min(timed[(key, begin)], key=_by_time)[1],
                        max(timed[(key, begin)], key=_by_time)[1],
+                       *(reduce(operation, present) if present else None
+                         for _, operation in BITWISE),
                        statistics.variance(present) if len(present) > 1 else None,
                        _corr(pairs[(key, begin)])))
     return result
 
 
 def _same_windows(fired: list[tuple[Any, ...]], expected: list[tuple[Any, ...]],
-                  exact: int = 12) -> None:
+                  exact: int = 15) -> None:
     """Equal windows: the first ``exact`` columns exactly, the variances and correlations
     after them (floating point) within a tolerance."""
     fired, expected = (sorted(rows, key=lambda row: repr(row[:exact]))
@@ -193,7 +206,8 @@ def _run(rows_by_epoch: list[list[Row]], watermarks: list[int], slide: int, widt
                     window = row[WINDOW_COLUMN]
                     fired.append((row["k0"], _micros(window["start"]), _micros(window["end"]),
                                   row["n"], row["c"], row["s"], row["mean"], row["lo"],
-                                  row["hi"], row["d"], row["fv"], row["lv"], row["spread"],
+                                  row["hi"], row["d"], row["fv"], row["lv"],
+                                  *(row[name] for name, _ in BITWISE), row["spread"],
                                   row["r"]))
             state.commit_epoch(epoch, {})
             before = after
@@ -248,7 +262,7 @@ def test_a_pane_filled_over_several_epochs_combines_its_parts(tmp_path: Path) ->
     rows = [row for epoch in epochs for row in epoch]
     fired, _, left = _run(epochs, [0, 1, END_OF_TIME], 3, 15, 1, tmp_path / "s.db")
     _same_windows(fired, _brute_force(rows, 3, 15))
-    assert {(row[9], row[12]) for row in fired if row[0] == "a"} == {
+    assert {(row[9], row[-2]) for row in fired if row[0] == "a"} == {
         (4, statistics.variance([4, -2, 9, 5, 4]))}
     # first and last by time, then value: 4 at 0 first; 4 and 5 at 2 tie, 5 is last
     assert {row[10:12] for row in fired if row[0] == "a"} == {(4, 5)}
