@@ -21,7 +21,10 @@ key and then pane.  Nothing here loops over rows, keys or windows in Python:
   first_value and last_value rank their panes' ``(time, value)`` pairs in one
   sort and take the window's least or greatest rank, as min and max do; bit_xor
   is a difference of prefix xors, and bit_and and bit_or (which, like min and
-  max, may count a pane twice) answer from a sparse table as min and max do.
+  max, may count a pane twice) answer from a sparse table as min and max do;
+  median, percentile_cont and array_agg take each window's values from its
+  panes' lists (one contiguous range of their flattened values), and the
+  percentiles pick their ranks after one sort of every window's values.
 
 So the work per epoch is linear in panes plus fired windows, and does not
 grow with width / slide.  Aggregates this module does not compute columnarly
@@ -58,6 +61,9 @@ TIMED = _columnar("timed")
 #: ... and bit_and, bit_or and bit_xor, whose pane partials are the pane's value and its
 #: count of non-NULL arguments.
 BITS = _columnar("bits")
+#: ... and array_agg, median and percentile_cont, whose pane partials are the pane's values
+#: (a list of ``struct<v>``, NULLs kept).
+BAGS = _columnar("bag")
 #: Each bitwise aggregate's NumPy operation and its identity (what a NULL partial counts as).
 BITWISE: dict[str, tuple[np.ufunc, int]] = {
     "bit_and": (np.bitwise_and, -1), "bit_or": (np.bitwise_or, 0),
@@ -70,6 +76,13 @@ def supported(function: str, partial_type: pa.DataType) -> bool:
         return True
     if function in BITS:
         return bool(pa.types.is_integer(partial_type))
+    if function in BAGS:  # lists of struct<v>: any values for array_agg, else numbers
+        if not (pa.types.is_list(partial_type) and pa.types.is_struct(partial_type.value_type)):
+            return False
+        value = partial_type.value_type.field("v").type
+        return function == "array_agg" or bool(
+            pa.types.is_integer(value) or pa.types.is_floating(value)
+            or pa.types.is_decimal(value))
     if function in DISTINCTS:  # sets of values
         return bool(pa.types.is_list(partial_type) and keyable(partial_type.value_type))
     if function in TIMED:  # (time, value) pairs
@@ -225,6 +238,46 @@ def window_bits(values: np.ndarray, fired: FiredWindows, function: str) -> np.nd
         xors: np.ndarray = running[fired.stop] ^ running[fired.first]
         return xors
     return _idempotent_ranges(values, fired, operation)
+
+
+def window_positions(offsets: np.ndarray, fired: FiredWindows) -> tuple[np.ndarray, np.ndarray]:
+    """Where each fired window's values are among its panes' flattened lists (``offsets``:
+    each pane's first value, then the end): the positions, window after window, and
+    each window's first place in them (then the end).  A window's panes are
+    consecutive, so its values are one range."""
+    starts, stops = offsets[fired.first], offsets[fired.stop]
+    lengths = stops - starts
+    bounds = np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths)])
+    positions = np.arange(bounds[-1], dtype=np.int64) - np.repeat(bounds[:-1] - starts, lengths)
+    return positions, bounds
+
+
+def window_percentiles(numbers: np.ndarray, valid: np.ndarray, positions: np.ndarray,
+                       bounds: np.ndarray, fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per window (its values' ``positions`` in ``numbers``, window by window from
+    ``bounds``), percentile_cont(``fraction``) of its non-NULL (``valid``) values,
+    interpolated linearly between the two ranks around ``fraction * (n - 1)``; and
+    where a window has no value.  One sort of every window's values (NaN last: the
+    greatest, as in Spark)."""
+    windows = len(bounds) - 1
+    owners = np.repeat(np.arange(windows, dtype=np.int64), np.diff(bounds))
+    kept = valid[positions]
+    values, owners = numbers[positions[kept]], owners[kept]
+    ordered = values[np.lexsort((values, owners))]
+    counts = np.bincount(owners, minlength=windows)
+    firsts = np.cumsum(counts) - counts
+    position = fraction * (counts - 1)
+    below = np.floor(np.maximum(position, 0)).astype(np.int64)
+    above = np.minimum(below + 1, np.maximum(counts - 1, 0))
+    missing = counts == 0
+    if len(ordered) == 0:
+        return np.zeros(windows, np.float64), missing
+    low = ordered[np.minimum(firsts + below, len(ordered) - 1)]
+    high = ordered[np.minimum(firsts + above, len(ordered) - 1)]
+    with np.errstate(invalid="ignore"):  # NaN and infinities interpolate to NaN, as in Python
+        result: np.ndarray = low.astype(np.float64) + (high - low).astype(np.float64) \
+            * (position - below)
+    return result, missing
 
 
 def _idempotent_ranges(values: np.ndarray, fired: FiredWindows, pick: np.ufunc) -> np.ndarray:

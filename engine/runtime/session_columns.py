@@ -4,7 +4,7 @@ The columnar counterpart of the per-key sessions of :mod:`spate.engine.runtime.w
 for the aggregates :func:`session_columnar` accepts (count, sum and avg of
 integers and floats; min and max of those, times, dates and booleans; the
 variances and the (y, x) aggregates; distinct counts; first and last values;
-bit_and, bit_or and bit_xor): one
+bit_and, bit_or and bit_xor; array_agg, median and percentile_cont): one
 pass of Arrow and NumPy over the range's open sessions and new partials, with
 no Python statement per row, key or session.
 
@@ -50,6 +50,7 @@ import pyarrow.compute as pc
 from spate.engine.operators.aggregates import AGGREGATES
 from spate.engine.operators.aggregates.moments import columns_result, combined_columns
 from spate.engine.operators.window_columns import (
+    BAGS,
     BITS,
     DISTINCTS,
     EXTREMES,
@@ -67,7 +68,9 @@ from spate.engine.runtime.tasks import KEY_GROUP, TaskEpoch, TaskStats
 from spate.engine.runtime.values import from_ipc, to_ipc
 from spate.engine.runtime.window_columns import (
     as_numbers,
+    bag_results,
     from_numbers,
+    joined_lists,
     merged_bits,
     moment_columns,
     picked_pairs,
@@ -231,6 +234,9 @@ class SessionColumnsRange:
             if function in DISTINCTS:
                 columns[name] = united_sets(intervals.column(name), session, len(first))
                 continue
+            if function in BAGS:
+                columns[name] = joined_lists(intervals.column(name), first)
+                continue
             if function in TIMED:
                 columns[name] = picked_pairs(intervals.column(name), first,
                                              function == "last_value")
@@ -263,6 +269,10 @@ class SessionColumnsRange:
                 columns.append(columns_result(call.function, moments, exists).cast(kind))
             elif call.function in DISTINCTS:
                 columns.append(pc.list_value_length(first).cast(kind))
+            elif call.function in BAGS:  # each session as a window of one row
+                rows = np.arange(fired.num_rows, dtype=np.int64)
+                columns.append(bag_results(call.function, call.fraction, first,
+                                           FiredWindows(rows, rows, rows, rows + 1), kind))
             elif call.function in TIMED:
                 values = pc.struct_field(first, "v")
                 present = first.is_valid()

@@ -3,7 +3,8 @@
 The columnar counterpart of :mod:`spate.engine.runtime.window` for the
 aggregates :func:`spate.engine.operators.window_columns.supported` computes
 (count, sum, avg, min, max, the variances and the (y, x) aggregates, distinct
-counts, first and last values, bit_and, bit_or and bit_xor): one pass
+counts, first and last values, bit_and, bit_or and bit_xor, array_agg, median and
+percentile_cont): one pass
 of Arrow and NumPy over the range's panes, with no Python statement per row,
 key or fired window.
 
@@ -41,6 +42,7 @@ from spate.engine.operators.aggregates.moments import (
     combined_columns,
 )
 from spate.engine.operators.window_columns import (
+    BAGS,
     BITS,
     BITWISE,
     COUNTS,
@@ -60,6 +62,8 @@ from spate.engine.operators.window_columns import (
     window_distinct,
     window_extremes,
     window_merges,
+    window_percentiles,
+    window_positions,
     window_sums,
     window_timed,
 )
@@ -80,7 +84,7 @@ PANE = "__pane"
 ROWS = "__rows"
 _PANE_ID = "__pane_id"
 #: The aggregates whose pane partials combine other than by sum, min or max.
-_COMBINED = MOMENTS | DISTINCTS | TIMED | BITS
+_COMBINED = MOMENTS | DISTINCTS | TIMED | BITS | BAGS
 
 
 def columnar(spec: WindowAggregate, partial_schema: pa.Schema) -> bool:
@@ -214,6 +218,10 @@ class WindowColumnsRange:
                     keys, slots, panes.column(f"p{i}_0"),
                     self.spec.window.width_us // slide, fired), kind))
                 continue
+            if call.function in BAGS:
+                columns.append(bag_results(call.function, call.fraction,
+                                           panes.column(f"p{i}_0"), fired, kind))
+                continue
             columns.append(_aggregate(call.function, panes, i, fired, kind))
         columns.append(timestamps(ends - 1))
         return pa.Table.from_arrays(columns, schema=schema)
@@ -314,7 +322,7 @@ def _combined(function: str, index: int, table: pa.Table, panes: np.ndarray,
     """Aggregate ``index``'s partial columns combined per (key, pane) (``panes``: each
     row's number; ``firsts``: each one's first row), where they are not sums, minima or
     maxima: (co-)moments, sets of values, first or last ``(time, value)`` pairs, the
-    values of bit_and, bit_or and bit_xor."""
+    values of bit_and, bit_or and bit_xor, lists of values."""
     if function in MOMENTS:
         moments = _merge_moments(moment_columns(table, index, function), panes, firsts)
         return [(f"p{index}_{j}", pa.array(values)) for j, values in enumerate(moments)]
@@ -325,7 +333,38 @@ def _combined(function: str, index: int, table: pa.Table, panes: np.ndarray,
         return [(name, picked_pairs(table.column(name), firsts, function == "last_value"))]
     if function in BITS:
         return merged_bits(function, index, table, firsts)
+    if function in BAGS:
+        return [(name, joined_lists(table.column(name), firsts))]
     return []
+
+
+def joined_lists(lists: pa.ChunkedArray, firsts: np.ndarray) -> pa.Array:
+    """Per run of rows starting at ``firsts``, its rows' lists one after another."""
+    flat = lists.combine_chunks()
+    lengths = pc.fill_null(pc.list_value_length(flat), 0).to_numpy().astype(np.int64)
+    offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(np.add.reduceat(lengths, firsts))])
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pc.list_flatten(flat),
+                                    type=lists.type)
+
+
+def bag_results(function: str, fraction: float | None, lists: pa.ChunkedArray,
+                fired: FiredWindows, kind: pa.DataType) -> pa.Array:
+    """array_agg, median or percentile_cont (``fraction``) per fired window, over its
+    panes' ``lists`` of ``struct<v>`` (NULL values kept; the percentiles skip them)."""
+    flat = lists.combine_chunks()
+    lengths = pc.fill_null(pc.list_value_length(flat), 0).to_numpy().astype(np.int64)
+    offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths)])
+    positions, bounds = window_positions(offsets, fired)
+    values = pc.struct_field(pc.list_flatten(flat), "v")
+    empty = pa.array(np.diff(bounds) == 0)
+    if function == "array_agg":
+        return pa.ListArray.from_arrays(pa.array(bounds, pa.int32()),
+                                        values.take(pa.array(positions)),
+                                        mask=empty).cast(kind)
+    valid = values.is_valid().to_numpy(zero_copy_only=False)
+    result, missing = window_percentiles(as_numbers(values, 0), valid, positions, bounds,
+                                         0.5 if fraction is None else fraction)
+    return pa.array(result, mask=missing).cast(kind)
 
 
 def merged_bits(function: str, index: int, table: pa.Table,

@@ -1,12 +1,14 @@
-"""Variances, correlations, distinct counts, first and last values and bitwise aggregates
-over TUMBLE and HOP windows: the operator alone, in columns against per key.
+"""Variances, correlations, distinct counts, first and last values, bitwise aggregates and
+percentiles over TUMBLE and HOP windows: the operator alone, in columns against per key.
 
 ``SPATE_BENCHMARK=1 python -m pytest tests/benchmarks/test_window_aggregates.py -s``
 
 ``count(*), stddev_samp(v), corr(v, x)`` (``moments``), ``count(*), count(DISTINCT
 item)`` (``distinct``, 100 items) or ``first_value(price), last_value(price),
 min(price), max(price)`` (``first_last``: a candle) or ``count(*), bit_and(flags),
-bit_or(flags), bit_xor(flags)`` (``bits``, 16 random flags) ``GROUP BY k, HOP(1 s, width)``
+bit_or(flags), bit_xor(flags)`` (``bits``, 16 random flags) or ``count(*), median(ms),
+percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)`` (``percentiles``: latencies) ``GROUP BY k,
+HOP(1 s, width)``
 (width 1 s: TUMBLE): the same pane partials (per key and one-second pane, as Spark's native
 pre-aggregation gives them) through the columnar operator
 (:mod:`spate.engine.runtime.window_columns`) and the per-key one
@@ -53,6 +55,9 @@ CASES = {
                    AggregateCall("min", "a0", "low"), AggregateCall("max", "a0", "high")),
     "bits": (AggregateCall("count_star", None, "n"), AggregateCall("bit_and", "a0", "all"),
              AggregateCall("bit_or", "a0", "any"), AggregateCall("bit_xor", "a0", "odd")),
+    "percentiles": (AggregateCall("count_star", None, "n"),
+                    AggregateCall("median", "a0", "p50"),
+                    AggregateCall("percentile_cont", "a0", "p99", 0.99)),
 }
 #: Each bitwise aggregate's pane partial, as Spark's own ``bit_*`` gives it.
 BITWISE = (np.bitwise_and, np.bitwise_or, np.bitwise_xor)
@@ -102,6 +107,26 @@ def _bits_partials(rng: np.random.Generator, epoch: int, events: int, keys: int)
         columns[f"p{i}_0"] = pa.array(operation.reduceat(flags, firsts))
         columns[f"p{i}_1"] = counts
     return pa.table(columns)
+
+
+def _percentile_partials(rng: np.random.Generator, epoch: int, events: int,
+                         keys: int) -> pa.Table:
+    """An epoch's pane partials: ``count(*)``, and for each percentile the pane's values
+    (sorted, as ``struct<v>``), per key and one-second pane, over log-normal latencies."""
+    k = rng.integers(0, keys, events)
+    pane = (epoch * EPOCH_S + rng.integers(0, EPOCH_S, events)) * SECOND
+    ms = np.round(rng.lognormal(3.0, 1.0, events), 1)
+    order = np.lexsort((ms, pane, k))
+    k, pane, ms = k[order], pane[order], ms[order]
+    firsts = np.flatnonzero(np.diff(k * (2**40) + pane, prepend=-1))
+    counts = np.diff(np.append(firsts, events)).astype(np.int64)
+    offsets = pa.array(np.append(firsts, events).astype(np.int32))
+    values = pa.StructArray.from_arrays([pa.array(ms)], names=["v"])
+    bags = pa.ListArray.from_arrays(offsets, values)
+    return pa.table({
+        "k": pa.array(k[firsts]), "__pane": pa.array(pane[firsts]),
+        "__kg": pa.array((k[firsts] % GROUPS).astype(np.int32)), "__rows": pa.array(counts),
+        "p0_0": pa.array(counts), "p1_0": bags, "p2_0": bags})
 
 
 def _distinct_partials(rng: np.random.Generator, epoch: int, events: int,
@@ -179,7 +204,8 @@ def test_the_operator_alone_columns_against_per_key(case: str, keys: int, events
         output_view="out")
     rng = np.random.default_rng(7)
     partials = {"moments": _moment_partials, "distinct": _distinct_partials,
-                "first_last": _first_last_partials, "bits": _bits_partials}[case]
+                "first_last": _first_last_partials, "bits": _bits_partials,
+                "percentiles": _percentile_partials}[case]
     epochs = [partials(rng, number, events, keys) for number in range(EPOCHS)]
     schema = output_schema(spec, epochs[0].schema)
     columns = operator_seconds(WindowColumnsRange(spec, schema), epochs, GROUPS, _epoch)

@@ -1,7 +1,7 @@
 """The aggregates (docs/sql/functions.md) beyond count/sum/avg/min/max, in windowed (TUMBLE,
 HOP) and updating aggregates, against the same queries in batch in DuckDB.  The variances,
-(y, x) aggregates, distinct counts, first and last values and bit_and, bit_or and
-bit_xor also run alone in a HOP
+(y, x) aggregates, distinct counts, first and last values, bit_and, bit_or and
+bit_xor, median, percentile_cont and array_agg also run alone in a HOP
 and in a SESSION window: with no other aggregate beside them, those queries take the
 columnar window and session operators.
 
@@ -65,13 +65,12 @@ SPATE_AGGREGATES = ", ".join(f"{spate} AS {name}" for spate, _, name in CALLS)
 DUCKDB_AGGREGATES = ", ".join(duck for _, duck, _ in CALLS)
 #: first_value and last_value go by event time, which ``items`` rows lack
 TIMED = NAMES.index("fv")
-#: array_agg's order is not specified: compared sorted
-ARRAY = NAMES.index("aa")
 #: The variances and (y, x) aggregates (kept as moments), distinct counts, first and
-#: last values and the bitwise aggregates: what TUMBLE and HOP windows compute in columns
+#: last values, the bitwise aggregates and the unweighted bags: what TUMBLE and HOP windows
+#: compute in columns
 COLUMNAR = [call for call in CALLS
             if call[2].startswith(("sd", "v", "co", "regr", "ad", "fv", "lv"))
-            or call[2] in ("bx", "ba", "bo")]
+            or call[2] in ("bx", "ba", "bo", "med", "amed", "pc", "aa")]
 COLUMNAR.append(("count(DISTINCT v % 5)", "count(DISTINCT v % 5)", "cd"))
 COLUMNAR_NAMES = [name for _, _, name in COLUMNAR]
 
@@ -139,14 +138,15 @@ def _events(rng: random.Random) -> list[tuple[int, int | None, int]]:
 
 
 def _sorted(values: list[Any], names: list[str]) -> list[Any]:
-    """``values`` (of ``names``) with array_agg's sorted (as a string, which approx compares
-    exactly)."""
+    """``values`` (of ``names``) with array_agg's sorted (its order is not specified), as a
+    string, which approx compares exactly."""
     if "aa" not in names:
         return values
-    array = values[ARRAY]
+    at = names.index("aa")
+    array = values[at]
     if array is not None:
         array = repr(sorted(array, key=lambda v: (v is None, v or 0)))
-    return [*values[:ARRAY], array, *values[ARRAY + 1:]]
+    return [*values[:at], array, *values[at + 1:]]
 
 
 def _approx(rows: list[tuple[Any, ...]], names: list[str]) -> dict[tuple[Any, ...], Any]:
@@ -168,7 +168,7 @@ def _got_updating(path: Any, names: list[str]) -> dict[tuple[Any, ...], list[Any
     def comparable_image(image: dict[str, Any]) -> dict[str, Any]:
         if "aa" not in names:
             return image
-        return {**image, "aa": _sorted([image[n] for n in names], names)[ARRAY]}
+        return {**image, "aa": _sorted([image[n] for n in names], names)[names.index("aa")]}
 
     hashable = [json.dumps({side: None if change[side] is None else
                             comparable_image(change[side]) for side in ("before", "after")})

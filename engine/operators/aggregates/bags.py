@@ -1,8 +1,10 @@
 """array_agg, median and percentile_cont (and the weighted percentile): bags of values.
 
-In windows a pane's partial is its values (NULLs too: array_agg keeps them) and
-the accumulator the entered panes' values in entering order, from which a
-leaving pane's values are taken out again; over updating input, a multiset.
+In windows a pane's partial is its values (NULLs too: array_agg keeps them).
+The columnar windows (:mod:`spate.engine.operators.window_columns`) take each
+window's values from its panes' lists; on the per-key path the accumulator is
+the entered panes' values in entering order, from which a leaving pane's values
+are taken out again.  Over updating input the accumulator is a multiset.
 """
 
 from __future__ import annotations
@@ -106,6 +108,8 @@ class BagFunction(AggregateFunction):
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self.exact = name == "array_agg"
+        # TUMBLE, HOP and SESSION windows; the weighted percentile's values are pairs
+        self.columnar = None if name == "percentile_cont_weighted" else "bag"
 
     def pane_sql(self) -> list[str]:
         # NULLs kept (array_agg has them), sorted so that a replay collects them alike

@@ -48,7 +48,13 @@ WINDOW_AGGREGATES = AGGREGATES + (AggregateCall("count_distinct", "a0", "d"),
                                   AggregateCall("last_value", "a0", "lv"),
                                   AggregateCall("bit_and", "a0", "ba"),
                                   AggregateCall("bit_or", "a0", "bo"),
-                                  AggregateCall("bit_xor", "a0", "bx"))
+                                  AggregateCall("bit_xor", "a0", "bx"),
+                                  AggregateCall("median", "a0", "med"),
+                                  AggregateCall("percentile_cont", "a0", "pc", 0.3),
+                                  AggregateCall("array_agg", "a0", "aa"))
+#: The bags of :data:`WINDOW_AGGREGATES` in order: (name, fraction; None: array_agg).
+BAGS = (("med", 0.5), ("pc", 0.3), ("aa", None))
+BAG = pa.list_(pa.struct([pa.field("v", pa.int64())]))
 #: The bitwise aggregates of :data:`WINDOW_AGGREGATES` in order: (name, operation).
 BITWISE = (("ba", operator.and_), ("bo", operator.or_), ("bx", operator.xor))
 PAIR = pa.struct([pa.field("t", pa.int64()), pa.field("v", pa.int64())])
@@ -58,6 +64,22 @@ def _by_time(row: tuple[int, Any]) -> tuple[Any, ...]:
     """How first_value and last_value order rows: by time, then value, NULL first."""
     ts, value = row
     return (ts, value is not None, value if value is not None else 0)
+
+
+def _in_order(values: list[Any]) -> list[Any]:
+    """``values`` sorted, NULLs first (array_agg's order is not defined: compared so)."""
+    return sorted(values, key=lambda v: (v is not None, v if v is not None else 0))
+
+
+def _percentile(values: list[int], fraction: float) -> float | None:
+    """percentile_cont: linear between the ranks around ``fraction * (n - 1)``."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = fraction * (len(ordered) - 1)
+    below = math.floor(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
 
 
 def _moments(values: list[float]) -> list[Any]:
@@ -113,6 +135,9 @@ def _partials(rows: list[Row], slide: int, key_name: str = "k0") -> pa.Table:
         sets[f"p{i}_0"] = pa.array([reduce(operation, v) if v else None for v in present],
                                    pa.int64())
         sets[f"p{i}_1"] = pa.array([len(v) for v in present], pa.int64())
+    for i in range(14, 17):  # every value, NULLs too, as array_sort(collect_list(…)) gives
+        sets[f"p{i}_0"] = pa.array([[{"v": v} for v in _in_order(values)] for _, values in items],
+                                   BAG)
     return pa.table({
         key_name: pa.array([k for (k, _), _ in items], pa.string()),
         "__pane": pa.array([p for (_, p), _ in items], pa.int64()),
@@ -156,13 +181,15 @@ def _brute_force(rows: list[Row], slide: int, width: int) -> list[tuple[Any, ...
                        max(timed[(key, begin)], key=_by_time)[1],
                        *(reduce(operation, present) if present else None
                          for _, operation in BITWISE),
+                       *(_percentile(present, fraction) if fraction is not None
+                         else _in_order(values) for _, fraction in BAGS),
                        statistics.variance(present) if len(present) > 1 else None,
                        _corr(pairs[(key, begin)])))
     return result
 
 
 def _same_windows(fired: list[tuple[Any, ...]], expected: list[tuple[Any, ...]],
-                  exact: int = 15) -> None:
+                  exact: int = 18) -> None:
     """Equal windows: the first ``exact`` columns exactly, the variances and correlations
     after them (floating point) within a tolerance."""
     fired, expected = (sorted(rows, key=lambda row: repr(row[:exact]))
@@ -207,8 +234,9 @@ def _run(rows_by_epoch: list[list[Row]], watermarks: list[int], slide: int, widt
                     fired.append((row["k0"], _micros(window["start"]), _micros(window["end"]),
                                   row["n"], row["c"], row["s"], row["mean"], row["lo"],
                                   row["hi"], row["d"], row["fv"], row["lv"],
-                                  *(row[name] for name, _ in BITWISE), row["spread"],
-                                  row["r"]))
+                                  *(row[name] for name, _ in BITWISE),
+                                  row["med"], row["pc"], _in_order(row["aa"]),
+                                  row["spread"], row["r"]))
             state.commit_epoch(epoch, {})
             before = after
         left = sum(1 for name in (work.panes_name, work.timers_name)
@@ -347,11 +375,21 @@ def test_which_aggregates_run_in_pane_columns() -> None:
                                           pa.field("p0_0", pa.list_(pa.float64()))))
     assert not columnar(distinct, schema.set(schema.get_field_index("p0_0"),
                                               pa.field("p0_0", pa.list_(pa.decimal128(9, 2)))))
-    bags = WindowAggregate(operator_id="b", input_sql="", key_columns=("k0",),
-                           window=WindowSpec("hop", 5, 1),
-                           aggregates=(AggregateCall("median", "a0", "m"),), output_view="v")
-    assert not columnar(bags, schema.set(schema.get_field_index("p0_0"),
-                                         pa.field("p0_0", pa.list_(pa.int64()))))
+
+    def alone(function: str, values: pa.DataType) -> bool:
+        spec = WindowAggregate(operator_id="b", input_sql="", key_columns=("k0",),
+                               window=WindowSpec("hop", 5, 1),
+                               aggregates=(AggregateCall(function, "a0", "m"),),
+                               output_view="v")
+        bag = pa.list_(pa.struct([pa.field("v", values)]))
+        return columnar(spec, schema.set(schema.get_field_index("p0_0"), pa.field("p0_0", bag)))
+
+    # percentiles of numbers, array_agg of anything; the weighted percentile stays per key
+    assert alone("median", pa.decimal128(9, 2)) and alone("percentile_cont", pa.float64())
+    assert not alone("median", pa.string())
+    assert alone("array_agg", pa.string())
+    weights = pa.struct([pa.field("x", pa.float64()), pa.field("w", pa.float64())])
+    assert not alone("percentile_cont_weighted", weights)
 
 
 def test_a_run_over_per_key_window_state_keeps_the_per_key_path(tmp_path: Path) -> None:
