@@ -22,12 +22,14 @@ key and then pane.  Nothing here loops over rows, keys or windows in Python:
   sort and take the window's least or greatest rank, as min and max do; bit_xor
   is a difference of prefix xors, and bit_and and bit_or (which, like min and
   max, may count a pane twice) answer from a sparse table as min and max do;
-  median, percentile_cont and array_agg take each window's values from its
-  panes' lists (one contiguous range of their flattened values), and the
-  percentiles pick their ranks after one sort of every window's values.
+  median, percentile_cont (also weighted) and array_agg take each window's
+  values from its panes' lists (one contiguous range of their flattened
+  values), and the percentiles pick their ranks after one sort of every
+  window's values.
 
 So the work per epoch is linear in panes plus fired windows, and does not
-grow with width / slide.  Aggregates this module does not compute columnarly
+grow with width / slide, but for those bags: a window holds the values of all
+its panes, so each value is taken once per window it falls in.  Aggregates this module does not compute columnarly
 (:func:`supported`) run in :mod:`spate.engine.operators.window` instead.
 """
 
@@ -61,8 +63,8 @@ TIMED = _columnar("timed")
 #: ... and bit_and, bit_or and bit_xor, whose pane partials are the pane's value and its
 #: count of non-NULL arguments.
 BITS = _columnar("bits")
-#: ... and array_agg, median and percentile_cont, whose pane partials are the pane's values
-#: (a list of ``struct<v>``, NULLs kept).
+#: ... and array_agg, median and percentile_cont (also weighted), whose pane partials are
+#: the pane's values (a list of ``struct<v>``, NULLs kept; weighted: ``v`` is ``[x, w]``).
 BAGS = _columnar("bag")
 #: Each bitwise aggregate's NumPy operation and its identity (what a NULL partial counts as).
 BITWISE: dict[str, tuple[np.ufunc, int]] = {
@@ -80,6 +82,8 @@ def supported(function: str, partial_type: pa.DataType) -> bool:
         if not (pa.types.is_list(partial_type) and pa.types.is_struct(partial_type.value_type)):
             return False
         value = partial_type.value_type.field("v").type
+        if function == "percentile_cont_weighted":  # [x, weight] as doubles
+            return bool(pa.types.is_list(value) and pa.types.is_floating(value.value_type))
         return function == "array_agg" or bool(
             pa.types.is_integer(value) or pa.types.is_floating(value)
             or pa.types.is_decimal(value))
@@ -277,6 +281,43 @@ def window_percentiles(numbers: np.ndarray, valid: np.ndarray, positions: np.nda
     with np.errstate(invalid="ignore"):  # NaN and infinities interpolate to NaN, as in Python
         result: np.ndarray = low.astype(np.float64) + (high - low).astype(np.float64) \
             * (position - below)
+    return result, missing
+
+
+def window_weighted_percentiles(numbers: np.ndarray, weights: np.ndarray, valid: np.ndarray,
+                                positions: np.ndarray, bounds: np.ndarray,
+                                fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """As :func:`window_percentiles`, each value counting ``weights`` times (a fractional
+    weight as that much of a position): the ranks around ``fraction * (W - 1)``, ``W``
+    the window's total weight, are found among the running sums of its sorted
+    values' weights.  Values of no positive weight count as NULL."""
+    windows = len(bounds) - 1
+    owners = np.repeat(np.arange(windows, dtype=np.int64), np.diff(bounds))
+    kept = valid[positions]
+    kept[kept] = weights[positions[kept]] > 0
+    values, owned, owners = numbers[positions[kept]], weights[positions[kept]], owners[kept]
+    order = np.lexsort((owned, values, owners))
+    values, owned = values[order], owned[order]
+    counts = np.bincount(owners, minlength=windows)
+    firsts = np.cumsum(counts) - counts
+    missing = counts == 0
+    if len(values) == 0:
+        return np.zeros(windows, np.float64), missing
+    ends = np.cumsum(owned)  # each value's last position + 1, over all windows
+    base = np.concatenate([np.zeros(1), ends])[firsts]
+    totals = np.concatenate([np.zeros(1), ends])[firsts + counts] - base
+    position = np.maximum(0.0, fraction * (totals - 1))
+    below = np.floor(position)
+    last = np.minimum(firsts + np.maximum(counts - 1, 0), len(values) - 1)  # none: any
+
+    def value_at(index: np.ndarray) -> np.ndarray:
+        found = np.searchsorted(ends, base + index, side="right")
+        chosen: np.ndarray = values[np.clip(found, np.minimum(firsts, last), last)]
+        return chosen
+
+    low, high = value_at(below), value_at(below + 1)
+    with np.errstate(invalid="ignore"):
+        result: np.ndarray = low + (high - low) * (position - below)
     return result, missing
 
 

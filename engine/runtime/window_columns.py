@@ -66,6 +66,7 @@ from spate.engine.operators.window_columns import (
     window_positions,
     window_sums,
     window_timed,
+    window_weighted_percentiles,
 )
 from spate.engine.planner.plan import WindowAggregate
 from spate.engine.runtime.output import TIMESTAMP, WINDOW_TYPE
@@ -349,8 +350,9 @@ def joined_lists(lists: pa.ChunkedArray, firsts: np.ndarray) -> pa.Array:
 
 def bag_results(function: str, fraction: float | None, lists: pa.ChunkedArray,
                 fired: FiredWindows, kind: pa.DataType) -> pa.Array:
-    """array_agg, median or percentile_cont (``fraction``) per fired window, over its
-    panes' ``lists`` of ``struct<v>`` (NULL values kept; the percentiles skip them)."""
+    """array_agg, median or percentile_cont (``fraction``; also weighted) per fired window,
+    over its panes' ``lists`` of ``struct<v>`` (NULL values kept; the percentiles skip
+    them)."""
     flat = lists.combine_chunks()
     lengths = pc.fill_null(pc.list_value_length(flat), 0).to_numpy().astype(np.int64)
     offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths)])
@@ -362,8 +364,15 @@ def bag_results(function: str, fraction: float | None, lists: pa.ChunkedArray,
                                         values.take(pa.array(positions)),
                                         mask=empty).cast(kind)
     valid = values.is_valid().to_numpy(zero_copy_only=False)
-    result, missing = window_percentiles(as_numbers(values, 0), valid, positions, bounds,
-                                         0.5 if fraction is None else fraction)
+    fraction = 0.5 if fraction is None else fraction
+    if function == "percentile_cont_weighted":  # values: [x, weight]
+        numbers = as_numbers(pc.list_element(values, 0), 0)
+        weights = as_numbers(pc.list_element(values, 1), 0)
+        result, missing = window_weighted_percentiles(numbers, weights, valid, positions,
+                                                      bounds, fraction)
+    else:
+        result, missing = window_percentiles(as_numbers(values, 0), valid, positions, bounds,
+                                             fraction)
     return pa.array(result, mask=missing).cast(kind)
 
 

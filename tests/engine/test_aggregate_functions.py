@@ -1,7 +1,7 @@
 """The aggregates (docs/sql/functions.md) beyond count/sum/avg/min/max, in windowed (TUMBLE,
 HOP) and updating aggregates, against the same queries in batch in DuckDB.  The variances,
 (y, x) aggregates, distinct counts, first and last values, bit_and, bit_or and
-bit_xor, median, percentile_cont and array_agg also run alone in a HOP
+bit_xor, median, percentile_cont (also weighted) and array_agg also run alone in a HOP
 and in a SESSION window: with no other aggregate beside them, those queries take the
 columnar window and session operators.
 
@@ -70,7 +70,7 @@ TIMED = NAMES.index("fv")
 #: compute in columns
 COLUMNAR = [call for call in CALLS
             if call[2].startswith(("sd", "v", "co", "regr", "ad", "fv", "lv"))
-            or call[2] in ("bx", "ba", "bo", "med", "amed", "pc", "aa")]
+            or call[2] in ("bx", "ba", "bo", "med", "amed", "pc", "pw", "pwg", "aa")]
 COLUMNAR.append(("count(DISTINCT v % 5)", "count(DISTINCT v % 5)", "cd"))
 COLUMNAR_NAMES = [name for _, _, name in COLUMNAR]
 

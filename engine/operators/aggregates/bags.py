@@ -108,8 +108,7 @@ class BagFunction(AggregateFunction):
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self.exact = name == "array_agg"
-        # TUMBLE, HOP and SESSION windows; the weighted percentile's values are pairs
-        self.columnar = None if name == "percentile_cont_weighted" else "bag"
+        self.columnar = "bag"  # TUMBLE, HOP and SESSION windows
 
     def pane_sql(self) -> list[str]:
         # NULLs kept (array_agg has them), sorted so that a replay collects them alike

@@ -150,8 +150,9 @@ def test_a_late_row_joins_an_open_session_but_not_one_of_its_own(tmp_path: Path)
         assert [row[:9] for row in fired] == [("a", 90, 105, 2, 2, 3, 1.5, 1, 2)]
         assert fired[0][9:12] == (2, 2, 1)  # distinct values; first (at 90), last (at 95)
         assert fired[0][12:15] == (0, 3, 3)  # bit_and, bit_or, bit_xor of 1 and 2
-        assert fired[0][15:18] == (1.5, 1.3, [1, 2])  # median, percentile_cont(0.3), array_agg
-        assert fired[0][18] == 0.5  # var_samp(1, 2)
+        # median, percentile_cont(0.3), array_agg, weighted percentile(0.6) of 1 (w 1), 2 (w 2)
+        assert fired[0][15:19] == (1.5, 1.3, [1, 2], 2.0)
+        assert fired[0][19] == 0.5  # var_samp(1, 2)
 
 
 def test_which_rows_are_late_does_not_depend_on_their_order(tmp_path: Path) -> None:
@@ -164,8 +165,8 @@ def test_which_rows_are_late_does_not_depend_on_their_order(tmp_path: Path) -> N
                               tmp_path / f"{work.__name__}.db")
         assert late == 1
         assert fired == [
-            ("c", 0, 7, 1, 1, 5, 5.0, 5, 5, 1, 5, 5, 5, 5, 5, 5.0, 5.0, [5], None, None),
-            ("a", 12, 19, 1, 1, 2, 2.0, 2, 2, 1, 2, 2, 2, 2, 2, 2.0, 2.0, [2], None, None)]
+            ("c", 0, 7, 1, 1, 5, 5.0, 5, 5, 1, 5, 5, 5, 5, 5, 5.0, 5.0, [5], 5.0, None, None),
+            ("a", 12, 19, 1, 1, 2, 2.0, 2, 2, 1, 2, 2, 2, 2, 2, 2.0, 2.0, [2], 2.0, None, None)]
 
 
 def test_decimal_and_nested_sessions_stay_per_key() -> None:

@@ -51,10 +51,18 @@ WINDOW_AGGREGATES = AGGREGATES + (AggregateCall("count_distinct", "a0", "d"),
                                   AggregateCall("bit_xor", "a0", "bx"),
                                   AggregateCall("median", "a0", "med"),
                                   AggregateCall("percentile_cont", "a0", "pc", 0.3),
-                                  AggregateCall("array_agg", "a0", "aa"))
+                                  AggregateCall("array_agg", "a0", "aa"),
+                                  AggregateCall("percentile_cont_weighted", "a0", "pw", 0.6))
 #: The bags of :data:`WINDOW_AGGREGATES` in order: (name, fraction; None: array_agg).
 BAGS = (("med", 0.5), ("pc", 0.3), ("aa", None))
 BAG = pa.list_(pa.struct([pa.field("v", pa.int64())]))
+#: The weighted percentile's bags: ``[x, weight]`` as doubles, NULL for a NULL x.
+WEIGHTED = pa.list_(pa.struct([pa.field("v", pa.list_(pa.float64()))]))
+
+
+def _weight(value: int) -> int:
+    """The weight of a value in the weighted percentile: 0 (ignored), 1 or 2."""
+    return abs(value) % 3
 #: The bitwise aggregates of :data:`WINDOW_AGGREGATES` in order: (name, operation).
 BITWISE = (("ba", operator.and_), ("bo", operator.or_), ("bx", operator.xor))
 PAIR = pa.struct([pa.field("t", pa.int64()), pa.field("v", pa.int64())])
@@ -138,6 +146,9 @@ def _partials(rows: list[Row], slide: int, key_name: str = "k0") -> pa.Table:
     for i in range(14, 17):  # every value, NULLs too, as array_sort(collect_list(…)) gives
         sets[f"p{i}_0"] = pa.array([[{"v": v} for v in _in_order(values)] for _, values in items],
                                    BAG)
+    sets["p17_0"] = pa.array(
+        [[{"v": None if v is None or not _weight(v) else [float(v), float(_weight(v))]}
+          for v in _in_order(values)] for _, values in items], WEIGHTED)
     return pa.table({
         key_name: pa.array([k for (k, _), _ in items], pa.string()),
         "__pane": pa.array([p for (_, p), _ in items], pa.int64()),
@@ -183,13 +194,14 @@ def _brute_force(rows: list[Row], slide: int, width: int) -> list[tuple[Any, ...
                          for _, operation in BITWISE),
                        *(_percentile(present, fraction) if fraction is not None
                          else _in_order(values) for _, fraction in BAGS),
+                       _percentile([v for v in present for _ in range(_weight(v))], 0.6),
                        statistics.variance(present) if len(present) > 1 else None,
                        _corr(pairs[(key, begin)])))
     return result
 
 
 def _same_windows(fired: list[tuple[Any, ...]], expected: list[tuple[Any, ...]],
-                  exact: int = 18) -> None:
+                  exact: int = 19) -> None:
     """Equal windows: the first ``exact`` columns exactly, the variances and correlations
     after them (floating point) within a tolerance."""
     fired, expected = (sorted(rows, key=lambda row: repr(row[:exact]))
@@ -235,7 +247,7 @@ def _run(rows_by_epoch: list[list[Row]], watermarks: list[int], slide: int, widt
                                   row["n"], row["c"], row["s"], row["mean"], row["lo"],
                                   row["hi"], row["d"], row["fv"], row["lv"],
                                   *(row[name] for name, _ in BITWISE),
-                                  row["med"], row["pc"], _in_order(row["aa"]),
+                                  row["med"], row["pc"], _in_order(row["aa"]), row["pw"],
                                   row["spread"], row["r"]))
             state.commit_epoch(epoch, {})
             before = after
@@ -384,12 +396,12 @@ def test_which_aggregates_run_in_pane_columns() -> None:
         bag = pa.list_(pa.struct([pa.field("v", values)]))
         return columnar(spec, schema.set(schema.get_field_index("p0_0"), pa.field("p0_0", bag)))
 
-    # percentiles of numbers, array_agg of anything; the weighted percentile stays per key
+    # percentiles of numbers (weighted: of [x, weight] doubles), array_agg of anything
     assert alone("median", pa.decimal128(9, 2)) and alone("percentile_cont", pa.float64())
     assert not alone("median", pa.string())
     assert alone("array_agg", pa.string())
-    weights = pa.struct([pa.field("x", pa.float64()), pa.field("w", pa.float64())])
-    assert not alone("percentile_cont_weighted", weights)
+    assert alone("percentile_cont_weighted", pa.list_(pa.float64()))
+    assert not alone("percentile_cont_weighted", pa.float64())
 
 
 def test_a_run_over_per_key_window_state_keeps_the_per_key_path(tmp_path: Path) -> None:
