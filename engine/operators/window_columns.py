@@ -29,8 +29,9 @@ key and then pane.  Nothing here loops over rows, keys or windows in Python:
 
 So the work per epoch is linear in panes plus fired windows, and does not
 grow with width / slide, but for those bags: a window holds the values of all
-its panes, so each value is taken once per window it falls in.  Aggregates this module does not compute columnarly
-(:func:`supported`) run in :mod:`spate.engine.operators.window` instead.
+its panes, so each value is taken once per window it falls in.  Aggregates this
+module does not compute columnarly (:func:`supported`) run in
+:mod:`spate.engine.operators.window` instead.
 """
 
 from __future__ import annotations
@@ -262,12 +263,22 @@ def window_percentiles(numbers: np.ndarray, valid: np.ndarray, positions: np.nda
     ``bounds``), percentile_cont(``fraction``) of its non-NULL (``valid``) values,
     interpolated linearly between the two ranks around ``fraction * (n - 1)``; and
     where a window has no value.  One sort of every window's values (NaN last: the
-    greatest, as in Spark)."""
+    greatest, as in Spark), each as its window and the rank of its value packed in
+    one int64 where they fit (a value sits in many windows: ranks are found once)."""
     windows = len(bounds) - 1
     owners = np.repeat(np.arange(windows, dtype=np.int64), np.diff(bounds))
     kept = valid[positions]
-    values, owners = numbers[positions[kept]], owners[kept]
-    ordered = values[np.lexsort((values, owners))]
+    owners = owners[kept]
+    distinct, rank_of = np.unique(numbers, return_inverse=True)
+    ranks = rank_of.reshape(-1)[positions[kept]]
+    span = max(len(distinct), 1)
+    if windows * span < 2**62:
+        packed = owners * span + ranks
+        packed.sort()
+        ordered = distinct[packed % span]
+    else:
+        values = numbers[positions[kept]]
+        ordered = values[np.lexsort((values, owners))]
     counts = np.bincount(owners, minlength=windows)
     firsts = np.cumsum(counts) - counts
     position = fraction * (counts - 1)

@@ -4,7 +4,8 @@ The columnar counterpart of :class:`~spate.engine.runtime.updating.UpdatingAggre
 for the aggregates :func:`columnar` accepts (count; sum and avg of integers and
 floats; min and max of integers, floats, times, dates and booleans; the
 variances and standard deviations; the (y, x) aggregates corr, covar_* and
-regr_*; distinct counts of integers, floats, times, dates and booleans): the
+regr_*; distinct counts of integers, floats, times, dates and booleans; median
+and percentile_cont of integers and floats; bit_and, bit_or and bit_xor): the
 epoch's signed partials merge
 into the keys' states, due groups flush and idle keys expire as whole NumPy and
 Arrow columns, with no Python statement per key.  What it emits is what the per-key operator emits:
@@ -26,8 +27,9 @@ State layout in the store (per key group):
 A key's state row: its row key (``__key``) and group-by values, net rows,
 the accumulator columns ``a<i>_<j>`` (a variance: count, mean and the sum of
 squared deviations; a (y, x) aggregate: count, the two means, the two sums of
-squared deviations and of their products; min and max over updating input, and
-distinct counts: one column ``a<i>_0``, the key's multiset of values as a list of
+squared deviations and of their products; bit_xor: the xor and the net count
+of values; min and max over updating input, distinct counts, percentiles,
+bit_and and bit_or: one column ``a<i>_0``, the key's multiset of values as a list of
 ``{v, c}``, each value as an int64 number (a float as its :func:`float_keys` key)
 with its positive net count), its latest event time (µs), whether it
 has output out (``__out``) and that output (``e<i>``), and whether it waits for
@@ -52,12 +54,15 @@ from spate.engine.operators.aggregates.moments import (
 )
 from spate.engine.operators.updating import flush_due
 from spate.engine.operators.window_columns import (
+    BITS,
+    BITWISE,
     COUNTS,
     DISTINCTS,
     EXTREMES,
     SUMS,
     float_keys,
     floats_of_keys,
+    window_weighted_percentiles,
 )
 from spate.engine.planner.plan import EVENT_TIME, UpdatingAggregate
 from spate.engine.runtime.tasks import KEY_GROUP, TaskEpoch, TaskStats
@@ -69,6 +74,10 @@ from spate.statestore.encoding import decode, encode
 
 #: The variances and standard deviations, and the (y, x) aggregates: (co-)moments
 #: merged in columns.
+#: The percentiles run here, over the key's multiset of values.
+PERCENTILES = frozenset({"median", "percentile_cont"})
+#: ... and bit_and and bit_or (not invertible as values; bit_xor keeps its xor and count).
+BAGGED_BITS = frozenset({"bit_and", "bit_or"})
 VARIANCES = frozenset(name for name, f in AGGREGATES.items()
                       if f.columnar in ("moments", "comoments"))
 #: Entries a group holds at most: a change to a group holding this many writes it whole.
@@ -85,9 +94,10 @@ _PENDING = "__pending"
 
 
 def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
-    """Whether ``spec`` runs here: plain keys, and counts, sums, averages, variances and
-    the (y, x) aggregates of numbers, minimum, maximum and distinct counts of numbers
-    (not decimals), times, dates and booleans, only."""
+    """Whether ``spec`` runs here: plain keys, and counts, sums, averages, variances,
+    the (y, x) aggregates and percentiles of numbers, minimum, maximum and distinct
+    counts of numbers (not decimals), times, dates and booleans, and the bitwise
+    aggregates of integers, only."""
     if any(pa.types.is_nested(partial_schema.field(k).type) for k in spec.key_columns):
         return False
     for i, call in enumerate(spec.aggregates):
@@ -103,6 +113,13 @@ def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
                 _multiset_value_type(kind) if spec.updating_input else kind):
             continue
         if call.function in DISTINCTS and _orderable(_multiset_value_type(kind)):
+            continue
+        value = _multiset_value_type(kind)
+        if call.function in PERCENTILES and (pa.types.is_integer(value)
+                                             or pa.types.is_floating(value)):
+            continue
+        if call.function in BITS and pa.types.is_integer(
+                value if call.function in BAGGED_BITS else kind):
             continue
         return False
     return True
@@ -204,9 +221,10 @@ class UpdatingColumnsRange:
 
     def multiset(self, index: int) -> bool:
         """Whether aggregate ``index`` keeps a multiset (min or max of updating input, a
-        distinct count)."""
+        distinct count, a percentile, bit_and, bit_or)."""
         function = self.spec.aggregates[index].function
-        return function in DISTINCTS or (self.spec.updating_input and function in EXTREMES)
+        return function in DISTINCTS or function in PERCENTILES or function in BAGGED_BITS or (
+            self.spec.updating_input and function in EXTREMES)
 
     def state_schema(self) -> pa.Schema:
         fields = [pa.field(_KEY, pa.string()), pa.field(_KG, pa.int32())]
@@ -226,7 +244,7 @@ class UpdatingColumnsRange:
                 continue
             fields.append(pa.field(f"a{i}_0", pa.int64() if call.function in COUNTS
                                    else _number_type(self.partial_schema.field(f"p{i}_0").type)))
-            if call.function in SUMS:
+            if call.function in SUMS or call.function in BITS:
                 fields.append(pa.field(f"a{i}_1", pa.int64()))
             elif call.function in EXTREMES:
                 fields.append(pa.field(f"a{i}_1", pa.bool_()))
@@ -378,8 +396,18 @@ class _Keys:
                 distinct = np.bincount(self.bags[i].rows, minlength=self.size)
                 columns.append(pa.array(distinct, pa.int64(), mask=~exists).cast(kind))
                 continue
+            value_type = _multiset_value_type(self.work.partial_schema.field(f"p{i}_0").type)
+            if i in self.bags and call.function in PERCENTILES:
+                percentile, missing = self.bags[i].percentiles(
+                    self.size, 0.5 if call.fraction is None else call.fraction,
+                    pa.types.is_floating(value_type))
+                columns.append(pa.array(percentile, mask=missing | ~exists).cast(kind))
+                continue
+            if i in self.bags and call.function in BAGGED_BITS:
+                combined, present = self.bags[i].bitwise(self.size, call.function)
+                columns.append(pa.array(combined, mask=~exists | ~present).cast(kind))
+                continue
             if i in self.bags:
-                value_type = _multiset_value_type(self.work.partial_schema.field(f"p{i}_0").type)
                 extreme, present = self.bags[i].extremes(self.size, call.function == "max")
                 if pa.types.is_floating(value_type):
                     extreme = floats_of_keys(extreme)
@@ -473,11 +501,14 @@ def _merge(function: str, accs: list[np.ndarray], at: np.ndarray, partials: pa.T
     numbers = as_numbers(first, 0).astype(accs[0].dtype)
     if function in COUNTS:
         accs[0][at] += numbers
-    elif function in SUMS:
+    elif function in SUMS or function in BITS:  # bit_xor: xor is its own inverse
         total, counted = accs
-        total[at] += numbers
+        if function in SUMS:
+            total[at] += numbers
+        else:
+            total[at] ^= numbers
         counted[at] += partials.column(f"p{index}_1").to_numpy()
-        total[at[counted[at] == 0]] = 0  # every value withdrawn: the sum restarts at 0
+        total[at[counted[at] == 0]] = 0  # every value withdrawn: the total restarts at 0
     else:
         extreme, present = accs
         valid = first.is_valid().to_numpy(zero_copy_only=False)
@@ -580,6 +611,29 @@ class _Bag:
             extreme[self.rows[starts]] = self.values[ends if is_max else starts]
             present[self.rows[starts]] = True
         return extreme, present
+
+    def bitwise(self, size: int, function: str) -> tuple[np.ndarray, np.ndarray]:
+        """Each of ``size`` key rows' bit_and or bit_or (``function``) of its values (a
+        value's count does not matter to either), and whether it has one."""
+        operation, identity = BITWISE[function]
+        combined = np.full(size, identity, np.int64)
+        present = np.zeros(size, bool)
+        if len(self.rows):
+            starts = np.flatnonzero(np.r_[True, self.rows[1:] != self.rows[:-1]])
+            combined[self.rows[starts]] = operation.reduceat(self.values, starts)
+            present[self.rows[starts]] = True
+        return combined, present
+
+    def percentiles(self, size: int, fraction: float, floats: bool
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """Each of ``size`` key rows' percentile_cont(``fraction``) of its values (each
+        as many times as its count; ``floats``: the numbers are float keys), and
+        whether it has none."""
+        numbers = floats_of_keys(self.values) if floats else self.values
+        bounds = np.r_[0, np.cumsum(np.bincount(self.rows, minlength=size))]
+        everything = np.arange(len(self.values), dtype=np.int64)
+        return window_weighted_percentiles(numbers, self.counts, np.ones(len(numbers), bool),
+                                           everything, bounds, fraction)
 
     def column(self, size: int) -> pa.Array:
         """As the state's list column over ``size`` key rows."""

@@ -13,8 +13,8 @@
    (:mod:`spate.engine.runtime.updating_columns`) and the per-key one
    (:class:`spate.engine.runtime.updating.UpdatingAggregateOperator`), over an
    embedded (SQLite) store, both key-group ranges of each epoch in turn; and the
-   same for ``max`` over updating input (a multiset of values a key) and for
-   variances (moments a key).
+   same for ``max``, distinct counts, percentiles and bit_or over updating input (a
+   multiset of values a key) and for variances (moments a key).
 
 Results go under ``updating_aggregate`` in ``docs/benchmarks/results.json``.
 """
@@ -197,6 +197,15 @@ _KEPT_IN_COLUMNS_SINCE_DECEMBER = {
                          AggregateCall("count_distinct", "a0", "kinds")), True,
                         lambda rng, count, events, keys: _signed_epochs(
                             rng, count, events, keys, floats=True)),
+    # the same multisets of DOUBLE values, median and 90th percentile (2026-12-03)
+    "updating_percentiles": ((AggregateCall("count_star", None, "n"),
+                              AggregateCall("median", "a0", "p50"),
+                              AggregateCall("percentile_cont", "a0", "p90", 0.9)), True,
+                             lambda rng, count, events, keys: _signed_epochs(
+                                 rng, count, events, keys, floats=True)),
+    # the same multisets of integers, bit_or (2026-12-03)
+    "updating_bits": ((AggregateCall("count_star", None, "n"),
+                       AggregateCall("bit_or", "a0", "any")), True, _signed_epochs),
 }
 
 

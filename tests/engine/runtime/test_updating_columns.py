@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from functools import reduce
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,15 @@ VARIANCES = (AggregateCall("var_samp", "a0", "spread"), AggregateCall("stddev_po
 COMOMENTS = (AggregateCall("covar_samp", "a4", "cov"), AggregateCall("regr_slope", "a4", "slope"))
 #: a distinct count: a multiset of values, after the co-moments
 DISTINCT = (AggregateCall("count_distinct", "a0", "distinct"),)
+#: percentiles: a multiset of values, after the distinct count
+PERCENTILES = (AggregateCall("median", "a0", "med"),
+               AggregateCall("percentile_cont", "a0", "p30", 0.3))
+#: bitwise aggregates, after the percentiles: bit_and and bit_or a multiset of values,
+#: bit_xor the xor and net count of values
+BITWISE = (AggregateCall("bit_and", "a0", "all"), AggregateCall("bit_or", "a0", "any"),
+           AggregateCall("bit_xor", "a0", "odd"))
+#: A signed-values partial: each value (NULLs too) with its row's sign.
+SIGNED = pa.list_(pa.struct([pa.field("v", pa.int64()), pa.field("s", pa.int32())]))
 
 
 def _comoments(pairs: list[tuple[float, float]]) -> list[Any]:
@@ -61,7 +72,7 @@ def _comoments(pairs: list[tuple[float, float]]) -> list[Any]:
 
 def _spec(ttl_s: int, updating_input: bool) -> UpdatingAggregate:
     aggregates = (AGGREGATES + (UPDATING_EXTREMES if updating_input else EXTREMES) + VARIANCES
-                  + COMOMENTS + DISTINCT)
+                  + COMOMENTS + DISTINCT + PERCENTILES + BITWISE)
     return UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
                              aggregates=aggregates, updating_input=updating_input,
                              output_view="v", ttl_us=ttl_s * SECOND)
@@ -121,6 +132,17 @@ def _partials(rows: list[Row], updating_input: bool = False) -> pa.Table:
         distinct = f"p{first_variance + len(VARIANCES) + len(COMOMENTS)}_0"
         columns[distinct].append([{"v": v, "s": s} for s, v in present] if updating_input
                                  else sorted({v for _, v in present}))
+        for i in range(len(PERCENTILES)):  # every value, NULLs too, with its sign
+            columns[_percentile_partial(first_variance, i)].append(
+                [{"v": v, "s": s} for s, (_, _, _, v) in zip(signs, mine, strict=True)])
+        bits = _bits_partial(first_variance)
+        for name in bits[:2]:  # the non-NULL values with their signs (collect_list's)
+            # Added values only: withdrawing a value never added (which these random rows
+            # do) nets per bit on the per-key path, but leaves a multiset alone.  Both
+            # agree on withdrawals of values held (test_bitwise_aggregates_withdraw_…).
+            columns[name].append([{"v": v, "s": s} for s, v in present if s > 0])
+        columns[bits[2]].append(reduce(operator.xor, (v for _, v in present), 0))
+        columns[bits[3]].append(sum(s for s, _ in present))
         if updating_input:
             timed = [(s, ts) for s, (_, _, ts, v) in zip(signs, mine, strict=True)
                      if v is not None]
@@ -158,9 +180,26 @@ def _partials(rows: list[Row], updating_input: bool = False) -> pa.Table:
         types.update({f"p{i}_{j}": pa.float64() for j in range(12) if j % 6})
     distinct = f"p{first_variance + len(VARIANCES) + len(COMOMENTS)}_0"
     names[-1:-1] = [distinct]
-    types[distinct] = (pa.list_(pa.struct([pa.field("v", pa.int64()), pa.field("s", pa.int32())]))
-                       if updating_input else pa.list_(pa.int64()))
+    types[distinct] = SIGNED if updating_input else pa.list_(pa.int64())
+    for i in range(len(PERCENTILES)):
+        names[-1:-1] = [_percentile_partial(first_variance, i)]
+        types[_percentile_partial(first_variance, i)] = SIGNED
+    bits = _bits_partial(first_variance)
+    names[-1:-1] = bits
+    types.update({bits[0]: SIGNED, bits[1]: SIGNED})
     return pa.table({n: pa.array(columns[n], types.get(n, pa.int64())) for n in names})
+
+
+def _percentile_partial(first_variance: int, i: int) -> str:
+    """The partial column of :data:`PERCENTILES`' ``i``-th aggregate."""
+    return f"p{first_variance + len(VARIANCES) + len(COMOMENTS) + 1 + i}_0"
+
+
+def _bits_partial(first_variance: int) -> list[str]:
+    """The partial columns of :data:`BITWISE`: bit_and's and bit_or's signed values, then
+    bit_xor's xor and net count."""
+    first = first_variance + len(VARIANCES) + len(COMOMENTS) + 1 + len(PERCENTILES)
+    return [f"p{first}_0", f"p{first + 1}_0", f"p{first + 2}_0", f"p{first + 2}_1"]
 
 
 def _run(work: Any, path: Path, epochs: list[tuple[list[Row], int, int | None]],
@@ -345,6 +384,39 @@ def test_floats_in_multisets_order_and_count_as_spark_does(rows, count, parallel
         assert distinct == len(values)
         assert hi == ("NaN" if "NaN" in values else max(numbers))
         assert lo == (min(numbers) if numbers else "NaN")
+
+
+def test_bitwise_aggregates_withdraw_values_in_columns_as_per_key(tmp_path: Path) -> None:
+    """Over updating input: 1, 2 and 4 added, then 4 withdrawn, then 2."""
+    rows: list[list[Row]] = [[("a", False, 1, 1), ("a", False, 1, 2), ("a", False, 1, 4)],
+                             [("a", True, 2, 4)], [("a", True, 3, 2)]]
+    epochs = [(part, n * SECOND, n * 1000) for n, part in enumerate(rows)]
+
+    def bitwise_partials(part: list[Row], updating_input: bool) -> pa.Table:
+        signed = [{"v": v, "s": -1 if withdrawn else 1} for _, withdrawn, _, v in part]
+        xor = reduce(operator.xor, (v for _, _, _, v in part), 0)
+        net = sum(item["s"] for item in signed)
+        return pa.table({
+            "__key": ['{"k0":"a"}'], "k0": ["a"], "__count": [len(part)], "__rows": [net],
+            "__seen": pa.array([max(ts for _, _, ts, _ in part) * SECOND],
+                               pa.timestamp("us", tz="UTC")),
+            "p0_0": pa.array([signed], SIGNED), "p1_0": pa.array([signed], SIGNED),
+            "p2_0": [xor], "p2_1": [net], "__kg": pa.array([0], pa.int32())})
+
+    spec = UpdatingAggregate(operator_id="q0", input_sql="", key_columns=("k0",),
+                             aggregates=BITWISE, updating_input=True, output_view="v",
+                             ttl_us=10_000 * SECOND)
+    schema = bitwise_partials(rows[0], True).schema
+    assert columnar(spec, schema)
+    operator_ = UpdatingAggregateOperator(spec, GROUPS)
+    inserted = []
+    for work, name in ((UpdatingColumnsRange(spec, schema, operator_.output_schema(schema)),
+                        "columns"), (_UpdatingRange(operator_, schema), "per_key")):
+        changes, _ = _run(work, tmp_path / f"{name}.db", epochs, 0, 1, True,
+                          partials_of=bitwise_partials)
+        inserted.append([[row[1:4] for row in epoch if not row[-3]] for epoch in changes])
+    # bit_and, bit_or, bit_xor of {1, 2, 4}, then {1, 2}, then {1}
+    assert inserted[0] == inserted[1] == [[(0, 7, 7)], [(0, 3, 3)], [(1, 1, 1)]]
 
 
 def test_the_columnar_path_takes_aggregates_of_numbers_it_computes_in_columns() -> None:
