@@ -4,7 +4,8 @@ The columnar counterpart of :class:`~spate.engine.runtime.updating.UpdatingAggre
 for the aggregates :func:`columnar` accepts (count; sum and avg of integers and
 floats; min and max of integers, floats, times, dates and booleans; the
 variances and standard deviations; the (y, x) aggregates corr, covar_* and
-regr_*; distinct counts of integers, floats, times, dates and booleans; median
+regr_*; distinct counts of integers, floats, times, dates, booleans, text, bytes
+and decimals, and their min and max over updating input; median
 and percentile_cont of integers and floats; bit_and, bit_or and bit_xor): the
 epoch's signed partials merge
 into the keys' states, due groups flush and idle keys expire as whole NumPy and
@@ -30,10 +31,10 @@ squared deviations; a (y, x) aggregate: count, the two means, the two sums of
 squared deviations and of their products; bit_xor: the xor and the net count
 of values; min and max over updating input, distinct counts, percentiles,
 bit_and and bit_or: one column ``a<i>_0``, the key's multiset of values as a list of
-``{v, c}``, each value as an int64 number (a float as its :func:`float_keys` key)
-with its positive net count), its latest event time (µs), whether it
-has output out (``__out``) and that output (``e<i>``), and whether it waits for
-a flush (``__pending``).
+``{v, c}``, each value as an int64 number (a float as its :func:`float_keys` key;
+text, bytes and decimals as they are) with its positive net count), its latest
+event time (µs), whether it has output out (``__out``) and that output
+(``e<i>``), and whether it waits for a flush (``__pending``).
 """
 
 from __future__ import annotations
@@ -109,10 +110,12 @@ def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
             continue
         if call.function in VARIANCES:  # of numbers: the planner casts them to DOUBLE
             continue
-        if call.function in EXTREMES and _orderable(
-                _multiset_value_type(kind) if spec.updating_input else kind):
+        if call.function in EXTREMES and (
+                _orderable(_multiset_value_type(kind)) or _by_value(_multiset_value_type(kind))
+                if spec.updating_input else _orderable(kind)):
             continue
-        if call.function in DISTINCTS and _orderable(_multiset_value_type(kind)):
+        if call.function in DISTINCTS and (_orderable(_multiset_value_type(kind))
+                                           or _by_value(_multiset_value_type(kind))):
             continue
         value = _multiset_value_type(kind)
         if call.function in PERCENTILES and (pa.types.is_integer(value)
@@ -123,6 +126,14 @@ def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
             continue
         return False
     return True
+
+
+def _by_value(kind: pa.DataType) -> bool:
+    """Values a multiset holds as they are (:class:`_ValueBag`): text, bytes and decimals,
+    which Arrow orders and compares as Spark does (text and bytes by their bytes)."""
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind)
+                or pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
+                or pa.types.is_decimal(kind))
 
 
 def _orderable(kind: pa.DataType) -> bool:
@@ -226,6 +237,14 @@ class UpdatingColumnsRange:
         return function in DISTINCTS or function in PERCENTILES or function in BAGGED_BITS or (
             self.spec.updating_input and function in EXTREMES)
 
+    def multiset_type(self, index: int) -> pa.DataType:
+        """How aggregate ``index``'s multisets are stored: values as numbers (``v``
+        int64), or text, bytes and decimals as they are; each with its count ``c``."""
+        value = _multiset_value_type(self.partial_schema.field(f"p{index}_0").type)
+        if not _by_value(value):
+            return _MULTISET
+        return pa.list_(pa.struct([pa.field("v", value), pa.field("c", pa.int64())]))
+
     def state_schema(self) -> pa.Schema:
         fields = [pa.field(_KEY, pa.string()), pa.field(_KG, pa.int32())]
         fields += [self.partial_schema.field(k) for k in self.spec.key_columns]
@@ -235,7 +254,7 @@ class UpdatingColumnsRange:
             # min, max: the extreme and whether there is one, or over updating input
             # the multiset of values
             if self.multiset(i):
-                fields.append(pa.field(f"a{i}_0", _MULTISET))
+                fields.append(pa.field(f"a{i}_0", self.multiset_type(i)))
                 continue
             if call.function in VARIANCES:  # count, mean(s), squared deviations, products
                 fields += [pa.field(f"a{i}_0", pa.int64())]
@@ -315,7 +334,8 @@ class _Keys:
                       for j in range(_width(call.function))]
                      for i, call in enumerate(self.aggregates)]
         #: per multiset aggregate: (key row, value, net count), sorted by key row and value
-        self.bags = {i: _Bag.read(stored.column(f"a{i}_0"))
+        self.bags = {i: (_ValueBag if work.multiset_type(i) != _MULTISET else _Bag).read(
+                         stored.column(f"a{i}_0"))
                      for i in range(len(self.aggregates)) if work.multiset(i)}
         seen = stored.column(_SEEN)
         self.has_seen = seen.is_valid().to_numpy(zero_copy_only=False)
@@ -392,26 +412,9 @@ class _Keys:
         columns = []
         for i, call in enumerate(self.aggregates):
             kind = self.work.schema.field(call.output).type
-            if i in self.bags and call.function in DISTINCTS:
-                distinct = np.bincount(self.bags[i].rows, minlength=self.size)
-                columns.append(pa.array(distinct, pa.int64(), mask=~exists).cast(kind))
-                continue
-            value_type = _multiset_value_type(self.work.partial_schema.field(f"p{i}_0").type)
-            if i in self.bags and call.function in PERCENTILES:
-                percentile, missing = self.bags[i].percentiles(
-                    self.size, 0.5 if call.fraction is None else call.fraction,
-                    pa.types.is_floating(value_type))
-                columns.append(pa.array(percentile, mask=missing | ~exists).cast(kind))
-                continue
-            if i in self.bags and call.function in BAGGED_BITS:
-                combined, present = self.bags[i].bitwise(self.size, call.function)
-                columns.append(pa.array(combined, mask=~exists | ~present).cast(kind))
-                continue
-            if i in self.bags:
-                extreme, present = self.bags[i].extremes(self.size, call.function == "max")
-                if pa.types.is_floating(value_type):
-                    extreme = floats_of_keys(extreme)
-                columns.append(from_numbers(extreme, ~exists | ~present, value_type, kind))
+            bag = self.bags.get(i)
+            if bag is not None:
+                columns.append(self._bag_result(i, bag, exists).cast(kind))
                 continue
             first = self.accs[i][0]
             if call.function in VARIANCES:
@@ -428,6 +431,32 @@ class _Keys:
                 values = first / np.maximum(counted, 1) if call.function == "avg" else first
                 columns.append(pa.array(values, mask=~exists | (counted <= 0)).cast(kind))
         return columns
+
+    def _bag_result(self, index: int, bag: _Bag | _ValueBag, exists: np.ndarray) -> pa.Array:
+        """Every key's value of aggregate ``index``, over multisets (NULL where a key has
+        no rows)."""
+        call = self.aggregates[index]
+        if call.function in DISTINCTS:
+            return pa.array(np.bincount(bag.rows, minlength=self.size), pa.int64(),
+                            mask=~exists)
+        if isinstance(bag, _ValueBag):  # min or max of text, bytes, decimals as they are
+            extreme_values = bag.extremes(self.size, call.function == "max")
+            return pc.if_else(pa.array(exists), extreme_values,
+                              pa.nulls(self.size, extreme_values.type))
+        value_type = _multiset_value_type(self.work.partial_schema.field(f"p{index}_0").type)
+        if call.function in PERCENTILES:
+            percentile, missing = bag.percentiles(
+                self.size, 0.5 if call.fraction is None else call.fraction,
+                pa.types.is_floating(value_type))
+            return pa.array(percentile, mask=missing | ~exists)
+        if call.function in BAGGED_BITS:
+            combined, present = bag.bitwise(self.size, call.function)
+            return pa.array(combined, mask=~exists | ~present)
+        extreme, present = bag.extremes(self.size, call.function == "max")
+        if pa.types.is_floating(value_type):
+            extreme = floats_of_keys(extreme)
+        kind = self.work.schema.field(call.output).type
+        return from_numbers(extreme, ~exists | ~present, value_type, kind)
 
     def withdrawals(self, which: np.ndarray) -> pa.Table:
         """The output the keys ``which`` have out, withdrawn."""
@@ -642,3 +671,66 @@ class _Bag:
                                               pa.array(self.counts, pa.int64())],
                                              names=["v", "c"])
         return pa.ListArray.from_arrays(pa.array(offsets), entries, type=_MULTISET)
+
+
+@dataclass(frozen=True)
+class _ValueBag:
+    """As :class:`_Bag`, for values a multiset holds as they are (text, bytes, decimals):
+    each value an entry of an Arrow array, with its key row and positive net count,
+    sorted by key row and value."""
+
+    rows: np.ndarray
+    values: pa.Array
+    counts: np.ndarray
+
+    @classmethod
+    def read(cls, column: pa.ChunkedArray) -> _ValueBag:
+        """From the state's list column (one multiset per key row)."""
+        lists = column.combine_chunks()
+        flat = pc.list_flatten(lists)
+        return cls(pc.list_parent_indices(lists).to_numpy().astype(np.int64), flat.field("v"),
+                   flat.field("c").to_numpy(zero_copy_only=False).astype(np.int64))
+
+    def merge(self, at: np.ndarray, partial: pa.ChunkedArray) -> _ValueBag:
+        """As :meth:`_Bag.merge`."""
+        lists = partial.combine_chunks()
+        flat = pc.list_flatten(lists)
+        parents = pc.list_parent_indices(lists).to_numpy()
+        if pa.types.is_struct(flat.type):
+            added, signs = flat.field("v"), flat.field("s").to_numpy(zero_copy_only=False)
+        else:
+            added, signs = flat, np.ones(len(flat), np.int64)
+        present = added.is_valid().to_numpy(zero_copy_only=False)
+        rows = np.concatenate([self.rows, at[parents[present]]])
+        values = pa.concat_arrays([self.values,
+                                   added.filter(pa.array(present)).cast(self.values.type)])
+        counts = np.concatenate([self.counts, signs[present].astype(np.int64)])
+        if not len(rows):
+            return self
+        order = pc.sort_indices(pa.table({"r": rows, "v": values}),
+                                [("r", "ascending"), ("v", "ascending")])
+        rows, values, counts = rows[order.to_numpy()], values.take(order), counts[order.to_numpy()]
+        same = pc.equal(values.slice(1), values.slice(0, len(values) - 1))
+        changed = (rows[1:] != rows[:-1]) | ~same.to_numpy(zero_copy_only=False)
+        starts = np.flatnonzero(np.r_[True, changed])
+        net = np.add.reduceat(counts, starts)
+        kept = starts[net > 0]
+        return _ValueBag(rows[kept], values.take(pa.array(kept)), net[net > 0])
+
+    def extremes(self, size: int, is_max: bool) -> pa.Array:
+        """Each of ``size`` key rows' largest (or smallest) value, NULL where it has none."""
+        at = np.zeros(size, np.int64)
+        present = np.zeros(size, bool)
+        if len(self.rows):
+            starts = np.flatnonzero(np.r_[True, self.rows[1:] != self.rows[:-1]])
+            ends = np.r_[starts[1:], len(self.rows)] - 1
+            at[self.rows[starts]] = ends if is_max else starts
+            present[self.rows[starts]] = True
+        return self.values.take(pa.array(at, mask=~present))
+
+    def column(self, size: int) -> pa.Array:
+        """As the state's list column over ``size`` key rows."""
+        offsets = np.r_[0, np.cumsum(np.bincount(self.rows, minlength=size))].astype(np.int32)
+        entries = pa.StructArray.from_arrays([self.values, pa.array(self.counts, pa.int64())],
+                                             names=["v", "c"])
+        return pa.ListArray.from_arrays(pa.array(offsets), entries)

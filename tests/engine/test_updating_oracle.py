@@ -30,7 +30,9 @@ CREATE TABLE sizes WITH (connector = 'single_file', path = '{dir}/sizes.jsonl',
 INSERT INTO groups
 SELECT k, count(*) AS n, count(v) AS nv, sum(v) AS total, min(v) AS low, max(v) AS high,
        count(DISTINCT v) AS kinds, min(CAST(v AS DOUBLE) / 4) AS flow,
-       max(CAST(v AS DOUBLE) / 4) AS fhigh, count(DISTINCT CAST(v AS DOUBLE) / 4) AS fkinds
+       max(CAST(v AS DOUBLE) / 4) AS fhigh, count(DISTINCT CAST(v AS DOUBLE) / 4) AS fkinds,
+       min(CAST(v AS TEXT)) AS tlow, max(CAST(v AS TEXT)) AS thigh,
+       count(DISTINCT CAST(v AS TEXT)) AS tkinds
 FROM items WHERE v IS NULL OR v > -3 GROUP BY k HAVING count(*) > 1;
 INSERT INTO sizes
 SELECT n, count(*) AS groups, sum(total) AS total, min(total) AS bottom, max(total) AS top,
@@ -39,7 +41,8 @@ FROM (SELECT k, count(*) AS n, sum(v) AS total FROM items GROUP BY k) GROUP BY n
 """
 
 GROUPS = """SELECT k, count(*), count(v), sum(v), min(v), max(v), count(DISTINCT v),
-min(CAST(v AS DOUBLE) / 4), max(CAST(v AS DOUBLE) / 4), count(DISTINCT CAST(v AS DOUBLE) / 4)
+min(CAST(v AS DOUBLE) / 4), max(CAST(v AS DOUBLE) / 4), count(DISTINCT CAST(v AS DOUBLE) / 4),
+min(CAST(v AS TEXT)), max(CAST(v AS TEXT)), count(DISTINCT CAST(v AS TEXT))
 FROM items WHERE v IS NULL OR v > -3 GROUP BY k HAVING count(*) > 1"""
 SIZES = """SELECT n, count(*), sum(total), min(total), max(total), round(var_pop(total), 4)
 FROM (SELECT k, count(*) AS n, sum(v) AS total FROM items GROUP BY k) GROUP BY n"""
@@ -99,8 +102,9 @@ def test_applied_changes_equal_duckdb(ops, batch, flush_ms, spark, tmp_path_fact
         db.executemany("INSERT INTO items VALUES (?, ?, ?)",
                        [(r["id"], r["k"], r["v"]) for r in table.values()])
     # every aggregate of this query runs in columns: min, max and count(DISTINCT v) over
-    # updating input keep multisets of values (of floats as well)
-    groups = ["k", "n", "nv", "total", "low", "high", "kinds", "flow", "fhigh", "fkinds"]
+    # updating input keep multisets of values (of floats and text as well)
+    groups = ["k", "n", "nv", "total", "low", "high", "kinds", "flow", "fhigh", "fkinds",
+              "tlow", "thigh", "tkinds"]
     assert _applied(workdir / "groups.jsonl", groups) == Counter(
         tuple(r) for r in db.execute(GROUPS).fetchall())
     # min, max and var_pop over the inner aggregate's changes: multisets and moments,

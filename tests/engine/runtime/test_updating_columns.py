@@ -11,11 +11,13 @@ import math
 import operator
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from decimal import Decimal
 from functools import reduce
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -306,8 +308,10 @@ FLOAT_AGGREGATES = (AggregateCall("count_star", None, "n"), AggregateCall("min",
 _SIGNED_FLOATS = pa.list_(pa.struct([pa.field("v", pa.float64()), pa.field("s", pa.int32())]))
 
 
-def _float_partials(rows: list[Row], updating_input: bool = True) -> pa.Table:
-    """Spark's signed partials of :data:`FLOAT_AGGREGATES` for ``rows`` (values floats)."""
+def _float_partials(rows: list[Row], updating_input: bool = True,
+                    signed_type: pa.DataType = _SIGNED_FLOATS) -> pa.Table:
+    """Spark's signed partials of :data:`FLOAT_AGGREGATES` for ``rows`` (values floats, or
+    as ``signed_type`` holds them)."""
     columns: dict[str, list[Any]] = defaultdict(list)
     for key, mine in _by_key(rows).items():
         signs, row_key = _key_columns(columns, key, mine)
@@ -317,7 +321,7 @@ def _float_partials(rows: list[Row], updating_input: bool = True) -> pa.Table:
             columns[f"p{i}_0"].append(signed)
         columns["__kg"].append(sum(row_key.encode()) % GROUPS)
     types = {"__key": pa.string(), "k0": pa.string(), "__seen": pa.timestamp("us", tz="UTC"),
-             "p1_0": _SIGNED_FLOATS, "p2_0": _SIGNED_FLOATS, "p3_0": _SIGNED_FLOATS,
+             "p1_0": signed_type, "p2_0": signed_type, "p3_0": signed_type,
              "__kg": pa.int32()}
     names = ["__key", "k0", "__count", "__rows", "__seen", "p0_0", "p1_0", "p2_0", "p3_0",
              "__kg"]
@@ -436,12 +440,14 @@ def test_the_columnar_path_takes_aggregates_of_numbers_it_computes_in_columns() 
     assert columnar(updating, signed)
     assert columnar(updating, signed.set(signed.get_field_index("p5_0"),
                                          pa.field("p5_0", _SIGNED_FLOATS)))
-    # a distinct count keeps a multiset of numbers (floats too): not of text or decimals
+    # a distinct count keeps a multiset of numbers (floats too), text, bytes or decimals,
+    # not of lists
     distinct = f"p{8 + len(VARIANCES) + len(COMOMENTS)}_0"
-    for kind in (pa.string(), pa.decimal128(10, 2)):
+    for kind, runs in ((pa.string(), True), (pa.decimal128(10, 2), True),
+                       (pa.binary(), True), (pa.list_(pa.int64()), False)):
         values = pa.list_(pa.struct([pa.field("v", kind), pa.field("s", pa.int32())]))
-        assert not columnar(updating, signed.set(signed.get_field_index(distinct),
-                                                 pa.field(distinct, values)))
+        assert columnar(updating, signed.set(signed.get_field_index(distinct),
+                                             pa.field(distinct, values))) == runs
 
 
 def test_a_group_written_in_many_epochs_reads_back_whole(tmp_path: Path) -> None:
@@ -465,3 +471,57 @@ def test_a_group_written_in_many_epochs_reads_back_whole(tmp_path: Path) -> None
             work.states_name, range(GROUPS)))
     touched = {row[0] for rows, _, _ in epochs for row in rows}
     assert held == len(touched) and max(entries.values()) <= ENTRIES_PER_GROUP
+
+
+#: Values a multiset holds as they are: text (ordered by its UTF-8 bytes, as Spark orders
+#: it), bytes and decimals.
+_AS_THEY_ARE = {
+    "text": (pa.string(), ["", "a", "B", "ab", "é", "z"]),
+    "bytes": (pa.binary(), [b"", b"\x00", b"\xff", b"a", b"ab"]),
+    "decimals": (pa.decimal128(10, 2), [Decimal("1.10"), Decimal("-2.00"), Decimal("0.00"),
+                                        Decimal("99999999.99"), Decimal("-0.01")]),
+}
+
+
+@pytest.mark.parametrize("kind", list(_AS_THEY_ARE))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture])
+@given(data=st.data(), count=st.integers(1, 6), parallelism=st.integers(1, 3))
+def test_text_bytes_and_decimals_in_multisets_as_per_key(kind, data, count, parallelism,
+                                                         tmp_path_factory
+                                                         ) -> None:  # type: ignore[no-untyped-def]
+    """min, max and count(DISTINCT) of text, bytes or decimals over updating input, in
+    columns (each value as it is) and per key."""
+    value_type, samples = _AS_THEY_ARE[kind]
+    rows = data.draw(st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.booleans(),
+                                        st.integers(0, 100),
+                                        st.one_of(st.none(), st.sampled_from(samples))),
+                              min_size=1, max_size=40))
+    held: Counter[Any] = Counter()  # a row withdrawn was added before, and is still held
+    kept = []
+    for key, withdrawn, ts, value in rows:
+        if withdrawn and not held[(key, value)]:
+            continue
+        held[(key, value)] += -1 if withdrawn else 1
+        kept.append((key, withdrawn, ts, value))
+    rows = [*kept, ("z", False, 1, samples[0]), ("z", True, 1, samples[0])]
+    signed = pa.list_(pa.struct([pa.field("v", value_type), pa.field("s", pa.int32())]))
+
+    def partials(part: list[Row], updating_input: bool) -> pa.Table:
+        return _float_partials(part, updating_input, signed)
+
+    spec = UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
+                             aggregates=FLOAT_AGGREGATES, updating_input=True,
+                             output_view="v", ttl_us=10_000 * SECOND)
+    partial_schema = partials([], True).schema
+    assert columnar(spec, partial_schema)
+    operator_ = UpdatingAggregateOperator(spec, GROUPS)
+    schema = operator_.output_schema(partial_schema)
+    epochs = _epochs(rows, count, step_s=2)
+    folder = tmp_path_factory.mktemp(kind)
+    per_key, _ = _run(_UpdatingRange(operator_, partial_schema), folder / "keys.db", epochs, 0,
+                      parallelism, True, partials)
+    in_columns, _ = _run(UpdatingColumnsRange(spec, partial_schema, schema),
+                         folder / "columns.db", epochs, 0, parallelism, True, partials)
+    for epoch, (expected, got) in enumerate(zip(per_key, in_columns, strict=True)):
+        assert Counter(got) == Counter(expected), f"epoch {epoch}"
