@@ -13,8 +13,9 @@
    (:mod:`spate.engine.runtime.updating_columns`) and the per-key one
    (:class:`spate.engine.runtime.updating.UpdatingAggregateOperator`), over an
    embedded (SQLite) store, both key-group ranges of each epoch in turn; and the
-   same for ``max``, distinct counts, percentiles and bit_or over updating input (a
-   multiset of values a key) and for variances (moments a key).
+   same for ``max``, distinct counts (of numbers and of text), percentiles and
+   bit_or over updating input (a multiset of values a key) and for variances
+   (moments a key).
 
 Results go under ``updating_aggregate`` in ``docs/benchmarks/results.json``.
 """
@@ -181,6 +182,14 @@ def _moment_epochs(rng: np.random.Generator, count: int, events: int, keys: int
     return epochs
 
 
+def _as_text(epoch: pa.Table) -> pa.Table:
+    """An epoch of :func:`_signed_epochs` with its values as text, for two aggregates."""
+    text = pa.list_(pa.struct([pa.field("v", pa.string()), pa.field("s", pa.int32())]))
+    values = epoch.column("p1_0").cast(text)
+    return epoch.set_column(epoch.schema.get_field_index("p1_0"), "p1_0", values) \
+        .add_column(epoch.num_columns - 1, "p2_0", values)
+
+
 #: name -> (its aggregates, updating input, its epochs' partials)
 _KEPT_IN_COLUMNS_SINCE_DECEMBER = {
     "updating_max": ((AggregateCall("count_star", None, "n"), AggregateCall("max", "a0", "top")),
@@ -203,6 +212,12 @@ _KEPT_IN_COLUMNS_SINCE_DECEMBER = {
                               AggregateCall("percentile_cont", "a0", "p90", 0.9)), True,
                              lambda rng, count, events, keys: _signed_epochs(
                                  rng, count, events, keys, floats=True)),
+    # the same multisets of integers as text, count(DISTINCT) and max (2026-12-03)
+    "updating_text": ((AggregateCall("count_star", None, "n"),
+                       AggregateCall("count_distinct", "a0", "kinds"),
+                       AggregateCall("max", "a1", "top")), True,
+                      lambda rng, count, events, keys: [_as_text(epoch) for epoch in
+                                                        _signed_epochs(rng, count, events, keys)]),
     # the same multisets of integers, bit_or (2026-12-03)
     "updating_bits": ((AggregateCall("count_star", None, "n"),
                        AggregateCall("bit_or", "a0", "any")), True, _signed_epochs),
