@@ -586,6 +586,31 @@ def _bag_numbers(values: pa.Array) -> np.ndarray:
     return as_numbers(pa.chunked_array([values]), 0).astype(np.int64)
 
 
+def _stored_entries(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array, np.ndarray]:
+    """A stored multiset column's entries: each one's key row, value and count."""
+    lists = column.combine_chunks()
+    flat = pc.list_flatten(lists)
+    return (pc.list_parent_indices(lists).to_numpy().astype(np.int64), flat.field("v"),
+            flat.field("c").to_numpy(zero_copy_only=False).astype(np.int64))
+
+
+def _signed_entries(at: np.ndarray, partial: pa.ChunkedArray
+                    ) -> tuple[np.ndarray, pa.Array, np.ndarray]:
+    """A partial's non-NULL values — signed (``list<struct<v, s>>``), or a set of values
+    (``list<v>``, each counted once) — each with its key row (``at`` of its partial
+    row) and sign."""
+    lists = partial.combine_chunks()
+    flat = pc.list_flatten(lists)
+    parents = pc.list_parent_indices(lists).to_numpy()
+    if pa.types.is_struct(flat.type):
+        added, signs = flat.field("v"), flat.field("s").to_numpy(zero_copy_only=False)
+    else:
+        added, signs = flat, np.ones(len(flat), np.int64)
+    present = added.is_valid().to_numpy(zero_copy_only=False)
+    return (at[parents[present]], added.filter(pa.array(present)),
+            signs[present].astype(np.int64))
+
+
 @dataclass(frozen=True)
 class _Bag:
     """The multisets of one aggregate over every key row, flat: each value (a number)
@@ -598,27 +623,17 @@ class _Bag:
     @classmethod
     def read(cls, column: pa.ChunkedArray) -> _Bag:
         """From the state's list column (one multiset per key row)."""
-        lists = column.combine_chunks()
-        flat = pc.list_flatten(lists)
-        return cls(pc.list_parent_indices(lists).to_numpy().astype(np.int64),
-                   flat.field("v").to_numpy(zero_copy_only=False).astype(np.int64),
-                   flat.field("c").to_numpy(zero_copy_only=False).astype(np.int64))
+        rows, values, counts = _stored_entries(column)
+        return cls(rows, values.to_numpy(zero_copy_only=False).astype(np.int64), counts)
 
     def merge(self, at: np.ndarray, partial: pa.ChunkedArray) -> _Bag:
         """With each partial row's signed values (``list<struct<v, s>>``), or set of values
         (``list<v>``, each counted once), added to key row ``at[row]``; values whose count
         reaches 0 leave."""
-        lists = partial.combine_chunks()
-        flat = pc.list_flatten(lists)
-        parents = pc.list_parent_indices(lists).to_numpy()
-        if pa.types.is_struct(flat.type):
-            added, signs = flat.field("v"), flat.field("s").to_numpy(zero_copy_only=False)
-        else:
-            added, signs = flat, np.ones(len(flat), np.int64)
-        present = added.is_valid().to_numpy(zero_copy_only=False)
-        rows = np.concatenate([self.rows, at[parents[present]]])
-        values = np.concatenate([self.values, _bag_numbers(added.filter(pa.array(present)))])
-        counts = np.concatenate([self.counts, signs[present].astype(np.int64)])
+        new_rows, added, signs = _signed_entries(at, partial)
+        rows = np.concatenate([self.rows, new_rows])
+        values = np.concatenate([self.values, _bag_numbers(added)])
+        counts = np.concatenate([self.counts, signs])
         order = np.lexsort((values, rows))
         rows, values, counts = rows[order], values[order], counts[order]
         if not len(rows):
@@ -686,25 +701,14 @@ class _ValueBag:
     @classmethod
     def read(cls, column: pa.ChunkedArray) -> _ValueBag:
         """From the state's list column (one multiset per key row)."""
-        lists = column.combine_chunks()
-        flat = pc.list_flatten(lists)
-        return cls(pc.list_parent_indices(lists).to_numpy().astype(np.int64), flat.field("v"),
-                   flat.field("c").to_numpy(zero_copy_only=False).astype(np.int64))
+        return cls(*_stored_entries(column))
 
     def merge(self, at: np.ndarray, partial: pa.ChunkedArray) -> _ValueBag:
         """As :meth:`_Bag.merge`."""
-        lists = partial.combine_chunks()
-        flat = pc.list_flatten(lists)
-        parents = pc.list_parent_indices(lists).to_numpy()
-        if pa.types.is_struct(flat.type):
-            added, signs = flat.field("v"), flat.field("s").to_numpy(zero_copy_only=False)
-        else:
-            added, signs = flat, np.ones(len(flat), np.int64)
-        present = added.is_valid().to_numpy(zero_copy_only=False)
-        rows = np.concatenate([self.rows, at[parents[present]]])
-        values = pa.concat_arrays([self.values,
-                                   added.filter(pa.array(present)).cast(self.values.type)])
-        counts = np.concatenate([self.counts, signs[present].astype(np.int64)])
+        new_rows, added, signs = _signed_entries(at, partial)
+        rows = np.concatenate([self.rows, new_rows])
+        values = pa.concat_arrays([self.values, added.cast(self.values.type)])
+        counts = np.concatenate([self.counts, signs])
         if not len(rows):
             return self
         order = pc.sort_indices(pa.table({"r": rows, "v": values}),
