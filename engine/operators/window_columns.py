@@ -258,66 +258,35 @@ def window_positions(offsets: np.ndarray, fired: FiredWindows) -> tuple[np.ndarr
 
 
 def window_percentiles(numbers: np.ndarray, valid: np.ndarray, positions: np.ndarray,
-                       bounds: np.ndarray, fraction: float) -> tuple[np.ndarray, np.ndarray]:
+                       bounds: np.ndarray, fraction: float,
+                       weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per window (its values' ``positions`` in ``numbers``, window by window from
-    ``bounds``), percentile_cont(``fraction``) of its non-NULL (``valid``) values,
-    interpolated linearly between the two ranks around ``fraction * (n - 1)``; and
-    where a window has no value.  One sort of every window's values (NaN last: the
-    greatest, as in Spark), each as its window and the rank of its value packed in
-    one int64 where they fit (a value sits in many windows: ranks are found once)."""
+    ``bounds``), percentile_cont(``fraction``) of its non-NULL (``valid``) values, each
+    counting ``weights`` times (once without; a fractional weight as that much of a
+    position; a value of no positive weight as NULL); and where a window has none.
+
+    The result is linear between the values at the two positions around
+    ``fraction * (W - 1)``, ``W`` the window's total weight; a position's value is
+    found among the running sums of the window's sorted values' weights.  One sort of
+    every window's values (NaN last: the greatest, as in Spark)."""
     windows = len(bounds) - 1
     owners = np.repeat(np.arange(windows, dtype=np.int64), np.diff(bounds))
     kept = valid[positions]
-    owners = owners[kept]
-    distinct, rank_of = np.unique(numbers, return_inverse=True)
-    ranks = rank_of.reshape(-1)[positions[kept]]
-    span = max(len(distinct), 1)
-    if windows * span < 2**62:
-        packed = owners * span + ranks
-        packed.sort()
-        ordered = distinct[packed % span]
-    else:
-        values = numbers[positions[kept]]
-        ordered = values[np.lexsort((values, owners))]
-    counts = np.bincount(owners, minlength=windows)
-    firsts = np.cumsum(counts) - counts
-    position = fraction * (counts - 1)
-    below = np.floor(np.maximum(position, 0)).astype(np.int64)
-    above = np.minimum(below + 1, np.maximum(counts - 1, 0))
-    missing = counts == 0
-    if len(ordered) == 0:
-        return np.zeros(windows, np.float64), missing
-    low = ordered[np.minimum(firsts + below, len(ordered) - 1)]
-    high = ordered[np.minimum(firsts + above, len(ordered) - 1)]
-    with np.errstate(invalid="ignore"):  # NaN and infinities interpolate to NaN, as in Python
-        result: np.ndarray = low.astype(np.float64) + (high - low).astype(np.float64) \
-            * (position - below)
-    return result, missing
-
-
-def window_weighted_percentiles(numbers: np.ndarray, weights: np.ndarray, valid: np.ndarray,
-                                positions: np.ndarray, bounds: np.ndarray,
-                                fraction: float) -> tuple[np.ndarray, np.ndarray]:
-    """As :func:`window_percentiles`, each value counting ``weights`` times (a fractional
-    weight as that much of a position): the ranks around ``fraction * (W - 1)``, ``W``
-    the window's total weight, are found among the running sums of its sorted
-    values' weights.  Values of no positive weight count as NULL."""
-    windows = len(bounds) - 1
-    owners = np.repeat(np.arange(windows, dtype=np.int64), np.diff(bounds))
-    kept = valid[positions]
-    kept[kept] = weights[positions[kept]] > 0
-    values, owned, owners = numbers[positions[kept]], weights[positions[kept]], owners[kept]
-    order = np.lexsort((owned, values, owners))
-    values, owned = values[order], owned[order]
+    if weights is not None:
+        kept[kept] = weights[positions[kept]] > 0
+    taken, owners = positions[kept], owners[kept]
+    order = _by_window_and_value(numbers, taken, owners, windows)
+    values, owners = numbers[taken[order]], owners[order]
+    owned = np.ones(len(values), np.int64) if weights is None else weights[taken[order]]
     counts = np.bincount(owners, minlength=windows)
     firsts = np.cumsum(counts) - counts
     missing = counts == 0
     if len(values) == 0:
         return np.zeros(windows, np.float64), missing
     ends = np.cumsum(owned)  # each value's last position + 1, over all windows
-    base = np.concatenate([np.zeros(1), ends])[firsts]
-    totals = np.concatenate([np.zeros(1), ends])[firsts + counts] - base
-    position = np.maximum(0.0, fraction * (totals - 1))
+    sums = np.concatenate([np.zeros(1), ends])
+    base = sums[firsts]
+    position = np.maximum(0.0, fraction * (sums[firsts + counts] - base - 1))
     below = np.floor(position)
     last = np.minimum(firsts + np.maximum(counts - 1, 0), len(values) - 1)  # none: any
 
@@ -327,9 +296,24 @@ def window_weighted_percentiles(numbers: np.ndarray, weights: np.ndarray, valid:
         return chosen
 
     low, high = value_at(below), value_at(below + 1)
-    with np.errstate(invalid="ignore"):
-        result: np.ndarray = low + (high - low) * (position - below)
+    with np.errstate(invalid="ignore"):  # NaN and infinities interpolate to NaN, as in Python
+        result: np.ndarray = low.astype(np.float64) + (high - low).astype(np.float64) \
+            * (position - below)
     return result, missing
+
+
+def _by_window_and_value(numbers: np.ndarray, taken: np.ndarray, owners: np.ndarray,
+                         windows: int) -> np.ndarray:
+    """The order of entries (``numbers[taken]``, of windows ``owners``, ascending) by
+    window, then value: each as its window and the rank of its value packed in one
+    int64 where they fit (a value sits in many windows: ranks are found once)."""
+    distinct, rank_of = np.unique(numbers, return_inverse=True)
+    span = max(len(distinct), 1)
+    if windows * span < 2**62:
+        order: np.ndarray = np.argsort(owners * span + rank_of.reshape(-1)[taken],
+                                       kind="stable")
+        return order
+    return np.lexsort((numbers[taken], owners))
 
 
 def _idempotent_ranges(values: np.ndarray, fired: FiredWindows, pick: np.ufunc) -> np.ndarray:

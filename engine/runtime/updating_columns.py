@@ -63,7 +63,7 @@ from spate.engine.operators.window_columns import (
     SUMS,
     float_keys,
     floats_of_keys,
-    window_weighted_percentiles,
+    window_percentiles,
 )
 from spate.engine.planner.plan import EVENT_TIME, UpdatingAggregate
 from spate.engine.runtime.tasks import KEY_GROUP, TaskEpoch, TaskStats
@@ -73,12 +73,12 @@ from spate.engine.runtime.window_columns import as_numbers, from_numbers
 from spate.statestore import CachedPipelineState, EpochWriter, UserKey
 from spate.statestore.encoding import decode, encode
 
-#: The variances and standard deviations, and the (y, x) aggregates: (co-)moments
-#: merged in columns.
 #: The percentiles run here, over the key's multiset of values.
 PERCENTILES = frozenset({"median", "percentile_cont"})
 #: ... and bit_and and bit_or (not invertible as values; bit_xor keeps its xor and count).
 BAGGED_BITS = frozenset({"bit_and", "bit_or"})
+#: The variances and standard deviations, and the (y, x) aggregates: (co-)moments
+#: merged in columns.
 VARIANCES = frozenset(name for name, f in AGGREGATES.items()
                       if f.columnar in ("moments", "comoments"))
 #: Entries a group holds at most: a change to a group holding this many writes it whole.
@@ -97,7 +97,8 @@ _PENDING = "__pending"
 def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
     """Whether ``spec`` runs here: plain keys, and counts, sums, averages, variances,
     the (y, x) aggregates and percentiles of numbers, minimum, maximum and distinct
-    counts of numbers (not decimals), times, dates and booleans, and the bitwise
+    counts of numbers (not decimals), times, dates and booleans (over updating input
+    and for distinct counts also of text, bytes and decimals), and the bitwise
     aggregates of integers, only."""
     if any(pa.types.is_nested(partial_schema.field(k).type) for k in spec.key_columns):
         return False
@@ -676,8 +677,8 @@ class _Bag:
         numbers = floats_of_keys(self.values) if floats else self.values
         bounds = np.r_[0, np.cumsum(np.bincount(self.rows, minlength=size))]
         everything = np.arange(len(self.values), dtype=np.int64)
-        return window_weighted_percentiles(numbers, self.counts, np.ones(len(numbers), bool),
-                                           everything, bounds, fraction)
+        return window_percentiles(numbers, np.ones(len(numbers), bool), everything, bounds,
+                                  fraction, weights=self.counts)
 
     def column(self, size: int) -> pa.Array:
         """As the state's list column over ``size`` key rows."""

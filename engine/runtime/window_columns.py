@@ -66,7 +66,6 @@ from spate.engine.operators.window_columns import (
     window_positions,
     window_sums,
     window_timed,
-    window_weighted_percentiles,
 )
 from spate.engine.planner.plan import WindowAggregate
 from spate.engine.runtime.output import TIMESTAMP, WINDOW_TYPE
@@ -339,11 +338,18 @@ def _combined(function: str, index: int, table: pa.Table, panes: np.ndarray,
     return []
 
 
+def _lengths(lists: pa.Array) -> np.ndarray:
+    """Each list's length (a NULL list's 0)."""
+    lengths: np.ndarray = pc.fill_null(pc.list_value_length(lists), 0).to_numpy() \
+        .astype(np.int64)
+    return lengths
+
+
 def joined_lists(lists: pa.ChunkedArray, firsts: np.ndarray) -> pa.Array:
     """Per run of rows starting at ``firsts``, its rows' lists one after another."""
     flat = lists.combine_chunks()
-    lengths = pc.fill_null(pc.list_value_length(flat), 0).to_numpy().astype(np.int64)
-    offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(np.add.reduceat(lengths, firsts))])
+    offsets = np.concatenate([np.zeros(1, np.int64),
+                              np.cumsum(np.add.reduceat(_lengths(flat), firsts))])
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pc.list_flatten(flat),
                                     type=lists.type)
 
@@ -354,8 +360,7 @@ def bag_results(function: str, fraction: float | None, lists: pa.ChunkedArray,
     over its panes' ``lists`` of ``struct<v>`` (NULL values kept; the percentiles skip
     them)."""
     flat = lists.combine_chunks()
-    lengths = pc.fill_null(pc.list_value_length(flat), 0).to_numpy().astype(np.int64)
-    offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths)])
+    offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(_lengths(flat))])
     positions, bounds = window_positions(offsets, fired)
     values = pc.struct_field(pc.list_flatten(flat), "v")
     empty = pa.array(np.diff(bounds) == 0)
@@ -366,10 +371,9 @@ def bag_results(function: str, fraction: float | None, lists: pa.ChunkedArray,
     valid = values.is_valid().to_numpy(zero_copy_only=False)
     fraction = 0.5 if fraction is None else fraction
     if function == "percentile_cont_weighted":  # values: [x, weight]
-        numbers = as_numbers(pc.list_element(values, 0), 0)
-        weights = as_numbers(pc.list_element(values, 1), 0)
-        result, missing = window_weighted_percentiles(numbers, weights, valid, positions,
-                                                      bounds, fraction)
+        result, missing = window_percentiles(
+            as_numbers(pc.list_element(values, 0), 0), valid, positions, bounds, fraction,
+            weights=as_numbers(pc.list_element(values, 1), 0))
     else:
         result, missing = window_percentiles(as_numbers(values, 0), valid, positions, bounds,
                                              fraction)

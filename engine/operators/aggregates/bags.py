@@ -105,10 +105,11 @@ class BagFunction(AggregateFunction):
     """array_agg, median, percentile_cont or percentile_cont_weighted (by ``name``);
     array_agg's values are kept exact (decimals as text)."""
 
+    columnar = "bag"  # windows (TUMBLE, HOP and SESSION)
+
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self.exact = name == "array_agg"
-        self.columnar = "bag"  # TUMBLE, HOP and SESSION windows
 
     def pane_sql(self) -> list[str]:
         # NULLs kept (array_agg has them), sorted so that a replay collects them alike

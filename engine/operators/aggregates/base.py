@@ -89,8 +89,9 @@ class AggregateFunction(ABC):
     #: (variances) or "comoments" (the (y, x) aggregates), in windows
     #: (:mod:`spate.engine.operators.window_columns`) and updating aggregates, or
     #: "distinct" or "timed" (first/last values; TUMBLE and HOP windows only), or "bits"
-    #: (bit_and, bit_or, bit_xor) or "bag" (array_agg, median, percentile_cont; both
-    #: windows only); None: not columnar
+    #: (bit_and, bit_or, bit_xor) or "bag" (array_agg, median, percentile_cont), whose
+    #: windows merge so (updating aggregates: see runtime/updating_columns.py); None: not
+    #: columnar
     columnar: str | None = None
 
     def __init__(self, name: str) -> None:

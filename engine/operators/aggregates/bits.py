@@ -5,8 +5,9 @@ of its values and their non-NULL count: the columnar windows
 (:mod:`spate.engine.operators.window_columns`) combine those directly.  bit_xor
 keeps ``[xor, non-NULL count]``: xor is its own inverse, so the per-key path
 removes a pane and updating input withdraws a value by xoring it again.  bit_and
-and bit_or are not invertible as values, so the per-key path and updating input
-keep per-bit counts (:func:`bit_counts`), which add and subtract.
+and bit_or are not invertible as values, so the per-key path keeps per-bit counts
+(:func:`bit_counts`), which add and subtract, and the columnar updating aggregate
+a multiset of values (:mod:`spate.engine.runtime.updating_columns`).
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ class SignedBits(BitCounts, Accumulator):
 class BitXorFunction(AggregateFunction):
     """bit_xor: ``[xor, non-NULL count]`` partials."""
 
-    columnar = "bits"  # windows (TUMBLE, HOP and SESSION) only
+    columnar = "bits"  # windows (TUMBLE, HOP and SESSION)
 
     def pane_sql(self) -> list[str]:
         return ["bit_xor({a})", "count({a})"]
@@ -145,7 +146,7 @@ class BitsFunction(AggregateFunction):
     """bit_and or bit_or (by ``name``): in windows, Spark's own of a pane and its
     non-NULL count; over updating input, the values with their signs, counted per bit."""
 
-    columnar = "bits"  # windows (TUMBLE, HOP and SESSION) only
+    columnar = "bits"  # windows (TUMBLE, HOP and SESSION)
 
     def pane_sql(self) -> list[str]:
         return [f"{self.name}({{a}})", "count({a})"]
