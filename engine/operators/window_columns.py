@@ -462,11 +462,11 @@ def _sorted_by(*columns: np.ndarray) -> np.ndarray:
     return order
 
 
-def pair_ranks(pairs: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of a ``struct<t, v>`` column, the rank of its pair in the order of
-    first_value and last_value (time, then value, NULLs first), and whether it has one.
-    Float values sort by their :func:`float_keys`, as Spark orders doubles."""
-    times, values = pairs.combine_chunks().flatten()
+def pair_keys(pairs: pa.StructArray) -> tuple[pa.Table, np.ndarray]:
+    """A ``struct<t, v>`` column's pairs as sort keys (``t``, ``v``; float values as their
+    :func:`float_keys`, as Spark orders and equates doubles), and the order of the pairs
+    in first_value's and last_value's order: time, then value, NULLs first (stable)."""
+    times, values = pairs.flatten()
     if pa.types.is_floating(values.type):
         floats = values.fill_null(0.0).to_numpy(zero_copy_only=False)
         values = pa.array(float_keys(floats), mask=values.is_null().to_numpy(
@@ -474,6 +474,13 @@ def pair_ranks(pairs: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     table = pa.table({"t": times, "v": values})
     order = pc.sort_indices(table, sort_keys=[("t", "ascending", "at_start"),
                                               ("v", "ascending", "at_start")]).to_numpy()
+    return table, order
+
+
+def pair_ranks(pairs: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of a ``struct<t, v>`` column, the rank of its pair in the order of
+    first_value and last_value (:func:`pair_keys`), and whether it has one."""
+    _, order = pair_keys(pairs.combine_chunks())
     ranks = np.empty(len(order), dtype=np.int64)
     ranks[order] = np.arange(len(order), dtype=np.int64)
     return ranks, pairs.is_valid().to_numpy(zero_copy_only=False)

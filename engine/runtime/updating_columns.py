@@ -6,7 +6,8 @@ floats; min and max of integers, floats, times, dates and booleans; the
 variances and standard deviations; the (y, x) aggregates corr, covar_* and
 regr_*; distinct counts of integers, floats, times, dates, booleans, text, bytes
 and decimals, and their min and max over updating input; median
-and percentile_cont of integers and floats; bit_and, bit_or and bit_xor): the
+and percentile_cont of integers and floats; bit_and, bit_or and bit_xor;
+first_value and last_value of the values distinct counts take): the
 epoch's signed partials merge
 into the keys' states, due groups flush and idle keys expire as whole NumPy and
 Arrow columns, with no Python statement per key.  What it emits is what the per-key operator emits:
@@ -32,7 +33,9 @@ squared deviations and of their products; bit_xor: the xor and the net count
 of values; min and max over updating input, distinct counts, percentiles,
 bit_and and bit_or: one column ``a<i>_0``, the key's multiset of values as a list of
 ``{v, c}``, each value as an int64 number (a float as its :func:`float_keys` key;
-text, bytes and decimals as they are) with its positive net count), its latest
+text, bytes and decimals as they are) with its positive net count; first_value and
+last_value: the same list of its (event time, value) pairs ``struct<t, v>``, over
+append-only input just its earliest or latest one), its latest
 event time (µs), whether it has output out (``__out``) and that output
 (``e<i>``), and whether it waits for a flush (``__pending``).
 """
@@ -61,8 +64,11 @@ from spate.engine.operators.window_columns import (
     DISTINCTS,
     EXTREMES,
     SUMS,
+    TIMED,
     float_keys,
     floats_of_keys,
+    keyable,
+    pair_keys,
     window_percentiles,
 )
 from spate.engine.planner.plan import EVENT_TIME, UpdatingAggregate
@@ -98,8 +104,8 @@ def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
     """Whether ``spec`` runs here: plain keys, and counts, sums, averages, variances,
     the (y, x) aggregates and percentiles of numbers, minimum, maximum and distinct
     counts of numbers (not decimals), times, dates and booleans (over updating input
-    and for distinct counts also of text, bytes and decimals), and the bitwise
-    aggregates of integers, only."""
+    and for distinct counts also of text, bytes and decimals), the bitwise
+    aggregates of integers, and first_value and last_value of those values, only."""
     if any(pa.types.is_nested(partial_schema.field(k).type) for k in spec.key_columns):
         return False
     for i, call in enumerate(spec.aggregates):
@@ -124,6 +130,10 @@ def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
             continue
         if call.function in BITS and pa.types.is_integer(
                 value if call.function in BAGGED_BITS else kind):
+            continue
+        pair = value if spec.updating_input else kind
+        if call.function in TIMED and pa.types.is_struct(pair) and (
+                keyable(pair.field("v").type) or _by_value(pair.field("v").type)):
             continue
         return False
     return True
@@ -233,18 +243,31 @@ class UpdatingColumnsRange:
 
     def multiset(self, index: int) -> bool:
         """Whether aggregate ``index`` keeps a multiset (min or max of updating input, a
-        distinct count, a percentile, bit_and, bit_or)."""
+        distinct count, a percentile, bit_and, bit_or, first_value, last_value)."""
         function = self.spec.aggregates[index].function
-        return function in DISTINCTS or function in PERCENTILES or function in BAGGED_BITS or (
-            self.spec.updating_input and function in EXTREMES)
+        return (function in DISTINCTS or function in PERCENTILES or function in BAGGED_BITS
+                or function in TIMED or (self.spec.updating_input and function in EXTREMES))
 
     def multiset_type(self, index: int) -> pa.DataType:
         """How aggregate ``index``'s multisets are stored: values as numbers (``v``
-        int64), or text, bytes and decimals as they are; each with its count ``c``."""
-        value = _multiset_value_type(self.partial_schema.field(f"p{index}_0").type)
-        if not _by_value(value):
+        int64), or text, bytes, decimals and first_value's and last_value's (event time,
+        value) pairs as they are; each with its count ``c``."""
+        partial = self.partial_schema.field(f"p{index}_0").type
+        value = _multiset_value_type(partial)
+        if self.spec.aggregates[index].function in TIMED and not self.spec.updating_input:
+            value = partial  # one pair, struct<t, v>, per partial row
+        elif not _by_value(value) and not pa.types.is_struct(value):
             return _MULTISET
         return pa.list_(pa.struct([pa.field("v", value), pa.field("c", pa.int64())]))
+
+    def read_bag(self, index: int, column: pa.ChunkedArray) -> _Bag | _ValueBag | _PairBag:
+        """Aggregate ``index``'s multisets of every key row, from the state's column."""
+        function = self.spec.aggregates[index].function
+        if function in TIMED:
+            return _PairBag.read(column, function == "last_value", self.spec.updating_input)
+        if self.multiset_type(index) != _MULTISET:
+            return _ValueBag.read(column)
+        return _Bag.read(column)
 
     def state_schema(self) -> pa.Schema:
         fields = [pa.field(_KEY, pa.string()), pa.field(_KG, pa.int32())]
@@ -335,8 +358,7 @@ class _Keys:
                       for j in range(_width(call.function))]
                      for i, call in enumerate(self.aggregates)]
         #: per multiset aggregate: (key row, value, net count), sorted by key row and value
-        self.bags = {i: (_ValueBag if work.multiset_type(i) != _MULTISET else _Bag).read(
-                         stored.column(f"a{i}_0"))
+        self.bags = {i: work.read_bag(i, stored.column(f"a{i}_0"))
                      for i in range(len(self.aggregates)) if work.multiset(i)}
         seen = stored.column(_SEEN)
         self.has_seen = seen.is_valid().to_numpy(zero_copy_only=False)
@@ -433,17 +455,19 @@ class _Keys:
                 columns.append(pa.array(values, mask=~exists | (counted <= 0)).cast(kind))
         return columns
 
-    def _bag_result(self, index: int, bag: _Bag | _ValueBag, exists: np.ndarray) -> pa.Array:
+    def _bag_result(self, index: int, bag: _Bag | _ValueBag | _PairBag, exists: np.ndarray
+                    ) -> pa.Array:
         """Every key's value of aggregate ``index``, over multisets (NULL where a key has
         no rows)."""
         call = self.aggregates[index]
         if call.function in DISTINCTS:
             return pa.array(np.bincount(bag.rows, minlength=self.size), pa.int64(),
                             mask=~exists)
-        if isinstance(bag, _ValueBag):  # min or max of text, bytes, decimals as they are
-            extreme_values = bag.extremes(self.size, call.function == "max")
-            return pc.if_else(pa.array(exists), extreme_values,
-                              pa.nulls(self.size, extreme_values.type))
+        if not isinstance(bag, _Bag):
+            # min or max of text, bytes, decimals as they are; first_value, last_value
+            picked = (bag.picks(self.size) if isinstance(bag, _PairBag)
+                      else bag.extremes(self.size, call.function == "max"))
+            return pc.if_else(pa.array(exists), picked, pa.nulls(self.size, picked.type))
         value_type = _multiset_value_type(self.work.partial_schema.field(f"p{index}_0").type)
         if call.function in PERCENTILES:
             percentile, missing = bag.percentiles(
@@ -649,12 +673,10 @@ class _Bag:
         """Each of ``size`` key rows' largest (or smallest) value, and whether it has one."""
         extreme = np.zeros(size, np.int64)
         present = np.zeros(size, bool)
-        if len(self.rows):
-            starts = np.flatnonzero(np.r_[True, self.rows[1:] != self.rows[:-1]])
-            ends = np.r_[starts[1:], len(self.rows)] - 1
-            # values are sorted within a key row: its first is the least, its last the most
-            extreme[self.rows[starts]] = self.values[ends if is_max else starts]
-            present[self.rows[starts]] = True
+        # values are sorted within a key row: its first is the least, its last the most
+        picked = _picked(self.rows, is_max)
+        extreme[self.rows[picked]] = self.values[picked]
+        present[self.rows[picked]] = True
         return extreme, present
 
     def bitwise(self, size: int, function: str) -> tuple[np.ndarray, np.ndarray]:
@@ -724,14 +746,7 @@ class _ValueBag:
 
     def extremes(self, size: int, is_max: bool) -> pa.Array:
         """Each of ``size`` key rows' largest (or smallest) value, NULL where it has none."""
-        at = np.zeros(size, np.int64)
-        present = np.zeros(size, bool)
-        if len(self.rows):
-            starts = np.flatnonzero(np.r_[True, self.rows[1:] != self.rows[:-1]])
-            ends = np.r_[starts[1:], len(self.rows)] - 1
-            at[self.rows[starts]] = ends if is_max else starts
-            present[self.rows[starts]] = True
-        return self.values.take(pa.array(at, mask=~present))
+        return _taken(self.values, self.rows, _picked(self.rows, is_max), size)
 
     def column(self, size: int) -> pa.Array:
         """As the state's list column over ``size`` key rows."""
@@ -739,3 +754,99 @@ class _ValueBag:
         entries = pa.StructArray.from_arrays([self.values, pa.array(self.counts, pa.int64())],
                                              names=["v", "c"])
         return pa.ListArray.from_arrays(pa.array(offsets), entries)
+
+
+@dataclass(frozen=True)
+class _PairBag:
+    """first_value's (``latest``: last_value's) (event time, value) pairs over every key
+    row, flat: each pair with its key row and positive net count, sorted by key row and
+    then in the pairs' order (time, then value, NULLs first; :func:`pair_keys`).  Over
+    updating input a key row keeps every pair it holds, so that withdrawing its answer
+    finds the next; over append-only input only its earliest (latest) pair."""
+
+    rows: np.ndarray
+    pairs: pa.StructArray
+    counts: np.ndarray
+    latest: bool
+    every: bool
+
+    @classmethod
+    def read(cls, column: pa.ChunkedArray, latest: bool, every: bool) -> _PairBag:
+        """From the state's list column (one multiset per key row)."""
+        rows, pairs, counts = _stored_entries(column)
+        return cls(rows, pairs, counts, latest, every)
+
+    def merge(self, at: np.ndarray, partial: pa.ChunkedArray) -> _PairBag:
+        """With each partial row's pair (``struct<t, v>``, NULL: none) or, over updating
+        input, its signed pairs (``list<struct<v: struct<t, v>, s>>``) added to key row
+        ``at[row]``; pairs whose count reaches 0 leave."""
+        if self.every:
+            new_rows, added, signs = _signed_entries(at, partial)
+        else:
+            pairs = partial.combine_chunks()
+            valid = pairs.is_valid().to_numpy(zero_copy_only=False)
+            new_rows, added = at[valid], pairs.filter(pa.array(valid))
+            signs = np.ones(len(new_rows), np.int64)
+        rows = np.concatenate([self.rows, new_rows])
+        if not len(rows):
+            return self
+        pairs = pa.concat_arrays([self.pairs, added.cast(self.pairs.type)])
+        counts = np.concatenate([self.counts, signs])
+        keys, order = pair_keys(pairs)
+        if not self.every:  # append-only: each key row's earliest (latest) pair only
+            ranks = np.empty(len(order), np.int64)
+            ranks[order] = np.arange(len(order))
+            by_row = np.lexsort((ranks, rows))
+            kept = by_row[_picked(rows[by_row], self.latest)]
+            return _PairBag(rows[kept], pairs.take(pa.array(kept)),
+                            np.ones(len(kept), np.int64), self.latest, self.every)
+        # equal pairs share a number, in the pairs' order (the order is stable: of equal
+        # pairs, the one held longest comes first, and stays, as on the per-key path)
+        ordered = keys.take(pa.array(order))
+        differs = np.zeros(len(order), bool)
+        for name in ("t", "v"):
+            column = ordered.column(name).combine_chunks()
+            later, earlier = column.slice(1), column.slice(0, len(column) - 1)
+            same = pc.fill_null(pc.equal(later, earlier), False).to_numpy(zero_copy_only=False)
+            same |= (later.is_null().to_numpy(zero_copy_only=False)
+                     & earlier.is_null().to_numpy(zero_copy_only=False))
+            differs[1:] |= ~same
+        numbers = np.empty(len(order), np.int64)
+        numbers[order] = np.cumsum(differs)
+        order = np.lexsort((numbers, rows))
+        rows, numbers, counts = rows[order], numbers[order], counts[order]
+        starts = np.flatnonzero(np.r_[True, (rows[1:] != rows[:-1])
+                                      | (numbers[1:] != numbers[:-1])])
+        net = np.add.reduceat(counts, starts)
+        kept = starts[net > 0]
+        net = net[net > 0]
+        return _PairBag(rows[kept], pairs.take(pa.array(order[kept])), net, self.latest,
+                        self.every)
+
+    def picks(self, size: int) -> pa.Array:
+        """Each of ``size`` key rows' first_value (last_value), NULL where it has none."""
+        return _taken(self.pairs.field("v"), self.rows, _picked(self.rows, self.latest), size)
+
+    def column(self, size: int) -> pa.Array:
+        """As the state's list column over ``size`` key rows."""
+        offsets = np.r_[0, np.cumsum(np.bincount(self.rows, minlength=size))].astype(np.int32)
+        entries = pa.StructArray.from_arrays([self.pairs, pa.array(self.counts, pa.int64())],
+                                             names=["v", "c"])
+        return pa.ListArray.from_arrays(pa.array(offsets), entries)
+
+
+def _picked(rows: np.ndarray, last: bool) -> np.ndarray:
+    """Of entries sorted by key row, each key row's first (``last``: last) entry."""
+    if not len(rows):
+        return np.zeros(0, np.int64)
+    bounds = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+    return np.r_[bounds[1:], len(rows)] - 1 if last else bounds
+
+
+def _taken(values: pa.Array, rows: np.ndarray, picked: np.ndarray, size: int) -> pa.Array:
+    """Per key row of ``size``, the entry ``picked`` of its (``rows``), NULL for none."""
+    at = np.zeros(size, np.int64)
+    present = np.zeros(size, bool)
+    at[rows[picked]] = picked
+    present[rows[picked]] = True
+    return values.take(pa.array(at, mask=~present))

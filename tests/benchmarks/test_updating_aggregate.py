@@ -27,6 +27,7 @@ from typing import Any
 import matplotlib
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from spate.engine.planner.plan import AggregateCall, UpdatingAggregate
@@ -190,6 +191,51 @@ def _as_text(epoch: pa.Table) -> pa.Table:
         .add_column(epoch.num_columns - 1, "p2_0", values)
 
 
+_PAIR = pa.struct([pa.field("t", pa.int64()), pa.field("v", pa.float64())])
+
+
+def _timed_epochs(rng: np.random.Generator, count: int, events: int, keys: int
+                  ) -> list[pa.Table]:
+    """``count`` epochs' partials of ``count(*), first_value(v), last_value(v) GROUP BY
+    k`` over ``events`` appended rows of uniform keys, a microsecond apart: each key's
+    earliest and latest (event time, value) pair of the epoch."""
+    epochs = []
+    for number in range(count):
+        drawn = rng.integers(0, keys, events)
+        times = number * events + np.arange(events, dtype=np.int64)
+        values = rng.integers(1, 1_000, events) / 8.0
+        unique, first, counts = np.unique(drawn, return_index=True, return_counts=True)
+        _, from_end = np.unique(drawn[::-1], return_index=True)
+        last = events - 1 - from_end
+        first_pairs, last_pairs = (
+            pa.StructArray.from_arrays([pa.array(times[at]), pa.array(values[at])],
+                                       fields=list(_PAIR)) for at in (first, last))
+        epochs.append(pa.table({
+            "__key": pa.array([f'{{"k":{k}}}' for k in unique.tolist()]),
+            "k": unique.astype(np.int64), "__count": counts, "__rows": counts,
+            "__seen": pa.array(times[last], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+            "p0_0": counts, "p1_0": first_pairs, "p2_0": last_pairs,
+            "__kg": pa.array(unique % GROUPS, pa.int32())}))
+    return epochs
+
+
+def _as_pairs(epoch: pa.Table) -> pa.Table:
+    """An epoch of :func:`_signed_epochs` with each value ``v`` as the pair (``v``
+    microseconds, ``v / 8``), for first_value and last_value."""
+    lists = epoch.column("p1_0").combine_chunks()
+    flat = pc.list_flatten(lists)
+    numbers = flat.field("v")
+    pairs = pa.StructArray.from_arrays([numbers, pc.divide(numbers.cast(pa.float64()), 8.0)],
+                                       fields=list(_PAIR))
+    signed = pa.ListArray.from_arrays(lists.offsets, pa.StructArray.from_arrays(
+        [pairs, flat.field("s")], names=["v", "s"]))
+    return epoch.set_column(epoch.schema.get_field_index("p1_0"), "p1_0", signed) \
+        .add_column(epoch.num_columns - 1, "p2_0", signed)
+
+
+_TIMED = (AggregateCall("count_star", None, "n"), AggregateCall("first_value", "a0", "earliest"),
+          AggregateCall("last_value", "a0", "latest"))
+
 #: name -> (its aggregates, updating input, its epochs' partials)
 _KEPT_IN_COLUMNS_SINCE_DECEMBER = {
     "updating_max": ((AggregateCall("count_star", None, "n"), AggregateCall("max", "a0", "top")),
@@ -221,6 +267,11 @@ _KEPT_IN_COLUMNS_SINCE_DECEMBER = {
     # the same multisets of integers, bit_or (2026-12-03)
     "updating_bits": ((AggregateCall("count_star", None, "n"),
                        AggregateCall("bit_or", "a0", "any")), True, _signed_epochs),
+    # first_value and last_value of a DOUBLE over appended rows: a pair a key (2026-12-03)
+    "timed": (_TIMED, False, _timed_epochs),
+    # ... and over updating input, of the same multisets as updating_max's, as pairs
+    "updating_timed": (_TIMED, True, lambda rng, count, events, keys: [
+        _as_pairs(epoch) for epoch in _signed_epochs(rng, count, events, keys)]),
 }
 
 

@@ -79,6 +79,8 @@ COLUMNAR_NAMES = [name for _, _, name in COLUMNAR]
 COLUMNAR_UPDATING = [call for call in CALLS
                      if call[2].startswith(("sd", "v", "co", "regr", "ad"))
                      or call[2] in ("med", "amed", "pc", "bx", "ba", "bo")]
+#: ... and first_value and last_value, over ``events`` (``items`` rows have no event time)
+COLUMNAR_TIMED = COLUMNAR_UPDATING + CALLS[TIMED:]
 
 
 WINDOWED = """
@@ -131,9 +133,10 @@ def _pipeline(workdir: Any) -> str:
     untimed = SPATE_AGGREGATES.split(", first_value")[0]
     parts.append(UPDATING.format(name="current", dir=workdir, aggregates=untimed,
                                  source="items"))
-    for name, source in (("columnar_totals", "events"), ("columnar_current", "items")):
+    for name, source, calls in (("columnar_totals", "events", COLUMNAR_TIMED),
+                                ("columnar_current", "items", COLUMNAR_UPDATING)):
         parts.append(UPDATING.format(name=name, dir=workdir, source=source,
-                                     aggregates=_calls(COLUMNAR_UPDATING)))
+                                     aggregates=_calls(calls)))
     return "\n".join(parts)
 
 
@@ -236,7 +239,7 @@ def test_more_aggregates_equal_duckdb(spark, tmp_path_factory):  # type: ignore[
     assert (_got_windowed(workdir / f"{name}.jsonl", COLUMNAR_NAMES)
             == _approx(expected, COLUMNAR_NAMES)), name
     for name, source, calls in (("totals", "events", CALLS), ("current", "items", CALLS[:TIMED]),
-                                ("columnar_totals", "events", COLUMNAR_UPDATING),
+                                ("columnar_totals", "events", COLUMNAR_TIMED),
                                 ("columnar_current", "items", COLUMNAR_UPDATING)):
         names = [name for _, _, name in calls]
         aggregates = ", ".join(duck for _, duck, _ in calls)

@@ -21,6 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from spate.engine.operators.aggregates.multiset import hashable
+from spate.engine.operators.aggregates.timed import time_key
 from spate.engine.planner.plan import AggregateCall, UpdatingAggregate
 from spate.engine.runtime.tasks import TaskEpoch, TaskStats
 from spate.engine.runtime.updating import UpdatingAggregateOperator, _UpdatingRange
@@ -525,3 +527,105 @@ def test_text_bytes_and_decimals_in_multisets_as_per_key(kind, data, count, para
                          folder / "columns.db", epochs, 0, parallelism, True, partials)
     for epoch, (expected, got) in enumerate(zip(per_key, in_columns, strict=True)):
         assert Counter(got) == Counter(expected), f"epoch {epoch}"
+
+
+#: first_value and last_value: each key's earliest and latest (event time, value) pair.
+TIMED = (AggregateCall("count_star", None, "n"), AggregateCall("first_value", "a0", "fv"),
+         AggregateCall("last_value", "a0", "lv"))
+#: Values whose ties in time the pairs' order settles as Spark orders them.
+_TIMED_VALUES = {
+    "integers": (pa.int64(), [-3, 0, 2, 7]),
+    "floats": (pa.float64(), [math.nan, -0.0, 0.0, -math.inf, 1.5]),
+    "text": (pa.string(), ["", "a", "B", "é"]),
+    "booleans": (pa.bool_(), [True, False]),
+    "decimals": (pa.decimal128(10, 2), [Decimal("1.10"), Decimal("-2.00"), Decimal("0.00")]),
+}
+
+
+def _timed_partials(value_type: pa.DataType) -> Callable[[list[Row], bool], pa.Table]:
+    """Spark's signed partials of :data:`TIMED` for rows of ``value_type`` values: over
+    append-only input the least and the greatest ``struct<t, v>`` (by time, then value,
+    NULLs first), over updating input every row's pair with its sign."""
+    pair = pa.struct([pa.field("t", pa.int64()), pa.field("v", value_type)])
+    signed = pa.list_(pa.struct([pa.field("v", pair), pa.field("s", pa.int32())]))
+
+    def partials(rows: list[Row], updating_input: bool) -> pa.Table:
+        columns: dict[str, list[Any]] = defaultdict(list)
+        for key, mine in _by_key(rows).items():
+            signs, row_key = _key_columns(columns, key, mine)
+            pairs = [[ts * SECOND, v] for _, _, ts, v in mine]
+            if updating_input:
+                entries = [{"v": {"t": t, "v": v}, "s": s}
+                           for s, (t, v) in zip(signs, pairs, strict=True)]
+                columns["p1_0"].append(entries)
+                columns["p2_0"].append(entries)
+            else:
+                for name, pick in (("p1_0", min), ("p2_0", max)):
+                    t, v = pick(pairs, key=time_key)
+                    columns[name].append({"t": t, "v": v})
+            columns["__kg"].append(sum(row_key.encode()) % GROUPS)
+        kind = signed if updating_input else pair
+        types = {"__key": pa.string(), "k0": pa.string(), "__seen": pa.timestamp("us", tz="UTC"),
+                 "p1_0": kind, "p2_0": kind, "__kg": pa.int32()}
+        names = ["__key", "k0", "__count", "__rows", "__seen", "p0_0", "p1_0", "p2_0", "__kg"]
+        return pa.table({n: pa.array(columns[n], types.get(n, pa.int64())) for n in names})
+
+    return partials
+
+
+@pytest.mark.parametrize("kind", list(_TIMED_VALUES))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture])
+@given(data=st.data(), count=st.integers(1, 6), parallelism=st.integers(1, 3),
+       updating_input=st.booleans())
+def test_first_and_last_values_in_columns_as_per_key(kind, data, count, parallelism,
+                                                    updating_input, tmp_path_factory
+                                                    ) -> None:  # type: ignore[no-untyped-def]
+    """first_value and last_value, over append-only input (one pair per key) and over
+    updating input (every pair, so that withdrawing the answer finds the next): ties in
+    time go by value, NULL first, NaN after every number, -0.0 as 0.0."""
+    value_type, samples = _TIMED_VALUES[kind]
+    rows = data.draw(st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.booleans(),
+                                        st.integers(0, 6),
+                                        st.one_of(st.none(), st.sampled_from(samples))),
+                              min_size=1, max_size=40))
+    if updating_input:  # a row withdrawn was added before, and is still held
+        held: Counter[Any] = Counter()
+        kept = []
+        for key, withdrawn, ts, value in rows:
+            same = (key, ts, hashable(value))
+            if withdrawn and not held[same]:
+                continue
+            held[same] += -1 if withdrawn else 1
+            kept.append((key, withdrawn, ts, value))
+        rows = [*kept, ("z", False, 1, samples[0]), ("z", True, 1, samples[0])]
+    else:
+        rows = [(key, False, ts, value) for key, _, ts, value in rows]
+    partials = _timed_partials(value_type)
+    spec = UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
+                             aggregates=TIMED, updating_input=updating_input,
+                             output_view="v", ttl_us=10_000 * SECOND)
+    partial_schema = partials([], updating_input).schema
+    assert columnar(spec, partial_schema)
+    operator_ = UpdatingAggregateOperator(spec, GROUPS)
+    schema = operator_.output_schema(partial_schema)
+    epochs = _epochs(rows, count, step_s=2)
+    folder = tmp_path_factory.mktemp(kind)
+    per_key, keys_held = _run(_UpdatingRange(operator_, partial_schema), folder / "keys.db",
+                              epochs, 0, parallelism, updating_input, partials)
+    in_columns, columns_held = _run(UpdatingColumnsRange(spec, partial_schema, schema),
+                                    folder / "columns.db", epochs, 0, parallelism,
+                                    updating_input, partials)
+    for epoch, (expected, got) in enumerate(zip(per_key, in_columns, strict=True)):
+        assert Counter(map(_same_floats, got)) == Counter(map(_same_floats, expected)), \
+            f"epoch {epoch}"
+    assert columns_held == keys_held
+    if not updating_input:  # what Spark answers: the earliest and the latest row's value
+        final = {row[-2]: row for changes in in_columns for row in changes if not row[-3]}
+        for key, mine in _by_key(rows).items():
+            pairs = [[ts, v] for _, _, ts, v in mine]
+            row_key = json.dumps({"k0": key}, separators=(",", ":"))
+            # (a DECIMAL comes out of updating state as a DOUBLE: plain_type)
+            expected = tuple(float(v) if isinstance(v, Decimal) else v for v in
+                             (min(pairs, key=time_key)[1], max(pairs, key=time_key)[1]))
+            assert _same_floats(final[row_key][2:4]) == _same_floats(expected)
