@@ -7,7 +7,8 @@ variances and standard deviations; the (y, x) aggregates corr, covar_* and
 regr_*; distinct counts of integers, floats, times, dates, booleans, text, bytes
 and decimals, and their min and max over updating input; median
 and percentile_cont of integers and floats; bit_and, bit_or and bit_xor;
-first_value and last_value of the values distinct counts take): the
+first_value and last_value of the values distinct counts take; array_agg of
+numbers, text, booleans, times and dates): the
 epoch's signed partials merge
 into the keys' states, due groups flush and idle keys expire as whole NumPy and
 Arrow columns, with no Python statement per key.  What it emits is what the per-key operator emits:
@@ -35,7 +36,8 @@ bit_and and bit_or: one column ``a<i>_0``, the key's multiset of values as a lis
 ``{v, c}``, each value as an int64 number (a float as its :func:`float_keys` key;
 text, bytes and decimals as they are) with its positive net count; first_value and
 last_value: the same list of its (event time, value) pairs ``struct<t, v>``, over
-append-only input just its earliest or latest one), its latest
+append-only input just its earliest or latest one; array_agg: the same list of its
+values as they are, NULLs too, in the order the key first held each), its latest
 event time (µs), whether it has output out (``__out``) and that output
 (``e<i>``), and whether it waits for a flush (``__pending``).
 """
@@ -83,6 +85,9 @@ from spate.statestore.encoding import decode, encode
 PERCENTILES = frozenset({"median", "percentile_cont"})
 #: ... and bit_and and bit_or (not invertible as values; bit_xor keeps its xor and count).
 BAGGED_BITS = frozenset({"bit_and", "bit_or"})
+#: ... and array_agg, whose multiset holds its values as they are, NULLs too, in the order
+#: a key first held each (the order it lists them in).
+LISTED = frozenset({"array_agg"})
 #: The variances and standard deviations, and the (y, x) aggregates: (co-)moments
 #: merged in columns.
 VARIANCES = frozenset(name for name, f in AGGREGATES.items()
@@ -105,7 +110,8 @@ def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
     the (y, x) aggregates and percentiles of numbers, minimum, maximum and distinct
     counts of numbers (not decimals), times, dates and booleans (over updating input
     and for distinct counts also of text, bytes and decimals), the bitwise
-    aggregates of integers, and first_value and last_value of those values, only."""
+    aggregates of integers, first_value and last_value of those values, and array_agg
+    of numbers, text, booleans, times and dates, only."""
     if any(pa.types.is_nested(partial_schema.field(k).type) for k in spec.key_columns):
         return False
     for i, call in enumerate(spec.aggregates):
@@ -126,10 +132,12 @@ def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
             continue
         value = _multiset_value_type(kind)
         if call.function in PERCENTILES and (pa.types.is_integer(value)
-                                             or pa.types.is_floating(value)):
+                                             or _as_floats(value)):
             continue
         if call.function in BITS and pa.types.is_integer(
                 value if call.function in BAGGED_BITS else kind):
+            continue
+        if call.function in LISTED and keyable(value):
             continue
         pair = value if spec.updating_input else kind
         if call.function in TIMED and pa.types.is_struct(pair) and (
@@ -246,7 +254,8 @@ class UpdatingColumnsRange:
         distinct count, a percentile, bit_and, bit_or, first_value, last_value)."""
         function = self.spec.aggregates[index].function
         return (function in DISTINCTS or function in PERCENTILES or function in BAGGED_BITS
-                or function in TIMED or (self.spec.updating_input and function in EXTREMES))
+                or function in TIMED or function in LISTED
+                or (self.spec.updating_input and function in EXTREMES))
 
     def multiset_type(self, index: int) -> pa.DataType:
         """How aggregate ``index``'s multisets are stored: values as numbers (``v``
@@ -254,15 +263,19 @@ class UpdatingColumnsRange:
         value) pairs as they are; each with its count ``c``."""
         partial = self.partial_schema.field(f"p{index}_0").type
         value = _multiset_value_type(partial)
-        if self.spec.aggregates[index].function in TIMED and not self.spec.updating_input:
-            value = partial  # one pair, struct<t, v>, per partial row
-        elif not _by_value(value) and not pa.types.is_struct(value):
+        function = self.spec.aggregates[index].function
+        if function in TIMED:
+            value = value if self.spec.updating_input else partial  # struct<t, v>
+        elif function in PERCENTILES or (function not in LISTED and not _by_value(value)):
             return _MULTISET
         return pa.list_(pa.struct([pa.field("v", value), pa.field("c", pa.int64())]))
 
-    def read_bag(self, index: int, column: pa.ChunkedArray) -> _Bag | _ValueBag | _PairBag:
+    def read_bag(self, index: int, column: pa.ChunkedArray
+                 ) -> _Bag | _ValueBag | _PairBag | _ListBag:
         """Aggregate ``index``'s multisets of every key row, from the state's column."""
         function = self.spec.aggregates[index].function
+        if function in LISTED:
+            return _ListBag.read(column)
         if function in TIMED:
             return _PairBag.read(column, function == "last_value", self.spec.updating_input)
         if self.multiset_type(index) != _MULTISET:
@@ -455,14 +468,16 @@ class _Keys:
                 columns.append(pa.array(values, mask=~exists | (counted <= 0)).cast(kind))
         return columns
 
-    def _bag_result(self, index: int, bag: _Bag | _ValueBag | _PairBag, exists: np.ndarray
-                    ) -> pa.Array:
+    def _bag_result(self, index: int, bag: _Bag | _ValueBag | _PairBag | _ListBag,
+                    exists: np.ndarray) -> pa.Array:
         """Every key's value of aggregate ``index``, over multisets (NULL where a key has
         no rows)."""
         call = self.aggregates[index]
         if call.function in DISTINCTS:
             return pa.array(np.bincount(bag.rows, minlength=self.size), pa.int64(),
                             mask=~exists)
+        if isinstance(bag, _ListBag):
+            return bag.lists(self.size, ~exists)
         if not isinstance(bag, _Bag):
             # min or max of text, bytes, decimals as they are; first_value, last_value
             picked = (bag.picks(self.size) if isinstance(bag, _PairBag)
@@ -472,7 +487,7 @@ class _Keys:
         if call.function in PERCENTILES:
             percentile, missing = bag.percentiles(
                 self.size, 0.5 if call.fraction is None else call.fraction,
-                pa.types.is_floating(value_type))
+                _as_floats(value_type))
             return pa.array(percentile, mask=missing | ~exists)
         if call.function in BAGGED_BITS:
             combined, present = bag.bitwise(self.size, call.function)
@@ -496,11 +511,7 @@ class _Keys:
         exists = self.rows > 0
         changed = exists != self.out
         for now, before in zip(current, self.emitted, strict=True):
-            differ = pc.fill_null(pc.not_equal(now, before), False).to_numpy(
-                zero_copy_only=False)
-            differ |= (now.is_null().to_numpy(zero_copy_only=False)
-                       != before.is_null().to_numpy(zero_copy_only=False))
-            changed |= exists & self.out & differ
+            changed |= exists & self.out & _differs(now, before)
         changed &= flushing
         withdraw = np.flatnonzero(changed & self.out)
         insert = np.flatnonzero(changed & exists)
@@ -543,6 +554,23 @@ class _Keys:
                     pa.array(self.out), *self.emitted, pa.array(self.pending),
                     pa.array(self.gone)]
         return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _differs(now: pa.Array, before: pa.Array) -> np.ndarray:
+    """Per row, whether the values of two columns of one type differ: NULL equals NULL,
+    lists (array_agg's) compare element by element."""
+    null_now = now.is_null().to_numpy(zero_copy_only=False)
+    differ: np.ndarray = null_now != before.is_null().to_numpy(zero_copy_only=False)
+    if not pa.types.is_list(now.type):
+        differ |= pc.fill_null(pc.not_equal(now, before), False).to_numpy(zero_copy_only=False)
+        return differ
+    lengths = pc.fill_null(pc.list_value_length(now), 0).to_numpy()
+    differ |= lengths != pc.fill_null(pc.list_value_length(before), 0).to_numpy()
+    both = pa.array(np.flatnonzero(~differ & ~null_now & (lengths > 0)))
+    if len(both):  # the lists of equal lengths, element by element
+        elements = _differs(pc.list_flatten(now.take(both)), pc.list_flatten(before.take(both)))
+        differ[np.repeat(both.to_numpy(), lengths[both.to_numpy()])[elements]] = True
+    return differ
 
 
 def _merge(function: str, accs: list[np.ndarray], at: np.ndarray, partials: pa.Table,
@@ -603,9 +631,18 @@ def _number_type(kind: pa.DataType) -> pa.DataType:
     return pa.float64() if pa.types.is_floating(kind) else pa.int64()
 
 
+def _as_floats(kind: pa.DataType) -> bool:
+    """Values a multiset holds as doubles (:func:`float_keys`): floats, and the decimals
+    of percentiles (which the per-key path, too, takes as doubles)."""
+    return bool(pa.types.is_floating(kind) or pa.types.is_decimal(kind))
+
+
 def _bag_numbers(values: pa.Array) -> np.ndarray:
     """Values (not NULL) as a multiset holds them: int64 numbers that compare and order
-    as Spark compares and orders the values (floats as :func:`float_keys`)."""
+    as Spark compares and orders the values (floats as :func:`float_keys`; decimals as
+    the doubles nearest them, through their text, as Python's ``float`` rounds them)."""
+    if pa.types.is_decimal(values.type):
+        values = values.cast(pa.string()).cast(pa.float64())
     if pa.types.is_floating(values.type):
         return float_keys(values.cast(pa.float64()).to_numpy(zero_copy_only=False))
     return as_numbers(pa.chunked_array([values]), 0).astype(np.int64)
@@ -634,6 +671,16 @@ def _signed_entries(at: np.ndarray, partial: pa.ChunkedArray
     present = added.is_valid().to_numpy(zero_copy_only=False)
     return (at[parents[present]], added.filter(pa.array(present)),
             signs[present].astype(np.int64))
+
+
+def _entries_column(rows: np.ndarray, values: pa.Array, counts: np.ndarray, size: int
+                    ) -> pa.Array:
+    """Entries sorted by key row, as a multiset column over ``size`` key rows: per row,
+    the list of its entries' ``{v, c}``."""
+    offsets = np.r_[0, np.cumsum(np.bincount(rows, minlength=size))].astype(np.int32)
+    entries = pa.StructArray.from_arrays([values, pa.array(counts, pa.int64())],
+                                         names=["v", "c"])
+    return pa.ListArray.from_arrays(pa.array(offsets), entries)
 
 
 @dataclass(frozen=True)
@@ -704,11 +751,7 @@ class _Bag:
 
     def column(self, size: int) -> pa.Array:
         """As the state's list column over ``size`` key rows."""
-        offsets = np.r_[0, np.cumsum(np.bincount(self.rows, minlength=size))].astype(np.int32)
-        entries = pa.StructArray.from_arrays([pa.array(self.values, pa.int64()),
-                                              pa.array(self.counts, pa.int64())],
-                                             names=["v", "c"])
-        return pa.ListArray.from_arrays(pa.array(offsets), entries, type=_MULTISET)
+        return _entries_column(self.rows, pa.array(self.values, pa.int64()), self.counts, size)
 
 
 @dataclass(frozen=True)
@@ -750,10 +793,7 @@ class _ValueBag:
 
     def column(self, size: int) -> pa.Array:
         """As the state's list column over ``size`` key rows."""
-        offsets = np.r_[0, np.cumsum(np.bincount(self.rows, minlength=size))].astype(np.int32)
-        entries = pa.StructArray.from_arrays([self.values, pa.array(self.counts, pa.int64())],
-                                             names=["v", "c"])
-        return pa.ListArray.from_arrays(pa.array(offsets), entries)
+        return _entries_column(self.rows, self.values, self.counts, size)
 
 
 @dataclass(frozen=True)
@@ -829,10 +869,7 @@ class _PairBag:
 
     def column(self, size: int) -> pa.Array:
         """As the state's list column over ``size`` key rows."""
-        offsets = np.r_[0, np.cumsum(np.bincount(self.rows, minlength=size))].astype(np.int32)
-        entries = pa.StructArray.from_arrays([self.pairs, pa.array(self.counts, pa.int64())],
-                                             names=["v", "c"])
-        return pa.ListArray.from_arrays(pa.array(offsets), entries)
+        return _entries_column(self.rows, self.pairs, self.counts, size)
 
 
 def _picked(rows: np.ndarray, last: bool) -> np.ndarray:
@@ -850,3 +887,61 @@ def _taken(values: pa.Array, rows: np.ndarray, picked: np.ndarray, size: int) ->
     at[rows[picked]] = picked
     present[rows[picked]] = True
     return values.take(pa.array(at, mask=~present))
+
+
+@dataclass(frozen=True)
+class _ListBag:
+    """array_agg's values over every key row, flat: each value as it is (NULL too) with
+    its key row and positive net count, sorted by key row and then in the order the key
+    first held each value, the order array_agg lists them in (as the per-key multiset)."""
+
+    rows: np.ndarray
+    values: pa.Array
+    counts: np.ndarray
+
+    @classmethod
+    def read(cls, column: pa.ChunkedArray) -> _ListBag:
+        """From the state's list column (one multiset per key row)."""
+        return cls(*_stored_entries(column))
+
+    def merge(self, at: np.ndarray, partial: pa.ChunkedArray) -> _ListBag:
+        """With each partial row's signed values (``list<struct<v, s>>``, NULLs too) added
+        to key row ``at[row]`` after those it holds; values whose count reaches 0 leave."""
+        lists = partial.combine_chunks()
+        flat = pc.list_flatten(lists)
+        rows = np.concatenate([self.rows, at[pc.list_parent_indices(lists).to_numpy()]])
+        if not len(rows):
+            return self
+        values = pa.concat_arrays([self.values, flat.field("v").cast(self.values.type)])
+        counts = np.concatenate([self.counts, flat.field("s").to_numpy(
+            zero_copy_only=False).astype(np.int64)])
+        if pa.types.is_floating(values.type):  # as Spark equates doubles
+            missing = values.is_null().to_numpy(zero_copy_only=False)
+            same = pa.array(float_keys(values.fill_null(0.0).to_numpy(zero_copy_only=False)),
+                            mask=missing)
+        else:
+            same = values
+        ids = pc.fill_null(pc.dictionary_encode(same).indices, -1).to_numpy()
+        # stable: of a key's equal values, the one it held first leads its group
+        order = np.lexsort((ids, rows))
+        starts = np.flatnonzero(np.r_[True, (rows[order][1:] != rows[order][:-1])
+                                      | (ids[order][1:] != ids[order][:-1])])
+        net = np.add.reduceat(counts[order], starts)
+        first = order[starts][net > 0]
+        net = net[net > 0]
+        by_seen = np.lexsort((first, rows[first]))
+        return _ListBag(rows[first][by_seen], values.take(pa.array(first[by_seen])),
+                        net[by_seen])
+
+    def lists(self, size: int, missing: np.ndarray) -> pa.Array:
+        """Each of ``size`` key rows' array_agg: every value as many times as its count,
+        NULL where the row has none or is ``missing``."""
+        lengths = np.bincount(self.rows, weights=self.counts, minlength=size).astype(np.int64)
+        offsets = np.r_[0, np.cumsum(lengths)].astype(np.int32)
+        repeated = np.repeat(np.arange(len(self.rows)), self.counts)
+        return pa.ListArray.from_arrays(pa.array(offsets), self.values.take(pa.array(repeated)),
+                                        mask=pa.array(missing | (lengths == 0)))
+
+    def column(self, size: int) -> pa.Array:
+        """As the state's list column over ``size`` key rows."""
+        return _entries_column(self.rows, self.values, self.counts, size)

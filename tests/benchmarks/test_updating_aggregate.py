@@ -267,6 +267,9 @@ _KEPT_IN_COLUMNS_SINCE_DECEMBER = {
     # the same multisets of integers, bit_or (2026-12-03)
     "updating_bits": ((AggregateCall("count_star", None, "n"),
                        AggregateCall("bit_or", "a0", "any")), True, _signed_epochs),
+    # the same multisets of integers, array_agg (2026-12-03)
+    "updating_array_agg": ((AggregateCall("count_star", None, "n"),
+                            AggregateCall("array_agg", "a0", "all")), True, _signed_epochs),
     # first_value and last_value of a DOUBLE over appended rows: a pair a key (2026-12-03)
     "timed": (_TIMED, False, _timed_epochs),
     # ... and over updating input, of the same multisets as updating_max's, as pairs

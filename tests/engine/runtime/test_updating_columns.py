@@ -629,3 +629,129 @@ def test_first_and_last_values_in_columns_as_per_key(kind, data, count, parallel
             expected = tuple(float(v) if isinstance(v, Decimal) else v for v in
                              (min(pairs, key=time_key)[1], max(pairs, key=time_key)[1]))
             assert _same_floats(final[row_key][2:4]) == _same_floats(expected)
+
+
+def _listed_partials(value_type: pa.DataType) -> Callable[[list[Row], bool], pa.Table]:
+    """Spark's signed partials of ``count(*), array_agg(v)`` for rows of ``value_type``
+    values: every row's value (NULLs too) with its sign."""
+    signed = pa.list_(pa.struct([pa.field("v", value_type), pa.field("s", pa.int32())]))
+
+    def partials(rows: list[Row], updating_input: bool) -> pa.Table:
+        columns: dict[str, list[Any]] = defaultdict(list)
+        for key, mine in _by_key(rows).items():
+            signs, row_key = _key_columns(columns, key, mine)
+            columns["p1_0"].append([{"v": v, "s": s}
+                                    for s, (_, _, _, v) in zip(signs, mine, strict=True)])
+            columns["__kg"].append(sum(row_key.encode()) % GROUPS)
+        types = {"__key": pa.string(), "k0": pa.string(), "__seen": pa.timestamp("us", tz="UTC"),
+                 "p1_0": signed, "__kg": pa.int32()}
+        names = ["__key", "k0", "__count", "__rows", "__seen", "p0_0", "p1_0", "__kg"]
+        return pa.table({n: pa.array(columns[n], types.get(n, pa.int64())) for n in names})
+
+    return partials
+
+
+def _comparable(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A row with its lists as tuples and NaN as one comparable value."""
+    return _same_floats(tuple(tuple(_same_floats(tuple(v))) if isinstance(v, list) else v
+                              for v in row))
+
+
+@pytest.mark.parametrize("kind", [k for k in _TIMED_VALUES if k != "decimals"])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture])
+@given(data=st.data(), count=st.integers(1, 6), parallelism=st.integers(1, 3),
+       updating_input=st.booleans(), interval_s=st.sampled_from([0, 5]))
+def test_array_agg_in_columns_as_per_key(kind, data, count, parallelism, updating_input,
+                                        interval_s, tmp_path_factory
+                                        ) -> None:  # type: ignore[no-untyped-def]
+    """array_agg over append-only and updating input: a key's values, NULLs too, each as
+    often as it is held, in the order the key first held each; a list that changes is
+    withdrawn and emitted again, one that does not is left alone."""
+    value_type, samples = _TIMED_VALUES[kind]
+    rows = data.draw(st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.booleans(),
+                                        st.integers(0, 100),
+                                        st.one_of(st.none(), st.sampled_from(samples))),
+                              min_size=1, max_size=40))
+    if updating_input:  # a row withdrawn was added before, and is still held
+        held: Counter[Any] = Counter()
+        kept = []
+        for key, withdrawn, ts, value in rows:
+            same = (key, hashable(value))
+            if withdrawn and not held[same]:
+                continue
+            held[same] += -1 if withdrawn else 1
+            kept.append((key, withdrawn, ts, value))
+        rows = [*kept, ("z", False, 1, samples[0]), ("z", True, 1, samples[0])]
+    else:
+        rows = [(key, False, ts, value) for key, _, ts, value in rows]
+    partials = _listed_partials(value_type)
+    spec = UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
+                             aggregates=(AggregateCall("count_star", None, "n"),
+                                         AggregateCall("array_agg", "a0", "values")),
+                             updating_input=updating_input, output_view="v",
+                             ttl_us=10_000 * SECOND)
+    partial_schema = partials([], updating_input).schema
+    assert columnar(spec, partial_schema)
+    operator_ = UpdatingAggregateOperator(spec, GROUPS)
+    schema = operator_.output_schema(partial_schema)
+    epochs = _epochs(rows, count, step_s=2)
+    folder = tmp_path_factory.mktemp(kind)
+    per_key, keys_held = _run(_UpdatingRange(operator_, partial_schema), folder / "keys.db",
+                              epochs, interval_s * 1000, parallelism, updating_input, partials)
+    in_columns, columns_held = _run(UpdatingColumnsRange(spec, partial_schema, schema),
+                                    folder / "columns.db", epochs, interval_s * 1000,
+                                    parallelism, updating_input, partials)
+    for epoch, (expected, got) in enumerate(zip(per_key, in_columns, strict=True)):
+        assert Counter(map(_comparable, got)) == Counter(map(_comparable, expected)), \
+            f"epoch {epoch}"
+    assert columns_held == keys_held
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.booleans(),
+                               st.integers(0, 100),
+                               st.one_of(st.none(), st.sampled_from(
+                                   [Decimal("0.1000000001"), Decimal("1234567890.0123456789"),
+                                    Decimal("-3.3000000000"), Decimal("0E-10"),
+                                    Decimal("2.5000000000")]))),
+                     min_size=1, max_size=40),
+       count=st.integers(1, 6), parallelism=st.integers(1, 3))
+def test_percentiles_of_decimals_in_columns_as_per_key(rows, count, parallelism,
+                                                       tmp_path_factory
+                                                       ) -> None:  # type: ignore[no-untyped-def]
+    """median and percentile_cont of a DECIMAL over updating input: each value as the double
+    nearest it, as on the per-key path."""
+    held: Counter[Any] = Counter()  # a row withdrawn was added before, and is still held
+    kept = []
+    for key, withdrawn, ts, value in rows:
+        if withdrawn and not held[(key, value)]:
+            continue
+        held[(key, value)] += -1 if withdrawn else 1
+        kept.append((key, withdrawn, ts, value))
+    rows = [*kept, ("z", False, 1, Decimal("1.0000000000")),
+            ("z", True, 1, Decimal("1.0000000000"))]
+    signed = pa.list_(pa.struct([pa.field("v", pa.decimal128(20, 10)),
+                                 pa.field("s", pa.int32())]))
+
+    def partials(part: list[Row], updating_input: bool) -> pa.Table:
+        return _float_partials(part, updating_input, signed)
+
+    aggregates = (AggregateCall("count_star", None, "n"), *PERCENTILES,
+                  AggregateCall("median", "a0", "again"))
+    spec = UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
+                             aggregates=aggregates, updating_input=True, output_view="v",
+                             ttl_us=10_000 * SECOND)
+    partial_schema = partials([], True).schema
+    assert columnar(spec, partial_schema)
+    operator_ = UpdatingAggregateOperator(spec, GROUPS)
+    schema = operator_.output_schema(partial_schema)
+    epochs = _epochs(rows, count, step_s=2)
+    folder = tmp_path_factory.mktemp("decimal_percentiles")
+    per_key, _ = _run(_UpdatingRange(operator_, partial_schema), folder / "keys.db", epochs, 0,
+                      parallelism, True, partials)
+    in_columns, _ = _run(UpdatingColumnsRange(spec, partial_schema, schema),
+                         folder / "columns.db", epochs, 0, parallelism, True, partials)
+    for epoch, (expected, got) in enumerate(zip(per_key, in_columns, strict=True)):
+        assert Counter(got) == Counter(expected), f"epoch {epoch}"
