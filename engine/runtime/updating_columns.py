@@ -5,14 +5,14 @@ for the aggregates :func:`columnar` accepts (count; sum and avg of integers and
 floats; min and max of integers, floats, times, dates and booleans; the
 variances and standard deviations; the (y, x) aggregates corr, covar_* and
 regr_*; distinct counts of integers, floats, times, dates, booleans, text, bytes
-and decimals, and their min and max over updating input; median
-and percentile_cont of integers and floats; bit_and, bit_or and bit_xor;
-first_value and last_value of the values distinct counts take; array_agg of
-numbers, text, booleans, times and dates): the
-epoch's signed partials merge
-into the keys' states, due groups flush and idle keys expire as whole NumPy and
-Arrow columns, with no Python statement per key.  What it emits is what the per-key operator emits:
-the same changes, with a key's withdrawal before its new row.
+and decimals, and their min and max over updating input; median and
+percentile_cont of integers, floats and decimals, also weighted; bit_and, bit_or
+and bit_xor; first_value and last_value of the values distinct counts take;
+array_agg of numbers, text, booleans, times and dates): the epoch's signed
+partials merge into the keys' states, due groups flush and idle keys expire as
+whole NumPy and Arrow columns, with no Python statement per key.  What it emits
+is what the per-key operator emits: the same changes, with a key's withdrawal
+before its new row.
 
 State layout in the store (per key group):
 
@@ -37,7 +37,8 @@ bit_and and bit_or: one column ``a<i>_0``, the key's multiset of values as a lis
 text, bytes and decimals as they are) with its positive net count; first_value and
 last_value: the same list of its (event time, value) pairs ``struct<t, v>``, over
 append-only input just its earliest or latest one; array_agg: the same list of its
-values as they are, NULLs too, in the order the key first held each), its latest
+values as they are, NULLs too, in the order the key first held each; the weighted
+percentile: its ``[x, weight]`` pairs as ``{v, w, c}``, both as float keys), its latest
 event time (µs), whether it has output out (``__out``) and that output
 (``e<i>``), and whether it waits for a flush (``__pending``).
 """
@@ -81,8 +82,10 @@ from spate.engine.runtime.window_columns import as_numbers, from_numbers
 from spate.statestore import CachedPipelineState, EpochWriter, UserKey
 from spate.statestore.encoding import decode, encode
 
-#: The percentiles run here, over the key's multiset of values.
+#: The percentiles run here, over the key's multiset of values ...
 PERCENTILES = frozenset({"median", "percentile_cont"})
+#: ... and the weighted one, over its multiset of ``[x, weight]`` pairs.
+WEIGHTED = "percentile_cont_weighted"
 #: ... and bit_and and bit_or (not invertible as values; bit_xor keeps its xor and count).
 BAGGED_BITS = frozenset({"bit_and", "bit_or"})
 #: ... and array_agg, whose multiset holds its values as they are, NULLs too, in the order
@@ -107,7 +110,7 @@ _PENDING = "__pending"
 
 def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
     """Whether ``spec`` runs here: plain keys, and counts, sums, averages, variances,
-    the (y, x) aggregates and percentiles of numbers, minimum, maximum and distinct
+    the (y, x) aggregates and percentiles (also weighted) of numbers, minimum, maximum and distinct
     counts of numbers (not decimals), times, dates and booleans (over updating input
     and for distinct counts also of text, bytes and decimals), the bitwise
     aggregates of integers, first_value and last_value of those values, and array_agg
@@ -138,6 +141,8 @@ def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
                 value if call.function in BAGGED_BITS else kind):
             continue
         if call.function in LISTED and keyable(value):
+            continue
+        if call.function == WEIGHTED:  # [x, weight] as doubles
             continue
         pair = value if spec.updating_input else kind
         if call.function in TIMED and pa.types.is_struct(pair) and (
@@ -176,6 +181,9 @@ def _multiset_value_type(kind: pa.DataType) -> pa.DataType:
 
 #: A key's multiset in state: each value (as a number) with its net count.
 _MULTISET = pa.list_(pa.struct([pa.field("v", pa.int64()), pa.field("c", pa.int64())]))
+#: ... and the weighted percentile's: each ``[x, weight]`` pair (as float keys) with its count.
+_WEIGHTED = pa.list_(pa.struct([pa.field("v", pa.int64()), pa.field("w", pa.int64()),
+                                pa.field("c", pa.int64())]))
 
 
 @dataclass(frozen=True)
@@ -254,7 +262,7 @@ class UpdatingColumnsRange:
         distinct count, a percentile, bit_and, bit_or, first_value, last_value)."""
         function = self.spec.aggregates[index].function
         return (function in DISTINCTS or function in PERCENTILES or function in BAGGED_BITS
-                or function in TIMED or function in LISTED
+                or function in TIMED or function in LISTED or function == WEIGHTED
                 or (self.spec.updating_input and function in EXTREMES))
 
     def multiset_type(self, index: int) -> pa.DataType:
@@ -266,14 +274,18 @@ class UpdatingColumnsRange:
         function = self.spec.aggregates[index].function
         if function in TIMED:
             value = value if self.spec.updating_input else partial  # struct<t, v>
+        elif function == WEIGHTED:
+            return _WEIGHTED
         elif function in PERCENTILES or (function not in LISTED and not _by_value(value)):
             return _MULTISET
         return pa.list_(pa.struct([pa.field("v", value), pa.field("c", pa.int64())]))
 
     def read_bag(self, index: int, column: pa.ChunkedArray
-                 ) -> _Bag | _ValueBag | _PairBag | _ListBag:
+                 ) -> _Bag | _ValueBag | _PairBag | _ListBag | _WeightedBag:
         """Aggregate ``index``'s multisets of every key row, from the state's column."""
         function = self.spec.aggregates[index].function
+        if function == WEIGHTED:
+            return _WeightedBag.read(column)
         if function in LISTED:
             return _ListBag.read(column)
         if function in TIMED:
@@ -468,7 +480,8 @@ class _Keys:
                 columns.append(pa.array(values, mask=~exists | (counted <= 0)).cast(kind))
         return columns
 
-    def _bag_result(self, index: int, bag: _Bag | _ValueBag | _PairBag | _ListBag,
+    def _bag_result(self, index: int,
+                    bag: _Bag | _ValueBag | _PairBag | _ListBag | _WeightedBag,
                     exists: np.ndarray) -> pa.Array:
         """Every key's value of aggregate ``index``, over multisets (NULL where a key has
         no rows)."""
@@ -478,6 +491,10 @@ class _Keys:
                             mask=~exists)
         if isinstance(bag, _ListBag):
             return bag.lists(self.size, ~exists)
+        if isinstance(bag, _WeightedBag):
+            percentile, missing = bag.percentiles(
+                self.size, 0.5 if call.fraction is None else call.fraction)
+            return pa.array(percentile, mask=missing | ~exists)
         if not isinstance(bag, _Bag):
             # min or max of text, bytes, decimals as they are; first_value, last_value
             picked = (bag.picks(self.size) if isinstance(bag, _PairBag)
@@ -945,3 +962,64 @@ class _ListBag:
     def column(self, size: int) -> pa.Array:
         """As the state's list column over ``size`` key rows."""
         return _entries_column(self.rows, self.values, self.counts, size)
+
+
+@dataclass(frozen=True)
+class _WeightedBag:
+    """The weighted percentile's ``[x, weight]`` pairs over every key row, flat: each
+    pair (x and weight as :func:`float_keys`) with its key row and positive net count,
+    sorted by key row, x and weight."""
+
+    rows: np.ndarray
+    values: np.ndarray
+    weights: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def read(cls, column: pa.ChunkedArray) -> _WeightedBag:
+        """From the state's list column (one multiset per key row)."""
+        lists = column.combine_chunks()
+        flat = pc.list_flatten(lists)
+        return cls(pc.list_parent_indices(lists).to_numpy().astype(np.int64),
+                   *(flat.field(name).to_numpy(zero_copy_only=False).astype(np.int64)
+                     for name in ("v", "w", "c")))
+
+    def merge(self, at: np.ndarray, partial: pa.ChunkedArray) -> _WeightedBag:
+        """With each partial row's signed pairs (``list<struct<v: [x, weight], s>>``, NULL
+        for a row that carries no weight) added to key row ``at[row]``; pairs whose count
+        reaches 0 leave."""
+        new_rows, added, signs = _signed_entries(at, partial)
+        pairs = [float_keys(as_numbers(pa.chunked_array([pc.list_element(added, j)]), 0)
+                            .astype(np.float64)) for j in (0, 1)]
+        rows = np.concatenate([self.rows, new_rows])
+        values = np.concatenate([self.values, pairs[0]])
+        weights = np.concatenate([self.weights, pairs[1]])
+        counts = np.concatenate([self.counts, signs])
+        if not len(rows):
+            return self
+        order = np.lexsort((weights, values, rows))
+        rows, values, weights = rows[order], values[order], weights[order]
+        starts = np.flatnonzero(np.r_[True, (rows[1:] != rows[:-1])
+                                      | (values[1:] != values[:-1])
+                                      | (weights[1:] != weights[:-1])])
+        net = np.add.reduceat(counts[order], starts)
+        kept = starts[net > 0]
+        return _WeightedBag(rows[kept], values[kept], weights[kept], net[net > 0])
+
+    def percentiles(self, size: int, fraction: float) -> tuple[np.ndarray, np.ndarray]:
+        """Each of ``size`` key rows' weighted percentile_cont(``fraction``): each pair as
+        many times as its count, as the per-key path lists them; and whether it has none."""
+        repeated = np.repeat(np.arange(len(self.rows)), self.counts)
+        bounds = np.r_[0, np.cumsum(np.bincount(self.rows[repeated], minlength=size))]
+        return window_percentiles(floats_of_keys(self.values[repeated]),
+                                  np.ones(len(repeated), bool),
+                                  np.arange(len(repeated), dtype=np.int64), bounds, fraction,
+                                  weights=floats_of_keys(self.weights[repeated]))
+
+    def column(self, size: int) -> pa.Array:
+        """As the state's list column over ``size`` key rows."""
+        offsets = np.r_[0, np.cumsum(np.bincount(self.rows, minlength=size))].astype(np.int32)
+        entries = pa.StructArray.from_arrays(
+            [pa.array(self.values), pa.array(self.weights), pa.array(self.counts)],
+            names=["v", "w", "c"])
+        return pa.ListArray.from_arrays(pa.array(offsets), entries, type=_WEIGHTED)

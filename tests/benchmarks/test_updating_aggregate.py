@@ -233,6 +233,20 @@ def _as_pairs(epoch: pa.Table) -> pa.Table:
         .add_column(epoch.num_columns - 1, "p2_0", signed)
 
 
+def _as_weighted(epoch: pa.Table) -> pa.Table:
+    """An epoch of :func:`_signed_epochs` with each value ``v`` as the pair
+    ``[v / 8, v % 3 + 1]`` (value, weight), for the weighted percentile."""
+    lists = epoch.column("p1_0").combine_chunks()
+    flat = pc.list_flatten(lists)
+    numbers = flat.field("v").to_numpy()
+    pairs = pa.ListArray.from_arrays(
+        pa.array(np.arange(0, 2 * len(numbers) + 1, 2, dtype=np.int32)),
+        pa.array(np.column_stack([numbers / 8.0, numbers % 3 + 1.0]).reshape(-1)))
+    signed = pa.ListArray.from_arrays(lists.offsets, pa.StructArray.from_arrays(
+        [pairs, flat.field("s")], names=["v", "s"]))
+    return epoch.set_column(epoch.schema.get_field_index("p1_0"), "p1_0", signed)
+
+
 _TIMED = (AggregateCall("count_star", None, "n"), AggregateCall("first_value", "a0", "earliest"),
           AggregateCall("last_value", "a0", "latest"))
 
@@ -270,6 +284,12 @@ _KEPT_IN_COLUMNS_SINCE_DECEMBER = {
     # the same multisets of integers, array_agg (2026-12-03)
     "updating_array_agg": ((AggregateCall("count_star", None, "n"),
                             AggregateCall("array_agg", "a0", "all")), True, _signed_epochs),
+    # the same multisets of integers as [value, weight] pairs, the weighted median
+    "updating_weighted": ((AggregateCall("count_star", None, "n"),
+                           AggregateCall("percentile_cont_weighted", "a0", "p50")), True,
+                          lambda rng, count, events, keys: [
+                              _as_weighted(epoch)
+                              for epoch in _signed_epochs(rng, count, events, keys)]),
     # first_value and last_value of a DOUBLE over appended rows: a pair a key (2026-12-03)
     "timed": (_TIMED, False, _timed_epochs),
     # ... and over updating input, of the same multisets as updating_max's, as pairs

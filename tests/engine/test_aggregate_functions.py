@@ -74,11 +74,11 @@ COLUMNAR = [call for call in CALLS
 COLUMNAR.append(("count(DISTINCT v % 5)", "count(DISTINCT v % 5)", "cd"))
 COLUMNAR_NAMES = [name for _, _, name in COLUMNAR]
 #: What updating aggregates compute in columns, of these: the variances, (y, x) aggregates,
-#: distinct counts, the unweighted percentiles, the bitwise aggregates and array_agg (over
-#: updating input too).
+#: distinct counts, the percentiles (also weighted), the bitwise aggregates and array_agg
+#: (over updating input too).
 COLUMNAR_UPDATING = [call for call in CALLS
                      if call[2].startswith(("sd", "v", "co", "regr", "ad"))
-                     or call[2] in ("med", "amed", "pc", "bx", "ba", "bo", "aa")]
+                     or call[2] in ("med", "amed", "pc", "pw", "pwg", "bx", "ba", "bo", "aa")]
 #: ... and first_value and last_value, over ``events`` (``items`` rows have no event time)
 COLUMNAR_TIMED = COLUMNAR_UPDATING + CALLS[TIMED:]
 

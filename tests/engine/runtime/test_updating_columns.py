@@ -755,3 +755,71 @@ def test_percentiles_of_decimals_in_columns_as_per_key(rows, count, parallelism,
                          folder / "columns.db", epochs, 0, parallelism, True, partials)
     for epoch, (expected, got) in enumerate(zip(per_key, in_columns, strict=True)):
         assert Counter(got) == Counter(expected), f"epoch {epoch}"
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.booleans(),
+                               st.integers(0, 100),
+                               st.one_of(st.none(), st.tuples(
+                                   st.sampled_from([-2.5, -0.0, 0.0, 1.0, 7.25, math.inf]),
+                                   st.sampled_from([1.0, 2.0, 3.0])))),
+                     min_size=1, max_size=40),
+       count=st.integers(1, 6), parallelism=st.integers(1, 3),
+       updating_input=st.booleans())
+def test_weighted_percentiles_in_columns_as_per_key(rows, count, parallelism, updating_input,
+                                                    tmp_path_factory
+                                                    ) -> None:  # type: ignore[no-untyped-def]
+    """The weighted percentile (approx_percentile_cont_with_weight) over updating and
+    append-only input: a multiset of ``[x, weight]`` pairs, as on the per-key path (a row
+    of a NULL pair carries no weight)."""
+    if updating_input:
+        held: Counter[Any] = Counter()  # a row withdrawn was added before, and is still held
+        kept = []
+        for key, withdrawn, ts, pair in rows:
+            same = (key, None if pair is None else (pair[0] + 0.0, pair[1]))
+            if withdrawn and not held[same]:
+                continue
+            held[same] += -1 if withdrawn else 1
+            kept.append((key, withdrawn, ts, pair))
+        rows = [*kept, ("z", False, 1, (1.0, 1.0)), ("z", True, 1, (1.0, 1.0))]
+    else:
+        rows = [(key, False, ts, pair) for key, _, ts, pair in rows]
+    signed = pa.list_(pa.struct([pa.field("v", pa.list_(pa.float64())),
+                                 pa.field("s", pa.int32())]))
+
+    def partials(part: list[Row], updating_input: bool) -> pa.Table:
+        columns: dict[str, list[Any]] = defaultdict(list)
+        for key, mine in _by_key(part).items():
+            signs, row_key = _key_columns(columns, key, mine)
+            entries = [{"v": None if pair is None else list(pair), "s": s}
+                       for s, (_, _, _, pair) in zip(signs, mine, strict=True)]
+            columns["p1_0"].append(entries)
+            columns["p2_0"].append(entries)
+            columns["__kg"].append(sum(row_key.encode()) % GROUPS)
+        types = {"__key": pa.string(), "k0": pa.string(), "__seen": pa.timestamp("us", tz="UTC"),
+                 "p1_0": signed, "p2_0": signed, "__kg": pa.int32()}
+        names = ["__key", "k0", "__count", "__rows", "__seen", "p0_0", "p1_0", "p2_0", "__kg"]
+        return pa.table({n: pa.array(columns[n], types.get(n, pa.int64())) for n in names})
+
+    aggregates = (AggregateCall("count_star", None, "n"),
+                  AggregateCall("percentile_cont_weighted", "a0", "p30", 0.3),
+                  AggregateCall("percentile_cont_weighted", "a0", "p50"))
+    spec = UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
+                             aggregates=aggregates, updating_input=updating_input,
+                             output_view="v", ttl_us=10_000 * SECOND)
+    partial_schema = partials([], updating_input).schema
+    assert columnar(spec, partial_schema)
+    operator_ = UpdatingAggregateOperator(spec, GROUPS)
+    schema = operator_.output_schema(partial_schema)
+    epochs = _epochs(rows, count, step_s=2)
+    folder = tmp_path_factory.mktemp("weighted")
+    per_key, keys_held = _run(_UpdatingRange(operator_, partial_schema), folder / "keys.db",
+                              epochs, 0, parallelism, updating_input, partials)
+    in_columns, columns_held = _run(UpdatingColumnsRange(spec, partial_schema, schema),
+                                    folder / "columns.db", epochs, 0, parallelism,
+                                    updating_input, partials)
+    for epoch, (expected, got) in enumerate(zip(per_key, in_columns, strict=True)):
+        assert Counter(map(_same_floats, got)) == Counter(map(_same_floats, expected)), \
+            f"epoch {epoch}"
+    assert columns_held == keys_held
