@@ -907,19 +907,10 @@ def _taken(values: pa.Array, rows: np.ndarray, picked: np.ndarray, size: int) ->
 
 
 @dataclass(frozen=True)
-class _ListBag:
+class _ListBag(_ValueBag):
     """array_agg's values over every key row, flat: each value as it is (NULL too) with
     its key row and positive net count, sorted by key row and then in the order the key
     first held each value, the order array_agg lists them in (as the per-key multiset)."""
-
-    rows: np.ndarray
-    values: pa.Array
-    counts: np.ndarray
-
-    @classmethod
-    def read(cls, column: pa.ChunkedArray) -> _ListBag:
-        """From the state's list column (one multiset per key row)."""
-        return cls(*_stored_entries(column))
 
     def merge(self, at: np.ndarray, partial: pa.ChunkedArray) -> _ListBag:
         """With each partial row's signed values (``list<struct<v, s>>``, NULLs too) added
@@ -958,10 +949,6 @@ class _ListBag:
         repeated = np.repeat(np.arange(len(self.rows)), self.counts)
         return pa.ListArray.from_arrays(pa.array(offsets), self.values.take(pa.array(repeated)),
                                         mask=pa.array(missing | (lengths == 0)))
-
-    def column(self, size: int) -> pa.Array:
-        """As the state's list column over ``size`` key rows."""
-        return _entries_column(self.rows, self.values, self.counts, size)
 
 
 @dataclass(frozen=True)

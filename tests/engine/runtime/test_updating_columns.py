@@ -330,6 +330,50 @@ def _float_partials(rows: list[Row], updating_input: bool = True,
     return pa.table({n: pa.array(columns[n], types.get(n, pa.int64())) for n in names})
 
 
+def _per_key_and_in_columns(aggregates: tuple[AggregateCall, ...],
+                            partials: Callable[[list[Row], bool], pa.Table], rows: list[Row],
+                            count: int, parallelism: int, folder: Path,
+                            updating_input: bool = True, interval_ms: int = 0
+                            ) -> list[list[tuple[Any, ...]]]:
+    """``rows`` in ``count`` epochs through the per-key and the columnar operator (which
+    must take ``aggregates``): every epoch both emit the same changes, and both hold
+    the same keys at the end.  Returns the columnar operator's changes."""
+    spec = UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
+                             aggregates=aggregates, updating_input=updating_input,
+                             output_view="v", ttl_us=10_000 * SECOND)
+    partial_schema = partials([], updating_input).schema
+    assert columnar(spec, partial_schema)
+    operator_ = UpdatingAggregateOperator(spec, GROUPS)
+    schema = operator_.output_schema(partial_schema)
+    epochs = _epochs(rows, count, step_s=2)
+    per_key, keys_held = _run(_UpdatingRange(operator_, partial_schema), folder / "keys.db",
+                              epochs, interval_ms, parallelism, updating_input, partials)
+    in_columns, columns_held = _run(UpdatingColumnsRange(spec, partial_schema, schema),
+                                    folder / "columns.db", epochs, interval_ms, parallelism,
+                                    updating_input, partials)
+    for epoch, (expected, got) in enumerate(zip(per_key, in_columns, strict=True)):
+        assert Counter(map(_comparable, got)) == Counter(map(_comparable, expected)), \
+            f"epoch {epoch}"
+    assert columns_held == keys_held
+    return in_columns
+
+
+def _updating(rows: list[Row], sample: Any,
+              same: Callable[[Row], Any] = lambda row: (row[0], hashable(row[3]))
+              ) -> list[Row]:
+    """``rows`` as an updating stream gives them: a withdrawn row only while a row the same
+    (as ``same`` tells) is held; then a key ``z`` adds and withdraws ``sample``, so that
+    the input is updating."""
+    held: Counter[Any] = Counter()
+    kept = []
+    for row in rows:
+        if row[1] and not held[same(row)]:
+            continue
+        held[same(row)] += -1 if row[1] else 1
+        kept.append(row)
+    return [*kept, ("z", False, 1, sample), ("z", True, 1, sample)]
+
+
 def _same_floats(row: tuple[Any, ...]) -> tuple[Any, ...]:
     """A row with NaN as one comparable value (NaN equals nothing in Python)."""
     return tuple("NaN" if isinstance(v, float) and math.isnan(v) else v for v in row)
@@ -348,32 +392,9 @@ def test_floats_in_multisets_order_and_count_as_spark_does(rows, count, parallel
                                                             ) -> None:  # type: ignore[no-untyped-def]
     """NaN is the greatest value and one value however many NaNs there are; -0.0 is 0.0:
     min, max and count(DISTINCT) of a DOUBLE over updating input, in columns and per key."""
-    # A row withdrawn was added before (as in an updating stream), and not yet withdrawn.
-    held: Counter[Any] = Counter()
-    kept = []
-    for key, withdrawn, ts, value in rows:
-        same = (key, "NaN" if value is not None and math.isnan(value) else value)
-        if withdrawn and not held[same]:
-            continue
-        held[same] += -1 if withdrawn else 1
-        kept.append((key, withdrawn, ts, value))
-    rows = [*kept, ("z", False, 1, 1.5), ("z", True, 1, 1.5)]  # the input is updating
-    spec = UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
-                             aggregates=FLOAT_AGGREGATES, updating_input=True,
-                             output_view="v", ttl_us=10_000 * SECOND)
-    partial_schema = _float_partials([]).schema
-    assert columnar(spec, partial_schema)
-    operator = UpdatingAggregateOperator(spec, GROUPS)
-    schema = operator.output_schema(partial_schema)
-    epochs = _epochs(rows, count, step_s=2)
-    folder = tmp_path_factory.mktemp("floats")
-    per_key, _ = _run(_UpdatingRange(operator, partial_schema), folder / "keys.db", epochs, 0,
-                      parallelism, True, _float_partials)
-    in_columns, _ = _run(UpdatingColumnsRange(spec, partial_schema, schema),
-                         folder / "columns.db", epochs, 0, parallelism, True, _float_partials)
-    for epoch, (expected, got) in enumerate(zip(per_key, in_columns, strict=True)):
-        assert Counter(map(_same_floats, got)) == Counter(map(_same_floats, expected)), \
-            f"epoch {epoch}"
+    rows = _updating(rows, 1.5)
+    in_columns = _per_key_and_in_columns(FLOAT_AGGREGATES, _float_partials, rows, count,
+                                         parallelism, tmp_path_factory.mktemp("floats"))
     # What Spark answers, over the rows every epoch added minus those it withdrew.
     net: dict[Any, Counter[Any]] = defaultdict(Counter)
     for key, withdrawn, _, value in rows:
@@ -499,34 +520,14 @@ def test_text_bytes_and_decimals_in_multisets_as_per_key(kind, data, count, para
                                         st.integers(0, 100),
                                         st.one_of(st.none(), st.sampled_from(samples))),
                               min_size=1, max_size=40))
-    held: Counter[Any] = Counter()  # a row withdrawn was added before, and is still held
-    kept = []
-    for key, withdrawn, ts, value in rows:
-        if withdrawn and not held[(key, value)]:
-            continue
-        held[(key, value)] += -1 if withdrawn else 1
-        kept.append((key, withdrawn, ts, value))
-    rows = [*kept, ("z", False, 1, samples[0]), ("z", True, 1, samples[0])]
+    rows = _updating(rows, samples[0])
     signed = pa.list_(pa.struct([pa.field("v", value_type), pa.field("s", pa.int32())]))
 
     def partials(part: list[Row], updating_input: bool) -> pa.Table:
         return _float_partials(part, updating_input, signed)
 
-    spec = UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
-                             aggregates=FLOAT_AGGREGATES, updating_input=True,
-                             output_view="v", ttl_us=10_000 * SECOND)
-    partial_schema = partials([], True).schema
-    assert columnar(spec, partial_schema)
-    operator_ = UpdatingAggregateOperator(spec, GROUPS)
-    schema = operator_.output_schema(partial_schema)
-    epochs = _epochs(rows, count, step_s=2)
-    folder = tmp_path_factory.mktemp(kind)
-    per_key, _ = _run(_UpdatingRange(operator_, partial_schema), folder / "keys.db", epochs, 0,
-                      parallelism, True, partials)
-    in_columns, _ = _run(UpdatingColumnsRange(spec, partial_schema, schema),
-                         folder / "columns.db", epochs, 0, parallelism, True, partials)
-    for epoch, (expected, got) in enumerate(zip(per_key, in_columns, strict=True)):
-        assert Counter(got) == Counter(expected), f"epoch {epoch}"
+    _per_key_and_in_columns(FLOAT_AGGREGATES, partials, rows, count, parallelism,
+                            tmp_path_factory.mktemp(kind))
 
 
 #: first_value and last_value: each key's earliest and latest (event time, value) pair.
@@ -589,37 +590,13 @@ def test_first_and_last_values_in_columns_as_per_key(kind, data, count, parallel
                                         st.integers(0, 6),
                                         st.one_of(st.none(), st.sampled_from(samples))),
                               min_size=1, max_size=40))
-    if updating_input:  # a row withdrawn was added before, and is still held
-        held: Counter[Any] = Counter()
-        kept = []
-        for key, withdrawn, ts, value in rows:
-            same = (key, ts, hashable(value))
-            if withdrawn and not held[same]:
-                continue
-            held[same] += -1 if withdrawn else 1
-            kept.append((key, withdrawn, ts, value))
-        rows = [*kept, ("z", False, 1, samples[0]), ("z", True, 1, samples[0])]
+    if updating_input:  # a pair is its time and value
+        rows = _updating(rows, samples[0], lambda row: (row[0], row[2], hashable(row[3])))
     else:
         rows = [(key, False, ts, value) for key, _, ts, value in rows]
     partials = _timed_partials(value_type)
-    spec = UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
-                             aggregates=TIMED, updating_input=updating_input,
-                             output_view="v", ttl_us=10_000 * SECOND)
-    partial_schema = partials([], updating_input).schema
-    assert columnar(spec, partial_schema)
-    operator_ = UpdatingAggregateOperator(spec, GROUPS)
-    schema = operator_.output_schema(partial_schema)
-    epochs = _epochs(rows, count, step_s=2)
-    folder = tmp_path_factory.mktemp(kind)
-    per_key, keys_held = _run(_UpdatingRange(operator_, partial_schema), folder / "keys.db",
-                              epochs, 0, parallelism, updating_input, partials)
-    in_columns, columns_held = _run(UpdatingColumnsRange(spec, partial_schema, schema),
-                                    folder / "columns.db", epochs, 0, parallelism,
-                                    updating_input, partials)
-    for epoch, (expected, got) in enumerate(zip(per_key, in_columns, strict=True)):
-        assert Counter(map(_same_floats, got)) == Counter(map(_same_floats, expected)), \
-            f"epoch {epoch}"
-    assert columns_held == keys_held
+    in_columns = _per_key_and_in_columns(TIMED, partials, rows, count, parallelism,
+                                         tmp_path_factory.mktemp(kind), updating_input)
     if not updating_input:  # what Spark answers: the earliest and the latest row's value
         final = {row[-2]: row for changes in in_columns for row in changes if not row[-3]}
         for key, mine in _by_key(rows).items():
@@ -673,39 +650,15 @@ def test_array_agg_in_columns_as_per_key(kind, data, count, parallelism, updatin
                                         st.integers(0, 100),
                                         st.one_of(st.none(), st.sampled_from(samples))),
                               min_size=1, max_size=40))
-    if updating_input:  # a row withdrawn was added before, and is still held
-        held: Counter[Any] = Counter()
-        kept = []
-        for key, withdrawn, ts, value in rows:
-            same = (key, hashable(value))
-            if withdrawn and not held[same]:
-                continue
-            held[same] += -1 if withdrawn else 1
-            kept.append((key, withdrawn, ts, value))
-        rows = [*kept, ("z", False, 1, samples[0]), ("z", True, 1, samples[0])]
+    if updating_input:
+        rows = _updating(rows, samples[0])
     else:
         rows = [(key, False, ts, value) for key, _, ts, value in rows]
     partials = _listed_partials(value_type)
-    spec = UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
-                             aggregates=(AggregateCall("count_star", None, "n"),
-                                         AggregateCall("array_agg", "a0", "values")),
-                             updating_input=updating_input, output_view="v",
-                             ttl_us=10_000 * SECOND)
-    partial_schema = partials([], updating_input).schema
-    assert columnar(spec, partial_schema)
-    operator_ = UpdatingAggregateOperator(spec, GROUPS)
-    schema = operator_.output_schema(partial_schema)
-    epochs = _epochs(rows, count, step_s=2)
-    folder = tmp_path_factory.mktemp(kind)
-    per_key, keys_held = _run(_UpdatingRange(operator_, partial_schema), folder / "keys.db",
-                              epochs, interval_s * 1000, parallelism, updating_input, partials)
-    in_columns, columns_held = _run(UpdatingColumnsRange(spec, partial_schema, schema),
-                                    folder / "columns.db", epochs, interval_s * 1000,
-                                    parallelism, updating_input, partials)
-    for epoch, (expected, got) in enumerate(zip(per_key, in_columns, strict=True)):
-        assert Counter(map(_comparable, got)) == Counter(map(_comparable, expected)), \
-            f"epoch {epoch}"
-    assert columns_held == keys_held
+    _per_key_and_in_columns((AggregateCall("count_star", None, "n"),
+                             AggregateCall("array_agg", "a0", "values")), partials, rows,
+                            count, parallelism, tmp_path_factory.mktemp(kind), updating_input,
+                            interval_s * 1000)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -723,15 +676,7 @@ def test_percentiles_of_decimals_in_columns_as_per_key(rows, count, parallelism,
                                                        ) -> None:  # type: ignore[no-untyped-def]
     """median and percentile_cont of a DECIMAL over updating input: each value as the double
     nearest it, as on the per-key path."""
-    held: Counter[Any] = Counter()  # a row withdrawn was added before, and is still held
-    kept = []
-    for key, withdrawn, ts, value in rows:
-        if withdrawn and not held[(key, value)]:
-            continue
-        held[(key, value)] += -1 if withdrawn else 1
-        kept.append((key, withdrawn, ts, value))
-    rows = [*kept, ("z", False, 1, Decimal("1.0000000000")),
-            ("z", True, 1, Decimal("1.0000000000"))]
+    rows = _updating(rows, Decimal("1.0000000000"))
     signed = pa.list_(pa.struct([pa.field("v", pa.decimal128(20, 10)),
                                  pa.field("s", pa.int32())]))
 
@@ -740,21 +685,8 @@ def test_percentiles_of_decimals_in_columns_as_per_key(rows, count, parallelism,
 
     aggregates = (AggregateCall("count_star", None, "n"), *PERCENTILES,
                   AggregateCall("median", "a0", "again"))
-    spec = UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
-                             aggregates=aggregates, updating_input=True, output_view="v",
-                             ttl_us=10_000 * SECOND)
-    partial_schema = partials([], True).schema
-    assert columnar(spec, partial_schema)
-    operator_ = UpdatingAggregateOperator(spec, GROUPS)
-    schema = operator_.output_schema(partial_schema)
-    epochs = _epochs(rows, count, step_s=2)
-    folder = tmp_path_factory.mktemp("decimal_percentiles")
-    per_key, _ = _run(_UpdatingRange(operator_, partial_schema), folder / "keys.db", epochs, 0,
-                      parallelism, True, partials)
-    in_columns, _ = _run(UpdatingColumnsRange(spec, partial_schema, schema),
-                         folder / "columns.db", epochs, 0, parallelism, True, partials)
-    for epoch, (expected, got) in enumerate(zip(per_key, in_columns, strict=True)):
-        assert Counter(got) == Counter(expected), f"epoch {epoch}"
+    _per_key_and_in_columns(aggregates, partials, rows, count, parallelism,
+                            tmp_path_factory.mktemp("decimal_percentiles"))
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -774,15 +706,8 @@ def test_weighted_percentiles_in_columns_as_per_key(rows, count, parallelism, up
     append-only input: a multiset of ``[x, weight]`` pairs, as on the per-key path (a row
     of a NULL pair carries no weight)."""
     if updating_input:
-        held: Counter[Any] = Counter()  # a row withdrawn was added before, and is still held
-        kept = []
-        for key, withdrawn, ts, pair in rows:
-            same = (key, None if pair is None else (pair[0] + 0.0, pair[1]))
-            if withdrawn and not held[same]:
-                continue
-            held[same] += -1 if withdrawn else 1
-            kept.append((key, withdrawn, ts, pair))
-        rows = [*kept, ("z", False, 1, (1.0, 1.0)), ("z", True, 1, (1.0, 1.0))]
+        rows = _updating(rows, (1.0, 1.0), lambda row: (row[0], hashable(
+            None if row[3] is None else list(row[3]))))
     else:
         rows = [(key, False, ts, pair) for key, _, ts, pair in rows]
     signed = pa.list_(pa.struct([pa.field("v", pa.list_(pa.float64())),
@@ -805,21 +730,5 @@ def test_weighted_percentiles_in_columns_as_per_key(rows, count, parallelism, up
     aggregates = (AggregateCall("count_star", None, "n"),
                   AggregateCall("percentile_cont_weighted", "a0", "p30", 0.3),
                   AggregateCall("percentile_cont_weighted", "a0", "p50"))
-    spec = UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
-                             aggregates=aggregates, updating_input=updating_input,
-                             output_view="v", ttl_us=10_000 * SECOND)
-    partial_schema = partials([], updating_input).schema
-    assert columnar(spec, partial_schema)
-    operator_ = UpdatingAggregateOperator(spec, GROUPS)
-    schema = operator_.output_schema(partial_schema)
-    epochs = _epochs(rows, count, step_s=2)
-    folder = tmp_path_factory.mktemp("weighted")
-    per_key, keys_held = _run(_UpdatingRange(operator_, partial_schema), folder / "keys.db",
-                              epochs, 0, parallelism, updating_input, partials)
-    in_columns, columns_held = _run(UpdatingColumnsRange(spec, partial_schema, schema),
-                                    folder / "columns.db", epochs, 0, parallelism,
-                                    updating_input, partials)
-    for epoch, (expected, got) in enumerate(zip(per_key, in_columns, strict=True)):
-        assert Counter(map(_same_floats, got)) == Counter(map(_same_floats, expected)), \
-            f"epoch {epoch}"
-    assert columns_held == keys_held
+    _per_key_and_in_columns(aggregates, partials, rows, count, parallelism,
+                            tmp_path_factory.mktemp("weighted"), updating_input)
