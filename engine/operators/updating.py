@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spate.engine.operators.aggregates import Accumulator
+from spate.engine.operators.aggregates.multiset import hashable
 
 #: A signed partial of one key and epoch: [net rows, partial of aggregate 0, ...]
 Partial = list[Any]
@@ -77,7 +78,8 @@ def flush(state: KeyState, accumulators: list[Accumulator]) -> tuple[Change, boo
     """The key's change since its last flush, and whether its state is still needed.
 
     A key with no rows left (or fewer than none: withdrawals of rows it never
-    saw, e.g. after its state expired) has no output and is forgotten.
+    saw, e.g. after its state expired) has no output and is forgotten. Results compare
+    as Spark compares values: a NaN that stayed NaN is no change.
     """
     current = None
     if state.rows > 0:
@@ -85,7 +87,7 @@ def flush(state: KeyState, accumulators: list[Accumulator]) -> tuple[Change, boo
                                                     strict=True)]
     previous = state.emitted
     change = Change(None, None)
-    if current != previous:
+    if hashable(current) != hashable(previous):
         change = Change(previous, current)
     state.emitted = current
     return change, current is not None

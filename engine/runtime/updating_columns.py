@@ -575,11 +575,15 @@ class _Keys:
 
 def _differs(now: pa.Array, before: pa.Array) -> np.ndarray:
     """Per row, whether the values of two columns of one type differ: NULL equals NULL,
-    lists (array_agg's) compare element by element."""
+    NaN equals NaN (as Spark compares them), lists (array_agg's) compare element by
+    element."""
     null_now = now.is_null().to_numpy(zero_copy_only=False)
     differ: np.ndarray = null_now != before.is_null().to_numpy(zero_copy_only=False)
     if not pa.types.is_list(now.type):
-        differ |= pc.fill_null(pc.not_equal(now, before), False).to_numpy(zero_copy_only=False)
+        unequal = pc.not_equal(now, before)
+        if pa.types.is_floating(now.type):
+            unequal = pc.and_(unequal, pc.invert(pc.and_(pc.is_nan(now), pc.is_nan(before))))
+        differ |= pc.fill_null(unequal, False).to_numpy(zero_copy_only=False)
         return differ
     lengths = pc.fill_null(pc.list_value_length(now), 0).to_numpy()
     differ |= lengths != pc.fill_null(pc.list_value_length(before), 0).to_numpy()

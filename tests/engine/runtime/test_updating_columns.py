@@ -732,3 +732,14 @@ def test_weighted_percentiles_in_columns_as_per_key(rows, count, parallelism, up
                   AggregateCall("percentile_cont_weighted", "a0", "p50"))
     _per_key_and_in_columns(aggregates, partials, rows, count, parallelism,
                             tmp_path_factory.mktemp("weighted"), updating_input)
+
+
+def test_a_result_of_nan_that_did_not_change_is_not_emitted_again(tmp_path: Path) -> None:
+    """NaN is one value (as Spark has it): a key whose max stays NaN through an epoch that
+    adds and withdraws a row emits nothing, in columns and per key."""
+    rows: list[Row] = [("a", False, 0, math.nan), ("b", False, 0, 1.0),
+                       ("a", False, 1, 1.5), ("a", True, 1, 1.5)]
+    changes = _per_key_and_in_columns(FLOAT_AGGREGATES, _float_partials, rows, 2, 1, tmp_path)
+    assert [_same_floats(row[1:5]) for row in changes[0] if row[0] == "a"] \
+        == [(1, "NaN", "NaN", 1)]
+    assert changes[1] == []
