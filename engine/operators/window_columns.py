@@ -67,6 +67,9 @@ BITS = _columnar("bits")
 #: ... and array_agg, median and percentile_cont (also weighted), whose pane partials are
 #: the pane's values (a list of ``struct<v>``, NULLs kept; weighted: ``v`` is ``[x, w]``).
 BAGS = _columnar("bag")
+#: ... and an aggregate UDF's argument rows (``udaf_rows``), whose pane partials are the
+#: pane's rows (a list of structs), which a window joins in time order.
+UDAF_ROWS = _columnar("rows")
 #: Each bitwise aggregate's NumPy operation and its identity (what a NULL partial counts as).
 BITWISE: dict[str, tuple[np.ufunc, int]] = {
     "bit_and": (np.bitwise_and, -1), "bit_or": (np.bitwise_or, 0),
@@ -88,6 +91,8 @@ def supported(function: str, partial_type: pa.DataType) -> bool:
         return function == "array_agg" or bool(
             pa.types.is_integer(value) or pa.types.is_floating(value)
             or pa.types.is_decimal(value))
+    if function in UDAF_ROWS:  # lists of rows (structs of the UDF's arguments)
+        return bool(pa.types.is_list(partial_type) and pa.types.is_struct(partial_type.value_type))
     if function in DISTINCTS:  # sets of values
         return bool(pa.types.is_list(partial_type) and keyable(partial_type.value_type))
     if function in TIMED:  # (time, value) pairs

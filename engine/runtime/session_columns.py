@@ -56,6 +56,7 @@ from spate.engine.operators.window_columns import (
     EXTREMES,
     MOMENTS,
     TIMED,
+    UDAF_ROWS,
     FiredWindows,
     key_ids,
     supported,
@@ -91,12 +92,14 @@ _NEVER = 2**63 - 1
 
 def session_columnar(spec: WindowAggregate, partial_schema: pa.Schema) -> bool:
     """Whether the SESSION window ``spec`` runs here: plain keys, and aggregates this
-    module merges (decimals stay on the per-key path, which keeps them exact)."""
+    module merges (decimals stay on the per-key path, which keeps them exact, and so do
+    aggregate UDFs' rows, which the per-key path joins in the order sessions merge)."""
     if any(pa.types.is_nested(partial_schema.field(k).type) for k in spec.key_columns):
         return False
     for i, call in enumerate(spec.aggregates):
         kind = partial_schema.field(f"p{i}_0").type
-        if pa.types.is_decimal(kind) or not supported(call.function, kind):
+        if pa.types.is_decimal(kind) or call.function in UDAF_ROWS \
+                or not supported(call.function, kind):
             return False
     return True
 

@@ -4,7 +4,7 @@ The columnar counterpart of :mod:`spate.engine.runtime.window` for the
 aggregates :func:`spate.engine.operators.window_columns.supported` computes
 (count, sum, avg, min, max, the variances and the (y, x) aggregates, distinct
 counts, first and last values, bit_and, bit_or and bit_xor, array_agg, median and
-percentile_cont): one pass
+percentile_cont, and the argument rows of aggregate UDFs): one pass
 of Arrow and NumPy over the range's panes, with no Python statement per row,
 key or fired window.
 
@@ -51,6 +51,7 @@ from spate.engine.operators.window_columns import (
     MOMENTS,
     SUMS,
     TIMED,
+    UDAF_ROWS,
     FiredWindows,
     fired_windows,
     key_ids,
@@ -84,7 +85,7 @@ PANE = "__pane"
 ROWS = "__rows"
 _PANE_ID = "__pane_id"
 #: The aggregates whose pane partials combine other than by sum, min or max.
-_COMBINED = MOMENTS | DISTINCTS | TIMED | BITS | BAGS
+_COMBINED = MOMENTS | DISTINCTS | TIMED | BITS | BAGS | UDAF_ROWS
 
 
 def columnar(spec: WindowAggregate, partial_schema: pa.Schema) -> bool:
@@ -218,7 +219,7 @@ class WindowColumnsRange:
                     keys, slots, panes.column(f"p{i}_0"),
                     self.spec.window.width_us // slide, fired), kind))
                 continue
-            if call.function in BAGS:
+            if call.function in BAGS or call.function in UDAF_ROWS:
                 columns.append(bag_results(call.function, call.fraction,
                                            panes.column(f"p{i}_0"), fired, kind))
                 continue
@@ -333,7 +334,7 @@ def _combined(function: str, index: int, table: pa.Table, panes: np.ndarray,
         return [(name, picked_pairs(table.column(name), firsts, function == "last_value"))]
     if function in BITS:
         return merged_bits(function, index, table, firsts)
-    if function in BAGS:
+    if function in BAGS or function in UDAF_ROWS:
         return [(name, joined_lists(table.column(name), firsts))]
     return []
 
@@ -358,10 +359,15 @@ def bag_results(function: str, fraction: float | None, lists: pa.ChunkedArray,
                 fired: FiredWindows, kind: pa.DataType) -> pa.Array:
     """array_agg, median or percentile_cont (``fraction``; also weighted) per fired window,
     over its panes' ``lists`` of ``struct<v>`` (NULL values kept; the percentiles skip
-    them)."""
+    them); or an aggregate UDF's rows (``udaf_rows``: ``lists`` of rows), its panes'
+    rows in time order."""
     flat = lists.combine_chunks()
     offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(_lengths(flat))])
     positions, bounds = window_positions(offsets, fired)
+    if function in UDAF_ROWS:
+        return pa.ListArray.from_arrays(pa.array(bounds, pa.int32()),
+                                        pc.list_flatten(flat).take(pa.array(positions))
+                                        ).cast(kind)
     values = pc.struct_field(pc.list_flatten(flat), "v")
     empty = pa.array(np.diff(bounds) == 0)
     if function == "array_agg":

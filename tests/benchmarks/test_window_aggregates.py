@@ -7,8 +7,9 @@ percentiles over TUMBLE and HOP windows: the operator alone, in columns against 
 item)`` (``distinct``, 100 items) or ``first_value(price), last_value(price),
 min(price), max(price)`` (``first_last``: a candle) or ``count(*), bit_and(flags),
 bit_or(flags), bit_xor(flags)`` (``bits``, 16 random flags) or ``count(*), median(ms),
-percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)`` (``percentiles``: latencies) ``GROUP BY k,
-HOP(1 s, width)``
+percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)`` (``percentiles``: latencies) or
+``count(*), udaf(ms)`` (``udaf_rows``: an aggregate UDF's argument rows, which a window
+hands to the UDF whole) ``GROUP BY k, HOP(1 s, width)``
 (width 1 s: TUMBLE): the same pane partials (per key and one-second pane, as Spark's native
 pre-aggregation gives them) through the columnar operator
 (:mod:`spate.engine.runtime.window_columns`) and the per-key one
@@ -58,6 +59,8 @@ CASES = {
     "percentiles": (AggregateCall("count_star", None, "n"),
                     AggregateCall("median", "a0", "p50"),
                     AggregateCall("percentile_cont", "a0", "p99", 0.99)),
+    "udaf_rows": (AggregateCall("count_star", None, "n"),
+                  AggregateCall("udaf_rows", "a0", "rows")),
 }
 #: Each bitwise aggregate's pane partial, as Spark's own ``bit_*`` gives it.
 BITWISE = (np.bitwise_and, np.bitwise_or, np.bitwise_xor)
@@ -110,9 +113,10 @@ def _bits_partials(rng: np.random.Generator, epoch: int, events: int, keys: int)
 
 
 def _percentile_partials(rng: np.random.Generator, epoch: int, events: int,
-                         keys: int) -> pa.Table:
+                         keys: int, field: str = "v") -> pa.Table:
     """An epoch's pane partials: ``count(*)``, and for each percentile the pane's values
-    (sorted, as ``struct<v>``), per key and one-second pane, over log-normal latencies."""
+    (sorted, as ``struct<v>``; an aggregate UDF's rows: ``struct<a0>``), per key and
+    one-second pane, over log-normal latencies."""
     k = rng.integers(0, keys, events)
     pane = (epoch * EPOCH_S + rng.integers(0, EPOCH_S, events)) * SECOND
     ms = np.round(rng.lognormal(3.0, 1.0, events), 1)
@@ -121,7 +125,7 @@ def _percentile_partials(rng: np.random.Generator, epoch: int, events: int,
     firsts = np.flatnonzero(np.diff(k * (2**40) + pane, prepend=-1))
     counts = np.diff(np.append(firsts, events)).astype(np.int64)
     offsets = pa.array(np.append(firsts, events).astype(np.int32))
-    values = pa.StructArray.from_arrays([pa.array(ms)], names=["v"])
+    values = pa.StructArray.from_arrays([pa.array(ms)], names=[field])
     bags = pa.ListArray.from_arrays(offsets, values)
     return pa.table({
         "k": pa.array(k[firsts]), "__pane": pa.array(pane[firsts]),
@@ -205,7 +209,9 @@ def test_the_operator_alone_columns_against_per_key(case: str, keys: int, events
     rng = np.random.default_rng(7)
     partials = {"moments": _moment_partials, "distinct": _distinct_partials,
                 "first_last": _first_last_partials, "bits": _bits_partials,
-                "percentiles": _percentile_partials}[case]
+                "percentiles": _percentile_partials,
+                "udaf_rows": lambda *a: _percentile_partials(*a, field="a0").drop(["p2_0"]),
+                }[case]
     epochs = [partials(rng, number, events, keys) for number in range(EPOCHS)]
     schema = output_schema(spec, epochs[0].schema)
     columns = operator_seconds(WindowColumnsRange(spec, schema), epochs, GROUPS, _epoch)

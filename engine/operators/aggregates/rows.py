@@ -40,6 +40,8 @@ class Rows(Aggregate):
 class RowsFunction(AggregateFunction):
     """``udaf_rows``: a pane's argument rows."""
 
+    columnar = "rows"  # TUMBLE and HOP windows: each window's panes' rows, joined in time order
+
     def pane_sql(self) -> list[str]:
         # sorted so that a replay collects them alike
         return ["array_sort(collect_list({a}))"]

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from spate.engine.planner.plan import WINDOW_COLUMN, WindowAggregate, WindowSpec
 from spate.engine.runtime.output import output_schema
 from spate.engine.runtime.session_columns import SessionColumnsRange, session_columnar
-from spate.engine.runtime.tasks import RangeWork, TaskEpoch, TaskStats
-from spate.engine.runtime.watermarks import END_OF_TIME, NO_WATERMARK
+from spate.engine.runtime.tasks import RangeWork
+from spate.engine.runtime.watermarks import END_OF_TIME
 from spate.engine.runtime.window import _WindowRange
-from spate.statestore import open_store, split_key_groups
+from tests.engine.runtime.ranges import entries_left, through_ranges
 from tests.engine.runtime.test_window_columns import (
     GROUPS,
     WINDOW_AGGREGATES,
@@ -59,33 +59,17 @@ def _run(work_of: Any, rows_by_epoch: list[list[Row]], watermarks: list[int], ga
     work: RangeWork = work_of(spec, output_schema(spec, _partials([]).schema))
     fired: list[tuple[Any, ...]] = []
     late = 0
-    with open_store(f"sqlite:///{path}") as store:
-        state = store.pipeline("t", "p")
-        ranges = split_key_groups(GROUPS, parallelism)
-        before = NO_WATERMARK
-        for epoch, (rows, after) in enumerate(zip(rows_by_epoch, watermarks, strict=True)):
-            state.begin_epoch(epoch, ranges)
-            task_epoch = TaskEpoch(b"", "t", "p", "run", epoch, epoch - 1 if epoch else None,
-                                   tuple((r.start, r.stop) for r in ranges), before, after)
-            partials = _partials(rows)
-            for key_groups in ranges:  # each range as its own task would
-                mine = [g in key_groups for g in partials.column("__kg").to_pylist()]
-                stats = TaskStats()
-                writer = state.writer(epoch, key_groups)
-                table = work(partials.filter(pa.array(mine, pa.bool_())), state, writer,
-                             task_epoch, stats)
-                writer.commit()
-                late += stats.rows_late
-                for row in table.to_pylist():
-                    window = row[WINDOW_COLUMN]
-                    fired.append((row["pk"], _micros(window["start"]), _micros(window["end"]),
-                                  *(_in_order(row[name]) if name == "aa" else row[name]
-                                    for name in NAMES)))
-            state.commit_epoch(epoch, {})
-            before = after
-        left = sum(1 for _ in state.scan(spec.operator_id, range(GROUPS)))
-        left += sum(1 for suffix in ("session_columns", "session_timers")
-                    for _ in state.scan(f"{spec.operator_id}/{suffix}", range(GROUPS)))
+    for table, stats in through_ranges(work, path, [_partials(rows) for rows in rows_by_epoch],
+                                       watermarks, GROUPS, parallelism):
+        late += stats.rows_late
+        for row in table.to_pylist():
+            window = row[WINDOW_COLUMN]
+            fired.append((row["pk"], _micros(window["start"]), _micros(window["end"]),
+                          *(_in_order(row[name]) if name == "aa" else row[name]
+                            for name in NAMES)))
+    left = entries_left(path, [spec.operator_id, *(f"{spec.operator_id}/{suffix}" for suffix
+                                                   in ("session_columns", "session_timers"))],
+                        GROUPS)
     return fired, late, left
 
 

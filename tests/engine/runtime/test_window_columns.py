@@ -12,6 +12,7 @@ import statistics
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from functools import reduce
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 from spate.engine.operators.window_columns import fired_windows, key_ids
 from spate.engine.planner.plan import WINDOW_COLUMN, AggregateCall, WindowAggregate, WindowSpec
 from spate.engine.runtime.output import output_schema
+from spate.engine.runtime.session_columns import session_columnar
 from spate.engine.runtime.tasks import TaskEpoch, TaskStats
 from spate.engine.runtime.watermarks import END_OF_TIME, NO_WATERMARK
 from spate.engine.runtime.window_columns import (
@@ -32,6 +34,7 @@ from spate.engine.runtime.window_columns import (
     columnar,
 )
 from spate.statestore import StateCache, open_store, split_key_groups
+from tests.engine.runtime.ranges import entries_left, through_ranges
 
 GROUPS = 8
 Row = tuple[Any, int, Any]  # key (None: NULL), event time, value (None: NULL)
@@ -222,37 +225,20 @@ def _run(rows_by_epoch: list[list[Row]], watermarks: list[int], slide: int, widt
     work = WindowColumnsRange(spec, schema)
     fired: list[tuple[Any, ...]] = []
     late = 0
-    with open_store(f"sqlite:///{path}") as store:
-        state = store.pipeline("t", "p")
-        ranges = split_key_groups(GROUPS, parallelism)
-        before = NO_WATERMARK
-        for epoch, (rows, after) in enumerate(zip(rows_by_epoch, watermarks, strict=True)):
-            state.begin_epoch(epoch, ranges)
-            task_epoch = TaskEpoch(b"", "t", "p", "run", epoch, epoch - 1 if epoch else None,
-                                   tuple((r.start, r.stop) for r in ranges), before, after)
-            for key_groups in ranges:  # each range as its own task would
-                partials = _partials(rows, slide)
-                mine = [g in key_groups for g in partials.column("__kg").to_pylist()]
-                stats = TaskStats()
-                writer = state.writer(epoch, key_groups)
-                table = work(partials.filter(pa.array(mine, pa.bool_())), state, writer,
-                             task_epoch, stats)
-                writer.commit()
-                late += stats.rows_late
-                ends = [w["end"] for w in table.column(WINDOW_COLUMN).to_pylist()]
-                assert ends == sorted(ends), "windows out of time order"
-                for row in table.to_pylist():
-                    window = row[WINDOW_COLUMN]
-                    fired.append((row["k0"], _micros(window["start"]), _micros(window["end"]),
-                                  row["n"], row["c"], row["s"], row["mean"], row["lo"],
-                                  row["hi"], row["d"], row["fv"], row["lv"],
-                                  *(row[name] for name, _ in BITWISE),
-                                  row["med"], row["pc"], _in_order(row["aa"]), row["pw"],
-                                  row["spread"], row["r"]))
-            state.commit_epoch(epoch, {})
-            before = after
-        left = sum(1 for name in (work.panes_name, work.timers_name)
-                   for _ in state.scan(name, range(GROUPS)))
+    for table, stats in through_ranges(work, path, [_partials(r, slide) for r in rows_by_epoch],
+                                       watermarks, GROUPS, parallelism):
+        late += stats.rows_late
+        ends = [w["end"] for w in table.column(WINDOW_COLUMN).to_pylist()]
+        assert ends == sorted(ends), "windows out of time order"
+        for row in table.to_pylist():
+            window = row[WINDOW_COLUMN]
+            fired.append((row["k0"], _micros(window["start"]), _micros(window["end"]),
+                          row["n"], row["c"], row["s"], row["mean"], row["lo"],
+                          row["hi"], row["d"], row["fv"], row["lv"],
+                          *(row[name] for name, _ in BITWISE),
+                          row["med"], row["pc"], _in_order(row["aa"]), row["pw"],
+                          row["spread"], row["r"]))
+    left = entries_left(path, [work.panes_name, work.timers_name], GROUPS)
     return fired, late, left
 
 
@@ -500,3 +486,91 @@ def test_first_and_last_values_of_floats_order_a_tie_in_time_as_spark_orders_dou
         # windows of panes 0-1, 0-2, 1-3, 2-4, 3-5: (5, NaN) is the latest pair of two
         expected = [2.5, 2.5, 2.5, inf, -inf] if not latest else [nan, nan, -0.0, -0.0, None]
         assert repr(got) == repr(expected), latest
+
+
+#: An aggregate UDF's argument rows (``udaf_rows`` of ``STRUCT(value AS a0, time AS a1)``)
+#: beside a count.
+UDAF_ROWS = (AggregateCall("count_star", None, "n"), AggregateCall("udaf_rows", "a0", "rows"))
+UDAF_ROW = pa.struct([pa.field("a0", pa.int64()), pa.field("a1", pa.int64())])
+
+
+def _rows_partials(rows: list[Row], slide: int) -> pa.Table:
+    """Native Spark's pane partials of :data:`UDAF_ROWS`: each pane's rows, sorted."""
+    panes: dict[tuple[Any, int], list[dict[str, Any]]] = defaultdict(list)
+    for key, ts, value in rows:
+        panes[(key, ts - ts % slide)].append({"a0": value, "a1": ts})
+    items = list(panes.items())
+    return pa.table({
+        "k0": pa.array([k for (k, _), _ in items], pa.string()),
+        "__pane": pa.array([p for (_, p), _ in items], pa.int64()),
+        "__kg": pa.array([hash(k) % GROUPS for (k, _), _ in items], pa.int32()),
+        "__rows": pa.array([len(v) for _, v in items], pa.int64()),
+        "p0_0": pa.array([len(v) for _, v in items], pa.int64()),
+        "p1_0": pa.array([sorted(v, key=lambda r: (r["a0"] is not None, r["a0"] or 0, r["a1"]))
+                          for _, v in items], pa.list_(UDAF_ROW)),
+    })
+
+
+def _fire_rows(work: Any, chunks: list[list[Row]], watermarks: list[int], slide: int,
+               parallelism: int, path: Path) -> list[tuple[Any, int, int, list[Any]]]:
+    """Each epoch's :data:`UDAF_ROWS` partials through ``work``: (key, start, count, rows)
+    of every fired window."""
+    return [(row["k0"], _micros(row[WINDOW_COLUMN]["start"]), row["n"],
+             [(r["a0"], r["a1"]) for r in row["rows"]])
+            for table, _ in through_ranges(work, path,
+                                           [_rows_partials(rows, slide) for rows in chunks],
+                                           watermarks, GROUPS, parallelism)
+            for row in table.to_pylist()]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.integers(0, 200),
+                               st.one_of(st.none(), st.integers(-9, 9))),
+                     min_size=1, max_size=60),
+       slide=st.sampled_from([1, 3]), factor=st.sampled_from([1, 4, PANES_PER_CHUNK + 2]),
+       epochs=st.integers(1, 5), parallelism=st.integers(1, 3), ordered=st.booleans())
+def test_an_aggregate_udfs_rows_in_columns_as_per_key(rows, slide, factor, epochs, parallelism,
+                                                      ordered, tmp_path_factory
+                                                      ) -> None:  # type: ignore[no-untyped-def]
+    """A window's rows for an aggregate UDF: its panes' rows, panes in time order, a pane
+    filled over several epochs in the order they came. Over input in time order that
+    is the per-key path's order too; out of order, a pane filled after it entered the
+    per-key path's running window goes last there, so only the rows are compared."""
+    from spate.engine.runtime.window import _WindowRange
+
+    width = slide * factor
+    spec = WindowAggregate(operator_id="q0_window", input_sql="", key_columns=("k0",),
+                           window=WindowSpec("hop", width, slide), aggregates=UDAF_ROWS,
+                           output_view="v")
+    partial_schema = _rows_partials([], slide).schema
+    assert columnar(spec, partial_schema)
+    schema = output_schema(spec, partial_schema)
+    if ordered:
+        rows = sorted(rows, key=lambda r: r[1])
+    size = -(-len(rows) // epochs)
+    chunks = [rows[i:i + size] for i in range(0, len(rows), size)]
+    # the watermark 3 behind the latest time so far: out of order, some rows come late
+    watermarks = list(accumulate((max(r[1] for r in chunk) - 3 for chunk in chunks[:-1]),
+                                 max)) + [END_OF_TIME]
+    folder = tmp_path_factory.mktemp("udaf")
+    in_columns = _fire_rows(WindowColumnsRange(spec, schema), chunks, watermarks, slide,
+                            parallelism, folder / "columns.db")
+    per_key = _fire_rows(_WindowRange(spec, GROUPS, schema), chunks, watermarks, slide,
+                         parallelism, folder / "keys.db")
+    assert all(n == len(got) for _, _, n, got in in_columns)
+    for _, _, _, got in in_columns:  # panes in time order
+        panes = [ts - ts % slide for _, ts in got]
+        assert panes == sorted(panes)
+    if ordered:
+        assert sorted(in_columns, key=repr) == sorted(per_key, key=repr)
+    else:
+        assert sorted(((k, s, n, sorted(r, key=repr)) for k, s, n, r in in_columns), key=repr) \
+            == sorted(((k, s, n, sorted(r, key=repr)) for k, s, n, r in per_key), key=repr)
+
+
+def test_an_aggregate_udfs_rows_stay_per_key_in_sessions() -> None:
+    spec = WindowAggregate(operator_id="s", input_sql="", key_columns=("k0",),
+                           window=WindowSpec("session", 0, 0, 10), aggregates=UDAF_ROWS,
+                           output_view="v")
+    assert not session_columnar(spec, _rows_partials([], 1).schema)

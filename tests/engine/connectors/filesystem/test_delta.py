@@ -111,7 +111,7 @@ def test_each_task_writes_its_own_files_under_escaped_partition_folders(
     assert {add["partition.name"] for add in adds} == set(awkward)
     back = sorted(table.to_pyarrow_table().to_pylist(), key=lambda row: row["id"])
     assert [(r["id"], r["name"], r["at"], r["price"], r["ok"]) for r in back] == data
-    picked = table.to_pyarrow_table(partitions=[("name", "=", "a b:c/d%e")])
+    picked = table.to_pyarrow_table(filters=[("name", "=", "a b:c/d%e")])
     assert sorted(picked.column("id").to_pylist()) == list(range(0, 40, 4))
     assert (path / "name=a%20b%3Ac%2Fd%25e").is_dir()
 
