@@ -265,34 +265,43 @@ class UpdatingColumnsRange:
                 or function in TIMED or function in LISTED or function == WEIGHTED
                 or (self.spec.updating_input and function in EXTREMES))
 
+    def _bag_class(self, index: int) -> type[_Bag | _ValueBag | _PairBag | _WeightedBag]:
+        """Which multiset aggregate ``index`` keeps: values as numbers (:class:`_Bag`), or
+        text, bytes and decimals as they are (:class:`_ValueBag`), array_agg's lists,
+        first_value's and last_value's pairs, the weighted percentile's pairs."""
+        function = self.spec.aggregates[index].function
+        if function == WEIGHTED:
+            return _WeightedBag
+        if function in LISTED:
+            return _ListBag
+        if function in TIMED:
+            return _PairBag
+        value = _multiset_value_type(self.partial_schema.field(f"p{index}_0").type)
+        return _Bag if function in PERCENTILES or not _by_value(value) else _ValueBag
+
     def multiset_type(self, index: int) -> pa.DataType:
         """How aggregate ``index``'s multisets are stored: values as numbers (``v``
         int64), or text, bytes, decimals and first_value's and last_value's (event time,
         value) pairs as they are; each with its count ``c``."""
+        kind = self._bag_class(index)
+        if kind is _WeightedBag:
+            return _WEIGHTED
+        if kind is _Bag:
+            return _MULTISET
         partial = self.partial_schema.field(f"p{index}_0").type
         value = _multiset_value_type(partial)
-        function = self.spec.aggregates[index].function
-        if function in TIMED:
-            value = value if self.spec.updating_input else partial  # struct<t, v>
-        elif function == WEIGHTED:
-            return _WEIGHTED
-        elif function in PERCENTILES or (function not in LISTED and not _by_value(value)):
-            return _MULTISET
+        if kind is _PairBag and not self.spec.updating_input:
+            value = partial  # struct<t, v>
         return pa.list_(pa.struct([pa.field("v", value), pa.field("c", pa.int64())]))
 
     def read_bag(self, index: int, column: pa.ChunkedArray
-                 ) -> _Bag | _ValueBag | _PairBag | _ListBag | _WeightedBag:
+                 ) -> _Bag | _ValueBag | _PairBag | _WeightedBag:
         """Aggregate ``index``'s multisets of every key row, from the state's column."""
-        function = self.spec.aggregates[index].function
-        if function == WEIGHTED:
-            return _WeightedBag.read(column)
-        if function in LISTED:
-            return _ListBag.read(column)
-        if function in TIMED:
-            return _PairBag.read(column, function == "last_value", self.spec.updating_input)
-        if self.multiset_type(index) != _MULTISET:
-            return _ValueBag.read(column)
-        return _Bag.read(column)
+        kind = self._bag_class(index)
+        if issubclass(kind, _PairBag):
+            return kind.read(column, self.spec.aggregates[index].function == "last_value",
+                             self.spec.updating_input)
+        return kind.read(column)
 
     def state_schema(self) -> pa.Schema:
         fields = [pa.field(_KEY, pa.string()), pa.field(_KG, pa.int32())]
@@ -694,13 +703,14 @@ def _signed_entries(at: np.ndarray, partial: pa.ChunkedArray
             signs[present].astype(np.int64))
 
 
-def _entries_column(rows: np.ndarray, values: pa.Array, counts: np.ndarray, size: int
+def _entries_column(rows: np.ndarray, counts: np.ndarray, size: int, **fields: pa.Array
                     ) -> pa.Array:
     """Entries sorted by key row, as a multiset column over ``size`` key rows: per row,
-    the list of its entries' ``{v, c}``."""
+    the list of its entries' ``fields`` (``v``, and the weighted percentile's ``w``)
+    and count ``c``."""
     offsets = np.r_[0, np.cumsum(np.bincount(rows, minlength=size))].astype(np.int32)
-    entries = pa.StructArray.from_arrays([values, pa.array(counts, pa.int64())],
-                                         names=["v", "c"])
+    entries = pa.StructArray.from_arrays([*fields.values(), pa.array(counts, pa.int64())],
+                                         names=[*fields, "c"])
     return pa.ListArray.from_arrays(pa.array(offsets), entries)
 
 
@@ -772,7 +782,7 @@ class _Bag:
 
     def column(self, size: int) -> pa.Array:
         """As the state's list column over ``size`` key rows."""
-        return _entries_column(self.rows, pa.array(self.values, pa.int64()), self.counts, size)
+        return _entries_column(self.rows, self.counts, size, v=pa.array(self.values, pa.int64()))
 
 
 @dataclass(frozen=True)
@@ -814,7 +824,7 @@ class _ValueBag:
 
     def column(self, size: int) -> pa.Array:
         """As the state's list column over ``size`` key rows."""
-        return _entries_column(self.rows, self.values, self.counts, size)
+        return _entries_column(self.rows, self.counts, size, v=self.values)
 
 
 @dataclass(frozen=True)
@@ -890,7 +900,7 @@ class _PairBag:
 
     def column(self, size: int) -> pa.Array:
         """As the state's list column over ``size`` key rows."""
-        return _entries_column(self.rows, self.pairs, self.counts, size)
+        return _entries_column(self.rows, self.counts, size, v=self.pairs)
 
 
 def _picked(rows: np.ndarray, last: bool) -> np.ndarray:
@@ -1009,8 +1019,6 @@ class _WeightedBag:
 
     def column(self, size: int) -> pa.Array:
         """As the state's list column over ``size`` key rows."""
-        offsets = np.r_[0, np.cumsum(np.bincount(self.rows, minlength=size))].astype(np.int32)
-        entries = pa.StructArray.from_arrays(
-            [pa.array(self.values), pa.array(self.weights), pa.array(self.counts)],
-            names=["v", "w", "c"])
-        return pa.ListArray.from_arrays(pa.array(offsets), entries, type=_WEIGHTED)
+        return _entries_column(self.rows, self.counts, size,
+                               v=pa.array(self.values, pa.int64()),
+                               w=pa.array(self.weights, pa.int64()))
