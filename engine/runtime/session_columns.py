@@ -4,9 +4,9 @@ The columnar counterpart of the per-key sessions of :mod:`spate.engine.runtime.w
 for the aggregates :func:`session_columnar` accepts (count, sum and avg of
 integers and floats; min and max of those, times, dates and booleans; the
 variances and the (y, x) aggregates; distinct counts; first and last values;
-bit_and, bit_or and bit_xor; array_agg, median and percentile_cont): one
-pass of Arrow and NumPy over the range's open sessions and new partials, with
-no Python statement per row, key or session.
+bit_and, bit_or and bit_xor; array_agg, median and percentile_cont; an aggregate
+UDF's rows): one pass of Arrow and NumPy over the range's open sessions and new
+partials, with no Python statement per row, key or session.
 
 Native Spark pre-aggregates the rows per key and exact event time ``t``; each
 such partial is a one-row session ``[t, t + gap)``.  Per epoch:
@@ -92,14 +92,12 @@ _NEVER = 2**63 - 1
 
 def session_columnar(spec: WindowAggregate, partial_schema: pa.Schema) -> bool:
     """Whether the SESSION window ``spec`` runs here: plain keys, and aggregates this
-    module merges (decimals stay on the per-key path, which keeps them exact, and so do
-    aggregate UDFs' rows, which the per-key path joins in the order sessions merge)."""
+    module merges (decimals stay on the per-key path, which keeps them exact)."""
     if any(pa.types.is_nested(partial_schema.field(k).type) for k in spec.key_columns):
         return False
     for i, call in enumerate(spec.aggregates):
         kind = partial_schema.field(f"p{i}_0").type
-        if pa.types.is_decimal(kind) or call.function in UDAF_ROWS \
-                or not supported(call.function, kind):
+        if pa.types.is_decimal(kind) or not supported(call.function, kind):
             return False
     return True
 
@@ -237,7 +235,7 @@ class SessionColumnsRange:
             if function in DISTINCTS:
                 columns[name] = united_sets(intervals.column(name), session, len(first))
                 continue
-            if function in BAGS:
+            if function in BAGS or function in UDAF_ROWS:  # the parts in start order
                 columns[name] = joined_lists(intervals.column(name), first)
                 continue
             if function in TIMED:
@@ -272,7 +270,7 @@ class SessionColumnsRange:
                 columns.append(columns_result(call.function, moments, exists).cast(kind))
             elif call.function in DISTINCTS:
                 columns.append(pc.list_value_length(first).cast(kind))
-            elif call.function in BAGS:  # each session as a window of one row
+            elif call.function in BAGS or call.function in UDAF_ROWS:  # a window of one row
                 rows = np.arange(fired.num_rows, dtype=np.int64)
                 columns.append(bag_results(call.function, call.fraction, first,
                                            FiredWindows(rows, rows, rows, rows + 1), kind))

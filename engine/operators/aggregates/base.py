@@ -91,8 +91,7 @@ class AggregateFunction(ABC):
     #: "distinct" or "timed" (first/last values; TUMBLE and HOP windows only), or "bits"
     #: (bit_and, bit_or, bit_xor) or "bag" (array_agg, median, percentile_cont), whose
     #: windows merge so (updating aggregates: see runtime/updating_columns.py), or "rows"
-    #: (an aggregate UDF's argument rows; TUMBLE and HOP windows only); None: not
-    #: columnar
+    #: (an aggregate UDF's argument rows); None: not columnar
     columnar: str | None = None
 
     def __init__(self, name: str) -> None:

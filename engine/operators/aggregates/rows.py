@@ -40,7 +40,7 @@ class Rows(Aggregate):
 class RowsFunction(AggregateFunction):
     """``udaf_rows``: a pane's argument rows."""
 
-    columnar = "rows"  # TUMBLE and HOP windows: each window's panes' rows, joined in time order
+    columnar = "rows"  # a window's (session's) parts' rows, joined in the order of their starts
 
     def pane_sql(self) -> list[str]:
         # sorted so that a replay collects them alike

@@ -8,6 +8,7 @@ keep anything once the input ended."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,15 @@ from spate.engine.runtime.window import _WindowRange
 from tests.engine.runtime.ranges import entries_left, through_ranges
 from tests.engine.runtime.test_window_columns import (
     GROUPS,
+    UDAF_ROWS,
     WINDOW_AGGREGATES,
     Row,
     _in_order,
     _same_windows,
 )
+from tests.engine.runtime.test_window_columns import _fire_rows as fire_rows
 from tests.engine.runtime.test_window_columns import _partials as window_partials
+from tests.engine.runtime.test_window_columns import _rows_partials as rows_partials
 
 #: What a fired session holds after its key and bounds: the exact values first, then the
 #: variance and correlation (compared within a tolerance).
@@ -160,3 +164,39 @@ def test_decimal_and_nested_sessions_stay_per_key() -> None:
     assert not session_columnar(_spec(10), decimal)
     nested = schema.set(schema.get_field_index("pk"), pa.field("pk", pa.list_(pa.int64())))
     assert not session_columnar(_spec(10), nested)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.integers(0, 300),
+                               st.one_of(st.none(), st.integers(-9, 9))),
+                     min_size=1, max_size=60),
+       gap=st.sampled_from([1, 7, 40]), epochs=st.integers(1, 5),
+       advances=st.lists(st.integers(0, 120), min_size=5, max_size=5),
+       parallelism=st.integers(1, 3))
+def test_an_aggregate_udfs_rows_in_columnar_sessions_as_per_key(
+        rows: list[Row], gap: int, epochs: int, advances: list[int], parallelism: int,
+        tmp_path_factory: Any) -> None:
+    """A session's rows for an aggregate UDF are its parts' rows, the parts (one exact
+    time's rows, or a session kept from an earlier epoch) in the order of their starts:
+    the rows the per-key path holds (which lists them in the order its parts merged),
+    also when rows come out of order and bridge sessions; in one epoch, in time order."""
+    spec = WindowAggregate(operator_id="q0_window", input_sql="", key_columns=("k0",),
+                           window=WindowSpec("session", 0, 0, gap), aggregates=UDAF_ROWS,
+                           output_view="v")
+    partial_schema = rows_partials([], 1).schema
+    assert session_columnar(spec, partial_schema)
+    schema = output_schema(spec, partial_schema)
+    rows_by_epoch = [rows[i::epochs] for i in range(epochs)]
+    watermarks = list(accumulate(advances[:epochs - 1])) + [END_OF_TIME]
+    folder = tmp_path_factory.mktemp("sessions")
+    in_columns = fire_rows(SessionColumnsRange(spec, schema), rows_by_epoch, watermarks, 1,
+                           parallelism, folder / "columns.db")
+    per_key = fire_rows(_WindowRange(spec, GROUPS, schema), rows_by_epoch, watermarks, 1,
+                        parallelism, folder / "per_key.db")
+    assert sorted(((k, s, n, sorted(r, key=repr)) for k, s, n, r in in_columns), key=repr) \
+        == sorted(((k, s, n, sorted(r, key=repr)) for k, s, n, r in per_key), key=repr)
+    assert all(n == len(got) for _, _, n, got in in_columns)
+    if epochs == 1:
+        assert all([ts for _, ts in got] == sorted(ts for _, ts in got)
+                   for _, _, _, got in in_columns)

@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 from spate.engine.operators.window_columns import fired_windows, key_ids
 from spate.engine.planner.plan import WINDOW_COLUMN, AggregateCall, WindowAggregate, WindowSpec
 from spate.engine.runtime.output import output_schema
-from spate.engine.runtime.session_columns import session_columnar
 from spate.engine.runtime.tasks import TaskEpoch, TaskStats
 from spate.engine.runtime.watermarks import END_OF_TIME, NO_WATERMARK
 from spate.engine.runtime.window_columns import (
@@ -567,10 +566,3 @@ def test_an_aggregate_udfs_rows_in_columns_as_per_key(rows, slide, factor, epoch
     else:
         assert sorted(((k, s, n, sorted(r, key=repr)) for k, s, n, r in in_columns), key=repr) \
             == sorted(((k, s, n, sorted(r, key=repr)) for k, s, n, r in per_key), key=repr)
-
-
-def test_an_aggregate_udfs_rows_stay_per_key_in_sessions() -> None:
-    spec = WindowAggregate(operator_id="s", input_sql="", key_columns=("k0",),
-                           window=WindowSpec("session", 0, 0, 10), aggregates=UDAF_ROWS,
-                           output_view="v")
-    assert not session_columnar(spec, _rows_partials([], 1).schema)
