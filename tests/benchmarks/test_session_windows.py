@@ -126,3 +126,42 @@ def test_the_operator_alone_columns_against_per_key(keys: int, events: int,
     name = f"operator_{keys}{'_distinct' if distinct else ''}"
     RESULTS[name] = {"events_per_epoch": events, "columns_s": columns, "per_key_s": per_key}
     save_result("session_windows", RESULTS)
+
+
+def _rows_partials(rng: np.random.Generator, epoch: int, events: int, keys: int) -> pa.Table:
+    """An epoch's partials of ``count(*), udaf(v) GROUP BY k, SESSION``: per key and exact
+    time, the count and the rows (``struct<a0>``) an aggregate UDF is handed."""
+    drawn = rng.integers(0, keys, events)
+    times = epoch * 20 * SECOND + np.sort(rng.integers(0, 20 * SECOND, events))
+    table = pa.table({"k": drawn.astype(np.int64), "__pane": times,
+                      "v": rng.integers(1, 1_000, events)})
+    grouped = table.group_by(["k", "__pane"], use_threads=False).aggregate(
+        [("v", "count"), ("v", "list")])
+    lists = grouped.column("v_list").combine_chunks()
+    rows = pa.ListArray.from_arrays(
+        lists.offsets, pa.StructArray.from_arrays([lists.values], names=["a0"]))
+    counts = grouped.column("v_count")
+    return pa.table({
+        "k": grouped.column("k"), "__pane": grouped.column("__pane"),
+        "__kg": pa.array(grouped.column("k").to_numpy() % GROUPS, pa.int32()),
+        "__rows": counts, "p0_0": counts, "p1_0": rows})
+
+
+@pytest.mark.parametrize(("keys", "events"), [(10_000, 100_000), (1_000, 100_000)])
+def test_an_aggregate_udfs_rows_columns_against_per_key(keys: int, events: int) -> None:
+    spec = WindowAggregate(
+        operator_id="q0", input_sql="", key_columns=("k",),
+        window=WindowSpec("session", 0, 0, SECOND),
+        aggregates=(AggregateCall("count_star", None, "n"),
+                    AggregateCall("udaf_rows", "a0", "rows")), output_view="out")
+    rng = np.random.default_rng(7)
+    epochs = [_rows_partials(rng, number, events, keys) for number in range(10)]
+    schema = output_schema(spec, epochs[0].schema)
+    columns = _operator_seconds(SessionColumnsRange(spec, schema), epochs)
+    per_key = _operator_seconds(_WindowRange(spec, GROUPS, schema), epochs)
+    print(f"an aggregate UDF's rows, {keys:,} keys, {events:,} events an epoch: columns "
+          f"{columns:.3f} s, per key {per_key:.3f} s an epoch ({per_key / columns:.1f}x)",
+          flush=True)
+    RESULTS[f"operator_{keys}_udaf_rows"] = {"events_per_epoch": events, "columns_s": columns,
+                                             "per_key_s": per_key}
+    save_result("session_windows", RESULTS)
