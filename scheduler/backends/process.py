@@ -62,7 +62,25 @@ def launch(command: Sequence[str], env: Mapping[str, str], cwd: Path,
     except psutil.NoSuchProcess:
         create_time = 0.0  # already gone: is_alive reports it dead
     return {"host": socket.gethostname(), "pid": process.pid, "create_time": create_time,
+            "started_ticks": started_ticks(process.pid),
             "submitted_at": time.time(), "log": str(log_path), "log_owner": log_owner}
+
+
+def started_ticks(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since the machine booted (the
+    ``starttime`` of ``/proc/<pid>/stat``); None without ``/proc`` or once it is gone.
+
+    This, not psutil's ``create_time``, tells a process from a later one with its pid:
+    ``create_time`` adds the boot time as the wall clock has it when asked, so it
+    moves when the clock is set or slewed (NTP), and a running process would read as
+    another one."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            text = stat.read()
+    except OSError:
+        return None
+    # after "pid (command) ": state is field 3, starttime field 22
+    return int(text[text.rindex(b")") + 2:].split()[19])
 
 
 def is_alive(handle: Mapping[str, Any]) -> bool | None:
@@ -140,11 +158,16 @@ def log_tail(handle: Mapping[str, Any], lines: int = 5) -> str:
 
 
 def _same_process(handle: Mapping[str, Any]) -> psutil.Process | None:
+    """The handle's process, if the pid still names it: by its start in ticks since
+    boot (:func:`started_ticks`), or for a handle without it by its creation time."""
     try:
         process = psutil.Process(int(handle["pid"]))
         created = process.create_time()
     except (psutil.NoSuchProcess, psutil.AccessDenied, KeyError, ValueError):
         return None
+    ticks = handle.get("started_ticks")
+    if ticks is not None:
+        return process if started_ticks(process.pid) == int(ticks) else None
     if abs(created - float(handle.get("create_time", 0))) > _CREATE_TIME_TOLERANCE_S:
         return None
     return process

@@ -220,3 +220,26 @@ def _command_line(pid: int) -> list[str]:
         return list(psutil.Process(pid).cmdline())
     except psutil.Error:
         return []
+
+
+def test_a_process_is_told_by_its_start_since_boot_not_by_the_wall_clock(
+        tmp_path: Path) -> None:
+    """A handle still names its running process after the wall clock moved (its
+    create_time, read again now, would differ), and never a later process of its pid."""
+    handle = process.launch([sys.executable, "-c", "import time; time.sleep(60)"],
+                            dict(os.environ), tmp_path, tmp_path / "log")
+    try:
+        assert handle["started_ticks"] == process.started_ticks(handle["pid"])
+        clock_moved = {**handle, "create_time": handle["create_time"] + 1.0}
+        assert process.is_alive(clock_moved) is True
+        reused = {**handle, "started_ticks": handle["started_ticks"] + 1}
+        assert process.is_alive(reused) is False, "another process of the same pid"
+        without = {key: value for key, value in handle.items() if key != "started_ticks"}
+        assert process.is_alive(without) is True, "a handle of an earlier version"
+        assert process.is_alive({**without, "create_time": 1.0}) is False
+    finally:
+        process.kill(handle)
+    deadline = time.monotonic() + 10
+    while process.is_alive(handle) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process.is_alive(handle) is False
