@@ -70,6 +70,9 @@ BAGS = _columnar("bag")
 #: ... and an aggregate UDF's argument rows (``udaf_rows``), whose pane partials are the
 #: pane's rows (a list of structs), which a window joins in time order.
 UDAF_ROWS = _columnar("rows")
+#: The aggregates whose pane partials are lists, which a window (a session) joins part
+#: after part: the bags and an aggregate UDF's rows.
+JOINED = BAGS | UDAF_ROWS
 #: Each bitwise aggregate's NumPy operation and its identity (what a NULL partial counts as).
 BITWISE: dict[str, tuple[np.ufunc, int]] = {
     "bit_and": (np.bitwise_and, -1), "bit_or": (np.bitwise_or, 0),

@@ -50,13 +50,12 @@ import pyarrow.compute as pc
 from spate.engine.operators.aggregates import AGGREGATES
 from spate.engine.operators.aggregates.moments import columns_result, combined_columns
 from spate.engine.operators.window_columns import (
-    BAGS,
     BITS,
     DISTINCTS,
     EXTREMES,
+    JOINED,
     MOMENTS,
     TIMED,
-    UDAF_ROWS,
     FiredWindows,
     key_ids,
     supported,
@@ -235,7 +234,7 @@ class SessionColumnsRange:
             if function in DISTINCTS:
                 columns[name] = united_sets(intervals.column(name), session, len(first))
                 continue
-            if function in BAGS or function in UDAF_ROWS:  # the parts in start order
+            if function in JOINED:  # the parts in start order
                 columns[name] = joined_lists(intervals.column(name), first)
                 continue
             if function in TIMED:
@@ -270,7 +269,7 @@ class SessionColumnsRange:
                 columns.append(columns_result(call.function, moments, exists).cast(kind))
             elif call.function in DISTINCTS:
                 columns.append(pc.list_value_length(first).cast(kind))
-            elif call.function in BAGS or call.function in UDAF_ROWS:  # a window of one row
+            elif call.function in JOINED:  # a window of one row
                 rows = np.arange(fired.num_rows, dtype=np.int64)
                 columns.append(bag_results(call.function, call.fraction, first,
                                            FiredWindows(rows, rows, rows, rows + 1), kind))

@@ -42,12 +42,12 @@ from spate.engine.operators.aggregates.moments import (
     combined_columns,
 )
 from spate.engine.operators.window_columns import (
-    BAGS,
     BITS,
     BITWISE,
     COUNTS,
     DISTINCTS,
     EXTREMES,
+    JOINED,
     MOMENTS,
     SUMS,
     TIMED,
@@ -85,7 +85,7 @@ PANE = "__pane"
 ROWS = "__rows"
 _PANE_ID = "__pane_id"
 #: The aggregates whose pane partials combine other than by sum, min or max.
-_COMBINED = MOMENTS | DISTINCTS | TIMED | BITS | BAGS | UDAF_ROWS
+_COMBINED = MOMENTS | DISTINCTS | TIMED | BITS | JOINED
 
 
 def columnar(spec: WindowAggregate, partial_schema: pa.Schema) -> bool:
@@ -219,7 +219,7 @@ class WindowColumnsRange:
                     keys, slots, panes.column(f"p{i}_0"),
                     self.spec.window.width_us // slide, fired), kind))
                 continue
-            if call.function in BAGS or call.function in UDAF_ROWS:
+            if call.function in JOINED:
                 columns.append(bag_results(call.function, call.fraction,
                                            panes.column(f"p{i}_0"), fired, kind))
                 continue
@@ -334,7 +334,7 @@ def _combined(function: str, index: int, table: pa.Table, panes: np.ndarray,
         return [(name, picked_pairs(table.column(name), firsts, function == "last_value"))]
     if function in BITS:
         return merged_bits(function, index, table, firsts)
-    if function in BAGS or function in UDAF_ROWS:
+    if function in JOINED:
         return [(name, joined_lists(table.column(name), firsts))]
     return []
 
