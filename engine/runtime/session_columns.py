@@ -2,7 +2,7 @@
 
 The columnar counterpart of the per-key sessions of :mod:`spate.engine.runtime.window`
 for the aggregates :func:`session_columnar` accepts (count, sum and avg of
-integers and floats; min and max of those, times, dates and booleans; the
+integers, floats and decimals; min and max of those, times, dates and booleans; the
 variances and the (y, x) aggregates; distinct counts; first and last values;
 bit_and, bit_or and bit_xor; array_agg, median and percentile_cont; an aggregate
 UDF's rows): one pass of Arrow and NumPy over the range's open sessions and new
@@ -21,7 +21,8 @@ such partial is a one-row session ``[t, t + gap)``.  Per epoch:
   start, are swept once: ``+1`` at each start, ``-1`` at each end (starts first
   where an end meets a start, as touching sessions merge); a start met with
   nothing open begins a session.  Every interval thus gets its merged
-  session's number, and the sessions' partials are segment sums (count, sum),
+  session's number, and the sessions' partials are segment sums (count, sum;
+  of decimals exact, :mod:`~spate.engine.operators.decimal_columns`),
   segment extremes (min, max; NaN as Spark orders it), segment combines of
   moments (variances, (y, x) aggregates), unions of value sets (distinct counts)
   and the least or greatest ranked ``(time, value)`` pair (first and last values)
@@ -49,6 +50,7 @@ import pyarrow.compute as pc
 
 from spate.engine.operators.aggregates import AGGREGATES
 from spate.engine.operators.aggregates.moments import columns_result, combined_columns
+from spate.engine.operators.decimal_columns import decimal_sums, doubles, places
 from spate.engine.operators.window_columns import (
     BITS,
     DISTINCTS,
@@ -91,12 +93,12 @@ _NEVER = 2**63 - 1
 
 def session_columnar(spec: WindowAggregate, partial_schema: pa.Schema) -> bool:
     """Whether the SESSION window ``spec`` runs here: plain keys, and aggregates this
-    module merges (decimals stay on the per-key path, which keeps them exact)."""
+    module merges."""
     if any(pa.types.is_nested(partial_schema.field(k).type) for k in spec.key_columns):
         return False
     for i, call in enumerate(spec.aggregates):
         kind = partial_schema.field(f"p{i}_0").type
-        if pa.types.is_decimal(kind) or not supported(call.function, kind):
+        if not supported(call.function, kind):
             return False
     return True
 
@@ -282,6 +284,8 @@ class SessionColumnsRange:
                 counted = as_numbers(fired.column(f"p{i}_1"), 0)
                 totals = as_numbers(first, 0) / np.maximum(counted, 1)
                 columns.append(pa.array(totals, mask=counted == 0).cast(kind))
+            elif pa.types.is_decimal(first.type):  # sum, min or max: a double
+                columns.append(doubles(first).cast(kind))
             else:
                 columns.append(first.cast(kind))
         columns.append(timestamps(ends - 1))
@@ -304,9 +308,16 @@ class SessionColumnsRange:
 def _merge_partials(column: pa.ChunkedArray, segments: FiredWindows, extreme: bool,
                     largest: bool) -> pa.Array:
     """Per segment of rows, the merged partial: the sum (NULL where every row's is), or
-    the least or greatest."""
+    the least or greatest; of decimals exactly."""
     valid = np.add.reduceat(column.is_valid().to_numpy(zero_copy_only=False).astype(np.int64),
                             segments.first)
+    if pa.types.is_decimal(column.type):
+        if not extreme:
+            return decimal_sums(column, lambda words: np.add.reduceat(words, segments.first),
+                                valid == 0, column.type)
+        ranked, order = places(column, largest)
+        best = window_extremes(ranked, segments, largest)
+        return column.take(pa.array(order[best]))
     if extreme:
         numbers = as_numbers(column, worst(column.type, largest))
         merged = window_extremes(numbers, segments, largest)

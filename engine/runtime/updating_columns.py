@@ -59,6 +59,7 @@ from spate.engine.operators.aggregates.moments import (
     columns_result,
     combined_columns,
 )
+from spate.engine.operators.decimal_columns import doubles
 from spate.engine.operators.updating import flush_due
 from spate.engine.operators.window_columns import (
     BITS,
@@ -672,7 +673,7 @@ def _bag_numbers(values: pa.Array) -> np.ndarray:
     as Spark compares and orders the values (floats as :func:`float_keys`; decimals as
     the doubles nearest them, through their text, as Python's ``float`` rounds them)."""
     if pa.types.is_decimal(values.type):
-        values = values.cast(pa.string()).cast(pa.float64())
+        values = doubles(values)
     if pa.types.is_floating(values.type):
         return float_keys(values.cast(pa.float64()).to_numpy(zero_copy_only=False))
     return as_numbers(pa.chunked_array([values]), 0).astype(np.int64)

@@ -41,6 +41,7 @@ from spate.engine.operators.aggregates.moments import (
     columns_result,
     combined_columns,
 )
+from spate.engine.operators.decimal_columns import decimal_sums, doubles
 from spate.engine.operators.window_columns import (
     BITS,
     BITWISE,
@@ -297,7 +298,7 @@ def _aggregate(function: str, panes: pa.Table, index: int, fired: FiredWindows,
         return pa.array(window_sums(as_numbers(first, 0), fired), kind)
     if function in SUMS:
         counted = window_sums(as_numbers(panes.column(f"p{index}_1"), 0), fired)
-        totals = window_sums(as_numbers(first, 0), fired)
+        totals = _sums(first, fired)
         if function == "avg":
             totals = totals / np.maximum(counted, 1)
         return pa.array(totals, mask=counted == 0).cast(kind)
@@ -307,6 +308,17 @@ def _aggregate(function: str, panes: pa.Table, index: int, fired: FiredWindows,
     numbers = as_numbers(first, worst(first.type, largest))
     extremes = window_extremes(numbers, fired, largest)
     return from_numbers(extremes, valid == 0, first.type, kind)
+
+
+def _sums(partials: pa.ChunkedArray, fired: FiredWindows) -> np.ndarray:
+    """Per fired window, the sum of its panes' ``partials`` as doubles: of decimals, the
+    exact sum rounded once."""
+    if pa.types.is_decimal(partials.type):
+        exact = decimal_sums(partials, lambda words: window_sums(words, fired),
+                             np.zeros(len(fired), bool), pa.float64())
+        totals: np.ndarray = exact.to_numpy(zero_copy_only=False)
+        return totals
+    return window_sums(as_numbers(partials, 0), fired)
 
 
 def _pane_ids(table: pa.Table, key_columns: list[str]) -> np.ndarray:
@@ -453,7 +465,9 @@ def as_numbers(column: pa.ChunkedArray, fill: float | int) -> np.ndarray:
     """``column`` (NULLs as ``fill``) as a NumPy array of int64 (integers, times,
     booleans) or float64 (floats, decimals)."""
     kind = column.type
-    if pa.types.is_decimal(kind) or pa.types.is_floating(kind):
+    if pa.types.is_decimal(kind):
+        column = doubles(column)
+    elif pa.types.is_floating(kind):
         column = column.cast(pa.float64())
     elif pa.types.is_timestamp(kind):
         column = column.cast(pa.timestamp("us", tz=kind.tz)).cast(pa.int64())
