@@ -74,12 +74,27 @@ def decimal_sums(column: pa.Array | pa.ChunkedArray, summed: Callable[[np.ndarra
     return from_words(sums, nulls, column.type.scale, kind)
 
 
-def places(column: pa.Array | pa.ChunkedArray, largest: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Each value's place in the order of ``column`` (an int64 that orders the values
-    exactly; ties in row order), NULL below every value for a maximum and above for a
-    minimum; and the order itself (place -> row), to take the winners back."""
+def decimal_extremes(column: pa.Array | pa.ChunkedArray,
+                     extremes: Callable[[np.ndarray], np.ndarray], largest: bool,
+                     nulls: np.ndarray) -> pa.Array:
+    """The exact least (or greatest) values of the decimal ``column``, as its type:
+    ``extremes`` takes one int64 per value that orders them as the values order (NULL
+    below every value for a maximum, above for a minimum) and gives the winning ones
+    (of segments, of windows' panes); NULL where ``nulls``.  Up to 18 digits that int64
+    is the unscaled value; beyond, the value's place in a sort of the column."""
+    kind = column.type
+    if kind.precision <= 18:
+        split = words(column)
+        unscaled = split[:, 0] | (split[:, 1] << 32)  # the low 64 bits: the whole value
+        info = np.iinfo(np.int64)
+        valid = column.is_valid().to_numpy(zero_copy_only=False)
+        best = extremes(np.where(valid, unscaled, info.min if largest else info.max))
+        best = np.where(nulls, 0, best)  # no value: the stand-in would not fit the type
+        zero = np.zeros(len(best), np.int64)
+        return from_words(np.stack([best & _LOW, best >> 32, zero, zero], axis=1), nulls,
+                          kind.scale, kind)
     order = pc.array_sort_indices(column, null_placement="at_start" if largest else "at_end") \
         .to_numpy()
-    ranked = np.empty(len(order), np.int64)
-    ranked[order] = np.arange(len(order), dtype=np.int64)
-    return ranked, order
+    places = np.empty(len(order), np.int64)
+    places[order] = np.arange(len(order), dtype=np.int64)
+    return column.take(pa.array(order[extremes(places)]))

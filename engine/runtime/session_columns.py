@@ -50,7 +50,7 @@ import pyarrow.compute as pc
 
 from spate.engine.operators.aggregates import AGGREGATES
 from spate.engine.operators.aggregates.moments import columns_result, combined_columns
-from spate.engine.operators.decimal_columns import decimal_sums, doubles, places
+from spate.engine.operators.decimal_columns import decimal_extremes, decimal_sums, doubles
 from spate.engine.operators.window_columns import (
     BITS,
     DISTINCTS,
@@ -315,9 +315,8 @@ def _merge_partials(column: pa.ChunkedArray, segments: FiredWindows, extreme: bo
         if not extreme:
             return decimal_sums(column, lambda words: np.add.reduceat(words, segments.first),
                                 valid == 0, column.type)
-        ranked, order = places(column, largest)
-        best = window_extremes(ranked, segments, largest)
-        return column.take(pa.array(order[best]))
+        return decimal_extremes(column, lambda order: window_extremes(order, segments, largest),
+                                largest, valid == 0)
     if extreme:
         numbers = as_numbers(column, worst(column.type, largest))
         merged = window_extremes(numbers, segments, largest)

@@ -165,3 +165,52 @@ def test_an_aggregate_udfs_rows_columns_against_per_key(keys: int, events: int) 
     RESULTS[f"operator_{keys}_udaf_rows"] = {"events_per_epoch": events, "columns_s": columns,
                                              "per_key_s": per_key}
     save_result("session_windows", RESULTS)
+
+
+#: count(*), sum(v), min(v), max(v) of a DECIMAL(20, 2)
+DECIMAL_AGGREGATES = (AggregateCall("count_star", None, "n"), AggregateCall("sum", "a0", "total"),
+                      AggregateCall("min", "a0", "least"), AggregateCall("max", "a0", "most"))
+
+
+def _cents(values: pa.ChunkedArray, kind: pa.DataType) -> pa.Array:
+    """Whole numbers of cents (below 2**53) as DECIMALs of ``kind`` (scale 2)."""
+    return pa.array(values.to_numpy() / 100).cast(kind)
+
+
+def _decimal_partials(rng: np.random.Generator, epoch: int, events: int,
+                      keys: int) -> pa.Table:
+    """An epoch's partials of :data:`DECIMAL_AGGREGATES` per key and exact time, as native
+    Spark gives them (the sum a DECIMAL(30, 2))."""
+    drawn = rng.integers(0, keys, events)
+    times = epoch * 20 * SECOND + np.sort(rng.integers(0, 20 * SECOND, events))
+    table = pa.table({"k": drawn.astype(np.int64), "__pane": times,
+                      "v": rng.integers(1, 10_000_000, events)})
+    grouped = table.group_by(["k", "__pane"], use_threads=False).aggregate(
+        [("v", "count"), ("v", "sum"), ("v", "min"), ("v", "max")])
+    counts = grouped.column("v_count")
+    money, total = pa.decimal128(20, 2), pa.decimal128(30, 2)
+    return pa.table({
+        "k": grouped.column("k"), "__pane": grouped.column("__pane"),
+        "__kg": pa.array(grouped.column("k").to_numpy() % GROUPS, pa.int32()),
+        "__rows": counts, "p0_0": counts, "p1_0": _cents(grouped.column("v_sum"), total),
+        "p1_1": counts, "p2_0": _cents(grouped.column("v_min"), money),
+        "p3_0": _cents(grouped.column("v_max"), money)})
+
+
+@pytest.mark.parametrize(("keys", "events"), [(10_000, 100_000), (100_000, 250_000)])
+def test_decimal_sums_columns_against_per_key(keys: int, events: int) -> None:
+    spec = WindowAggregate(
+        operator_id="q0", input_sql="", key_columns=("k",),
+        window=WindowSpec("session", 0, 0, SECOND), aggregates=DECIMAL_AGGREGATES,
+        output_view="out")
+    rng = np.random.default_rng(7)
+    epochs = [_decimal_partials(rng, number, events, keys) for number in range(10)]
+    schema = output_schema(spec, epochs[0].schema)
+    columns = _operator_seconds(SessionColumnsRange(spec, schema), epochs)
+    per_key = _operator_seconds(_WindowRange(spec, GROUPS, schema), epochs)
+    print(f"decimal count, sum, min, max, {keys:,} keys, {events:,} events an epoch: columns "
+          f"{columns:.3f} s, per key {per_key:.3f} s an epoch ({per_key / columns:.1f}x)",
+          flush=True)
+    RESULTS[f"operator_{keys}_decimal"] = {"events_per_epoch": events, "columns_s": columns,
+                                           "per_key_s": per_key}
+    save_result("session_windows", RESULTS)
