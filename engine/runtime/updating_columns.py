@@ -1,8 +1,8 @@
 """Runs an updating aggregate on one key-group range for one epoch, in columns.
 
 The columnar counterpart of :class:`~spate.engine.runtime.updating.UpdatingAggregateOperator`
-for the aggregates :func:`columnar` accepts (count; sum and avg of integers and
-floats; min and max of integers, floats, times, dates and booleans; the
+for the aggregates :func:`columnar` accepts (count; sum and avg of integers,
+floats and decimals; min and max of integers, floats, times, dates and booleans; the
 variances and standard deviations; the (y, x) aggregates corr, covar_* and
 regr_*; distinct counts of integers, floats, times, dates, booleans, text, bytes
 and decimals, and their min and max over updating input; median and
@@ -28,7 +28,8 @@ State layout in the store (per key group):
   time of its keys]``.
 
 A key's state row: its row key (``__key``) and group-by values, net rows,
-the accumulator columns ``a<i>_<j>`` (a variance: count, mean and the sum of
+the accumulator columns ``a<i>_<j>`` (a sum or avg: the sum and the net count of
+values, a sum of decimals exact as a DECIMAL(38, s); a variance: count, mean and the sum of
 squared deviations; a (y, x) aggregate: count, the two means, the two sums of
 squared deviations and of their products; bit_xor: the xor and the net count
 of values; min and max over updating input, distinct counts, percentiles,
@@ -59,7 +60,7 @@ from spate.engine.operators.aggregates.moments import (
     columns_result,
     combined_columns,
 )
-from spate.engine.operators.decimal_columns import doubles
+from spate.engine.operators.decimal_columns import doubles, from_words, words
 from spate.engine.operators.updating import flush_due
 from spate.engine.operators.window_columns import (
     BITS,
@@ -110,7 +111,8 @@ _PENDING = "__pending"
 
 
 def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
-    """Whether ``spec`` runs here: plain keys, and counts, sums, averages, variances,
+    """Whether ``spec`` runs here: plain keys, and counts, sums and averages (of
+    decimals too), variances,
     the (y, x) aggregates and percentiles (also weighted) of numbers, minimum, maximum and distinct
     counts of numbers (not decimals), times, dates and booleans (over updating input
     and for distinct counts also of text, bytes and decimals), the bitwise
@@ -123,7 +125,7 @@ def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
             continue
         kind = partial_schema.field(f"p{i}_0").type
         number = pa.types.is_integer(kind) or pa.types.is_floating(kind)
-        if call.function in SUMS and number:
+        if call.function in SUMS and (number or pa.types.is_decimal128(kind)):
             continue
         if call.function in VARIANCES:  # of numbers: the planner casts them to DOUBLE
             continue
@@ -389,7 +391,7 @@ class _Keys:
         self.rows = stored.column(_ROWS).to_numpy().copy()
         #: per aggregate, its accumulator columns (``a<i>_<j>``; none for a multiset)
         self.accs = [[] if work.multiset(i) else
-                     [stored.column(f"a{i}_{j}").to_numpy(zero_copy_only=False).copy()
+                     [_accumulator(stored.column(f"a{i}_{j}"))
                       for j in range(_width(call.function))]
                      for i, call in enumerate(self.aggregates)]
         #: per multiset aggregate: (key row, value, net count), sorted by key row and value
@@ -429,8 +431,8 @@ class _Keys:
             self.groups = np.concatenate([self.groups, fresh.column(KEY_GROUP).to_numpy()
                                           .astype(np.int64)])
             self.rows = np.concatenate([self.rows, np.zeros(added, np.int64)])
-            self.accs = [[np.concatenate([acc, np.zeros(added, acc.dtype)]) for acc in accs]
-                         for accs in self.accs]
+            self.accs = [[np.concatenate([acc, np.zeros((added, *acc.shape[1:]), acc.dtype)])
+                          for acc in accs] for accs in self.accs]
             self.has_seen = np.concatenate([self.has_seen, np.zeros(added, bool)])
             self.seen = np.concatenate([self.seen, np.zeros(added, np.int64)])
             self.out = np.concatenate([self.out, np.zeros(added, bool)])
@@ -486,6 +488,10 @@ class _Keys:
                                             kind))
             else:
                 counted = self.accs[i][1]
+                if first.ndim == 2:  # a decimal's words: the exact sum, rounded once
+                    scale = self.work.partial_schema.field(f"p{i}_0").type.scale
+                    first = from_words(first, np.zeros(self.size, bool), scale, pa.float64()) \
+                        .to_numpy(zero_copy_only=False)
                 values = first / np.maximum(counted, 1) if call.function == "avg" else first
                 columns.append(pa.array(values, mask=~exists | (counted <= 0)).cast(kind))
         return columns
@@ -576,7 +582,8 @@ class _Keys:
         columns: list[pa.Array | pa.ChunkedArray] = [*self.static.columns, pa.array(self.rows)]
         for i, accs in enumerate(self.accs):
             columns += ([self.bags[i].column(self.size)] if i in self.bags
-                        else [pa.array(acc) for acc in accs])
+                        else [_stored(acc, schema.field(f"a{i}_{j}").type)
+                              for j, acc in enumerate(accs)])
         columns += [pa.array(self.seen, pa.int64(), mask=~self.has_seen),
                     pa.array(self.out), *self.emitted, pa.array(self.pending),
                     pa.array(self.gone)]
@@ -611,7 +618,8 @@ def _merge(function: str, accs: list[np.ndarray], at: np.ndarray, partials: pa.T
         _merge_moments(accs, at, partials, index)
         return
     first = partials.column(f"p{index}_0")
-    numbers = as_numbers(first, 0).astype(accs[0].dtype)
+    numbers = words(first) if pa.types.is_decimal(first.type) \
+        else as_numbers(first, 0).astype(accs[0].dtype)
     if function in COUNTS:
         accs[0][at] += numbers
     elif function in SUMS or function in BITS:  # bit_xor: xor is its own inverse
@@ -659,7 +667,28 @@ def _merge_moments(accs: list[np.ndarray], at: np.ndarray, partials: pa.Table,
 
 
 def _number_type(kind: pa.DataType) -> pa.DataType:
+    """How a sum or an extreme of ``kind`` is stored: a double, an int64, or a decimal's
+    exact sum as a DECIMAL(38, its scale)."""
+    if pa.types.is_decimal(kind):
+        return pa.decimal128(38, kind.scale)
     return pa.float64() if pa.types.is_floating(kind) else pa.int64()
+
+
+def _accumulator(column: pa.ChunkedArray) -> np.ndarray:
+    """A stored accumulator column as the NumPy array an epoch changes in place: a
+    decimal sum as its words (:func:`~spate.engine.operators.decimal_columns.words`),
+    one row of four per key."""
+    if pa.types.is_decimal(column.type):
+        return words(column)
+    values: np.ndarray = column.to_numpy(zero_copy_only=False).copy()
+    return values
+
+
+def _stored(acc: np.ndarray, kind: pa.DataType) -> pa.Array:
+    """An accumulator column back as stored (:func:`_accumulator`'s inverse)."""
+    if acc.ndim == 2:
+        return from_words(acc, np.zeros(len(acc), bool), kind.scale, kind)
+    return pa.array(acc, kind)
 
 
 def _as_floats(kind: pa.DataType) -> bool:

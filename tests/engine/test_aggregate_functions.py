@@ -260,13 +260,16 @@ WITH (connector = 'single_file', path = '{dir}/trades.jsonl', format = 'json',
               .replace("FROM events", "FROM trades")
               for name, window in (("tumbled", "TUMBLE(INTERVAL '10' SECOND)"),
                                    ("hopped", "HOP(INTERVAL '5' SECOND, INTERVAL '10' SECOND)"),
-                                   ("sessions", "SESSION(INTERVAL '3' SECOND)")))
+                                   ("sessions", "SESSION(INTERVAL '3' SECOND)"))) \
+    + UPDATING.format(name="balances", dir="{dir}", source="trades",
+                      aggregates="sum(price) AS s, avg(price) AS a")
 
 
 def test_decimal_sums_in_windows_and_sessions_are_the_exact_sums(spark, tmp_path):  # type: ignore[no-untyped-def]
-    """A window's or session's sum of DECIMALs is the exact sum rounded once to a
-    double: three dimes are 0.3 (adding doubles gives 0.30000000000000004), and cents
-    on a balance of 10^13 are kept until the end (a double holds them only roughly)."""
+    """A window's, session's or updating aggregate's sum of DECIMALs is the exact sum
+    rounded once to a double: three dimes are 0.3 (adding doubles gives
+    0.30000000000000004), and cents on a balance of 10^13 are kept until the end (a
+    double holds them only roughly)."""
     prices = {1: ["0.10", "0.10", "0.10"], 2: ["12345678901234.57", "0.01", "-0.03"]}
     with open(tmp_path / "trades.jsonl", "w") as handle:
         for i in range(3):
@@ -283,3 +286,7 @@ def test_decimal_sums_in_windows_and_sessions_are_the_exact_sums(spark, tmp_path
             whole = [[r["s"], r["a"], r["lo"], r["hi"]] for r in rows
                      if r["k"] == k and r["ws"] <= BASE_US and r["ws"] + 3_000_000 > BASE_US]
             assert whole == [expected], (name, k, rows)
+        changes = [json.loads(line) for line in (tmp_path / "balances.jsonl").open()]
+        latest = [change["after"] for change in changes
+                  if change["after"] is not None and change["after"]["k"] == k][-1]
+        assert [latest["s"], latest["a"]] == expected[:2]

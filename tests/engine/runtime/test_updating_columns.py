@@ -11,7 +11,7 @@ import math
 import operator
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from functools import reduce
 from pathlib import Path
 from typing import Any
@@ -451,7 +451,10 @@ def test_the_columnar_path_takes_aggregates_of_numbers_it_computes_in_columns() 
     schema = _partials([]).schema
     assert columnar(spec, schema)
     decimals = schema.set(schema.get_field_index("p2_0"), pa.field("p2_0", pa.decimal128(20, 2)))
-    assert not columnar(spec, decimals)
+    assert columnar(spec, decimals)  # exact sums, in words
+    decimal_min = schema.set(schema.get_field_index("p5_0"),
+                             pa.field("p5_0", pa.decimal128(20, 2)))
+    assert not columnar(spec, decimal_min)
     assert not columnar(UpdatingAggregate(
         operator_id="q0", input_sql="", key_columns=("k0",),
         aggregates=(AggregateCall("max", "a0", "m"),), updating_input=True,
@@ -743,3 +746,86 @@ def test_a_result_of_nan_that_did_not_change_is_not_emitted_again(tmp_path: Path
     assert [_same_floats(row[1:5]) for row in changes[0] if row[0] == "a"] \
         == [(1, "NaN", "NaN", 1)]
     assert changes[1] == []
+
+
+#: count(*), sum and avg of a DECIMAL(20, 2)
+DECIMAL_SUMS = (AggregateCall("count_star", None, "n"), AggregateCall("sum", "a0", "s"),
+                AggregateCall("avg", "a0", "mean"))
+#: Native Spark's signed sum of a DECIMAL(20, 2): ``sum(-1 * a)`` is a DECIMAL(31, 2).
+SIGNED_MONEY = pa.decimal128(31, 2)
+
+
+def _net(values: list[tuple[int, Decimal]]) -> Decimal:
+    with localcontext(prec=60):
+        return sum((sign * value for sign, value in values), Decimal(0))
+
+
+def _decimal_partials(rows: list[Row], updating_input: bool = True) -> pa.Table:
+    """Spark's signed partials of :data:`DECIMAL_SUMS` for ``rows``."""
+    columns: dict[str, list[Any]] = defaultdict(list)
+    for key, mine in _by_key(rows).items():
+        signs, row_key = _key_columns(columns, key, mine)
+        present = [(s, v) for s, (_, _, _, v) in zip(signs, mine, strict=True) if v is not None]
+        for i in (1, 2):
+            columns[f"p{i}_0"].append(_net(present) if present else None)
+            columns[f"p{i}_1"].append(sum(s for s, _ in present))
+        columns["__kg"].append(sum(row_key.encode()) % GROUPS)
+    types = {"__key": pa.string(), "k0": pa.string(), "__seen": pa.timestamp("us", tz="UTC"),
+             "p1_0": SIGNED_MONEY, "p2_0": SIGNED_MONEY, "__kg": pa.int32()}
+    names = ["__key", "k0", "__count", "__rows", "__seen", "p0_0", "p1_0", "p1_1", "p2_0",
+             "p2_1", "__kg"]
+    return pa.table({n: pa.array(columns[n], types.get(n, pa.int64())) for n in names})
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.booleans(),
+                               st.integers(0, 100),
+                               st.one_of(st.none(), st.sampled_from(
+                                   [Decimal("0.10"), Decimal("-0.20"), Decimal("0.00"),
+                                    Decimal("123456789012345678.99"),
+                                    Decimal("-999999999999999999.99")]))),
+                     min_size=1, max_size=50),
+       count=st.integers(1, ENTRIES_PER_GROUP + 2), parallelism=st.integers(1, 3))
+def test_decimal_sums_are_exact_in_columns(rows, count, parallelism,
+                                           tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+    """sum and avg of a DECIMAL over updating input, flushed every epoch: each key's sum
+    is the exact net sum of its rows so far rounded once to a double (a dime added three
+    times is 0.3; values past 2**53 keep their cents until the sum is rounded), its avg
+    that over the net count of values."""
+    rows = _updating(rows, Decimal("1.00"))
+    spec = UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
+                             aggregates=DECIMAL_SUMS, updating_input=True, output_view="v",
+                             ttl_us=10_000 * SECOND)
+    partial_schema = _decimal_partials([]).schema
+    assert columnar(spec, partial_schema)
+    schema = UpdatingAggregateOperator(spec, GROUPS).output_schema(partial_schema)
+    epochs = _epochs(rows, count, step_s=2)
+    changes, _ = _run(UpdatingColumnsRange(spec, partial_schema, schema),
+                      tmp_path_factory.mktemp("decimal_sums") / "columns.db", epochs, 0,
+                      parallelism, True, _decimal_partials)
+    seen: list[Row] = []
+    for (epoch_rows, _, _), emitted in zip(epochs, changes, strict=True):
+        seen += epoch_rows
+        for key, n, total, mean, retract, _, _ in emitted:
+            if retract:
+                continue
+            mine = [(-1 if withdrawn else 1, v) for k, withdrawn, _, v in seen if k == key]
+            present = [(sign, v) for sign, v in mine if v is not None]
+            held = sum(sign for sign, _ in present)
+            assert n == sum(sign for sign, _ in mine)
+            assert total == (float(_net(present)) if held else None)
+            assert mean == (float(_net(present)) / held if held else None)
+
+
+def test_a_dime_added_three_times_is_three_dimes(tmp_path: Path) -> None:
+    epochs = _epochs([("a", False, t, Decimal("0.10")) for t in (1, 2, 3)], 3, step_s=2)
+    spec = UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
+                             aggregates=DECIMAL_SUMS, updating_input=False, output_view="v",
+                             ttl_us=10_000 * SECOND)
+    partial_schema = _decimal_partials([]).schema
+    schema = UpdatingAggregateOperator(spec, GROUPS).output_schema(partial_schema)
+    changes, _ = _run(UpdatingColumnsRange(spec, partial_schema, schema), tmp_path / "c.db",
+                      epochs, 0, 1, False, _decimal_partials)
+    inserted = [row[1:3] for emitted in changes for row in emitted if not row[4]]
+    assert inserted == [(1, 0.1), (2, 0.2), (3, 0.3)]
