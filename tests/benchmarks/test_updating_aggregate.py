@@ -247,6 +247,22 @@ def _as_weighted(epoch: pa.Table) -> pa.Table:
     return epoch.set_column(epoch.schema.get_field_index("p1_0"), "p1_0", signed)
 
 
+def _decimal_sums_epochs(rng: np.random.Generator, count: int, events: int,
+                         keys: int) -> list[pa.Table]:
+    """``count`` epochs' partials of ``count(*), sum(v), avg(v) GROUP BY k`` over appended
+    rows, ``v`` a DECIMAL(20, 2) of whole cents (its partial sums DECIMAL(30, 2))."""
+    epochs = []
+    for _ in range(count):
+        epoch = _partials(rng, events, keys)
+        cents = pa.array(epoch.column("p1_0").to_numpy() / 100).cast(pa.decimal128(30, 2))
+        counted = epoch.column("p1_1")
+        epochs.append(epoch.drop_columns(["p1_0", "p1_1", "p2_0", "__kg"]).append_column(
+            "p1_0", cents).append_column("p1_1", counted).append_column(
+            "p2_0", cents).append_column("p2_1", counted).append_column(
+            "__kg", epoch.column("__kg")))
+    return epochs
+
+
 _TIMED = (AggregateCall("count_star", None, "n"), AggregateCall("first_value", "a0", "earliest"),
           AggregateCall("last_value", "a0", "latest"))
 
@@ -295,6 +311,9 @@ _KEPT_IN_COLUMNS_SINCE_DECEMBER = {
     # ... and over updating input, of the same multisets as updating_max's, as pairs
     "updating_timed": (_TIMED, True, lambda rng, count, events, keys: [
         _as_pairs(epoch) for epoch in _signed_epochs(rng, count, events, keys)]),
+    # sum and avg of a DECIMAL, exact: a key's sum as four 32-bit words
+    "decimal_sums": ((AggregateCall("count_star", None, "n"), AggregateCall("sum", "a0", "total"),
+                      AggregateCall("avg", "a0", "mean")), False, _decimal_sums_epochs),
 }
 
 
