@@ -58,6 +58,16 @@ def from_words(sums: np.ndarray, nulls: np.ndarray, scale: int, kind: pa.DataTyp
     return values
 
 
+def compare_words(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Per row, -1, 0 or 1 as the decimal ``first`` (its :func:`words`) is below, equal to
+    or above ``second``: the most significant word that differs decides."""
+    result = np.zeros(len(first), np.int64)
+    for k in range(WORDS):  # lowest first: a higher word that differs overrides
+        result = np.where(first[:, k] != second[:, k], np.sign(first[:, k] - second[:, k]),
+                          result)
+    return result
+
+
 def doubles(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """The decimal ``column`` as the doubles nearest its values.  (Arrow's own cast can
     miss by one unit in the last place; its reading of decimal text does not.)"""

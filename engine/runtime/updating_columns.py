@@ -27,21 +27,22 @@ State layout in the store (per key group):
   ``[last flush (ms), whether keys wait for a flush, the earliest latest event
   time of its keys]``.
 
-A key's state row: its row key (``__key``) and group-by values, net rows,
-the accumulator columns ``a<i>_<j>`` (a sum or avg: the sum and the net count of
-values, a sum of decimals exact as a DECIMAL(38, s); a variance: count, mean and the sum of
+A key's state row: its row key (``__key``) and group-by values, net rows, the
+accumulator columns ``a<i>_<j>`` (a sum or avg: the sum and the net count of values,
+a sum of decimals exact as a DECIMAL(38, s); a variance: count, mean and the sum of
 squared deviations; a (y, x) aggregate: count, the two means, the two sums of
-squared deviations and of their products; bit_xor: the xor and the net count
-of values; min and max over updating input, distinct counts, percentiles,
-bit_and and bit_or: one column ``a<i>_0``, the key's multiset of values as a list of
-``{v, c}``, each value as an int64 number (a float as its :func:`float_keys` key;
-text, bytes and decimals as they are) with its positive net count; first_value and
-last_value: the same list of its (event time, value) pairs ``struct<t, v>``, over
-append-only input just its earliest or latest one; array_agg: the same list of its
-values as they are, NULLs too, in the order the key first held each; the weighted
-percentile: its ``[x, weight]`` pairs as ``{v, w, c}``, both as float keys), its latest
-event time (µs), whether it has output out (``__out``) and that output
-(``e<i>``), and whether it waits for a flush (``__pending``).
+squared deviations and of their products; bit_xor: the xor and the net count of
+values; min and max over appended rows: the extreme (a decimal as a DECIMAL(38, s))
+and whether there is one; min and max over updating input, distinct counts,
+percentiles, bit_and and bit_or: one column ``a<i>_0``, the key's multiset of values
+as a list of ``{v, c}``, each value as an int64 number (a float as its
+:func:`float_keys` key; text, bytes and decimals as they are) with its positive net
+count; first_value and last_value: the same list of its (event time, value) pairs
+``struct<t, v>``, over append-only input just its earliest or latest one; array_agg:
+the same list of its values as they are, NULLs too, in the order the key first held
+each; the weighted percentile: its ``[x, weight]`` pairs as ``{v, w, c}``, both as
+float keys), its latest event time (µs), whether it has output out (``__out``) and
+that output (``e<i>``), and whether it waits for a flush (``__pending``).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from spate.engine.operators.aggregates.moments import (
     columns_result,
     combined_columns,
 )
-from spate.engine.operators.decimal_columns import doubles, from_words, words
+from spate.engine.operators.decimal_columns import compare_words, doubles, from_words, words
 from spate.engine.operators.updating import flush_due
 from spate.engine.operators.window_columns import (
     BITS,
@@ -112,7 +113,7 @@ _PENDING = "__pending"
 
 def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
     """Whether ``spec`` runs here: plain keys, and counts, sums and averages (of
-    decimals too), variances,
+    decimals too; and their min and max over appended rows), variances,
     the (y, x) aggregates and percentiles (also weighted) of numbers, minimum, maximum and distinct
     counts of numbers (not decimals), times, dates and booleans (over updating input
     and for distinct counts also of text, bytes and decimals), the bitwise
@@ -131,7 +132,8 @@ def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
             continue
         if call.function in EXTREMES and (
                 _orderable(_multiset_value_type(kind)) or _by_value(_multiset_value_type(kind))
-                if spec.updating_input else _orderable(kind)):
+                if spec.updating_input else
+                _orderable(kind) or pa.types.is_decimal128(kind)):
             continue
         if call.function in DISTINCTS and (_orderable(_multiset_value_type(kind))
                                            or _by_value(_multiset_value_type(kind))):
@@ -483,9 +485,11 @@ class _Keys:
             if call.function in COUNTS:
                 columns.append(pa.array(first, kind, mask=~exists))
             elif call.function in EXTREMES:
-                columns.append(from_numbers(first, ~exists | ~self.accs[i][1],
-                                            self.work.partial_schema.field(f"p{i}_0").type,
-                                            kind))
+                missing = ~exists | ~self.accs[i][1]
+                partial = self.work.partial_schema.field(f"p{i}_0").type
+                columns.append(from_words(first, missing, partial.scale, kind)
+                               if first.ndim == 2 else
+                               from_numbers(first, missing, partial, kind))
             else:
                 counted = self.accs[i][1]
                 if first.ndim == 2:  # a decimal's words: the exact sum, rounded once
@@ -633,10 +637,15 @@ def _merge(function: str, accs: list[np.ndarray], at: np.ndarray, partials: pa.T
     else:
         extreme, present = accs
         valid = first.is_valid().to_numpy(zero_copy_only=False)
-        better = np.maximum if function == "max" else np.minimum
         held, had = extreme[at], present[at]
-        extreme[at] = np.where(valid & had, better(held, numbers),
-                               np.where(valid, numbers, held))
+        if extreme.ndim == 2:  # a decimal's words, a row each
+            sign = compare_words(numbers, held)
+            wins = (sign > 0 if function == "max" else sign < 0) | ~had
+            extreme[at] = np.where((valid & wins)[:, None], numbers, held)
+        else:
+            better = np.maximum if function == "max" else np.minimum
+            extreme[at] = np.where(valid & had, better(held, numbers),
+                                   np.where(valid, numbers, held))
         present[at] = had | valid
 
 

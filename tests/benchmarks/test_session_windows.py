@@ -98,6 +98,22 @@ def _operator_seconds(work: Any, epochs: list[pa.Table]) -> float:
     return operator_seconds(work, epochs, GROUPS, _epoch)
 
 
+def _columns_against_per_key(aggregates: tuple[AggregateCall, ...], epochs: list[pa.Table],
+                             events: int, what: str, name: str) -> None:
+    """The same ``epochs`` of partials through the columnar and the per-key session
+    operator (gap 1 s); prints and records (as ``name``) each one's seconds an epoch."""
+    spec = WindowAggregate(
+        operator_id="q0", input_sql="", key_columns=("k",),
+        window=WindowSpec("session", 0, 0, SECOND), aggregates=aggregates, output_view="out")
+    schema = output_schema(spec, epochs[0].schema)
+    columns = _operator_seconds(SessionColumnsRange(spec, schema), epochs)
+    per_key = _operator_seconds(_WindowRange(spec, GROUPS, schema), epochs)
+    print(f"{what}: columns {columns:.3f} s, per key {per_key:.3f} s an epoch "
+          f"({per_key / columns:.1f}x)", flush=True)
+    RESULTS[name] = {"events_per_epoch": events, "columns_s": columns, "per_key_s": per_key}
+    save_result("session_windows", RESULTS)
+
+
 #: count(*) and count(DISTINCT v), first_value(v), last_value(v)
 DISTINCT_AGGREGATES = (AggregateCall("count_star", None, "n"),
                        AggregateCall("count_distinct", "a0", "kinds"),
@@ -112,20 +128,12 @@ def test_the_operator_alone_columns_against_per_key(keys: int, events: int,
                                                     distinct: bool) -> None:
     aggregates = DISTINCT_AGGREGATES if distinct else (
         AggregateCall("count_star", None, "n"), AggregateCall("sum", "a0", "total"))
-    spec = WindowAggregate(
-        operator_id="q0", input_sql="", key_columns=("k",),
-        window=WindowSpec("session", 0, 0, SECOND), aggregates=aggregates, output_view="out")
     rng = np.random.default_rng(7)
     epochs = [_partials(rng, number, events, keys, distinct) for number in range(10)]
-    schema = output_schema(spec, epochs[0].schema)
-    columns = _operator_seconds(SessionColumnsRange(spec, schema), epochs)
-    per_key = _operator_seconds(_WindowRange(spec, GROUPS, schema), epochs)
     kind = "distinct, first and last" if distinct else "count, sum"
-    print(f"{kind}, {keys:,} keys, {events:,} events an epoch: columns {columns:.3f} s, "
-          f"per key {per_key:.3f} s an epoch ({per_key / columns:.1f}x)", flush=True)
-    name = f"operator_{keys}{'_distinct' if distinct else ''}"
-    RESULTS[name] = {"events_per_epoch": events, "columns_s": columns, "per_key_s": per_key}
-    save_result("session_windows", RESULTS)
+    _columns_against_per_key(aggregates, epochs, events,
+                             f"{kind}, {keys:,} keys, {events:,} events an epoch",
+                             f"operator_{keys}{'_distinct' if distinct else ''}")
 
 
 def _rows_partials(rng: np.random.Generator, epoch: int, events: int, keys: int) -> pa.Table:
@@ -149,22 +157,12 @@ def _rows_partials(rng: np.random.Generator, epoch: int, events: int, keys: int)
 
 @pytest.mark.parametrize(("keys", "events"), [(10_000, 100_000), (1_000, 100_000)])
 def test_an_aggregate_udfs_rows_columns_against_per_key(keys: int, events: int) -> None:
-    spec = WindowAggregate(
-        operator_id="q0", input_sql="", key_columns=("k",),
-        window=WindowSpec("session", 0, 0, SECOND),
-        aggregates=(AggregateCall("count_star", None, "n"),
-                    AggregateCall("udaf_rows", "a0", "rows")), output_view="out")
     rng = np.random.default_rng(7)
     epochs = [_rows_partials(rng, number, events, keys) for number in range(10)]
-    schema = output_schema(spec, epochs[0].schema)
-    columns = _operator_seconds(SessionColumnsRange(spec, schema), epochs)
-    per_key = _operator_seconds(_WindowRange(spec, GROUPS, schema), epochs)
-    print(f"an aggregate UDF's rows, {keys:,} keys, {events:,} events an epoch: columns "
-          f"{columns:.3f} s, per key {per_key:.3f} s an epoch ({per_key / columns:.1f}x)",
-          flush=True)
-    RESULTS[f"operator_{keys}_udaf_rows"] = {"events_per_epoch": events, "columns_s": columns,
-                                             "per_key_s": per_key}
-    save_result("session_windows", RESULTS)
+    _columns_against_per_key(
+        (AggregateCall("count_star", None, "n"), AggregateCall("udaf_rows", "a0", "rows")),
+        epochs, events, f"an aggregate UDF's rows, {keys:,} keys, {events:,} events an epoch",
+        f"operator_{keys}_udaf_rows")
 
 
 #: count(*), sum(v), min(v), max(v) of a DECIMAL(20, 2)
@@ -199,18 +197,9 @@ def _decimal_partials(rng: np.random.Generator, epoch: int, events: int,
 
 @pytest.mark.parametrize(("keys", "events"), [(10_000, 100_000), (100_000, 250_000)])
 def test_decimal_sums_columns_against_per_key(keys: int, events: int) -> None:
-    spec = WindowAggregate(
-        operator_id="q0", input_sql="", key_columns=("k",),
-        window=WindowSpec("session", 0, 0, SECOND), aggregates=DECIMAL_AGGREGATES,
-        output_view="out")
     rng = np.random.default_rng(7)
     epochs = [_decimal_partials(rng, number, events, keys) for number in range(10)]
-    schema = output_schema(spec, epochs[0].schema)
-    columns = _operator_seconds(SessionColumnsRange(spec, schema), epochs)
-    per_key = _operator_seconds(_WindowRange(spec, GROUPS, schema), epochs)
-    print(f"decimal count, sum, min, max, {keys:,} keys, {events:,} events an epoch: columns "
-          f"{columns:.3f} s, per key {per_key:.3f} s an epoch ({per_key / columns:.1f}x)",
-          flush=True)
-    RESULTS[f"operator_{keys}_decimal"] = {"events_per_epoch": events, "columns_s": columns,
-                                           "per_key_s": per_key}
-    save_result("session_windows", RESULTS)
+    _columns_against_per_key(
+        DECIMAL_AGGREGATES, epochs, events,
+        f"decimal count, sum, min, max, {keys:,} keys, {events:,} events an epoch",
+        f"operator_{keys}_decimal")

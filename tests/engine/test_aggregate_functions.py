@@ -262,7 +262,8 @@ WITH (connector = 'single_file', path = '{dir}/trades.jsonl', format = 'json',
                                    ("hopped", "HOP(INTERVAL '5' SECOND, INTERVAL '10' SECOND)"),
                                    ("sessions", "SESSION(INTERVAL '3' SECOND)"))) \
     + UPDATING.format(name="balances", dir="{dir}", source="trades",
-                      aggregates="sum(price) AS s, avg(price) AS a")
+                      aggregates="sum(price) AS s, avg(price) AS a, min(price) AS lo, "
+                                 "max(price) AS hi")
 
 
 def test_decimal_sums_in_windows_and_sessions_are_the_exact_sums(spark, tmp_path):  # type: ignore[no-untyped-def]
@@ -289,4 +290,4 @@ def test_decimal_sums_in_windows_and_sessions_are_the_exact_sums(spark, tmp_path
         changes = [json.loads(line) for line in (tmp_path / "balances.jsonl").open()]
         latest = [change["after"] for change in changes
                   if change["after"] is not None and change["after"]["k"] == k][-1]
-        assert [latest["s"], latest["a"]] == expected[:2]
+        assert [latest["s"], latest["a"], latest["lo"], latest["hi"]] == expected

@@ -10,7 +10,7 @@ import json
 import math
 import operator
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from decimal import Decimal, localcontext
 from functools import reduce
 from pathlib import Path
@@ -454,7 +454,9 @@ def test_the_columnar_path_takes_aggregates_of_numbers_it_computes_in_columns() 
     assert columnar(spec, decimals)  # exact sums, in words
     decimal_min = schema.set(schema.get_field_index("p5_0"),
                              pa.field("p5_0", pa.decimal128(20, 2)))
-    assert not columnar(spec, decimal_min)
+    assert columnar(spec, decimal_min)  # compared in words
+    text_min = schema.set(schema.get_field_index("p5_0"), pa.field("p5_0", pa.string()))
+    assert not columnar(spec, text_min)  # over appended rows: per key
     assert not columnar(UpdatingAggregate(
         operator_id="q0", input_sql="", key_columns=("k0",),
         aggregates=(AggregateCall("max", "a0", "m"),), updating_input=True,
@@ -777,6 +779,30 @@ def _decimal_partials(rows: list[Row], updating_input: bool = True) -> pa.Table:
     return pa.table({n: pa.array(columns[n], types.get(n, pa.int64())) for n in names})
 
 
+def _inserts_in_columns(aggregates: tuple[AggregateCall, ...],
+                        partials: Callable[[list[Row], bool], pa.Table], rows: list[Row],
+                        count: int, parallelism: int, folder: Path, updating_input: bool
+                        ) -> Iterator[tuple[list[Row], tuple[Any, ...]]]:
+    """``rows`` in ``count`` epochs through the columnar operator alone (which must take
+    ``aggregates``), flushing every epoch: each row it inserts, with the input rows
+    seen by then."""
+    spec = UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
+                             aggregates=aggregates, updating_input=updating_input,
+                             output_view="v", ttl_us=10_000 * SECOND)
+    partial_schema = partials([], updating_input).schema
+    assert columnar(spec, partial_schema)
+    schema = UpdatingAggregateOperator(spec, GROUPS).output_schema(partial_schema)
+    epochs = _epochs(rows, count, step_s=2)
+    changes, _ = _run(UpdatingColumnsRange(spec, partial_schema, schema), folder / "columns.db",
+                      epochs, 0, parallelism, updating_input, partials)
+    seen: list[Row] = []
+    for (epoch_rows, _, _), emitted in zip(epochs, changes, strict=True):
+        seen += epoch_rows
+        for row in emitted:
+            if not row[-3]:  # not a withdrawal
+                yield seen, row
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.booleans(),
@@ -794,38 +820,64 @@ def test_decimal_sums_are_exact_in_columns(rows, count, parallelism,
     times is 0.3; values past 2**53 keep their cents until the sum is rounded), its avg
     that over the net count of values."""
     rows = _updating(rows, Decimal("1.00"))
-    spec = UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
-                             aggregates=DECIMAL_SUMS, updating_input=True, output_view="v",
-                             ttl_us=10_000 * SECOND)
-    partial_schema = _decimal_partials([]).schema
-    assert columnar(spec, partial_schema)
-    schema = UpdatingAggregateOperator(spec, GROUPS).output_schema(partial_schema)
-    epochs = _epochs(rows, count, step_s=2)
-    changes, _ = _run(UpdatingColumnsRange(spec, partial_schema, schema),
-                      tmp_path_factory.mktemp("decimal_sums") / "columns.db", epochs, 0,
-                      parallelism, True, _decimal_partials)
-    seen: list[Row] = []
-    for (epoch_rows, _, _), emitted in zip(epochs, changes, strict=True):
-        seen += epoch_rows
-        for key, n, total, mean, retract, _, _ in emitted:
-            if retract:
-                continue
-            mine = [(-1 if withdrawn else 1, v) for k, withdrawn, _, v in seen if k == key]
-            present = [(sign, v) for sign, v in mine if v is not None]
-            held = sum(sign for sign, _ in present)
-            assert n == sum(sign for sign, _ in mine)
-            assert total == (float(_net(present)) if held else None)
-            assert mean == (float(_net(present)) / held if held else None)
+    for seen, (key, n, total, mean, *_) in _inserts_in_columns(
+            DECIMAL_SUMS, _decimal_partials, rows, count, parallelism,
+            tmp_path_factory.mktemp("decimal_sums"), True):
+        mine = [(-1 if withdrawn else 1, v) for k, withdrawn, _, v in seen if k == key]
+        present = [(sign, v) for sign, v in mine if v is not None]
+        held = sum(sign for sign, _ in present)
+        assert n == sum(sign for sign, _ in mine)
+        assert total == (float(_net(present)) if held else None)
+        assert mean == (float(_net(present)) / held if held else None)
 
 
 def test_a_dime_added_three_times_is_three_dimes(tmp_path: Path) -> None:
-    epochs = _epochs([("a", False, t, Decimal("0.10")) for t in (1, 2, 3)], 3, step_s=2)
-    spec = UpdatingAggregate(operator_id="q0_updating", input_sql="", key_columns=("k0",),
-                             aggregates=DECIMAL_SUMS, updating_input=False, output_view="v",
-                             ttl_us=10_000 * SECOND)
-    partial_schema = _decimal_partials([]).schema
-    schema = UpdatingAggregateOperator(spec, GROUPS).output_schema(partial_schema)
-    changes, _ = _run(UpdatingColumnsRange(spec, partial_schema, schema), tmp_path / "c.db",
-                      epochs, 0, 1, False, _decimal_partials)
-    inserted = [row[1:3] for emitted in changes for row in emitted if not row[4]]
+    rows = [("a", False, t, Decimal("0.10")) for t in (1, 2, 3)]
+    inserted = [row[1:3] for _, row in _inserts_in_columns(
+        DECIMAL_SUMS, _decimal_partials, rows, 3, 1, tmp_path, False)]
     assert inserted == [(1, 0.1), (2, 0.2), (3, 0.3)]
+
+
+#: min and max of a DECIMAL(38, 10) over appended rows
+DECIMAL_EXTREMES = (AggregateCall("count_star", None, "n"), AggregateCall("min", "a0", "lo"),
+                    AggregateCall("max", "a0", "hi"))
+WIDE = pa.decimal128(38, 10)
+
+
+def _decimal_extreme_partials(rows: list[Row], updating_input: bool = False) -> pa.Table:
+    """Spark's partials of :data:`DECIMAL_EXTREMES` for appended ``rows``."""
+    columns: dict[str, list[Any]] = defaultdict(list)
+    for key, mine in _by_key(rows).items():
+        _, row_key = _key_columns(columns, key, mine)
+        values = [v for _, _, _, v in mine if v is not None]
+        columns["p1_0"].append(min(values, default=None))
+        columns["p2_0"].append(max(values, default=None))
+        columns["__kg"].append(sum(row_key.encode()) % GROUPS)
+    types = {"__key": pa.string(), "k0": pa.string(), "__seen": pa.timestamp("us", tz="UTC"),
+             "p1_0": WIDE, "p2_0": WIDE, "__kg": pa.int32()}
+    names = ["__key", "k0", "__count", "__rows", "__seen", "p0_0", "p1_0", "p2_0", "__kg"]
+    return pa.table({n: pa.array(columns[n], types.get(n, pa.int64())) for n in names})
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.just(False),
+                               st.integers(0, 100),
+                               st.one_of(st.none(), st.integers(-10**27, 10**27).map(
+                                   lambda u: Decimal(u).scaleb(-10)))),
+                     min_size=1, max_size=50),
+       count=st.integers(1, ENTRIES_PER_GROUP + 2), parallelism=st.integers(1, 3))
+def test_decimal_extremes_of_appended_rows_in_columns(rows, count, parallelism,
+                                                      tmp_path_factory
+                                                      ) -> None:  # type: ignore[no-untyped-def]
+    """min and max of a DECIMAL(38, 10) (past 18 digits: compared word by word) over
+    appended rows, flushed every epoch: each key's extremes so far, as the nearest
+    doubles."""
+    for seen, (key, n, lo, hi, *_) in _inserts_in_columns(
+            DECIMAL_EXTREMES, _decimal_extreme_partials, rows, count, parallelism,
+            tmp_path_factory.mktemp("decimal_extremes"), False):
+        mine = [v for k, _, _, v in seen if k == key]
+        values = [v for v in mine if v is not None]
+        assert n == len(mine)
+        assert (lo, hi) == ((float(min(values)), float(max(values))) if values
+                            else (None, None))
