@@ -17,6 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spate.engine.operators.window_columns import ranked_extremes
+
 #: 32-bit words in a decimal128 value, and in the decimal256 the sums come back in.
 WORDS, WIDE_WORDS = 4, 8
 _LOW = 0xFFFF_FFFF
@@ -103,8 +105,4 @@ def decimal_extremes(column: pa.Array | pa.ChunkedArray,
         zero = np.zeros(len(best), np.int64)
         return from_words(np.stack([best & _LOW, best >> 32, zero, zero], axis=1), nulls,
                           kind.scale, kind)
-    order = pc.array_sort_indices(column, null_placement="at_start" if largest else "at_end") \
-        .to_numpy()
-    places = np.empty(len(order), np.int64)
-    places[order] = np.arange(len(order), dtype=np.int64)
-    return column.take(pa.array(order[extremes(places)]))
+    return ranked_extremes(column, extremes, largest)

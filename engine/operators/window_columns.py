@@ -107,7 +107,7 @@ def supported(function: str, partial_type: pa.DataType) -> bool:
     if function in EXTREMES:
         return numeric or bool(pa.types.is_timestamp(partial_type)
                                or pa.types.is_date32(partial_type)
-                               or pa.types.is_boolean(partial_type))
+                               or pa.types.is_boolean(partial_type)) or by_place(partial_type)
     return False
 
 
@@ -132,6 +132,28 @@ def floats_of_keys(keys: np.ndarray) -> np.ndarray:
     bits = np.where(keys < 0, keys ^ _LOW_BITS, keys).astype(np.int64)
     floats: np.ndarray = bits.view(np.float64)
     return floats
+
+
+def by_place(kind: pa.DataType) -> bool:
+    """Text and bytes: values Arrow orders as Spark does (by their bytes), whose least
+    and greatest the columns find by each value's place in a sort
+    (:func:`ranked_extremes`)."""
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind)
+                or pa.types.is_binary(kind) or pa.types.is_large_binary(kind))
+
+
+def ranked_extremes(column: pa.Array | pa.ChunkedArray,
+                    extremes: Callable[[np.ndarray], np.ndarray], largest: bool) -> pa.Array:
+    """The least (or greatest) values of ``column``, any type Arrow sorts: ``extremes``
+    takes each value's place in a sort of the column (NULL below every value for a
+    maximum, above for a minimum) and gives the winning places (of segments, of
+    windows' panes); a winner that is NULL had no value to pick."""
+    values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    order = pc.array_sort_indices(values, null_placement="at_start" if largest else "at_end") \
+        .to_numpy()
+    places = np.empty(len(order), np.int64)
+    places[order] = np.arange(len(order), dtype=np.int64)
+    return values.take(pa.array(order[extremes(places)]))
 
 
 def keyable(kind: pa.DataType) -> bool:

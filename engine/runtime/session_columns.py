@@ -2,7 +2,8 @@
 
 The columnar counterpart of the per-key sessions of :mod:`spate.engine.runtime.window`
 for the aggregates :func:`session_columnar` accepts (count, sum and avg of
-integers, floats and decimals; min and max of those, times, dates and booleans; the
+integers, floats and decimals; min and max of those, times, dates, booleans, text
+and bytes; the
 variances and the (y, x) aggregates; distinct counts; first and last values;
 bit_and, bit_or and bit_xor; array_agg, median and percentile_cont; an aggregate
 UDF's rows): one pass of Arrow and NumPy over the range's open sessions and new
@@ -59,7 +60,9 @@ from spate.engine.operators.window_columns import (
     MOMENTS,
     TIMED,
     FiredWindows,
+    by_place,
     key_ids,
+    ranked_extremes,
     supported,
     window_extremes,
     window_merges,
@@ -311,6 +314,9 @@ def _merge_partials(column: pa.ChunkedArray, segments: FiredWindows, extreme: bo
     the least or greatest; of decimals exactly."""
     valid = np.add.reduceat(column.is_valid().to_numpy(zero_copy_only=False).astype(np.int64),
                             segments.first)
+    if extreme and by_place(column.type):  # text, bytes
+        return ranked_extremes(column, lambda places: window_extremes(places, segments, largest),
+                               largest)
     if pa.types.is_decimal(column.type):
         if not extreme:
             return decimal_sums(column, lambda words: np.add.reduceat(words, segments.first),

@@ -71,6 +71,7 @@ from spate.engine.operators.window_columns import (
     EXTREMES,
     SUMS,
     TIMED,
+    by_place,
     float_keys,
     floats_of_keys,
     keyable,
@@ -160,9 +161,7 @@ def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
 def _by_value(kind: pa.DataType) -> bool:
     """Values a multiset holds as they are (:class:`_ValueBag`): text, bytes and decimals,
     which Arrow orders and compares as Spark does (text and bytes by their bytes)."""
-    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind)
-                or pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
-                or pa.types.is_decimal(kind))
+    return by_place(kind) or bool(pa.types.is_decimal(kind))
 
 
 def _orderable(kind: pa.DataType) -> bool:

@@ -2,9 +2,9 @@
 
 The columnar counterpart of :mod:`spate.engine.runtime.window` for the
 aggregates :func:`spate.engine.operators.window_columns.supported` computes
-(count, sum, avg, min, max, the variances and the (y, x) aggregates, distinct
-counts, first and last values, bit_and, bit_or and bit_xor, array_agg, median and
-percentile_cont, and the argument rows of aggregate UDFs): one pass
+(count, sum, avg, min, max (of text and bytes too), the variances and the (y, x)
+aggregates, distinct counts, first and last values, bit_and, bit_or and bit_xor,
+array_agg, median and percentile_cont, and the argument rows of aggregate UDFs): one pass
 of Arrow and NumPy over the range's panes, with no Python statement per row,
 key or fired window.
 
@@ -54,10 +54,12 @@ from spate.engine.operators.window_columns import (
     TIMED,
     UDAF_ROWS,
     FiredWindows,
+    by_place,
     fired_windows,
     key_ids,
     pair_ranks,
     ranked,
+    ranked_extremes,
     supported,
     value_ids,
     window_bits,
@@ -303,6 +305,9 @@ def _aggregate(function: str, panes: pa.Table, index: int, fired: FiredWindows,
             totals = totals / np.maximum(counted, 1)
         return pa.array(totals, mask=counted == 0).cast(kind)
     largest = function == "max"
+    if by_place(first.type):  # text, bytes
+        return ranked_extremes(first, lambda places: window_extremes(places, fired, largest),
+                               largest).cast(kind)
     valid = window_sums(first.is_valid().to_numpy(zero_copy_only=False).astype(np.int64),
                         fired)
     numbers = as_numbers(first, worst(first.type, largest))

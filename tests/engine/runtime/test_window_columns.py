@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -566,3 +567,80 @@ def test_an_aggregate_udfs_rows_in_columns_as_per_key(rows, slide, factor, epoch
     else:
         assert sorted(((k, s, n, sorted(r, key=repr)) for k, s, n, r in in_columns), key=repr) \
             == sorted(((k, s, n, sorted(r, key=repr)) for k, s, n, r in per_key), key=repr)
+
+
+#: min and max of text (or bytes): each value's place in a sort orders them
+TEXT_EXTREMES = (AggregateCall("count_star", None, "n"), AggregateCall("min", "a0", "lo"),
+                 AggregateCall("max", "a0", "hi"))
+#: Text Spark orders by its UTF-8 bytes (so "B" < "a" < "é"), and bytes.
+_TEXTS = ["", "B", "a", "ab", "é", "z", "\U0001F600"]
+_ORDERED = {"text": (pa.string(), _TEXTS),
+            "bytes": (pa.binary(), [t.encode() for t in _TEXTS] + [b"\x00", b"\xff"])}
+
+
+def _text_partials(rows: list[Row], slide: int, kind: pa.DataType) -> pa.Table:
+    """Native Spark's pane partials of :data:`TEXT_EXTREMES` (per key and exact time for
+    a slide of 1)."""
+    panes: dict[tuple[Any, int], list[Any]] = defaultdict(list)
+    for key, ts, value in rows:
+        panes[(key, ts - ts % slide)].append(value)
+    items = list(panes.items())
+    present = [[v for v in values if v is not None] for _, values in items]
+    return pa.table({
+        "k0": pa.array([k for (k, _), _ in items], pa.string()),
+        "__pane": pa.array([p for (_, p), _ in items], pa.int64()),
+        "__kg": pa.array([hash(k) % GROUPS for (k, _), _ in items], pa.int32()),
+        "__rows": pa.array([len(v) for _, v in items], pa.int64()),
+        "p0_0": pa.array([len(v) for _, v in items], pa.int64()),
+        "p1_0": pa.array([min(v, default=None) for v in present], kind),
+        "p2_0": pa.array([max(v, default=None) for v in present], kind)})
+
+
+@pytest.mark.parametrize("kind", list(_ORDERED))
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture])
+@given(data=st.data(), window=st.sampled_from([("hop", 1, 1), ("hop", 3, 12),
+                                               ("hop", 1, PANES_PER_CHUNK + 2),
+                                               ("session", 1, 7)]),
+       epochs=st.integers(1, 5), parallelism=st.integers(1, 3), ordered=st.booleans())
+def test_text_extremes_in_columns_as_per_key(kind, data, window, epochs, parallelism, ordered,
+                                             tmp_path_factory
+                                             ) -> None:  # type: ignore[no-untyped-def]
+    """min and max of text or bytes in TUMBLE, HOP and SESSION windows, in columns (by
+    each value's place in a sort of the panes) and per key: the same windows, the same
+    values."""
+    from spate.engine.runtime.session_columns import SessionColumnsRange, session_columnar
+    from spate.engine.runtime.window import _WindowRange
+
+    value_type, samples = _ORDERED[kind]
+    rows = data.draw(st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]),
+                                        st.integers(0, 200),
+                                        st.one_of(st.none(), st.sampled_from(samples))),
+                              min_size=1, max_size=60))
+    how, slide, size = window
+    session = how == "session"
+    spec = WindowAggregate(operator_id="q0_window", input_sql="", key_columns=("k0",),
+                           window=WindowSpec(how, 0, 0, size) if session
+                           else WindowSpec(how, size, slide),
+                           aggregates=TEXT_EXTREMES, output_view="v")
+    partial_schema = _text_partials([], slide, value_type).schema
+    assert (session_columnar if session else columnar)(spec, partial_schema)
+    schema = output_schema(spec, partial_schema)
+    if ordered:
+        rows = sorted(rows, key=lambda r: r[1])
+    step = -(-len(rows) // epochs)
+    chunks = [rows[i:i + step] for i in range(0, len(rows), step)]
+    watermarks = list(accumulate((max(r[1] for r in chunk) - 3 for chunk in chunks[:-1]),
+                                 max)) + [END_OF_TIME]
+    folder = tmp_path_factory.mktemp("text")
+    fired = {}
+    for name, work in (("columns", (SessionColumnsRange if session else WindowColumnsRange)(
+                            spec, schema)),
+                       ("per_key", _WindowRange(spec, GROUPS, schema))):
+        fired[name] = sorted(
+            ((row["k0"], _micros(row[WINDOW_COLUMN]["start"]), row["n"], row["lo"], row["hi"])
+             for table, _ in through_ranges(work, folder / f"{name}.db",
+                                            [_text_partials(c, slide, value_type)
+                                             for c in chunks], watermarks, GROUPS, parallelism)
+             for row in table.to_pylist()), key=repr)
+    assert fired["columns"] == fired["per_key"]
