@@ -501,14 +501,34 @@ def _rows_partials(rows: list[Row], slide: int) -> pa.Table:
         panes[(key, ts - ts % slide)].append({"a0": value, "a1": ts})
     items = list(panes.items())
     return pa.table({
-        "k0": pa.array([k for (k, _), _ in items], pa.string()),
-        "__pane": pa.array([p for (_, p), _ in items], pa.int64()),
-        "__kg": pa.array([hash(k) % GROUPS for (k, _), _ in items], pa.int32()),
-        "__rows": pa.array([len(v) for _, v in items], pa.int64()),
-        "p0_0": pa.array([len(v) for _, v in items], pa.int64()),
+        **_counted_panes(items),
         "p1_0": pa.array([sorted(v, key=lambda r: (r["a0"] is not None, r["a0"] or 0, r["a1"]))
                           for _, v in items], pa.list_(UDAF_ROW)),
     })
+
+
+def _counted_panes(items: list[tuple[tuple[Any, int], list[Any]]]) -> dict[str, pa.Array]:
+    """The columns every pane partial has, for ``((key, pane), rows)`` items: its key,
+    pane, key group and rows, and count(*) as the first aggregate."""
+    return {"k0": pa.array([k for (k, _), _ in items], pa.string()),
+            "__pane": pa.array([p for (_, p), _ in items], pa.int64()),
+            "__kg": pa.array([hash(k) % GROUPS for (k, _), _ in items], pa.int32()),
+            "__rows": pa.array([len(v) for _, v in items], pa.int64()),
+            "p0_0": pa.array([len(v) for _, v in items], pa.int64())}
+
+
+def _in_epochs(rows: list[Row], epochs: int, ordered: bool
+               ) -> tuple[list[list[Row]], list[int]]:
+    """``rows`` (sorted by time if ``ordered``) cut into ``epochs`` parts, and each one's
+    watermark: 3 behind the latest time so far (out of order, some rows come late), the
+    last one's the end of time."""
+    if ordered:
+        rows = sorted(rows, key=lambda r: r[1])
+    size = -(-len(rows) // epochs)
+    chunks = [rows[i:i + size] for i in range(0, len(rows), size)]
+    watermarks = list(accumulate((max(r[1] for r in chunk) - 3 for chunk in chunks[:-1]),
+                                 max)) + [END_OF_TIME]
+    return chunks, watermarks
 
 
 def _fire_rows(work: Any, chunks: list[list[Row]], watermarks: list[int], slide: int,
@@ -546,13 +566,7 @@ def test_an_aggregate_udfs_rows_in_columns_as_per_key(rows, slide, factor, epoch
     partial_schema = _rows_partials([], slide).schema
     assert columnar(spec, partial_schema)
     schema = output_schema(spec, partial_schema)
-    if ordered:
-        rows = sorted(rows, key=lambda r: r[1])
-    size = -(-len(rows) // epochs)
-    chunks = [rows[i:i + size] for i in range(0, len(rows), size)]
-    # the watermark 3 behind the latest time so far: out of order, some rows come late
-    watermarks = list(accumulate((max(r[1] for r in chunk) - 3 for chunk in chunks[:-1]),
-                                 max)) + [END_OF_TIME]
+    chunks, watermarks = _in_epochs(rows, epochs, ordered)
     folder = tmp_path_factory.mktemp("udaf")
     in_columns = _fire_rows(WindowColumnsRange(spec, schema), chunks, watermarks, slide,
                             parallelism, folder / "columns.db")
@@ -587,11 +601,7 @@ def _text_partials(rows: list[Row], slide: int, kind: pa.DataType) -> pa.Table:
     items = list(panes.items())
     present = [[v for v in values if v is not None] for _, values in items]
     return pa.table({
-        "k0": pa.array([k for (k, _), _ in items], pa.string()),
-        "__pane": pa.array([p for (_, p), _ in items], pa.int64()),
-        "__kg": pa.array([hash(k) % GROUPS for (k, _), _ in items], pa.int32()),
-        "__rows": pa.array([len(v) for _, v in items], pa.int64()),
-        "p0_0": pa.array([len(v) for _, v in items], pa.int64()),
+        **_counted_panes(items),
         "p1_0": pa.array([min(v, default=None) for v in present], kind),
         "p2_0": pa.array([max(v, default=None) for v in present], kind)})
 
@@ -626,12 +636,7 @@ def test_text_extremes_in_columns_as_per_key(kind, data, window, epochs, paralle
     partial_schema = _text_partials([], slide, value_type).schema
     assert (session_columnar if session else columnar)(spec, partial_schema)
     schema = output_schema(spec, partial_schema)
-    if ordered:
-        rows = sorted(rows, key=lambda r: r[1])
-    step = -(-len(rows) // epochs)
-    chunks = [rows[i:i + step] for i in range(0, len(rows), step)]
-    watermarks = list(accumulate((max(r[1] for r in chunk) - 3 for chunk in chunks[:-1]),
-                                 max)) + [END_OF_TIME]
+    chunks, watermarks = _in_epochs(rows, epochs, ordered)
     folder = tmp_path_factory.mktemp("text")
     fired = {}
     for name, work in (("columns", (SessionColumnsRange if session else WindowColumnsRange)(
