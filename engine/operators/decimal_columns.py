@@ -76,6 +76,15 @@ def doubles(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     return column.cast(pa.string()).cast(pa.float64())
 
 
+def as_output(values: pa.Array | pa.ChunkedArray, kind: pa.DataType
+              ) -> pa.Array | pa.ChunkedArray:
+    """``values`` as an aggregate's output type ``kind``: decimals that come out as
+    doubles through :func:`doubles`, anything else by Arrow's cast."""
+    if pa.types.is_decimal(values.type) and pa.types.is_floating(kind):
+        return doubles(values).cast(kind)
+    return values.cast(kind)
+
+
 def decimal_sums(column: pa.Array | pa.ChunkedArray, summed: Callable[[np.ndarray], np.ndarray],
                  nulls: np.ndarray, kind: pa.DataType) -> pa.Array:
     """Exact sums of the decimal ``column`` (NULL as 0), as ``kind``: ``summed`` takes

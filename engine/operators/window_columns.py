@@ -158,10 +158,11 @@ def ranked_extremes(column: pa.Array | pa.ChunkedArray,
 
 def keyable(kind: pa.DataType) -> bool:
     """Values the columns tell apart and order as Spark's SQL compares them: those Arrow
-    hashes and sorts alike, and floats through their :func:`float_keys` (Spark equates
-    NaN and -0.0 and orders them its own way)."""
+    hashes and sorts alike (decimals by value, text and bytes by their bytes), and
+    floats through their :func:`float_keys` (Spark equates NaN and -0.0 and orders
+    them its own way)."""
     return bool(pa.types.is_integer(kind) or pa.types.is_floating(kind)
-                or pa.types.is_string(kind) or pa.types.is_large_string(kind)
+                or by_place(kind) or pa.types.is_decimal128(kind)
                 or pa.types.is_boolean(kind) or pa.types.is_timestamp(kind)
                 or pa.types.is_date32(kind))
 

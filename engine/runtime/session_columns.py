@@ -51,7 +51,7 @@ import pyarrow.compute as pc
 
 from spate.engine.operators.aggregates import AGGREGATES
 from spate.engine.operators.aggregates.moments import columns_result, combined_columns
-from spate.engine.operators.decimal_columns import decimal_extremes, decimal_sums, doubles
+from spate.engine.operators.decimal_columns import as_output, decimal_extremes, decimal_sums
 from spate.engine.operators.window_columns import (
     BITS,
     DISTINCTS,
@@ -281,16 +281,14 @@ class SessionColumnsRange:
             elif call.function in TIMED:
                 values = pc.struct_field(first, "v")
                 present = first.is_valid()
-                columns.append(pc.if_else(present, values, pa.nulls(len(present), values.type))
-                               .cast(kind))
+                columns.append(as_output(pc.if_else(present, values,
+                                                    pa.nulls(len(present), values.type)), kind))
             elif call.function == "avg":
                 counted = as_numbers(fired.column(f"p{i}_1"), 0)
                 totals = as_numbers(first, 0) / np.maximum(counted, 1)
                 columns.append(pa.array(totals, mask=counted == 0).cast(kind))
-            elif pa.types.is_decimal(first.type):  # sum, min or max: a double
-                columns.append(doubles(first).cast(kind))
-            else:
-                columns.append(first.cast(kind))
+            else:  # count, sum, min, max
+                columns.append(as_output(first, kind))
         columns.append(timestamps(ends - 1))
         return pa.Table.from_arrays(columns, schema=schema)
 

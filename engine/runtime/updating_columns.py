@@ -2,13 +2,14 @@
 
 The columnar counterpart of :class:`~spate.engine.runtime.updating.UpdatingAggregateOperator`
 for the aggregates :func:`columnar` accepts (count; sum and avg of integers,
-floats and decimals; min and max of integers, floats, times, dates and booleans; the
+floats and decimals; min and max of integers, floats, decimals, times, dates and
+booleans; the
 variances and standard deviations; the (y, x) aggregates corr, covar_* and
 regr_*; distinct counts of integers, floats, times, dates, booleans, text, bytes
 and decimals, and their min and max over updating input; median and
 percentile_cont of integers, floats and decimals, also weighted; bit_and, bit_or
 and bit_xor; first_value and last_value of the values distinct counts take;
-array_agg of numbers, text, booleans, times and dates): the epoch's signed
+array_agg of numbers, decimals, text, bytes, booleans, times and dates): the epoch's signed
 partials merge into the keys' states, due groups flush and idle keys expire as
 whole NumPy and Arrow columns, with no Python statement per key.  What it emits
 is what the per-key operator emits: the same changes, with a key's withdrawal
@@ -61,7 +62,13 @@ from spate.engine.operators.aggregates.moments import (
     columns_result,
     combined_columns,
 )
-from spate.engine.operators.decimal_columns import compare_words, doubles, from_words, words
+from spate.engine.operators.decimal_columns import (
+    as_output,
+    compare_words,
+    doubles,
+    from_words,
+    words,
+)
 from spate.engine.operators.updating import flush_due
 from spate.engine.operators.window_columns import (
     BITS,
@@ -475,7 +482,7 @@ class _Keys:
             kind = self.work.schema.field(call.output).type
             bag = self.bags.get(i)
             if bag is not None:
-                columns.append(self._bag_result(i, bag, exists).cast(kind))
+                columns.append(as_output(self._bag_result(i, bag, exists), kind))
                 continue
             first = self.accs[i][0]
             if call.function in VARIANCES:

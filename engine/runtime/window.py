@@ -7,7 +7,7 @@ windows of the aggregates :func:`spate.engine.operators.window_columns.supported
 takes (and in TUMBLE and HOP an aggregate UDF's rows) then run in columns
 (:mod:`spate.engine.runtime.window_columns` for TUMBLE and HOP,
 :mod:`spate.engine.runtime.session_columns` for SESSION).  This module runs the
-others — e.g. distinct counts of decimals — and state an
+others — e.g. aggregates of nested values — and state an
 earlier version kept per key: it merges the partials
 into the operator's state, key group by key group, fires the windows the
 watermark closed, and stages what changed for the epoch.

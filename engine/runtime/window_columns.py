@@ -41,7 +41,7 @@ from spate.engine.operators.aggregates.moments import (
     columns_result,
     combined_columns,
 )
-from spate.engine.operators.decimal_columns import decimal_sums, doubles
+from spate.engine.operators.decimal_columns import as_output, decimal_sums, doubles
 from spate.engine.operators.window_columns import (
     BITS,
     BITWISE,
@@ -289,8 +289,8 @@ def _aggregate(function: str, panes: pa.Table, index: int, fired: FiredWindows,
         pairs = panes.column(f"p{index}_0")
         rows, present = window_timed(pairs, fired, function == "last_value")
         values = pc.struct_field(pairs.take(pa.array(rows)), "v")
-        return pc.if_else(pa.array(present), values, pa.nulls(len(present), values.type)) \
-            .cast(kind)
+        return as_output(pc.if_else(pa.array(present), values,
+                                    pa.nulls(len(present), values.type)), kind)
     first = panes.column(f"p{index}_0")
     if function in BITS:
         counted = window_sums(as_numbers(panes.column(f"p{index}_1"), 0), fired)

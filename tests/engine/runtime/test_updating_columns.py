@@ -544,7 +544,9 @@ _TIMED_VALUES = {
     "floats": (pa.float64(), [math.nan, -0.0, 0.0, -math.inf, 1.5]),
     "text": (pa.string(), ["", "a", "B", "é"]),
     "booleans": (pa.bool_(), [True, False]),
-    "decimals": (pa.decimal128(10, 2), [Decimal("1.10"), Decimal("-2.00"), Decimal("0.00")]),
+    "decimals": (pa.decimal128(10, 2), [Decimal("1.10"), Decimal("-2.00"), Decimal("0.00"),
+                                        Decimal("12345678.91")]),
+    "bytes": (pa.binary(), [b"", b"\x00", b"\xff", b"a"]),
 }
 
 
@@ -639,7 +641,7 @@ def _comparable(row: tuple[Any, ...]) -> tuple[Any, ...]:
                               for v in row))
 
 
-@pytest.mark.parametrize("kind", [k for k in _TIMED_VALUES if k != "decimals"])
+@pytest.mark.parametrize("kind", list(_TIMED_VALUES))
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                HealthCheck.function_scoped_fixture])
 @given(data=st.data(), count=st.integers(1, 6), parallelism=st.integers(1, 3),

@@ -11,6 +11,7 @@ import operator
 import statistics
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from functools import reduce
 from itertools import accumulate
 from pathlib import Path
@@ -371,8 +372,11 @@ def test_which_aggregates_run_in_pane_columns() -> None:
     # floats too: equal as Spark equates them (every NaN, -0.0 and 0.0) by their keys
     assert columnar(distinct, schema.set(schema.get_field_index("p0_0"),
                                           pa.field("p0_0", pa.list_(pa.float64()))))
-    assert not columnar(distinct, schema.set(schema.get_field_index("p0_0"),
-                                              pa.field("p0_0", pa.list_(pa.decimal128(9, 2)))))
+    # decimals and bytes too (Arrow hashes and orders them as Spark does), not lists
+    for kind, runs in ((pa.decimal128(9, 2), True), (pa.binary(), True),
+                       (pa.list_(pa.int64()), False)):
+        assert columnar(distinct, schema.set(schema.get_field_index("p0_0"),
+                                             pa.field("p0_0", pa.list_(kind)))) == runs
 
     def alone(function: str, values: pa.DataType) -> bool:
         spec = WindowAggregate(operator_id="b", input_sql="", key_columns=("k0",),
@@ -586,66 +590,110 @@ def test_an_aggregate_udfs_rows_in_columns_as_per_key(rows, slide, factor, epoch
 #: min and max of text (or bytes): each value's place in a sort orders them
 TEXT_EXTREMES = (AggregateCall("count_star", None, "n"), AggregateCall("min", "a0", "lo"),
                  AggregateCall("max", "a0", "hi"))
-#: Text Spark orders by its UTF-8 bytes (so "B" < "a" < "é"), and bytes.
+#: distinct counts, first and last values of decimals (or bytes): Arrow hashes and
+#: orders them as Spark does
+HASHED = (AggregateCall("count_star", None, "n"), AggregateCall("count_distinct", "a0", "d"),
+          AggregateCall("first_value", "a0", "fv"), AggregateCall("last_value", "a0", "lv"))
+#: Text Spark orders by its UTF-8 bytes (so "B" < "a" < "é"), bytes, and decimals.
 _TEXTS = ["", "B", "a", "ab", "é", "z", "\U0001F600"]
-_ORDERED = {"text": (pa.string(), _TEXTS),
-            "bytes": (pa.binary(), [t.encode() for t in _TEXTS] + [b"\x00", b"\xff"])}
+_VALUES = {"text": (pa.string(), _TEXTS),
+           "bytes": (pa.binary(), [t.encode() for t in _TEXTS] + [b"\x00", b"\xff"]),
+           "decimals": (pa.decimal128(38, 10), [Decimal("0.1000000001"), Decimal("-2"),
+                                                Decimal("0"), Decimal("1234567890123.45678")])}
+#: TUMBLE and HOP (kind, slide, width), a HOP across chunks, SESSION (gap 7)
+_WINDOWS = [("hop", 1, 1), ("hop", 3, 12), ("hop", 1, PANES_PER_CHUNK + 2), ("session", 1, 7)]
 
 
-def _text_partials(rows: list[Row], slide: int, kind: pa.DataType) -> pa.Table:
-    """Native Spark's pane partials of :data:`TEXT_EXTREMES` (per key and exact time for
-    a slide of 1)."""
-    panes: dict[tuple[Any, int], list[Any]] = defaultdict(list)
+def _value_partials(rows: list[Row], slide: int, kind: pa.DataType,
+                    aggregates: tuple[AggregateCall, ...]) -> pa.Table:
+    """Native Spark's pane partials of :data:`TEXT_EXTREMES` or :data:`HASHED` (per key
+    and exact time for a slide of 1)."""
+    panes: dict[tuple[Any, int], list[tuple[int, Any]]] = defaultdict(list)
     for key, ts, value in rows:
-        panes[(key, ts - ts % slide)].append(value)
+        panes[(key, ts - ts % slide)].append((ts, value))
     items = list(panes.items())
-    present = [[v for v in values if v is not None] for _, values in items]
+    present = [[v for _, v in timed if v is not None] for _, timed in items]
+    if aggregates == TEXT_EXTREMES:
+        return pa.table({**_counted_panes(items),
+                         "p1_0": pa.array([min(v, default=None) for v in present], kind),
+                         "p2_0": pa.array([max(v, default=None) for v in present], kind)})
+    pair = pa.struct([pa.field("t", pa.int64()), pa.field("v", kind)])
     return pa.table({
         **_counted_panes(items),
-        "p1_0": pa.array([min(v, default=None) for v in present], kind),
-        "p2_0": pa.array([max(v, default=None) for v in present], kind)})
+        "p1_0": pa.array([sorted(set(v)) for v in present], pa.list_(kind)),
+        "p2_0": pa.array([dict(zip("tv", min(timed, key=_by_time), strict=True))
+                          for _, timed in items], pair),
+        "p3_0": pa.array([dict(zip("tv", max(timed, key=_by_time), strict=True))
+                          for _, timed in items], pair)})
 
 
-@pytest.mark.parametrize("kind", list(_ORDERED))
+def _both_ways(aggregates: tuple[AggregateCall, ...], kind: pa.DataType, rows: list[Row],
+               window: tuple[str, int, int], epochs: int, parallelism: int, ordered: bool,
+               folder: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """``rows`` through the columnar operator (which must take ``aggregates`` of ``kind``
+    values) and the per-key one: what each fired, sorted."""
+    from spate.engine.runtime.session_columns import SessionColumnsRange, session_columnar
+    from spate.engine.runtime.window import _WindowRange
+
+    how, slide, size = window
+    session = how == "session"
+    spec = WindowAggregate(operator_id="q0_window", input_sql="", key_columns=("k0",),
+                           window=WindowSpec(how, 0, 0, size) if session
+                           else WindowSpec(how, size, slide),
+                           aggregates=aggregates, output_view="v")
+    partial_schema = _value_partials([], slide, kind, aggregates).schema
+    assert (session_columnar if session else columnar)(spec, partial_schema)
+    schema = output_schema(spec, partial_schema)
+    chunks, watermarks = _in_epochs(rows, epochs, ordered)
+    fired = {}
+    for name, work in (("columns", (SessionColumnsRange if session else WindowColumnsRange)(
+                            spec, schema)),
+                       ("per_key", _WindowRange(spec, GROUPS, schema))):
+        fired[name] = sorted(
+            ((row["k0"], _micros(row[WINDOW_COLUMN]["start"]),
+              *(row[call.output] for call in aggregates))
+             for table, _ in through_ranges(work, folder / f"{name}.db",
+                                            [_value_partials(c, slide, kind, aggregates)
+                                             for c in chunks], watermarks, GROUPS, parallelism)
+             for row in table.to_pylist()), key=repr)
+    return fired
+
+
+def _valued_rows(samples: list[Any]) -> st.SearchStrategy[list[Row]]:
+    return st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.integers(0, 200),
+                              st.one_of(st.none(), st.sampled_from(samples))),
+                    min_size=1, max_size=60)
+
+
+@pytest.mark.parametrize("kind", ["text", "bytes"])
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                HealthCheck.function_scoped_fixture])
-@given(data=st.data(), window=st.sampled_from([("hop", 1, 1), ("hop", 3, 12),
-                                               ("hop", 1, PANES_PER_CHUNK + 2),
-                                               ("session", 1, 7)]),
-       epochs=st.integers(1, 5), parallelism=st.integers(1, 3), ordered=st.booleans())
+@given(data=st.data(), window=st.sampled_from(_WINDOWS), epochs=st.integers(1, 5),
+       parallelism=st.integers(1, 3), ordered=st.booleans())
 def test_text_extremes_in_columns_as_per_key(kind, data, window, epochs, parallelism, ordered,
                                              tmp_path_factory
                                              ) -> None:  # type: ignore[no-untyped-def]
     """min and max of text or bytes in TUMBLE, HOP and SESSION windows, in columns (by
     each value's place in a sort of the panes) and per key: the same windows, the same
     values."""
-    from spate.engine.runtime.session_columns import SessionColumnsRange, session_columnar
-    from spate.engine.runtime.window import _WindowRange
+    value_type, samples = _VALUES[kind]
+    fired = _both_ways(TEXT_EXTREMES, value_type, data.draw(_valued_rows(samples)), window,
+                       epochs, parallelism, ordered, tmp_path_factory.mktemp("text"))
+    assert fired["columns"] == fired["per_key"]
 
-    value_type, samples = _ORDERED[kind]
-    rows = data.draw(st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]),
-                                        st.integers(0, 200),
-                                        st.one_of(st.none(), st.sampled_from(samples))),
-                              min_size=1, max_size=60))
-    how, slide, size = window
-    session = how == "session"
-    spec = WindowAggregate(operator_id="q0_window", input_sql="", key_columns=("k0",),
-                           window=WindowSpec(how, 0, 0, size) if session
-                           else WindowSpec(how, size, slide),
-                           aggregates=TEXT_EXTREMES, output_view="v")
-    partial_schema = _text_partials([], slide, value_type).schema
-    assert (session_columnar if session else columnar)(spec, partial_schema)
-    schema = output_schema(spec, partial_schema)
-    chunks, watermarks = _in_epochs(rows, epochs, ordered)
-    folder = tmp_path_factory.mktemp("text")
-    fired = {}
-    for name, work in (("columns", (SessionColumnsRange if session else WindowColumnsRange)(
-                            spec, schema)),
-                       ("per_key", _WindowRange(spec, GROUPS, schema))):
-        fired[name] = sorted(
-            ((row["k0"], _micros(row[WINDOW_COLUMN]["start"]), row["n"], row["lo"], row["hi"])
-             for table, _ in through_ranges(work, folder / f"{name}.db",
-                                            [_text_partials(c, slide, value_type)
-                                             for c in chunks], watermarks, GROUPS, parallelism)
-             for row in table.to_pylist()), key=repr)
+
+@pytest.mark.parametrize("kind", ["decimals", "bytes"])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture])
+@given(data=st.data(), window=st.sampled_from(_WINDOWS), epochs=st.integers(1, 5),
+       parallelism=st.integers(1, 3), ordered=st.booleans())
+def test_distinct_first_and_last_of_decimals_and_bytes_in_columns_as_per_key(
+        kind, data, window, epochs, parallelism, ordered,
+        tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+    """count(DISTINCT), first_value and last_value of decimals or bytes in TUMBLE, HOP and
+    SESSION windows, in columns and per key: the same windows, the same values (a
+    decimal as the double nearest it)."""
+    value_type, samples = _VALUES[kind]
+    fired = _both_ways(HASHED, value_type, data.draw(_valued_rows(samples)), window,
+                       epochs, parallelism, ordered, tmp_path_factory.mktemp("hashed"))
     assert fired["columns"] == fired["per_key"]
