@@ -3,7 +3,7 @@
 The columnar counterpart of :class:`~spate.engine.runtime.updating.UpdatingAggregateOperator`
 for the aggregates :func:`columnar` accepts (count; sum and avg of integers,
 floats and decimals; min and max of integers, floats, decimals, times, dates and
-booleans; the
+booleans, and over appended rows of text and bytes; the
 variances and standard deviations; the (y, x) aggregates corr, covar_* and
 regr_*; distinct counts of integers, floats, times, dates, booleans, text, bytes
 and decimals, and their min and max over updating input; median and
@@ -50,7 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -141,7 +141,7 @@ def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
         if call.function in EXTREMES and (
                 _orderable(_multiset_value_type(kind)) or _by_value(_multiset_value_type(kind))
                 if spec.updating_input else
-                _orderable(kind) or pa.types.is_decimal128(kind)):
+                _orderable(kind) or pa.types.is_decimal128(kind) or by_place(kind)):
             continue
         if call.function in DISTINCTS and (_orderable(_multiset_value_type(kind))
                                            or _by_value(_multiset_value_type(kind))):
@@ -439,8 +439,7 @@ class _Keys:
             self.groups = np.concatenate([self.groups, fresh.column(KEY_GROUP).to_numpy()
                                           .astype(np.int64)])
             self.rows = np.concatenate([self.rows, np.zeros(added, np.int64)])
-            self.accs = [[np.concatenate([acc, np.zeros((added, *acc.shape[1:]), acc.dtype)])
-                          for acc in accs] for accs in self.accs]
+            self.accs = [[_grown(acc, added) for acc in accs] for accs in self.accs]
             self.has_seen = np.concatenate([self.has_seen, np.zeros(added, bool)])
             self.seen = np.concatenate([self.seen, np.zeros(added, np.int64)])
             self.out = np.concatenate([self.out, np.zeros(added, bool)])
@@ -493,9 +492,13 @@ class _Keys:
             elif call.function in EXTREMES:
                 missing = ~exists | ~self.accs[i][1]
                 partial = self.work.partial_schema.field(f"p{i}_0").type
-                columns.append(from_words(first, missing, partial.scale, kind)
-                               if first.ndim == 2 else
-                               from_numbers(first, missing, partial, kind))
+                if isinstance(first, pa.Array):  # text, bytes
+                    columns.append(pc.if_else(pa.array(missing), pa.nulls(self.size, kind),
+                                              first.cast(kind)))
+                elif first.ndim == 2:  # a decimal's words
+                    columns.append(from_words(first, missing, partial.scale, kind))
+                else:
+                    columns.append(from_numbers(first, missing, partial, kind))
             else:
                 counted = self.accs[i][1]
                 if first.ndim == 2:  # a decimal's words: the exact sum, rounded once
@@ -628,6 +631,14 @@ def _merge(function: str, accs: list[np.ndarray], at: np.ndarray, partials: pa.T
         _merge_moments(accs, at, partials, index)
         return
     first = partials.column(f"p{index}_0")
+    if isinstance(accs[0], pa.Array):  # the least or greatest text or bytes
+        pick = pc.max_element_wise if function == "max" else pc.min_element_wise
+        best = pick(accs[0].take(pa.array(at)), first.combine_chunks(), skip_nulls=True)
+        places = np.arange(len(accs[0]))
+        places[at] = len(accs[0]) + np.arange(len(at))
+        accs[0] = pa.concat_arrays([accs[0], best]).take(pa.array(places))
+        accs[1][at] |= first.is_valid().to_numpy(zero_copy_only=False)
+        return
     numbers = words(first) if pa.types.is_decimal(first.type) \
         else as_numbers(first, 0).astype(accs[0].dtype)
     if function in COUNTS:
@@ -682,25 +693,41 @@ def _merge_moments(accs: list[np.ndarray], at: np.ndarray, partials: pa.Table,
 
 
 def _number_type(kind: pa.DataType) -> pa.DataType:
-    """How a sum or an extreme of ``kind`` is stored: a double, an int64, or a decimal's
-    exact sum as a DECIMAL(38, its scale)."""
+    """How a sum or an extreme of ``kind`` is stored: a double, an int64, a decimal as a
+    DECIMAL(38, its scale), text and bytes as they are."""
     if pa.types.is_decimal(kind):
         return pa.decimal128(38, kind.scale)
+    if by_place(kind):
+        return kind
     return pa.float64() if pa.types.is_floating(kind) else pa.int64()
 
 
-def _accumulator(column: pa.ChunkedArray) -> np.ndarray:
-    """A stored accumulator column as the NumPy array an epoch changes in place: a
-    decimal sum as its words (:func:`~spate.engine.operators.decimal_columns.words`),
-    one row of four per key."""
+#: An accumulator column while an epoch changes it: NumPy (a decimal as its words, one
+#: row of four per key), or for the least or greatest text or bytes an Arrow array.
+Accumulator: TypeAlias = np.ndarray | pa.Array
+
+
+def _accumulator(column: pa.ChunkedArray) -> Accumulator:
+    """A stored accumulator column as an epoch changes it (:data:`Accumulator`)."""
     if pa.types.is_decimal(column.type):
         return words(column)
+    if by_place(column.type):
+        return column.combine_chunks()
     values: np.ndarray = column.to_numpy(zero_copy_only=False).copy()
     return values
 
 
-def _stored(acc: np.ndarray, kind: pa.DataType) -> pa.Array:
+def _grown(acc: Accumulator, added: int) -> Accumulator:
+    """``acc`` with ``added`` new keys' empty accumulators after it."""
+    if isinstance(acc, pa.Array):
+        return pa.concat_arrays([acc, pa.nulls(added, acc.type)])
+    return np.concatenate([acc, np.zeros((added, *acc.shape[1:]), acc.dtype)])
+
+
+def _stored(acc: Accumulator, kind: pa.DataType) -> pa.Array:
     """An accumulator column back as stored (:func:`_accumulator`'s inverse)."""
+    if isinstance(acc, pa.Array):
+        return acc
     if acc.ndim == 2:
         return from_words(acc, np.zeros(len(acc), bool), kind.scale, kind)
     return pa.array(acc, kind)

@@ -456,7 +456,10 @@ def test_the_columnar_path_takes_aggregates_of_numbers_it_computes_in_columns() 
                              pa.field("p5_0", pa.decimal128(20, 2)))
     assert columnar(spec, decimal_min)  # compared in words
     text_min = schema.set(schema.get_field_index("p5_0"), pa.field("p5_0", pa.string()))
-    assert not columnar(spec, text_min)  # over appended rows: per key
+    assert columnar(spec, text_min)  # an Arrow column of each key's least text
+    listed_min = schema.set(schema.get_field_index("p5_0"),
+                            pa.field("p5_0", pa.list_(pa.int64())))
+    assert not columnar(spec, listed_min)
     assert not columnar(UpdatingAggregate(
         operator_id="q0", input_sql="", key_columns=("k0",),
         aggregates=(AggregateCall("max", "a0", "m"),), updating_input=True,
@@ -533,6 +536,49 @@ def test_text_bytes_and_decimals_in_multisets_as_per_key(kind, data, count, para
 
     _per_key_and_in_columns(FLOAT_AGGREGATES, partials, rows, count, parallelism,
                             tmp_path_factory.mktemp(kind))
+
+
+#: count(*), min and max over appended rows
+APPENDED_EXTREMES = (AggregateCall("count_star", None, "n"), AggregateCall("min", "a0", "lo"),
+                     AggregateCall("max", "a0", "hi"))
+
+
+def _extreme_partials(value_type: pa.DataType) -> Callable[[list[Row], bool], pa.Table]:
+    """Spark's partials of :data:`APPENDED_EXTREMES` over rows of ``value_type`` values."""
+    def partials(rows: list[Row], updating_input: bool) -> pa.Table:
+        columns: dict[str, list[Any]] = defaultdict(list)
+        for key, mine in _by_key(rows).items():
+            _, row_key = _key_columns(columns, key, mine)
+            values = [v for _, _, _, v in mine if v is not None]
+            columns["p1_0"].append(min(values, default=None))
+            columns["p2_0"].append(max(values, default=None))
+            columns["__kg"].append(sum(row_key.encode()) % GROUPS)
+        types = {"__key": pa.string(), "k0": pa.string(), "__seen": pa.timestamp("us", tz="UTC"),
+                 "p1_0": value_type, "p2_0": value_type, "__kg": pa.int32()}
+        names = ["__key", "k0", "__count", "__rows", "__seen", "p0_0", "p1_0", "p2_0", "__kg"]
+        return pa.table({n: pa.array(columns[n], types.get(n, pa.int64())) for n in names})
+
+    return partials
+
+
+@pytest.mark.parametrize("kind", ["text", "bytes"])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture])
+@given(data=st.data(), count=st.integers(1, 6), parallelism=st.integers(1, 3),
+       interval_s=st.sampled_from([0, 5]))
+def test_text_and_bytes_extremes_of_appended_rows_as_per_key(kind, data, count, parallelism,
+                                                            interval_s, tmp_path_factory
+                                                            ) -> None:  # type: ignore[no-untyped-def]
+    """min and max of text or bytes over appended rows: a key's least and greatest so
+    far, in an Arrow column of the key states (by their bytes, as Spark orders them)."""
+    value_type, samples = _AS_THEY_ARE[kind]
+    rows = data.draw(st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.just(False),
+                                        st.integers(0, 100),
+                                        st.one_of(st.none(), st.sampled_from(samples))),
+                              min_size=1, max_size=40))
+    _per_key_and_in_columns(APPENDED_EXTREMES, _extreme_partials(value_type), rows, count,
+                            parallelism, tmp_path_factory.mktemp(kind), False,
+                            interval_s * 1000)
 
 
 #: first_value and last_value: each key's earliest and latest (event time, value) pair.
@@ -840,25 +886,7 @@ def test_a_dime_added_three_times_is_three_dimes(tmp_path: Path) -> None:
     assert inserted == [(1, 0.1), (2, 0.2), (3, 0.3)]
 
 
-#: min and max of a DECIMAL(38, 10) over appended rows
-DECIMAL_EXTREMES = (AggregateCall("count_star", None, "n"), AggregateCall("min", "a0", "lo"),
-                    AggregateCall("max", "a0", "hi"))
 WIDE = pa.decimal128(38, 10)
-
-
-def _decimal_extreme_partials(rows: list[Row], updating_input: bool = False) -> pa.Table:
-    """Spark's partials of :data:`DECIMAL_EXTREMES` for appended ``rows``."""
-    columns: dict[str, list[Any]] = defaultdict(list)
-    for key, mine in _by_key(rows).items():
-        _, row_key = _key_columns(columns, key, mine)
-        values = [v for _, _, _, v in mine if v is not None]
-        columns["p1_0"].append(min(values, default=None))
-        columns["p2_0"].append(max(values, default=None))
-        columns["__kg"].append(sum(row_key.encode()) % GROUPS)
-    types = {"__key": pa.string(), "k0": pa.string(), "__seen": pa.timestamp("us", tz="UTC"),
-             "p1_0": WIDE, "p2_0": WIDE, "__kg": pa.int32()}
-    names = ["__key", "k0", "__count", "__rows", "__seen", "p0_0", "p1_0", "p2_0", "__kg"]
-    return pa.table({n: pa.array(columns[n], types.get(n, pa.int64())) for n in names})
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -876,7 +904,7 @@ def test_decimal_extremes_of_appended_rows_in_columns(rows, count, parallelism,
     appended rows, flushed every epoch: each key's extremes so far, as the nearest
     doubles."""
     for seen, (key, n, lo, hi, *_) in _inserts_in_columns(
-            DECIMAL_EXTREMES, _decimal_extreme_partials, rows, count, parallelism,
+            APPENDED_EXTREMES, _extreme_partials(WIDE), rows, count, parallelism,
             tmp_path_factory.mktemp("decimal_extremes"), False):
         mine = [v for k, _, _, v in seen if k == key]
         values = [v for v in mine if v is not None]
