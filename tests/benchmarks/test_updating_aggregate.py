@@ -263,6 +263,15 @@ def _decimal_sums_epochs(rng: np.random.Generator, count: int, events: int,
     return epochs
 
 
+def _text_max(epoch: pa.Table) -> pa.Table:
+    """An epoch of :func:`_partials` as ``count(*), max(name)``: each key's greatest value
+    as the text ``name-<value>`` (zero-padded, so text order is number order)."""
+    tops = pc.binary_join_element_wise(
+        "name-", pc.utf8_lpad(epoch.column("p2_0").cast(pa.string()), 6, "0"), "")
+    return epoch.drop_columns(["p1_0", "p1_1", "p2_0", "__kg"]).append_column(
+        "p1_0", tops).append_column("__kg", epoch.column("__kg"))
+
+
 _TIMED = (AggregateCall("count_star", None, "n"), AggregateCall("first_value", "a0", "earliest"),
           AggregateCall("last_value", "a0", "latest"))
 
@@ -314,6 +323,11 @@ _KEPT_IN_COLUMNS_SINCE_DECEMBER = {
     # sum and avg of a DECIMAL, exact: a key's sum as four 32-bit words
     "decimal_sums": ((AggregateCall("count_star", None, "n"), AggregateCall("sum", "a0", "total"),
                       AggregateCall("avg", "a0", "mean")), False, _decimal_sums_epochs),
+    # the greatest text of appended rows: an Arrow column of each key's greatest
+    "text_max": ((AggregateCall("count_star", None, "n"), AggregateCall("max", "a0", "top")),
+                 False, lambda rng, count, events, keys: [
+                     _text_max(epoch) for epoch in (_partials(rng, events, keys)
+                                                    for _ in range(count))]),
 }
 
 

@@ -9,7 +9,8 @@ min(price), max(price)`` (``first_last``: a candle) or ``count(*), bit_and(flags
 bit_or(flags), bit_xor(flags)`` (``bits``, 16 random flags) or ``count(*), median(ms),
 percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)`` (``percentiles``: latencies) or
 ``count(*), udaf(ms)`` (``udaf_rows``: an aggregate UDF's argument rows, which a window
-hands to the UDF whole) ``GROUP BY k, HOP(1 s, width)``
+hands to the UDF whole) or ``count(*), min(name), max(name)`` (``text_extremes``, 10,000
+names) ``GROUP BY k, HOP(1 s, width)``
 (width 1 s: TUMBLE): the same pane partials (per key and one-second pane, as Spark's native
 pre-aggregation gives them) through the columnar operator
 (:mod:`spate.engine.runtime.window_columns`) and the per-key one
@@ -61,6 +62,10 @@ CASES = {
                     AggregateCall("percentile_cont", "a0", "p99", 0.99)),
     "udaf_rows": (AggregateCall("count_star", None, "n"),
                   AggregateCall("udaf_rows", "a0", "rows")),
+    # the least and greatest of text: each value's place in a sort of the panes
+    "text_extremes": (AggregateCall("count_star", None, "n"),
+                      AggregateCall("min", "a0", "first_name"),
+                      AggregateCall("max", "a0", "last_name")),
 }
 #: Each bitwise aggregate's pane partial, as Spark's own ``bit_*`` gives it.
 BITWISE = (np.bitwise_and, np.bitwise_or, np.bitwise_xor)
@@ -188,6 +193,23 @@ def _moment_partials(rng: np.random.Generator, epoch: int, events: int,
         "p2_4": pa.array(sxx), "p2_5": pa.array(sxy)})
 
 
+def _text_partials(rng: np.random.Generator, epoch: int, events: int, keys: int) -> pa.Table:
+    """An epoch's pane partials: ``count(*)`` and the least and greatest of 10,000 names
+    per key and one-second pane, over ``events`` rows with uniform keys and names."""
+    names = pa.array([f"customer-{n:05d}" for n in rng.integers(0, 10_000, events)])
+    table = pa.table({"k": rng.integers(0, keys, events),
+                      "__pane": (epoch * EPOCH_S + rng.integers(0, EPOCH_S, events)) * SECOND,
+                      "name": names})
+    grouped = table.group_by(["k", "__pane"], use_threads=False).aggregate(
+        [("name", "count"), ("name", "min"), ("name", "max")])
+    counts = grouped.column("name_count")
+    return pa.table({
+        "k": grouped.column("k"), "__pane": grouped.column("__pane"),
+        "__kg": pa.array(grouped.column("k").to_numpy() % GROUPS, pa.int32()),
+        "__rows": counts, "p0_0": counts, "p1_0": grouped.column("name_min"),
+        "p2_0": grouped.column("name_max")})
+
+
 def _epoch(number: int, ranges: list[range]) -> TaskEpoch:
     """Epoch ``number``: the watermark 1 s behind the end of its event time."""
     before = NO_WATERMARK if number == 0 else number * EPOCH_S * SECOND - SECOND
@@ -211,7 +233,7 @@ def test_the_operator_alone_columns_against_per_key(case: str, keys: int, events
                 "first_last": _first_last_partials, "bits": _bits_partials,
                 "percentiles": _percentile_partials,
                 "udaf_rows": lambda *a: _percentile_partials(*a, field="a0").drop(["p2_0"]),
-                }[case]
+                "text_extremes": _text_partials}[case]
     epochs = [partials(rng, number, events, keys) for number in range(EPOCHS)]
     schema = output_schema(spec, epochs[0].schema)
     columns = operator_seconds(WindowColumnsRange(spec, schema), epochs, GROUPS, _epoch)

@@ -886,6 +886,7 @@ def test_a_dime_added_three_times_is_three_dimes(tmp_path: Path) -> None:
     assert inserted == [(1, 0.1), (2, 0.2), (3, 0.3)]
 
 
+#: A DECIMAL past 18 digits: its extremes compared word by word.
 WIDE = pa.decimal128(38, 10)
 
 
