@@ -249,45 +249,49 @@ def test_more_aggregates_equal_duckdb(spark, tmp_path_factory):  # type: ignore[
     assert table  # the change stream left rows
 
 
+#: DECIMAL sums and extremes, and the least and greatest text, as a trading desk keeps them
+TRADE_AGGREGATES = ("sum(price) AS s, avg(price) AS a, min(price) AS lo, max(price) AS hi, "
+                    "min(trader) AS ft, max(trader) AS lt")
 DECIMAL_WINDOWS = """
-CREATE TABLE trades (k BIGINT, price DECIMAL(20, 2), ts TIMESTAMP NOT NULL,
+CREATE TABLE trades (k BIGINT, price DECIMAL(20, 2), trader TEXT, ts TIMESTAMP NOT NULL,
                      WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
 WITH (connector = 'single_file', path = '{dir}/trades.jsonl', format = 'json',
       type = 'source', max_lines_per_batch = '4');
 """ + "".join(WINDOWED.format(name=name, dir="{dir}", window=window,
-                              aggregates="sum(price) AS s, avg(price) AS a, min(price) AS lo, "
-                                         "max(price) AS hi", names="s, a, lo, hi")
+                              aggregates=TRADE_AGGREGATES, names="s, a, lo, hi, ft, lt")
               .replace("FROM events", "FROM trades")
               for name, window in (("tumbled", "TUMBLE(INTERVAL '10' SECOND)"),
                                    ("hopped", "HOP(INTERVAL '5' SECOND, INTERVAL '10' SECOND)"),
                                    ("sessions", "SESSION(INTERVAL '3' SECOND)"))) \
-    + UPDATING.format(name="balances", dir="{dir}", source="trades",
-                      aggregates="sum(price) AS s, avg(price) AS a, min(price) AS lo, "
-                                 "max(price) AS hi")
+    + UPDATING.format(name="balances", dir="{dir}", source="trades", aggregates=TRADE_AGGREGATES)
 
 
 def test_decimal_sums_in_windows_and_sessions_are_the_exact_sums(spark, tmp_path):  # type: ignore[no-untyped-def]
     """A window's, session's or updating aggregate's sum of DECIMALs is the exact sum
     rounded once to a double: three dimes are 0.3 (adding doubles gives
     0.30000000000000004), and cents on a balance of 10^13 are kept until the end (a
-    double holds them only roughly)."""
+    double holds them only roughly). The least and greatest text go by its bytes, as
+    in Spark ("Zoë" < "zed" < "Ängström")."""
     prices = {1: ["0.10", "0.10", "0.10"], 2: ["12345678901234.57", "0.01", "-0.03"]}
+    traders = ["zed", "Ängström", "Zoë"]
     with open(tmp_path / "trades.jsonl", "w") as handle:
         for i in range(3):
             for k, values in prices.items():
                 ts = (BASE + timedelta(seconds=i)).isoformat().replace("+00:00", "Z")
-                handle.write(json.dumps({"k": k, "price": float(values[i]), "ts": ts}) + "\n")
+                handle.write(json.dumps({"k": k, "price": float(values[i]),
+                                         "trader": traders[i], "ts": ts}) + "\n")
     run_pipeline(spark, DECIMAL_WINDOWS.format(dir=tmp_path), tmp_path)
+    names = ["s", "a", "lo", "hi", "ft", "lt"]
     for k, values in prices.items():
         exact = sum(Decimal(v) for v in values)
         expected = [float(exact), float(exact) / 3, float(min(map(Decimal, values))),
-                    float(max(map(Decimal, values)))]
+                    float(max(map(Decimal, values))), "Zoë", "Ängström"]
         for name in ("tumbled", "hopped", "sessions"):
             rows = [json.loads(line) for line in (tmp_path / f"{name}.jsonl").open()]
-            whole = [[r["s"], r["a"], r["lo"], r["hi"]] for r in rows
+            whole = [[r[n] for n in names] for r in rows
                      if r["k"] == k and r["ws"] <= BASE_US and r["ws"] + 3_000_000 > BASE_US]
             assert whole == [expected], (name, k, rows)
         changes = [json.loads(line) for line in (tmp_path / "balances.jsonl").open()]
         latest = [change["after"] for change in changes
                   if change["after"] is not None and change["after"]["k"] == k][-1]
-        assert [latest["s"], latest["a"], latest["lo"], latest["hi"]] == expected
+        assert [latest[n] for n in names] == expected
