@@ -9,8 +9,8 @@ regr_*; distinct counts of integers, floats, times, dates, booleans, text, bytes
 and decimals, and their min and max over updating input; median and
 percentile_cont of integers, floats and decimals, also weighted; bit_and, bit_or
 and bit_xor; first_value and last_value of the values distinct counts take;
-array_agg of numbers, decimals, text, bytes, booleans, times and dates): the epoch's signed
-partials merge into the keys' states, due groups flush and idle keys expire as
+array_agg of numbers, decimals, text, bytes, booleans, times and dates): the epoch's
+signed partials merge into the keys' states, due groups flush and idle keys expire as
 whole NumPy and Arrow columns, with no Python statement per key.  What it emits
 is what the per-key operator emits: the same changes, with a key's withdrawal
 before its new row.
@@ -120,13 +120,8 @@ _PENDING = "__pending"
 
 
 def columnar(spec: UpdatingAggregate, partial_schema: pa.Schema) -> bool:
-    """Whether ``spec`` runs here: plain keys, and counts, sums and averages (of
-    decimals too; and their min and max over appended rows), variances,
-    the (y, x) aggregates and percentiles (also weighted) of numbers, minimum, maximum and distinct
-    counts of numbers (not decimals), times, dates and booleans (over updating input
-    and for distinct counts also of text, bytes and decimals), the bitwise
-    aggregates of integers, first_value and last_value of those values, and array_agg
-    of numbers, text, booleans, times and dates, only."""
+    """Whether ``spec`` runs here: plain keys, and only the aggregates of the values the
+    module's docstring lists (of nested values, none)."""
     if any(pa.types.is_nested(partial_schema.field(k).type) for k in spec.key_columns):
         return False
     for i, call in enumerate(spec.aggregates):
