@@ -17,8 +17,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spate.engine.operators.window_columns import ranked_extremes
-
 #: 32-bit words in a decimal128 value, and in the decimal256 the sums come back in.
 WORDS, WIDE_WORDS = 4, 8
 _LOW = 0xFFFF_FFFF
@@ -93,25 +91,3 @@ def decimal_sums(column: pa.Array | pa.ChunkedArray, summed: Callable[[np.ndarra
     split = words(column)
     sums = np.stack([summed(split[:, k]) for k in range(WORDS)], axis=1)
     return from_words(sums, nulls, column.type.scale, kind)
-
-
-def decimal_extremes(column: pa.Array | pa.ChunkedArray,
-                     extremes: Callable[[np.ndarray], np.ndarray], largest: bool,
-                     nulls: np.ndarray) -> pa.Array:
-    """The exact least (or greatest) values of the decimal ``column``, as its type:
-    ``extremes`` takes one int64 per value that orders them as the values order (NULL
-    below every value for a maximum, above for a minimum) and gives the winning ones
-    (of segments, of windows' panes); NULL where ``nulls``.  Up to 18 digits that int64
-    is the unscaled value; beyond, the value's place in a sort of the column."""
-    kind = column.type
-    if kind.precision <= 18:
-        split = words(column)
-        unscaled = split[:, 0] | (split[:, 1] << 32)  # the low 64 bits: the whole value
-        info = np.iinfo(np.int64)
-        valid = column.is_valid().to_numpy(zero_copy_only=False)
-        best = extremes(np.where(valid, unscaled, info.min if largest else info.max))
-        best = np.where(nulls, 0, best)  # no value: the stand-in would not fit the type
-        zero = np.zeros(len(best), np.int64)
-        return from_words(np.stack([best & _LOW, best >> 32, zero, zero], axis=1), nulls,
-                          kind.scale, kind)
-    return ranked_extremes(column, extremes, largest)

@@ -51,7 +51,7 @@ import pyarrow.compute as pc
 
 from spate.engine.operators.aggregates import AGGREGATES
 from spate.engine.operators.aggregates.moments import columns_result, combined_columns
-from spate.engine.operators.decimal_columns import as_output, decimal_extremes, decimal_sums
+from spate.engine.operators.decimal_columns import as_output, decimal_sums
 from spate.engine.operators.window_columns import (
     BITS,
     DISTINCTS,
@@ -312,15 +312,13 @@ def _merge_partials(column: pa.ChunkedArray, segments: FiredWindows, extreme: bo
     the least or greatest; of decimals exactly."""
     valid = np.add.reduceat(column.is_valid().to_numpy(zero_copy_only=False).astype(np.int64),
                             segments.first)
-    if extreme and by_place(column.type):  # text, bytes
+    exact = pa.types.is_decimal(column.type)
+    if extreme and (exact or by_place(column.type)):  # decimals, text, bytes: by their order
         return ranked_extremes(column, lambda places: window_extremes(places, segments, largest),
                                largest)
-    if pa.types.is_decimal(column.type):
-        if not extreme:
-            return decimal_sums(column, lambda words: np.add.reduceat(words, segments.first),
-                                valid == 0, column.type)
-        return decimal_extremes(column, lambda order: window_extremes(order, segments, largest),
-                                largest, valid == 0)
+    if exact:
+        return decimal_sums(column, lambda words: np.add.reduceat(words, segments.first),
+                            valid == 0, column.type)
     if extreme:
         numbers = as_numbers(column, worst(column.type, largest))
         merged = window_extremes(numbers, segments, largest)
